@@ -1,0 +1,49 @@
+# Finds every required library and stops with a message naming the Debian package to install.
+find_package(PkgConfig QUIET)
+
+function(mp_require found what package)
+  if(NOT ${found})
+    message(FATAL_ERROR "mpdist: ${what} not found: install the Debian package '${package}' "
+                        "(tests/run.sh and launch/quickstart.sh install everything).")
+  endif()
+endfunction()
+
+if(NOT PKG_CONFIG_FOUND)
+  mp_require(PKG_CONFIG_FOUND "pkg-config" "pkg-config")
+endif()
+
+find_package(MPI COMPONENTS C QUIET)
+mp_require(MPI_C_FOUND "MPI (Open MPI)" "libopenmpi-dev")
+
+set(HDF5_PREFER_PARALLEL OFF)
+find_package(HDF5 COMPONENTS C QUIET)
+mp_require(HDF5_FOUND "HDF5 (serial)" "libhdf5-dev")
+
+find_package(ZLIB QUIET)
+mp_require(ZLIB_FOUND "zlib" "zlib1g-dev")
+
+pkg_check_modules(LIBCONFIG QUIET IMPORTED_TARGET libconfig)
+mp_require(LIBCONFIG_FOUND "libconfig" "libconfig-dev")
+
+pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
+mp_require(OPENBLAS_FOUND "OpenBLAS" "libopenblas-dev")
+
+find_package(cJSON QUIET)
+if(NOT cJSON_FOUND)
+  pkg_check_modules(CJSON QUIET IMPORTED_TARGET libcjson)
+  mp_require(CJSON_FOUND "cJSON" "libcjson-dev")
+  add_library(mp_cjson INTERFACE)
+  target_link_libraries(mp_cjson INTERFACE PkgConfig::CJSON)
+else()
+  add_library(mp_cjson INTERFACE)
+  target_link_libraries(mp_cjson INTERFACE cjson)
+  target_include_directories(mp_cjson INTERFACE ${CJSON_INCLUDE_DIRS})
+endif()
+
+if(MPDIST_TESTS)
+  pkg_check_modules(CMOCKA QUIET IMPORTED_TARGET cmocka)
+  mp_require(CMOCKA_FOUND "cmocka" "libcmocka-dev")
+endif()
+
+find_library(MATH_LIBRARY m)
+find_package(Threads REQUIRED)

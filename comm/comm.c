@@ -1,0 +1,96 @@
+/* MPI start-up and the foundation's collectives. Errors are returned (MPI_ERRORS_RETURN on our
+ * duplicate communicator) and turned into MP_ECOMM with the check macro's message. */
+#include "comm/comm.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *mp_mpi_error_string(int rc)
+{
+    static _Thread_local char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", rc);
+    return msg;
+}
+
+mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
+{
+    memset(c, 0, sizeof *c);
+    int inited = 0;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited)
+        MPI_CHECK(MPI_Init(argc, argv));
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
+    MPI_CHECK(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
+    MPI_CHECK(MPI_Comm_size(c->world, &c->size));
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
+    MPI_CHECK(MPI_Comm_size(node, &c->local_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_CHECK(MPI_Get_processor_name(name, &len));
+    snprintf(c->host, sizeof c->host, "%s", name);
+    mp_identity_set(c->rank, c->host);
+    return MP_OK;
+}
+
+mp_status mp_comm_bcast(const mp_comm *c, void *buf, size_t bytes, int root)
+{
+    char *p = buf;
+    while (bytes > 0) {
+        int chunk = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
+        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, c->world));
+        p += chunk;
+        bytes -= (size_t)chunk;
+    }
+    return MP_OK;
+}
+
+mp_status mp_comm_allreduce_sum_f32(const mp_comm *c, float *buf, size_t n)
+{
+    while (n > 0) {
+        int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, c->world));
+        buf += chunk;
+        n -= (size_t)chunk;
+    }
+    return MP_OK;
+}
+
+mp_status mp_comm_allreduce_sum_f64(const mp_comm *c, double *buf, int n)
+{
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, c->world));
+    return MP_OK;
+}
+
+mp_status mp_comm_agree(const mp_comm *c, mp_status local, int *reporter)
+{
+    /* MAX of (code, -failed rank) gives the worst code and the lowest failed rank. */
+    int mine[2] = {(int)local, -(local != MP_OK ? c->rank : c->size)}, out[2];
+    MPI_CHECK(MPI_Allreduce(mine, out, 2, MPI_INT, MPI_MAX, c->world));
+    *reporter = -out[1] == c->size ? -1 : -out[1];
+    return (mp_status)out[0];
+}
+
+void mp_comm_abort(const mp_comm *c, int code)
+{
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(c && c->world != MPI_COMM_NULL ? c->world : MPI_COMM_WORLD, code);
+}
+
+void mp_comm_finalize(mp_comm *c)
+{
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (fin)
+        return;
+    if (c->world != MPI_COMM_NULL && c->world != 0)
+        MPI_Comm_free(&c->world);
+    MPI_Finalize();
+}

@@ -1,0 +1,63 @@
+/* Counted aligned allocation. Each block carries a 64-byte header with its size and category,
+ * so mp_free needs neither. */
+#include "engine/alloc.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MP_ALIGN 64
+
+typedef struct {
+    size_t bytes;
+    int cat;
+} mp_block_header;
+
+static atomic_llong mp_cur[MP_MEM_NCAT], mp_peak[MP_MEM_NCAT];
+static atomic_llong mp_cur_total, mp_peak_total;
+
+static const char *const mp_cat_names[MP_MEM_NCAT] = {
+    "weights", "master", "grads", "optim", "activations", "data", "workspace"};
+
+static void raise_peak(atomic_llong *peak, long long value)
+{
+    long long old = atomic_load(peak);
+    while (value > old && !atomic_compare_exchange_weak(peak, &old, value))
+        ;
+}
+
+void *mp_alloc(size_t bytes, mp_mem_cat cat)
+{
+    void *base = NULL;
+    if (posix_memalign(&base, MP_ALIGN, bytes + MP_ALIGN) != 0) {
+        fprintf(stderr, "mpdist: out of host memory allocating %zu bytes of %s\n", bytes,
+                mp_cat_names[cat]);
+        abort();
+    }
+    memset(base, 0, bytes + MP_ALIGN);
+    mp_block_header *h = base;
+    h->bytes = bytes;
+    h->cat = (int)cat;
+    raise_peak(&mp_peak[cat], atomic_fetch_add(&mp_cur[cat], (long long)bytes) + (long long)bytes);
+    raise_peak(&mp_peak_total, atomic_fetch_add(&mp_cur_total, (long long)bytes) + (long long)bytes);
+    return (char *)base + MP_ALIGN;
+}
+
+void mp_free(void *p)
+{
+    if (!p)
+        return;
+    mp_block_header *h = (mp_block_header *)((char *)p - MP_ALIGN);
+    atomic_fetch_sub(&mp_cur[h->cat], (long long)h->bytes);
+    atomic_fetch_sub(&mp_cur_total, (long long)h->bytes);
+    free(h);
+}
+
+const char *mp_mem_cat_name(mp_mem_cat cat) { return mp_cat_names[cat]; }
+
+int64_t mp_mem_current(mp_mem_cat cat) { return atomic_load(&mp_cur[cat]); }
+
+int64_t mp_mem_peak(mp_mem_cat cat) { return atomic_load(&mp_peak[cat]); }
+
+int64_t mp_mem_peak_total(void) { return atomic_load(&mp_peak_total); }

@@ -1,0 +1,46 @@
+/* Internals shared by the CPU backend's op files: one dispatch macro instantiates a kernel for
+ * each storage type with its accumulator, loader and storer, so an op is written once for all
+ * dtypes (DESIGN §7). Half types load as float and store rounded to nearest even. */
+#ifndef MP_BACKEND_CPU_H
+#define MP_BACKEND_CPU_H
+
+#include "engine/dtype.h"
+#include "engine/ops.h"
+
+static inline float mp_ld_f32(float v) { return v; }
+static inline float mp_st_f32(float v) { return v; }
+static inline double mp_ld_f64(double v) { return v; }
+static inline double mp_st_f64(double v) { return v; }
+
+/* MP_CPU_DISPATCH(dtype, KERNEL, args...) expands KERNEL(T, ACC, LD, ST, args...) for the
+ * storage type T, accumulator ACC, LD: T -> ACC and ST: ACC -> T of `dtype`. */
+#define MP_CPU_DISPATCH(dt, KERNEL, ...)                                              \
+    switch (dt) {                                                                    \
+    case MP_F32: KERNEL(float, float, mp_ld_f32, mp_st_f32, __VA_ARGS__); break;     \
+    case MP_F64: KERNEL(double, double, mp_ld_f64, mp_st_f64, __VA_ARGS__); break;   \
+    case MP_F16: KERNEL(uint16_t, float, mp_f16_to_f32, mp_f32_to_f16, __VA_ARGS__); break; \
+    case MP_BF16: KERNEL(uint16_t, float, mp_bf16_to_f32, mp_f32_to_bf16, __VA_ARGS__); break; \
+    }
+
+/* Fails with MP_EINTERNAL naming the op when cond is false. */
+#define MP_CPU_REQUIRE(cond, op)                                                        \
+    do {                                                                                \
+        if (!(cond))                                                                    \
+            return mp_fail(MP_EINTERNAL, "cpu %s: shape or dtype mismatch (%s)", op, #cond); \
+    } while (0)
+
+mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
+                      double beta, mp_tensor *c);
+mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b);
+mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db);
+mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);
+mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
+mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double grad_scale,
+                              mp_xent_result *out, mp_tensor *dlogits);
+mp_status mp_cpu_sgd_step(const mp_sgd_args *args, mp_tensor *param, const mp_tensor *grad,
+                          mp_tensor *momentum);
+mp_status mp_cpu_scale(mp_tensor *x, double alpha);
+mp_status mp_cpu_fill(mp_tensor *x, double value);
+mp_status mp_cpu_convert(const mp_tensor *src, mp_tensor *dst);
+
+#endif

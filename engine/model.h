@@ -1,0 +1,66 @@
+/* The model: a sequence of layers built from specs, with every parameter a named view into one
+ * flat FP32 buffer and every gradient a view into one flat gradient buffer (DESIGN §4), and
+ * activations planned once at build time for the largest batch: nothing is allocated in a step. */
+#ifndef MP_MODEL_H
+#define MP_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/layer.h"
+#include "engine/ops.h"
+#include "engine/params.h"
+
+#define MP_MAX_LAYERS 64
+
+/* One layer as a config describes it. */
+typedef struct mp_layer_spec {
+    char type[16];  /* "linear" | "relu" */
+    char name[48];  /* parameter name prefix; "" means "layers.<index>" */
+    int64_t out;    /* linear: output features */
+} mp_layer_spec;
+
+typedef struct mp_model {
+    const mp_ops *ops;
+    int nlayers;
+    mp_layer layers[MP_MAX_LAYERS];
+    mp_params params;
+    int64_t max_batch;
+    int64_t in_shape[3];            /* per-sample input (H, W, C) */
+    int64_t num_classes;
+    mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
+    mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
+    mp_tensor logits;               /* view of the last forward's output (n, num_classes) */
+} mp_model;
+
+/* Builds the layers of `specs` for inputs of per-sample shape in_shape (H, W, C) and batches of
+ * up to max_batch, allocating parameters, gradients and activations (FP32). The last layer must
+ * produce num_classes features. MP_EUSAGE with a message naming the layer for a bad spec. */
+mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
+                         const int64_t in_shape[3], int64_t num_classes, int64_t max_batch);
+
+/* Fills the specs for the "mlp" preset: linear(hidden[i]) + relu for each hidden size, then
+ * linear(num_classes), named fc1, relu1, ..., fcK. Returns the number of specs written. */
+int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,
+                       int64_t num_classes);
+
+/* Initialises every parameter from `seed` (PyTorch's nn.Linear default: U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) for weights and biases), identically on every rank. */
+void mp_model_init(mp_model *m, uint64_t seed);
+
+/* Forward over a batch x (n, H, W, C), n <= max_batch; *logits points at the last activation
+ * (n, num_classes), owned by the model. */
+mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp_tensor **logits);
+
+/* Backward from dlogits (n, num_classes) for the batch last passed to forward; writes every
+ * parameter's gradient into the flat gradient buffer (overwriting it). */
+mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits);
+
+/* Prints the layer table (name, type, output shape, parameters) and totals. */
+void mp_model_summary(const mp_model *m, FILE *out);
+
+/* Frees everything the model allocated. */
+void mp_model_free(mp_model *m);
+
+#endif

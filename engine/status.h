@@ -1,0 +1,38 @@
+/* Status codes and the last-error message shared by every library layer.
+ * Library code (engine/, comm/, io/) never exits: it records a one-line message with
+ * mp_fail() and returns the status; src/ prints mp_error_message() and exits with the code.
+ * The numeric values are the process exit codes of DESIGN §6. */
+#ifndef MP_STATUS_H
+#define MP_STATUS_H
+
+typedef enum mp_status {
+    MP_OK = 0,
+    MP_EINTERNAL = 1, /* a bug or a library failure that fits no other class */
+    MP_EUSAGE = 2,    /* command line or configuration */
+    MP_EDATA = 3,     /* dataset files */
+    MP_ECKPT = 4,     /* checkpoint files */
+    MP_EDIVERGED = 5, /* loss scale floor, persistent inf/nan */
+    MP_ECOMM = 6      /* communication failure or timeout */
+} mp_status;
+
+/* Records a printf-style one-line message for the calling thread and returns `code`.
+ * The message replaces any earlier one. */
+mp_status mp_fail(mp_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The calling thread's last message recorded by mp_fail ("" if none). Owned by the library;
+ * valid until the next mp_fail on this thread. */
+const char *mp_error_message(void);
+
+/* Clears the calling thread's last message. */
+void mp_error_clear(void);
+
+/* Evaluates a call that returns mp_status and returns its status from the enclosing
+ * function when it is not MP_OK. */
+#define MP_TRY(call)                      \
+    do {                                  \
+        mp_status mp_try_st_ = (call);    \
+        if (mp_try_st_ != MP_OK)          \
+            return mp_try_st_;            \
+    } while (0)
+
+#endif

@@ -1,0 +1,196 @@
+/* The JSON Lines metrics sink. Each record is built as a cJSON object whose first member is
+ * "type", printed unformatted on one line and flushed at once. cJSON prints non-finite numbers
+ * (a diverged loss) as null, so every line stays valid JSON. After the first write error the
+ * sink reports once on stderr and keeps going silently: metrics never stop training. */
+#include "io/metrics.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct mp_metrics {
+    FILE *f;       /* NULL for a sink that writes nothing */
+    char *path;
+    bool reported; /* an I/O error was already printed */
+};
+
+/* mkdir -p of the directory part of `path`. Returns 0, or -1 with errno set and the failing
+ * directory left in dir. */
+static int make_parents(const char *path, char *dir, size_t cap)
+{
+    size_t len = strlen(path);
+    if (len >= cap) {
+        errno = ENAMETOOLONG;
+        snprintf(dir, cap, "%s", path);
+        return -1;
+    }
+    memcpy(dir, path, len + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *p = dir + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        struct stat st;
+        if (stat(dir, &st) != 0) {
+            if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+                return -1;
+            if (stat(dir, &st) != 0)
+                return -1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            errno = ENOTDIR;
+            return -1;
+        }
+        *p = saved;
+        if (saved == '\0')
+            return 0;
+    }
+}
+
+mp_status mp_metrics_open(mp_metrics **m, const char *path)
+{
+    *m = NULL;
+    mp_metrics *s = calloc(1, sizeof *s);
+    if (!s)
+        return mp_fail(MP_EINTERNAL, "log.metrics: out of memory");
+    if (!path || !*path) {
+        *m = s;
+        return MP_OK;
+    }
+    char dir[4096];
+    if (make_parents(path, dir, sizeof dir) != 0) {
+        int e = errno;
+        free(s);
+        return mp_fail(MP_EUSAGE, "log.metrics: %s: cannot create directory %s: %s", path, dir,
+                       strerror(e));
+    }
+    s->path = strdup(path);
+    s->f = s->path ? fopen(path, "w") : NULL;
+    if (!s->f) {
+        int e = s->path ? errno : ENOMEM;
+        free(s->path);
+        free(s);
+        return mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, strerror(e));
+    }
+    *m = s;
+    return MP_OK;
+}
+
+static void report(mp_metrics *m, int e)
+{
+    if (m->reported)
+        return;
+    m->reported = true;
+    fprintf(stderr, "mpdist: log.metrics: %s: %s (further metrics may be lost)\n", m->path,
+            strerror(e));
+}
+
+/* A new object whose first member is "type", or NULL for a sink that writes nothing. */
+static cJSON *record_begin(const mp_metrics *m, const char *type)
+{
+    if (!m || !m->f)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (o)
+        cJSON_AddStringToObject(o, "type", type);
+    return o;
+}
+
+static void record_end(mp_metrics *m, cJSON *o)
+{
+    if (!o) {
+        if (m && m->f)
+            report(m, ENOMEM);
+        return;
+    }
+    char *line = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!line) {
+        report(m, ENOMEM);
+        return;
+    }
+    errno = 0;
+    int bad = fputs(line, m->f) == EOF || fputc('\n', m->f) == EOF || fflush(m->f) != 0;
+    if (bad)
+        report(m, errno ? errno : EIO);
+    cJSON_free(line);
+}
+
+static void add_str(cJSON *o, const char *key, const char *v)
+{
+    if (v)
+        cJSON_AddStringToObject(o, key, v);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+void mp_metrics_step(mp_metrics *m, const mp_step_record *r)
+{
+    cJSON *o = record_begin(m, "step");
+    if (o) {
+        cJSON_AddNumberToObject(o, "step", (double)r->step);
+        cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
+        cJSON_AddNumberToObject(o, "loss", r->loss);
+        cJSON_AddNumberToObject(o, "lr", r->lr);
+        cJSON_AddNumberToObject(o, "loss_scale", r->loss_scale);
+        cJSON_AddBoolToObject(o, "skipped", r->skipped);
+        cJSON_AddNumberToObject(o, "images_per_s", r->images_per_s);
+        cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
+        cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
+    }
+    record_end(m, o);
+}
+
+void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r)
+{
+    cJSON *o = record_begin(m, "eval");
+    if (o) {
+        cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
+        cJSON_AddNumberToObject(o, "loss", r->loss);
+        cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
+    }
+    record_end(m, o);
+}
+
+void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
+{
+    cJSON *o = record_begin(m, "summary");
+    if (o) {
+        cJSON_AddNumberToObject(o, "world_size", r->world_size);
+        add_str(o, "opt_level", r->opt_level);
+        add_str(o, "half", r->half);
+        add_str(o, "backend", r->backend);
+        add_str(o, "model", r->model);
+        cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
+        cJSON_AddNumberToObject(o, "images_per_s", r->images_per_s);
+        cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
+        cJSON_AddNumberToObject(o, "final_loss", r->final_loss);
+        cJSON_AddNumberToObject(o, "loss_scale", r->loss_scale);
+        cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
+        cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->peak_mem_bytes);
+        cJSON *mem = cJSON_AddObjectToObject(o, "mem_bytes");
+        int n = r->n_mem < 0 ? 0 : r->n_mem > 8 ? 8 : r->n_mem;
+        for (int i = 0; mem && i < n; i++)
+            if (r->mem_names[i])
+                cJSON_AddNumberToObject(mem, r->mem_names[i], (double)r->mem_bytes[i]);
+    }
+    record_end(m, o);
+}
+
+void mp_metrics_close(mp_metrics *m)
+{
+    if (!m)
+        return;
+    if (m->f && fclose(m->f) != 0)
+        report(m, errno);
+    free(m->path);
+    free(m);
+}

@@ -1,0 +1,49 @@
+/* Metrics as JSON Lines (DESIGN §6): one object per line, "type" first, written by rank 0
+ * with cJSON and flushed after every record so a crash loses nothing already logged.
+ * A metrics sink opened with an empty path writes nothing. */
+#ifndef MP_METRICS_H
+#define MP_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+
+typedef struct mp_metrics mp_metrics;
+
+typedef struct mp_step_record {
+    int64_t step;  /* 1-based optimizer step */
+    int64_t epoch; /* 0-based */
+    double loss, lr, loss_scale;
+    bool skipped;
+    double images_per_s, step_ms, comm_ms;
+} mp_step_record;
+
+typedef struct mp_eval_record {
+    int64_t epoch;
+    double loss, accuracy;
+} mp_eval_record;
+
+typedef struct mp_summary_record {
+    int world_size;
+    const char *opt_level, *half, *backend, *model;
+    double wall_s, images_per_s, accuracy, final_loss, loss_scale;
+    int64_t steps, skipped_steps, peak_mem_bytes;
+    int64_t mem_bytes[8];      /* current bytes by category, mem_names[i] naming each */
+    const char *mem_names[8];
+    int n_mem;
+} mp_summary_record;
+
+/* Opens (truncates) the JSON Lines file at `path`, creating missing parent directories.
+ * path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be created. */
+mp_status mp_metrics_open(mp_metrics **m, const char *path);
+
+/* Append one record each; I/O errors are reported once on stderr and then ignored. */
+void mp_metrics_step(mp_metrics *m, const mp_step_record *r);
+void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r);
+void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r);
+
+/* Closes the file and frees m (NULL is ignored). */
+void mp_metrics_close(mp_metrics *m);
+
+#endif

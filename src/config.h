@@ -1,0 +1,81 @@
+/* The validated configuration: a libconfig file plus --set overrides, checked against the
+ * schema in config_schema.c (every key, its type, default, range and meaning). */
+#ifndef MP_CONFIG_H
+#define MP_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/model.h"
+#include "engine/status.h"
+
+#define MP_MAX_HIDDEN 16
+
+typedef struct mp_config {
+    char path[512]; /* the file it was read from */
+    struct {
+        char path[512];     /* directory with the IDX files */
+        char format[16];    /* "idx" */
+        int64_t batch_size; /* per rank */
+        int64_t num_classes;
+        double mean, std;   /* normalisation of pixel/255 */
+        bool shuffle, drop_last;
+        int64_t train_limit, test_limit; /* 0 = all samples */
+    } data;
+    struct {
+        char preset[32];                 /* "mlp" | "custom" (set when model.layers is given) */
+        int64_t hidden[MP_MAX_HIDDEN];
+        int nhidden;
+        mp_layer_spec layers[MP_MAX_LAYERS];
+        int nlayers;                     /* > 0 when model.layers was given */
+    } model;
+    struct {
+        char opt_level[4]; /* "O0".."O3" */
+        char half[8];      /* "fp16" | "bf16" */
+        char device[8];    /* "cpu" | "cuda" | "auto" */
+    } amp;
+    struct {
+        char name[16]; /* "sgd" */
+        double lr, momentum, dampening, weight_decay;
+        bool nesterov;
+    } optim;
+    struct {
+        char type[16];      /* "constant" | "step" | "cosine" */
+        double step_epochs; /* step: decay every this many epochs */
+        double gamma;       /* step: factor */
+        double min_lr;      /* cosine: floor */
+    } schedule;
+    struct {
+        int64_t epochs;
+        int64_t max_steps; /* 0 = no limit; stops the run after this many steps */
+        uint64_t seed;
+        int64_t eval_every; /* epochs between test evaluations; 0 = only at the end */
+    } train;
+    struct {
+        char backend[8]; /* "auto" | "mpi" */
+    } comm;
+    struct {
+        char metrics[512]; /* JSON Lines path; "" = none */
+        int64_t every;     /* steps between step records and plain progress lines */
+        char progress[8];  /* "auto" | "bar" | "plain" | "none" */
+    } log;
+    char *text; /* the resolved configuration in libconfig syntax, owned */
+} mp_config;
+
+/* Reads `path`, applies the `nsets` overrides ("key.path=value", value in libconfig syntax, a
+ * bare word taken as a string), validates everything and fills *c (defaults for absent keys).
+ * Any problem is MP_EUSAGE with one line naming file, line and key, e.g.
+ * "train.cfg:12: optim.lr: must be > 0 (got -1)" or "--set optim.lr: ...". */
+mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets, int nsets);
+
+/* Prints the resolved configuration (every key, defaults included) in libconfig syntax. */
+void mp_config_print(const mp_config *c, FILE *out);
+
+/* Prints the reference table of every key (key, type, default, meaning) as Markdown. */
+void mp_config_reference(FILE *out);
+
+/* Frees what mp_config_load allocated. */
+void mp_config_free(mp_config *c);
+
+#endif

@@ -1,0 +1,294 @@
+/* The configuration schema: the one table of every key (type, default, bounds, allowed strings,
+ * meaning, and the mp_config field it fills), the lookups and descriptions built on it, and the
+ * Markdown reference printed from it. Adding a key is one line here plus its mp_config field. */
+#include "src/config_schema.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "src/config.h"
+
+#define CF(m) .offset = offsetof(mp_config, m), .size = sizeof(((mp_config *)0)->m)
+#define LF(m) .offset = offsetof(mp_layer_spec, m), .size = sizeof(((mp_layer_spec *)0)->m)
+#define COUNT(m, n) .count_offset = offsetof(mp_config, m), .max_count = (n)
+#define GE(a) .lo = MP_BOUND_INCL, .min = (a)
+#define GT(a) .lo = MP_BOUND_EXCL, .min = (a)
+#define LE(b) .hi = MP_BOUND_INCL, .max = (b)
+#define LT(b) .hi = MP_BOUND_EXCL, .max = (b)
+#define ONE_OF(...) .allowed = {__VA_ARGS__}
+
+const char *const mp_config_groups[] = {"data",  "model", "amp",        "optim", "schedule",
+                                        "train", "comm",  "checkpoint", "log"};
+const int mp_config_ngroups = (int)(sizeof mp_config_groups / sizeof mp_config_groups[0]);
+
+const mp_key mp_config_keys[] = {
+    {"data.path", MP_KEY_STRING, "\"/usr/share/datasets/fashion-mnist\"", .flags = MP_KEY_NONEMPTY,
+     CF(data.path), .meaning = "Directory with the dataset files."},
+    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx"), CF(data.format),
+     .meaning = "Dataset file format."},
+    {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),
+     .meaning = "Samples per step on each rank (the global batch is this times the ranks)."},
+    {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(100000), CF(data.num_classes),
+     .meaning = "Number of classes: the output features of the last layer."},
+    {"data.mean", MP_KEY_FLOAT, "0.2860", CF(data.mean),
+     .meaning = "Normalisation: inputs are (pixel/255 - mean) / std."},
+    {"data.std", MP_KEY_FLOAT, "0.3530", GT(0), CF(data.std),
+     .meaning = "Normalisation divisor (see data.mean)."},
+    {"data.shuffle", MP_KEY_BOOL, "true", CF(data.shuffle),
+     .meaning = "Reshuffle the training set every epoch (seeded by train.seed)."},
+    {"data.drop_last", MP_KEY_BOOL, "false", CF(data.drop_last),
+     .meaning = "Drop the last incomplete batch of each epoch."},
+    {"data.train_limit", MP_KEY_INT, "0", GE(0), CF(data.train_limit),
+     .meaning = "Use only the first N training samples; 0 = all."},
+    {"data.test_limit", MP_KEY_INT, "0", GE(0), CF(data.test_limit),
+     .meaning = "Use only the first N test samples; 0 = all."},
+
+    {"model.preset", MP_KEY_STRING, "\"mlp\"", ONE_OF("mlp"), .flags = MP_KEY_PRESET,
+     CF(model.preset),
+     .meaning = "Built-in model. Becomes \"custom\" when model.layers is given (not both)."},
+    {"model.hidden", MP_KEY_INT_ARRAY, "[256, 128]", GE(1), LE(1000000), .flags = MP_KEY_PRESET,
+     CF(model.hidden), COUNT(model.nhidden, MP_MAX_HIDDEN),
+     .meaning = "mlp: widths of the hidden linear layers, each followed by a ReLU (1 to 16)."},
+    {"model.layers", MP_KEY_LAYERS, NULL, CF(model.layers), COUNT(model.nlayers, MP_MAX_LAYERS),
+     .meaning = "Custom model replacing the preset: a list of layer groups (1 to 64), "
+                "e.g. ({ type = \"linear\"; out = 10; })."},
+
+    {"amp.opt_level", MP_KEY_STRING, "\"O0\"", ONE_OF("O0", "O1", "O2", "O3"), CF(amp.opt_level),
+     .meaning = "Mixed-precision level: O0 FP32, O1 per-op casts, O2 half weights with FP32 "
+                "master weights, O3 pure half."},
+    {"amp.half", MP_KEY_STRING, "\"fp16\"", ONE_OF("fp16", "bf16"), CF(amp.half),
+     .meaning = "The 16-bit type used by O1 to O3."},
+    {"amp.device", MP_KEY_STRING, "\"cpu\"", ONE_OF("cpu", "cuda", "auto"), CF(amp.device),
+     .meaning = "Where to compute; auto = cuda when available, else cpu."},
+
+    {"optim.name", MP_KEY_STRING, "\"sgd\"", ONE_OF("sgd"), CF(optim.name),
+     .meaning = "Optimizer."},
+    {"optim.lr", MP_KEY_FLOAT, "0.1", GT(0), LE(1000), CF(optim.lr),
+     .meaning = "Learning rate at the start of the schedule."},
+    {"optim.momentum", MP_KEY_FLOAT, "0.9", GE(0), LT(1), CF(optim.momentum),
+     .meaning = "SGD momentum factor."},
+    {"optim.dampening", MP_KEY_FLOAT, "0.0", GE(0), LE(1), CF(optim.dampening),
+     .meaning = "Dampening of the momentum."},
+    {"optim.weight_decay", MP_KEY_FLOAT, "0.0", GE(0), CF(optim.weight_decay),
+     .meaning = "L2 penalty added to the gradient (PyTorch SGD weight_decay)."},
+    {"optim.nesterov", MP_KEY_BOOL, "false", CF(optim.nesterov),
+     .meaning = "Nesterov momentum; needs momentum > 0 and dampening = 0."},
+
+    {"schedule.type", MP_KEY_STRING, "\"constant\"", ONE_OF("constant", "step", "cosine"),
+     CF(schedule.type),
+     .meaning = "Learning-rate schedule: constant; step (times gamma every step_epochs); "
+                "cosine (down to min_lr at the end)."},
+    {"schedule.step_epochs", MP_KEY_FLOAT, "30.0", GT(0), CF(schedule.step_epochs),
+     .meaning = "step: epochs between decays."},
+    {"schedule.gamma", MP_KEY_FLOAT, "0.1", GT(0), LE(1), CF(schedule.gamma),
+     .meaning = "step: decay factor."},
+    {"schedule.min_lr", MP_KEY_FLOAT, "0.0", GE(0), CF(schedule.min_lr),
+     .meaning = "cosine: final learning rate."},
+
+    {"train.epochs", MP_KEY_INT, "10", GE(1), LE(100000), CF(train.epochs),
+     .meaning = "Passes over the training set."},
+    {"train.max_steps", MP_KEY_INT, "0", GE(0), CF(train.max_steps),
+     .meaning = "Stop after this many steps; 0 = no limit."},
+    {"train.seed", MP_KEY_INT, "42", GE(0), CF(train.seed),
+     .meaning = "Seed of initialisation and shuffling, the same on every rank "
+                "(above 2147483647 write it with an L suffix)."},
+    {"train.eval_every", MP_KEY_INT, "1", GE(0), CF(train.eval_every),
+     .meaning = "Epochs between test-set evaluations; 0 = only at the end."},
+
+    {"comm.backend", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "mpi"), CF(comm.backend),
+     .meaning = "Gradient all-reduce backend; auto = the best available."},
+
+    {"log.metrics", MP_KEY_STRING, "\"\"", CF(log.metrics),
+     .meaning = "JSON Lines metrics file written by rank 0; \"\" = none."},
+    {"log.every", MP_KEY_INT, "50", GE(1), LE(1000000000), CF(log.every),
+     .meaning = "Steps between step records and plain progress lines."},
+    {"log.progress", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "bar", "plain", "none"),
+     CF(log.progress),
+     .meaning = "Progress display: auto (bar on a terminal, else plain), bar, plain, none."},
+};
+const int mp_config_nkeys = (int)(sizeof mp_config_keys / sizeof mp_config_keys[0]);
+
+const mp_key mp_layer_keys[] = {
+    {"type", MP_KEY_STRING, NULL, ONE_OF("linear", "relu"), LF(type),
+     .meaning = "Layer kind (required)."},
+    {"out", MP_KEY_INT, NULL, GE(1), LE(1000000), LF(out),
+     .meaning = "Output features: required for linear, not allowed for relu."},
+    {"name", MP_KEY_STRING, "\"\"", .flags = MP_KEY_IDENT, LF(name),
+     .meaning = "Parameter name prefix of letters, digits, '_' and '.'; \"\" = layers.<index>."},
+};
+const int mp_layer_nkeys = (int)(sizeof mp_layer_keys / sizeof mp_layer_keys[0]);
+
+const mp_key *mp_config_key_find(const char *path)
+{
+    for (int i = 0; i < mp_config_nkeys; i++)
+        if (strcmp(mp_config_keys[i].path, path) == 0)
+            return &mp_config_keys[i];
+    return NULL;
+}
+
+const mp_key *mp_layer_key_find(const char *name)
+{
+    for (int i = 0; i < mp_layer_nkeys; i++)
+        if (strcmp(mp_layer_keys[i].path, name) == 0)
+            return &mp_layer_keys[i];
+    return NULL;
+}
+
+bool mp_config_group_known(const char *name)
+{
+    for (int i = 0; i < mp_config_ngroups; i++)
+        if (strcmp(mp_config_groups[i], name) == 0)
+            return true;
+    return false;
+}
+
+const char *mp_key_type_name(mp_key_type t)
+{
+    switch (t) {
+    case MP_KEY_INT: return "int";
+    case MP_KEY_FLOAT: return "float";
+    case MP_KEY_BOOL: return "bool";
+    case MP_KEY_STRING: return "string";
+    case MP_KEY_INT_ARRAY: return "int array";
+    case MP_KEY_LAYERS: return "list of layer groups";
+    }
+    return "?";
+}
+
+bool mp_key_in_range(const mp_key *k, double v)
+{
+    if (k->lo == MP_BOUND_INCL && !(v >= k->min))
+        return false;
+    if (k->lo == MP_BOUND_EXCL && !(v > k->min))
+        return false;
+    if (k->hi == MP_BOUND_INCL && !(v <= k->max))
+        return false;
+    if (k->hi == MP_BOUND_EXCL && !(v < k->max))
+        return false;
+    return true;
+}
+
+void mp_key_describe(const mp_key *k, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+#define ADD(...)                                                                    \
+    do {                                                                            \
+        int w_ = snprintf(buf + used, cap - used, __VA_ARGS__);                     \
+        used = (w_ < 0 || (size_t)w_ >= cap - used) ? cap - 1 : used + (size_t)w_; \
+    } while (0)
+    if (k->allowed[0]) {
+        ADD("one of");
+        for (int i = 0; k->allowed[i]; i++)
+            ADD("%s \"%s\"", i ? "," : "", k->allowed[i]);
+    } else if (k->lo && k->hi) {
+        ADD("in %c%.15g, %.15g%c", k->lo == MP_BOUND_INCL ? '[' : '(', k->min, k->max,
+            k->hi == MP_BOUND_INCL ? ']' : ')');
+    } else if (k->lo) {
+        ADD("%s %.15g", k->lo == MP_BOUND_INCL ? ">=" : ">", k->min);
+    } else if (k->hi) {
+        ADD("%s %.15g", k->hi == MP_BOUND_INCL ? "<=" : "<", k->max);
+    } else if (k->flags & MP_KEY_NONEMPTY) {
+        ADD("non-empty");
+    }
+#undef ADD
+}
+
+/* Levenshtein distance, capped: anything over 8 counts as 9. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    if (na > 64 || nb > 64 || (na > nb ? na - nb : nb - na) > 8)
+        return 9;
+    int row[65];
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+static const char *leaf_of(const char *path)
+{
+    const char *dot = strrchr(path, '.');
+    return dot ? dot + 1 : path;
+}
+
+const char *mp_config_suggest(const char *name, bool layer)
+{
+    int limit = strlen(name) <= 3 ? 1 : 2;
+    const char *best = NULL;
+    int bestd = limit + 1;
+    const mp_key *keys = layer ? mp_layer_keys : mp_config_keys;
+    int nkeys = layer ? mp_layer_nkeys : mp_config_nkeys;
+    for (int i = 0; i < nkeys; i++) {
+        int d = edit_distance(name, keys[i].path);
+        if (d < bestd) {
+            bestd = d;
+            best = keys[i].path;
+        }
+    }
+    for (int i = 0; !layer && i < mp_config_ngroups; i++) {
+        int d = edit_distance(name, mp_config_groups[i]);
+        if (d < bestd) {
+            bestd = d;
+            best = mp_config_groups[i];
+        }
+    }
+    if ((best && bestd <= 1) || layer)
+        return best;
+    /* The right name in the wrong group (or at the top level): "lr" -> "optim.lr". */
+    for (int i = 0; i < nkeys; i++)
+        if (strcmp(leaf_of(name), leaf_of(keys[i].path)) == 0)
+            return keys[i].path;
+    return best;
+}
+
+static void reference_row(FILE *out, const char *prefix, const mp_key *k)
+{
+    char rule[160];
+    mp_key_describe(k, rule, sizeof rule);
+    fprintf(out, "| `%s%s` | %s | %s%s%s | %s", prefix, k->path, mp_key_type_name(k->type),
+            k->def ? "`" : "", k->def ? k->def : "(unset)", k->def ? "`" : "", k->meaning);
+    if (rule[0])
+        fprintf(out, " %s be %s.", k->type == MP_KEY_INT_ARRAY ? "Each entry must" : "Must",
+                rule);
+    fputs(" |\n", out);
+}
+
+void mp_config_reference(FILE *out)
+{
+    fputs("| key | type | default | meaning |\n|---|---|---|---|\n", out);
+    for (int i = 0; i < mp_config_nkeys; i++) {
+        reference_row(out, "", &mp_config_keys[i]);
+        if (mp_config_keys[i].type == MP_KEY_LAYERS)
+            for (int j = 0; j < mp_layer_nkeys; j++)
+                reference_row(out, "model.layers.[N].", &mp_layer_keys[j]);
+    }
+    bool any = false;
+    for (int g = 0; g < mp_config_ngroups; g++) {
+        size_t n = strlen(mp_config_groups[g]);
+        bool empty = true;
+        for (int i = 0; i < mp_config_nkeys && empty; i++)
+            empty = !(strncmp(mp_config_keys[i].path, mp_config_groups[g], n) == 0 &&
+                      mp_config_keys[i].path[n] == '.');
+        if (empty)
+            fprintf(out, "%s`%s`", any ? ", " : "\nGroups accepted with no keys yet: ",
+                    mp_config_groups[g]);
+        any = any || empty;
+    }
+    if (any)
+        fputs(" (any key inside is an unknown key).\n", out);
+}

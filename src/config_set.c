@@ -1,0 +1,230 @@
+/* --set overrides: parses "key.path=value" (the value in libconfig syntax, else taken as a bare
+ * string) and writes it into the loaded libconfig tree before validation, creating missing
+ * groups. Each setting it creates carries the override's key as its libconfig hook, so that
+ * validation can report "--set KEY: ..." instead of a file line. Also the one-line error helper
+ * and type names shared by the configuration code. */
+#include "src/config_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/config_schema.h"
+
+mp_status mp_config_fail(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    return mp_fail(MP_EUSAGE, "%s", line);
+}
+
+const char *mp_config_type_name(int libconfig_type)
+{
+    switch (libconfig_type) {
+    case CONFIG_TYPE_GROUP: return "group";
+    case CONFIG_TYPE_INT: return "int";
+    case CONFIG_TYPE_INT64: return "int";
+    case CONFIG_TYPE_FLOAT: return "float";
+    case CONFIG_TYPE_STRING: return "string";
+    case CONFIG_TYPE_BOOL: return "bool";
+    case CONFIG_TYPE_ARRAY: return "array";
+    case CONFIG_TYPE_LIST: return "list";
+    default: return "nothing";
+    }
+}
+
+/* A copy of s[0, n) without leading and trailing white space; NULL if out of memory. */
+static char *trimmed_copy(const char *s, size_t n)
+{
+    while (n && isspace((unsigned char)*s)) {
+        s++;
+        n--;
+    }
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    char *r = malloc(n + 1);
+    if (r) {
+        memcpy(r, s, n);
+        r[n] = '\0';
+    }
+    return r;
+}
+
+/* Dotted names, each a libconfig setting name: [A-Za-z*][-A-Za-z0-9_*]*. */
+static bool valid_key(const char *key)
+{
+    const char *p = key;
+    for (;;) {
+        if (!isalpha((unsigned char)*p) && *p != '*')
+            return false;
+        while (isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '*')
+            p++;
+        if (*p == '\0')
+            return true;
+        if (*p++ != '.')
+            return false;
+    }
+}
+
+/* libconfig 1.5 silently wraps decimal integers beyond 32 bits unless they carry an L suffix. */
+static bool needs_long_suffix(const char *v)
+{
+    const char *p = v + (*v == '-' || *v == '+');
+    if (!*p)
+        return false;
+    for (const char *q = p; *q; q++)
+        if (!isdigit((unsigned char)*q))
+            return false;
+    errno = 0;
+    long long x = strtoll(v, NULL, 10);
+    return errno == 0 && (x < INT_MIN || x > INT_MAX);
+}
+
+/* Reads `text` as the value of a setting "v" into the fresh config tmp; if it is not exactly
+ * one libconfig value, "v" becomes the string `text` itself. NULL if out of memory. */
+static const config_setting_t *parse_value(config_t *tmp, const char *text)
+{
+    size_t n = strlen(text) + 8;
+    char *src = malloc(n);
+    if (!src)
+        return NULL;
+    snprintf(src, n, "v = %s%s;", text, needs_long_suffix(text) ? "L" : "");
+    int ok = config_read_string(tmp, src);
+    free(src);
+    config_setting_t *root = config_root_setting(tmp);
+    if (ok && config_setting_length(root) == 1 && config_setting_get_member(root, "v"))
+        return config_setting_get_member(root, "v");
+    config_destroy(tmp);
+    config_init(tmp);
+    config_setting_t *v = config_setting_add(config_root_setting(tmp), "v", CONFIG_TYPE_STRING);
+    if (!v || !config_setting_set_string(v, text))
+        return NULL;
+    return v;
+}
+
+/* Adds a deep copy of src to parent under `name` (ignored inside lists and arrays). */
+static config_setting_t *copy_setting(config_setting_t *parent, const char *name,
+                                      const config_setting_t *src)
+{
+    int type = config_setting_type(src);
+    config_setting_t *d = config_setting_add(parent, name, type);
+    if (!d)
+        return NULL;
+    int ok = CONFIG_TRUE;
+    switch (type) {
+    case CONFIG_TYPE_INT: ok = config_setting_set_int(d, config_setting_get_int(src)); break;
+    case CONFIG_TYPE_INT64: ok = config_setting_set_int64(d, config_setting_get_int64(src)); break;
+    case CONFIG_TYPE_FLOAT: ok = config_setting_set_float(d, config_setting_get_float(src)); break;
+    case CONFIG_TYPE_BOOL: ok = config_setting_set_bool(d, config_setting_get_bool(src)); break;
+    case CONFIG_TYPE_STRING:
+        ok = config_setting_set_string(d, config_setting_get_string(src));
+        break;
+    default:
+        for (int i = 0; i < config_setting_length(src) && ok; i++) {
+            const config_setting_t *e = config_setting_get_elem(src, (unsigned)i);
+            ok = copy_setting(d, config_setting_name(e), e) != NULL;
+        }
+        break;
+    }
+    config_setting_set_format(d, config_setting_get_format(src));
+    return ok ? d : NULL;
+}
+
+/* Removes the setting at a two-part schema path ("model.preset") if it is there. */
+static void remove_key(config_t *cfg, const char *path)
+{
+    const char *dot = strchr(path, '.');
+    char group[32];
+    if (!dot || (size_t)(dot - path) >= sizeof group)
+        return;
+    memcpy(group, path, (size_t)(dot - path));
+    group[dot - path] = '\0';
+    config_setting_t *g = config_setting_get_member(config_root_setting(cfg), group);
+    if (g && config_setting_is_group(g) && config_setting_get_member(g, dot + 1))
+        config_setting_remove(g, dot + 1);
+}
+
+/* model.layers and the preset's parameters exclude each other: the override given last wins. */
+static void drop_conflicts(config_t *cfg, const char *key)
+{
+    const mp_key *k = mp_config_key_find(key);
+    if (!k)
+        return;
+    for (int i = 0; i < mp_config_nkeys; i++) {
+        const mp_key *o = &mp_config_keys[i];
+        if ((k->type == MP_KEY_LAYERS && (o->flags & MP_KEY_PRESET)) ||
+            ((k->flags & MP_KEY_PRESET) && o->type == MP_KEY_LAYERS))
+            remove_key(cfg, o->path);
+    }
+}
+
+/* Writes the value setting `val` at `key` in cfg, creating groups on the way. */
+static mp_status put_value(config_t *cfg, char *key, const config_setting_t *val)
+{
+    config_setting_t *parent = config_root_setting(cfg);
+    char *name = key;
+    for (char *dot; (dot = strchr(name, '.')) != NULL; name = dot + 1) {
+        *dot = '\0';
+        config_setting_t *m = config_setting_get_member(parent, name);
+        if (!m) {
+            m = config_setting_add(parent, name, CONFIG_TYPE_GROUP);
+            if (m)
+                config_setting_set_hook(m, key);
+        }
+        *dot = '.';
+        if (!m)
+            return mp_fail(MP_EINTERNAL, "--set %s: out of memory", key);
+        if (!config_setting_is_group(m))
+            return mp_config_fail("--set %s: cannot set: %.*s is a %s, not a group", key,
+                                  (int)(dot - key), key,
+                                  mp_config_type_name(config_setting_type(m)));
+        parent = m;
+    }
+    if (config_setting_get_member(parent, name))
+        config_setting_remove(parent, name);
+    config_setting_t *d = copy_setting(parent, name, val);
+    if (!d)
+        return mp_fail(MP_EINTERNAL, "--set %s: cannot store the value", key);
+    config_setting_set_hook(d, key);
+    return MP_OK;
+}
+
+mp_status mp_config_set_apply(config_t *cfg, const char *arg, char **key_out)
+{
+    *key_out = NULL;
+    const char *eq = strchr(arg, '=');
+    char *key = trimmed_copy(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+    if (!key)
+        return mp_fail(MP_EINTERNAL, "--set: out of memory");
+    *key_out = key;
+    if (!eq || !key[0])
+        return mp_config_fail("--set %s: expected key.path=value", arg);
+    if (!valid_key(key))
+        return mp_config_fail("--set %s: not a key path (dot-separated names of letters, digits, "
+                              "'_' and '-')",
+                              key);
+    char *text = trimmed_copy(eq + 1, strlen(eq + 1));
+    if (!text)
+        return mp_fail(MP_EINTERNAL, "--set %s: out of memory", key);
+    config_t tmp;
+    config_init(&tmp);
+    const config_setting_t *val = parse_value(&tmp, text);
+    mp_status st = val ? put_value(cfg, key, val)
+                       : mp_fail(MP_EINTERNAL, "--set %s: out of memory", key);
+    if (st == MP_OK)
+        drop_conflicts(cfg, key);
+    config_destroy(&tmp);
+    free(text);
+    return st;
+}

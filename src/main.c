@@ -1,0 +1,101 @@
+/* mpdist's entry point: parses the command line, and for training starts MPI, loads and agrees
+ * on the configuration and the data, then runs. The only place that decides to exit: every
+ * failure prints one line on the rank that saw it first and exits with the DESIGN §6 code; a
+ * failure in the middle of training aborts all ranks so none hangs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "src/cli.h"
+#include "src/config.h"
+#include "src/info.h"
+#include "src/train.h"
+
+static int report(mp_status st)
+{
+    fprintf(stderr, "mpdist: error: %s\n", mp_error_message());
+    fflush(stderr);
+    return (int)st;
+}
+
+/* Agrees on `st` over all ranks; on failure the lowest failed rank prints its message, every
+ * rank finalises MPI, and the agreed code is returned (0 when all succeeded). */
+static int agree(mp_comm *comm, mp_status st)
+{
+    int reporter = -1;
+    mp_status all = mp_comm_agree(comm, st, &reporter);
+    if (all == MP_OK)
+        return 0;
+    if (comm->rank == reporter)
+        report(st);
+    return (int)all;
+}
+
+static void print_banner(const mp_trainer *t, const mp_config *c)
+{
+    printf("mpdist %s: %d rank%s, backend %s, opt level %s, model %s (%lld parameters), "
+           "%lld steps (%lld per epoch), global batch %lld\n",
+           MPDIST_VERSION, t->comm->size, t->comm->size > 1 ? "s" : "", t->ops->name,
+           c->amp.opt_level, c->model.preset, (long long)mp_params_numel(&t->model.params),
+           (long long)t->total_steps, (long long)t->steps_per_epoch,
+           (long long)(c->data.batch_size * t->comm->size));
+    fflush(stdout);
+}
+
+static int train(const mp_cli *cli, int *argc, char ***argv)
+{
+    if (cli->resume)
+        return report(mp_fail(MP_EUSAGE, "--resume is not available in this build yet"));
+    mp_comm comm;
+    mp_status st = mp_comm_init(&comm, argc, argv);
+    if (st != MP_OK)
+        return report(st);
+    mp_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    int rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
+    mp_trainer t;
+    memset(&t, 0, sizeof t);
+    if (rc == 0)
+        rc = agree(&comm, mp_train_setup(&t, &cfg, &comm));
+    if (rc == 0 && comm.rank == 0) {
+        if (cli->dry_run) {
+            mp_config_print(&cfg, stdout);
+            printf("\n");
+            mp_model_summary(&t.model, stdout);
+        }
+        print_banner(&t, &cfg);
+    }
+    if (rc == 0 && !cli->dry_run) {
+        mp_train_result res;
+        st = mp_train_run(&t, &res);
+        if (st != MP_OK) {
+            report(st);
+            if (comm.size > 1)
+                mp_comm_abort(&comm, (int)st);
+            rc = (int)st;
+        } else if (comm.rank == 0) {
+            printf("done: %lld steps in %.1f s, %.0f images/s, test loss %.4f\n",
+                   (long long)res.steps, res.wall_s, res.images_per_s, res.test_loss);
+            printf("test accuracy: %.4f\n", res.accuracy);
+        }
+    }
+    mp_train_free(&t);
+    mp_config_free(&cfg);
+    mp_comm_finalize(&comm);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    mp_cli cli;
+    if (mp_cli_parse(&cli, argc, argv) != MP_OK)
+        return report(MP_EUSAGE);
+    switch (cli.cmd) {
+    case MP_CMD_HELP: mp_cli_usage(stdout); return 0;
+    case MP_CMD_VERSION: printf("mpdist %s\n", MPDIST_VERSION); return 0;
+    case MP_CMD_INFO: mp_info_print(stdout); return 0;
+    case MP_CMD_TRAIN: return train(&cli, &argc, &argv);
+    default:
+        return report(mp_fail(MP_EUSAGE, "'%s' is not available in this build yet", argv[1]));
+    }
+}

@@ -1,0 +1,177 @@
+/* The step loop (DESIGN §2 at O0): load a shard batch, forward, FP32 loss, backward into the
+ * flat gradient buffer, average gradients over ranks, SGD step. Rank 0 logs a global mean loss
+ * every log.every steps; evaluation runs every train.eval_every epochs and at the end. */
+#include <string.h>
+
+#include "src/train.h"
+
+typedef struct mp_window {
+    double t0, comm_s;
+    int64_t steps, images;
+} mp_window;
+
+static mp_status average_gradients(mp_trainer *t, double *comm_s)
+{
+    if (t->comm->size == 1)
+        return MP_OK;
+    double t0 = mp_now();
+    mp_tensor *g = &t->model.params.grad;
+    MP_TRY(mp_comm_allreduce_sum_f32(t->comm, g->data, (size_t)mp_tensor_numel(g)));
+    *comm_s += mp_now() - t0;
+    return t->ops->scale(g, 1.0 / t->comm->size);
+}
+
+static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *w, double *loss)
+{
+    const mp_config *c = t->cfg;
+    int64_t b = c->data.batch_size, first = batch * b;
+    int64_t n = t->sampler.num_local - first < b ? t->sampler.num_local - first : b;
+    mp_dataset_batch(&t->train, t->sampler.local + first, n, c->data.mean, c->data.std,
+                     t->x.dtype, t->x.data, t->y);
+    mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
+    const mp_tensor *logits;
+    mp_xent_result res;
+    MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
+    MP_TRY(t->ops->softmax_xent(logits, t->y, 1.0, &res, &dl));
+    MP_TRY(mp_model_backward(&t->model, &x, &dl));
+    MP_TRY(average_gradients(t, &w->comm_s));
+    MP_TRY(mp_optimizer_step(&t->opt, &t->model.params, lr));
+    w->steps++;
+    w->images += n * t->comm->size;
+    *loss = res.loss;
+    return MP_OK;
+}
+
+static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double loss, double lr,
+                          mp_window *w, double *global_loss, double *rate)
+{
+    double v[1] = {loss};
+    MP_TRY(mp_comm_allreduce_sum_f64(t->comm, v, 1));
+    *global_loss = v[0] / t->comm->size;
+    double dt = mp_now() - w->t0;
+    mp_step_record r = {
+        .step = step,
+        .epoch = epoch,
+        .loss = *global_loss,
+        .lr = lr,
+        .loss_scale = 1.0,
+        .skipped = false,
+        .images_per_s = dt > 0 ? (double)w->images / dt : 0.0,
+        .step_ms = w->steps ? 1e3 * dt / (double)w->steps : 0.0,
+        .comm_ms = w->steps ? 1e3 * w->comm_s / (double)w->steps : 0.0,
+    };
+    *rate = r.images_per_s;
+    if (t->metrics)
+        mp_metrics_step(t->metrics, &r);
+    mp_progress_step(&t->progress, step, epoch + 1, *global_loss, lr, r.images_per_s);
+    memset(w, 0, sizeof *w);
+    w->t0 = mp_now();
+    return MP_OK;
+}
+
+mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
+{
+    const mp_config *c = t->cfg;
+    int64_t b = c->data.batch_size;
+    int64_t *idx = mp_alloc((size_t)b * sizeof *idx, MP_MEM_WORKSPACE);
+    double sums[3] = {0, 0, 0}; /* loss * n, correct, n */
+    mp_status st = MP_OK;
+    for (int64_t start = t->comm->rank; start < t->test.count; start += b * t->comm->size) {
+        int64_t n = 0;
+        for (int64_t i = start; i < t->test.count && n < b; i += t->comm->size)
+            idx[n++] = i;
+        mp_dataset_batch(&t->test, idx, n, c->data.mean, c->data.std, t->x.dtype, t->x.data,
+                         t->y);
+        mp_tensor x = mp_tensor_batch(&t->x, n);
+        const mp_tensor *logits;
+        mp_xent_result res;
+        st = mp_model_forward(&t->model, &x, false, &logits);
+        if (st == MP_OK)
+            st = t->ops->softmax_xent(logits, t->y, 1.0, &res, NULL);
+        if (st != MP_OK)
+            break;
+        sums[0] += res.loss * (double)n;
+        sums[1] += (double)res.correct;
+        sums[2] += (double)n;
+    }
+    mp_free(idx);
+    MP_TRY(st);
+    MP_TRY(mp_comm_allreduce_sum_f64(t->comm, sums, 3));
+    *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+    *accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+    return MP_OK;
+}
+
+static mp_status evaluate_epoch(mp_trainer *t, int64_t epoch, mp_train_result *r)
+{
+    MP_TRY(mp_train_evaluate(t, &r->test_loss, &r->accuracy));
+    mp_eval_record e = {.epoch = epoch, .loss = r->test_loss, .accuracy = r->accuracy};
+    if (t->metrics)
+        mp_metrics_eval(t->metrics, &e);
+    mp_progress_line(&t->progress, "eval epoch %lld: test loss %.4f accuracy %.4f",
+                     (long long)epoch + 1, r->test_loss, r->accuracy);
+    return MP_OK;
+}
+
+static void write_summary(mp_trainer *t, const mp_train_result *r)
+{
+    const mp_config *c = t->cfg;
+    mp_summary_record s = {
+        .world_size = t->comm->size,
+        .opt_level = c->amp.opt_level,
+        .half = c->amp.half,
+        .backend = t->ops->name,
+        .model = c->model.preset,
+        .wall_s = r->wall_s,
+        .images_per_s = r->images_per_s,
+        .accuracy = r->accuracy,
+        .final_loss = r->final_loss,
+        .loss_scale = 1.0,
+        .steps = r->steps,
+        .skipped_steps = 0,
+        .peak_mem_bytes = mp_mem_peak_total(),
+    };
+    for (int i = 0; i < MP_MEM_NCAT && i < 8; i++) {
+        s.mem_names[i] = mp_mem_cat_name((mp_mem_cat)i);
+        s.mem_bytes[i] = mp_mem_peak((mp_mem_cat)i);
+        s.n_mem = i + 1;
+    }
+    mp_metrics_summary(t->metrics, &s);
+}
+
+mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
+{
+    const mp_config *c = t->cfg;
+    memset(r, 0, sizeof *r);
+    double start = mp_now();
+    mp_window w = {.t0 = start};
+    int64_t step = 0, epoch = 0, evaluated = -1, images = 0;
+    double rate = 0.0; /* images/s of the last logged window, shown by the bar in between */
+    for (epoch = 0; epoch < c->train.epochs && step < t->total_steps; epoch++) {
+        mp_sampler_set_epoch(&t->sampler, epoch);
+        for (int64_t b = 0; b < t->steps_per_epoch && step < t->total_steps; b++) {
+            double lr = mp_schedule_lr(&t->sched, step), loss;
+            int64_t before = w.images;
+            MP_TRY(train_step(t, b, lr, &w, &loss));
+            images += w.images - before;
+            step++;
+            if (step % c->log.every == 0 || step == t->total_steps)
+                MP_TRY(log_step(t, step, epoch, loss, lr, &w, &r->final_loss, &rate));
+            else
+                mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);
+        }
+        if (c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0) {
+            MP_TRY(evaluate_epoch(t, epoch, r));
+            evaluated = epoch;
+        }
+    }
+    r->wall_s = mp_now() - start;
+    if (evaluated != epoch - 1)
+        MP_TRY(evaluate_epoch(t, epoch - 1, r));
+    r->steps = step;
+    r->images_per_s = r->wall_s > 0 ? (double)images / r->wall_s : 0.0;
+    if (t->metrics)
+        write_summary(t, r);
+    mp_progress_finish(&t->progress);
+    return MP_OK;
+}

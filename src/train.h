@@ -1,0 +1,58 @@
+/* The training run (DESIGN §2 at O0 on the CPU backend): data, sampler, model, optimizer and
+ * schedule set up from a validated config on every rank, then the step loop with gradient
+ * averaging over MPI, periodic evaluation on the test split, metrics and progress on rank 0. */
+#ifndef MP_TRAIN_H
+#define MP_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+#include "engine/schedule.h"
+#include "io/dataset.h"
+#include "io/metrics.h"
+#include "io/progress.h"
+#include "io/sampler.h"
+#include "src/config.h"
+
+typedef struct mp_train_result {
+    int64_t steps;          /* optimizer steps taken */
+    double final_loss;      /* global mean loss of the last step */
+    double test_loss, accuracy; /* last evaluation on the test split */
+    double wall_s, images_per_s;
+} mp_train_result;
+
+typedef struct mp_trainer {
+    const mp_config *cfg;
+    const mp_comm *comm;
+    const mp_ops *ops;
+    mp_dataset train, test;
+    mp_sampler sampler;
+    mp_model model;
+    mp_optimizer opt;
+    mp_schedule sched;
+    mp_tensor x, dlogits;   /* (batch, H, W, C) input and (batch, classes) loss gradient */
+    int32_t *y;             /* (batch) labels */
+    int64_t steps_per_epoch, total_steps;
+    mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
+    mp_progress progress;
+} mp_trainer;
+
+/* Loads the data, builds and initialises the model (rank 0's initial parameters broadcast to
+ * all), and prepares optimizer, schedule, metrics and progress. Not collective on failure:
+ * callers agree on the status with mp_comm_agree. MP_EUSAGE for settings this build cannot run,
+ * MP_EDATA for data files. */
+mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *comm);
+
+/* Trains for train.epochs (or until train.max_steps) and evaluates; collective. */
+mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
+
+/* Evaluates the model on the test split, sharded over ranks; collective. */
+mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy);
+
+/* Frees everything setup allocated (safe after a failed setup). */
+void mp_train_free(mp_trainer *t);
+
+#endif

@@ -1,0 +1,137 @@
+/* Setting up a training run from a validated config: what this build can run, the data, the
+ * model with identical initial parameters on every rank, optimizer, schedule and outputs. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/train.h"
+
+static mp_status check_supported(const mp_config *c)
+{
+    if (strcmp(c->amp.opt_level, "O0") != 0)
+        return mp_fail(MP_EUSAGE,
+                       "%s: amp.opt_level: %s is not available in this build yet (only O0 trains)",
+                       c->path, c->amp.opt_level);
+    if (strcmp(c->amp.device, "cuda") == 0)
+        return mp_fail(MP_EUSAGE,
+                       "%s: amp.device: cuda is not available in this build yet (use cpu or auto)",
+                       c->path);
+    return MP_OK;
+}
+
+static mp_status load_data(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
+                       c->data.train_limit));
+    MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
+                       c->data.test_limit));
+    if (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c)
+        return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",
+                       c->data.path, t->train.h, t->train.w, t->train.c, t->test.h, t->test.w,
+                       t->test.c);
+    if (t->train.count < t->comm->size)
+        return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
+                       c->data.path, (long long)t->train.count, t->comm->size);
+    return MP_OK;
+}
+
+static mp_status build_model(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    mp_layer_spec specs[MP_MAX_LAYERS];
+    int n;
+    if (c->model.nlayers > 0) {
+        n = c->model.nlayers;
+        memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)n);
+    } else {
+        n = mp_model_mlp_specs(specs, c->model.hidden, c->model.nhidden, c->data.num_classes);
+    }
+    int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
+    mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
+                                  c->data.batch_size);
+    if (st != MP_OK)
+        return mp_fail(st, "%s: model: %s", c->path, mp_error_message());
+    if (t->comm->rank == 0)
+        mp_model_init(&t->model, c->train.seed);
+    mp_tensor *w = &t->model.params.data;
+    return mp_comm_bcast(t->comm, w->data, (size_t)mp_tensor_bytes(w), 0);
+}
+
+static void plan_steps(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    int64_t b = c->data.batch_size, local = t->sampler.num_local;
+    t->steps_per_epoch = c->data.drop_last ? local / b : (local + b - 1) / b;
+    if (t->steps_per_epoch < 1)
+        t->steps_per_epoch = 1;
+    t->total_steps = t->steps_per_epoch * c->train.epochs;
+    if (c->train.max_steps > 0 && c->train.max_steps < t->total_steps)
+        t->total_steps = c->train.max_steps;
+}
+
+static void setup_schedule(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    mp_schedule *s = &t->sched;
+    mp_schedule_parse(c->schedule.type, &s->type);
+    s->base_lr = c->optim.lr;
+    s->min_lr = c->schedule.min_lr;
+    s->gamma = c->schedule.gamma;
+    s->step_every = (int64_t)(c->schedule.step_epochs * (double)t->steps_per_epoch + 0.5);
+    if (s->step_every < 1)
+        s->step_every = 1;
+    s->total_steps = t->total_steps;
+}
+
+static mp_status setup_outputs(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    mp_progress_mode mode = MP_PROGRESS_NONE;
+    if (t->comm->rank == 0) {
+        MP_TRY(mp_metrics_open(&t->metrics, c->log.metrics));
+        mp_progress_mode_parse(c->log.progress, &mode);
+    }
+    mp_progress_init(&t->progress, mode, stdout, t->total_steps, c->log.every);
+    return MP_OK;
+}
+
+mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *comm)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    t->comm = comm;
+    t->ops = mp_backend_cpu();
+    MP_TRY(check_supported(cfg));
+    MP_TRY(load_data(t));
+    MP_TRY(build_model(t));
+    if (mp_sampler_init(&t->sampler, t->train.count, comm->size, comm->rank, cfg->train.seed,
+                        cfg->data.shuffle, cfg->data.drop_last) != 0)
+        return mp_fail(MP_EDATA, "%s: cannot shard %lld samples over %d ranks", cfg->data.path,
+                       (long long)t->train.count, comm->size);
+    plan_steps(t);
+    setup_schedule(t);
+    mp_sgd_init(&t->opt, t->ops, &t->model.params, cfg->optim.momentum, cfg->optim.dampening,
+                cfg->optim.weight_decay, cfg->optim.nesterov);
+    int64_t b = cfg->data.batch_size;
+    int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};
+    t->x = mp_tensor_alloc(MP_F32, 4, xs, MP_MEM_ACTIVATIONS);
+    t->dlogits = mp_tensor_alloc(MP_F32, 2, ds, MP_MEM_ACTIVATIONS);
+    t->y = mp_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+    return setup_outputs(t);
+}
+
+void mp_train_free(mp_trainer *t)
+{
+    mp_progress_finish(&t->progress);
+    mp_metrics_close(t->metrics);
+    mp_tensor_free(&t->x);
+    mp_tensor_free(&t->dlogits);
+    mp_free(t->y);
+    mp_optimizer_free(&t->opt);
+    mp_sampler_free(&t->sampler);
+    mp_model_free(&t->model);
+    mp_dataset_free(&t->train);
+    mp_dataset_free(&t->test);
+    memset(t, 0, sizeof *t);
+}

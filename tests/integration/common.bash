@@ -1,0 +1,35 @@
+# Shared by the integration scripts (sourced, not run): paths, a scratch directory, and
+# expect_exit, which runs a command with a deadline and checks its exit code and message.
+set -euo pipefail
+MPDIST=${MPDIST:?set by ctest}
+SRC=${MPDIST_SRC:?set by ctest}
+TMP=${MPDIST_TEST_TMP:-/tmp}/$(basename "$0" .sh).$$
+rm -rf "$TMP" && mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+FMNIST=/usr/share/datasets/fashion-mnist
+failures=0
+
+# expect_exit CODE REGEX CMD...: CMD must exit with CODE within 120 s (no hang), and its output
+# must hold exactly one "mpdist: error:" line, matching REGEX (extended grep).
+expect_exit() {
+  local want=$1 regex=$2 rc=0
+  shift 2
+  timeout 120 "$@" >"$TMP/out" 2>&1 || rc=$?
+  local errors
+  errors=$(grep -c '^mpdist: error:' "$TMP/out" || true)
+  if [ "$rc" != "$want" ] || [ "$errors" != 1 ] || ! grep '^mpdist: error:' "$TMP/out" | grep -Eq -- "$regex"; then
+    echo "FAIL: $* -> exit $rc (want $want), $errors error line(s), want /$regex/:"
+    sed 's/^/    /' "$TMP/out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: exit $rc: $(grep '^mpdist: error:' "$TMP/out")"
+  fi
+}
+
+finish() {
+  if [ "$failures" -ne 0 ]; then
+    echo "$failures check(s) failed"
+    exit 1
+  fi
+  echo "all checks passed"
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# labels: integration nosan
+# The quickstart's training exactly as the README runs it (2 ranks, the whole Fashion-MNIST,
+# the shipped config) reaches the published MLP baseline, and 4 ranks finish the same config.
+source "$(dirname "$0")/common.bash"
+cd "$TMP"
+for np in 2 4; do
+  start=$(date +%s)
+  timeout 600 mpirun -np $np "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set log.progress=plain \
+    >"$TMP/out$np" 2>&1 || { echo "FAIL: np $np exited $?"; tail -20 "$TMP/out$np"; exit 1; }
+  acc=$(sed -n 's/^test accuracy: //p' "$TMP/out$np")
+  echo "np $np: test accuracy $acc in $(( $(date +%s) - start )) s"
+  [ -n "$acc" ] || { echo "FAIL: np $np printed no accuracy"; tail -5 "$TMP/out$np"; exit 1; }
+  if [ "$np" = 2 ] && ! awk -v a="$acc" 'BEGIN { exit !(a >= 0.880) }'; then
+    echo "FAIL: accuracy $acc < 0.880 (published MLP baseline 0.883)"; exit 1
+  fi
+done
+test -s runs/fashion-mnist-mlp/metrics.jsonl || { echo "FAIL: no metrics file"; exit 1; }
+echo "ok"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh Debian 12 machine: installs what is missing, builds
+# (normal and AddressSanitizer + UndefinedBehaviorSanitizer), and runs ctest on both.
+# Long runs are labelled `slow` and left to bench/; MPDIST_TEST_SLOW=1 includes them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash launch/deps.sh
+source launch/env.sh
+exclude=slow
+[ "${MPDIST_TEST_SLOW:-0}" = 1 ] && exclude='^$'
+
+echo "== build (RelWithDebInfo)"
+bash launch/build.sh build
+echo "== ctest (build)"
+(cd build && ctest --output-on-failure --timeout 900 -j2 -LE "$exclude")
+
+echo "== build (sanitizers)"
+bash launch/build.sh build-asan -DMPDIST_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+echo "== ctest (build-asan)"
+(cd build-asan && ctest --output-on-failure --timeout 900 -j2 -LE "$exclude|nosan")

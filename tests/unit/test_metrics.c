@@ -1,0 +1,311 @@
+/* The JSON Lines metrics sink: records read back and parsed with cJSON ("type" first, every
+ * field and value), flushing per record, parent directory creation, truncation, non-finite
+ * losses as valid JSON, empty paths, unopenable paths and the once-only write error report. */
+#include "tests/util/test_util.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/metrics.h"
+
+/* Reads the whole file into a NUL-terminated malloc'd string. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *buf = calloc(1 << 16, 1);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Splits text into lines (in place) and parses each; returns how many. */
+static int parse_lines(char *text, cJSON **out, int cap)
+{
+    int n = 0;
+    char *save = NULL;
+    size_t len = strlen(text);
+    assert_true(len > 0 && text[len - 1] == '\n');
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        assert_true(n < cap);
+        out[n] = cJSON_Parse(line);
+        if (!out[n])
+            fail_msg("line %d is not JSON: %s", n + 1, line);
+        n++;
+    }
+    return n;
+}
+
+static int count_keys(const cJSON *o)
+{
+    int n = 0;
+    for (const cJSON *c = o->child; c; c = c->next)
+        n++;
+    return n;
+}
+
+static void check_type_first(const cJSON *o, const char *type)
+{
+    assert_true(cJSON_IsObject(o));
+    assert_non_null(o->child);
+    assert_string_equal(o->child->string, "type");
+    assert_true(cJSON_IsString(o->child));
+    assert_string_equal(o->child->valuestring, type);
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v))
+        fail_msg("\"%s\" is missing or not a number", key);
+    return v->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v))
+        fail_msg("\"%s\" is missing or not a string", key);
+    return v->valuestring;
+}
+
+static void test_records(void **state)
+{
+    (void)state;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/a/b/c/metrics.jsonl", mp_test_dir("metrics_rec"));
+    mp_metrics *m = NULL;
+    assert_int_equal(mp_metrics_open(&m, path), MP_OK);
+    assert_non_null(m);
+    mp_step_record st = {.step = 17, .epoch = 2, .loss = 0.4321, .lr = 0.1, .loss_scale = 65536,
+                         .skipped = true, .images_per_s = 6523.25, .step_ms = 12.5,
+                         .comm_ms = 1.0 / 3.0};
+    mp_metrics_step(m, &st);
+    /* Flushed: the line is in the file before anything else happens. */
+    char *early = slurp(path);
+    assert_non_null(strstr(early, "\"step\":17"));
+    assert_int_equal(early[strlen(early) - 1], '\n');
+    free(early);
+    st.step = 18;
+    st.skipped = false;
+    mp_metrics_step(m, &st);
+    mp_eval_record ev = {.epoch = 2, .loss = 0.375, .accuracy = 0.8765};
+    mp_metrics_eval(m, &ev);
+    mp_summary_record su = {.world_size = 4, .opt_level = "O2", .half = "bf16",
+                            .backend = "cpu", .model = "cnn_bn", .wall_s = 12.75,
+                            .images_per_s = 9876.5, .accuracy = 0.9, .final_loss = 0.25,
+                            .loss_scale = 32768, .steps = 5000, .skipped_steps = 3,
+                            .peak_mem_bytes = 123456789012LL, .n_mem = 2,
+                            .mem_bytes = {1024, 4096}, .mem_names = {"weights", "data"}};
+    mp_metrics_summary(m, &su);
+    mp_metrics_close(m);
+
+    char *text = slurp(path);
+    cJSON *rec[8];
+    assert_int_equal(parse_lines(text, rec, 8), 4);
+
+    for (int i = 0; i < 2; i++) {
+        check_type_first(rec[i], "step");
+        assert_int_equal(count_keys(rec[i]), 10);
+        assert_true(num(rec[i], "step") == 17 + i);
+        assert_true(num(rec[i], "epoch") == 2);
+        assert_true(num(rec[i], "loss") == 0.4321);
+        assert_true(num(rec[i], "lr") == 0.1);
+        assert_true(num(rec[i], "loss_scale") == 65536);
+        assert_true(num(rec[i], "images_per_s") == 6523.25);
+        assert_true(num(rec[i], "step_ms") == 12.5);
+        assert_true(num(rec[i], "comm_ms") == 1.0 / 3.0);
+        const cJSON *sk = cJSON_GetObjectItemCaseSensitive(rec[i], "skipped");
+        assert_true(cJSON_IsBool(sk));
+        assert_int_equal(cJSON_IsTrue(sk), i == 0);
+    }
+    check_type_first(rec[2], "eval");
+    assert_int_equal(count_keys(rec[2]), 4);
+    assert_true(num(rec[2], "epoch") == 2);
+    assert_true(num(rec[2], "loss") == 0.375);
+    assert_true(num(rec[2], "accuracy") == 0.8765);
+
+    const cJSON *s = rec[3];
+    check_type_first(s, "summary");
+    assert_int_equal(count_keys(s), 15);
+    assert_true(num(s, "world_size") == 4);
+    assert_string_equal(str(s, "opt_level"), "O2");
+    assert_string_equal(str(s, "half"), "bf16");
+    assert_string_equal(str(s, "backend"), "cpu");
+    assert_string_equal(str(s, "model"), "cnn_bn");
+    assert_true(num(s, "wall_s") == 12.75);
+    assert_true(num(s, "images_per_s") == 9876.5);
+    assert_true(num(s, "accuracy") == 0.9);
+    assert_true(num(s, "final_loss") == 0.25);
+    assert_true(num(s, "loss_scale") == 32768);
+    assert_true(num(s, "steps") == 5000);
+    assert_true(num(s, "skipped_steps") == 3);
+    assert_true(num(s, "peak_mem_bytes") == 123456789012.0);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(s, "mem_bytes");
+    assert_true(cJSON_IsObject(mem));
+    assert_int_equal(count_keys(mem), 2);
+    assert_true(num(mem, "weights") == 1024);
+    assert_true(num(mem, "data") == 4096);
+    for (int i = 0; i < 4; i++)
+        cJSON_Delete(rec[i]);
+    free(text);
+}
+
+static void test_nonfinite_and_nulls(void **state)
+{
+    (void)state;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/m.jsonl", mp_test_dir("metrics_nan"));
+    /* An existing file is truncated. */
+    mp_test_write_file(path, "old junk\n", 9, 0);
+    mp_metrics *m;
+    assert_int_equal(mp_metrics_open(&m, path), MP_OK);
+    mp_step_record st = {.step = 1, .loss = NAN, .lr = 0.1, .loss_scale = INFINITY,
+                         .images_per_s = -INFINITY};
+    mp_metrics_step(m, &st);
+    mp_eval_record ev = {.epoch = 0, .loss = NAN, .accuracy = 0.5};
+    mp_metrics_eval(m, &ev);
+    mp_summary_record su = {.world_size = 1, .final_loss = NAN, .n_mem = 0};
+    mp_metrics_summary(m, &su);
+    mp_metrics_close(m);
+
+    char *text = slurp(path);
+    assert_null(strstr(text, "old junk"));
+    assert_null(strstr(text, "nan"));
+    assert_null(strstr(text, "inf"));
+    cJSON *rec[4];
+    assert_int_equal(parse_lines(text, rec, 4), 3);
+    check_type_first(rec[0], "step");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rec[0], "loss")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rec[0], "loss_scale")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rec[0], "images_per_s")));
+    assert_true(num(rec[0], "lr") == 0.1);
+    check_type_first(rec[1], "eval");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rec[1], "loss")));
+    check_type_first(rec[2], "summary");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rec[2], "final_loss")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(rec[2], "opt_level")));
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(rec[2], "mem_bytes");
+    assert_true(cJSON_IsObject(mem));
+    assert_int_equal(count_keys(mem), 0);
+    for (int i = 0; i < 3; i++)
+        cJSON_Delete(rec[i]);
+    free(text);
+}
+
+static void test_empty_path(void **state)
+{
+    (void)state;
+    char dir[1024], cwd[4096];
+    snprintf(dir, sizeof dir, "%s", mp_test_dir("metrics_empty"));
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    const char *paths[2] = {"", NULL};
+    for (int i = 0; i < 2; i++) {
+        mp_metrics *m = NULL;
+        assert_int_equal(mp_metrics_open(&m, paths[i]), MP_OK);
+        assert_non_null(m);
+        mp_step_record st = {.step = 1, .loss = 1.0};
+        mp_metrics_step(m, &st);
+        mp_eval_record ev = {0};
+        mp_metrics_eval(m, &ev);
+        mp_summary_record su = {0};
+        mp_metrics_summary(m, &su);
+        mp_metrics_close(m);
+    }
+    mp_metrics_close(NULL);
+    /* Nothing was created where a relative path would have gone. */
+    char out[256];
+    assert_int_equal(mp_test_run("ls -A .", out, sizeof out), 0);
+    assert_string_equal(out, "");
+    /* A bare relative file name works too (no parent to create). */
+    mp_metrics *m;
+    assert_int_equal(mp_metrics_open(&m, "rel.jsonl"), MP_OK);
+    mp_metrics_close(m);
+    struct stat sb;
+    assert_int_equal(stat("rel.jsonl", &sb), 0);
+    assert_int_equal(chdir(cwd), 0);
+}
+
+static void expect_open_fail(const char *path, const char *what)
+{
+    mp_metrics *m = (mp_metrics *)&m;
+    mp_error_clear();
+    assert_int_equal(mp_metrics_open(&m, path), MP_EUSAGE);
+    assert_null(m);
+    char prefix[1200];
+    snprintf(prefix, sizeof prefix, "log.metrics: %s: ", path);
+    const char *msg = mp_error_message();
+    if (strncmp(msg, prefix, strlen(prefix)) != 0 || !strstr(msg, what))
+        fail_msg("message \"%s\" should start with \"%s\" and contain \"%s\"", msg, prefix, what);
+}
+
+static void test_unopenable(void **state)
+{
+    (void)state;
+    char dir[1024], file[1100], path[1200];
+    snprintf(dir, sizeof dir, "%s", mp_test_dir("metrics_bad"));
+    snprintf(file, sizeof file, "%s/plain", dir);
+    mp_test_write_file(file, "x", 1, 0);
+    snprintf(path, sizeof path, "%s/m.jsonl", file);
+    expect_open_fail(path, "Not a directory");
+    snprintf(path, sizeof path, "%s/sub/deeper/m.jsonl", file);
+    expect_open_fail(path, "Not a directory");
+    expect_open_fail(dir, "Is a directory");
+    /* The failed attempts created nothing. */
+    snprintf(path, sizeof path, "%s/sub", file);
+    struct stat sb;
+    assert_int_not_equal(stat(path, &sb), 0);
+}
+
+static void test_write_error_reported_once(void **state)
+{
+    (void)state;
+    struct stat sb;
+    if (stat("/dev/full", &sb) != 0)
+        skip();
+    char log[1100];
+    snprintf(log, sizeof log, "%s/stderr.txt", mp_test_dir("metrics_full"));
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    close(fd);
+    mp_metrics *m;
+    mp_status st = mp_metrics_open(&m, "/dev/full");
+    mp_step_record r = {.step = 1};
+    mp_metrics_step(m, &r);
+    mp_metrics_step(m, &r);
+    mp_metrics_close(m);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    assert_int_equal(st, MP_OK);
+    char *text = slurp(log);
+    const char *first = strstr(text, "log.metrics: /dev/full: ");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "log.metrics"));
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_records),
+        cmocka_unit_test(test_nonfinite_and_nulls),
+        cmocka_unit_test(test_empty_path),
+        cmocka_unit_test(test_unopenable),
+        cmocka_unit_test(test_write_error_reported_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

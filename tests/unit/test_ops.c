@@ -1,0 +1,196 @@
+/* CPU ops in FP32, fp16 and bf16 against the same ops in FP64 on the same (rounded) inputs,
+ * with tolerances from each dtype's epsilon; SGD against torch.optim.SGD's update rule written
+ * out by hand; model building errors and the flat parameter views. */
+#include "tests/util/test_util.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/model.h"
+#include "engine/optim.h"
+#include "engine/rng.h"
+
+static const mp_ops *ops;
+
+static double eps_of(mp_dtype dt)
+{
+    switch (dt) {
+    case MP_F16: return 0x1p-11;
+    case MP_BF16: return 0x1p-8;
+    case MP_F32: return 0x1p-24;
+    default: return 0x1p-53;
+    }
+}
+
+/* A tensor of dtype dt with random values in [-1, 1), and its exact FP64 copy. */
+static void random_pair(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, mp_tensor *t,
+                        mp_tensor *t64)
+{
+    *t = mp_tensor_alloc(dt, ndim, shape, MP_MEM_WORKSPACE);
+    *t64 = mp_tensor_alloc(MP_F64, ndim, shape, MP_MEM_WORKSPACE);
+    for (int64_t i = 0; i < mp_tensor_numel(t); i++) {
+        mp_store(t->data, dt, (size_t)i, 2 * mp_rng_uniform(r) - 1);
+        ((double *)t64->data)[i] = mp_load(t->data, dt, (size_t)i);
+    }
+}
+
+static void as_f64(const mp_tensor *t, double *out)
+{
+    for (int64_t i = 0; i < mp_tensor_numel(t); i++)
+        out[i] = mp_load(t->data, t->dtype, (size_t)i);
+}
+
+static void check_gemm(mp_dtype dt, bool ta, bool tb)
+{
+    mp_rng r;
+    mp_rng_seed(&r, 21, (uint64_t)dt * 4 + ta * 2 + tb);
+    int64_t m = 7, n = 5, k = 33;
+    int64_t as[2] = {ta ? k : m, ta ? m : k}, bs[2] = {tb ? n : k, tb ? k : n}, cs[2] = {m, n};
+    mp_tensor a, a64, b, b64, c, c64;
+    random_pair(dt, 2, as, &r, &a, &a64);
+    random_pair(dt, 2, bs, &r, &b, &b64);
+    random_pair(dt, 2, cs, &r, &c, &c64);
+    assert_int_equal(ops->gemm(ta, tb, 0.5, &a, &b, 2.0, &c), MP_OK);
+    assert_int_equal(ops->gemm(ta, tb, 0.5, &a64, &b64, 2.0, &c64), MP_OK);
+    double got[35];
+    as_f64(&c, got);
+    /* FP32 accumulation over k terms of size <= 1, then one rounding to dt. */
+    double atol = (double)k * 4 * 0x1p-24;
+    assert_close(got, (double *)c64.data, 35, atol, eps_of(dt));
+    mp_tensor *all[] = {&a, &a64, &b, &b64, &c, &c64};
+    for (int i = 0; i < 6; i++)
+        mp_tensor_free(all[i]);
+}
+
+static void test_gemm_all_dtypes(void **state)
+{
+    (void)state;
+    mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int t = 0; t < 4; t++)
+            check_gemm(dts[d], t & 1, t & 2);
+}
+
+static void test_gemm_shape_mismatch(void **state)
+{
+    (void)state;
+    float a[6], b[6], c[4];
+    int64_t s23[2] = {2, 3}, s22[2] = {2, 2};
+    mp_tensor ta = mp_tensor_view(a, MP_F32, 2, s23), tb = mp_tensor_view(b, MP_F32, 2, s23);
+    mp_tensor tc = mp_tensor_view(c, MP_F32, 2, s22);
+    assert_int_equal(ops->gemm(false, false, 1, &ta, &tb, 0, &tc), MP_EINTERNAL);
+    assert_non_null(strstr(mp_error_message(), "gemm"));
+}
+
+static void test_xent_all_dtypes(void **state)
+{
+    (void)state;
+    mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16};
+    int32_t labels[4] = {3, 0, 1, 2};
+    for (int d = 0; d < 3; d++) {
+        mp_rng r;
+        mp_rng_seed(&r, 31, (uint64_t)d);
+        int64_t s[2] = {4, 6};
+        mp_tensor z, z64, g, g64;
+        random_pair(dts[d], 2, s, &r, &z, &z64);
+        random_pair(dts[d], 2, s, &r, &g, &g64);
+        mp_xent_result a, b;
+        assert_int_equal(ops->softmax_xent(&z, labels, 4.0, &a, &g), MP_OK);
+        assert_int_equal(ops->softmax_xent(&z64, labels, 4.0, &b, &g64), MP_OK);
+        assert_close(&a.loss, &b.loss, 1, 1e-6, 1e-6); /* the loss stays FP32 for every dtype */
+        assert_int_equal(a.correct, b.correct);
+        double got[24];
+        as_f64(&g, got);
+        assert_close(got, (double *)g64.data, 24, 1e-6, eps_of(dts[d]));
+        mp_tensor *all[] = {&z, &z64, &g, &g64};
+        for (int i = 0; i < 4; i++)
+            mp_tensor_free(all[i]);
+    }
+}
+
+/* torch.optim.SGD, written out: d = g + wd p; b = first ? d : mom b + (1 - damp) d;
+ * d = nesterov ? d + mom b : b; p -= lr d. */
+static void test_sgd_matches_pytorch_rule(void **state)
+{
+    (void)state;
+    const double lr = 0.1, mom = 0.9, wd = 0.01;
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        double damp = nesterov ? 0.0 : 0.25;
+        double p[3] = {1.0, -2.0, 0.5}, g[3] = {0.3, -0.1, 2.0}, ref[3], buf[3];
+        memcpy(ref, p, sizeof p);
+        int64_t s[1] = {3};
+        mp_params params;
+        memset(&params, 0, sizeof params);
+        params.data = mp_tensor_view(p, MP_F64, 1, s);
+        params.grad = mp_tensor_view(g, MP_F64, 1, s);
+        mp_optimizer o;
+        mp_sgd_init(&o, ops, &params, mom, damp, wd, nesterov);
+        for (int step = 0; step < 3; step++) {
+            for (int i = 0; i < 3; i++) {
+                double d = g[i] + wd * ref[i];
+                buf[i] = step == 0 ? d : mom * buf[i] + (1 - damp) * d;
+                d = nesterov ? d + mom * buf[i] : buf[i];
+                ref[i] -= lr * d;
+            }
+            assert_int_equal(mp_optimizer_step(&o, &params, lr), MP_OK);
+            assert_close(p, ref, 3, 0, 1e-15);
+        }
+        mp_optimizer_free(&o);
+    }
+}
+
+static void test_model_build_and_views(void **state)
+{
+    (void)state;
+    mp_layer_spec specs[8];
+    int64_t hidden[2] = {16, 8};
+    int n = mp_model_mlp_specs(specs, hidden, 2, 10);
+    assert_int_equal(n, 5);
+    mp_model m;
+    int64_t in[3] = {4, 4, 1};
+    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32), MP_OK);
+    assert_int_equal(m.params.count, 6);
+    int w2 = mp_params_find(&m.params, "fc2.weight");
+    assert_true(w2 >= 0);
+    assert_int_equal(m.params.views[w2].shape[0], 8);
+    assert_int_equal(m.params.views[w2].shape[1], 16);
+    assert_int_equal(mp_params_numel(&m.params), 16 * 16 + 16 + 8 * 16 + 8 + 10 * 8 + 10);
+    /* Every view lies inside the flat buffer, 16-element aligned, without overlap. */
+    for (int i = 0; i < m.params.count; i++) {
+        const mp_param_view *v = &m.params.views[i];
+        assert_int_equal(v->offset % 16, 0);
+        assert_true(v->offset + v->numel <= m.params.total);
+        if (i > 0)
+            assert_true(m.params.views[i - 1].offset + m.params.views[i - 1].numel <= v->offset);
+    }
+    assert_true(mp_mem_current(MP_MEM_WEIGHTS) >= m.params.total * 4);
+    mp_model_init(&m, 1);
+    float *w = m.params.data.data;
+    double bound = 1.0 / sqrt(16.0), mx = 0;
+    for (int64_t i = 0; i < m.params.views[0].numel; i++)
+        mx = fmax(mx, fabs(w[i]));
+    assert_true(mx > 0.9 / 4 && mx <= bound);
+    mp_model_free(&m);
+
+    specs[n - 1].out = 7; /* last layer does not match the classes */
+    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32), MP_EUSAGE);
+    assert_non_null(strstr(mp_error_message(), "fc3"));
+    mp_model_free(&m);
+    snprintf(specs[1].type, sizeof specs[1].type, "conv9");
+    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32), MP_EUSAGE);
+    assert_non_null(strstr(mp_error_message(), "conv9"));
+    mp_model_free(&m);
+}
+
+int main(void)
+{
+    ops = mp_backend_cpu();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_all_dtypes),
+        cmocka_unit_test(test_gemm_shape_mismatch),
+        cmocka_unit_test(test_xent_all_dtypes),
+        cmocka_unit_test(test_sgd_matches_pytorch_rule),
+        cmocka_unit_test(test_model_build_and_views),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,74 @@
+/* Implementation of the shared test helpers. */
+#include "tests/util/test_util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+void mp_assert_close_impl(const double *a, const double *ref, size_t n, double atol, double rtol,
+                          const char *file, int line)
+{
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs(a[i] - ref[i]);
+        if (!(err <= atol + rtol * fabs(ref[i]))) {
+            fail_msg("%s:%d: element %zu: got %.10g, want %.10g (|diff| %.3g > atol %.3g + "
+                     "rtol %.3g * |want|)",
+                     file, line, i, a[i], ref[i], err, atol, rtol);
+        }
+    }
+}
+
+const char *mp_test_dir(const char *name)
+{
+    static char path[1024];
+    const char *base = getenv("MPDIST_TEST_TMP");
+    if (!base || !*base)
+        base = "/tmp";
+    mkdir(base, 0755);
+    snprintf(path, sizeof path, "%s/%s.%d", base, name, (int)getpid());
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0 || (mkdir(path, 0755) != 0 && errno != EEXIST))
+        fail_msg("cannot create test directory %s", path);
+    return path;
+}
+
+void mp_test_write_file(const char *path, const void *data, size_t len, int gz)
+{
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        if (!f || (len && gzwrite(f, data, (unsigned)len) != (int)len) || gzclose(f) != Z_OK)
+            fail_msg("cannot write %s", path);
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+        fail_msg("cannot write %s", path);
+}
+
+int mp_test_run(const char *cmd, char *out, size_t cap)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p)
+        return -1;
+    size_t used = 0;
+    out[0] = '\0';
+    size_t got;
+    char buf[1024];
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        size_t take = got < cap - 1 - used ? got : cap - 1 - used;
+        memcpy(out + used, buf, take);
+        used += take;
+    }
+    out[used] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

@@ -1,0 +1,30 @@
+/* Helpers shared by the CMocka tests: tolerance checks, scratch directories and file writers.
+ * Include after <cmocka.h>'s prerequisites (stdarg, stddef, stdint, setjmp). */
+#ifndef MP_TEST_UTIL_H
+#define MP_TEST_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+/* Fails the test unless |a[i] - ref[i]| <= atol + rtol * |ref[i]| for every i (NaN fails);
+ * the message names the first bad index and both values. */
+void mp_assert_close_impl(const double *a, const double *ref, size_t n, double atol, double rtol,
+                          const char *file, int line);
+#define assert_close(a, ref, n, atol, rtol) \
+    mp_assert_close_impl((a), (ref), (n), (atol), (rtol), __FILE__, __LINE__)
+
+/* A fresh empty directory for this test: $MPDIST_TEST_TMP/<name>.<pid> (or under /tmp).
+ * Returns a static buffer. */
+const char *mp_test_dir(const char *name);
+
+/* Writes len bytes to path (raw, or gzip-compressed when gz != 0); fails the test on error. */
+void mp_test_write_file(const char *path, const void *data, size_t len, int gz);
+
+/* Runs a shell command, captures its combined output (up to cap-1 bytes, NUL-terminated) into
+ * out and returns its exit status (-1 if it did not exit normally). */
+int mp_test_run(const char *cmd, char *out, size_t cap);
+
+#endif
