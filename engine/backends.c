@@ -10,7 +10,7 @@
 void mp_backends_info(FILE *out)
 {
 #ifdef MPDIST_HAVE_CUDA
-    fprintf(out, "backends: cpu cuda\n");
+    fprintf(out, "backends: cpu (CUDA libraries linked; the CUDA backend is not built yet)\n");
 #else
     fprintf(out, "backends: cpu (built without CUDA)\n");
 #endif

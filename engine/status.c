@@ -3,15 +3,19 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char mp_last_message[1024];
 
 mp_status mp_fail(mp_status code, const char *fmt, ...)
 {
+    /* Formatted aside first: the arguments may include mp_error_message() itself. */
+    char line[sizeof mp_last_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(mp_last_message, sizeof mp_last_message, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    memcpy(mp_last_message, line, sizeof line);
     return code;
 }
 

@@ -57,6 +57,8 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
     memset(&t, 0, sizeof t);
     if (rc == 0)
         rc = agree(&comm, mp_train_setup(&t, &cfg, &comm));
+    if (rc == 0 && !cli->dry_run)
+        rc = agree(&comm, mp_train_open_outputs(&t));
     if (rc == 0 && comm.rank == 0) {
         if (cli->dry_run) {
             mp_config_print(&cfg, stdout);

@@ -41,10 +41,14 @@ typedef struct mp_trainer {
 } mp_trainer;
 
 /* Loads the data, builds and initialises the model (rank 0's initial parameters broadcast to
- * all), and prepares optimizer, schedule, metrics and progress. Not collective on failure:
+ * all), and prepares optimizer and schedule; writes no file. Not collective on failure:
  * callers agree on the status with mp_comm_agree. MP_EUSAGE for settings this build cannot run,
  * MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *comm);
+
+/* Opens the metrics file (rank 0) and starts the progress line; nothing else writes files.
+ * MP_EUSAGE when log.metrics cannot be created. Not collective. */
+mp_status mp_train_open_outputs(mp_trainer *t);
 
 /* Trains for train.epochs (or until train.max_steps) and evaluates; collective. */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);

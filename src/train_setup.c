@@ -51,7 +51,7 @@ static mp_status build_model(mp_trainer *t)
     mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
                                   c->data.batch_size);
     if (st != MP_OK)
-        return mp_fail(st, "%s: model: %s", c->path, mp_error_message());
+        return mp_fail(st, "%s: %s", c->path, mp_error_message());
     if (t->comm->rank == 0)
         mp_model_init(&t->model, c->train.seed);
     mp_tensor *w = &t->model.params.data;
@@ -84,7 +84,7 @@ static void setup_schedule(mp_trainer *t)
     s->total_steps = t->total_steps;
 }
 
-static mp_status setup_outputs(mp_trainer *t)
+mp_status mp_train_open_outputs(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     mp_progress_mode mode = MP_PROGRESS_NONE;
@@ -118,7 +118,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *com
     t->x = mp_tensor_alloc(MP_F32, 4, xs, MP_MEM_ACTIVATIONS);
     t->dlogits = mp_tensor_alloc(MP_F32, 2, ds, MP_MEM_ACTIVATIONS);
     t->y = mp_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
-    return setup_outputs(t);
+    return MP_OK;
 }
 
 void mp_train_free(mp_trainer *t)

@@ -37,6 +37,7 @@ static void train_on(const mp_comm *c, int64_t batch, int64_t steps, mp_trainer 
     mp_status st = mp_train_setup(t, cfg, c);
     if (st != MP_OK)
         fail_msg("setup: %s", mp_error_message());
+    assert_int_equal(mp_train_open_outputs(t), MP_OK);
     mp_train_result r;
     assert_int_equal(mp_train_run(t, &r), MP_OK);
     assert_int_equal(r.steps, steps);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The command line and the configuration through the real binary: help, version, info,
+# dry runs, and every kind of bad command line and bad config (exit 2, one line naming file,
+# line and key), alone and under mpirun with 2 ranks.
+source "$(dirname "$0")/common.bash"
+cd "$TMP"
+
+out=$("$MPDIST" --help) && grep -q '^usage: mpdist' <<<"$out" || { echo "FAIL: --help"; exit 1; }
+"$MPDIST" --version | grep -Eq '^mpdist [0-9]+\.[0-9]+\.[0-9]+$' || { echo "FAIL: --version"; exit 1; }
+info=$("$MPDIST" info)
+for key in backends blas mpi nccl hdf5 libconfig; do
+  grep -q "^$key: " <<<"$info" || { echo "FAIL: info lacks $key"; echo "$info"; exit 1; }
+done
+grep -q '^mpi: Open MPI v4' <<<"$info" || { echo "FAIL: info mpi version"; exit 1; }
+
+dry=$("$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.hidden=[100])
+grep -q '^total parameters: 79510 ' <<<"$dry" || { echo "FAIL: dry-run parameter count"; echo "$dry"; exit 1; }
+grep -q '^  hidden = \[100\];' <<<"$dry" || { echo "FAIL: dry-run resolved config"; exit 1; }
+test ! -e runs || { echo "FAIL: a dry run wrote files"; exit 1; }
+cat >"$TMP/layers.cfg" <<'CFG'
+model: { layers = ( { type = "linear"; out = 64; name = "hidden"; },
+                    { type = "relu"; },
+                    { type = "linear"; out = 10; name = "head"; } ); };
+CFG
+dry=$("$MPDIST" "$TMP/layers.cfg" --dry-run)
+grep -Eq '^hidden +linear +\(N, 64\) +50240$' <<<"$dry" && grep -Eq '^head +linear +\(N, 10\) +650$' <<<"$dry" ||
+  { echo "FAIL: explicit layers dry run"; echo "$dry"; exit 1; }
+
+expect_exit 2 "no config file" "$MPDIST"
+expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --frobnicate
+expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set
+expect_exit 2 "unexpected argument 'b.cfg'" "$MPDIST" a.cfg b.cfg
+expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
+expect_exit 2 "'eval' is not available" "$MPDIST" eval x.cfg
+
+# bad_config NAME REGEX CONTENT: the file fails with exit 2 on 1 and 2 ranks.
+bad_config() {
+  printf '%b' "$3" >"$TMP/$1.cfg"
+  expect_exit 2 "$2" "$MPDIST" "$TMP/$1.cfg"
+  expect_exit 2 "$2" mpirun -np 2 "$MPDIST" "$TMP/$1.cfg"
+}
+bad_config syntax "syntax.cfg:2: syntax error" 'data: { batch_size = 64; };\noptim: { lr = ; };\n'
+bad_config unknown "unknown.cfg:3: optim.lr_decay: unknown key" 'optim: {\n  lr = 0.1;\n  lr_decay = 0.5;\n};\n'
+bad_config group "group.cfg:1: trainer: unknown group" 'trainer: { epochs = 1; };\n'
+bad_config type "type.cfg:1: data.batch_size: wrong type: expected int, got string" 'data: { batch_size = "64"; };\n'
+bad_config range "range.cfg:2: optim.lr: must be" '\noptim: { lr = -0.5; };\n'
+bad_config range0 "range0.cfg:1: data.batch_size: must be in \\[1, 65536\\] \\(got 0\\)" 'data: { batch_size = 0; };\n'
+bad_config enum 'enum.cfg:1: amp.opt_level: must be one of "O0", "O1", "O2", "O3" \(got "O4"\)' 'amp: { opt_level = "O4"; };\n'
+bad_config layer "layer.cfg:1: model.layers.\\[0\\].out: missing" 'model: { layers = ( { type = "linear"; } ); };\n'
+bad_config classes "classes.cfg: model: the last layer \\(layers.1\\) produces 7 features but the data has 10 classes" 'model: { layers = ( { type = "linear"; out = 32; }, { type = "linear"; out = 7; } ); };\n'
+bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0" 'optim: { momentum = 0.0; nesterov = true; };\n'
+expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
+expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many
+expect_exit 2 "--set junk: expected key.path=value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set junk
+expect_exit 2 "amp.opt_level: O2 is not available in this build yet" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.opt_level=O2
+finish
