@@ -120,6 +120,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_average_matches_single_process_big_batch),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* Everything the engine allocated during the runs was given back. */
+    for (int cat = 0; cat < MP_MEM_NCAT; cat++)
+        if (cat != MP_MEM_WORKSPACE && mp_mem_current((mp_mem_cat)cat) != 0) {
+            fprintf(stderr, "rank %d: %lld bytes of %s still allocated\n", comm.rank,
+                    (long long)mp_mem_current((mp_mem_cat)cat), mp_mem_cat_name((mp_mem_cat)cat));
+            failed++;
+        }
     int any = 0;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm.world);
     mp_comm_finalize(&comm);
