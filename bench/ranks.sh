@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source launch/env.sh
-[ -x build/mpdist ] || bash launch/build.sh build >/dev/null
+bash launch/build.sh build >/dev/null
 ranks=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do ranks+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 [ ${#ranks[@]} -gt 0 ] || ranks=(1 2 4)
@@ -16,7 +16,8 @@ echo "ranks,global_batch,steps,wall_s,images_per_s,test_accuracy,peak_mem_bytes"
 for np in "${ranks[@]}"; do
   m=$out/np$np.jsonl
   mpirun -np "$np" build/mpdist configs/fashion-mnist-mlp.cfg --set log.progress=none \
-    --set "log.metrics=\"$m\"" "$@" >"$out/np$np.log" 2>&1
+    --set "log.metrics=\"$m\"" "$@" >"$out/np$np.log" 2>&1 ||
+    { echo "bench: $np ranks failed:" >&2; tail -5 "$out/np$np.log" >&2; exit 1; }
   tail -1 "$m" | sed -E 's/.*"world_size":([0-9]+).*"wall_s":([0-9.e+-]+),"images_per_s":([0-9.e+-]+),"accuracy":([0-9.e+-]+).*"steps":([0-9]+).*"peak_mem_bytes":([0-9]+).*/\1 \2 \3 \4 \5 \6/' |
     { read -r w wall ips acc steps peak
       batch=$(( $(sed -n 's/.*global batch \([0-9]*\).*/\1/p' "$out/np$np.log") ))

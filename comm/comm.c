@@ -70,11 +70,15 @@ mp_status mp_comm_allreduce_sum_f64(const mp_comm *c, double *buf, int n)
 
 mp_status mp_comm_agree(const mp_comm *c, mp_status local, int *reporter)
 {
-    /* MAX of (code, -failed rank) gives the worst code and the lowest failed rank. */
-    int mine[2] = {(int)local, -(local != MP_OK ? c->rank : c->size)}, out[2];
-    MPI_CHECK(MPI_Allreduce(mine, out, 2, MPI_INT, MPI_MAX, c->world));
-    *reporter = -out[1] == c->size ? -1 : -out[1];
-    return (mp_status)out[0];
+    *reporter = local != MP_OK ? c->rank : -1;
+    int worst = (int)local, first;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MAX, c->world));
+    if (worst == MP_OK)
+        return MP_OK;
+    int mine = (int)local == worst ? c->rank : c->size;
+    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world));
+    *reporter = first;
+    return (mp_status)worst;
 }
 
 void mp_comm_abort(const mp_comm *c, int code)

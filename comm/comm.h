@@ -11,8 +11,11 @@
 #include "engine/check.h"
 #include "engine/status.h"
 
-/* Fails the enclosing function with MP_ECOMM and the MPI error string. */
+/* The MPI library's text for error code rc (thread-local storage, valid until the next call). */
 const char *mp_mpi_error_string(int rc);
+
+/* Evaluates an MPI call; on failure returns MP_ECOMM from the enclosing function with a message
+ * naming rank, host, file:line, the call and MPI's error string. */
 #define MP_MPI_OK(rc) ((rc) == MPI_SUCCESS)
 #define MPI_CHECK(stmt) MP_LIB_CHECK("MPI", MP_ECOMM, int, stmt, MP_MPI_OK, mp_mpi_error_string)
 
@@ -37,8 +40,9 @@ mp_status mp_comm_allreduce_sum_f32(const mp_comm *c, float *buf, size_t n);
 mp_status mp_comm_allreduce_sum_f64(const mp_comm *c, double *buf, int n);
 
 /* Every rank passes its local status; all return the same agreed status (the largest code of
- * any failed rank, MP_OK when all succeeded) and *reporter is the lowest failed rank (-1 if
- * none), the one that should print its message. */
+ * any failed rank, MP_OK when all succeeded) and *reporter is the lowest rank that failed with
+ * that code (-1 if none), the one that should print its message. If the agreement itself
+ * fails, returns MP_ECOMM with *reporter set to this rank when it had failed, else -1. */
 mp_status mp_comm_agree(const mp_comm *c, mp_status local, int *reporter);
 
 /* Not collective: ends every rank at once with `code` (MPI_Abort), so none hangs. */

@@ -41,6 +41,32 @@ static mp_status layer_from_spec(mp_layer *l, const mp_ops *ops, const mp_layer_
     return mp_fail(MP_EUSAGE, "model layer %d: unknown type '%s'", index, s->type);
 }
 
+mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
+                        int64_t max_batch, int64_t *param_elems, int64_t *act_elems)
+{
+    *param_elems = *act_elems = 0;
+    if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
+        return mp_fail(MP_EUSAGE, "model: needs 1 to %d layers (got %d)", MP_MAX_LAYERS, nspecs);
+    const int64_t *shape = in_shape;
+    int64_t widest = mp_shape_numel(in_shape);
+    static _Thread_local mp_layer l[MP_MAX_LAYERS];
+    for (int i = 0; i < nspecs; i++) {
+        MP_TRY(layer_from_spec(&l[i], NULL, &specs[i], i, shape));
+        for (int j = 0; j < l[i].nparams; j++) {
+            int64_t e = 1;
+            for (int d = 0; d < l[i].param_ndim[j]; d++)
+                e *= l[i].param_shape[j][d];
+            *param_elems += e;
+        }
+        shape = l[i].out_shape;
+        *act_elems += max_batch * mp_shape_numel(shape);
+        if (mp_shape_numel(shape) > widest)
+            widest = mp_shape_numel(shape);
+    }
+    *act_elems += 2 * max_batch * widest;
+    return MP_OK;
+}
+
 static mp_status declare_params(mp_model *m)
 {
     for (int i = 0; i < m->nlayers; i++) {

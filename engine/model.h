@@ -40,6 +40,11 @@ typedef struct mp_model {
 mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
                          const int64_t in_shape[3], int64_t num_classes, int64_t max_batch);
 
+/* Counts, without allocating, the parameter elements and activation elements (for batches of
+ * max_batch) that mp_model_build would allocate. MP_EUSAGE for a bad spec, as mp_model_build. */
+mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
+                        int64_t max_batch, int64_t *param_elems, int64_t *act_elems);
+
 /* Fills the specs for the "mlp" preset: linear(hidden[i]) + relu for each hidden size, then
  * linear(num_classes), named fc1, relu1, ..., fcK. Returns the number of specs written. */
 int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,

@@ -30,7 +30,7 @@ typedef struct mp_ops {
     const char *name;
 
     /* c (m, n) = alpha * op(a) * op(b) + beta * c, op(a) (m, k), op(b) (k, n); op transposes
-     * when ta / tb. a, b and c may have different dtypes. */
+     * when ta / tb. a, b and c may mix FP32, fp16 and bf16; FP64 only with FP64. */
     mp_status (*gemm)(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c);
 
@@ -40,7 +40,7 @@ typedef struct mp_ops {
     /* db (C) = sum over rows of dy (N, C). */
     mp_status (*bias_grad)(const mp_tensor *dy, mp_tensor *db);
 
-    /* y = max(x, 0), elementwise; x and y same numel (may alias). */
+    /* y = max(x, 0), elementwise (NaN propagates); x and y same numel (may alias). */
     mp_status (*relu_forward)(const mp_tensor *x, mp_tensor *y);
 
     /* dx = dy where y > 0, else 0 (y is the forward output); may alias dy. */
@@ -53,7 +53,7 @@ typedef struct mp_ops {
                               mp_xent_result *out, mp_tensor *dlogits);
 
     /* One SGD step over flat tensors of equal numel: param, grad and momentum (FP32 or FP64).
-     * momentum may be NULL when args->momentum == 0. */
+     * momentum must be given when args->momentum != 0 and is ignored otherwise. */
     mp_status (*sgd_step)(const mp_sgd_args *args, mp_tensor *param, const mp_tensor *grad,
                           mp_tensor *momentum);
 
@@ -69,5 +69,8 @@ typedef struct mp_ops {
 
 /* The CPU reference backend (plain C11 + OpenBLAS, deterministic). */
 const mp_ops *mp_backend_cpu(void);
+
+/* Sets the number of BLAS threads the CPU backend uses in this process (n >= 1). */
+void mp_backend_cpu_threads(int n);
 
 #endif

@@ -29,7 +29,7 @@ typedef struct mp_summary_record {
     const char *opt_level, *half, *backend, *model;
     double wall_s, images_per_s, accuracy, final_loss, loss_scale;
     int64_t steps, skipped_steps, peak_mem_bytes;
-    int64_t mem_bytes[8];      /* current bytes by category, mem_names[i] naming each */
+    int64_t mem_bytes[8];      /* peak bytes by category, mem_names[i] naming each */
     const char *mem_names[8];
     int n_mem;
 } mp_summary_record;

@@ -46,7 +46,7 @@ static bool reaches_terminal(FILE *out)
         return true;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/1", (int)getppid());
-    int fd = open(path, O_WRONLY | O_NOCTTY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return false;
     bool tty = isatty(fd);

@@ -342,6 +342,32 @@ static mp_status cross_check(const load_ctx *x, const config_setting_t *root, mp
     return MP_OK;
 }
 
+/* Runs mp_config_check_int_literals over the file's text. */
+static mp_status check_literals(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mp_config_fail("%s: cannot read: %s", path, strerror(errno));
+    size_t cap = 4096, len = 0, got;
+    char *text = malloc(cap);
+    while (text && (got = fread(text + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (len + 1 == cap) {
+            char *bigger = realloc(text, cap *= 2);
+            if (!bigger)
+                free(text);
+            text = bigger;
+        }
+    }
+    fclose(f);
+    if (!text)
+        return mp_fail(MP_EINTERNAL, "%s: out of memory reading the config", path);
+    text[len] = '\0';
+    mp_status st = mp_config_check_int_literals(text, path);
+    free(text);
+    return st;
+}
+
 /* Reads the file into cfg, with @include resolved relative to the file's directory. */
 static mp_status read_file(config_t *cfg, const char *path, const char *dir)
 {
@@ -353,7 +379,7 @@ static mp_status read_file(config_t *cfg, const char *path, const char *dir)
     config_set_include_dir(cfg, dir);
     errno = 0;
     if (config_read_file(cfg, path))
-        return MP_OK;
+        return check_literals(path);
     if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
         return mp_config_fail("%s: cannot read: %s", path,
                               errno ? strerror(errno) : config_error_text(cfg));

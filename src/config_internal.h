@@ -24,6 +24,11 @@ const char *mp_config_type_name(int libconfig_type);
  * "--set ARG: ..." for a malformed argument or a path through a non-group. */
 mp_status mp_config_set_apply(config_t *cfg, const char *arg, char **key_out);
 
+/* Scans the text of a config file that libconfig has parsed and fails (MP_EUSAGE,
+ * "FILE:LINE: KEY: integer N does not fit in 32 bits ...") on the first integer literal beyond
+ * 32 bits without an L suffix, which libconfig 1.5 would silently wrap. */
+mp_status mp_config_check_int_literals(const char *text, const char *file);
+
 /* Builds the resolved configuration of c in libconfig syntax (every key, defaults included)
  * into a malloc'ed string *out that mp_config_load reads back to the same values.
  * MP_EINTERNAL if out of memory. */

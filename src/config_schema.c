@@ -28,7 +28,7 @@ const mp_key mp_config_keys[] = {
      .meaning = "Dataset file format."},
     {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),
      .meaning = "Samples per step on each rank (the global batch is this times the ranks)."},
-    {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(100000), CF(data.num_classes),
+    {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(256), CF(data.num_classes),
      .meaning = "Number of classes: the output features of the last layer."},
     {"data.mean", MP_KEY_FLOAT, "0.2860", CF(data.mean),
      .meaning = "Normalisation: inputs are (pixel/255 - mean) / std."},
@@ -78,7 +78,7 @@ const mp_key mp_config_keys[] = {
      CF(schedule.type),
      .meaning = "Learning-rate schedule: constant; step (times gamma every step_epochs); "
                 "cosine (down to min_lr at the end)."},
-    {"schedule.step_epochs", MP_KEY_FLOAT, "30.0", GT(0), CF(schedule.step_epochs),
+    {"schedule.step_epochs", MP_KEY_FLOAT, "30.0", GT(0), LE(1e6), CF(schedule.step_epochs),
      .meaning = "step: epochs between decays."},
     {"schedule.gamma", MP_KEY_FLOAT, "0.1", GT(0), LE(1), CF(schedule.gamma),
      .meaning = "step: decay factor."},

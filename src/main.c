@@ -3,6 +3,7 @@
  * failure prints one line on the rank that saw it first and exits with the DESIGN §6 code; a
  * failure in the middle of training aborts all ranks so none hangs. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
@@ -13,9 +14,27 @@
 
 static int report(mp_status st)
 {
-    fprintf(stderr, "mpdist: error: %s\n", mp_error_message());
+    char line[1024];
+    snprintf(line, sizeof line, "%s", mp_error_message());
+    for (char *p = line; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            *p = '?'; /* one line, whatever a path or value held */
+    fprintf(stderr, "mpdist: error: %s\n", line);
     fflush(stderr);
     return (int)st;
+}
+
+/* Before MPI starts every rank sees the same command line: only the launcher's rank 0 (or a
+ * process started without a launcher) prints the error, so it appears once. */
+static int report_once(mp_status st)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) != 0)
+            return (int)st;
+    }
+    return report(st);
 }
 
 /* Agrees on `st` over all ranks; on failure the lowest failed rank prints its message, every
@@ -28,6 +47,8 @@ static int agree(mp_comm *comm, mp_status st)
         return 0;
     if (comm->rank == reporter)
         report(st);
+    else if (reporter < 0) /* the agreement itself failed: say why here */
+        report(all);
     return (int)all;
 }
 
@@ -45,7 +66,7 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
 static int train(const mp_cli *cli, int *argc, char ***argv)
 {
     if (cli->resume)
-        return report(mp_fail(MP_EUSAGE, "--resume is not available in this build yet"));
+        return report_once(mp_fail(MP_EUSAGE, "--resume is not available in this build yet"));
     mp_comm comm;
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
@@ -57,6 +78,8 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
     memset(&t, 0, sizeof t);
     if (rc == 0)
         rc = agree(&comm, mp_train_setup(&t, &cfg, &comm));
+    if (rc == 0)
+        rc = agree(&comm, mp_train_sync(&t));
     if (rc == 0 && !cli->dry_run)
         rc = agree(&comm, mp_train_open_outputs(&t));
     if (rc == 0 && comm.rank == 0) {
@@ -91,13 +114,13 @@ int main(int argc, char **argv)
 {
     mp_cli cli;
     if (mp_cli_parse(&cli, argc, argv) != MP_OK)
-        return report(MP_EUSAGE);
+        return report_once(MP_EUSAGE);
     switch (cli.cmd) {
     case MP_CMD_HELP: mp_cli_usage(stdout); return 0;
     case MP_CMD_VERSION: printf("mpdist %s\n", MPDIST_VERSION); return 0;
     case MP_CMD_INFO: mp_info_print(stdout); return 0;
     case MP_CMD_TRAIN: return train(&cli, &argc, &argv);
     default:
-        return report(mp_fail(MP_EUSAGE, "'%s' is not available in this build yet", argv[1]));
+        return report_once(mp_fail(MP_EUSAGE, "'%s' is not available in this build yet", argv[1]));
     }
 }

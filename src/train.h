@@ -40,11 +40,15 @@ typedef struct mp_trainer {
     mp_progress progress;
 } mp_trainer;
 
-/* Loads the data, builds and initialises the model (rank 0's initial parameters broadcast to
- * all), and prepares optimizer and schedule; writes no file. Not collective on failure:
- * callers agree on the status with mp_comm_agree. MP_EUSAGE for settings this build cannot run,
- * MP_EDATA for data files. */
+/* Loads the data, builds the model (initialised on rank 0) and prepares optimizer and
+ * schedule; writes no file and calls no collective, so callers agree on the status with
+ * mp_comm_agree before going on. MP_EUSAGE for settings this build cannot run or a model
+ * too big for the host, MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *comm);
+
+/* Broadcasts rank 0's initial parameters to every rank; collective, after a successful setup
+ * on all ranks. */
+mp_status mp_train_sync(mp_trainer *t);
 
 /* Opens the metrics file (rank 0) and starts the progress line; nothing else writes files.
  * MP_EUSAGE when log.metrics cannot be created. Not collective. */

@@ -36,6 +36,32 @@ static mp_status load_data(mp_trainer *t)
     return MP_OK;
 }
 
+/* Refuses a model whose weights, gradients, momentum and activations do not fit in this rank's
+ * share of the host's memory, before anything is allocated (allocation failure aborts). */
+static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, int n,
+                              const int64_t in_shape[3])
+{
+    const mp_config *c = t->cfg;
+    int64_t params = 0, acts = 0;
+    mp_status st = mp_model_plan(specs, n, in_shape, c->data.batch_size, &params, &acts);
+    if (st != MP_OK)
+        return mp_fail(st, "%s: %s", c->path, mp_error_message());
+    double copies = c->optim.momentum != 0.0 ? 3.0 : 2.0;
+    double need = 4.0 * ((double)params * copies + (double)acts);
+    double host = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
+    double have = host / ranks - (double)mp_mem_current(MP_MEM_DATA);
+    if (need > have)
+        return mp_fail(MP_EUSAGE,
+                       "%s: model: needs %.1f GiB per rank (%lld parameters with gradients and "
+                       "optimizer state, activations for batch %lld) but this host has %.1f GiB "
+                       "for each of its %d rank%s",
+                       c->path, need / 1073741824.0, (long long)params,
+                       (long long)c->data.batch_size, have / 1073741824.0, ranks,
+                       ranks > 1 ? "s" : "");
+    return MP_OK;
+}
+
 static mp_status build_model(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
@@ -48,12 +74,18 @@ static mp_status build_model(mp_trainer *t)
         n = mp_model_mlp_specs(specs, c->model.hidden, c->model.nhidden, c->data.num_classes);
     }
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
+    MP_TRY(check_memory(t, specs, n, in_shape));
     mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
                                   c->data.batch_size);
     if (st != MP_OK)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
     if (t->comm->rank == 0)
         mp_model_init(&t->model, c->train.seed);
+    return MP_OK;
+}
+
+mp_status mp_train_sync(mp_trainer *t)
+{
     mp_tensor *w = &t->model.params.data;
     return mp_comm_bcast(t->comm, w->data, (size_t)mp_tensor_bytes(w), 0);
 }
@@ -102,6 +134,11 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *com
     t->cfg = cfg;
     t->comm = comm;
     t->ops = mp_backend_cpu();
+    if (!getenv("OPENBLAS_NUM_THREADS")) { /* the cores shared by this host's ranks */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
+        mp_backend_cpu_threads(share > 0 ? share : 1);
+    }
     MP_TRY(check_supported(cfg));
     MP_TRY(load_data(t));
     MP_TRY(build_model(t));

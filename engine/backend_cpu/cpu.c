@@ -1,4 +1,6 @@
 /* The CPU backend's op table. */
+#include <cblas.h>
+
 #include "engine/backend_cpu/cpu.h"
 
 static const mp_ops mp_cpu_ops = {
@@ -16,3 +18,5 @@ static const mp_ops mp_cpu_ops = {
 };
 
 const mp_ops *mp_backend_cpu(void) { return &mp_cpu_ops; }
+
+void mp_backend_cpu_threads(int n) { openblas_set_num_threads(n); }

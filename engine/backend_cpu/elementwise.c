@@ -45,7 +45,7 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
         T *yy = (y)->data;                                                         \
         for (int64_t i = 0; i < (n); i++) {                                        \
             ACC v = LD(xx[i]);                                                     \
-            yy[i] = ST(v > 0 ? v : (ACC)0);                                        \
+            yy[i] = ST(v < 0 ? (ACC)0 : v); /* NaN stays NaN, as in PyTorch */                                        \
         }                                                                          \
     } while (0)
 

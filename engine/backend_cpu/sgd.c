@@ -28,6 +28,7 @@ mp_status mp_cpu_sgd_step(const mp_sgd_args *args, mp_tensor *param, const mp_te
     MP_CPU_REQUIRE(mp_tensor_numel(grad) == n && grad->dtype == param->dtype, "sgd_step");
     MP_CPU_REQUIRE(param->dtype == MP_F32 || param->dtype == MP_F64, "sgd_step");
     mp_tensor *buf = args->momentum != 0.0 ? momentum : NULL;
+    MP_CPU_REQUIRE(args->momentum == 0.0 || buf, "sgd_step");
     MP_CPU_REQUIRE(!buf || (mp_tensor_numel(buf) == n && buf->dtype == param->dtype), "sgd_step");
     MP_CPU_DISPATCH(param->dtype, SGD, args, param, grad, buf, n);
     return MP_OK;

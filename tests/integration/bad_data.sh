@@ -57,4 +57,9 @@ for np in 1 2; do
 
   rm -rf "$TMP/nofile" "$TMP/magic" "$TMP/trunc" "$TMP/truncgz" "$TMP/corrupt" "$TMP/count" "$TMP/label"
 done
+
+# Only one rank's data is bad (a path present on one node only): the ranks still agree and
+# stop together instead of hanging.
+expect_exit 3 "$TMP/nowhere: no such directory" mpirun -np 1 "$MPDIST" "$cfg" --set "data.path=\"$TMP/good\"" \
+  : -np 1 "$MPDIST" "$cfg" --set "data.path=\"$TMP/nowhere\""
 finish

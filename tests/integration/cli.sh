@@ -32,6 +32,12 @@ expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cf
 expect_exit 2 "unexpected argument 'b.cfg'" "$MPDIST" a.cfg b.cfg
 expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
 expect_exit 2 "'eval' is not available" "$MPDIST" eval x.cfg
+# Under mpirun a command-line error is printed once, not once per rank.
+expect_exit 2 "--resume is not available" mpirun -np 2 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume auto
+expect_exit 2 "unknown option '--frobnicate'" mpirun -np 2 "$MPDIST" x.cfg --frobnicate
+# A model bigger than the host is refused before anything is allocated.
+expect_exit 2 "model: needs [0-9.]+ GiB per rank \\(1000796000010 parameters" mpirun -np 2 "$MPDIST" \
+  "$SRC/configs/fashion-mnist-mlp.cfg" --set "model.hidden=[1000000, 1000000]"
 
 # bad_config NAME REGEX CONTENT: the file fails with exit 2 on 1 and 2 ranks.
 bad_config() {
@@ -48,6 +54,7 @@ bad_config range0 "range0.cfg:1: data.batch_size: must be in \\[1, 65536\\] \\(g
 bad_config enum 'enum.cfg:1: amp.opt_level: must be one of "O0", "O1", "O2", "O3" \(got "O4"\)' 'amp: { opt_level = "O4"; };\n'
 bad_config layer "layer.cfg:1: model.layers.\\[0\\].out: missing" 'model: { layers = ( { type = "linear"; } ); };\n'
 bad_config classes "classes.cfg: model: the last layer \\(layers.1\\) produces 7 features but the data has 10 classes" 'model: { layers = ( { type = "linear"; out = 32; }, { type = "linear"; out = 7; } ); };\n'
+bad_config bigint "bigint.cfg:1: train.max_steps: integer 4294967396 does not fit in 32 bits" 'train: { max_steps = 4294967396; };\n'
 bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0" 'optim: { momentum = 0.0; nesterov = true; };\n'
 expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
 expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many

@@ -9,7 +9,9 @@ for np in 2 4; do
   timeout 600 mpirun -np $np "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set log.progress=plain \
     >"$TMP/out$np" 2>&1 || { echo "FAIL: np $np exited $?"; tail -20 "$TMP/out$np"; exit 1; }
   acc=$(sed -n 's/^test accuracy: //p' "$TMP/out$np")
-  echo "np $np: test accuracy $acc in $(( $(date +%s) - start )) s"
+  elapsed=$(( $(date +%s) - start ))
+  echo "np $np: test accuracy $acc in $elapsed s"
+  [ "$elapsed" -lt 180 ] || { echo "FAIL: training took $elapsed s, over 3 minutes"; exit 1; }
   [ -n "$acc" ] || { echo "FAIL: np $np printed no accuracy"; tail -5 "$TMP/out$np"; exit 1; }
   if [ "$np" = 2 ] && ! awk -v a="$acc" 'BEGIN { exit !(a >= 0.880) }'; then
     echo "FAIL: accuracy $acc < 0.880 (published MLP baseline 0.883)"; exit 1

@@ -14,9 +14,7 @@ static mp_comm comm;
 
 static void write_config(char *path, size_t cap, int64_t batch, int64_t steps)
 {
-    const char *dir = getenv("MPDIST_TEST_TMP");
-    snprintf(path, cap, "%s/replicas.%d.%lld.cfg", dir && *dir ? dir : "/tmp", comm.rank,
-             (long long)batch);
+    snprintf(path, cap, "%s/replicas.%lld.cfg", mp_test_dir("replicas"), (long long)batch);
     char text[1024];
     snprintf(text, sizeof text,
              "data: { train_limit = 3000; test_limit = 500; batch_size = %lld; };\n"
@@ -37,6 +35,7 @@ static void train_on(const mp_comm *c, int64_t batch, int64_t steps, mp_trainer 
     mp_status st = mp_train_setup(t, cfg, c);
     if (st != MP_OK)
         fail_msg("setup: %s", mp_error_message());
+    assert_int_equal(mp_train_sync(t), MP_OK);
     assert_int_equal(mp_train_open_outputs(t), MP_OK);
     mp_train_result r;
     assert_int_equal(mp_train_run(t, &r), MP_OK);

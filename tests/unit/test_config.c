@@ -254,7 +254,7 @@ static const bad_case k_bad[] = {
     /* out of range */
     {"data = {\n  batch_size = 0;\n};\n", 2, "data.batch_size", "must be in [1, 65536] (got 0)"},
     {"data = { batch_size = 65537; };\n", 1, "data.batch_size", "(got 65537)"},
-    {"data = { num_classes = 1; };\n", 1, "data.num_classes", "must be in [2, 100000] (got 1)"},
+    {"data = { num_classes = 1; };\n", 1, "data.num_classes", "must be in [2, 256] (got 1)"},
     {"data = { std = 0.0; };\n", 1, "data.std", "must be > 0 (got 0)"},
     {"data = { path = \"\"; };\n", 1, "data.path", "must not be empty"},
     {"data = { train_limit = -1; };\n", 1, "data.train_limit", "must be >= 0 (got -1)"},
@@ -263,7 +263,7 @@ static const bad_case k_bad[] = {
     {"optim = { dampening = 1.5; };\n", 1, "optim.dampening", "must be in [0, 1]"},
     {"optim = { weight_decay = -0.1; };\n", 1, "optim.weight_decay", "must be >= 0"},
     {"schedule = {\n  gamma = 0;\n};\n", 2, "schedule.gamma", "must be in (0, 1] (got 0)"},
-    {"schedule = { step_epochs = 0.0; };\n", 1, "schedule.step_epochs", "must be > 0"},
+    {"schedule = { step_epochs = 0.0; };\n", 1, "schedule.step_epochs", "must be in (0, 1000000] (got 0)"},
     {"train = {\n  epochs = 100001;\n};\n", 2, "train.epochs", "must be in [1, 100000]"},
     {"train = { seed = -5; };\n", 1, "train.seed", "must be >= 0 (got -5)"},
     {"log = { every = 0; };\n", 1, "log.every", "must be in [1, 1000000000] (got 0)"},
