@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt);
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt);
+
 const char *mp_mpi_error_string(int rc)
 {
     static _Thread_local char msg[MPI_MAX_ERROR_STRING];
@@ -36,6 +39,10 @@ mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
     MPI_CHECK(MPI_Get_processor_name(name, &len));
     snprintf(c->host, sizeof c->host, "%s", name);
     mp_identity_set(c->rank, c->host);
+    MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &c->half_word));
+    MPI_CHECK(MPI_Type_commit(&c->half_word));
+    MPI_CHECK(MPI_Op_create(sum_f16, 1, &c->sum_f16));
+    MPI_CHECK(MPI_Op_create(sum_bf16, 1, &c->sum_bf16));
     return MP_OK;
 }
 
@@ -59,6 +66,56 @@ mp_status mp_comm_allreduce_sum_f32(const mp_comm *c, float *buf, size_t n)
         buf += chunk;
         n -= (size_t)chunk;
     }
+    return MP_OK;
+}
+
+/* MPI reduction callbacks for half types: element-wise sum in FP32, rounded once. */
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    uint16_t *a = in, *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = mp_f32_to_f16(mp_f16_to_f32(a[i]) + mp_f16_to_f32(b[i]));
+}
+
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    uint16_t *a = in, *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = mp_f32_to_bf16(mp_bf16_to_f32(a[i]) + mp_bf16_to_f32(b[i]));
+}
+
+static mp_status allreduce_half(const mp_comm *c, uint16_t *buf, size_t n, mp_dtype dt)
+{
+    while (n > 0) {
+        int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, c->half_word,
+                                dt == MP_F16 ? c->sum_f16 : c->sum_bf16, c->world));
+        buf += chunk;
+        n -= (size_t)chunk;
+    }
+    return MP_OK;
+}
+
+mp_status mp_comm_allreduce_sum(const mp_comm *c, void *buf, size_t n, mp_dtype dt)
+{
+    switch (dt) {
+    case MP_F32: return mp_comm_allreduce_sum_f32(c, buf, n);
+    case MP_F16:
+    case MP_BF16: return allreduce_half(c, buf, n, dt);
+    case MP_F64:
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->world));
+        return MP_OK;
+    }
+    return mp_fail(MP_EINTERNAL, "allreduce: unknown dtype");
+}
+
+mp_status mp_comm_any(const mp_comm *c, bool *flag)
+{
+    int v = *flag ? 1 : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->world));
+    *flag = v != 0;
     return MP_OK;
 }
 
@@ -94,7 +151,11 @@ void mp_comm_finalize(mp_comm *c)
     MPI_Finalized(&fin);
     if (fin)
         return;
-    if (c->world != MPI_COMM_NULL && c->world != 0)
+    if (c->world != MPI_COMM_NULL && c->world != 0) {
+        MPI_Op_free(&c->sum_f16);
+        MPI_Op_free(&c->sum_bf16);
+        MPI_Type_free(&c->half_word);
         MPI_Comm_free(&c->world);
+    }
     MPI_Finalize();
 }

@@ -5,8 +5,11 @@
 #define MP_COMM_H
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/dtype.h"
 
 #include "engine/check.h"
 #include "engine/status.h"
@@ -24,6 +27,8 @@ typedef struct mp_comm {
     int rank, size;
     int local_rank, local_size; /* among the ranks on this host */
     char host[MPI_MAX_PROCESSOR_NAME];
+    MPI_Datatype half_word;        /* two bytes, for fp16/bf16 reductions */
+    MPI_Op sum_f16, sum_bf16;      /* their sums, created once at start-up */
 } mp_comm;
 
 /* Initialises MPI (if not yet), duplicates the world communicator with MPI_ERRORS_RETURN, and
@@ -35,6 +40,13 @@ mp_status mp_comm_bcast(const mp_comm *c, void *buf, size_t bytes, int root);
 
 /* In-place sum over all ranks of n floats. */
 mp_status mp_comm_allreduce_sum_f32(const mp_comm *c, float *buf, size_t n);
+
+/* In-place sum over all ranks of n elements of dtype dt. Half types are summed in FP32 and
+ * rounded to the dtype at each combination (a user-defined MPI op), FP32 with MPI_SUM. */
+mp_status mp_comm_allreduce_sum(const mp_comm *c, void *buf, size_t n, mp_dtype dt);
+
+/* In-place logical OR over all ranks (found_inf: every rank takes the same decision). */
+mp_status mp_comm_any(const mp_comm *c, bool *flag);
 
 /* In-place sum over all ranks of n doubles. */
 mp_status mp_comm_allreduce_sum_f64(const mp_comm *c, double *buf, int n);

@@ -1,7 +1,6 @@
 /* Bit-exact half conversions (no _Float16 needed, so clang builds too). */
 #include "engine/dtype.h"
 
-#include <math.h>
 #include <string.h>
 
 static const struct {
@@ -23,64 +22,6 @@ int mp_dtype_parse(const char *name, mp_dtype *dt)
         }
     return -1;
 }
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t mp_f32_to_f16(float f)
-{
-    uint32_t x = f32_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) /* NaN: quiet, keep the top payload bits */
-        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x47800000u) /* >= 65536 (and inf): inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax < 0x38800000u) {
-        /* Below 2^-14: the FPU's own round-to-nearest-even aligns the bits when 0.5f is added,
-         * since 0.5f's ulp (2^-24) is the half subnormal spacing. */
-        float a = bits_f32(ax) + 0.5f;
-        return (uint16_t)(sign | (f32_bits(a) - 0x3f000000u));
-    }
-    uint32_t odd = (ax >> 13) & 1u;
-    ax += 0xc8000000u /* rebias exponent: (15 - 127) << 23 */ + 0xfffu + odd;
-    return (uint16_t)(sign | (ax >> 13));
-}
-
-float mp_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    if (exp == 0x1f)
-        return bits_f32(sign | 0x7f800000u | (mant << 13));
-    if (exp == 0) {
-        float v = ldexpf((float)mant, -24);
-        return bits_f32(sign | f32_bits(v));
-    }
-    return bits_f32(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-uint16_t mp_f32_to_bf16(float f)
-{
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-float mp_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
 
 double mp_load(const void *buf, mp_dtype dt, size_t i)
 {
@@ -110,8 +51,22 @@ void mp_convert(void *dst, mp_dtype dt, const void *src, mp_dtype st, size_t n)
             memcpy(dst, src, n * mp_dtype_size(dt));
         return;
     }
-    /* Half <- FP64 goes through FP32 like a GPU's __double2half would not; it is only used by
-     * tests, where values are FP32-representable. */
-    for (size_t i = 0; i < n; i++)
-        mp_store(dst, dt, i, mp_load(src, st, i));
+    /* The common pairs get their own loops (they run every step); the rest go element by
+     * element through double. Half <- FP64 rounds through FP32 (tests only). */
+    if (st == MP_F32 && dt == MP_F16) {
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = mp_f32_to_f16(((const float *)src)[i]);
+    } else if (st == MP_F16 && dt == MP_F32) {
+        for (size_t i = 0; i < n; i++)
+            ((float *)dst)[i] = mp_f16_to_f32(((const uint16_t *)src)[i]);
+    } else if (st == MP_F32 && dt == MP_BF16) {
+        for (size_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = mp_f32_to_bf16(((const float *)src)[i]);
+    } else if (st == MP_BF16 && dt == MP_F32) {
+        for (size_t i = 0; i < n; i++)
+            ((float *)dst)[i] = mp_bf16_to_f32(((const uint16_t *)src)[i]);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            mp_store(dst, dt, i, mp_load(src, st, i));
+    }
 }

@@ -34,7 +34,30 @@ struct mp_layer {
     int param_ndim[MP_LAYER_MAX_PARAMS];
     int64_t param_shape[MP_LAYER_MAX_PARAMS][MP_MAX_DIMS];
     double fan_in;                                 /* for initialisation */
+    /* Initial values: PARAM_INIT_UNIFORM draws U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's
+     * Linear/Conv2d default), ONES and ZEROS are BatchNorm's weight and bias. */
+    enum { MP_INIT_UNIFORM, MP_INIT_ONES, MP_INIT_ZEROS } param_init[MP_LAYER_MAX_PARAMS];
+    bool param_norm[MP_LAYER_MAX_PARAMS];          /* a normalisation parameter (kept in FP32
+                                                      when amp.keep_batchnorm_fp32) */
     mp_tensor w[MP_LAYER_MAX_PARAMS], dw[MP_LAYER_MAX_PARAMS]; /* bound by the owner */
+
+    /* Non-trainable FP32 state the owner allocates and binds like parameters: BatchNorm's
+     * running statistics (persistent: checkpointed, initialised to buffer_init) and its saved
+     * batch statistics (scratch between forward and backward). */
+    int nbuffers;
+    const char *buffer_suffix[MP_LAYER_MAX_PARAMS];
+    int64_t buffer_numel[MP_LAYER_MAX_PARAMS];
+    bool buffer_persistent[MP_LAYER_MAX_PARAMS];
+    double buffer_init[MP_LAYER_MAX_PARAMS];
+    mp_tensor buf[MP_LAYER_MAX_PARAMS];
+
+    /* Layer settings. */
+    mp_conv_desc conv;  /* conv2d */
+    mp_pool_desc pool;  /* max/avg/global average pooling */
+    mp_bn_args bn;      /* batchnorm */
+    double dropout_p;   /* dropout */
+    uint64_t seed;      /* dropout: the run's seed, set by the owner */
+    int64_t step;       /* dropout: the training step, set by the owner before forward */
 };
 
 /* Per-sample element count of a (H, W, C) shape. */
@@ -48,5 +71,34 @@ mp_status mp_layer_linear_init(mp_layer *l, const mp_ops *ops, const char *name,
 /* Sets up an elementwise ReLU (no parameters). */
 mp_status mp_layer_relu_init(mp_layer *l, const mp_ops *ops, const char *name,
                              const int64_t in_shape[3]);
+
+/* Sets up a 2-D convolution with `out` channels and a kernel of kernel[0] x kernel[1] over an
+ * (H, W, C) input: weight (out, kh, kw, C / groups), and bias (out) when `bias`. MP_EUSAGE
+ * naming the layer when channels do not divide by groups or the output would be empty. */
+mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
+                               const int64_t in_shape[3], int64_t out, const int kernel[2],
+                               const mp_conv_desc *d, bool bias);
+
+/* Sets up batch normalisation over the channels of an (H, W, C) input: weight (C) = 1,
+ * bias (C) = 0, buffers running_mean (0), running_var (1), save_mean, save_invstd. */
+mp_status mp_layer_batchnorm_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const int64_t in_shape[3], double eps, double momentum);
+
+/* Sets up max or average pooling (mp_pool_desc); MP_EUSAGE when the output would be empty. */
+mp_status mp_layer_pool_init(mp_layer *l, const mp_ops *ops, const char *name,
+                             const int64_t in_shape[3], const mp_pool_desc *d);
+
+/* Sets up global average pooling: (H, W, C) -> (1, 1, C). */
+mp_status mp_layer_global_avgpool_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                       const int64_t in_shape[3]);
+
+/* Sets up inverted dropout with drop probability p in [0, 1); identity in evaluation. The mask
+ * of a step depends only on (seed, step, element), so it is the same on every backend. */
+mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                const int64_t in_shape[3], double p);
+
+/* Sets up flatten: (H, W, C) -> (1, 1, H * W * C), the same memory. */
+mp_status mp_layer_flatten_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                const int64_t in_shape[3]);
 
 #endif

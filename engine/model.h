@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/amp.h"
 #include "engine/layer.h"
 #include "engine/ops.h"
 #include "engine/params.h"
@@ -23,9 +24,14 @@ typedef struct mp_layer_spec {
 
 typedef struct mp_model {
     const mp_ops *ops;
+    mp_amp_policy amp;
     int nlayers;
     mp_layer layers[MP_MAX_LAYERS];
     mp_params params;
+    mp_tensor xcast[MP_MAX_LAYERS]; /* a GEMM/conv layer's input cast to the compute dtype,
+                                       when it arrives in another dtype (O1); else empty */
+    uint64_t seed;                  /* the run's seed (dropout masks) */
+    int64_t step;                   /* set before each training forward (dropout masks) */
     int64_t max_batch;
     int64_t in_shape[3];            /* per-sample input (H, W, C) */
     int64_t num_classes;
@@ -35,10 +41,13 @@ typedef struct mp_model {
 } mp_model;
 
 /* Builds the layers of `specs` for inputs of per-sample shape in_shape (H, W, C) and batches of
- * up to max_batch, allocating parameters, gradients and activations (FP32). The last layer must
+ * up to max_batch, allocating parameters, gradients, buffers and activations in the dtypes the
+ * opt-level policy `amp` says (NULL: O0, all FP32). GEMM/conv layers produce the compute dtype,
+ * BatchNorm produces FP32 at O1, other layers keep their input's dtype. The last layer must
  * produce num_classes features. MP_EUSAGE with a message naming the layer for a bad spec. */
 mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
-                         const int64_t in_shape[3], int64_t num_classes, int64_t max_batch);
+                         const int64_t in_shape[3], int64_t num_classes, int64_t max_batch,
+                         const mp_amp_policy *amp);
 
 /* Counts, without allocating, the parameter elements and activation elements (for batches of
  * max_batch) that mp_model_build would allocate. MP_EUSAGE for a bad spec, as mp_model_build. */
@@ -50,9 +59,14 @@ mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in
 int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,
                        int64_t num_classes);
 
-/* Initialises every parameter from `seed` (PyTorch's nn.Linear default: U(-1/sqrt(fan_in),
- * 1/sqrt(fan_in)) for weights and biases), identically on every rank. */
+/* Initialises every parameter from `seed` (PyTorch's defaults: U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) for linear and conv weights and biases, ones and zeros for BatchNorm), in FP32
+ * masters rounded once into the model copy, and the buffers to their initial values;
+ * identically on every rank. */
 void mp_model_init(mp_model *m, uint64_t seed);
+
+/* The dtype of the batches the model takes (the policy's input dtype). */
+mp_dtype mp_model_input_dtype(const mp_model *m);
 
 /* Forward over a batch x (n, H, W, C), n <= max_batch; *logits points at the last activation
  * (n, num_classes), owned by the model. */

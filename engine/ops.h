@@ -19,12 +19,45 @@ typedef struct mp_xent_result {
     int64_t correct;
 } mp_xent_result;
 
-/* Hyper-parameters of one SGD step (PyTorch's torch.optim.SGD semantics). */
-typedef struct mp_sgd_args {
-    double lr, momentum, dampening, weight_decay;
-    bool nesterov;
-    bool first_step; /* momentum buffer is initialised to the gradient on the first step */
-} mp_sgd_args;
+typedef enum mp_optim_kind { MP_OPTIM_SGD, MP_OPTIM_ADAM, MP_OPTIM_ADAMW } mp_optim_kind;
+
+/* Hyper-parameters of one optimizer step, with PyTorch's semantics: torch.optim.SGD (weight
+ * decay added to the gradient, momentum buffer initialised to the first gradient, dampening,
+ * Nesterov), torch.optim.Adam (L2 weight decay added to the gradient) and torch.optim.AdamW
+ * (decoupled decay w -= lr * wd * w), both with bias correction. */
+typedef struct mp_optim_args {
+    mp_optim_kind kind;
+    double lr, weight_decay;
+    double momentum, dampening; /* SGD */
+    bool nesterov;              /* SGD */
+    double beta1, beta2, eps;   /* Adam, AdamW */
+    int64_t step;               /* 1-based count of steps taken, this one included */
+    double grad_scale;          /* every gradient is multiplied by this first (unscaling,
+                                   averaging over ranks, clipping) */
+} mp_optim_args;
+
+/* A 2-D convolution: x (N, H, W, C), w (K, R, S, C / groups), y (N, P, Q, K) with
+ * P = (H + 2 pad[0] - dilation[0] (R - 1) - 1) / stride[0] + 1, Q likewise along W. NHWC and
+ * KRSC as cuDNN's NHWC layout; cross-correlation as in PyTorch. */
+typedef struct mp_conv_desc {
+    int stride[2], pad[2], dilation[2];
+    int groups; /* C and K divisible by groups */
+} mp_conv_desc;
+
+/* A 2-D pooling window over x (N, H, W, C) -> y (N, P, Q, C), P = (H + 2 pad[0] - window[0]) /
+ * stride[0] + 1. Max pooling ignores padding; average pooling counts padded zeros in the
+ * divisor (PyTorch's count_include_pad=True). Global average pooling is window = (H, W). */
+typedef struct mp_pool_desc {
+    int window[2], stride[2], pad[2];
+    bool max;
+} mp_pool_desc;
+
+/* Batch normalisation over (N, H, W) per channel C, PyTorch's semantics: training uses the
+ * batch mean and biased variance, and updates running_mean/running_var (unbiased variance)
+ * with `momentum`; evaluation uses the running statistics. */
+typedef struct mp_bn_args {
+    double eps, momentum;
+} mp_bn_args;
 
 typedef struct mp_ops {
     const char *name;
@@ -52,10 +85,19 @@ typedef struct mp_ops {
     mp_status (*softmax_xent)(const mp_tensor *logits, const int32_t *labels, double grad_scale,
                               mp_xent_result *out, mp_tensor *dlogits);
 
-    /* One SGD step over flat tensors of equal numel: param, grad and momentum (FP32 or FP64).
-     * momentum must be given when args->momentum != 0 and is ignored otherwise. */
-    mp_status (*sgd_step)(const mp_sgd_args *args, mp_tensor *param, const mp_tensor *grad,
-                          mp_tensor *momentum);
+    /* One optimizer step in a single pass over flat tensors of equal numel: param (updated in
+     * its precision's arithmetic: FP32 for FP32 and half, FP64 for FP64) from grad (any dtype,
+     * times args->grad_scale); when copy is not NULL it receives the new param rounded to its
+     * dtype (the half model copy of FP32 master weights). slot1 (SGD momentum, Adam's first
+     * moment) and slot2 (Adam's second moment) have param's numel, FP32 (FP64 with FP64
+     * params); those the optimizer does not use may be NULL (SGD with momentum 0, slot2 for SGD). */
+    mp_status (*optim_step)(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
+                            const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2);
+
+    /* Adds the sum of squares of (grad * scale), computed per element in FP32 (FP64 for FP64)
+     * and accumulated in FP64, to *sumsq, and sets *nonfinite when any scaled element is inf or
+     * NaN. One pass; used for the overflow check and the global gradient norm. */
+    mp_status (*grad_stats)(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite);
 
     /* x *= alpha, elementwise. */
     mp_status (*scale)(mp_tensor *x, double alpha);
@@ -65,6 +107,46 @@ typedef struct mp_ops {
 
     /* dst = src rounded to dst's dtype; equal numel. */
     mp_status (*convert)(const mp_tensor *src, mp_tensor *dst);
+
+    /* y = a + b elementwise (residual connections); equal numel, any dtypes. */
+    mp_status (*add)(const mp_tensor *a, const mp_tensor *b, mp_tensor *y);
+
+    /* Convolution (mp_conv_desc): y = conv(x, w); dx = conv_transpose(dy, w);
+     * dw = correlation of x with dy. Outputs are overwritten. */
+    mp_status (*conv2d_forward)(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                                mp_tensor *y);
+    mp_status (*conv2d_backward_data)(const mp_conv_desc *d, const mp_tensor *dy,
+                                      const mp_tensor *w, mp_tensor *dx);
+    mp_status (*conv2d_backward_filter)(const mp_conv_desc *d, const mp_tensor *x,
+                                        const mp_tensor *dy, mp_tensor *dw);
+
+    /* Batch normalisation (mp_bn_args). x, y (N, H, W, C) in any dtype; gamma, beta,
+     * running_mean, running_var, save_mean, save_invstd (C) in FP32 (FP64 in tests).
+     * Training fills save_mean/save_invstd for backward and updates the running statistics;
+     * evaluation (train == false) reads the running statistics and leaves save_* alone. */
+    mp_status (*batchnorm_forward)(const mp_bn_args *a, bool train, const mp_tensor *x,
+                                   const mp_tensor *gamma, const mp_tensor *beta,
+                                   mp_tensor *running_mean, mp_tensor *running_var,
+                                   mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y);
+    /* Gradients of training-mode batch normalisation: dx, dgamma, dbeta (overwritten). */
+    mp_status (*batchnorm_backward)(const mp_tensor *x, const mp_tensor *dy,
+                                    const mp_tensor *gamma, const mp_tensor *save_mean,
+                                    const mp_tensor *save_invstd, mp_tensor *dx,
+                                    mp_tensor *dgamma, mp_tensor *dbeta);
+
+    /* Pooling (mp_pool_desc): forward, and dx from x, y and dy (max pooling routes each dy to
+     * the first maximum of its window; average pooling spreads it evenly). */
+    mp_status (*pool_forward)(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y);
+    mp_status (*pool_backward)(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
+                               const mp_tensor *dy, mp_tensor *dx);
+
+    /* Inverted dropout with probability p: element i of the tensor is kept when a counter-based
+     * hash of (seed, offset + i) says so, and scaled by 1 / (1 - p); the same (seed, offset)
+     * gives the same mask on every backend, so backward recomputes it instead of storing it. */
+    mp_status (*dropout_forward)(double p, uint64_t seed, uint64_t offset, const mp_tensor *x,
+                                 mp_tensor *y);
+    mp_status (*dropout_backward)(double p, uint64_t seed, uint64_t offset, const mp_tensor *dy,
+                                  mp_tensor *dx);
 } mp_ops;
 
 /* The CPU reference backend (plain C11 + OpenBLAS, deterministic). */

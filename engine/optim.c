@@ -1,32 +1,49 @@
-/* SGD driver: state allocation and the per-step call into the backend's fused SGD op. */
+/* The optimizer driver: state allocation and one fused backend call per parameter group. */
 #include "engine/optim.h"
 
 #include <string.h>
 
-void mp_sgd_init(mp_optimizer *o, const mp_ops *ops, const mp_params *p, double momentum,
-                 double dampening, double weight_decay, bool nesterov)
+void mp_optimizer_init(mp_optimizer *o, const mp_ops *ops, mp_params *p,
+                       const mp_optim_args *hyper)
 {
     memset(o, 0, sizeof *o);
     o->ops = ops;
-    o->args.momentum = momentum;
-    o->args.dampening = dampening;
-    o->args.weight_decay = weight_decay;
-    o->args.nesterov = nesterov;
-    if (momentum != 0.0)
-        o->momentum = mp_tensor_alloc(p->data.dtype, p->data.ndim, p->data.shape, MP_MEM_OPTIM);
+    o->args = *hyper;
+    bool adam = hyper->kind != MP_OPTIM_SGD;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        const mp_tensor *u = mp_params_updated(p, k);
+        mp_dtype state = u->dtype == MP_F64 ? MP_F64 : MP_F32;
+        if (adam || hyper->momentum != 0.0)
+            o->slot1[k] = mp_tensor_alloc(state, u->ndim, u->shape, MP_MEM_OPTIM);
+        if (adam)
+            o->slot2[k] = mp_tensor_alloc(state, u->ndim, u->shape, MP_MEM_OPTIM);
+    }
 }
 
-mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr)
+mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double grad_scale)
 {
     o->args.lr = lr;
-    o->args.first_step = o->steps == 0;
-    MP_TRY(o->ops->sgd_step(&o->args, &p->data, &p->grad, o->momentum.data ? &o->momentum : NULL));
+    o->args.grad_scale = grad_scale;
+    o->args.step = o->steps + 1;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &p->groups[k];
+        if (g->total == 0)
+            continue;
+        mp_tensor *param = mp_params_updated(p, k);
+        mp_tensor *copy = param->data != g->model.data ? &g->model : NULL;
+        MP_TRY(o->ops->optim_step(&o->args, param, copy, &g->grad,
+                                  o->slot1[k].data ? &o->slot1[k] : NULL,
+                                  o->slot2[k].data ? &o->slot2[k] : NULL));
+    }
     o->steps++;
     return MP_OK;
 }
 
 void mp_optimizer_free(mp_optimizer *o)
 {
-    mp_tensor_free(&o->momentum);
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_tensor_free(&o->slot1[k]);
+        mp_tensor_free(&o->slot2[k]);
+    }
     memset(o, 0, sizeof *o);
 }

@@ -1,9 +1,9 @@
-/* Optimizers over the flat parameter buffers: one op call per step for the whole model.
- * The optimizer owns its state (the momentum buffer, counted under MP_MEM_OPTIM). */
+/* Optimizers over the flat parameter groups: one fused op call per group per step (unscale,
+ * update the FP32 masters, write the half copy). The optimizer owns its state (slots counted
+ * under MP_MEM_OPTIM), which a skipped step never touches. */
 #ifndef MP_OPTIM_H
 #define MP_OPTIM_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/ops.h"
@@ -11,17 +11,19 @@
 
 typedef struct mp_optimizer {
     const mp_ops *ops;
-    mp_sgd_args args; /* lr is set per step */
-    mp_tensor momentum; /* same shape as the flat parameters; empty when momentum == 0 */
-    int64_t steps;      /* completed steps */
+    mp_optim_args args;                 /* hyper-parameters; lr, step and grad_scale per step */
+    mp_tensor slot1[MP_NGROUPS], slot2[MP_NGROUPS];
+    int64_t steps;                      /* steps taken (skipped steps excluded) */
 } mp_optimizer;
 
-/* Prepares SGD (torch.optim.SGD semantics) for the parameters in p. */
-void mp_sgd_init(mp_optimizer *o, const mp_ops *ops, const mp_params *p, double momentum,
-                 double dampening, double weight_decay, bool nesterov);
+/* Prepares an optimizer with the hyper-parameters in `hyper` (kind, weight decay, momentum,
+ * dampening, nesterov, betas, eps) for the parameters in p, allocating its zeroed slots. */
+void mp_optimizer_init(mp_optimizer *o, const mp_ops *ops, mp_params *p,
+                       const mp_optim_args *hyper);
 
-/* One step with learning rate lr over all of p using the gradients in p->grad. */
-mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr);
+/* One step over every group with learning rate lr, multiplying each gradient by grad_scale
+ * first. Call only for steps that are not skipped. */
+mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double grad_scale);
 
 /* Frees the optimizer state. */
 void mp_optimizer_free(mp_optimizer *o);

@@ -1,41 +1,69 @@
-/* Flat parameter storage (DESIGN §4): every parameter is a named view (name, shape, offset)
- * into one flat FP32 buffer, and its gradient the view at the same offset in one flat gradient
- * buffer. Offsets are aligned to 16 elements (64 bytes); the padding stays zero. */
+/* Flat parameter storage (DESIGN §4): every parameter is a named view (name, shape, offset) into
+ * the flat buffers of its group, and its gradient the view at the same offset in the group's
+ * flat gradient buffer. Two groups: the weights, and the normalisation parameters (which
+ * keep_batchnorm_fp32 keeps in FP32). Per group:
+ *   model  what layers read, in the group's dtype;
+ *   grad   the gradients, in the group's gradient dtype;
+ *   master FP32 values the optimizer updates, a separate buffer when the model is half and
+ *          master weights are on, the model buffer itself when the model is FP32, and absent
+ *          (empty) for a half model without masters (O3), where the optimizer updates the model.
+ * Offsets are aligned to 16 elements; the padding stays zero. */
 #ifndef MP_PARAMS_H
 #define MP_PARAMS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/tensor.h"
 
 #define MP_MAX_PARAMS 256
 
+typedef enum mp_group_id { MP_GROUP_WEIGHTS = 0, MP_GROUP_NORM = 1, MP_NGROUPS = 2 } mp_group_id;
+
 typedef struct mp_param_view {
     char name[96]; /* e.g. "fc1.weight" */
     int ndim;
     int64_t shape[MP_MAX_DIMS];
-    int64_t offset; /* in elements, into data and grad */
+    int group;      /* mp_group_id */
+    int64_t offset; /* in elements, into the group's buffers */
     int64_t numel;
 } mp_param_view;
+
+/* How a group stores its values; see the file comment. */
+typedef struct mp_group_spec {
+    mp_dtype model, grad;
+    bool master; /* FP32 masters for a half model */
+} mp_group_spec;
+
+typedef struct mp_param_group {
+    mp_group_spec spec;
+    int64_t total;    /* elements, padding included */
+    mp_tensor model;  /* (total) spec.model, MP_MEM_WEIGHTS */
+    mp_tensor grad;   /* (total) spec.grad, MP_MEM_GRADS */
+    mp_tensor master; /* (total) FP32: MP_MEM_MASTER, or a view of model, or empty */
+} mp_param_group;
 
 typedef struct mp_params {
     int count;
     mp_param_view views[MP_MAX_PARAMS];
-    int64_t total;  /* elements of the flat buffers, padding included */
-    mp_tensor data; /* (total) FP32, MP_MEM_WEIGHTS; allocated by mp_params_alloc */
-    mp_tensor grad; /* (total) FP32, MP_MEM_GRADS */
+    mp_param_group groups[MP_NGROUPS];
 } mp_params;
 
-/* Declares a parameter before mp_params_alloc; returns its index, or -1 when the table is full
- * or the name is taken. */
-int mp_params_add(mp_params *p, const char *name, int ndim, const int64_t *shape);
+/* Declares a parameter of a group before mp_params_alloc; returns its index, or -1 when the
+ * table is full or the name is taken. */
+int mp_params_add(mp_params *p, const char *name, int group, int ndim, const int64_t *shape);
 
-/* Allocates the flat buffers for every declared parameter (zeroed). */
-void mp_params_alloc(mp_params *p);
+/* Allocates every group's buffers (zeroed) as its spec says. */
+void mp_params_alloc(mp_params *p, const mp_group_spec specs[MP_NGROUPS]);
 
-/* The parameter (or its gradient) at index i as a tensor of its own shape. */
+/* Parameter i as a tensor of its own shape: the model copy, the gradient, or the FP32 master
+ * (an empty tensor when its group has none). */
 mp_tensor mp_params_value(const mp_params *p, int i);
 mp_tensor mp_params_grad(const mp_params *p, int i);
+mp_tensor mp_params_master(const mp_params *p, int i);
+
+/* The tensor the optimizer updates for a group: the master when there is one, else the model. */
+mp_tensor *mp_params_updated(mp_params *p, int group);
 
 /* The index of the parameter called `name`, or -1. */
 int mp_params_find(const mp_params *p, const char *name);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/amp.h"
 #include "src/config_internal.h"
 #include "src/config_schema.h"
 
@@ -150,6 +151,26 @@ static mp_status fill_key(const load_ctx *x, const mp_key *k, const config_setti
         return MP_OK;
     }
     case MP_KEY_STRING: return get_string(x, k, s, key, field);
+    case MP_KEY_SCALE: {
+        double v = 0.0;
+        if (t == CONFIG_TYPE_STRING) {
+            if (strcmp(config_setting_get_string(s), "dynamic") != 0)
+                return fail_at(x, s, key, "must be \"dynamic\" or a number (got \"%s\")",
+                               config_setting_get_string(s));
+        } else if (t == CONFIG_TYPE_FLOAT || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
+            v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
+                                       : (double)config_setting_get_int64(s);
+            if (!isfinite(v) || !mp_key_in_range(k, v)) {
+                char got[32];
+                snprintf(got, sizeof got, "%.10g", v);
+                return out_of_range(x, s, key, k, got);
+            }
+        } else {
+            return wrong_type(x, s, key, "\"dynamic\" or float");
+        }
+        memcpy(field, &v, sizeof v);
+        return MP_OK;
+    }
     case MP_KEY_INT_ARRAY: {
         if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
             return wrong_type(x, s, key, "int array");
@@ -298,6 +319,8 @@ static mp_status check_tree(const load_ctx *x, const config_setting_t *root, mp_
             if (!k)
                 return unknown_key(x, s, key, key, false);
             MP_TRY(fill_key(x, k, s, key, c));
+            size_t idx = (size_t)(k - mp_config_keys);
+            c->given[idx / 64] |= 1ull << (idx % 64);
         }
     }
     return MP_OK;
@@ -340,6 +363,32 @@ static mp_status cross_check(const load_ctx *x, const config_setting_t *root, mp
                        c->optim.momentum, c->optim.dampening);
     }
     return MP_OK;
+}
+
+bool mp_config_given(const mp_config *c, const char *path)
+{
+    const mp_key *k = mp_config_key_find(path);
+    if (!k)
+        return false;
+    size_t idx = (size_t)(k - mp_config_keys);
+    return (c->given[idx / 64] >> (idx % 64)) & 1u;
+}
+
+/* Fills the amp properties the file did not give with the opt level's defaults, so the
+ * resolved text shows what will run. */
+static void resolve_amp(mp_config *c)
+{
+    mp_opt_level level = MP_O0;
+    mp_dtype half = MP_F16;
+    mp_opt_level_parse(c->amp.opt_level, &level);
+    mp_dtype_parse(c->amp.half, &half);
+    mp_amp_defaults d = mp_amp_level_defaults(level, half);
+    if (!mp_config_given(c, "amp.keep_batchnorm_fp32"))
+        c->amp.keep_batchnorm_fp32 = d.keep_batchnorm_fp32;
+    if (!mp_config_given(c, "amp.master_weights"))
+        c->amp.master_weights = d.master_weights;
+    if (!mp_config_given(c, "amp.loss_scale"))
+        c->amp.loss_scale = d.loss_scale;
 }
 
 /* Runs mp_config_check_int_literals over the file's text. */
@@ -416,6 +465,8 @@ mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets
         st = check_tree(&x, config_root_setting(&cfg), c);
     if (st == MP_OK)
         st = cross_check(&x, config_root_setting(&cfg), c);
+    if (st == MP_OK)
+        resolve_amp(c);
     if (st == MP_OK)
         st = mp_config_text_build(c, &c->text);
     config_destroy(&cfg);

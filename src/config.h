@@ -34,14 +34,22 @@ typedef struct mp_config {
         char opt_level[4]; /* "O0".."O3" */
         char half[8];      /* "fp16" | "bf16" */
         char device[8];    /* "cpu" | "cuda" | "auto" */
+        bool keep_batchnorm_fp32, master_weights; /* the level's defaults unless given */
+        double loss_scale;  /* 0 = dynamic; the level's default unless given */
+        bool allow_tf32;
+        double init_scale, growth_factor, backoff_factor, min_scale, max_scale;
+        int64_t growth_interval, hysteresis, max_consecutive_skips;
     } amp;
     struct {
-        char name[16]; /* "sgd" */
+        char name[16]; /* "sgd" | "adam" | "adamw" */
         double lr, momentum, dampening, weight_decay;
         bool nesterov;
+        double beta1, beta2, eps;
+        double clip_grad_norm; /* 0 = no clipping */
     } optim;
     struct {
-        char type[16];      /* "constant" | "step" | "cosine" */
+        char type[16];      /* "constant" | "step" | "cosine" | "linear" */
+        double warmup_epochs; /* linear warm-up from 0 before any schedule */
         double step_epochs; /* step: decay every this many epochs */
         double gamma;       /* step: factor */
         double min_lr;      /* cosine: floor */
@@ -61,6 +69,7 @@ typedef struct mp_config {
         char progress[8];  /* "auto" | "bar" | "plain" | "none" */
     } log;
     char *text; /* the resolved configuration in libconfig syntax, owned */
+    uint64_t given[4]; /* bit i: mp_config_keys[i] was in the file or a --set */
 } mp_config;
 
 /* Reads `path`, applies the `nsets` overrides ("key.path=value", value in libconfig syntax, a
@@ -68,6 +77,9 @@ typedef struct mp_config {
  * Any problem is MP_EUSAGE with one line naming file, line and key, e.g.
  * "train.cfg:12: optim.lr: must be > 0 (got -1)" or "--set optim.lr: ...". */
 mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets, int nsets);
+
+/* Whether the key at `path` ("amp.loss_scale") was given in the file or by --set. */
+bool mp_config_given(const mp_config *c, const char *path);
 
 /* Prints the resolved configuration (every key, defaults included) in libconfig syntax. */
 void mp_config_print(const mp_config *c, FILE *out);

@@ -60,9 +60,33 @@ const mp_key mp_config_keys[] = {
      .meaning = "The 16-bit type used by O1 to O3."},
     {"amp.device", MP_KEY_STRING, "\"cpu\"", ONE_OF("cpu", "cuda", "auto"), CF(amp.device),
      .meaning = "Where to compute; auto = cuda when available, else cpu."},
+    {"amp.keep_batchnorm_fp32", MP_KEY_BOOL, NULL, CF(amp.keep_batchnorm_fp32),
+     .meaning = "BatchNorm weight and bias in FP32 (unset: true at O0-O2, false at O3)."},
+    {"amp.master_weights", MP_KEY_BOOL, NULL, CF(amp.master_weights),
+     .meaning = "FP32 master weights for a half model (unset: true at O2 only)."},
+    {"amp.loss_scale", MP_KEY_SCALE, NULL, GT(0), LE(16777216), CF(amp.loss_scale),
+     .meaning = "\"dynamic\" or a static scale (unset: dynamic at O1/O2 with fp16, else 1)."},
+    {"amp.allow_tf32", MP_KEY_BOOL, "false", CF(amp.allow_tf32),
+     .meaning = "Let FP32 GEMMs use TF32 tensor cores (GPU only)."},
+    {"amp.init_scale", MP_KEY_FLOAT, "65536.0", GT(0), LE(16777216), CF(amp.init_scale),
+     .meaning = "Dynamic loss scale: the first scale."},
+    {"amp.growth_factor", MP_KEY_FLOAT, "2.0", GT(1), LE(1000), CF(amp.growth_factor),
+     .meaning = "Dynamic loss scale: factor after growth_interval good steps."},
+    {"amp.backoff_factor", MP_KEY_FLOAT, "0.5", GT(0), LT(1), CF(amp.backoff_factor),
+     .meaning = "Dynamic loss scale: factor after an overflow."},
+    {"amp.growth_interval", MP_KEY_INT, "2000", GE(1), CF(amp.growth_interval),
+     .meaning = "Dynamic loss scale: good steps in a row before growing."},
+    {"amp.hysteresis", MP_KEY_INT, "1", GE(1), LE(1000), CF(amp.hysteresis),
+     .meaning = "Dynamic loss scale: overflows tolerated before backing off (DeepSpeed's)."},
+    {"amp.min_scale", MP_KEY_FLOAT, "1.0", GT(0), CF(amp.min_scale),
+     .meaning = "Dynamic loss scale: floor."},
+    {"amp.max_scale", MP_KEY_FLOAT, "16777216.0", GT(0), CF(amp.max_scale),
+     .meaning = "Dynamic loss scale: ceiling (2^24)."},
+    {"amp.max_consecutive_skips", MP_KEY_INT, "100", GE(0), CF(amp.max_consecutive_skips),
+     .meaning = "Stop with exit code 5 after this many skipped steps in a row; 0 = never."},
 
-    {"optim.name", MP_KEY_STRING, "\"sgd\"", ONE_OF("sgd"), CF(optim.name),
-     .meaning = "Optimizer."},
+    {"optim.name", MP_KEY_STRING, "\"sgd\"", ONE_OF("sgd", "adam", "adamw"), CF(optim.name),
+     .meaning = "Optimizer (torch.optim semantics)."},
     {"optim.lr", MP_KEY_FLOAT, "0.1", GT(0), LE(1000), CF(optim.lr),
      .meaning = "Learning rate at the start of the schedule."},
     {"optim.momentum", MP_KEY_FLOAT, "0.9", GE(0), LT(1), CF(optim.momentum),
@@ -73,17 +97,27 @@ const mp_key mp_config_keys[] = {
      .meaning = "L2 penalty added to the gradient (PyTorch SGD weight_decay)."},
     {"optim.nesterov", MP_KEY_BOOL, "false", CF(optim.nesterov),
      .meaning = "Nesterov momentum; needs momentum > 0 and dampening = 0."},
+    {"optim.beta1", MP_KEY_FLOAT, "0.9", GE(0), LT(1), CF(optim.beta1),
+     .meaning = "Adam/AdamW: first-moment decay."},
+    {"optim.beta2", MP_KEY_FLOAT, "0.999", GE(0), LT(1), CF(optim.beta2),
+     .meaning = "Adam/AdamW: second-moment decay."},
+    {"optim.eps", MP_KEY_FLOAT, "1e-8", GT(0), LE(1), CF(optim.eps),
+     .meaning = "Adam/AdamW: added to the denominator."},
+    {"optim.clip_grad_norm", MP_KEY_FLOAT, "0.0", GE(0), CF(optim.clip_grad_norm),
+     .meaning = "Clip the global norm of the unscaled gradients to this; 0 = off."},
 
-    {"schedule.type", MP_KEY_STRING, "\"constant\"", ONE_OF("constant", "step", "cosine"),
-     CF(schedule.type),
-     .meaning = "Learning-rate schedule: constant; step (times gamma every step_epochs); "
-                "cosine (down to min_lr at the end)."},
+    {"schedule.type", MP_KEY_STRING, "\"constant\"",
+     ONE_OF("constant", "step", "cosine", "linear"), CF(schedule.type),
+     .meaning = "Learning-rate schedule after the warm-up: constant; step (times gamma every "
+                "step_epochs); cosine or linear (down to min_lr at the end)."},
+    {"schedule.warmup_epochs", MP_KEY_FLOAT, "0.0", GE(0), LE(1e6), CF(schedule.warmup_epochs),
+     .meaning = "Linear warm-up from 0 to optim.lr over this many epochs first."},
     {"schedule.step_epochs", MP_KEY_FLOAT, "30.0", GT(0), LE(1e6), CF(schedule.step_epochs),
      .meaning = "step: epochs between decays."},
     {"schedule.gamma", MP_KEY_FLOAT, "0.1", GT(0), LE(1), CF(schedule.gamma),
      .meaning = "step: decay factor."},
     {"schedule.min_lr", MP_KEY_FLOAT, "0.0", GE(0), CF(schedule.min_lr),
-     .meaning = "cosine: final learning rate."},
+     .meaning = "cosine, linear: final learning rate."},
 
     {"train.epochs", MP_KEY_INT, "10", GE(1), LE(100000), CF(train.epochs),
      .meaning = "Passes over the training set."},
@@ -151,6 +185,7 @@ const char *mp_key_type_name(mp_key_type t)
     case MP_KEY_STRING: return "string";
     case MP_KEY_INT_ARRAY: return "int array";
     case MP_KEY_LAYERS: return "list of layer groups";
+    case MP_KEY_SCALE: return "\"dynamic\" or float";
     }
     return "?";
 }

@@ -17,7 +17,8 @@ typedef enum mp_key_type {
     MP_KEY_BOOL,      /* bool */
     MP_KEY_STRING,    /* char[size], NUL-terminated */
     MP_KEY_INT_ARRAY, /* int64_t[max_count] plus an int count at count_offset */
-    MP_KEY_LAYERS     /* mp_layer_spec[max_count] plus an int count; entries use mp_layer_keys */
+    MP_KEY_LAYERS,    /* mp_layer_spec[max_count] plus an int count; entries use mp_layer_keys */
+    MP_KEY_SCALE      /* double: the string "dynamic" (stored as 0) or a number within bounds */
 } mp_key_type;
 
 typedef enum mp_bound {

@@ -164,6 +164,15 @@ static void tb_key(text_buf *b, const mp_config *c, const mp_key *k)
         break;
     }
     case MP_KEY_STRING: tb_string(b, field); break;
+    case MP_KEY_SCALE: {
+        double v;
+        memcpy(&v, field, sizeof v);
+        if (v == 0.0)
+            tb_printf(b, "\"dynamic\"");
+        else
+            tb_float(b, v);
+        break;
+    }
     case MP_KEY_INT_ARRAY:
         tb_printf(b, "[");
         for (int i = 0; i < field_count(c, k); i++) {

@@ -1,6 +1,10 @@
-/* The step loop (DESIGN §2 at O0): load a shard batch, forward, FP32 loss, backward into the
- * flat gradient buffer, average gradients over ranks, SGD step. Rank 0 logs a global mean loss
- * every log.every steps; evaluation runs every train.eval_every epochs and at the end. */
+/* The step loop (DESIGN §2): load a shard batch in the input dtype, forward, FP32 loss scaled by
+ * the loss scale, backward into the flat gradient buffers, sum gradients over ranks, one
+ * unscale-and-check pass (global norm and found_inf, agreed by all ranks), then either skip the
+ * step (weights and optimizer state untouched) or clip and take the FP32 master step; the
+ * scaler updates the same way on every rank. Rank 0 logs a global mean loss every log.every
+ * steps; evaluation runs every train.eval_every epochs and at the end. */
+#include <math.h>
 #include <string.h>
 
 #include "src/train.h"
@@ -10,18 +14,71 @@ typedef struct mp_window {
     int64_t steps, images;
 } mp_window;
 
-static mp_status average_gradients(mp_trainer *t, double *comm_s)
+static mp_status sum_gradients(mp_trainer *t, double *comm_s)
 {
     if (t->comm->size == 1)
         return MP_OK;
     double t0 = mp_now();
-    mp_tensor *g = &t->model.params.grad;
-    MP_TRY(mp_comm_allreduce_sum_f32(t->comm, g->data, (size_t)mp_tensor_numel(g)));
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_tensor *g = &t->model.params.groups[k].grad;
+        if (mp_tensor_numel(g) > 0)
+            MP_TRY(mp_comm_allreduce_sum(t->comm, g->data, (size_t)mp_tensor_numel(g), g->dtype));
+    }
     *comm_s += mp_now() - t0;
-    return t->ops->scale(g, 1.0 / t->comm->size);
+    return MP_OK;
 }
 
-static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *w, double *loss)
+/* One pass over the summed gradients at multiplier `inv` (1 / (scale * world)): their global
+ * norm and whether any is inf or NaN, agreed over ranks. */
+static mp_status check_gradients(mp_trainer *t, double inv, double *norm, bool *found_inf)
+{
+    double sumsq = 0.0;
+    *found_inf = false;
+    for (int k = 0; k < MP_NGROUPS; k++)
+        MP_TRY(t->ops->grad_stats(&t->model.params.groups[k].grad, inv, &sumsq, found_inf));
+    *found_inf = *found_inf || !isfinite(sumsq);
+    MP_TRY(mp_comm_any(t->comm, found_inf));
+    *norm = sqrt(sumsq);
+    return MP_OK;
+}
+
+/* The first parameter (in model order) whose gradient holds an inf or NaN, for the message
+ * when the run diverges. */
+static const char *first_overflow(mp_trainer *t, double inv)
+{
+    for (int i = 0; i < t->model.params.count; i++) {
+        mp_tensor g = mp_params_grad(&t->model.params, i);
+        double s = 0.0;
+        bool bad = false;
+        if (t->ops->grad_stats(&g, inv, &s, &bad) == MP_OK && bad)
+            return t->model.params.views[i].name;
+    }
+    return "(none: the overflow was on another rank)";
+}
+
+/* Skips or takes the optimizer step for the gradients of this step, and updates the scaler.
+ * MP_EDIVERGED after max_consecutive_skips skipped steps in a row. */
+static mp_status apply_gradients(mp_trainer *t, double lr, bool *skipped)
+{
+    double inv = 1.0 / (t->scaler.scale * t->comm->size), norm;
+    MP_TRY(check_gradients(t, inv, &norm, skipped));
+    if (!*skipped) {
+        double clip = t->cfg->optim.clip_grad_norm, coef = 1.0;
+        if (clip > 0.0 && norm > clip)
+            coef = clip / (norm + 1e-6);
+        MP_TRY(mp_optimizer_step(&t->opt, &t->model.params, lr, inv * coef));
+    }
+    double scale = t->scaler.scale;
+    if (mp_scaler_update(&t->scaler, &t->scaler_cfg, *skipped))
+        return mp_fail(MP_EDIVERGED,
+                       "diverged: %lld steps in a row had inf/NaN gradients (loss scale %g); "
+                       "the first parameter that overflowed: %s",
+                       (long long)t->scaler.consecutive_skips, scale, first_overflow(t, inv));
+    return MP_OK;
+}
+
+static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *w, double *loss,
+                            bool *skipped)
 {
     const mp_config *c = t->cfg;
     int64_t b = c->data.batch_size, first = batch * b;
@@ -32,10 +89,10 @@ static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
-    MP_TRY(t->ops->softmax_xent(logits, t->y, 1.0, &res, &dl));
+    MP_TRY(t->ops->softmax_xent(logits, t->y, t->scaler.scale, &res, &dl));
     MP_TRY(mp_model_backward(&t->model, &x, &dl));
-    MP_TRY(average_gradients(t, &w->comm_s));
-    MP_TRY(mp_optimizer_step(&t->opt, &t->model.params, lr));
+    MP_TRY(sum_gradients(t, &w->comm_s));
+    MP_TRY(apply_gradients(t, lr, skipped));
     w->steps++;
     w->images += n * t->comm->size;
     *loss = res.loss;
@@ -43,7 +100,8 @@ static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *
 }
 
 static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double loss, double lr,
-                          mp_window *w, double *global_loss, double *rate)
+                          double scale, bool skipped, mp_window *w, double *global_loss,
+                          double *rate)
 {
     double v[1] = {loss};
     MP_TRY(mp_comm_allreduce_sum_f64(t->comm, v, 1));
@@ -54,8 +112,8 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
         .epoch = epoch,
         .loss = *global_loss,
         .lr = lr,
-        .loss_scale = 1.0,
-        .skipped = false,
+        .loss_scale = scale,
+        .skipped = skipped,
         .images_per_s = dt > 0 ? (double)w->images / dt : 0.0,
         .step_ms = w->steps ? 1e3 * dt / (double)w->steps : 0.0,
         .comm_ms = w->steps ? 1e3 * w->comm_s / (double)w->steps : 0.0,
@@ -118,7 +176,7 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
     const mp_config *c = t->cfg;
     mp_summary_record s = {
         .world_size = t->comm->size,
-        .opt_level = c->amp.opt_level,
+        .opt_level = mp_opt_level_name(t->amp.level),
         .half = c->amp.half,
         .backend = t->ops->name,
         .model = c->model.preset,
@@ -126,9 +184,9 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .images_per_s = r->images_per_s,
         .accuracy = r->accuracy,
         .final_loss = r->final_loss,
-        .loss_scale = 1.0,
+        .loss_scale = r->loss_scale,
         .steps = r->steps,
-        .skipped_steps = 0,
+        .skipped_steps = r->skipped_steps,
         .peak_mem_bytes = mp_mem_peak_total(),
     };
     for (int i = 0; i < MP_MEM_NCAT && i < 8; i++) {
@@ -150,13 +208,16 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     for (epoch = 0; epoch < c->train.epochs && step < t->total_steps; epoch++) {
         mp_sampler_set_epoch(&t->sampler, epoch);
         for (int64_t b = 0; b < t->steps_per_epoch && step < t->total_steps; b++) {
-            double lr = mp_schedule_lr(&t->sched, step), loss;
+            double lr = mp_schedule_lr(&t->sched, step), loss, scale = t->scaler.scale;
             int64_t before = w.images;
-            MP_TRY(train_step(t, b, lr, &w, &loss));
+            bool skipped;
+            t->model.step = step;
+            MP_TRY(train_step(t, b, lr, &w, &loss, &skipped));
             images += w.images - before;
             step++;
             if (step % c->log.every == 0 || step == t->total_steps)
-                MP_TRY(log_step(t, step, epoch, loss, lr, &w, &r->final_loss, &rate));
+                MP_TRY(log_step(t, step, epoch, loss, lr, scale, skipped, &w, &r->final_loss,
+                                &rate));
             else
                 mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);
         }
@@ -169,6 +230,8 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     if (evaluated != epoch - 1)
         MP_TRY(evaluate_epoch(t, epoch - 1, r));
     r->steps = step;
+    r->skipped_steps = t->scaler.skipped_steps;
+    r->loss_scale = t->scaler.scale;
     r->images_per_s = r->wall_s > 0 ? (double)images / r->wall_s : 0.0;
     if (t->metrics)
         write_summary(t, r);

@@ -8,8 +8,10 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "engine/amp.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/scaler.h"
 #include "engine/schedule.h"
 #include "io/dataset.h"
 #include "io/metrics.h"
@@ -22,6 +24,8 @@ typedef struct mp_train_result {
     double final_loss;      /* global mean loss of the last step */
     double test_loss, accuracy; /* last evaluation on the test split */
     double wall_s, images_per_s;
+    int64_t skipped_steps;
+    double loss_scale;      /* at the end */
 } mp_train_result;
 
 typedef struct mp_trainer {
@@ -30,10 +34,14 @@ typedef struct mp_trainer {
     const mp_ops *ops;
     mp_dataset train, test;
     mp_sampler sampler;
+    mp_amp_policy amp;
     mp_model model;
     mp_optimizer opt;
     mp_schedule sched;
-    mp_tensor x, dlogits;   /* (batch, H, W, C) input and (batch, classes) loss gradient */
+    mp_scaler_config scaler_cfg;
+    mp_scaler_state scaler;
+    mp_tensor x, dlogits;   /* (batch, H, W, C) input (the policy's input dtype) and
+                               (batch, classes) loss gradient (the logits' dtype) */
     int32_t *y;             /* (batch) labels */
     int64_t steps_per_epoch, total_steps;
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */

@@ -8,10 +8,6 @@
 
 static mp_status check_supported(const mp_config *c)
 {
-    if (strcmp(c->amp.opt_level, "O0") != 0)
-        return mp_fail(MP_EUSAGE,
-                       "%s: amp.opt_level: %s is not available in this build yet (only O0 trains)",
-                       c->path, c->amp.opt_level);
     if (strcmp(c->amp.device, "cuda") == 0)
         return mp_fail(MP_EUSAGE,
                        "%s: amp.device: cuda is not available in this build yet (use cpu or auto)",
@@ -46,7 +42,8 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     mp_status st = mp_model_plan(specs, n, in_shape, c->data.batch_size, &params, &acts);
     if (st != MP_OK)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
-    double copies = c->optim.momentum != 0.0 ? 3.0 : 2.0;
+    double copies = strcmp(c->optim.name, "sgd") != 0 ? 4.0 : c->optim.momentum != 0.0 ? 3.0 : 2.0;
+    copies += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
     double need = 4.0 * ((double)params * copies + (double)acts);
     double host = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
@@ -76,7 +73,7 @@ static mp_status build_model(mp_trainer *t)
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));
     mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
-                                  c->data.batch_size);
+                                  c->data.batch_size, &t->amp);
     if (st != MP_OK)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
     if (t->comm->rank == 0)
@@ -86,8 +83,13 @@ static mp_status build_model(mp_trainer *t)
 
 mp_status mp_train_sync(mp_trainer *t)
 {
-    mp_tensor *w = &t->model.params.data;
-    return mp_comm_bcast(t->comm, w->data, (size_t)mp_tensor_bytes(w), 0);
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &t->model.params.groups[k];
+        MP_TRY(mp_comm_bcast(t->comm, g->model.data, (size_t)mp_tensor_bytes(&g->model), 0));
+        if (g->master.data && g->master.data != g->model.data)
+            MP_TRY(mp_comm_bcast(t->comm, g->master.data, (size_t)mp_tensor_bytes(&g->master), 0));
+    }
+    return MP_OK;
 }
 
 static void plan_steps(mp_trainer *t)
@@ -114,6 +116,45 @@ static void setup_schedule(mp_trainer *t)
     if (s->step_every < 1)
         s->step_every = 1;
     s->total_steps = t->total_steps;
+    s->warmup_steps = (int64_t)(c->schedule.warmup_epochs * (double)t->steps_per_epoch + 0.5);
+}
+
+static void setup_amp(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    mp_opt_level level = MP_O0;
+    mp_dtype half = MP_F16;
+    mp_opt_level_parse(c->amp.opt_level, &level);
+    mp_dtype_parse(c->amp.half, &half);
+    t->amp = mp_amp_resolve(level, half, c->amp.keep_batchnorm_fp32, c->amp.master_weights,
+                            c->amp.loss_scale, c->amp.allow_tf32);
+    mp_scaler_config *s = &t->scaler_cfg;
+    s->dynamic = c->amp.loss_scale == 0.0;
+    s->init_scale = s->dynamic ? c->amp.init_scale : c->amp.loss_scale;
+    s->growth_factor = c->amp.growth_factor;
+    s->backoff_factor = c->amp.backoff_factor;
+    s->growth_interval = c->amp.growth_interval;
+    s->hysteresis = c->amp.hysteresis;
+    s->min_scale = c->amp.min_scale;
+    s->max_scale = c->amp.max_scale;
+    s->max_consecutive_skips = c->amp.max_consecutive_skips;
+    t->scaler = mp_scaler_init(s);
+}
+
+static void setup_optimizer(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    mp_optim_args h = {.kind = strcmp(c->optim.name, "adam") == 0    ? MP_OPTIM_ADAM
+                               : strcmp(c->optim.name, "adamw") == 0 ? MP_OPTIM_ADAMW
+                                                                     : MP_OPTIM_SGD,
+                       .weight_decay = c->optim.weight_decay,
+                       .momentum = c->optim.momentum,
+                       .dampening = c->optim.dampening,
+                       .nesterov = c->optim.nesterov,
+                       .beta1 = c->optim.beta1,
+                       .beta2 = c->optim.beta2,
+                       .eps = c->optim.eps};
+    mp_optimizer_init(&t->opt, t->ops, &t->model.params, &h);
 }
 
 mp_status mp_train_open_outputs(mp_trainer *t)
@@ -140,6 +181,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *com
         mp_backend_cpu_threads(share > 0 ? share : 1);
     }
     MP_TRY(check_supported(cfg));
+    setup_amp(t);
     MP_TRY(load_data(t));
     MP_TRY(build_model(t));
     if (mp_sampler_init(&t->sampler, t->train.count, comm->size, comm->rank, cfg->train.seed,
@@ -148,12 +190,12 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *com
                        (long long)t->train.count, comm->size);
     plan_steps(t);
     setup_schedule(t);
-    mp_sgd_init(&t->opt, t->ops, &t->model.params, cfg->optim.momentum, cfg->optim.dampening,
-                cfg->optim.weight_decay, cfg->optim.nesterov);
+    setup_optimizer(t);
     int64_t b = cfg->data.batch_size;
     int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};
-    t->x = mp_tensor_alloc(MP_F32, 4, xs, MP_MEM_ACTIVATIONS);
-    t->dlogits = mp_tensor_alloc(MP_F32, 2, ds, MP_MEM_ACTIVATIONS);
+    t->x = mp_tensor_alloc(mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
+    t->dlogits = mp_tensor_alloc(t->model.acts[t->model.nlayers - 1].dtype, 2, ds,
+                                 MP_MEM_ACTIVATIONS);
     t->y = mp_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
     return MP_OK;
 }

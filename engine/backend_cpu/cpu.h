@@ -37,10 +37,33 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double grad_scale,
                               mp_xent_result *out, mp_tensor *dlogits);
-mp_status mp_cpu_sgd_step(const mp_sgd_args *args, mp_tensor *param, const mp_tensor *grad,
-                          mp_tensor *momentum);
+mp_status mp_cpu_optim_step(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
+                            const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2);
+mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite);
 mp_status mp_cpu_scale(mp_tensor *x, double alpha);
+mp_status mp_cpu_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y);
+mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_tensor *x,
+                                   const mp_tensor *gamma, const mp_tensor *beta,
+                                   mp_tensor *running_mean, mp_tensor *running_var,
+                                   mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y);
+mp_status mp_cpu_batchnorm_backward(const mp_tensor *x, const mp_tensor *dy,
+                                    const mp_tensor *gamma, const mp_tensor *save_mean,
+                                    const mp_tensor *save_invstd, mp_tensor *dx,
+                                    mp_tensor *dgamma, mp_tensor *dbeta);
+mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y);
+mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
+                               const mp_tensor *dy, mp_tensor *dx);
+mp_status mp_cpu_dropout_forward(double p, uint64_t seed, uint64_t offset, const mp_tensor *x,
+                                 mp_tensor *y);
+mp_status mp_cpu_dropout_backward(double p, uint64_t seed, uint64_t offset, const mp_tensor *dy,
+                                  mp_tensor *dx);
 mp_status mp_cpu_fill(mp_tensor *x, double value);
 mp_status mp_cpu_convert(const mp_tensor *src, mp_tensor *dst);
+mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                                mp_tensor *y);
+mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy,
+                                      const mp_tensor *w, mp_tensor *dx);
+mp_status mp_cpu_conv2d_backward_filter(const mp_conv_desc *d, const mp_tensor *x,
+                                        const mp_tensor *dy, mp_tensor *dw);
 
 #endif

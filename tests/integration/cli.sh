@@ -14,7 +14,7 @@ done
 grep -q '^mpi: Open MPI v4' <<<"$info" || { echo "FAIL: info mpi version"; exit 1; }
 
 dry=$("$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.hidden=[100])
-grep -q '^total parameters: 79510 ' <<<"$dry" || { echo "FAIL: dry-run parameter count"; echo "$dry"; exit 1; }
+grep -q '^total parameters: 79510$' <<<"$dry" || { echo "FAIL: dry-run parameter count"; echo "$dry"; exit 1; }
 grep -q '^  hidden = \[100\];' <<<"$dry" || { echo "FAIL: dry-run resolved config"; exit 1; }
 test ! -e runs || { echo "FAIL: a dry run wrote files"; exit 1; }
 cat >"$TMP/layers.cfg" <<'CFG'
@@ -59,5 +59,6 @@ bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0
 expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
 expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many
 expect_exit 2 "--set junk: expected key.path=value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set junk
-expect_exit 2 "amp.opt_level: O2 is not available in this build yet" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.opt_level=O2
+expect_exit 2 "amp.device: cuda is not available in this build yet" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
+expect_exit 2 'amp.loss_scale: must be "dynamic" or a number \(got "auto"\)' "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.loss_scale=auto
 finish

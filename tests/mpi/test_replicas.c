@@ -48,7 +48,7 @@ static void test_parameters_identical_after_100_steps(void **state)
     mp_trainer t;
     mp_config cfg;
     train_on(&comm, 16, 100, &t, &cfg);
-    mp_tensor *w = &t.model.params.data;
+    mp_tensor *w = &t.model.params.groups[0].model;
     int64_t n = mp_tensor_numel(w);
     float *all = comm.rank == 0 ? malloc((size_t)(n * comm.size) * sizeof(float)) : NULL;
     assert_int_equal(MPI_Gather(w->data, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0, comm.world),
@@ -65,7 +65,7 @@ static void test_parameters_identical_after_100_steps(void **state)
         self.rank = 0;
         self.size = 1;
         train_on(&self, 16, 1, &fresh, &cfg0);
-        assert_true(memcmp(all, fresh.model.params.data.data, (size_t)n * sizeof(float)) != 0);
+        assert_true(memcmp(all, fresh.model.params.groups[0].model.data, (size_t)n * sizeof(float)) != 0);
         mp_train_free(&fresh);
         mp_config_free(&cfg0);
         MPI_Comm_free(&self.world);
@@ -90,11 +90,11 @@ static void test_average_matches_single_process_big_batch(void **state)
         mp_trainer one;
         mp_config cfg1;
         train_on(&self, b * comm.size, steps, &one, &cfg1);
-        int64_t n = mp_tensor_numel(&t.model.params.data);
+        int64_t n = mp_tensor_numel(&t.model.params.groups[0].model);
         double *got = malloc((size_t)n * sizeof(double)), *want = malloc((size_t)n * sizeof(double));
         for (int64_t i = 0; i < n; i++) {
-            got[i] = ((float *)t.model.params.data.data)[i];
-            want[i] = ((float *)one.model.params.data.data)[i];
+            got[i] = ((float *)t.model.params.groups[0].model.data)[i];
+            want[i] = ((float *)one.model.params.groups[0].model.data)[i];
         }
         /* Same samples, same initial weights: only FP32 summation order differs. */
         assert_close(got, want, (size_t)n, 2e-6, 1e-4);

@@ -276,7 +276,7 @@ static const bad_case k_bad[] = {
     {"amp = { half = \"fp8\"; };\n", 1, "amp.half", "must be one of \"fp16\", \"bf16\""},
     {"log = { progress = \"fancy\"; };\n", 1, "log.progress",
      "\"auto\", \"bar\", \"plain\", \"none\""},
-    {"schedule = { type = \"linear\"; };\n", 1, "schedule.type", "\"constant\", \"step\""},
+    {"schedule = { type = \"exponential\"; };\n", 1, "schedule.type", "\"constant\", \"step\""},
     {"model = { preset = \"custom\"; };\n", 1, "model.preset", "must be one of \"mlp\""},
     /* cross-checks */
     {"optim = {\n  momentum = 0.0;\n  nesterov = true;\n};\n", 3, "optim.nesterov",
@@ -578,7 +578,8 @@ static void test_schema_table(void **state)
                 fail_msg("%s appears twice", k->path);
         switch (k->type) {
         case MP_KEY_INT: assert_int_equal(k->size, sizeof(int64_t)); break;
-        case MP_KEY_FLOAT: assert_int_equal(k->size, sizeof(double)); break;
+        case MP_KEY_FLOAT:
+        case MP_KEY_SCALE: assert_int_equal(k->size, sizeof(double)); break;
         case MP_KEY_BOOL: assert_int_equal(k->size, sizeof(bool)); break;
         case MP_KEY_STRING:
             for (int a = 0; k->allowed[a]; a++)

@@ -108,34 +108,116 @@ static void test_xent_all_dtypes(void **state)
     }
 }
 
+/* Parameters of one FP64 group, for optimizer tests. */
+static void f64_params(mp_params *params, double *p, double *g, int64_t n)
+{
+    int64_t s[1] = {n};
+    memset(params, 0, sizeof *params);
+    params->groups[0].total = n;
+    params->groups[0].model = mp_tensor_view(p, MP_F64, 1, s);
+    params->groups[0].master = params->groups[0].model;
+    params->groups[0].grad = mp_tensor_view(g, MP_F64, 1, s);
+}
+
 /* torch.optim.SGD, written out: d = g + wd p; b = first ? d : mom b + (1 - damp) d;
- * d = nesterov ? d + mom b : b; p -= lr d. */
+ * d = nesterov ? d + mom b : b; p -= lr d; with the gradient multiplier applied first. */
 static void test_sgd_matches_pytorch_rule(void **state)
 {
     (void)state;
-    const double lr = 0.1, mom = 0.9, wd = 0.01;
+    const double lr = 0.1, mom = 0.9, wd = 0.01, gs = 0.25;
     for (int nesterov = 0; nesterov < 2; nesterov++) {
         double damp = nesterov ? 0.0 : 0.25;
         double p[3] = {1.0, -2.0, 0.5}, g[3] = {0.3, -0.1, 2.0}, ref[3], buf[3];
         memcpy(ref, p, sizeof p);
-        int64_t s[1] = {3};
         mp_params params;
-        memset(&params, 0, sizeof params);
-        params.data = mp_tensor_view(p, MP_F64, 1, s);
-        params.grad = mp_tensor_view(g, MP_F64, 1, s);
+        f64_params(&params, p, g, 3);
         mp_optimizer o;
-        mp_sgd_init(&o, ops, &params, mom, damp, wd, nesterov);
+        mp_optim_args h = {.kind = MP_OPTIM_SGD, .momentum = mom, .dampening = damp,
+                           .weight_decay = wd, .nesterov = nesterov};
+        mp_optimizer_init(&o, ops, &params, &h);
         for (int step = 0; step < 3; step++) {
             for (int i = 0; i < 3; i++) {
-                double d = g[i] + wd * ref[i];
+                double d = g[i] * gs + wd * ref[i];
                 buf[i] = step == 0 ? d : mom * buf[i] + (1 - damp) * d;
                 d = nesterov ? d + mom * buf[i] : buf[i];
                 ref[i] -= lr * d;
             }
-            assert_int_equal(mp_optimizer_step(&o, &params, lr), MP_OK);
+            assert_int_equal(mp_optimizer_step(&o, &params, lr, gs), MP_OK);
             assert_close(p, ref, 3, 0, 1e-15);
         }
         mp_optimizer_free(&o);
+    }
+}
+
+/* torch.optim.Adam and AdamW, written out with bias correction:
+ * m = b1 m + (1 - b1) d; v = b2 v + (1 - b2) d^2;
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), with d = g + wd p (Adam) or
+ * p -= lr wd p first and d = g (AdamW). */
+static void test_adam_matches_pytorch_rule(void **state)
+{
+    (void)state;
+    const double lr = 0.01, wd = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    for (int kind = MP_OPTIM_ADAM; kind <= MP_OPTIM_ADAMW; kind++) {
+        double p[3] = {1.0, -2.0, 0.5}, g[3] = {0.3, -0.1, 2.0}, ref[3], m[3] = {0}, v[3] = {0};
+        memcpy(ref, p, sizeof p);
+        mp_params params;
+        f64_params(&params, p, g, 3);
+        mp_optimizer o;
+        mp_optim_args h = {.kind = (mp_optim_kind)kind, .weight_decay = wd, .beta1 = b1,
+                           .beta2 = b2, .eps = eps};
+        mp_optimizer_init(&o, ops, &params, &h);
+        for (int t = 1; t <= 4; t++) {
+            for (int i = 0; i < 3; i++) {
+                double d = g[i];
+                if (kind == MP_OPTIM_ADAMW)
+                    ref[i] -= lr * wd * ref[i];
+                else
+                    d += wd * ref[i];
+                m[i] = b1 * m[i] + (1 - b1) * d;
+                v[i] = b2 * v[i] + (1 - b2) * d * d;
+                ref[i] -= lr / (1 - pow(b1, t)) * m[i] / (sqrt(v[i]) / sqrt(1 - pow(b2, t)) + eps);
+            }
+            assert_int_equal(mp_optimizer_step(&o, &params, lr, 1.0), MP_OK);
+            assert_close(p, ref, 3, 0, 1e-13);
+        }
+        mp_optimizer_free(&o);
+    }
+}
+
+/* O2's step: FP32 masters updated from half gradients, the half model rewritten from them. */
+static void test_master_weights_step(void **state)
+{
+    (void)state;
+    mp_layer_spec specs[1] = {{.type = "linear", .out = 3}};
+    int64_t in[3] = {1, 1, 4};
+    for (int h = 0; h < 2; h++) {
+        mp_dtype half = h ? MP_BF16 : MP_F16;
+        mp_amp_policy amp = mp_amp_resolve(MP_O2, half, true, true, 0.0, false);
+        mp_model m;
+        assert_int_equal(mp_model_build(&m, ops, specs, 1, in, 3, 2, &amp), MP_OK);
+        mp_param_group *g = &m.params.groups[MP_GROUP_WEIGHTS];
+        assert_int_equal(g->model.dtype, half);
+        assert_int_equal(g->grad.dtype, half);
+        assert_int_equal(g->master.dtype, MP_F32);
+        assert_ptr_not_equal(g->master.data, g->model.data);
+        mp_model_init(&m, 3);
+        for (int64_t i = 0; i < g->total; i++)
+            mp_store(g->grad.data, half, (size_t)i, 1.0 + (double)i);
+        float before[32];
+        memcpy(before, g->master.data, (size_t)g->total * sizeof(float));
+        mp_optimizer o;
+        mp_optim_args hp = {.kind = MP_OPTIM_SGD};
+        mp_optimizer_init(&o, ops, &m.params, &hp);
+        assert_int_equal(mp_optimizer_step(&o, &m.params, 0.5, 1.0 / 1024), MP_OK);
+        for (int64_t i = 0; i < 15; i++) {
+            float want = before[i] - 0.5f * ((1.0f + (float)i) / 1024.0f);
+            float got = ((float *)g->master.data)[i];
+            assert_true(got == want);
+            assert_int_equal(((uint16_t *)g->model.data)[i],
+                             half == MP_F16 ? mp_f32_to_f16(want) : mp_f32_to_bf16(want));
+        }
+        mp_optimizer_free(&o);
+        mp_model_free(&m);
     }
 }
 
@@ -148,8 +230,9 @@ static void test_model_build_and_views(void **state)
     assert_int_equal(n, 5);
     mp_model m;
     int64_t in[3] = {4, 4, 1};
-    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32), MP_OK);
+    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32, NULL), MP_OK);
     assert_int_equal(m.params.count, 6);
+    const mp_param_group *wg = &m.params.groups[MP_GROUP_WEIGHTS];
     int w2 = mp_params_find(&m.params, "fc2.weight");
     assert_true(w2 >= 0);
     assert_int_equal(m.params.views[w2].shape[0], 8);
@@ -159,13 +242,13 @@ static void test_model_build_and_views(void **state)
     for (int i = 0; i < m.params.count; i++) {
         const mp_param_view *v = &m.params.views[i];
         assert_int_equal(v->offset % 16, 0);
-        assert_true(v->offset + v->numel <= m.params.total);
+        assert_true(v->offset + v->numel <= wg->total);
         if (i > 0)
             assert_true(m.params.views[i - 1].offset + m.params.views[i - 1].numel <= v->offset);
     }
-    assert_true(mp_mem_current(MP_MEM_WEIGHTS) >= m.params.total * 4);
+    assert_true(mp_mem_current(MP_MEM_WEIGHTS) >= wg->total * 4);
     mp_model_init(&m, 1);
-    float *w = m.params.data.data;
+    float *w = wg->model.data;
     double bound = 1.0 / sqrt(16.0), mx = 0;
     for (int64_t i = 0; i < m.params.views[0].numel; i++)
         mx = fmax(mx, fabs(w[i]));
@@ -173,11 +256,11 @@ static void test_model_build_and_views(void **state)
     mp_model_free(&m);
 
     specs[n - 1].out = 7; /* last layer does not match the classes */
-    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32), MP_EUSAGE);
+    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32, NULL), MP_EUSAGE);
     assert_non_null(strstr(mp_error_message(), "fc3"));
     mp_model_free(&m);
     snprintf(specs[1].type, sizeof specs[1].type, "conv9");
-    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32), MP_EUSAGE);
+    assert_int_equal(mp_model_build(&m, ops, specs, n, in, 10, 32, NULL), MP_EUSAGE);
     assert_non_null(strstr(mp_error_message(), "conv9"));
     mp_model_free(&m);
 }
@@ -190,6 +273,8 @@ int main(void)
         cmocka_unit_test(test_gemm_shape_mismatch),
         cmocka_unit_test(test_xent_all_dtypes),
         cmocka_unit_test(test_sgd_matches_pytorch_rule),
+        cmocka_unit_test(test_adam_matches_pytorch_rule),
+        cmocka_unit_test(test_master_weights_step),
         cmocka_unit_test(test_model_build_and_views),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

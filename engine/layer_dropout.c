@@ -1,0 +1,64 @@
+/* The inverted dropout layer: in training, each element is zeroed with probability p and the
+ * kept ones scaled by 1 / (1 - p); in evaluation it is the identity (a copy). The mask is never
+ * stored: it is the backend's counter-based hash of (seed, offset + i) with
+ *   offset = step * MP_DROPOUT_STEP_STRIDE,  MP_DROPOUT_STEP_STRIDE = 2^32,
+ * i the element's index in the (N, H, W, C) batch tensor. Each step thus draws from its own
+ * range of 2^32 counters whatever the batch size (a short last batch uses a prefix of it), and
+ * backward, run with the same l->step, recomputes the forward's mask. Two dropout layers given
+ * the same seed draw the same mask for equal shapes: the owner should give each its own seed. */
+#include "engine/layer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MP_DROPOUT_STEP_STRIDE ((uint64_t)1 << 32)
+
+/* The counter offset of this layer's current step; MP_EINTERNAL for a tensor too large for the
+ * per-step range. */
+static mp_status step_offset(const mp_layer *l, const mp_tensor *t, uint64_t *offset)
+{
+    if ((uint64_t)mp_tensor_numel(t) > MP_DROPOUT_STEP_STRIDE)
+        return mp_fail(MP_EINTERNAL, "layer %s: dropout over %lld elements exceeds the 2^32 "
+                       "per step", l->name, (long long)mp_tensor_numel(t));
+    *offset = (uint64_t)l->step * MP_DROPOUT_STEP_STRIDE;
+    return MP_OK;
+}
+
+static mp_status dropout_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
+{
+    if (!train)
+        return l->ops->convert(x, y);
+    uint64_t offset = 0;
+    MP_TRY(step_offset(l, x, &offset));
+    return l->ops->dropout_forward(l->dropout_p, l->seed, offset, x, y);
+}
+
+static mp_status dropout_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *y,
+                                  const mp_tensor *dy, mp_tensor *dx)
+{
+    (void)x;
+    (void)y;
+    if (!dx)
+        return MP_OK;
+    uint64_t offset = 0;
+    MP_TRY(step_offset(l, dy, &offset));
+    return l->ops->dropout_backward(l->dropout_p, l->seed, offset, dy, dx);
+}
+
+static const mp_layer_class mp_dropout_class = {"dropout", dropout_forward, dropout_backward};
+
+mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                const int64_t in_shape[3], double p)
+{
+    if (!(p >= 0 && p < 1))
+        return mp_fail(MP_EUSAGE, "layer %s: dropout probability must be in [0, 1) (got %g)",
+                       name, p);
+    memset(l, 0, sizeof *l);
+    l->cls = &mp_dropout_class;
+    l->ops = ops;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    l->dropout_p = p;
+    return MP_OK;
+}

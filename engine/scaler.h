@@ -1,0 +1,41 @@
+/* The loss scaler (DESIGN §3): dynamic scaling as PyTorch's GradScaler, with DeepSpeed's
+ * hysteresis, a floor and a ceiling, or a static scale. The state is a small plain struct so a
+ * GPU can keep it in device memory; the update is a pure function of (state, found_inf), so
+ * every rank that agrees on found_inf holds the same scale. */
+#ifndef MP_SCALER_H
+#define MP_SCALER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct mp_scaler_config {
+    bool dynamic;
+    double init_scale;      /* dynamic: first scale; static: the scale */
+    double growth_factor;   /* > 1 */
+    double backoff_factor;  /* in (0, 1) */
+    int64_t growth_interval; /* good steps in a row before growing */
+    int64_t hysteresis;     /* overflows tolerated before backing off (1 = back off at once) */
+    double min_scale, max_scale;
+    int64_t max_consecutive_skips; /* 0 = no limit */
+} mp_scaler_config;
+
+typedef struct mp_scaler_state {
+    double scale;
+    int64_t growth_tracker;  /* good steps since the last overflow or growth */
+    int64_t hysteresis_left; /* overflows still tolerated before the next backoff */
+    int64_t skipped_steps;   /* total */
+    int64_t consecutive_skips;
+} mp_scaler_state;
+
+/* The starting state for a configuration. */
+mp_scaler_state mp_scaler_init(const mp_scaler_config *c);
+
+/* Advances the state after a step whose (globally agreed) gradients were or were not finite:
+ * found_inf: the step was skipped; a dynamic scale backs off by backoff_factor (not below
+ * min_scale) once hysteresis overflows have been tolerated, and the growth tracker restarts.
+ * Otherwise: after growth_interval good steps in a row the scale grows by growth_factor (not
+ * above max_scale) and hysteresis is restored. A static scale never changes. Returns true when
+ * max_consecutive_skips skipped steps in a row have been reached (the run has diverged). */
+bool mp_scaler_update(mp_scaler_state *s, const mp_scaler_config *c, bool found_inf);
+
+#endif
