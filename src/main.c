@@ -60,6 +60,7 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
            c->amp.opt_level, c->model.preset, (long long)mp_params_numel(&t->model.params),
            (long long)t->total_steps, (long long)t->steps_per_epoch,
            (long long)(c->data.batch_size * t->comm->size));
+    mp_amp_print(&t->amp, stdout);
     fflush(stdout);
 }
 

@@ -91,6 +91,8 @@ static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
     MP_TRY(t->ops->softmax_xent(logits, t->y, t->scaler.scale, &res, &dl));
     MP_TRY(mp_model_backward(&t->model, &x, &dl));
+    if (t->after_backward)
+        t->after_backward(t, t->model.step, t->hook_arg);
     MP_TRY(sum_gradients(t, &w->comm_s));
     MP_TRY(apply_gradients(t, lr, skipped));
     w->steps++;

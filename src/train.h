@@ -46,6 +46,10 @@ typedef struct mp_trainer {
     int64_t steps_per_epoch, total_steps;
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_progress progress;
+    /* Called after each step's backward, before gradients are summed and applied (tests use it
+     * to inspect state or inject an overflow); NULL in normal runs. */
+    void (*after_backward)(struct mp_trainer *t, int64_t step, void *arg);
+    void *hook_arg;
 } mp_trainer;
 
 /* Loads the data, builds the model (initialised on rank 0) and prepares optimizer and

@@ -1,0 +1,275 @@
+// np: 1 2
+/* Loss scaling in real training runs (Fashion-MNIST subset, MLP, O2 fp16) on 1 and 2 ranks:
+ * an inf injected into one gradient skips the step with every weight, master weight and
+ * optimizer slot bitwise unchanged, the scale backs off and grows again exactly after
+ * growth_interval good steps; every opt level and half type trains and two runs of each are
+ * bitwise identical. */
+#include "tests/util/test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/train.h"
+
+static mp_comm comm;
+
+/* Loads the base config plus overrides ("key=value" strings, NULL-terminated) and sets up. */
+static void setup(mp_trainer *t, mp_config *cfg, const char *const *sets)
+{
+    char path[512], text[2048];
+    int nsets = 0;
+    while (sets[nsets])
+        nsets++;
+    snprintf(path, sizeof path, "%s/amp.cfg", mp_test_dir("amp_train"));
+    snprintf(text, sizeof text,
+             "data: { train_limit = 2048; test_limit = 256; batch_size = 16; };\n"
+             "model: { hidden = [32]; };\n"
+             "optim: { lr = 0.05; momentum = 0.9; };\n"
+             "train: { epochs = 100; seed = 3; };\n"
+             "log: { progress = \"none\"; };\n");
+    mp_test_write_file(path, text, strlen(text), 0);
+    if (mp_config_load(cfg, path, sets, nsets) != MP_OK)
+        fail_msg("%s", mp_error_message());
+    if (mp_train_setup(t, cfg, &comm) != MP_OK)
+        fail_msg("%s", mp_error_message());
+    assert_int_equal(mp_train_sync(t), MP_OK);
+    assert_int_equal(mp_train_open_outputs(t), MP_OK);
+}
+
+/* Everything a skipped step must leave alone, copied. */
+typedef struct snapshot {
+    void *buf[MP_NGROUPS][4];
+    size_t bytes[MP_NGROUPS][4];
+} snapshot;
+
+static void tensors_of(mp_trainer *t, int k, mp_tensor *out[4])
+{
+    mp_param_group *g = &t->model.params.groups[k];
+    out[0] = &g->model;
+    out[1] = &g->master;
+    out[2] = &t->opt.slot1[k];
+    out[3] = &t->opt.slot2[k];
+}
+
+static void take(mp_trainer *t, snapshot *s)
+{
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_tensor *ts[4];
+        tensors_of(t, k, ts);
+        for (int j = 0; j < 4; j++) {
+            s->bytes[k][j] = ts[j]->data ? (size_t)mp_tensor_bytes(ts[j]) : 0;
+            s->buf[k][j] = malloc(s->bytes[k][j] + 1);
+            if (s->bytes[k][j])
+                memcpy(s->buf[k][j], ts[j]->data, s->bytes[k][j]);
+        }
+    }
+}
+
+static int differs(mp_trainer *t, const snapshot *s)
+{
+    int n = 0;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_tensor *ts[4];
+        tensors_of(t, k, ts);
+        for (int j = 0; j < 4; j++)
+            n += s->bytes[k][j] && memcmp(s->buf[k][j], ts[j]->data, s->bytes[k][j]) != 0;
+    }
+    return n;
+}
+
+static void drop(snapshot *s)
+{
+    for (int k = 0; k < MP_NGROUPS; k++)
+        for (int j = 0; j < 4; j++)
+            free(s->buf[k][j]);
+}
+
+typedef struct inject_state {
+    int64_t at;          /* the step (0-based) whose gradient gets an inf */
+    int64_t interval;
+    double init;
+    snapshot before;
+    int checked, unchanged_after_skip, moved_after_good;
+    double scale_after_skip, scale_regrown, scale_before_regrow;
+} inject_state;
+
+static void inject(mp_trainer *t, int64_t step, void *arg)
+{
+    inject_state *s = arg;
+    if (step == s->at) {
+        take(t, &s->before);
+        if (comm.rank == comm.size - 1) { /* one rank only: the decision must still be global */
+            mp_tensor g = mp_params_grad(&t->model.params, 0);
+            mp_store(g.data, g.dtype, 3, INFINITY);
+        }
+    } else if (step == s->at + 1) {
+        s->unchanged_after_skip = differs(t, &s->before) == 0;
+        s->scale_after_skip = t->scaler.scale;
+        drop(&s->before);
+        take(t, &s->before);
+    } else if (step == s->at + 2) {
+        s->moved_after_good = differs(t, &s->before) > 0;
+        drop(&s->before);
+    } else if (step == s->at + s->interval) {
+        s->scale_before_regrow = t->scaler.scale;
+    } else if (step == s->at + s->interval + 1) {
+        s->scale_regrown = t->scaler.scale;
+        s->checked = 1;
+    }
+}
+
+static void test_injected_inf_skips_bitwise(void **state)
+{
+    (void)state;
+    mp_trainer t;
+    mp_config cfg;
+    setup(&t, &cfg,
+          (const char *[]){"amp.opt_level=O2", "amp.growth_interval=5", "amp.init_scale=1024.0",
+                           "train.max_steps=20", NULL});
+    inject_state s = {.at = 7, .interval = 5, .init = 1024.0};
+    t.after_backward = inject;
+    t.hook_arg = &s;
+    mp_train_result r;
+    assert_int_equal(mp_train_run(&t, &r), MP_OK);
+    assert_true(s.checked);
+    assert_true(s.unchanged_after_skip); /* weights, masters, momentum: bitwise */
+    assert_true(s.moved_after_good);     /* and the next step did move them */
+    /* steps 0..4 good: grow to 2048 after step 4; step 5, 6 good; step 7 skipped: back to 1024 */
+    assert_true(s.scale_after_skip == 1024.0);
+    /* 5 good steps (8..12) after the skip: grown again only after step 12 */
+    assert_true(s.scale_before_regrow == 1024.0);
+    assert_true(s.scale_regrown == 2048.0);
+    assert_int_equal(r.skipped_steps, 1);
+    mp_train_free(&t);
+    mp_config_free(&cfg);
+}
+
+/* Persistent overflow: every step's gradient holds an inf, so the run stops (exit code 5) after
+ * max_consecutive_skips skips and names the parameter. */
+static void always_inf(mp_trainer *t, int64_t step, void *arg)
+{
+    (void)step;
+    (void)arg;
+    mp_tensor g = mp_params_grad(&t->model.params, 2);
+    mp_store(g.data, g.dtype, 0, NAN);
+}
+
+static void test_persistent_overflow_diverges(void **state)
+{
+    (void)state;
+    mp_trainer t;
+    mp_config cfg;
+    setup(&t, &cfg, (const char *[]){"amp.opt_level=O2", "amp.max_consecutive_skips=4", NULL});
+    t.after_backward = always_inf;
+    mp_train_result r;
+    assert_int_equal(mp_train_run(&t, &r), MP_EDIVERGED);
+    const char *m = mp_error_message();
+    if (!strstr(m, "4 steps in a row") || !strstr(m, "fc2.weight"))
+        fail_msg("message: %s", m);
+    mp_train_free(&t);
+    mp_config_free(&cfg);
+}
+
+/* Inputs scaled down to ~1e-7 make fc1's weight gradients (dy * x) below 3e-8: zero in fp16 at
+ * loss scale 1, so fc1 never moves; dynamic scaling lifts them into fp16's range and fc1 trains. */
+typedef struct underflow_state {
+    int64_t nonzero, total;
+} underflow_state;
+
+static void count_fc1_grads(mp_trainer *t, int64_t step, void *arg)
+{
+    (void)step;
+    underflow_state *u = arg;
+    mp_tensor g = mp_params_grad(&t->model.params, mp_params_find(&t->model.params, "fc1.weight"));
+    for (int64_t i = 0; i < mp_tensor_numel(&g); i++)
+        u->nonzero += mp_load(g.data, g.dtype, (size_t)i) != 0.0;
+    u->total += mp_tensor_numel(&g);
+}
+
+static void test_underflow_recovered_by_scaling(void **state)
+{
+    (void)state;
+    for (int dynamic = 0; dynamic < 2; dynamic++) {
+        mp_trainer t;
+        mp_config cfg;
+        setup(&t, &cfg,
+              (const char *[]){"amp.opt_level=O2", dynamic ? "amp.loss_scale=\"dynamic\""
+                                                           : "amp.loss_scale=1.0",
+                               "data.mean=0.0", "data.std=10000000.0", "train.max_steps=10",
+                               "optim.lr=10.0", NULL});
+        int w = mp_params_find(&t.model.params, "fc1.weight");
+        mp_tensor m = mp_params_master(&t.model.params, w); /* FP32: sees updates below a half ulp */
+        size_t bytes = (size_t)mp_tensor_bytes(&m);
+        void *init = malloc(bytes);
+        memcpy(init, m.data, bytes);
+        underflow_state u = {0, 0};
+        t.after_backward = count_fc1_grads;
+        t.hook_arg = &u;
+        mp_train_result r;
+        assert_int_equal(mp_train_run(&t, &r), MP_OK);
+        bool moved = memcmp(init, m.data, bytes) != 0;
+        if (!dynamic && (u.nonzero != 0 || moved))
+            fail_msg("scale 1: %lld of %lld fc1 gradients nonzero, weights moved %d",
+                     (long long)u.nonzero, (long long)u.total, moved);
+        /* About half the pixels are background (x = 0, so dW = 0 at any scale). */
+        if (dynamic && (u.nonzero < u.total / 20 || !moved))
+            fail_msg("dynamic: only %lld of %lld fc1 gradients nonzero, weights moved %d",
+                     (long long)u.nonzero, (long long)u.total, moved);
+        free(init);
+        mp_train_free(&t);
+        mp_config_free(&cfg);
+    }
+}
+
+/* Every level and half type trains (test accuracy far above chance on this subset) and two
+ * runs with the same seed end with bitwise identical weights. */
+static void test_every_level_trains_deterministically(void **state)
+{
+    (void)state;
+    const char *levels[] = {"O0", "O1", "O2", "O3"}, *halves[] = {"fp16", "bf16"};
+    for (int l = 0; l < 4; l++)
+        for (int h = 0; h < 2; h++) {
+            char level[32], half[32];
+            snprintf(level, sizeof level, "amp.opt_level=%s", levels[l]);
+            snprintf(half, sizeof half, "amp.half=%s", halves[h]);
+            const char *extra[] = {level, half, "train.max_steps=100", NULL};
+            mp_trainer a, b;
+            mp_config ca, cb;
+            mp_train_result ra, rb;
+            setup(&a, &ca, extra);
+            assert_int_equal(mp_train_run(&a, &ra), MP_OK);
+            setup(&b, &cb, extra);
+            assert_int_equal(mp_train_run(&b, &rb), MP_OK);
+            if (ra.accuracy < 0.4) /* chance is 0.1 */
+                fail_msg("%s %s: accuracy %.3f", levels[l], halves[h], ra.accuracy);
+            mp_param_group *ga = &a.model.params.groups[0], *gb = &b.model.params.groups[0];
+            assert_int_equal(ga->model.dtype, l == 0 ? MP_F32 : h ? MP_BF16 : MP_F16);
+            assert_memory_equal(ga->model.data, gb->model.data, (size_t)mp_tensor_bytes(&ga->model));
+            assert_true(ra.final_loss == rb.final_loss && ra.accuracy == rb.accuracy);
+            mp_train_free(&a);
+            mp_train_free(&b);
+            mp_config_free(&ca);
+            mp_config_free(&cb);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    if (mp_comm_init(&comm, &argc, &argv) != MP_OK) {
+        fprintf(stderr, "%s\n", mp_error_message());
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_injected_inf_skips_bitwise),
+        cmocka_unit_test(test_persistent_overflow_diverges),
+        cmocka_unit_test(test_underflow_recovered_by_scaling),
+        cmocka_unit_test(test_every_level_trains_deterministically),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm.world);
+    mp_comm_finalize(&comm);
+    return any ? 1 : 0;
+}
