@@ -34,11 +34,33 @@ static mp_status layer_from_spec(mp_layer *l, const mp_ops *ops, const mp_layer_
         snprintf(name, sizeof name, "%s", s->name);
     else
         snprintf(name, sizeof name, "layers.%d", index);
-    if (strcmp(s->type, "linear") == 0)
+    const char *t = s->type;
+    int k = (int)s->kernel, stride = (int)s->stride, pad = (int)s->pad;
+    if (strcmp(t, "linear") == 0)
         return mp_layer_linear_init(l, ops, name, in_shape, s->out);
-    if (strcmp(s->type, "relu") == 0)
+    if (strcmp(t, "relu") == 0)
         return mp_layer_relu_init(l, ops, name, in_shape);
-    return mp_fail(MP_EUSAGE, "model layer %d: unknown type '%s'", index, s->type);
+    if (strcmp(t, "conv2d") == 0) {
+        int dil = s->dilation > 1 ? (int)s->dilation : 1, groups = s->groups > 1 ? (int)s->groups : 1;
+        mp_conv_desc d = {{stride ? stride : 1, stride ? stride : 1}, {pad, pad}, {dil, dil}, groups};
+        int kernel[2] = {k, k};
+        return mp_layer_conv2d_init(l, ops, name, in_shape, s->out, kernel, &d, s->bias);
+    }
+    if (strcmp(t, "batchnorm") == 0)
+        return mp_layer_batchnorm_init(l, ops, name, in_shape, s->eps > 0 ? s->eps : 1e-5,
+                                       s->momentum);
+    if (strcmp(t, "maxpool") == 0 || strcmp(t, "avgpool") == 0) {
+        mp_pool_desc d = {{k, k}, {stride ? stride : k, stride ? stride : k}, {pad, pad},
+                          strcmp(t, "maxpool") == 0};
+        return mp_layer_pool_init(l, ops, name, in_shape, &d);
+    }
+    if (strcmp(t, "gavgpool") == 0)
+        return mp_layer_global_avgpool_init(l, ops, name, in_shape);
+    if (strcmp(t, "dropout") == 0)
+        return mp_layer_dropout_init(l, ops, name, in_shape, s->p);
+    if (strcmp(t, "flatten") == 0)
+        return mp_layer_flatten_init(l, ops, name, in_shape);
+    return mp_fail(MP_EUSAGE, "model layer %d: unknown type '%s'", index, t);
 }
 
 mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
@@ -130,19 +152,23 @@ static bool is_gemm(const mp_layer *l)
 static void alloc_activations(mp_model *m, int64_t widest)
 {
     mp_dtype dt = m->amp.input;
+    size_t widest_elem = mp_dtype_size(dt);
     for (int i = 0; i < m->nlayers; i++) {
         mp_layer *l = &m->layers[i];
         int64_t in[4] = {m->max_batch, l->in_shape[0], l->in_shape[1], l->in_shape[2]};
         if (is_gemm(l) && dt != m->amp.compute)
             m->xcast[i] = mp_tensor_alloc(m->amp.compute, 4, in, MP_MEM_ACTIVATIONS);
         dt = output_dtype(m, l, dt);
+        if (mp_dtype_size(dt) > widest_elem)
+            widest_elem = mp_dtype_size(dt);
         int64_t s[4] = {m->max_batch, l->out_shape[0], l->out_shape[1], l->out_shape[2]};
         m->acts[i] = mp_tensor_alloc(dt, 4, s, MP_MEM_ACTIVATIONS);
     }
-    /* Activation gradients take their activation's dtype: at most 4 bytes an element. */
+    /* Activation gradients take their activation's dtype: sized for the widest element. */
     int64_t ds[2] = {m->max_batch, widest};
     for (int i = 0; i < 2; i++)
-        m->dbuf[i] = mp_tensor_alloc(MP_F32, 2, ds, MP_MEM_ACTIVATIONS);
+        m->dbuf[i] = mp_tensor_alloc(widest_elem == 4 ? MP_F32 : MP_F16, 2, ds,
+                                     MP_MEM_ACTIVATIONS);
 }
 
 mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
@@ -279,16 +305,16 @@ static void shape_str(const int64_t s[3], char *buf, size_t cap)
 void mp_model_summary(const mp_model *m, FILE *out)
 {
     char sh[64];
-    fprintf(out, "%-16s %-8s %-22s %12s\n", "layer", "type", "output", "params");
+    fprintf(out, "%-16s %-9s %-22s %12s\n", "layer", "type", "output", "params");
     shape_str(m->in_shape, sh, sizeof sh);
-    fprintf(out, "%-16s %-8s %-22s %12s\n", "input", "", sh, "");
+    fprintf(out, "%-16s %-9s %-22s %12s\n", "input", "", sh, "");
     for (int i = 0; i < m->nlayers; i++) {
         const mp_layer *l = &m->layers[i];
         int64_t np = 0;
         for (int j = 0; j < l->nparams; j++)
             np += mp_tensor_numel(&l->w[j]);
         shape_str(l->out_shape, sh, sizeof sh);
-        fprintf(out, "%-16s %-8s %-22s %12lld\n", l->name, l->cls->type, sh, (long long)np);
+        fprintf(out, "%-16s %-9s %-22s %12lld\n", l->name, l->cls->type, sh, (long long)np);
     }
     int64_t total = mp_params_numel(&m->params);
     fprintf(out, "total parameters: %lld\n", (long long)total);

@@ -15,11 +15,20 @@
 
 #define MP_MAX_LAYERS 64
 
-/* One layer as a config describes it. */
+/* One layer as a config describes it. Types: linear, relu, conv2d, batchnorm, maxpool,
+ * avgpool, gavgpool (global average pooling), dropout, flatten. */
 typedef struct mp_layer_spec {
-    char type[16];  /* "linear" | "relu" */
-    char name[48];  /* parameter name prefix; "" means "layers.<index>" */
-    int64_t out;    /* linear: output features */
+    char type[16];
+    char name[48];    /* parameter name prefix; "" means "layers.<index>" */
+    int64_t out;      /* linear: output features; conv2d: output channels */
+    int64_t kernel;   /* conv2d, maxpool, avgpool: square kernel or window */
+    int64_t stride;   /* conv2d (default 1), pools (0: the window) */
+    int64_t pad;      /* conv2d, pools */
+    int64_t dilation; /* conv2d (0 or 1: none) */
+    int64_t groups;   /* conv2d (0 or 1: dense) */
+    bool bias;        /* conv2d: with a bias */
+    double p;         /* dropout probability */
+    double eps, momentum; /* batchnorm */
 } mp_layer_spec;
 
 typedef struct mp_model {

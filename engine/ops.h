@@ -79,11 +79,12 @@ typedef struct mp_ops {
     /* dx = dy where y > 0, else 0 (y is the forward output); may alias dy. */
     mp_status (*relu_backward)(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 
-    /* Softmax cross-entropy of logits (N, C) against labels (N) in [0, C), computed in FP32
-     * (FP64 for FP64 logits). Fills *out with the mean loss and the correct count. When dlogits
-     * is not NULL, writes d(mean loss * grad_scale)/dlogits into it (N, C). */
-    mp_status (*softmax_xent)(const mp_tensor *logits, const int32_t *labels, double grad_scale,
-                              mp_xent_result *out, mp_tensor *dlogits);
+    /* Softmax cross-entropy of logits (N, C) against labels (N) in [0, C) with label smoothing
+     * eps (PyTorch's: the target is (1 - eps) onehot + eps / C), computed in FP32 (FP64 for
+     * FP64 logits). Fills *out with the mean loss and the arg-max hit count. When dlogits is not
+     * NULL, writes d(mean loss * grad_scale)/dlogits into it (N, C). */
+    mp_status (*softmax_xent)(const mp_tensor *logits, const int32_t *labels, double smoothing,
+                              double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
 
     /* One optimizer step in a single pass over flat tensors of equal numel: param (updated in
      * its precision's arithmetic: FP32 for FP32 and half, FP64 for FP64) from grad (any dtype,

@@ -34,4 +34,16 @@ void mp_dataset_free(mp_dataset *d);
 void mp_dataset_batch(const mp_dataset *d, const int64_t *idx, int64_t n, double mean,
                       double std, mp_dtype dt, void *x, int32_t *y);
 
+/* Loads the CIFAR-10 binary version from directory `dir` (the extracted
+ * cifar-10-batches-bin/): split "train" reads data_batch_1.bin .. data_batch_5.bin in that
+ * order, split "test" reads test_batch.bin. Each file is a sequence of 3073-byte records: one
+ * label byte in 0..9, then the 1024 R, 1024 G and 1024 B bytes, each plane row-major 32x32.
+ * Images are converted to (count, 32, 32, 3) NHWC; num_classes is 10. When limit > 0 only the
+ * first `limit` samples are kept (read and label-checked), but every file of the split must
+ * still exist and have a valid size. Errors (MP_EDATA, one line naming the file): missing
+ * directory or file, an empty file, a size that is not a whole number of records, a short
+ * read, a label > 9; an unknown split is MP_EUSAGE. On error *d is left zeroed with nothing
+ * allocated. */
+mp_status mp_cifar10_load(mp_dataset *d, const char *dir, const char *split, int64_t limit);
+
 #endif

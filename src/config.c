@@ -248,18 +248,22 @@ static mp_status fill_layer(const load_ctx *x, const config_setting_t *e, const 
         MP_TRY(fill_key(x, lk, m, key, field));
     }
     mp_layer_spec *spec = (mp_layer_spec *)field;
-    const config_setting_t *out = config_setting_get_member(e, "out");
     if (!config_setting_get_member(e, "type")) {
         char rule[160];
         mp_key_describe(mp_layer_key_find("type"), rule, sizeof rule);
         snprintf(key, sizeof key, "%s.type", ekey);
         return fail_at(x, e, key, "missing: must be %s", rule);
     }
-    snprintf(key, sizeof key, "%s.out", ekey);
-    if (strcmp(spec->type, "linear") == 0 && !out)
-        return fail_at(x, e, key, "missing: required for linear layers");
-    if (strcmp(spec->type, "linear") != 0 && out)
-        return fail_at(x, out, key, "not allowed for %s layers", spec->type);
+    for (int i = 0; i < mp_layer_nkeys; i++) {
+        const char *name = mp_layer_keys[i].path;
+        const config_setting_t *m = config_setting_get_member(e, name);
+        int rule = mp_layer_key_rule(spec->type, name);
+        snprintf(key, sizeof key, "%s.%s", ekey, name);
+        if (rule == 2 && !m)
+            return fail_at(x, e, key, "missing: required for %s layers", spec->type);
+        if (rule == 0 && m)
+            return fail_at(x, m, key, "not allowed for %s layers", spec->type);
+    }
     return MP_OK;
 }
 

@@ -59,6 +59,7 @@ typedef struct mp_config {
         int64_t max_steps; /* 0 = no limit; stops the run after this many steps */
         uint64_t seed;
         int64_t eval_every; /* epochs between test evaluations; 0 = only at the end */
+        double label_smoothing; /* of the training loss */
     } train;
     struct {
         char backend[8]; /* "auto" | "mpi" */

@@ -43,9 +43,11 @@ const mp_key mp_config_keys[] = {
     {"data.test_limit", MP_KEY_INT, "0", GE(0), CF(data.test_limit),
      .meaning = "Use only the first N test samples; 0 = all."},
 
-    {"model.preset", MP_KEY_STRING, "\"mlp\"", ONE_OF("mlp"), .flags = MP_KEY_PRESET,
+    {"model.preset", MP_KEY_STRING, "\"mlp\"", ONE_OF("mlp", "cnn", "cnn_bn"),
+     .flags = MP_KEY_PRESET,
      CF(model.preset),
-     .meaning = "Built-in model. Becomes \"custom\" when model.layers is given (not both)."},
+     .meaning = "Built-in model: mlp (model.hidden), cnn (2 conv + pooling + FC), cnn_bn (with "
+                "BatchNorm). Becomes \"custom\" when model.layers is given (not both)."},
     {"model.hidden", MP_KEY_INT_ARRAY, "[256, 128]", GE(1), LE(1000000), .flags = MP_KEY_PRESET,
      CF(model.hidden), COUNT(model.nhidden, MP_MAX_HIDDEN),
      .meaning = "mlp: widths of the hidden linear layers, each followed by a ReLU (1 to 16)."},
@@ -126,6 +128,8 @@ const mp_key mp_config_keys[] = {
     {"train.seed", MP_KEY_INT, "42", GE(0), CF(train.seed),
      .meaning = "Seed of initialisation and shuffling, the same on every rank "
                 "(above 2147483647 write it with an L suffix)."},
+    {"train.label_smoothing", MP_KEY_FLOAT, "0.0", GE(0), LT(1), CF(train.label_smoothing),
+     .meaning = "Label smoothing of the training loss (PyTorch's); test loss is plain."},
     {"train.eval_every", MP_KEY_INT, "1", GE(0), CF(train.eval_every),
      .meaning = "Epochs between test-set evaluations; 0 = only at the end."},
 
@@ -143,13 +147,58 @@ const mp_key mp_config_keys[] = {
 const int mp_config_nkeys = (int)(sizeof mp_config_keys / sizeof mp_config_keys[0]);
 
 const mp_key mp_layer_keys[] = {
-    {"type", MP_KEY_STRING, NULL, ONE_OF("linear", "relu"), LF(type),
-     .meaning = "Layer kind (required)."},
+    {"type", MP_KEY_STRING, NULL,
+     ONE_OF("linear", "relu", "conv2d", "batchnorm", "maxpool", "avgpool", "gavgpool", "dropout",
+            "flatten"),
+     LF(type), .meaning = "Layer kind (required)."},
     {"out", MP_KEY_INT, NULL, GE(1), LE(1000000), LF(out),
-     .meaning = "Output features: required for linear, not allowed for relu."},
+     .meaning = "linear: output features; conv2d: output channels (required for both)."},
+    {"kernel", MP_KEY_INT, NULL, GE(1), LE(64), LF(kernel),
+     .meaning = "conv2d, maxpool, avgpool: square kernel/window size (required)."},
+    {"stride", MP_KEY_INT, "0", GE(0), LE(64), LF(stride),
+     .meaning = "conv2d, maxpool, avgpool: stride; 0 = 1 for conv2d, the window for pools."},
+    {"pad", MP_KEY_INT, "0", GE(0), LE(64), LF(pad),
+     .meaning = "conv2d, maxpool, avgpool: zero padding on each side."},
+    {"dilation", MP_KEY_INT, "1", GE(1), LE(64), LF(dilation), .meaning = "conv2d: dilation."},
+    {"groups", MP_KEY_INT, "1", GE(1), LE(65536), LF(groups),
+     .meaning = "conv2d: groups (channels must divide by it)."},
+    {"bias", MP_KEY_BOOL, "true", LF(bias), .meaning = "conv2d: add a bias."},
+    {"p", MP_KEY_FLOAT, NULL, GE(0), LT(1), LF(p),
+     .meaning = "dropout: drop probability (required)."},
+    {"eps", MP_KEY_FLOAT, "1e-5", GT(0), LE(1), LF(eps), .meaning = "batchnorm: epsilon."},
+    {"momentum", MP_KEY_FLOAT, "0.1", GE(0), LE(1), LF(momentum),
+     .meaning = "batchnorm: running-statistics momentum (PyTorch's)."},
     {"name", MP_KEY_STRING, "\"\"", .flags = MP_KEY_IDENT, LF(name),
      .meaning = "Parameter name prefix of letters, digits, '_' and '.'; \"\" = layers.<index>."},
 };
+
+/* Which layer keys each type takes; the required ones first, up to `nrequired`. */
+static const struct {
+    const char *type;
+    int nrequired;
+    const char *keys[8];
+} mp_layer_rules[] = {
+    {"linear", 1, {"out"}},
+    {"conv2d", 2, {"out", "kernel", "stride", "pad", "dilation", "groups", "bias"}},
+    {"batchnorm", 0, {"eps", "momentum"}},
+    {"maxpool", 1, {"kernel", "stride", "pad"}},
+    {"avgpool", 1, {"kernel", "stride", "pad"}},
+    {"dropout", 1, {"p"}},
+};
+
+int mp_layer_key_rule(const char *type, const char *key)
+{
+    if (strcmp(key, "type") == 0 || strcmp(key, "name") == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof mp_layer_rules / sizeof mp_layer_rules[0]; i++) {
+        if (strcmp(mp_layer_rules[i].type, type) != 0)
+            continue;
+        for (int j = 0; j < 8 && mp_layer_rules[i].keys[j]; j++)
+            if (strcmp(mp_layer_rules[i].keys[j], key) == 0)
+                return j < mp_layer_rules[i].nrequired ? 2 : 1;
+    }
+    return 0;
+}
 const int mp_layer_nkeys = (int)(sizeof mp_layer_keys / sizeof mp_layer_keys[0]);
 
 const mp_key *mp_config_key_find(const char *path)

@@ -32,7 +32,7 @@ typedef enum mp_bound {
 #define MP_KEY_IDENT 2u    /* string: only [A-Za-z0-9_.] */
 #define MP_KEY_PRESET 4u   /* a parameter of the preset model: conflicts with model.layers */
 
-#define MP_KEY_MAX_ALLOWED 6
+#define MP_KEY_MAX_ALLOWED 12
 
 typedef struct mp_key {
     const char *path;    /* "optim.lr"; for mp_layer_keys the name inside one layer ("out") */
@@ -55,6 +55,10 @@ extern const int mp_config_nkeys;
 /* The keys of one entry of model.layers; offsets are into mp_layer_spec. */
 extern const mp_key mp_layer_keys[];
 extern const int mp_layer_nkeys;
+
+/* How layer `type` takes layer key `key`: 0 not allowed, 1 optional, 2 required ("type" and
+ * "name" are allowed for every type). */
+int mp_layer_key_rule(const char *type, const char *key);
 
 /* The accepted top-level groups, in the order the resolved text prints them. */
 extern const char *const mp_config_groups[];

@@ -122,9 +122,26 @@ static void tb_layers(text_buf *b, const mp_config *c)
         tb_printf(b, "    { type = ");
         tb_string(b, l->type);
         tb_printf(b, ";");
-        if (l->out > 0) {
-            tb_printf(b, " out = ");
-            tb_int(b, l->out);
+        for (int k = 0; k < mp_layer_nkeys; k++) {
+            const mp_key *lk = &mp_layer_keys[k];
+            if (strcmp(lk->path, "type") == 0 || strcmp(lk->path, "name") == 0 ||
+                !mp_layer_key_rule(l->type, lk->path))
+                continue;
+            const char *f = (const char *)l + lk->offset;
+            tb_printf(b, " %s = ", lk->path);
+            if (lk->type == MP_KEY_INT) {
+                int64_t v;
+                memcpy(&v, f, sizeof v);
+                tb_int(b, v);
+            } else if (lk->type == MP_KEY_FLOAT) {
+                double v;
+                memcpy(&v, f, sizeof v);
+                tb_float(b, v);
+            } else {
+                bool v;
+                memcpy(&v, f, sizeof v);
+                tb_printf(b, "%s", v ? "true" : "false");
+            }
             tb_printf(b, ";");
         }
         if (l->name[0]) {

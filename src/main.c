@@ -88,6 +88,10 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
             mp_config_print(&cfg, stdout);
             printf("\n");
             mp_model_summary(&t.model, stdout);
+            printf("bytes per rank (allocator counters):");
+            for (int k = 0; k < MP_MEM_NCAT; k++)
+                printf(" %s %lld%s", mp_mem_cat_name((mp_mem_cat)k),
+                       (long long)mp_mem_current((mp_mem_cat)k), k + 1 < MP_MEM_NCAT ? "," : "\n");
         }
         print_banner(&t, &cfg);
     }

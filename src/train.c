@@ -89,7 +89,7 @@ static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
-    MP_TRY(t->ops->softmax_xent(logits, t->y, t->scaler.scale, &res, &dl));
+    MP_TRY(t->ops->softmax_xent(logits, t->y, t->cfg->train.label_smoothing, t->scaler.scale, &res, &dl));
     MP_TRY(mp_model_backward(&t->model, &x, &dl));
     if (t->after_backward)
         t->after_backward(t, t->model.step, t->hook_arg);
@@ -147,7 +147,7 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         mp_xent_result res;
         st = mp_model_forward(&t->model, &x, false, &logits);
         if (st == MP_OK)
-            st = t->ops->softmax_xent(logits, t->y, 1.0, &res, NULL);
+            st = t->ops->softmax_xent(logits, t->y, 0.0, 1.0, &res, NULL);
         if (st != MP_OK)
             break;
         sums[0] += res.loss * (double)n;

@@ -11,6 +11,7 @@
 #include "engine/amp.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/presets.h"
 #include "engine/scaler.h"
 #include "engine/schedule.h"
 #include "io/dataset.h"

@@ -68,7 +68,8 @@ static mp_status build_model(mp_trainer *t)
         n = c->model.nlayers;
         memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)n);
     } else {
-        n = mp_model_mlp_specs(specs, c->model.hidden, c->model.nhidden, c->data.num_classes);
+        n = mp_preset_specs(c->model.preset, c->model.hidden, c->model.nhidden,
+                            c->data.num_classes, specs);
     }
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));

@@ -35,8 +35,8 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b);
 mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
-mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double grad_scale,
-                              mp_xent_result *out, mp_tensor *dlogits);
+mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
+                              double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
 mp_status mp_cpu_optim_step(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
                             const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2);
 mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite);

@@ -1,15 +1,52 @@
 /* Elementwise and row-broadcast ops on the CPU: bias add and its gradient, ReLU forward and
- * backward, scale, fill, convert. Each kernel is written once for every dtype. */
+ * backward, scale, fill, convert. Each kernel is written once for every dtype. The bias ops
+ * walk rows in memory order and convert half data in bulk (mp_convert) per tile. */
 #include "engine/backend_cpu/cpu.h"
 
-#define BIAS_ADD(T, ACC, LD, ST, y, b, rows, cols)                                 \
-    do {                                                                           \
-        T *yy = (y)->data;                                                         \
-        for (int64_t r = 0; r < (rows); r++)                                       \
-            for (int64_t j = 0; j < (cols); j++) {                                 \
-                ACC v = LD(yy[r * (cols) + j]) + (ACC)mp_load((b)->data, (b)->dtype, (size_t)j); \
-                yy[r * (cols) + j] = ST(v);                                        \
-            }                                                                      \
+enum { MP_BIAS_BLOCK = 1024 };
+
+/* The dtype of accumulator type ACC (float or double). */
+#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
+
+/* Element `off` of tensor t's storage, whatever its dtype. */
+static void *at(const mp_tensor *t, int64_t off)
+{
+    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
+}
+
+/* The bias ops walk (rows, cols) in tiles of up to MP_BIAS_BLOCK elements: width cw columns
+ * (all of them when they fit) and, when a tile spans whole rows, rpb rows. A tile of rows
+ * [r0, r0 + nr) and columns [j0, j0 + len) is contiguous: nr > 1 only when len == cols. */
+#define BIAS_TILES(rows, cols, cw, rpb)                                                    \
+    int64_t cw = (cols) < MP_BIAS_BLOCK ? (cols) : MP_BIAS_BLOCK;                          \
+    int64_t rpb = cw == (cols) && (cols) > 0 ? MP_BIAS_BLOCK / (cols) : 1
+
+/* y += b row by row: b is widened once per column tile, y's tiles are widened in bulk when y
+ * is not in the accumulator type, and each element is rounded once, as LD(y) + b then ST. */
+#define BIAS_ADD(T, ACC, LD, ST, y, b, rows, cols)                                         \
+    do {                                                                                   \
+        ACC bb[MP_BIAS_BLOCK], ybuf[MP_BIAS_BLOCK];                                        \
+        const mp_dtype adt = ACC_DTYPE(ACC);                                               \
+        BIAS_TILES(rows, cols, cw, rpb);                                                   \
+        (void)sizeof(T);                                                                   \
+        (void)LD;                                                                          \
+        (void)ST;                                                                          \
+        for (int64_t j0 = 0; j0 < (cols); j0 += cw) {                                      \
+            int64_t len = (cols) - j0 < cw ? (cols) - j0 : cw;                             \
+            mp_convert(bb, adt, at(b, j0), (b)->dtype, (size_t)len);                       \
+            for (int64_t r0 = 0; r0 < (rows); r0 += rpb) {                                 \
+                int64_t nr = (rows) - r0 < rpb ? (rows) - r0 : rpb;                        \
+                void *tile = at(y, r0 * (cols) + j0);                                      \
+                ACC *v = (y)->dtype == adt ? tile : ybuf;                                  \
+                if (v == ybuf)                                                             \
+                    mp_convert(ybuf, adt, tile, (y)->dtype, (size_t)(nr * len));           \
+                for (int64_t r = 0; r < nr; r++)                                           \
+                    for (int64_t j = 0; j < len; j++)                                      \
+                        v[r * len + j] = v[r * len + j] + bb[j];                           \
+                if (v == ybuf)                                                             \
+                    mp_convert(tile, (y)->dtype, ybuf, adt, (size_t)(nr * len));           \
+            }                                                                              \
+        }                                                                                  \
     } while (0)
 
 mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
@@ -20,15 +57,33 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
     return MP_OK;
 }
 
-#define BIAS_GRAD(T, ACC, LD, ST, dy, db, rows, cols)                              \
-    do {                                                                           \
-        const T *d = (dy)->data;                                                   \
-        for (int64_t j = 0; j < (cols); j++) {                                     \
-            ACC s = 0;                                                             \
-            for (int64_t r = 0; r < (rows); r++)                                   \
-                s += LD(d[r * (cols) + j]);                                        \
-            mp_store((db)->data, (db)->dtype, (size_t)j, (double)s);               \
-        }                                                                          \
+/* db = column sums of dy, accumulated row by row into one accumulator per column (rows in
+ * order 0..rows-1 for every column, as a column-by-column walk would add them), then rounded
+ * once to db's dtype. */
+#define BIAS_GRAD(T, ACC, LD, ST, dy, db, rows, cols)                                      \
+    do {                                                                                   \
+        ACC acc[MP_BIAS_BLOCK], dbuf[MP_BIAS_BLOCK];                                       \
+        const mp_dtype adt = ACC_DTYPE(ACC);                                               \
+        BIAS_TILES(rows, cols, cw, rpb);                                                   \
+        (void)sizeof(T);                                                                   \
+        (void)LD;                                                                          \
+        (void)ST;                                                                          \
+        for (int64_t j0 = 0; j0 < (cols); j0 += cw) {                                      \
+            int64_t len = (cols) - j0 < cw ? (cols) - j0 : cw;                             \
+            for (int64_t j = 0; j < len; j++)                                              \
+                acc[j] = 0;                                                                \
+            for (int64_t r0 = 0; r0 < (rows); r0 += rpb) {                                 \
+                int64_t nr = (rows) - r0 < rpb ? (rows) - r0 : rpb;                        \
+                const void *tile = at(dy, r0 * (cols) + j0);                               \
+                const ACC *v = (dy)->dtype == adt ? tile : dbuf;                           \
+                if (v == dbuf)                                                             \
+                    mp_convert(dbuf, adt, tile, (dy)->dtype, (size_t)(nr * len));          \
+                for (int64_t r = 0; r < nr; r++)                                           \
+                    for (int64_t j = 0; j < len; j++)                                      \
+                        acc[j] += v[r * len + j];                                          \
+            }                                                                              \
+            mp_convert(at(db, j0), (db)->dtype, acc, adt, (size_t)len);                    \
+        }                                                                                  \
     } while (0)
 
 mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)

@@ -1,11 +1,12 @@
 /* Softmax cross-entropy on the CPU: a numerically stable log-sum-exp per row, the mean loss
- * over the batch, the arg-max hit count, and the gradient (softmax - onehot) * scale / N.
+ * over the batch (with label smoothing), the arg-max hit count, and the gradient
+ * (softmax - target) * scale / N.
  * Computed in FP32 for FP32 and half logits (FP64 for FP64), as DESIGN §2 requires. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
 
-#define XENT(T, ACC, LD, ST, logits, labels, scale, out, dlogits, rows, cols)          \
+#define XENT(T, ACC, LD, ST, logits, labels, eps, scale, out, dlogits, rows, cols)     \
     do {                                                                               \
         const T *x = (logits)->data;                                                   \
         T *dx = (dlogits) ? (T *)(dlogits)->data : NULL;                               \
@@ -20,18 +21,21 @@
                     mx = LD(row[j]);                                                   \
                     best = j;                                                          \
                 }                                                                      \
-            ACC sum = 0;                                                               \
-            for (int64_t j = 0; j < (cols); j++)                                       \
+            ACC sum = 0, zsum = 0;                                                     \
+            for (int64_t j = 0; j < (cols); j++) {                                     \
                 sum += (ACC)exp((double)(LD(row[j]) - mx));                            \
+                zsum += LD(row[j]);                                                    \
+            }                                                                          \
             ACC lse = mx + (ACC)log((double)sum);                                      \
             int32_t y = (labels)[r];                                                   \
-            total += lse - LD(row[y]);                                                 \
+            ACC e = (ACC)(eps), on = (ACC)1 - e, off = e / (ACC)(cols);                \
+            total += on * (lse - LD(row[y])) + e * (lse - zsum / (ACC)(cols));         \
             hits += best == y;                                                         \
             if (dx) {                                                                  \
                 ACC g = (ACC)((scale) / (double)(rows));                               \
                 for (int64_t j = 0; j < (cols); j++) {                                 \
                     ACC p = (ACC)exp((double)(LD(row[j]) - lse));                      \
-                    dx[r * (cols) + j] = ST((p - (ACC)(j == y)) * g);                  \
+                    dx[r * (cols) + j] = ST((p - (j == y ? on + off : off)) * g);      \
                 }                                                                      \
             }                                                                          \
         }                                                                              \
@@ -39,8 +43,8 @@
         (out)->correct = hits;                                                         \
     } while (0)
 
-mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double grad_scale,
-                              mp_xent_result *out, mp_tensor *dlogits)
+mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
+                              double grad_scale, mp_xent_result *out, mp_tensor *dlogits)
 {
     int64_t rows = logits->shape[0], cols = mp_tensor_row(logits);
     MP_CPU_REQUIRE(rows > 0 && cols > 0, "softmax_xent");
@@ -49,6 +53,7 @@ mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, do
                    "softmax_xent");
     for (int64_t r = 0; r < rows; r++)
         MP_CPU_REQUIRE(labels[r] >= 0 && labels[r] < cols, "softmax_xent label");
-    MP_CPU_DISPATCH(logits->dtype, XENT, logits, labels, grad_scale, out, dlogits, rows, cols);
+    MP_CPU_DISPATCH(logits->dtype, XENT, logits, labels, smoothing, grad_scale, out, dlogits, rows,
+                    cols);
     return MP_OK;
 }

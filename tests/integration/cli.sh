@@ -26,6 +26,18 @@ dry=$("$MPDIST" "$TMP/layers.cfg" --dry-run)
 grep -Eq '^hidden +linear +\(N, 64\) +50240$' <<<"$dry" && grep -Eq '^head +linear +\(N, 10\) +650$' <<<"$dry" ||
   { echo "FAIL: explicit layers dry run"; echo "$dry"; exit 1; }
 
+cat >"$TMP/conv.cfg" <<'CFG'
+model: { layers = ( { type = "conv2d"; out = 8; kernel = 5; stride = 2; pad = 2; bias = false; },
+                    { type = "batchnorm"; }, { type = "relu"; }, { type = "maxpool"; kernel = 2; },
+                    { type = "gavgpool"; }, { type = "dropout"; p = 0.5; },
+                    { type = "linear"; out = 10; name = "head"; } ); };
+CFG
+dry=$("$MPDIST" "$TMP/conv.cfg" --dry-run --set amp.opt_level=O2)
+grep -Eq '^layers.0 +conv2d +\(N, 14, 14, 8\) +200$' <<<"$dry" && grep -Eq '^layers.3 +maxpool +\(N, 7, 7, 8\) +0$' <<<"$dry" &&
+  grep -Eq '^head +linear +\(N, 10\) +90$' <<<"$dry" && grep -q 'opt level O2 (fp16): weights fp16, master weights fp32' <<<"$dry" &&
+  grep -q '{ type = "conv2d"; out = 8; kernel = 5; stride = 2; pad = 2; dilation = 1; groups = 1; bias = false; }' <<<"$dry" ||
+  { echo "FAIL: conv layers dry run"; echo "$dry"; exit 1; }
+
 expect_exit 2 "no config file" "$MPDIST"
 expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --frobnicate
 expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set
@@ -55,6 +67,9 @@ bad_config enum 'enum.cfg:1: amp.opt_level: must be one of "O0", "O1", "O2", "O3
 bad_config layer "layer.cfg:1: model.layers.\\[0\\].out: missing" 'model: { layers = ( { type = "linear"; } ); };\n'
 bad_config classes "classes.cfg: model: the last layer \\(layers.1\\) produces 7 features but the data has 10 classes" 'model: { layers = ( { type = "linear"; out = 32; }, { type = "linear"; out = 7; } ); };\n'
 bad_config bigint "bigint.cfg:1: train.max_steps: integer 4294967396 does not fit in 32 bits" 'train: { max_steps = 4294967396; };\n'
+bad_config convkernel "convkernel.cfg:1: model.layers.\\[0\\].kernel: missing: required for conv2d layers" 'model: { layers = ( { type = "conv2d"; out = 8; } ); };\n'
+bad_config relukernel "relukernel.cfg:2: model.layers.\\[1\\].kernel: not allowed for relu layers" 'model: { layers = ( { type = "flatten"; },\n { type = "relu"; kernel = 3; } ); };\n'
+bad_config dropp "dropp.cfg:1: model.layers.\\[0\\].p: must be in \\[0, 1\\) \\(got 1\\)" 'model: { layers = ( { type = "dropout"; p = 1.0; } ); };\n'
 bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0" 'optim: { momentum = 0.0; nesterov = true; };\n'
 expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
 expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many

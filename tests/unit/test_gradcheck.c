@@ -10,6 +10,7 @@
 #include "engine/rng.h"
 
 #define EPS 1e-6
+#define LS 0.1 /* label smoothing in the cross-entropy check */
 #define RTOL 1e-6
 #define ATOL 1e-9
 
@@ -139,27 +140,29 @@ static void test_softmax_xent_backward(void **state)
     int32_t labels[3] = {0, 4, 2};
     mp_xent_result res;
     double scale = 8.0;
-    assert_int_equal(ops->softmax_xent(&z, labels, scale, &res, &dz), MP_OK);
+    assert_int_equal(ops->softmax_xent(&z, labels, LS, scale, &res, &dz), MP_OK);
     double num[15], ana[15];
     for (int i = 0; i < 15; i++) {
         double *p = &((double *)z.data)[i], keep = *p;
         mp_xent_result a, b;
         *p = keep + EPS;
-        ops->softmax_xent(&z, labels, 1.0, &a, NULL);
+        ops->softmax_xent(&z, labels, LS, 1.0, &a, NULL);
         *p = keep - EPS;
-        ops->softmax_xent(&z, labels, 1.0, &b, NULL);
+        ops->softmax_xent(&z, labels, LS, 1.0, &b, NULL);
         *p = keep;
         num[i] = scale * (a.loss - b.loss) / (2 * EPS);
         ana[i] = ((double *)dz.data)[i];
     }
     assert_close(ana, num, 15, ATOL, RTOL);
-    /* The loss itself: mean of -log softmax at the label, computed here independently. */
+    /* The loss itself: mean over rows of -sum_j target_j log softmax_j with the smoothed
+     * target (1 - LS) onehot + LS / C, computed here independently. */
     double want = 0;
     for (int r = 0; r < 3; r++) {
         double *row = (double *)z.data + r * 5, sum = 0;
         for (int j = 0; j < 5; j++)
             sum += exp(row[j]);
-        want += -(row[labels[r]] - log(sum)) / 3;
+        for (int j = 0; j < 5; j++)
+            want -= ((j == labels[r] ? 1 - LS : 0) + LS / 5) * (row[j] - log(sum)) / 3;
     }
     assert_close(&res.loss, &want, 1, 1e-12, 1e-12);
     mp_tensor_free(&z);
@@ -174,7 +177,7 @@ static double chain_loss(mp_layer *l, mp_tensor *x, mp_tensor *h, mp_tensor *a, 
     assert_int_equal(l[0].cls->forward(&l[0], x, h, true), MP_OK);
     assert_int_equal(l[1].cls->forward(&l[1], h, a, true), MP_OK);
     assert_int_equal(l[2].cls->forward(&l[2], a, z, true), MP_OK);
-    assert_int_equal(ops->softmax_xent(z, labels, 1.0, &res, NULL), MP_OK);
+    assert_int_equal(ops->softmax_xent(z, labels, 0.0, 1.0, &res, NULL), MP_OK);
     return res.loss;
 }
 
@@ -197,7 +200,7 @@ static void test_chain_backward(void **state)
     int32_t labels[2] = {1, 2};
     chain_loss(l, &x, &h, &a, &z, labels);
     mp_xent_result res;
-    ops->softmax_xent(&z, labels, 1.0, &res, &dz);
+    ops->softmax_xent(&z, labels, 0.0, 1.0, &res, &dz);
     assert_int_equal(l[2].cls->backward(&l[2], &a, &z, &dz, &da), MP_OK);
     assert_int_equal(l[1].cls->backward(&l[1], &h, &a, &da, &dh), MP_OK);
     assert_int_equal(l[0].cls->backward(&l[0], &x, &h, &dh, NULL), MP_OK);

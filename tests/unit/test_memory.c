@@ -1,0 +1,92 @@
+/* Byte accounting: the allocator's own counters for the cnn_bn preset (28x28x1 inputs, batch 64,
+ * SGD with momentum) match the sizes the architecture implies, computed here by hand, at O0 and
+ * O2; and O2 needs at most 0.55x O0's activation + weight + gradient bytes. */
+#include "tests/util/test_util.h"
+
+#include <string.h>
+
+#include "engine/optim.h"
+#include "engine/presets.h"
+
+#define BATCH 64
+
+/* Parameters padded to 16 elements each, as the flat buffers lay them out. */
+static int64_t padded(const int64_t *numel, int n)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += (numel[i] + 15) / 16 * 16;
+    return s;
+}
+
+typedef struct usage {
+    int64_t bytes[MP_MEM_NCAT];
+} usage;
+
+static usage build(mp_opt_level level, mp_model *m, mp_optimizer *o)
+{
+    usage before, after;
+    for (int k = 0; k < MP_MEM_NCAT; k++)
+        before.bytes[k] = mp_mem_current((mp_mem_cat)k);
+    mp_layer_spec specs[MP_MAX_LAYERS];
+    int n = mp_preset_specs("cnn_bn", NULL, 0, 10, specs);
+    int64_t in[3] = {28, 28, 1};
+    mp_amp_defaults d = mp_amp_level_defaults(level, MP_F16);
+    mp_amp_policy amp = mp_amp_resolve(level, MP_F16, d.keep_batchnorm_fp32, d.master_weights,
+                                       d.loss_scale, false);
+    assert_int_equal(mp_model_build(m, mp_backend_cpu(), specs, n, in, 10, BATCH, &amp), MP_OK);
+    mp_optim_args h = {.kind = MP_OPTIM_SGD, .momentum = 0.9};
+    mp_optimizer_init(o, mp_backend_cpu(), &m->params, &h);
+    for (int k = 0; k < MP_MEM_NCAT; k++)
+        after.bytes[k] = mp_mem_current((mp_mem_cat)k) - before.bytes[k];
+    return after;
+}
+
+static void test_counters_match_the_architecture(void **state)
+{
+    (void)state;
+    /* conv1 32x3x3x1, conv2 64x3x3x32, fc1 3136x128 + 128, fc2 128x10 + 10 (convs have no bias);
+     * bn1 32 + 32, bn2 64 + 64; BN buffers: 4 per channel (running mean/var, saved mean/invstd). */
+    const int64_t weights[] = {288, 18432, 401408, 128, 1280, 10}, norm[] = {32, 32, 64, 64};
+    int64_t wp = padded(weights, 6), np = padded(norm, 4), buffers = 4 * (32 + 64) * 4;
+    /* Activations per sample: conv1, bn1, relu1 28x28x32; pool1 14x14x32; conv2, bn2, relu2
+     * 14x14x64; pool2, flatten 7x7x64; fc1, relu3, dropout 128; fc2 10. */
+    int64_t acts = 3 * 25088 + 6272 + 3 * 12544 + 2 * 3136 + 3 * 128 + 10;
+    int64_t dbuf = 2 * 25088; /* two activation-gradient buffers of the widest activation */
+
+    mp_model m;
+    mp_optimizer o;
+    usage u0 = build(MP_O0, &m, &o);
+    assert_int_equal(u0.bytes[MP_MEM_WEIGHTS], (wp + np) * 4 + buffers);
+    assert_int_equal(u0.bytes[MP_MEM_MASTER], 0);
+    assert_int_equal(u0.bytes[MP_MEM_GRADS], (wp + np) * 4);
+    assert_int_equal(u0.bytes[MP_MEM_OPTIM], (wp + np) * 4);
+    assert_int_equal(u0.bytes[MP_MEM_ACTIVATIONS], (acts + dbuf) * BATCH * 4);
+    mp_optimizer_free(&o);
+    mp_model_free(&m);
+
+    usage u2 = build(MP_O2, &m, &o);
+    assert_int_equal(u2.bytes[MP_MEM_WEIGHTS], wp * 2 + np * 4 + buffers); /* BN params FP32 */
+    assert_int_equal(u2.bytes[MP_MEM_MASTER], wp * 4);
+    assert_int_equal(u2.bytes[MP_MEM_GRADS], wp * 2 + np * 4);
+    assert_int_equal(u2.bytes[MP_MEM_OPTIM], (wp + np) * 4);
+    assert_int_equal(u2.bytes[MP_MEM_ACTIVATIONS], (acts + dbuf) * BATCH * 2);
+    mp_optimizer_free(&o);
+    mp_model_free(&m);
+
+    double awg0 = (double)(u0.bytes[MP_MEM_ACTIVATIONS] + u0.bytes[MP_MEM_WEIGHTS] +
+                           u0.bytes[MP_MEM_GRADS]);
+    double awg2 = (double)(u2.bytes[MP_MEM_ACTIVATIONS] + u2.bytes[MP_MEM_WEIGHTS] +
+                           u2.bytes[MP_MEM_GRADS]);
+    if (awg2 > 0.55 * awg0)
+        fail_msg("O2 uses %.3f of O0's activation + weight + gradient bytes", awg2 / awg0);
+    /* Everything was given back. */
+    assert_int_equal(mp_mem_current(MP_MEM_ACTIVATIONS), 0);
+    assert_int_equal(mp_mem_current(MP_MEM_WEIGHTS), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_counters_match_the_architecture)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
