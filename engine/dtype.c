@@ -98,6 +98,7 @@ __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(uint16_t *dst, c
             _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
     }
     f32_to_f16_soft(dst + i, src + i, n - i);
+    _mm256_zeroupper(); /* no AVX-to-SSE transition penalty in the caller's SSE code */
 }
 
 __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(float *dst, const uint16_t *src,
@@ -113,6 +114,7 @@ __attribute__((target("f16c,avx"))) static void f16_to_f32_f16c(float *dst, cons
             _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
     }
     f16_to_f32_soft(dst + i, src + i, n - i);
+    _mm256_zeroupper();
 }
 #endif
 

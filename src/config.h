@@ -19,7 +19,9 @@ typedef struct mp_config {
         char format[16];    /* "idx" */
         int64_t batch_size; /* per rank */
         int64_t num_classes;
-        double mean, std;   /* normalisation of pixel/255 */
+        double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
+        bool augment;       /* random crop (pad_crop) and horizontal flip of training images */
+        int64_t pad_crop;
         bool shuffle, drop_last;
         int64_t train_limit, test_limit; /* 0 = all samples */
     } data;

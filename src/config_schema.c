@@ -24,14 +24,21 @@ const int mp_config_ngroups = (int)(sizeof mp_config_groups / sizeof mp_config_g
 const mp_key mp_config_keys[] = {
     {"data.path", MP_KEY_STRING, "\"/usr/share/datasets/fashion-mnist\"", .flags = MP_KEY_NONEMPTY,
      CF(data.path), .meaning = "Directory with the dataset files."},
-    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx"), CF(data.format),
-     .meaning = "Dataset file format."},
+    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx", "cifar10"), CF(data.format),
+     .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]) or cifar10 (the "
+                "binary version: data_batch_1..5.bin, test_batch.bin)."},
+    {"data.augment", MP_KEY_BOOL, "false", CF(data.augment),
+     .meaning = "Random crop after zero padding by data.pad_crop, and horizontal flip, of "
+                "training images; deterministic per (train.seed, epoch, sample)."},
+    {"data.pad_crop", MP_KEY_INT, "4", GE(0), LE(64), CF(data.pad_crop),
+     .meaning = "Padding of the random crop (data.augment)."},
     {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),
      .meaning = "Samples per step on each rank (the global batch is this times the ranks)."},
     {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(256), CF(data.num_classes),
      .meaning = "Number of classes: the output features of the last layer."},
     {"data.mean", MP_KEY_FLOAT, "0.2860", CF(data.mean),
-     .meaning = "Normalisation: inputs are (pixel/255 - mean) / std."},
+     .meaning = "Normalisation: inputs are (pixel/255 - mean) / std. cifar10 without mean/std "
+                "given: per channel (0.4914, 0.4822, 0.4465) / (0.2470, 0.2435, 0.2616)."},
     {"data.std", MP_KEY_FLOAT, "0.3530", GT(0), CF(data.std),
      .meaning = "Normalisation divisor (see data.mean)."},
     {"data.shuffle", MP_KEY_BOOL, "true", CF(data.shuffle),

@@ -77,14 +77,15 @@ static mp_status apply_gradients(mp_trainer *t, double lr, bool *skipped)
     return MP_OK;
 }
 
-static mp_status train_step(mp_trainer *t, int64_t batch, double lr, mp_window *w, double *loss,
-                            bool *skipped)
+static mp_status train_step(mp_trainer *t, int64_t epoch, int64_t batch, double lr, mp_window *w,
+                            double *loss, bool *skipped)
 {
     const mp_config *c = t->cfg;
     int64_t b = c->data.batch_size, first = batch * b;
     int64_t n = t->sampler.num_local - first < b ? t->sampler.num_local - first : b;
-    mp_dataset_batch(&t->train, t->sampler.local + first, n, c->data.mean, c->data.std,
-                     t->x.dtype, t->x.data, t->y);
+    mp_dataset_batch_augmented(&t->train, t->sampler.local + first, n, t->mean, t->std,
+                               c->train.seed, epoch, c->data.augment ? (int)c->data.pad_crop : 0,
+                               c->data.augment, t->x.dtype, t->x.data, t->y);
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
     const mp_tensor *logits;
     mp_xent_result res;
@@ -140,8 +141,8 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         int64_t n = 0;
         for (int64_t i = start; i < t->test.count && n < b; i += t->comm->size)
             idx[n++] = i;
-        mp_dataset_batch(&t->test, idx, n, c->data.mean, c->data.std, t->x.dtype, t->x.data,
-                         t->y);
+        mp_dataset_batch_augmented(&t->test, idx, n, t->mean, t->std, 0, 0, 0, false, t->x.dtype,
+                                   t->x.data, t->y);
         mp_tensor x = mp_tensor_batch(&t->x, n);
         const mp_tensor *logits;
         mp_xent_result res;
@@ -214,7 +215,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
             int64_t before = w.images;
             bool skipped;
             t->model.step = step;
-            MP_TRY(train_step(t, b, lr, &w, &loss, &skipped));
+            MP_TRY(train_step(t, epoch, b, lr, &w, &loss, &skipped));
             images += w.images - before;
             step++;
             if (step % c->log.every == 0 || step == t->total_steps)

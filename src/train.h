@@ -14,6 +14,7 @@
 #include "engine/presets.h"
 #include "engine/scaler.h"
 #include "engine/schedule.h"
+#include "io/augment.h"
 #include "io/dataset.h"
 #include "io/metrics.h"
 #include "io/progress.h"
@@ -44,6 +45,7 @@ typedef struct mp_trainer {
     mp_tensor x, dlogits;   /* (batch, H, W, C) input (the policy's input dtype) and
                                (batch, classes) loss gradient (the logits' dtype) */
     int32_t *y;             /* (batch) labels */
+    double mean[3], std[3]; /* per-channel normalisation */
     int64_t steps_per_epoch, total_steps;
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_progress progress;

@@ -18,10 +18,24 @@ static mp_status check_supported(const mp_config *c)
 static mp_status load_data(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
-    MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
-                       c->data.train_limit));
-    MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
-                       c->data.test_limit));
+    if (strcmp(c->data.format, "cifar10") == 0) {
+        MP_TRY(mp_cifar10_load(&t->train, c->data.path, "train", c->data.train_limit));
+        MP_TRY(mp_cifar10_load(&t->test, c->data.path, "test", c->data.test_limit));
+        if (c->data.num_classes != 10)
+            return mp_fail(MP_EUSAGE, "%s: data.num_classes: cifar10 has 10 classes (got %lld)",
+                           c->path, (long long)c->data.num_classes);
+    } else {
+        MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
+                           c->data.train_limit));
+        MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
+                           c->data.test_limit));
+    }
+    static const double cifar_mean[3] = {0.4914, 0.4822, 0.4465}, cifar_std[3] = {0.2470, 0.2435, 0.2616};
+    bool per_channel = strcmp(c->data.format, "cifar10") == 0;
+    for (int k = 0; k < 3; k++) {
+        t->mean[k] = per_channel && !mp_config_given(c, "data.mean") ? cifar_mean[k] : c->data.mean;
+        t->std[k] = per_channel && !mp_config_given(c, "data.std") ? cifar_std[k] : c->data.std;
+    }
     if (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c)
         return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",
                        c->data.path, t->train.h, t->train.w, t->train.c, t->test.h, t->test.w,

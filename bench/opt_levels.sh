@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The seed articles' table: trains the Fashion-MNIST MLP and cnn_bn at O0, O1, O2, O3 (fp16)
+# and O2 (bf16) on 2 ranks, side by side, and prints level, wall time, images/s, peak bytes by
+# category, test accuracy, skipped steps and the final loss scale (runs/bench-opt/table.txt and
+# table.csv), and draws each model's loss curves at every level in one PNG (gnuplot).
+# Usage: bench/opt_levels.sh [MODEL...] [-- extra mpdist args]   (MODEL: mlp, cnn_bn)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash launch/deps.sh gnuplot-nox
+bash launch/build.sh build >/dev/null
+source launch/env.sh
+models=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=("$1"); shift; done
+[ "${1:-}" = -- ] && shift
+extra=("$@")
+[ ${#models[@]} -gt 0 ] || models=(mlp cnn_bn)
+np=${MPDIST_BENCH_RANKS:-2}
+out=runs/bench-opt
+mkdir -p "$out"
+csv=$out/table.csv
+echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale" >"$csv"
+runs=("O0 fp16" "O1 fp16" "O2 fp16" "O3 fp16" "O2 bf16")
+num() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" "$2" | tail -1; }
+for model in "${models[@]}"; do
+  cfg=configs/fashion-mnist-mlp.cfg
+  [ "$model" = cnn_bn ] && cfg=configs/fashion-mnist-cnn-bn.cfg
+  for r in "${runs[@]}"; do
+    set -- $r
+    tag=$model-$1-$2
+    m=$out/$tag.jsonl
+    rc=0
+    mpirun -np "$np" build/mpdist "$cfg" --set amp.opt_level=$1 --set amp.half=$2 \
+      --set log.progress=none --set log.every=20 --set "log.metrics=\"$m\"" "${extra[@]}" \
+      >"$out/$tag.log" 2>&1 || rc=$?
+    if [ $rc = 0 ]; then
+      s=$(grep '"type":"summary"' "$m")
+      mem() { sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p" <<<"${s#*mem_bytes}"; }
+      echo "$model,$1,$2,ok,$(num wall_s <(echo "$s")),$(num images_per_s <(echo "$s")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$s")),$(num skipped_steps <(echo "$s")),$(num loss_scale <(echo "$s"))" >>"$csv"
+    else
+      why=$(grep -m1 '^mpdist: error:' "$out/$tag.log" | sed 's/^mpdist: error: //; s/,/;/g')
+      echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,," >>"$csv"
+    fi
+    grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true
+  done
+  plot="set terminal pngcairo size 900,540; set output '$out/loss-$model.png'; set title 'Fashion-MNIST $model: training loss by opt level ($np ranks)'; set xlabel 'step'; set ylabel 'loss (mean over ranks)'; set logscale y; set key top right; plot"
+  sep=""
+  for r in "${runs[@]}"; do set -- $r; plot="$plot$sep '$out/$model-$1-$2.dat' using 1:2 with lines title '$1 $2'"; sep=","; done
+  command -v gnuplot >/dev/null && gnuplot -e "$plot" || echo "bench: gnuplot missing, no plot" >&2
+done
+awk -F, 'NR == 1 { printf "%-7s %-3s %-5s %8s %9s %9s %9s %9s %9s %11s %9s %8s %9s  %s\n", "model", "lvl", "half", "wall_s", "images/s", "weights", "master", "grads", "optim", "activations", "accuracy", "skipped", "scale", "status"; next }
+  { printf "%-7s %-3s %-5s %8.1f %9.0f %9.2f %9.2f %9.2f %9.2f %11.2f %9.4f %8d %9g  %s\n", $1, $2, $3, $5, $6, $7/1048576, $8/1048576, $9/1048576, $10/1048576, $11/1048576, $12, $13, $14, $4 }' "$csv" | tee "$out/table.txt"
+echo "(bytes in MiB: peak per rank, from the engine's allocator counters; plots: $out/loss-*.png)"
