@@ -133,14 +133,14 @@ static mp_status declare_params(mp_model *m)
     return MP_OK;
 }
 
-/* The dtype a layer produces from an input of dtype `in` under the model's policy. */
+/* The dtype a layer produces from an input of dtype `in` under the model's policy: GEMM/conv
+ * layers the compute dtype, every other layer its input's (BatchNorm always computes in FP32
+ * with FP32 statistics and rounds its output once). */
 static mp_dtype output_dtype(const mp_model *m, const mp_layer *l, mp_dtype in)
 {
     const char *type = l->cls->type;
     if (strcmp(type, "linear") == 0 || strcmp(type, "conv2d") == 0)
         return m->amp.compute;
-    if (strcmp(type, "batchnorm") == 0 && m->amp.level == MP_O1)
-        return MP_F32;
     return in;
 }
 

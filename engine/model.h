@@ -52,7 +52,8 @@ typedef struct mp_model {
 /* Builds the layers of `specs` for inputs of per-sample shape in_shape (H, W, C) and batches of
  * up to max_batch, allocating parameters, gradients, buffers and activations in the dtypes the
  * opt-level policy `amp` says (NULL: O0, all FP32). GEMM/conv layers produce the compute dtype,
- * BatchNorm produces FP32 at O1, other layers keep their input's dtype. The last layer must
+ * other layers keep their input's dtype (BatchNorm computes in FP32 whatever it stores). The
+ * last layer must
  * produce num_classes features. MP_EUSAGE with a message naming the layer for a bad spec. */
 mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
                          const int64_t in_shape[3], int64_t num_classes, int64_t max_batch,
