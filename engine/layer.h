@@ -13,6 +13,7 @@
 #define MP_LAYER_MAX_PARAMS 4
 
 typedef struct mp_layer mp_layer;
+typedef struct mp_block mp_block;
 
 typedef struct mp_layer_class {
     const char *type;
@@ -58,7 +59,46 @@ struct mp_layer {
     double dropout_p;   /* dropout */
     uint64_t seed;      /* dropout: the run's seed, set by the owner */
     int64_t step;       /* dropout: the training step, set by the owner before forward */
+    mp_block *block;    /* residual blocks: their inner layers (owned), else NULL */
 };
+
+/* A sequence of layers with the planned storage of their outputs (and of their inputs cast to
+ * the compute dtype where a GEMM/conv layer needs it). */
+typedef struct mp_seq {
+    mp_layer *layers;
+    int n;
+    mp_tensor *acts;  /* (n): each layer's output (max_batch, ...) */
+    mp_tensor *xcast; /* (n): empty unless the layer's input is cast */
+} mp_seq;
+
+#define MP_BLOCK_MAX 8
+
+/* A residual block: y = [relu](main(x) + shortcut(x)), shortcut = identity or projection. */
+struct mp_block {
+    mp_layer main[MP_BLOCK_MAX], shortcut[2];
+    int nmain, nshortcut;
+    mp_tensor main_acts[MP_BLOCK_MAX], main_xcast[MP_BLOCK_MAX], sc_acts[2], sc_xcast[2];
+    mp_tensor gbuf[2]; /* ping-pong activation gradients inside the block */
+    mp_tensor gsum;    /* gradient at the addition (after the ReLU's backward) */
+    mp_tensor gsc;     /* the projection shortcut's input gradient */
+    bool post_relu;
+};
+
+/* The block's main path and shortcut as sequences. */
+mp_seq mp_block_main(mp_block *b);
+mp_seq mp_block_shortcut(mp_block *b);
+
+/* Sets up a residual block over an (H, W, C) input with `out` output channels:
+ *   basic      conv3x3(stride)-bn-relu-conv3x3-bn, + shortcut, relu (ResNet);
+ *   bottleneck conv1x1(width)-bn-relu-conv3x3(width, stride, groups)-bn-relu-conv1x1(out)-bn,
+ *              + shortcut, relu (ResNet bottleneck; ResNeXt with groups > 1);
+ *   wide       bn-relu-conv3x3(stride)-bn-relu-[dropout p]-conv3x3, + shortcut (pre-activation
+ *              Wide ResNet; the projection reads x itself).
+ * The shortcut is a 1x1 convolution (with stride) and batchnorm when the shape changes, else
+ * the identity. Convolutions have no bias. MP_EUSAGE naming the block for a bad setting. */
+mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                 const int64_t in_shape[3], const char *kind, int64_t out,
+                                 int64_t stride, int64_t groups, int64_t width, double p);
 
 /* Per-sample element count of a (H, W, C) shape. */
 int64_t mp_shape_numel(const int64_t shape[3]);

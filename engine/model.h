@@ -16,7 +16,8 @@
 #define MP_MAX_LAYERS 64
 
 /* One layer as a config describes it. Types: linear, relu, conv2d, batchnorm, maxpool,
- * avgpool, gavgpool (global average pooling), dropout, flatten. */
+ * avgpool, gavgpool (global average pooling), dropout, flatten, and the residual blocks basic,
+ * bottleneck and wide (see mp_layer_residual_init). */
 typedef struct mp_layer_spec {
     char type[16];
     char name[48];    /* parameter name prefix; "" means "layers.<index>" */
@@ -27,7 +28,8 @@ typedef struct mp_layer_spec {
     int64_t dilation; /* conv2d (0 or 1: none) */
     int64_t groups;   /* conv2d (0 or 1: dense) */
     bool bias;        /* conv2d: with a bias */
-    double p;         /* dropout probability */
+    double p;         /* dropout probability (wide blocks: optional) */
+    int64_t width;    /* bottleneck: inner width */
     double eps, momentum; /* batchnorm */
 } mp_layer_spec;
 

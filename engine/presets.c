@@ -45,14 +45,89 @@ static int cnn_specs(bool bn, int64_t num_classes, mp_layer_spec *specs)
     return n;
 }
 
-int mp_preset_specs(const char *name, const int64_t *hidden, int nhidden, int64_t num_classes,
+static void stem(mp_layer_spec *specs, int *n, int64_t channels, bool bn)
+{
+    mp_layer_spec *c = add(specs, n, "conv2d", "conv1");
+    c->out = channels;
+    c->kernel = 3;
+    c->pad = 1;
+    c->bias = false;
+    if (bn) {
+        add(specs, n, "batchnorm", "bn1");
+        add(specs, n, "relu", "relu1");
+    }
+}
+
+static int head(mp_layer_spec *specs, int n, int64_t num_classes)
+{
+    add(specs, &n, "gavgpool", "pool");
+    add(specs, &n, "linear", "fc")->out = num_classes;
+    return n;
+}
+
+/* Three stages of `per` blocks of `kind` with out[s] channels, strides 1, 2, 2. */
+static int stages(mp_layer_spec *specs, int n, const char *kind, int64_t per, const int64_t out[3],
+                  const int64_t width[3], int64_t groups, double p)
+{
+    for (int s = 0; s < 3; s++)
+        for (int64_t b = 0; b < per; b++) {
+            char name[48];
+            snprintf(name, sizeof name, "layer%d.%lld", s + 1, (long long)b);
+            mp_layer_spec *l = add(specs, &n, kind, name);
+            l->out = out[s];
+            l->stride = (s > 0 && b == 0) ? 2 : 1;
+            l->width = width[s];
+            l->groups = groups;
+            l->p = p;
+        }
+    return n;
+}
+
+static int bad_depth(const char *name, int64_t depth, const char *rule)
+{
+    mp_fail(MP_EUSAGE, "model.depth: %s needs depth = %s (got %lld)", name, rule,
+            (long long)depth);
+    return -1;
+}
+
+int mp_preset_specs(const char *name, const mp_preset_args *a, int64_t num_classes,
                     mp_layer_spec *specs)
 {
+    int n = 0;
     if (strcmp(name, "mlp") == 0)
-        return mp_model_mlp_specs(specs, hidden, nhidden, num_classes);
+        return mp_model_mlp_specs(specs, a->hidden, a->nhidden, num_classes);
     if (strcmp(name, "cnn") == 0)
         return cnn_specs(false, num_classes, specs);
     if (strcmp(name, "cnn_bn") == 0)
         return cnn_specs(true, num_classes, specs);
+    if (strcmp(name, "resnet20") == 0) {
+        int64_t d = a->depth ? a->depth : 20;
+        if (d < 8 || (d - 2) % 6 || (d - 2) / 6 * 3 + 6 > MP_MAX_LAYERS)
+            return bad_depth(name, d, "6n + 2");
+        const int64_t out[3] = {16, 32, 64}, none[3] = {0, 0, 0};
+        stem(specs, &n, 16, true);
+        return head(specs, stages(specs, n, "basic", (d - 2) / 6, out, none, 1, 0.0), num_classes);
+    }
+    if (strcmp(name, "wrn") == 0) {
+        int64_t d = a->depth ? a->depth : 16, k = a->widen;
+        if (d < 10 || (d - 4) % 6 || (d - 4) / 6 * 3 + 6 > MP_MAX_LAYERS)
+            return bad_depth(name, d, "6n + 4");
+        const int64_t out[3] = {16 * k, 32 * k, 64 * k}, none[3] = {0, 0, 0};
+        stem(specs, &n, 16, false);
+        n = stages(specs, n, "wide", (d - 4) / 6, out, none, 1, a->dropout);
+        add(specs, &n, "batchnorm", "bn_final");
+        add(specs, &n, "relu", "relu_final");
+        return head(specs, n, num_classes);
+    }
+    if (strcmp(name, "resnext") == 0) {
+        int64_t d = a->depth ? a->depth : 29, c = a->cardinality, w = a->width;
+        if (d < 11 || (d - 2) % 9 || (d - 2) / 9 * 3 + 6 > MP_MAX_LAYERS)
+            return bad_depth(name, d, "9n + 2");
+        const int64_t out[3] = {256, 512, 1024}, width[3] = {c * w, 2 * c * w, 4 * c * w};
+        stem(specs, &n, 64, true);
+        return head(specs, stages(specs, n, "bottleneck", (d - 2) / 9, out, width, c, 0.0),
+                    num_classes);
+    }
+    mp_fail(MP_EUSAGE, "model.preset: unknown preset '%s'", name);
     return -1;
 }

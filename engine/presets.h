@@ -6,14 +6,30 @@
 
 #include "engine/model.h"
 
-/* Writes the layer specs of preset `name` for inputs of per-sample shape in_shape (H, W, C) and
- * num_classes outputs into specs (room for MP_MAX_LAYERS) and returns how many, or -1 for an
- * unknown name. Presets:
- *   mlp     linear(hidden[i]) + relu for each hidden width, then linear(num_classes);
- *   cnn     conv 32 3x3 - relu - maxpool 2 - conv 64 3x3 - relu - maxpool 2 - linear 128 -
- *           relu - dropout 0.25 - linear(num_classes) (hidden is ignored);
- *   cnn_bn  the same with batchnorm after each conv (convs without bias). */
-int mp_preset_specs(const char *name, const int64_t *hidden, int nhidden, int64_t num_classes,
+typedef struct mp_preset_args {
+    const int64_t *hidden; /* mlp */
+    int nhidden;
+    int64_t depth;         /* resnet20, wrn, resnext; 0: 20, 16, 29 */
+    int64_t widen;         /* wrn */
+    int64_t cardinality, width; /* resnext */
+    double dropout;        /* wrn */
+} mp_preset_args;
+
+/* Writes the layer specs of preset `name` with num_classes outputs into specs (room for
+ * MP_MAX_LAYERS) and returns how many; -1 with an MP_EUSAGE message for an unknown name or a
+ * depth the architecture cannot have. Presets:
+ *   mlp       linear(hidden[i]) + relu for each hidden width, then linear(num_classes);
+ *   cnn       conv 32 3x3 - relu - maxpool 2 - conv 64 3x3 - relu - maxpool 2 - linear 128 -
+ *             relu - dropout 0.25 - linear (hidden is ignored);
+ *   cnn_bn    the same with batchnorm after each conv (convs without bias);
+ *   resnet20  He et al.'s CIFAR ResNet: conv 16 - bn - relu, three stages of n basic blocks
+ *             (16, 32, 64 channels; strides 1, 2, 2; depth = 6n + 2), global average pool, linear;
+ *   wrn       Zagoruyko and Komodakis's WRN-depth-widen: conv 16, three stages of n wide blocks
+ *             (16k, 32k, 64k; depth = 6n + 4), bn - relu, global average pool, linear;
+ *   resnext   Xie et al.'s CIFAR ResNeXt: conv 64 - bn - relu, three stages of n bottleneck
+ *             blocks (256, 512, 1024 channels; inner width cardinality x width x 2^stage;
+ *             depth = 9n + 2), global average pool, linear. */
+int mp_preset_specs(const char *name, const mp_preset_args *a, int64_t num_classes,
                     mp_layer_spec *specs);
 
 #endif

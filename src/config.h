@@ -29,6 +29,8 @@ typedef struct mp_config {
         char preset[32];                 /* "mlp" | "custom" (set when model.layers is given) */
         int64_t hidden[MP_MAX_HIDDEN];
         int nhidden;
+        int64_t depth, widen, cardinality, width; /* resnet20, wrn, resnext */
+        double dropout;                           /* wrn */
         mp_layer_spec layers[MP_MAX_LAYERS];
         int nlayers;                     /* > 0 when model.layers was given */
     } model;

@@ -82,8 +82,11 @@ static mp_status build_model(mp_trainer *t)
         n = c->model.nlayers;
         memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)n);
     } else {
-        n = mp_preset_specs(c->model.preset, c->model.hidden, c->model.nhidden,
-                            c->data.num_classes, specs);
+        mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
+                             c->model.cardinality, c->model.width, c->model.dropout};
+        n = mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs);
+        if (n < 0)
+            return mp_fail(MP_EUSAGE, "%s: %s", c->path, mp_error_message());
     }
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));

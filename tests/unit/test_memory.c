@@ -29,7 +29,8 @@ static usage build(mp_opt_level level, mp_model *m, mp_optimizer *o)
     for (int k = 0; k < MP_MEM_NCAT; k++)
         before.bytes[k] = mp_mem_current((mp_mem_cat)k);
     mp_layer_spec specs[MP_MAX_LAYERS];
-    int n = mp_preset_specs("cnn_bn", NULL, 0, 10, specs);
+    mp_preset_args pa = {0};
+    int n = mp_preset_specs("cnn_bn", &pa, 10, specs);
     int64_t in[3] = {28, 28, 1};
     mp_amp_defaults d = mp_amp_level_defaults(level, MP_F16);
     mp_amp_policy amp = mp_amp_resolve(level, MP_F16, d.keep_batchnorm_fp32, d.master_weights,

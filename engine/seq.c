@@ -1,0 +1,237 @@
+/* Sequence mechanics shared by the model and residual blocks; see seq.h. */
+#include "engine/seq.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/rng.h"
+
+mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix)
+{
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        for (int j = 0; j < l->nparams; j++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s%s.%s", prefix, l->name, l->param_suffix[j]);
+            int group = l->param_norm[j] ? MP_GROUP_NORM : MP_GROUP_WEIGHTS;
+            if (mp_params_add(p, name, group, l->param_ndim[j], l->param_shape[j]) < 0)
+                return mp_fail(MP_EUSAGE, "model: parameter name '%s' is used twice", name);
+        }
+        if (l->block) {
+            char inner[96];
+            snprintf(inner, sizeof inner, "%s%s.", prefix, l->name);
+            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
+            MP_TRY(mp_seq_declare(&m, p, inner));
+            MP_TRY(mp_seq_declare(&sc, p, inner));
+        }
+    }
+    return MP_OK;
+}
+
+void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k)
+{
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        for (int j = 0; j < l->nparams; j++, (*k)++) {
+            l->w[j] = mp_params_value(p, *k);
+            l->dw[j] = mp_params_grad(p, *k);
+        }
+        /* FP32 statistics, FP64 for an FP64 model (gradient checks). */
+        mp_dtype bdt = p->groups[MP_GROUP_NORM].spec.model == MP_F64 ? MP_F64 : MP_F32;
+        for (int j = 0; j < l->nbuffers; j++) {
+            int64_t shape[1] = {l->buffer_numel[j]};
+            l->buf[j] = mp_tensor_alloc(bdt, 1, shape, MP_MEM_WEIGHTS);
+        }
+        if (l->block) {
+            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
+            mp_seq_bind(&m, p, k);
+            mp_seq_bind(&sc, p, k);
+        }
+    }
+}
+
+mp_dtype mp_seq_scratch_dtype(size_t elem) { return elem >= 8 ? MP_F64 : elem == 4 ? MP_F32 : MP_F16; }
+
+static bool is_gemm(const mp_layer *l)
+{
+    return strcmp(l->cls->type, "linear") == 0 || strcmp(l->cls->type, "conv2d") == 0;
+}
+
+static mp_tensor batch_tensor(mp_dtype dt, int64_t max_batch, const int64_t shape[3])
+{
+    int64_t s[4] = {max_batch, shape[0], shape[1], shape[2]};
+    return mp_tensor_alloc(dt, 4, s, MP_MEM_ACTIVATIONS);
+}
+
+static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, size_t *elem)
+{
+    if (mp_shape_numel(shape) > *widest)
+        *widest = mp_shape_numel(shape);
+    if (mp_dtype_size(dt) > *elem)
+        *elem = mp_dtype_size(dt);
+}
+
+/* A block's inner storage: its paths' activations, and gradient scratch sized for them. */
+static mp_dtype alloc_block(mp_layer *l, const mp_amp_policy *a, mp_dtype in, int64_t max_batch)
+{
+    mp_block *b = l->block;
+    int64_t widest = mp_shape_numel(l->in_shape);
+    size_t elem = mp_dtype_size(in);
+    mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
+    mp_dtype out = mp_seq_alloc(&m, a, in, max_batch, &widest, &elem);
+    mp_seq_alloc(&sc, a, in, max_batch, &widest, &elem);
+    mp_dtype gdt = mp_seq_scratch_dtype(elem);
+    int64_t gs[2] = {max_batch, widest};
+    for (int i = 0; i < 2; i++)
+        b->gbuf[i] = mp_tensor_alloc(gdt, 2, gs, MP_MEM_ACTIVATIONS);
+    b->gsum = batch_tensor(out, max_batch, l->out_shape);
+    if (b->nshortcut > 0)
+        b->gsc = batch_tensor(in, max_batch, l->in_shape);
+    return out;
+}
+
+mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
+                      int64_t *widest, size_t *elem)
+{
+    mp_dtype dt = in;
+    raise_widest(s->n ? s->layers[0].in_shape : (int64_t[3]){1, 1, 1}, dt, widest, elem);
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        if (is_gemm(l) && dt != a->compute)
+            s->xcast[i] = batch_tensor(a->compute, max_batch, l->in_shape);
+        if (l->block)
+            dt = alloc_block(l, a, dt, max_batch);
+        else if (is_gemm(l))
+            dt = a->compute; /* other layers keep their input's dtype */
+        s->acts[i] = batch_tensor(dt, max_batch, l->out_shape);
+        raise_widest(l->out_shape, dt, widest, elem);
+    }
+    return dt;
+}
+
+void mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k)
+{
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        l->seed = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(*k + 1)); /* per-layer dropout masks */
+        double bound = 1.0 / sqrt(l->fan_in > 0 ? l->fan_in : 1.0);
+        for (int j = 0; j < l->nparams; j++, (*k)++) {
+            mp_rng r;
+            mp_rng_seed(&r, seed, 0x1000u + (uint64_t)*k);
+            mp_tensor master = mp_params_master(p, *k);
+            mp_tensor *dst = master.data ? &master : &l->w[j];
+            int64_t n = mp_tensor_numel(&l->w[j]);
+            for (int64_t e = 0; e < n; e++) {
+                double v = l->param_init[j] == MP_INIT_ONES    ? 1.0
+                           : l->param_init[j] == MP_INIT_ZEROS ? 0.0
+                                                               : (2.0 * mp_rng_uniform(&r) - 1.0) * bound;
+                mp_store(dst->data, dst->dtype, (size_t)e, v);
+            }
+            if (dst->data != l->w[j].data)
+                mp_convert(l->w[j].data, l->w[j].dtype, dst->data, dst->dtype, (size_t)n);
+        }
+        for (int j = 0; j < l->nbuffers; j++)
+            for (int64_t e = 0; e < l->buffer_numel[j]; e++)
+                mp_store(l->buf[j].data, l->buf[j].dtype, (size_t)e, l->buffer_init[j]);
+        if (l->block) {
+            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
+            mp_seq_init(&m, p, seed, k);
+            mp_seq_init(&sc, p, seed, k);
+        }
+    }
+}
+
+mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_t step,
+                         mp_tensor *out)
+{
+    int64_t n = x->shape[0];
+    mp_tensor cur = *x, in, y;
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        l->step = step;
+        in = cur;
+        if (s->xcast[i].data) {
+            in = mp_tensor_batch(&s->xcast[i], n);
+            MP_TRY(l->ops->convert(&cur, &in));
+        }
+        y = mp_tensor_batch(&s->acts[i], n);
+        MP_TRY(l->cls->forward(l, &in, &y, train));
+        cur = y;
+    }
+    *out = cur;
+    return MP_OK;
+}
+
+mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,
+                          mp_tensor *dx, mp_tensor scratch[2])
+{
+    int64_t n = x->shape[0];
+    mp_tensor g = *dy, gx;
+    for (int i = s->n - 1; i >= 0; i--) {
+        mp_layer *l = &s->layers[i];
+        mp_tensor xin = i == 0 ? *x : mp_tensor_batch(&s->acts[i - 1], n);
+        if (s->xcast[i].data)
+            xin = mp_tensor_batch(&s->xcast[i], n); /* already cast by forward */
+        mp_tensor y = mp_tensor_batch(&s->acts[i], n);
+        mp_tensor *gxp = NULL;
+        if (i > 0) {
+            const mp_tensor *orig = &s->acts[i - 1];
+            gx = mp_tensor_view(scratch[i & 1].data, orig->dtype, orig->ndim, orig->shape);
+            gx.shape[0] = n;
+            gxp = &gx;
+        } else {
+            gxp = dx;
+        }
+        MP_TRY(l->cls->backward(l, &xin, &y, &g, gxp));
+        if (i > 0)
+            g = gx;
+    }
+    return MP_OK;
+}
+
+void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts)
+{
+    for (int i = 0; i < s->n; i++) {
+        const mp_layer *l = &s->layers[i];
+        for (int j = 0; j < l->nparams; j++) {
+            int64_t e = 1;
+            for (int d = 0; d < l->param_ndim[j]; d++)
+                e *= l->param_shape[j][d];
+            *params += e;
+        }
+        *acts += max_batch * mp_shape_numel(l->out_shape);
+        if (l->block) {
+            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
+            mp_seq_count(&m, max_batch, params, acts);
+            mp_seq_count(&sc, max_batch, params, acts);
+            *acts += 4 * max_batch * mp_shape_numel(l->out_shape); /* gradient scratch */
+        }
+    }
+}
+
+void mp_seq_free(const mp_seq *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        if (s->acts)
+            mp_tensor_free(&s->acts[i]);
+        if (s->xcast)
+            mp_tensor_free(&s->xcast[i]);
+        for (int j = 0; j < l->nbuffers; j++)
+            mp_tensor_free(&l->buf[j]);
+        if (l->block) {
+            mp_block *b = l->block;
+            mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
+            mp_seq_free(&m);
+            mp_seq_free(&sc);
+            mp_tensor_free(&b->gbuf[0]);
+            mp_tensor_free(&b->gbuf[1]);
+            mp_tensor_free(&b->gsum);
+            mp_tensor_free(&b->gsc);
+            free(b);
+            l->block = NULL;
+        }
+    }
+}

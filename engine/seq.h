@@ -1,0 +1,48 @@
+/* Sequences of layers (the model, and the paths inside residual blocks): declaring and binding
+ * parameters, planning activations in the opt level's dtypes, initialisation, forward and
+ * backward, recursively through blocks. Internal to the engine's model code. */
+#ifndef MP_SEQ_H
+#define MP_SEQ_H
+
+#include "engine/amp.h"
+#include "engine/layer.h"
+#include "engine/params.h"
+
+/* Declares the parameters of every layer of s (depth first) as "<prefix><layer>.<suffix>".
+ * MP_EUSAGE when a name is used twice. */
+mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix);
+
+/* Binds the parameters declared by mp_seq_declare (in the same order, *k counting them) and
+ * allocates the layers' buffers (FP32; FP64 when the model is FP64). */
+void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k);
+
+/* Allocates each layer's output (and cast input) for batches of max_batch under policy a,
+ * starting from input dtype `in`; returns the output dtype of the last layer and raises
+ * *widest (elements per sample) and *elem (bytes per element) to the largest seen. */
+mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
+                      int64_t *widest, size_t *elem);
+
+/* A dtype with `elem` bytes an element, for gradient scratch that holds any activation's. */
+mp_dtype mp_seq_scratch_dtype(size_t elem);
+
+/* Initialises parameters (FP32 masters rounded into the model copy) and buffers; *k counts the
+ * parameters in declaration order. */
+void mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k);
+
+/* Forward through s over x (n, ...); *out is a view of the last layer's output. */
+mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_t step,
+                         mp_tensor *out);
+
+/* Backward through s for the batch last passed to forward: parameter gradients, and dx (the
+ * dtype and shape of x) unless NULL; scratch are two ping-pong buffers big enough for any
+ * inner activation gradient. */
+mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,
+                          mp_tensor *dx, mp_tensor scratch[2]);
+
+/* Parameter and activation elements s would allocate (blocks included), without allocating. */
+void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts);
+
+/* Frees what alloc and bind allocated, and the blocks. */
+void mp_seq_free(const mp_seq *s);
+
+#endif
