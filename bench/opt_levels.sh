@@ -33,8 +33,9 @@ for model in "${models[@]}"; do
       >"$out/$tag.log" 2>&1 || rc=$?
     if [ $rc = 0 ]; then
       s=$(grep '"type":"summary"' "$m")
+      top=${s%%\"amp\":*} # the record's own fields, before the opt-level table
       mem() { sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p" <<<"${s#*mem_bytes}"; }
-      echo "$model,$1,$2,ok,$(num wall_s <(echo "$s")),$(num images_per_s <(echo "$s")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$s")),$(num skipped_steps <(echo "$s")),$(num loss_scale <(echo "$s"))" >>"$csv"
+      echo "$model,$1,$2,ok,$(num wall_s <(echo "$top")),$(num images_per_s <(echo "$top")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$top")),$(num skipped_steps <(echo "$top")),$(num loss_scale <(echo "$top"))" >>"$csv"
     else
       why=$(grep -m1 '^mpdist: error:' "$out/$tag.log" | sed 's/^mpdist: error: //; s/,/;/g')
       echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,," >>"$csv"

@@ -176,6 +176,19 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
         cJSON_AddNumberToObject(o, "steps", (double)r->steps);
         cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
         cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->peak_mem_bytes);
+        cJSON *amp = cJSON_AddObjectToObject(o, "amp");
+        if (amp) {
+            add_str(amp, "weights", r->amp_weights);
+            cJSON_AddBoolToObject(amp, "master_weights", r->amp_master_weights);
+            add_str(amp, "gemm", r->amp_compute);
+            add_str(amp, "batchnorm_params", r->amp_norm);
+            cJSON_AddBoolToObject(amp, "keep_batchnorm_fp32", r->amp_keep_batchnorm_fp32);
+            if (r->amp_loss_scale == 0.0)
+                add_str(amp, "loss_scale", "dynamic");
+            else
+                cJSON_AddNumberToObject(amp, "loss_scale", r->amp_loss_scale);
+            add_str(amp, "grads", r->amp_grads);
+        }
         cJSON *mem = cJSON_AddObjectToObject(o, "mem_bytes");
         int n = r->n_mem < 0 ? 0 : r->n_mem > 8 ? 8 : r->n_mem;
         for (int i = 0; mem && i < n; i++)

@@ -32,6 +32,10 @@ typedef struct mp_summary_record {
     int64_t mem_bytes[8];      /* peak bytes by category, mem_names[i] naming each */
     const char *mem_names[8];
     int n_mem;
+    /* The resolved opt-level table, written as the object "amp". */
+    const char *amp_weights, *amp_compute, *amp_norm, *amp_grads; /* dtype names */
+    bool amp_master_weights, amp_keep_batchnorm_fp32;
+    double amp_loss_scale;     /* 0 = dynamic */
 } mp_summary_record;
 
 /* Opens (truncates) the JSON Lines file at `path`, creating missing parent directories.

@@ -191,6 +191,13 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .steps = r->steps,
         .skipped_steps = r->skipped_steps,
         .peak_mem_bytes = mp_mem_peak_total(),
+        .amp_weights = mp_dtype_name(t->amp.weights),
+        .amp_compute = mp_dtype_name(t->amp.compute),
+        .amp_norm = mp_dtype_name(t->amp.norm),
+        .amp_grads = mp_dtype_name(t->amp.weights),
+        .amp_master_weights = t->amp.master_weights,
+        .amp_keep_batchnorm_fp32 = t->amp.keep_batchnorm_fp32,
+        .amp_loss_scale = t->amp.loss_scale,
     };
     for (int i = 0; i < MP_MEM_NCAT && i < 8; i++) {
         s.mem_names[i] = mp_mem_cat_name((mp_mem_cat)i);

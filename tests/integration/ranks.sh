@@ -13,6 +13,8 @@ for np in 1 2 4; do
   [ -n "$acc" ] || { echo "FAIL: np $np printed no test accuracy"; cat "$TMP/out"; exit 1; }
   head -1 "$m" | grep -q '^{"type":"step","step":10,' || { echo "FAIL: first record"; head -2 "$m"; exit 1; }
   tail -1 "$m" | grep -q "^{\"type\":\"summary\",\"world_size\":$np," || { echo "FAIL: summary"; tail -1 "$m"; exit 1; }
+  tail -1 "$m" | grep -q '"amp":{"weights":"fp32","master_weights":false,"gemm":"fp32","batchnorm_params":"fp32","keep_batchnorm_fp32":true,"loss_scale":1,"grads":"fp32"}' ||
+    { echo "FAIL: summary lacks the resolved opt-level table"; tail -1 "$m"; exit 1; }
   [ "$(grep -c '"type":"eval"' "$m")" = 2 ] || { echo "FAIL: want 2 eval records"; exit 1; }
   # Only rank 0 speaks: one banner, one accuracy line.
   [ "$(grep -c '^mpdist ' "$TMP/out")" = 1 ] || { echo "FAIL: banner count"; cat "$TMP/out"; exit 1; }
