@@ -79,8 +79,8 @@ static bool have_f16c(void)
     int s = atomic_load_explicit(&state, memory_order_relaxed);
     if (s == 0) {
         unsigned a, b, c, d;
-        bool yes = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-        s = yes ? 2 : 1;
+        bool cpuid = __get_cpuid(1, &a, &b, &c, &d);
+        s = __builtin_cpu_supports("avx") && cpuid && (c & bit_F16C) ? 2 : 1;
         atomic_store_explicit(&state, s, memory_order_relaxed);
     }
     return s == 2;

@@ -32,6 +32,11 @@ const mp_key mp_config_keys[] = {
                 "training images; deterministic per (train.seed, epoch, sample)."},
     {"data.pad_crop", MP_KEY_INT, "4", GE(0), LE(64), CF(data.pad_crop),
      .meaning = "Padding of the random crop (data.augment)."},
+    {"data.loader_threads", MP_KEY_INT, "1", GE(0), LE(64), CF(data.loader_threads),
+     .meaning = "Threads per rank preparing batches ahead of the step; 0 = in the step. "
+                "Batches are identical whatever the number."},
+    {"data.prefetch", MP_KEY_INT, "2", GE(1), LE(64), CF(data.prefetch),
+     .meaning = "Batches prepared ahead per rank."},
     {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),
      .meaning = "Samples per step on each rank (the global batch is this times the ranks)."},
     {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(256), CF(data.num_classes),

@@ -77,20 +77,19 @@ static mp_status apply_gradients(mp_trainer *t, double lr, bool *skipped)
     return MP_OK;
 }
 
-static mp_status train_step(mp_trainer *t, int64_t epoch, int64_t batch, double lr, mp_window *w,
-                            double *loss, bool *skipped)
+static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss, bool *skipped)
 {
-    const mp_config *c = t->cfg;
-    int64_t b = c->data.batch_size, first = batch * b;
-    int64_t n = t->sampler.num_local - first < b ? t->sampler.num_local - first : b;
-    mp_dataset_batch_augmented(&t->train, t->sampler.local + first, n, t->mean, t->std,
-                               c->train.seed, epoch, c->data.augment ? (int)c->data.pad_crop : 0,
-                               c->data.augment, t->x.dtype, t->x.data, t->y);
+    const void *xdata;
+    const int32_t *labels;
+    int64_t n;
+    MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
+    x.data = (void *)xdata; /* the loader's slot: read-only here */
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
-    MP_TRY(t->ops->softmax_xent(logits, t->y, t->cfg->train.label_smoothing, t->scaler.scale, &res, &dl));
+    MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing, t->scaler.scale,
+                                &res, &dl));
     MP_TRY(mp_model_backward(&t->model, &x, &dl));
     if (t->after_backward)
         t->after_backward(t, t->model.step, t->hook_arg);
@@ -217,12 +216,17 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     double rate = 0.0; /* images/s of the last logged window, shown by the bar in between */
     for (epoch = 0; epoch < c->train.epochs && step < t->total_steps; epoch++) {
         mp_sampler_set_epoch(&t->sampler, epoch);
+        mp_loader_start_epoch(t->loader, t->sampler.local,
+                              t->steps_per_epoch * c->data.batch_size < t->sampler.num_local
+                                  ? t->steps_per_epoch * c->data.batch_size
+                                  : t->sampler.num_local,
+                              epoch);
         for (int64_t b = 0; b < t->steps_per_epoch && step < t->total_steps; b++) {
             double lr = mp_schedule_lr(&t->sched, step), loss, scale = t->scaler.scale;
             int64_t before = w.images;
             bool skipped;
             t->model.step = step;
-            MP_TRY(train_step(t, epoch, b, lr, &w, &loss, &skipped));
+            MP_TRY(train_step(t, lr, &w, &loss, &skipped));
             images += w.images - before;
             step++;
             if (step % c->log.every == 0 || step == t->total_steps)

@@ -16,6 +16,7 @@
 #include "engine/schedule.h"
 #include "io/augment.h"
 #include "io/dataset.h"
+#include "io/loader.h"
 #include "io/metrics.h"
 #include "io/progress.h"
 #include "io/sampler.h"
@@ -36,6 +37,7 @@ typedef struct mp_trainer {
     const mp_ops *ops;
     mp_dataset train, test;
     mp_sampler sampler;
+    mp_loader *loader;      /* training batches, prefetched */
     mp_amp_policy amp;
     mp_model model;
     mp_optimizer opt;

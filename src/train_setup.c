@@ -209,6 +209,17 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *com
     plan_steps(t);
     setup_schedule(t);
     setup_optimizer(t);
+    mp_loader_config lc = {.data = &t->train,
+                           .threads = (int)cfg->data.loader_threads,
+                           .depth = (int)cfg->data.prefetch,
+                           .batch = cfg->data.batch_size,
+                           .dtype = mp_model_input_dtype(&t->model),
+                           .mean = t->mean,
+                           .std = t->std,
+                           .pad = cfg->data.augment ? (int)cfg->data.pad_crop : 0,
+                           .flip = cfg->data.augment,
+                           .seed = cfg->train.seed};
+    MP_TRY(mp_loader_open(&t->loader, &lc));
     int64_t b = cfg->data.batch_size;
     int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};
     t->x = mp_tensor_alloc(mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
@@ -222,6 +233,7 @@ void mp_train_free(mp_trainer *t)
 {
     mp_progress_finish(&t->progress);
     mp_metrics_close(t->metrics);
+    mp_loader_close(t->loader);
     mp_tensor_free(&t->x);
     mp_tensor_free(&t->dlogits);
     mp_free(t->y);

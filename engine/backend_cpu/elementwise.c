@@ -14,6 +14,42 @@ static void *at(const mp_tensor *t, int64_t off)
     return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
 }
 
+/* Row loops of the bias ops for accumulator type ACC: v (nr, len) += b (len) row by row, and
+ * acc (len) += each row of v (nr, len) in row order. The arrays never overlap (restrict) and the
+ * columns go in groups of 8 that the compiler vectorises at -O2; each element sees the same
+ * additions in the same order either way. */
+#define MP_BIAS_ROWS(ACC, SFX)                                                             \
+    static void add_rows_##SFX(ACC *restrict v, const ACC *restrict b, int64_t nr,         \
+                               int64_t len)                                                \
+    {                                                                                      \
+        for (int64_t r = 0; r < nr; r++, v += len) {                                       \
+            int64_t j = 0;                                                                 \
+            for (; j + 8 <= len; j += 8)                                                   \
+                for (int k = 0; k < 8; k++)                                                \
+                    v[j + k] = v[j + k] + b[j + k];                                        \
+            for (; j < len; j++)                                                           \
+                v[j] = v[j] + b[j];                                                        \
+        }                                                                                  \
+    }                                                                                      \
+    static void sum_rows_##SFX(ACC *restrict acc, const ACC *restrict v, int64_t nr,       \
+                               int64_t len)                                                \
+    {                                                                                      \
+        for (int64_t r = 0; r < nr; r++, v += len) {                                       \
+            int64_t j = 0;                                                                 \
+            for (; j + 8 <= len; j += 8)                                                   \
+                for (int k = 0; k < 8; k++)                                                \
+                    acc[j + k] += v[j + k];                                                \
+            for (; j < len; j++)                                                           \
+                acc[j] += v[j];                                                            \
+        }                                                                                  \
+    }
+MP_BIAS_ROWS(float, f32)
+MP_BIAS_ROWS(double, f64)
+#define add_rows(v, b, nr, len) \
+    _Generic((v), float *: add_rows_f32, double *: add_rows_f64)(v, b, nr, len)
+#define sum_rows(acc, v, nr, len) \
+    _Generic((acc), float *: sum_rows_f32, double *: sum_rows_f64)(acc, v, nr, len)
+
 /* The bias ops walk (rows, cols) in tiles of up to MP_BIAS_BLOCK elements: width cw columns
  * (all of them when they fit) and, when a tile spans whole rows, rpb rows. A tile of rows
  * [r0, r0 + nr) and columns [j0, j0 + len) is contiguous: nr > 1 only when len == cols. */
@@ -40,9 +76,7 @@ static void *at(const mp_tensor *t, int64_t off)
                 ACC *v = (y)->dtype == adt ? tile : ybuf;                                  \
                 if (v == ybuf)                                                             \
                     mp_convert(ybuf, adt, tile, (y)->dtype, (size_t)(nr * len));           \
-                for (int64_t r = 0; r < nr; r++)                                           \
-                    for (int64_t j = 0; j < len; j++)                                      \
-                        v[r * len + j] = v[r * len + j] + bb[j];                           \
+                add_rows(v, bb, nr, len);                                                  \
                 if (v == ybuf)                                                             \
                     mp_convert(tile, (y)->dtype, ybuf, adt, (size_t)(nr * len));           \
             }                                                                              \
@@ -78,9 +112,7 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
                 const ACC *v = (dy)->dtype == adt ? tile : dbuf;                           \
                 if (v == dbuf)                                                             \
                     mp_convert(dbuf, adt, tile, (dy)->dtype, (size_t)(nr * len));          \
-                for (int64_t r = 0; r < nr; r++)                                           \
-                    for (int64_t j = 0; j < len; j++)                                      \
-                        acc[j] += v[r * len + j];                                          \
+                sum_rows(acc, v, nr, len);                                                 \
             }                                                                              \
             mp_convert(at(db, j0), (db)->dtype, acc, adt, (size_t)len);                    \
         }                                                                                  \

@@ -2,17 +2,16 @@
  * flat buffers that unscales the gradient, updates the parameter (FP32 masters, or the half
  * model itself at O3, in FP32 arithmetic) and writes the rounded half copy; and the gradient
  * statistics pass (sum of squares, non-finite flag) behind the overflow check and clipping.
- * Both go block by block: half (or other non-accumulator) operands are widened with one bulk
- * mp_convert per block into a stack buffer of the accumulator type, and results are rounded
- * back with one bulk mp_convert, which gives the same bits as rounding element by element. */
+ * Both go block by block in the accumulator type ACC (FP32, FP64 for FP64 parameters): half
+ * or other operands are widened with one bulk mp_convert per block into a stack buffer and
+ * results rounded back with one bulk mp_convert, which gives the same bits as converting
+ * element by element. The SGD loops run in groups of 8 that the compiler vectorises; every
+ * element sees the same operations in the same order either way. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
 
 enum { MP_OPTIM_BLOCK = 1024 };
-
-/* The dtype of accumulator type ACC (float or double). */
-#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
 
 /* Element `off` of tensor t's storage, whatever its dtype. */
 static void *at(const mp_tensor *t, int64_t off)
@@ -30,57 +29,117 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
     return buf;
 }
 
-#define OPTIM(T, ACC, LD, ST, a, p, copy, g, s1, s2, n)                                      \
+/* Runs the statement after (i, len) for i in [0, len): in groups of 8 (a loop of known trip
+ * count, which -O2 vectorises), then the rest. */
+#define FOR_GROUPS_OF_8(i, len, ...)                                                         \
     do {                                                                                     \
-        ACC wbuf[MP_OPTIM_BLOCK], gbuf[MP_OPTIM_BLOCK];                                      \
-        const mp_dtype adt = ACC_DTYPE(ACC);                                                 \
-        ACC lr = (ACC)(a)->lr, wd = (ACC)(a)->weight_decay, gs = (ACC)(a)->grad_scale;       \
-        ACC mom = (ACC)(a)->momentum, damp = (ACC)1 - (ACC)(a)->dampening;                   \
-        ACC b1 = (ACC)(a)->beta1, b2 = (ACC)(a)->beta2, eps = (ACC)(a)->eps;                 \
-        ACC bc1 = (ACC)1 - (ACC)pow((a)->beta1, (double)(a)->step);                          \
-        ACC bc2 = (ACC)sqrt(1.0 - pow((a)->beta2, (double)(a)->step));                       \
-        (void)sizeof(T);                                                                     \
-        (void)LD;                                                                            \
-        (void)ST;                                                                            \
-        for (int64_t o = 0; o < (n); o += MP_OPTIM_BLOCK) {                                  \
-            size_t len = (size_t)((n) - o < MP_OPTIM_BLOCK ? (n) - o : MP_OPTIM_BLOCK);       \
-            ACC *w = load_block(p, o, len, adt, wbuf);                                       \
-            const ACC *gv = load_block(g, o, len, adt, gbuf);                                \
-            ACC *m1 = (s1) ? (ACC *)(s1)->data + o : NULL;                                   \
-            ACC *m2 = (s2) ? (ACC *)(s2)->data + o : NULL;                                   \
-            for (size_t i = 0; i < len; i++) {                                               \
-                ACC wi = w[i];                                                               \
-                ACC d = gv[i] * gs;                                                          \
-                if ((a)->kind == MP_OPTIM_SGD) {                                             \
-                    d += wd * wi;                                                            \
-                    if (m1) {                                                                \
-                        ACC m = (a)->step == 1 ? d : mom * m1[i] + damp * d;                 \
-                        m1[i] = m;                                                           \
-                        d = (a)->nesterov ? d + mom * m : m;                                 \
-                    }                                                                        \
-                    wi -= lr * d;                                                            \
-                } else {                                                                     \
-                    if ((a)->kind == MP_OPTIM_ADAMW)                                         \
-                        wi -= lr * wd * wi;                                                  \
-                    else                                                                     \
-                        d += wd * wi;                                                        \
-                    ACC m = b1 * m1[i] + ((ACC)1 - b1) * d;                                  \
-                    ACC v = b2 * m2[i] + ((ACC)1 - b2) * d * d;                              \
-                    m1[i] = m;                                                               \
-                    m2[i] = v;                                                               \
-                    wi -= (lr / bc1) * m / ((ACC)sqrt((double)v) / bc2 + eps);               \
-                }                                                                            \
-                w[i] = wi;                                                                   \
-            }                                                                                \
-            if (w == wbuf)                                                                   \
-                mp_convert(at(p, o), (p)->dtype, wbuf, adt, len);                            \
-            if (copy)                                                                        \
-                mp_convert(at(copy, o), (copy)->dtype, w, adt, len);                         \
-        }                                                                                    \
+        size_t g8_ = 0;                                                                      \
+        for (; g8_ + 8 <= (len); g8_ += 8)                                                   \
+            for (size_t i = g8_; i < g8_ + 8; i++)                                           \
+                __VA_ARGS__                                                                  \
+        for (size_t i = g8_; i < (len); i++)                                                 \
+            __VA_ARGS__                                                                      \
     } while (0)
 
+/* SGD with momentum over a block (inside update_SFX), for constant FIRST (step 1: the buffer
+ * starts as the gradient) and NESTEROV, so that the loop has no branches and vectorises. */
+#define SGD_MOMENTUM(ACC, FIRST, NESTEROV)                                                   \
+    FOR_GROUPS_OF_8(i, len, {                                                                \
+        ACC d = g[i] * gs;                                                                   \
+        d += wd * w[i];                                                                      \
+        ACC m = (FIRST) ? d : mom * m1[i] + damp * d;                                        \
+        m1[i] = m;                                                                           \
+        d = (NESTEROV) ? d + mom * m : m;                                                    \
+        w[i] -= lr * d;                                                                      \
+    })
+
+/* Defines, for accumulator type ACC of dtype ADT:
+ *   update_SFX: one optimizer step over a block: w (param), g (unscaled-to-be gradient) and the
+ *     optimizer state m1, m2 (NULL when unused), none overlapping;
+ *   optim_SFX: the whole step, block by block, with conversions and the half copy;
+ *   grad_stats_SFX: the statistics pass. */
+#define MP_OPTIM_KERNELS(ACC, ADT, SFX)                                                      \
+    static void update_##SFX(const mp_optim_args *a, ACC *restrict w, const ACC *restrict g, \
+                             ACC *restrict m1, ACC *restrict m2, size_t len)                 \
+    {                                                                                        \
+        ACC lr = (ACC)a->lr, wd = (ACC)a->weight_decay, gs = (ACC)a->grad_scale;             \
+        ACC mom = (ACC)a->momentum, damp = (ACC)1 - (ACC)a->dampening;                       \
+        ACC b1 = (ACC)a->beta1, b2 = (ACC)a->beta2, eps = (ACC)a->eps;                       \
+        ACC bc1 = (ACC)1 - (ACC)pow(a->beta1, (double)a->step);                              \
+        ACC bc2 = (ACC)sqrt(1.0 - pow(a->beta2, (double)a->step));                           \
+        bool first = a->step == 1, nesterov = a->nesterov;                                   \
+        if (a->kind == MP_OPTIM_SGD && !m1) {                                                \
+            FOR_GROUPS_OF_8(i, len, {                                                        \
+                ACC d = g[i] * gs;                                                           \
+                d += wd * w[i];                                                              \
+                w[i] -= lr * d;                                                              \
+            });                                                                              \
+        } else if (a->kind == MP_OPTIM_SGD) {                                                \
+            if (first && nesterov)                                                           \
+                SGD_MOMENTUM(ACC, true, true);                                               \
+            else if (first)                                                                  \
+                SGD_MOMENTUM(ACC, true, false);                                              \
+            else if (nesterov)                                                               \
+                SGD_MOMENTUM(ACC, false, true);                                              \
+            else                                                                             \
+                SGD_MOMENTUM(ACC, false, false);                                             \
+        } else {                                                                             \
+            for (size_t i = 0; i < len; i++) {                                               \
+                ACC wi = w[i], d = g[i] * gs;                                                \
+                if (a->kind == MP_OPTIM_ADAMW)                                               \
+                    wi -= lr * wd * wi;                                                      \
+                else                                                                         \
+                    d += wd * wi;                                                            \
+                ACC m = b1 * m1[i] + ((ACC)1 - b1) * d;                                      \
+                ACC v = b2 * m2[i] + ((ACC)1 - b2) * d * d;                                  \
+                m1[i] = m;                                                                   \
+                m2[i] = v;                                                                   \
+                w[i] = wi - (lr / bc1) * m / ((ACC)sqrt((double)v) / bc2 + eps);             \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void optim_##SFX(const mp_optim_args *a, mp_tensor *p, mp_tensor *copy,           \
+                            const mp_tensor *g, mp_tensor *s1, mp_tensor *s2, int64_t n)     \
+    {                                                                                        \
+        ACC wbuf[MP_OPTIM_BLOCK], gbuf[MP_OPTIM_BLOCK];                                      \
+        for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) {                                    \
+            size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
+            ACC *w = load_block(p, o, len, ADT, wbuf);                                       \
+            const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \
+            update_##SFX(a, w, gv, s1 ? (ACC *)s1->data + o : NULL,                          \
+                         s2 ? (ACC *)s2->data + o : NULL, len);                              \
+            if (w == wbuf)                                                                   \
+                mp_convert(at(p, o), p->dtype, wbuf, ADT, len);                              \
+            if (copy)                                                                        \
+                mp_convert(at(copy, o), copy->dtype, w, ADT, len);                           \
+        }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void grad_stats_##SFX(const mp_tensor *g, double scale, double *sumsq, bool *bad, \
+                                 int64_t n)                                                  \
+    {                                                                                        \
+        ACC gbuf[MP_OPTIM_BLOCK], sc = (ACC)scale;                                           \
+        double s = 0;                                                                        \
+        bool nf = false;                                                                     \
+        for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) {                                    \
+            size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
+            const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \
+            for (size_t i = 0; i < len; i++) {                                               \
+                ACC v = gv[i] * sc;                                                          \
+                nf |= !isfinite(v);                                                          \
+                s += (double)v * (double)v;                                                  \
+            }                                                                                \
+        }                                                                                    \
+        *sumsq += s;                                                                         \
+        *bad = *bad || nf;                                                                   \
+    }
+
+MP_OPTIM_KERNELS(float, MP_F32, f32)
+MP_OPTIM_KERNELS(double, MP_F64, f64)
+
 /* Optimizer state (slot1, slot2) is FP32 for FP32 and half parameters, FP64 for FP64: the
- * accumulator type ACC of MP_CPU_DISPATCH. */
+ * accumulator type, as in MP_CPU_DISPATCH. */
 mp_status mp_cpu_optim_step(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
                             const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2)
 {
@@ -95,35 +154,21 @@ mp_status mp_cpu_optim_step(const mp_optim_args *args, mp_tensor *param, mp_tens
     mp_dtype state = param->dtype == MP_F64 ? MP_F64 : MP_F32;
     MP_CPU_REQUIRE(!s1 || (mp_tensor_numel(s1) == n && s1->dtype == state), "optim_step");
     MP_CPU_REQUIRE(!s2 || (mp_tensor_numel(s2) == n && s2->dtype == state), "optim_step");
-    MP_CPU_DISPATCH(param->dtype, OPTIM, args, param, copy, grad, s1, s2, n);
+    if (state == MP_F64)
+        optim_f64(args, param, copy, grad, s1, s2, n);
+    else
+        optim_f32(args, param, copy, grad, s1, s2, n);
     return MP_OK;
 }
 
-#define GRAD_STATS(T, ACC, LD, ST, g, scale, sumsq, bad, n)                              \
-    do {                                                                                 \
-        ACC gbuf[MP_OPTIM_BLOCK];                                                        \
-        ACC sc = (ACC)(scale);                                                           \
-        double s = 0;                                                                    \
-        bool nf = false;                                                                 \
-        (void)sizeof(T);                                                                 \
-        (void)LD;                                                                        \
-        (void)ST;                                                                        \
-        for (int64_t o = 0; o < (n); o += MP_OPTIM_BLOCK) {                              \
-            size_t len = (size_t)((n) - o < MP_OPTIM_BLOCK ? (n) - o : MP_OPTIM_BLOCK);   \
-            const ACC *gv = load_block(g, o, len, ACC_DTYPE(ACC), gbuf);                 \
-            for (size_t i = 0; i < len; i++) {                                           \
-                ACC v = gv[i] * sc;                                                      \
-                nf |= !isfinite(v);                                                      \
-                s += (double)v * (double)v;                                              \
-            }                                                                            \
-        }                                                                                \
-        *(sumsq) += s;                                                                   \
-        *(bad) = *(bad) || nf;                                                           \
-    } while (0)
-
+/* The statistics are computed in the gradient's accumulator type: FP32 for FP32 and half, FP64
+ * for FP64. */
 mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite)
 {
     int64_t n = mp_tensor_numel(grad);
-    MP_CPU_DISPATCH(grad->dtype, GRAD_STATS, grad, scale, sumsq, nonfinite, n);
+    if (grad->dtype == MP_F64)
+        grad_stats_f64(grad, scale, sumsq, nonfinite, n);
+    else
+        grad_stats_f32(grad, scale, sumsq, nonfinite, n);
     return MP_OK;
 }

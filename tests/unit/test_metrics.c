@@ -135,7 +135,10 @@ static void test_records(void **state)
 
     const cJSON *s = rec[3];
     check_type_first(s, "summary");
-    assert_int_equal(count_keys(s), 15);
+    assert_int_equal(count_keys(s), 16); /* ... "amp" (the opt-level table) and "mem_bytes" */
+    const cJSON *amp = cJSON_GetObjectItemCaseSensitive(s, "amp");
+    assert_true(cJSON_IsObject(amp));
+    assert_int_equal(count_keys(amp), 7);
     assert_true(num(s, "world_size") == 4);
     assert_string_equal(str(s, "opt_level"), "O2");
     assert_string_equal(str(s, "half"), "bf16");

@@ -1,0 +1,60 @@
+/* The prefetching loader (DESIGN §2: "x, y <- loader, prefetched by worker threads, already in
+ * the input dtype"). Each epoch the caller hands it a list of dataset indices; batch b is
+ * idx[b * batch ..) (the last one may be smaller), gathered, augmented and normalised with
+ * mp_dataset_batch_augmented. Worker threads fill up to `depth` batches ahead of the one the
+ * consumer holds, into depth + 1 slots allocated once under MP_MEM_DATA.
+ * Invariants: batches come back strictly in order; a batch's bytes depend only on (seed, epoch,
+ * its indices), never on the number of threads or their timing; a worker never writes the slot
+ * the consumer holds. One consumer thread calls next/start_epoch/close, never concurrently. */
+#ifndef MP_LOADER_H
+#define MP_LOADER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/dtype.h"
+#include "engine/status.h"
+#include "io/dataset.h"
+
+typedef struct mp_loader mp_loader;
+
+typedef struct mp_loader_config {
+    const mp_dataset *data;   /* read-only, must outlive the loader */
+    int threads;              /* worker threads; 0 = each batch is built in mp_loader_next */
+    int depth;                /* batches prepared ahead (>= 1; e.g. 2) */
+    int64_t batch;            /* samples per batch (the last of an epoch may be smaller) */
+    mp_dtype dtype;           /* of x */
+    const double *mean, *std; /* (data->c) per channel; copied by mp_loader_open */
+    int pad;                  /* augmentation, as mp_dataset_batch_augmented */
+    bool flip;
+    uint64_t seed;
+} mp_loader_config;
+
+/* Creates a loader for configuration *c (copied; mean and std are copied too) and starts its
+ * worker threads, which wait for the first mp_loader_start_epoch. On success *l owns the
+ * threads and the slot buffers (depth + 1 batches of x and y, MP_MEM_DATA); free it with
+ * mp_loader_close. Returns MP_EINTERNAL, with *l = NULL and nothing left allocated or running,
+ * when the configuration is invalid (no data, threads < 0, depth < 1, batch < 1, pad < 0, no
+ * mean/std) or a thread cannot start. */
+mp_status mp_loader_open(mp_loader **l, const mp_loader_config *c);
+
+/* Begins epoch `epoch` (>= 0, keys the augmentation) over the dataset indices idx[0..count)
+ * (count >= 0, each in [0, data->count)); batches are idx[b * batch ..). idx is borrowed: it
+ * must stay valid and unchanged until the next start_epoch or close. Called mid-epoch, it waits
+ * for the fills in flight, discards every batch of the old epoch and invalidates the buffers
+ * the last mp_loader_next returned. */
+void mp_loader_start_epoch(mp_loader *l, const int64_t *idx, int64_t count, int64_t epoch);
+
+/* Blocks until batch k of the current epoch is ready (k = batches returned so far this epoch)
+ * and returns its buffers: *x (n, H, W, C) of the configured dtype, *y (n) labels, *n samples.
+ * The buffers belong to the loader and stay valid until the next call to next, start_epoch or
+ * close. Past the last batch, or before any epoch, returns MP_EINTERNAL ("loader: no batch left
+ * in this epoch") and leaves the outputs untouched. */
+mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_t *n);
+
+/* Stops and joins the worker threads (a fill in progress is finished first; nothing else is
+ * waited for, so it is safe mid-epoch and before any epoch) and frees everything. NULL is
+ * ignored. */
+void mp_loader_close(mp_loader *l);
+
+#endif
