@@ -223,6 +223,59 @@ static void test_underflow_recovered_by_scaling(void **state)
     }
 }
 
+/* Gradient clipping by global norm: with SGD (no momentum, no decay) the first step moves the
+ * weights by exactly lr * clip in norm when the gradients' norm exceeds clip, and by more
+ * without clipping. */
+typedef struct clip_state {
+    float *before;
+    double moved;
+} clip_state;
+
+static void watch_first_step(mp_trainer *t, int64_t step, void *arg)
+{
+    clip_state *c = arg;
+    mp_tensor *w = &t->model.params.groups[MP_GROUP_WEIGHTS].model;
+    int64_t n = mp_tensor_numel(w);
+    if (step == 0) {
+        c->before = malloc((size_t)n * sizeof(float));
+        memcpy(c->before, w->data, (size_t)n * sizeof(float));
+    } else if (step == 1) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = (double)((float *)w->data)[i] - (double)c->before[i];
+            s += d * d;
+        }
+        c->moved = sqrt(s);
+        free(c->before);
+    }
+}
+
+static void test_gradient_clipping(void **state)
+{
+    (void)state;
+    double moved[2];
+    for (int clip = 0; clip < 2; clip++) {
+        mp_trainer t;
+        mp_config cfg;
+        setup(&t, &cfg,
+              (const char *[]){"optim.momentum=0.0", "optim.lr=0.05", "train.max_steps=2",
+                               clip ? "optim.clip_grad_norm=0.05" : "optim.clip_grad_norm=0.0",
+                               NULL});
+        clip_state c = {NULL, 0};
+        t.after_backward = watch_first_step;
+        t.hook_arg = &c;
+        mp_train_result r;
+        assert_int_equal(mp_train_run(&t, &r), MP_OK);
+        moved[clip] = c.moved;
+        mp_train_free(&t);
+        mp_config_free(&cfg);
+    }
+    double want = 0.05 * 0.05;
+    assert_close(&moved[1], &want, 1, 0, 1e-3);
+    if (!(moved[0] > 2 * want))
+        fail_msg("unclipped step moved %g: the test's gradients are too small to clip", moved[0]);
+}
+
 /* Every level and half type trains (test accuracy far above chance on this subset) and two
  * runs with the same seed end with bitwise identical weights. */
 static void test_every_level_trains_deterministically(void **state)
@@ -270,6 +323,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_injected_inf_skips_bitwise),
         cmocka_unit_test(test_persistent_overflow_diverges),
         cmocka_unit_test(test_underflow_recovered_by_scaling),
+        cmocka_unit_test(test_gradient_clipping),
         cmocka_unit_test(test_every_level_trains_deterministically),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
