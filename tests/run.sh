@@ -15,6 +15,6 @@ echo "== ctest (build)"
 (cd build && ctest --output-on-failure --timeout 900 -j2 -LE "$exclude")
 
 echo "== build (sanitizers)"
-bash launch/build.sh build-asan -DMPDIST_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+bash launch/build.sh build-asan -DMPDIST_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== ctest (build-asan)"
 (cd build-asan && ctest --output-on-failure --timeout 900 -j2 -LE "$exclude|nosan")
