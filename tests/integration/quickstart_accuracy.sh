@@ -2,6 +2,7 @@
 # labels: integration nosan
 # The quickstart's training exactly as the README runs it (2 ranks, the whole Fashion-MNIST,
 # the shipped config) reaches the published MLP baseline, and 4 ranks finish the same config.
+# The time is printed, not asserted: machines are shared (bench/ranks.sh measures speed).
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 for np in 2 4; do
@@ -11,7 +12,6 @@ for np in 2 4; do
   acc=$(sed -n 's/^test accuracy: //p' "$TMP/out$np")
   elapsed=$(( $(date +%s) - start ))
   echo "np $np: test accuracy $acc in $elapsed s"
-  [ "$elapsed" -lt 180 ] || { echo "FAIL: training took $elapsed s, over 3 minutes"; exit 1; }
   [ -n "$acc" ] || { echo "FAIL: np $np printed no accuracy"; tail -5 "$TMP/out$np"; exit 1; }
   if [ "$np" = 2 ] && ! awk -v a="$acc" 'BEGIN { exit !(a >= 0.880) }'; then
     echo "FAIL: accuracy $acc < 0.880 (published MLP baseline 0.883)"; exit 1
