@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Same seed and rank count: two runs give bitwise identical metrics (every field but the
-# timings), also with 0 or 3 loader threads, and a different seed gives different ones (so the
+# timings), at every opt level and half type, also with 0 or 3 loader threads, and a different seed gives different ones (so the
 # comparison can fail).
 source "$(dirname "$0")/common.bash"
 
@@ -20,6 +20,15 @@ run b 7
 run c 8
 run d 7 --set data.loader_threads=0
 run e 7 --set data.loader_threads=3 --set data.prefetch=1
+for level in O1 O2 O3; do # every opt level: two runs, identical metrics
+  run $level-x 7 --set amp.opt_level=$level
+  run $level-y 7 --set amp.opt_level=$level
+  cmp "$TMP/$level-x.cmp" "$TMP/$level-y.cmp" || { echo "FAIL: $level runs differ"; exit 1; }
+  cmp -s "$TMP/a.cmp" "$TMP/$level-x.cmp" && { echo "FAIL: $level metrics equal O0's"; exit 1; }
+done
+run bf16-x 7 --set amp.opt_level=O2 --set amp.half=bf16
+run bf16-y 7 --set amp.opt_level=O2 --set amp.half=bf16
+cmp "$TMP/bf16-x.cmp" "$TMP/bf16-y.cmp" || { echo "FAIL: O2 bf16 runs differ"; exit 1; }
 [ "$(grep -c '"type":"step"' "$TMP/a.cmp")" = 30 ] || { echo "FAIL: want 30 step records"; exit 1; }
 grep -q '"loss":0\.[0-9]\{6,\}' "$TMP/a.cmp" || { echo "FAIL: losses lack full precision"; exit 1; }
 cmp "$TMP/a.cmp" "$TMP/b.cmp" || { echo "FAIL: same seed, different metrics"; diff "$TMP/a.cmp" "$TMP/b.cmp" | head; exit 1; }
