@@ -42,7 +42,7 @@ for model in "${models[@]}"; do
     fi
     grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true
   done
-  plot="set terminal pngcairo size 900,540; set output '$out/loss-$model.png'; set title 'Fashion-MNIST $model: training loss by opt level ($np ranks)'; set xlabel 'step'; set ylabel 'loss (mean over ranks)'; set logscale y; set key top right; plot"
+  plot="set terminal pngcairo size 900,540 noenhanced; set output '$out/loss-$model.png'; set title 'Fashion-MNIST $model: training loss by opt level ($np ranks)'; set xlabel 'step'; set ylabel 'loss (mean over ranks)'; set logscale y; set key top right; plot"
   sep=""
   for r in "${runs[@]}"; do set -- $r; plot="$plot$sep '$out/$model-$1-$2.dat' using 1:2 with lines title '$1 $2'"; sep=","; done
   command -v gnuplot >/dev/null && gnuplot -e "$plot" || echo "bench: gnuplot missing, no plot" >&2
