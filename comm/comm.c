@@ -1,13 +1,14 @@
-/* MPI start-up and the foundation's collectives. Errors are returned (MPI_ERRORS_RETURN on our
- * duplicate communicator) and turned into MP_ECOMM with the check macro's message. */
+/* MPI start-up, ranks and hosts, and the collectives over the transport. Errors are returned
+ * (MPI_ERRORS_RETURN on our duplicates) and become MP_ECOMM with the check macro's message.
+ * Waiting (and the watchdog) is in comm/watchdog.c. */
 #include "comm/comm.h"
 
-#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt);
-static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt);
+#include "comm/halfsum.h"
+#include "comm/transport_mpi.h"
 
 const char *mp_mpi_error_string(int rc)
 {
@@ -18,15 +19,47 @@ const char *mp_mpi_error_string(int rc)
     return msg;
 }
 
-mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
+/* The launcher's idea of the local rank, or -1 when it says nothing. */
+static int launcher_local_rank(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return -1;
+}
+
+static mp_status gather_hosts(mp_comm *c)
+{
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_CHECK(MPI_Get_processor_name(name, &len));
+    snprintf(c->host, sizeof c->host, "%s", name);
+    c->hosts = calloc((size_t)c->size, sizeof *c->hosts);
+    if (!c->hosts)
+        return mp_fail(MP_EINTERNAL, "comm: out of host memory for %d host names", c->size);
+    char mine[MP_HOST_MAX] = {0};
+    memcpy(mine, c->host, strnlen(c->host, MP_HOST_MAX - 1)); /* longer names are cut */
+    MPI_CHECK(MPI_Allgather(mine, MP_HOST_MAX, MPI_CHAR, c->hosts, MP_HOST_MAX, MPI_CHAR,
+                            c->world));
+    return MP_OK;
+}
+
+mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base)
 {
     memset(c, 0, sizeof *c);
-    int inited = 0;
-    MPI_CHECK(MPI_Initialized(&inited));
-    if (!inited)
-        MPI_CHECK(MPI_Init(argc, argv));
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
+    c->world = c->watch = MPI_COMM_NULL;
+    c->half_word = MPI_DATATYPE_NULL;
+    c->sum_f16 = c->sum_bf16 = MPI_OP_NULL;
+    c->timeout_s = MP_COMM_DEFAULT_TIMEOUT_S;
+    c->step = -1;
+    c->report = true;
+    MPI_CHECK(MPI_Query_thread(&c->thread_level));
+    MPI_CHECK(MPI_Comm_dup(base, &c->world));
     MPI_CHECK(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_dup(c->world, &c->watch));
     MPI_CHECK(MPI_Comm_rank(c->world, &c->rank));
     MPI_CHECK(MPI_Comm_size(c->world, &c->size));
     MPI_Comm node;
@@ -34,108 +67,79 @@ mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
     MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
     MPI_CHECK(MPI_Comm_size(node, &c->local_size));
     MPI_CHECK(MPI_Comm_free(&node));
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_CHECK(MPI_Get_processor_name(name, &len));
-    snprintf(c->host, sizeof c->host, "%s", name);
-    mp_identity_set(c->rank, c->host);
+    MP_TRY(gather_hosts(c));
     MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &c->half_word));
     MPI_CHECK(MPI_Type_commit(&c->half_word));
-    MPI_CHECK(MPI_Op_create(sum_f16, 1, &c->sum_f16));
-    MPI_CHECK(MPI_Op_create(sum_bf16, 1, &c->sum_bf16));
+    MPI_CHECK(MPI_Op_create(mp_halfsum_f16, 1, &c->sum_f16));
+    MPI_CHECK(MPI_Op_create(mp_halfsum_bf16, 1, &c->sum_bf16));
+    return mp_transport_mpi_open(&c->tx, c);
+}
+
+mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
+{
+    int inited = 0, provided = 0;
+    MPI_CHECK(MPI_Initialized(&inited));
+    if (!inited)
+        MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    MP_TRY(mp_comm_init_on(c, MPI_COMM_WORLD));
+    c->owns_mpi = !inited;
+    mp_identity_set(c->rank, c->host);
+    int want = launcher_local_rank();
+    if (want >= 0 && want != c->local_rank)
+        fprintf(stderr,
+                "mpdist: warning: [rank %d @ %s] the launcher says local rank %d, MPI's shared "
+                "memory split says %d (%d ranks on this host); using MPI's\n",
+                c->rank, c->host, want, c->local_rank, c->local_size);
     return MP_OK;
 }
 
-mp_status mp_comm_bcast(const mp_comm *c, void *buf, size_t bytes, int root)
+const char *mp_comm_host(const mp_comm *c, int rank)
 {
-    char *p = buf;
-    while (bytes > 0) {
-        int chunk = bytes > (size_t)INT_MAX ? INT_MAX : (int)bytes;
-        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, root, c->world));
-        p += chunk;
-        bytes -= (size_t)chunk;
-    }
-    return MP_OK;
+    return c->hosts && rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
 }
 
-mp_status mp_comm_allreduce_sum_f32(const mp_comm *c, float *buf, size_t n)
+mp_status mp_comm_allreduce_start(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
+                                  const char *what, uint64_t *ticket)
 {
-    while (n > 0) {
-        int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, MPI_FLOAT, MPI_SUM, c->world));
-        buf += chunk;
-        n -= (size_t)chunk;
-    }
-    return MP_OK;
+    mp_coll coll = {.kind = MP_COLL_ALLREDUCE, .buf = buf, .count = n, .dtype = dt, .op = op};
+    snprintf(coll.what, sizeof coll.what, "%s", what);
+    return c->tx.ops->start(c->tx.self, &coll, ticket);
 }
 
-/* MPI reduction callbacks for half types: element-wise sum in FP32, rounded once. */
-static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)
+mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
+                            const char *what)
 {
-    (void)dt;
-    uint16_t *a = in, *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = mp_f32_to_f16(mp_f16_to_f32(a[i]) + mp_f16_to_f32(b[i]));
+    uint64_t ticket;
+    MP_TRY(mp_comm_allreduce_start(c, buf, n, dt, op, what, &ticket));
+    return mp_comm_wait(c, ticket);
 }
 
-static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
+mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what)
 {
-    (void)dt;
-    uint16_t *a = in, *b = inout;
-    for (int i = 0; i < *len; i++)
-        b[i] = mp_f32_to_bf16(mp_bf16_to_f32(a[i]) + mp_bf16_to_f32(b[i]));
+    mp_coll coll = {.kind = MP_COLL_BCAST, .buf = buf, .count = bytes, .root = root};
+    snprintf(coll.what, sizeof coll.what, "%s", what);
+    uint64_t ticket;
+    MP_TRY(c->tx.ops->start(c->tx.self, &coll, &ticket));
+    return mp_comm_wait(c, ticket);
 }
 
-static mp_status allreduce_half(const mp_comm *c, uint16_t *buf, size_t n, mp_dtype dt)
-{
-    while (n > 0) {
-        int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, chunk, c->half_word,
-                                dt == MP_F16 ? c->sum_f16 : c->sum_bf16, c->world));
-        buf += chunk;
-        n -= (size_t)chunk;
-    }
-    return MP_OK;
-}
-
-mp_status mp_comm_allreduce_sum(const mp_comm *c, void *buf, size_t n, mp_dtype dt)
-{
-    switch (dt) {
-    case MP_F32: return mp_comm_allreduce_sum_f32(c, buf, n);
-    case MP_F16:
-    case MP_BF16: return allreduce_half(c, buf, n, dt);
-    case MP_F64:
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->world));
-        return MP_OK;
-    }
-    return mp_fail(MP_EINTERNAL, "allreduce: unknown dtype");
-}
-
-mp_status mp_comm_any(const mp_comm *c, bool *flag)
-{
-    int v = *flag ? 1 : 0;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->world));
-    *flag = v != 0;
-    return MP_OK;
-}
-
-mp_status mp_comm_allreduce_sum_f64(const mp_comm *c, double *buf, int n)
-{
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, c->world));
-    return MP_OK;
-}
-
-mp_status mp_comm_agree(const mp_comm *c, mp_status local, int *reporter)
+mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter)
 {
     *reporter = local != MP_OK ? c->rank : -1;
-    int worst = (int)local, first;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_INT, MPI_MAX, c->world));
-    if (worst == MP_OK)
+    /* One MAX over (code, -rank of a rank with that code): the worst code, then the lowest
+     * rank among those that have it, in a second pass only when something failed. */
+    double worst = (double)local;
+    mp_status st = mp_comm_allreduce(c, &worst, 1, MP_F64, MP_REDOP_MAX, "status agreement");
+    if (st != MP_OK)
+        return MP_ECOMM;
+    if (worst == (double)MP_OK)
         return MP_OK;
-    int mine = (int)local == worst ? c->rank : c->size;
-    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world));
-    *reporter = first;
-    return (mp_status)worst;
+    double mine = (double)local == worst ? -(double)c->rank : -(double)c->size;
+    st = mp_comm_allreduce(c, &mine, 1, MP_F64, MP_REDOP_MAX, "status agreement");
+    if (st != MP_OK)
+        return MP_ECOMM;
+    *reporter = (int)-mine;
+    return (mp_status)(int)worst;
 }
 
 void mp_comm_abort(const mp_comm *c, int code)
@@ -145,17 +149,37 @@ void mp_comm_abort(const mp_comm *c, int code)
     MPI_Abort(c && c->world != MPI_COMM_NULL ? c->world : MPI_COMM_WORLD, code);
 }
 
-void mp_comm_finalize(mp_comm *c)
+void mp_comm_free(mp_comm *c)
 {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (fin)
-        return;
-    if (c->world != MPI_COMM_NULL && c->world != 0) {
-        MPI_Op_free(&c->sum_f16);
-        MPI_Op_free(&c->sum_bf16);
-        MPI_Type_free(&c->half_word);
-        MPI_Comm_free(&c->world);
+    if (c->tx.ops) {
+        c->tx.ops->close(c->tx.self);
+        c->tx.ops = NULL;
     }
-    MPI_Finalize();
+    if (!fin) {
+        if (c->sum_f16 != MPI_OP_NULL)
+            MPI_Op_free(&c->sum_f16);
+        if (c->sum_bf16 != MPI_OP_NULL)
+            MPI_Op_free(&c->sum_bf16);
+        if (c->half_word != MPI_DATATYPE_NULL)
+            MPI_Type_free(&c->half_word);
+        if (c->watch != MPI_COMM_NULL)
+            MPI_Comm_free(&c->watch);
+        if (c->world != MPI_COMM_NULL)
+            MPI_Comm_free(&c->world);
+    }
+    c->world = c->watch = MPI_COMM_NULL;
+    free(c->hosts);
+    c->hosts = NULL;
+}
+
+void mp_comm_finalize(mp_comm *c)
+{
+    bool owns = c->owns_mpi;
+    mp_comm_free(c);
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (owns && !fin)
+        MPI_Finalize();
 }

@@ -1,6 +1,12 @@
-/* Ranks and collectives over MPI (DESIGN §1, comm/). This is the minimal communicator of the
- * foundation: start-up, rank/size/local rank, broadcast, gradient allreduce and the small
- * agreement collectives. Every function is collective over all ranks unless it says otherwise. */
+/* Ranks and collectives (DESIGN §1, comm/): MPI start-up with thread support, world and local
+ * ranks, every rank's host name, and the collectives the step needs. Collectives are started on
+ * the communicator's transport (comm/transport.h), which runs them in the order they were
+ * started on its own stream of execution (a worker thread over MPI on CPUs; a CUDA stream with
+ * NCCL on GPUs), and waited for under the watchdog: a collective that does not finish within
+ * timeout_s fails with MP_ECOMM and a message naming the operation, the step and the ranks that
+ * did not arrive. Buffers live where the transport says (host memory for MPI, device memory for
+ * NCCL). Every function is collective over all ranks, in the same order on every rank, unless it
+ * says otherwise. */
 #ifndef MP_COMM_H
 #define MP_COMM_H
 
@@ -9,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/dtype.h"
-
+#include "comm/transport.h"
 #include "engine/check.h"
+#include "engine/dtype.h"
 #include "engine/status.h"
 
 /* The MPI library's text for error code rc (thread-local storage, valid until the next call). */
@@ -22,45 +28,71 @@ const char *mp_mpi_error_string(int rc);
 #define MP_MPI_OK(rc) ((rc) == MPI_SUCCESS)
 #define MPI_CHECK(stmt) MP_LIB_CHECK("MPI", MP_ECOMM, int, stmt, MP_MPI_OK, mp_mpi_error_string)
 
+#define MP_HOST_MAX 64 /* bytes of a host name as messages print it */
+#define MP_COMM_DEFAULT_TIMEOUT_S 600.0
+
 typedef struct mp_comm {
-    MPI_Comm world; /* a duplicate of MPI_COMM_WORLD with errors returned, not fatal */
+    MPI_Comm world; /* a duplicate of the parent communicator, errors returned, not fatal */
+    MPI_Comm watch; /* another duplicate: the watchdog's census messages */
     int rank, size;
-    int local_rank, local_size; /* among the ranks on this host */
+    int local_rank, local_size; /* among the ranks on this host (MPI_COMM_TYPE_SHARED) */
+    int thread_level;           /* what MPI_Init_thread provided */
     char host[MPI_MAX_PROCESSOR_NAME];
-    MPI_Datatype half_word;        /* two bytes, for fp16/bf16 reductions */
-    MPI_Op sum_f16, sum_bf16;      /* their sums, created once at start-up */
+    char (*hosts)[MP_HOST_MAX]; /* (size) every rank's host name, owned */
+    double timeout_s;           /* the watchdog's limit per collective (comm.timeout_s) */
+    int64_t step;               /* the training step messages name; -1 outside training */
+    bool report;                /* after MP_ECOMM from a wait: whether this rank should print
+                                   the message (the watchdog picks one rank of many) */
+    bool owns_mpi;              /* mp_comm_init started MPI: finalize ends it */
+    MPI_Datatype half_word;     /* two bytes, for fp16/bf16 reductions */
+    MPI_Op sum_f16, sum_bf16;   /* their sums in FP32, rounded once (comm/halfsum.c) */
+    mp_transport tx;            /* where collectives run */
 } mp_comm;
 
-/* Initialises MPI (if not yet), duplicates the world communicator with MPI_ERRORS_RETURN, and
- * fills rank, size, local rank and host. Sets the identity that check messages print. */
+/* Initialises MPI with thread support (if not yet), duplicates MPI_COMM_WORLD with
+ * MPI_ERRORS_RETURN, fills ranks and host names (local rank cross-checked with
+ * OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID, a warning on stderr when they disagree), sets the
+ * identity check messages print and starts the transport. */
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv);
 
-/* Broadcasts `bytes` bytes of buf from rank `root`. */
-mp_status mp_comm_bcast(const mp_comm *c, void *buf, size_t bytes, int root);
+/* A communicator over `base` (a sub-communicator of an initialised MPI, e.g. MPI_COMM_SELF for a
+ * one-rank reference run in a test), with its own transport; collective over base. Free with
+ * mp_comm_free. */
+mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base);
 
-/* In-place sum over all ranks of n floats. */
-mp_status mp_comm_allreduce_sum_f32(const mp_comm *c, float *buf, size_t n);
+/* Host name of `rank` (not collective). */
+const char *mp_comm_host(const mp_comm *c, int rank);
 
-/* In-place sum over all ranks of n elements of dtype dt. Half types are summed in FP32 and
- * rounded to the dtype at each combination (a user-defined MPI op), FP32 with MPI_SUM. */
-mp_status mp_comm_allreduce_sum(const mp_comm *c, void *buf, size_t n, mp_dtype dt);
+/* Starts an in-place reduction over all ranks of n elements of dt at buf (memory of the
+ * transport's device); `what` names it in messages ("allreduce of gradient bucket 3/7").
+ * Half types sum in FP32 and round once per combination. *ticket identifies it for
+ * mp_comm_wait. Not blocking. */
+mp_status mp_comm_allreduce_start(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
+                                  const char *what, uint64_t *ticket);
 
-/* In-place logical OR over all ranks (found_inf: every rank takes the same decision). */
-mp_status mp_comm_any(const mp_comm *c, bool *flag);
+/* Waits for every collective started up to `ticket` (not collective itself). MP_ECOMM when one
+ * failed, or when timeout_s passes (the watchdog's message; c->report says whether this rank
+ * should print it). */
+mp_status mp_comm_wait(mp_comm *c, uint64_t ticket);
 
-/* In-place sum over all ranks of n doubles. */
-mp_status mp_comm_allreduce_sum_f64(const mp_comm *c, double *buf, int n);
+/* Blocking forms: start, then wait. */
+mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
+                            const char *what);
+mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what);
 
 /* Every rank passes its local status; all return the same agreed status (the largest code of
  * any failed rank, MP_OK when all succeeded) and *reporter is the lowest rank that failed with
  * that code (-1 if none), the one that should print its message. If the agreement itself
  * fails, returns MP_ECOMM with *reporter set to this rank when it had failed, else -1. */
-mp_status mp_comm_agree(const mp_comm *c, mp_status local, int *reporter);
+mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter);
 
 /* Not collective: ends every rank at once with `code` (MPI_Abort), so none hangs. */
 void mp_comm_abort(const mp_comm *c, int code);
 
-/* Frees the duplicate communicator and finalises MPI. */
+/* Stops the transport and frees what init_on created (not MPI itself). */
+void mp_comm_free(mp_comm *c);
+
+/* mp_comm_free, then finalises MPI when mp_comm_init started it. */
 void mp_comm_finalize(mp_comm *c);
 
 #endif

@@ -42,10 +42,10 @@ static mp_status block_backward(mp_layer *l, const mp_tensor *x, const mp_tensor
         MP_TRY(l->ops->relu_backward(y, dy, &gsum));
     }
     mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
-    MP_TRY(mp_seq_backward(&m, x, &gsum, dx, b->gbuf));
+    MP_TRY(mp_seq_backward(&m, x, &gsum, dx, b->gbuf, NULL));
     if (b->nshortcut > 0) {
         mp_tensor gsc = mp_tensor_batch(&b->gsc, n);
-        MP_TRY(mp_seq_backward(&sc, x, &gsum, dx ? &gsc : NULL, b->gbuf));
+        MP_TRY(mp_seq_backward(&sc, x, &gsum, dx ? &gsc : NULL, b->gbuf, NULL));
         return dx ? l->ops->add(dx, &gsc, dx) : MP_OK;
     }
     return dx ? l->ops->add(dx, &gsum, dx) : MP_OK;

@@ -153,7 +153,11 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
                                         group_spec(&m->amp, MP_GROUP_NORM)};
     mp_params_alloc(&m->params, groups);
     int k = 0;
-    mp_seq_bind(&s, &m->params, &k);
+    for (int i = 0; i < m->nlayers; i++) { /* layer by layer, to note where each one starts */
+        mp_seq one = {&m->layers[i], 1, NULL, NULL};
+        m->first_param[i] = k;
+        mp_seq_bind(&one, &m->params, &k);
+    }
     int64_t widest = 0;
     size_t elem = 0;
     mp_seq_alloc(&s, &m->amp, m->amp.input, max_batch, &widest, &elem);
@@ -185,10 +189,18 @@ mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp
     return MP_OK;
 }
 
+/* After top-level layer i's backward every parameter from its first on has its gradient. */
+static mp_status layer_done(void *arg, int i)
+{
+    mp_model *m = arg;
+    return m->grads_ready(m->grads_ready_arg, m->first_param[i]);
+}
+
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits)
 {
     mp_seq s = top(m);
-    return mp_seq_backward(&s, x, dlogits, NULL, m->dbuf);
+    mp_layer_hook hook = {layer_done, m};
+    return mp_seq_backward(&s, x, dlogits, NULL, m->dbuf, m->grads_ready ? &hook : NULL);
 }
 
 static int64_t layer_params(mp_layer *l)

@@ -49,6 +49,14 @@ typedef struct mp_model {
     mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
     mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
     mp_tensor logits;               /* view of the last forward's output (n, num_classes) */
+    int first_param[MP_MAX_LAYERS]; /* index of each layer's first parameter (blocks: the
+                                       first of their inner layers) */
+    /* Called during backward each time a top-level layer has written its gradients, with that
+     * layer's first parameter index: from then on the gradients of parameters first..count-1
+     * are final for this step (gradient buckets start their all-reduce on it). A failure stops
+     * the backward pass. NULL: no calls. */
+    mp_status (*grads_ready)(void *arg, int first_param);
+    void *grads_ready_arg;
 } mp_model;
 
 /* Builds the layers of `specs` for inputs of per-sample shape in_shape (H, W, C) and batches of
@@ -85,7 +93,8 @@ mp_dtype mp_model_input_dtype(const mp_model *m);
 mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp_tensor **logits);
 
 /* Backward from dlogits (n, num_classes) for the batch last passed to forward; writes every
- * parameter's gradient into the flat gradient buffer (overwriting it). */
+ * parameter's gradient into the flat gradient buffer (overwriting it), calling grads_ready as
+ * the layers finish (last layer first). */
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits);
 
 /* Prints the layer table (name, type, output shape, parameters) and totals. */

@@ -165,7 +165,7 @@ mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_
 }
 
 mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,
-                          mp_tensor *dx, mp_tensor scratch[2])
+                          mp_tensor *dx, mp_tensor scratch[2], const mp_layer_hook *done)
 {
     int64_t n = x->shape[0];
     mp_tensor g = *dy, gx;
@@ -185,6 +185,8 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
             gxp = dx;
         }
         MP_TRY(l->cls->backward(l, &xin, &y, &g, gxp));
+        if (done)
+            MP_TRY(done->fn(done->arg, i));
         if (i > 0)
             g = gx;
     }

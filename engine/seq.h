@@ -33,11 +33,17 @@ void mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k);
 mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_t step,
                          mp_tensor *out);
 
+/* Called after layer `layer` of a sequence has written its gradients; a failure stops the pass. */
+typedef struct mp_layer_hook {
+    mp_status (*fn)(void *arg, int layer);
+    void *arg;
+} mp_layer_hook;
+
 /* Backward through s for the batch last passed to forward: parameter gradients, and dx (the
  * dtype and shape of x) unless NULL; scratch are two ping-pong buffers big enough for any
- * inner activation gradient. */
+ * inner activation gradient. `done` (may be NULL) hears of each layer as it finishes. */
 mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,
-                          mp_tensor *dx, mp_tensor scratch[2]);
+                          mp_tensor *dx, mp_tensor scratch[2], const mp_layer_hook *done);
 
 /* Parameter and activation elements s would allocate (blocks included), without allocating. */
 void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts);

@@ -144,6 +144,10 @@ void mp_metrics_step(mp_metrics *m, const mp_step_record *r)
         cJSON_AddNumberToObject(o, "images_per_s", r->images_per_s);
         cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
         cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
+        if (r->comm_hidden >= 0)
+            cJSON_AddNumberToObject(o, "comm_hidden", r->comm_hidden);
+        else
+            cJSON_AddNullToObject(o, "comm_hidden");
     }
     record_end(m, o);
 }

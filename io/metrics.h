@@ -16,7 +16,10 @@ typedef struct mp_step_record {
     int64_t epoch; /* 0-based */
     double loss, lr, loss_scale;
     bool skipped;
-    double images_per_s, step_ms, comm_ms;
+    double images_per_s, step_ms;
+    double comm_ms;     /* per step: first gradient bucket started to all buckets summed */
+    double comm_hidden; /* fraction of comm_ms spent while backward still ran; < 0: no
+                           communication (one rank), written as null */
 } mp_step_record;
 
 typedef struct mp_eval_record {

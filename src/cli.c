@@ -16,7 +16,7 @@ static const struct {
 void mp_cli_usage(FILE *out)
 {
     fputs("usage: mpdist [train] CONFIG.cfg [--set key.path=value]... [--dry-run]\n"
-          "       mpdist info | --version | --help\n"
+          "       mpdist bench-comm [options] | info | --version | --help\n"
           "\n"
           "Trains a neural network with mixed precision on every MPI rank it is started on:\n"
           "  mpirun -np 4 mpdist configs/fashion-mnist-mlp.cfg\n"
@@ -32,6 +32,10 @@ void mp_cli_usage(FILE *out)
           "commands:\n"
           "  train                 train (the default)\n"
           "  info                  backends, MPI, HDF5, CUDA/cuDNN/NCCL versions in this binary\n"
+          "  bench-comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--csv]\n"
+          "                        all-reduce bandwidth sweep (nccl-tests' table) of the\n"
+          "                        communicator in fp32, fp16 and bf16 beside raw MPI_Allreduce;\n"
+          "                        sizes in bytes with K, M or G suffixes (defaults 1K..16M)\n"
           "exit codes: 0 done, 2 usage or config error, 3 data error, 4 checkpoint error,\n"
           "            5 diverged, 6 communication failure or timeout\n"
           "config keys: configs/README.md\n",
@@ -69,8 +73,11 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
                 cli->cmd = mp_subcommands[k].cmd;
                 first = 2;
             }
+    cli->rest = first;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
+        if (cli->cmd == MP_CMD_BENCH_COMM && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0)
+            continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             cli->cmd = MP_CMD_HELP;
             return MP_OK;

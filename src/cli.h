@@ -28,10 +28,12 @@ typedef struct mp_cli {
     int nsets;
     bool dry_run;
     const char *resume;               /* --resume PATH|auto, or NULL */
+    int rest;                         /* bench-comm: index of its first option in argv */
 } mp_cli;
 
 /* Parses argv[1..argc) into *cli. Returns MP_OK, or MP_EUSAGE with a one-line message (unknown
- * option, missing config, missing option value, too many --set). Pointers refer into argv. */
+ * option, missing config, missing option value, too many --set). Pointers refer into argv.
+ * bench-comm's options are left to it (cli->rest), except --help. */
 mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv);
 
 /* Prints the --help text. */

@@ -67,7 +67,12 @@ typedef struct mp_config {
         double label_smoothing; /* of the training loss */
     } train;
     struct {
-        char backend[8]; /* "auto" | "mpi" */
+        char backend[8];    /* "auto" | "mpi" */
+        double bucket_mb, first_bucket_mb; /* MiB on the wire */
+        char grad_dtype[8]; /* "auto" | "fp32" | "fp16" | "bf16" */
+        double predivide;   /* divide before the sum by this, after it by world / this */
+        bool overlap;       /* buckets start during backward */
+        double timeout_s;   /* the watchdog's limit per collective */
     } comm;
     struct {
         char metrics[512]; /* JSON Lines path; "" = none */

@@ -160,6 +160,24 @@ const mp_key mp_config_keys[] = {
 
     {"comm.backend", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "mpi"), CF(comm.backend),
      .meaning = "Gradient all-reduce backend; auto = the best available."},
+    {"comm.bucket_mb", MP_KEY_FLOAT, "25.0", GT(0), LE(4096), CF(comm.bucket_mb),
+     .meaning = "Gradient bucket size in MiB on the wire; a bucket's all-reduce starts as soon "
+                "as backward has written it (PyTorch DDP's bucket_cap_mb)."},
+    {"comm.first_bucket_mb", MP_KEY_FLOAT, "1.0", GT(0), LE(4096), CF(comm.first_bucket_mb),
+     .meaning = "Size of the first (last layers') bucket in MiB, small so communication starts "
+                "early."},
+    {"comm.grad_dtype", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "fp32", "fp16", "bf16"),
+     CF(comm.grad_dtype),
+     .meaning = "Gradients on the wire: auto = the gradients' own dtype (FP32 at O0/O1, half at "
+                "O2/O3); fp16 or bf16 compress FP32 gradients."},
+    {"comm.predivide", MP_KEY_FLOAT, "1.0", GT(0), LE(1e6), CF(comm.predivide),
+     .meaning = "Divide gradients by this before the sum and by world/predivide after it "
+                "(Apex's gradient_predivide_factor): keeps large fp16 sums finite."},
+    {"comm.overlap", MP_KEY_BOOL, "true", CF(comm.overlap),
+     .meaning = "Start bucket all-reduces during backward; false = all after backward."},
+    {"comm.timeout_s", MP_KEY_FLOAT, "600.0", GT(0), LE(604800), CF(comm.timeout_s),
+     .meaning = "Watchdog: a collective not finished after this many seconds ends the job on "
+                "every rank with exit code 6."},
 
     {"log.metrics", MP_KEY_STRING, "\"\"", CF(log.metrics),
      .meaning = "JSON Lines metrics file written by rank 0; \"\" = none."},

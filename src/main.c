@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "src/bench_comm.h"
 #include "src/cli.h"
 #include "src/config.h"
 #include "src/info.h"
@@ -99,7 +100,8 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
         mp_train_result res;
         st = mp_train_run(&t, &res);
         if (st != MP_OK) {
-            report(st);
+            if (comm.report) /* the watchdog lets one of the ranks that timed out speak */
+                report(st);
             if (comm.size > 1)
                 mp_comm_abort(&comm, (int)st);
             rc = (int)st;
@@ -115,6 +117,27 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
     return rc;
 }
 
+static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
+{
+    mp_bench_comm_opts o;
+    mp_status st = mp_bench_comm_parse(&o, *argc, *argv, cli->rest);
+    if (st != MP_OK)
+        return report_once(st);
+    mp_comm comm;
+    st = mp_comm_init(&comm, argc, argv);
+    if (st != MP_OK)
+        return report(st);
+    st = mp_bench_comm_run(&comm, &o, stdout);
+    if (st != MP_OK) {
+        if (comm.report)
+            report(st);
+        if (comm.size > 1)
+            mp_comm_abort(&comm, (int)st);
+    }
+    mp_comm_finalize(&comm);
+    return (int)st;
+}
+
 int main(int argc, char **argv)
 {
     mp_cli cli;
@@ -125,6 +148,7 @@ int main(int argc, char **argv)
     case MP_CMD_VERSION: printf("mpdist %s\n", MPDIST_VERSION); return 0;
     case MP_CMD_INFO: mp_info_print(stdout); return 0;
     case MP_CMD_TRAIN: return train(&cli, &argc, &argv);
+    case MP_CMD_BENCH_COMM: return bench_comm(&cli, &argc, &argv);
     default:
         return report_once(mp_fail(MP_EUSAGE, "'%s' is not available in this build yet", argv[1]));
     }

@@ -1,5 +1,6 @@
 /* The step loop (DESIGN §2): load a shard batch in the input dtype, forward, FP32 loss scaled by
- * the loss scale, backward into the flat gradient buffers, sum gradients over ranks, one
+ * the loss scale, backward into the flat gradient buffers while each finished bucket is summed
+ * over ranks (comm/buckets.h), one
  * unscale-and-check pass (global norm and found_inf, agreed by all ranks), then either skip the
  * step (weights and optimizer state untouched) or clip and take the FP32 master step; the
  * scaler updates the same way on every rank. Rank 0 logs a global mean loss every log.every
@@ -10,35 +11,27 @@
 #include "src/train.h"
 
 typedef struct mp_window {
-    double t0, comm_s;
+    double t0, comm_ms, exposed_ms;
     int64_t steps, images;
 } mp_window;
 
-static mp_status sum_gradients(mp_trainer *t, double *comm_s)
-{
-    if (t->comm->size == 1)
-        return MP_OK;
-    double t0 = mp_now();
-    for (int k = 0; k < MP_NGROUPS; k++) {
-        mp_tensor *g = &t->model.params.groups[k].grad;
-        if (mp_tensor_numel(g) > 0)
-            MP_TRY(mp_comm_allreduce_sum(t->comm, g->data, (size_t)mp_tensor_numel(g), g->dtype));
-    }
-    *comm_s += mp_now() - t0;
-    return MP_OK;
-}
-
-/* One pass over the summed gradients at multiplier `inv` (1 / (scale * world)): their global
- * norm and whether any is inf or NaN, agreed over ranks. */
+/* One pass over the summed gradients at multiplier `inv` (post scale / loss scale): their norm
+ * and whether any is inf or NaN, then one MAX over ranks of (found_inf, sum of squares): every
+ * rank skips or steps together and clips with the same norm, even when a rank's gradients
+ * went bad after the sum. */
 static mp_status check_gradients(mp_trainer *t, double inv, double *norm, bool *found_inf)
 {
-    double sumsq = 0.0;
-    *found_inf = false;
+    double v[2] = {0.0, 0.0}; /* found_inf, sum of squares */
+    bool bad = false;
     for (int k = 0; k < MP_NGROUPS; k++)
-        MP_TRY(t->ops->grad_stats(&t->model.params.groups[k].grad, inv, &sumsq, found_inf));
-    *found_inf = *found_inf || !isfinite(sumsq);
-    MP_TRY(mp_comm_any(t->comm, found_inf));
-    *norm = sqrt(sumsq);
+        MP_TRY(t->ops->grad_stats(&t->model.params.groups[k].grad, inv, &v[1], &bad));
+    if (bad || !isfinite(v[1]))
+        v[0] = 1.0, v[1] = 0.0;
+    if (t->comm->size > 1)
+        MP_TRY(mp_comm_allreduce(t->comm, v, 2, MP_F64, MP_REDOP_MAX,
+                                 "agreement on found_inf and the gradient norm"));
+    *found_inf = v[0] != 0.0;
+    *norm = sqrt(v[1]);
     return MP_OK;
 }
 
@@ -60,7 +53,7 @@ static const char *first_overflow(mp_trainer *t, double inv)
  * MP_EDIVERGED after max_consecutive_skips skipped steps in a row. */
 static mp_status apply_gradients(mp_trainer *t, double lr, bool *skipped)
 {
-    double inv = 1.0 / (t->scaler.scale * t->comm->size), norm;
+    double inv = mp_grad_sync_post_scale(&t->sync) / t->scaler.scale, norm;
     MP_TRY(check_gradients(t, inv, &norm, skipped));
     if (!*skipped) {
         double clip = t->cfg->optim.clip_grad_norm, coef = 1.0;
@@ -90,10 +83,15 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
     MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing, t->scaler.scale,
                                 &res, &dl));
+    if (t->before_backward)
+        t->before_backward(t, t->model.step, &dl, t->hook_arg);
+    mp_grad_sync_begin(&t->sync);
     MP_TRY(mp_model_backward(&t->model, &x, &dl));
-    if (t->after_backward)
-        t->after_backward(t, t->model.step, t->hook_arg);
-    MP_TRY(sum_gradients(t, &w->comm_s));
+    MP_TRY(mp_grad_sync_finish(&t->sync));
+    w->comm_ms += t->sync.comm_ms;
+    w->exposed_ms += t->sync.exposed_ms;
+    if (t->after_reduce)
+        t->after_reduce(t, t->model.step, t->hook_arg);
     MP_TRY(apply_gradients(t, lr, skipped));
     w->steps++;
     w->images += n * t->comm->size;
@@ -106,7 +104,8 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
                           double *rate)
 {
     double v[1] = {loss};
-    MP_TRY(mp_comm_allreduce_sum_f64(t->comm, v, 1));
+    if (t->comm->size > 1)
+        MP_TRY(mp_comm_allreduce(t->comm, v, 1, MP_F64, MP_REDOP_SUM, "sum of the step losses"));
     *global_loss = v[0] / t->comm->size;
     double dt = mp_now() - w->t0;
     mp_step_record r = {
@@ -118,7 +117,8 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
         .skipped = skipped,
         .images_per_s = dt > 0 ? (double)w->images / dt : 0.0,
         .step_ms = w->steps ? 1e3 * dt / (double)w->steps : 0.0,
-        .comm_ms = w->steps ? 1e3 * w->comm_s / (double)w->steps : 0.0,
+        .comm_ms = w->steps ? w->comm_ms / (double)w->steps : 0.0,
+        .comm_hidden = w->comm_ms > 0 ? 1.0 - w->exposed_ms / w->comm_ms : -1.0,
     };
     *rate = r.images_per_s;
     if (t->metrics)
@@ -156,7 +156,8 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
     }
     mp_free(idx);
     MP_TRY(st);
-    MP_TRY(mp_comm_allreduce_sum_f64(t->comm, sums, 3));
+    if (t->comm->size > 1)
+        MP_TRY(mp_comm_allreduce(t->comm, sums, 3, MP_F64, MP_REDOP_SUM, "sum of the test loss"));
     *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     *accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
     return MP_OK;
@@ -226,6 +227,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
             int64_t before = w.images;
             bool skipped;
             t->model.step = step;
+            t->comm->step = step;
             MP_TRY(train_step(t, lr, &w, &loss, &skipped));
             images += w.images - before;
             step++;

@@ -1,12 +1,13 @@
-/* The training run (DESIGN §2 at O0 on the CPU backend): data, sampler, model, optimizer and
- * schedule set up from a validated config on every rank, then the step loop with gradient
- * averaging over MPI, periodic evaluation on the test split, metrics and progress on rank 0. */
+/* The training run (DESIGN §2 on the CPU backend): data, sampler, model, optimizer, schedule and
+ * gradient buckets set up from a validated config on every rank, then the step loop with
+ * gradients summed over ranks during backward, periodic evaluation on the test split, metrics and progress on rank 0. */
 #ifndef MP_TRAIN_H
 #define MP_TRAIN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "comm/buckets.h"
 #include "comm/comm.h"
 #include "engine/amp.h"
 #include "engine/model.h"
@@ -33,13 +34,14 @@ typedef struct mp_train_result {
 
 typedef struct mp_trainer {
     const mp_config *cfg;
-    const mp_comm *comm;
+    mp_comm *comm;
     const mp_ops *ops;
     mp_dataset train, test;
     mp_sampler sampler;
     mp_loader *loader;      /* training batches, prefetched */
     mp_amp_policy amp;
     mp_model model;
+    mp_grad_sync sync;      /* gradient buckets, summed over ranks during backward */
     mp_optimizer opt;
     mp_schedule sched;
     mp_scaler_config scaler_cfg;
@@ -51,9 +53,11 @@ typedef struct mp_trainer {
     int64_t steps_per_epoch, total_steps;
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_progress progress;
-    /* Called after each step's backward, before gradients are summed and applied (tests use it
-     * to inspect state or inject an overflow); NULL in normal runs. */
-    void (*after_backward)(struct mp_trainer *t, int64_t step, void *arg);
+    /* Test hooks, NULL in normal runs. before_backward may change this rank's loss gradient
+     * (n, classes) before backward and the all-reduce carry it; after_reduce runs once the
+     * gradients are summed over ranks, before the overflow check and the optimizer step. */
+    void (*before_backward)(struct mp_trainer *t, int64_t step, mp_tensor *dlogits, void *arg);
+    void (*after_reduce)(struct mp_trainer *t, int64_t step, void *arg);
     void *hook_arg;
 } mp_trainer;
 
@@ -61,7 +65,7 @@ typedef struct mp_trainer {
  * schedule; writes no file and calls no collective, so callers agree on the status with
  * mp_comm_agree before going on. MP_EUSAGE for settings this build cannot run or a model
  * too big for the host, MP_EDATA for data files. */
-mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *comm);
+mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
 /* Broadcasts rank 0's initial parameters to every rank; collective, after a successful setup
  * on all ranks. */

@@ -103,9 +103,11 @@ mp_status mp_train_sync(mp_trainer *t)
 {
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &t->model.params.groups[k];
-        MP_TRY(mp_comm_bcast(t->comm, g->model.data, (size_t)mp_tensor_bytes(&g->model), 0));
+        MP_TRY(mp_comm_bcast(t->comm, g->model.data, (size_t)mp_tensor_bytes(&g->model), 0,
+                             "broadcast of the initial parameters"));
         if (g->master.data && g->master.data != g->model.data)
-            MP_TRY(mp_comm_bcast(t->comm, g->master.data, (size_t)mp_tensor_bytes(&g->master), 0));
+            MP_TRY(mp_comm_bcast(t->comm, g->master.data, (size_t)mp_tensor_bytes(&g->master), 0,
+                                 "broadcast of the initial master weights"));
     }
     return MP_OK;
 }
@@ -175,6 +177,28 @@ static void setup_optimizer(mp_trainer *t)
     mp_optimizer_init(&t->opt, t->ops, &t->model.params, &h);
 }
 
+static mp_status setup_buckets(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    mp_dtype wire = MP_F32;
+    mp_grad_sync_config sc = {
+        .bucket_bytes = (int64_t)(c->comm.bucket_mb * 1048576.0),
+        .first_bucket_bytes = (int64_t)(c->comm.first_bucket_mb * 1048576.0),
+        .wire = mp_dtype_parse(c->comm.grad_dtype, &wire) == 0 ? (int)wire : -1,
+        .predivide = c->comm.predivide,
+        .overlap = c->comm.overlap,
+    };
+    if (sc.bucket_bytes < 1)
+        sc.bucket_bytes = 1;
+    if (sc.first_bucket_bytes < 1)
+        sc.first_bucket_bytes = 1;
+    t->comm->timeout_s = c->comm.timeout_s;
+    MP_TRY(mp_grad_sync_init(&t->sync, t->comm, t->ops, &t->model.params, &sc));
+    t->model.grads_ready = mp_grad_sync_ready;
+    t->model.grads_ready_arg = &t->sync;
+    return MP_OK;
+}
+
 mp_status mp_train_open_outputs(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
@@ -187,7 +211,7 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     return MP_OK;
 }
 
-mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *comm)
+mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
 {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
@@ -209,6 +233,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, const mp_comm *com
     plan_steps(t);
     setup_schedule(t);
     setup_optimizer(t);
+    MP_TRY(setup_buckets(t));
     mp_loader_config lc = {.data = &t->train,
                            .threads = (int)cfg->data.loader_threads,
                            .depth = (int)cfg->data.prefetch,
@@ -238,6 +263,7 @@ void mp_train_free(mp_trainer *t)
     mp_tensor_free(&t->dlogits);
     mp_free(t->y);
     mp_optimizer_free(&t->opt);
+    mp_grad_sync_free(&t->sync);
     mp_sampler_free(&t->sampler);
     mp_model_free(&t->model);
     mp_dataset_free(&t->train);

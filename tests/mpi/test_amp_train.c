@@ -129,7 +129,7 @@ static void test_injected_inf_skips_bitwise(void **state)
           (const char *[]){"amp.opt_level=O2", "amp.growth_interval=5", "amp.init_scale=1024.0",
                            "train.max_steps=20", NULL});
     inject_state s = {.at = 7, .interval = 5, .init = 1024.0};
-    t.after_backward = inject;
+    t.after_reduce = inject;
     t.hook_arg = &s;
     mp_train_result r;
     assert_int_equal(mp_train_run(&t, &r), MP_OK);
@@ -162,7 +162,7 @@ static void test_persistent_overflow_diverges(void **state)
     mp_trainer t;
     mp_config cfg;
     setup(&t, &cfg, (const char *[]){"amp.opt_level=O2", "amp.max_consecutive_skips=4", NULL});
-    t.after_backward = always_inf;
+    t.after_reduce = always_inf;
     mp_train_result r;
     assert_int_equal(mp_train_run(&t, &r), MP_EDIVERGED);
     const char *m = mp_error_message();
@@ -205,7 +205,7 @@ static void test_underflow_recovered_by_scaling(void **state)
         void *init = malloc(bytes);
         memcpy(init, m.data, bytes);
         underflow_state u = {0, 0};
-        t.after_backward = count_fc1_grads;
+        t.after_reduce = count_fc1_grads;
         t.hook_arg = &u;
         mp_train_result r;
         assert_int_equal(mp_train_run(&t, &r), MP_OK);
@@ -262,7 +262,7 @@ static void test_gradient_clipping(void **state)
                                clip ? "optim.clip_grad_norm=0.05" : "optim.clip_grad_norm=0.0",
                                NULL});
         clip_state c = {NULL, 0};
-        t.after_backward = watch_first_step;
+        t.after_reduce = watch_first_step;
         t.hook_arg = &c;
         mp_train_result r;
         assert_int_equal(mp_train_run(&t, &r), MP_OK);

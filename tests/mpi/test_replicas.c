@@ -26,7 +26,7 @@ static void write_config(char *path, size_t cap, int64_t batch, int64_t steps)
     mp_test_write_file(path, text, strlen(text), 0);
 }
 
-static void train_on(const mp_comm *c, int64_t batch, int64_t steps, mp_trainer *t,
+static void train_on(mp_comm *c, int64_t batch, int64_t steps, mp_trainer *t,
                      mp_config *cfg)
 {
     char path[512];
@@ -60,15 +60,13 @@ static void test_parameters_identical_after_100_steps(void **state)
         /* and training moved them: a run that did nothing would also be identical */
         mp_trainer fresh;
         mp_config cfg0;
-        mp_comm self = comm;
-        MPI_Comm_dup(MPI_COMM_SELF, &self.world);
-        self.rank = 0;
-        self.size = 1;
+        mp_comm self;
+        assert_int_equal(mp_comm_init_on(&self, MPI_COMM_SELF), MP_OK);
         train_on(&self, 16, 1, &fresh, &cfg0);
         assert_true(memcmp(all, fresh.model.params.groups[0].model.data, (size_t)n * sizeof(float)) != 0);
         mp_train_free(&fresh);
         mp_config_free(&cfg0);
-        MPI_Comm_free(&self.world);
+        mp_comm_free(&self);
     }
     free(all);
     mp_train_free(&t);
@@ -83,10 +81,8 @@ static void test_average_matches_single_process_big_batch(void **state)
     mp_config cfg;
     train_on(&comm, b, steps, &t, &cfg);
     if (comm.rank == 0) {
-        mp_comm self = comm;
-        MPI_Comm_dup(MPI_COMM_SELF, &self.world);
-        self.rank = 0;
-        self.size = 1;
+        mp_comm self;
+        assert_int_equal(mp_comm_init_on(&self, MPI_COMM_SELF), MP_OK);
         mp_trainer one;
         mp_config cfg1;
         train_on(&self, b * comm.size, steps, &one, &cfg1);
@@ -102,7 +98,7 @@ static void test_average_matches_single_process_big_batch(void **state)
         free(want);
         mp_train_free(&one);
         mp_config_free(&cfg1);
-        MPI_Comm_free(&self.world);
+        mp_comm_free(&self);
     }
     mp_train_free(&t);
     mp_config_free(&cfg);

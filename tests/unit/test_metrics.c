@@ -87,7 +87,7 @@ static void test_records(void **state)
     assert_non_null(m);
     mp_step_record st = {.step = 17, .epoch = 2, .loss = 0.4321, .lr = 0.1, .loss_scale = 65536,
                          .skipped = true, .images_per_s = 6523.25, .step_ms = 12.5,
-                         .comm_ms = 1.0 / 3.0};
+                         .comm_ms = 1.0 / 3.0, .comm_hidden = 0.75};
     mp_metrics_step(m, &st);
     /* Flushed: the line is in the file before anything else happens. */
     char *early = slurp(path);
@@ -96,6 +96,7 @@ static void test_records(void **state)
     free(early);
     st.step = 18;
     st.skipped = false;
+    st.comm_hidden = -1.0; /* one rank: no communication to hide */
     mp_metrics_step(m, &st);
     mp_eval_record ev = {.epoch = 2, .loss = 0.375, .accuracy = 0.8765};
     mp_metrics_eval(m, &ev);
@@ -114,7 +115,7 @@ static void test_records(void **state)
 
     for (int i = 0; i < 2; i++) {
         check_type_first(rec[i], "step");
-        assert_int_equal(count_keys(rec[i]), 10);
+        assert_int_equal(count_keys(rec[i]), 11);
         assert_true(num(rec[i], "step") == 17 + i);
         assert_true(num(rec[i], "epoch") == 2);
         assert_true(num(rec[i], "loss") == 0.4321);
@@ -123,6 +124,9 @@ static void test_records(void **state)
         assert_true(num(rec[i], "images_per_s") == 6523.25);
         assert_true(num(rec[i], "step_ms") == 12.5);
         assert_true(num(rec[i], "comm_ms") == 1.0 / 3.0);
+        cJSON *hidden = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_hidden");
+        assert_true(i == 0 ? cJSON_IsNumber(hidden) && hidden->valuedouble == 0.75
+                           : cJSON_IsNull(hidden));
         const cJSON *sk = cJSON_GetObjectItemCaseSensitive(rec[i], "skipped");
         assert_true(cJSON_IsBool(sk));
         assert_int_equal(cJSON_IsTrue(sk), i == 0);

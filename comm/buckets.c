@@ -1,0 +1,158 @@
+/* Gradient buckets (see buckets.h). Invariants: a group's buckets partition [0, total) of its
+ * buffer; every rank plans the same buckets and starts them in the same order (the order of
+ * `buckets`), which the collectives on the transport require. */
+#include "comm/buckets.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int64_t bucket_bytes,
+                    int64_t first_bucket_bytes, mp_bucket *out)
+{
+    int n = 0;
+    mp_bucket open[MP_NGROUPS];
+    int closed[MP_NGROUPS] = {0};
+    for (int g = 0; g < MP_NGROUPS; g++)
+        open[g] = (mp_bucket){.group = g, .lo = p->groups[g].total, .hi = p->groups[g].total};
+    for (int i = p->count - 1; i >= 0; i--) { /* reverse declaration order: backward's order */
+        int g = p->views[i].group;
+        mp_bucket *b = &open[g];
+        b->lo = p->views[i].offset;
+        b->first_param = i;
+        b->nparams++;
+        int64_t cap = closed[g] ? bucket_bytes : first_bucket_bytes;
+        if ((b->hi - b->lo) * (int64_t)wire_bytes[g] >= cap) {
+            out[n++] = *b;
+            closed[g]++;
+            *b = (mp_bucket){.group = g, .lo = b->lo, .hi = b->lo};
+        }
+    }
+    for (int g = 0; g < MP_NGROUPS; g++)
+        if (open[g].nparams > 0) {
+            open[g].lo = 0; /* the group's first parameter sits at offset 0 */
+            out[n++] = open[g];
+        }
+    for (int i = 1; i < n; i++) /* insertion sort, first_param highest first */
+        for (int j = i; j > 0 && out[j].first_param > out[j - 1].first_param; j--) {
+            mp_bucket t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}
+
+mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, mp_params *p,
+                            const mp_grad_sync_config *cfg)
+{
+    memset(s, 0, sizeof *s);
+    if (cfg->bucket_bytes < 1 || cfg->first_bucket_bytes < 1 || !(cfg->predivide > 0))
+        return mp_fail(MP_EUSAGE, "comm: bucket sizes and predivide must be positive");
+    s->comm = comm;
+    s->ops = ops;
+    s->params = p;
+    s->cfg = *cfg;
+    size_t wire_bytes[MP_NGROUPS];
+    for (int g = 0; g < MP_NGROUPS; g++) {
+        mp_tensor *grad = &p->groups[g].grad;
+        s->wire[g] = cfg->wire >= 0 ? (mp_dtype)cfg->wire : grad->dtype;
+        wire_bytes[g] = mp_dtype_size(s->wire[g]);
+        if (s->wire[g] != grad->dtype && p->groups[g].total > 0 && comm->size > 1) {
+            int64_t shape[1] = {p->groups[g].total};
+            s->wirebuf[g] = mp_tensor_alloc(s->wire[g], 1, shape, MP_MEM_GRADS);
+        }
+    }
+    s->buckets = mp_alloc((size_t)(p->count + MP_NGROUPS) * sizeof *s->buckets, MP_MEM_WORKSPACE);
+    s->nbuckets = mp_buckets_plan(p, wire_bytes, cfg->bucket_bytes, cfg->first_bucket_bytes,
+                                  s->buckets);
+    return MP_OK;
+}
+
+void mp_grad_sync_begin(mp_grad_sync *s)
+{
+    s->next = 0;
+    s->t_first = 0.0;
+    for (int i = 0; i < s->nbuckets; i++)
+        s->buckets[i].ticket = 0;
+}
+
+static mp_tensor slice(const mp_tensor *flat, int64_t lo, int64_t hi)
+{
+    int64_t shape[1] = {hi - lo};
+    char *base = (char *)flat->data + lo * (int64_t)mp_dtype_size(flat->dtype);
+    return mp_tensor_view(base, flat->dtype, 1, shape);
+}
+
+static mp_status start_bucket(mp_grad_sync *s, int i)
+{
+    mp_bucket *b = &s->buckets[i];
+    mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
+    if (s->cfg.predivide != 1.0)
+        MP_TRY(s->ops->scale(&g, 1.0 / s->cfg.predivide));
+    if (s->wirebuf[b->group].data) {
+        w = slice(&s->wirebuf[b->group], b->lo, b->hi);
+        MP_TRY(s->ops->convert(&g, &w));
+    }
+    char what[96];
+    snprintf(what, sizeof what, "allreduce of gradient bucket %d/%d (%s, %lld elements)", i + 1,
+             s->nbuckets, mp_dtype_name(s->wire[b->group]), (long long)(b->hi - b->lo));
+    if (s->t_first == 0.0)
+        s->t_first = now_s();
+    return mp_comm_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo), s->wire[b->group],
+                                   MP_REDOP_SUM, what, &b->ticket);
+}
+
+mp_status mp_grad_sync_ready(void *arg, int first_param)
+{
+    mp_grad_sync *s = arg;
+    if (s->comm->size == 1 || !s->cfg.overlap)
+        return MP_OK;
+    while (s->next < s->nbuckets && s->buckets[s->next].first_param >= first_param)
+        MP_TRY(start_bucket(s, s->next++));
+    return MP_OK;
+}
+
+mp_status mp_grad_sync_finish(mp_grad_sync *s)
+{
+    s->comm_ms = s->exposed_ms = 0.0;
+    if (s->comm->size == 1 || s->nbuckets == 0)
+        return MP_OK;
+    s->t_backward = now_s();
+    while (s->next < s->nbuckets)
+        MP_TRY(start_bucket(s, s->next++));
+    MP_TRY(mp_comm_wait(s->comm, s->buckets[s->nbuckets - 1].ticket));
+    double done = now_s();
+    for (int i = 0; i < s->nbuckets; i++) {
+        mp_bucket *b = &s->buckets[i];
+        if (s->wirebuf[b->group].data) {
+            mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi);
+            mp_tensor w = slice(&s->wirebuf[b->group], b->lo, b->hi);
+            MP_TRY(s->ops->convert(&w, &g));
+        }
+    }
+    s->comm_ms = 1e3 * (done - s->t_first);
+    s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
+    return MP_OK;
+}
+
+double mp_grad_sync_post_scale(const mp_grad_sync *s)
+{
+    return s->comm->size > 1 ? s->cfg.predivide / s->comm->size : 1.0;
+}
+
+void mp_grad_sync_free(mp_grad_sync *s)
+{
+    for (int g = 0; g < MP_NGROUPS; g++)
+        mp_tensor_free(&s->wirebuf[g]);
+    mp_free(s->buckets);
+    s->buckets = NULL;
+    s->nbuckets = 0;
+}

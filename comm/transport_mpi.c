@@ -1,0 +1,204 @@
+/* The MPI transport (see transport_mpi.h). Invariants: tickets are handed out in start order
+ * and the worker finishes them in that order, so `completed` is the highest finished ticket;
+ * after the first failure every later collective is finished unexecuted with the same status
+ * (the communicator is unusable), and waiters see the first failure's message. */
+#include "comm/transport_mpi.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define QUEUE_CAP 256
+
+typedef struct mpi_transport {
+    const mp_comm *comm;
+    bool threaded;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    mp_coll queue[QUEUE_CAP];
+    uint64_t issued, completed; /* tickets: queue holds issued - completed entries */
+    bool stop;
+    mp_status failed;
+    char message[1024];
+} mpi_transport;
+
+static mp_status run_allreduce(const mp_comm *c, const mp_coll *op)
+{
+    MPI_Datatype type;
+    MPI_Op mop;
+    switch (op->dtype) {
+    case MP_F32: type = MPI_FLOAT; break;
+    case MP_F64: type = MPI_DOUBLE; break;
+    default: type = c->half_word; break;
+    }
+    if (op->dtype == MP_F16 || op->dtype == MP_BF16) {
+        if (op->op != MP_REDOP_SUM)
+            return mp_fail(MP_EINTERNAL, "%s: only sums of half types are supported", op->what);
+        mop = op->dtype == MP_F16 ? c->sum_f16 : c->sum_bf16;
+    } else {
+        mop = op->op == MP_REDOP_SUM ? MPI_SUM : MPI_MAX;
+    }
+    char *p = op->buf;
+    size_t n = op->count, elem = mp_dtype_size(op->dtype);
+    while (n > 0) {
+        int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, mop, c->world));
+        p += (size_t)chunk * elem;
+        n -= (size_t)chunk;
+    }
+    return MP_OK;
+}
+
+static mp_status run_bcast(const mp_comm *c, const mp_coll *op)
+{
+    char *p = op->buf;
+    size_t n = op->count;
+    while (n > 0) {
+        int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
+        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, op->root, c->world));
+        p += chunk;
+        n -= (size_t)chunk;
+    }
+    return MP_OK;
+}
+
+static mp_status run(const mp_comm *c, const mp_coll *op)
+{
+    mp_status st = op->kind == MP_COLL_BCAST ? run_bcast(c, op) : run_allreduce(c, op);
+    if (st != MP_OK)
+        return mp_fail(st, "%s failed: %s", op->what, mp_error_message());
+    return MP_OK;
+}
+
+/* Marks the oldest queued collective finished with status st (locked). */
+static void finish_locked(mpi_transport *t, mp_status st)
+{
+    if (st != MP_OK && t->failed == MP_OK) {
+        t->failed = st;
+        snprintf(t->message, sizeof t->message, "%s", mp_error_message());
+    }
+    t->completed++;
+    pthread_cond_broadcast(&t->done);
+}
+
+static void *worker(void *arg)
+{
+    mpi_transport *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->stop && t->completed == t->issued)
+            pthread_cond_wait(&t->work, &t->mu);
+        if (t->completed == t->issued)
+            break; /* stopping, queue drained */
+        mp_coll op = t->queue[t->completed % QUEUE_CAP];
+        bool skip = t->failed != MP_OK;
+        pthread_mutex_unlock(&t->mu);
+        mp_status st = skip ? MP_OK : run(t->comm, &op);
+        pthread_mutex_lock(&t->mu);
+        finish_locked(t, st);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
+{
+    mpi_transport *t = self;
+    if (!t->threaded) {
+        mp_status st = t->failed == MP_OK ? run(t->comm, c) : MP_OK;
+        t->issued++;
+        *ticket = t->issued;
+        finish_locked(t, st);
+        return MP_OK;
+    }
+    pthread_mutex_lock(&t->mu);
+    while (t->issued - t->completed >= QUEUE_CAP)
+        pthread_cond_wait(&t->done, &t->mu); /* full: the worker is making room */
+    t->queue[t->issued % QUEUE_CAP] = *c;
+    *ticket = ++t->issued;
+    pthread_cond_signal(&t->work);
+    pthread_mutex_unlock(&t->mu);
+    return MP_OK;
+}
+
+static struct timespec deadline_after(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(seconds * 1e9);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return ts;
+}
+
+static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *done)
+{
+    mpi_transport *t = self;
+    struct timespec until = deadline_after(seconds);
+    pthread_mutex_lock(&t->mu);
+    int rc = 0;
+    while (t->completed < ticket && t->failed == MP_OK && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&t->done, &t->mu, &until);
+    mp_status st = t->failed;
+    *done = t->completed >= ticket;
+    if (st != MP_OK)
+        mp_fail(st, "%s", t->message);
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+static bool pending(void *self, mp_coll *c, uint64_t *ticket)
+{
+    mpi_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    bool any = t->completed < t->issued;
+    if (any) {
+        *c = t->queue[t->completed % QUEUE_CAP];
+        *ticket = t->completed + 1;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return any;
+}
+
+static void close_transport(void *self)
+{
+    mpi_transport *t = self;
+    if (t->threaded) {
+        pthread_mutex_lock(&t->mu);
+        t->stop = true;
+        pthread_cond_signal(&t->work);
+        pthread_mutex_unlock(&t->mu);
+        pthread_join(t->thread, NULL);
+    }
+    pthread_cond_destroy(&t->work);
+    pthread_cond_destroy(&t->done);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static const mp_transport_ops mpi_ops = {"mpi", start, wait_for, pending, close_transport};
+
+mp_status mp_transport_mpi_open(mp_transport *tx, const mp_comm *c)
+{
+    mpi_transport *t = calloc(1, sizeof *t);
+    if (!t)
+        return mp_fail(MP_EINTERNAL, "comm: out of host memory for the transport");
+    t->comm = c;
+    t->threaded = c->thread_level >= MPI_THREAD_SERIALIZED;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->work, NULL);
+    pthread_cond_init(&t->done, NULL);
+    if (t->threaded && pthread_create(&t->thread, NULL, worker, t) != 0) {
+        t->threaded = false;
+        close_transport(t);
+        return mp_fail(MP_EINTERNAL, "comm: cannot start the communication thread");
+    }
+    tx->ops = &mpi_ops;
+    tx->self = t;
+    return MP_OK;
+}

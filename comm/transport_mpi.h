@@ -1,0 +1,12 @@
+/* The MPI transport: collectives on host memory, run by a worker thread with blocking MPI calls
+ * (Open MPI's tuned algorithms) while the caller's thread computes. With less than
+ * MPI_THREAD_SERIALIZED the collectives run inline in start instead. */
+#ifndef MP_TRANSPORT_MPI_H
+#define MP_TRANSPORT_MPI_H
+
+#include "comm/comm.h"
+
+/* Opens the transport over c->world (c's half types and ops must exist); `c` must outlive it. */
+mp_status mp_transport_mpi_open(mp_transport *t, const mp_comm *c);
+
+#endif

@@ -1,0 +1,169 @@
+/* Waiting for collectives under the watchdog. The caller's thread waits in slices; between
+ * slices it answers census queries from other ranks. When a collective has not finished after
+ * timeout_s the rank takes a census on the watch communicator: it tells every other rank which
+ * collective it is stuck in, and for a grace period collects what they say they are stuck in
+ * (ranks that are waiting answer between their slices). Ranks in the same collective arrived;
+ * ranks in an earlier one, and ranks that say nothing (computing, stopped or dead), did not.
+ * The lowest rank that arrived reports; the others stay quiet and wait for it to end the job.
+ * The census needs MPI_THREAD_MULTIPLE (the worker thread is inside MPI meanwhile); without it
+ * the message says the missing ranks are not known. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/comm.h"
+
+#define SLICE_S 0.05
+#define GRACE_S 2.0
+#define TAG_QUERY 11
+#define TAG_ANSWER 12
+
+typedef struct census_msg {
+    int64_t ticket; /* the lowest unfinished collective: where the sender is stuck */
+    int64_t step;
+    char what[96];
+} census_msg;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap(double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static bool census_possible(const mp_comm *c)
+{
+    return c->size > 1 && c->thread_level >= MPI_THREAD_MULTIPLE;
+}
+
+/* What this rank is stuck in, in a buffer that outlives the sends that carry it (a census runs
+ * at most once: the job ends after it). */
+static census_msg *where_am_i(mp_comm *c)
+{
+    static _Thread_local census_msg me;
+    mp_coll coll;
+    uint64_t ticket = 0;
+    memset(&me, 0, sizeof me);
+    if (c->tx.ops->pending(c->tx.self, &coll, &ticket)) {
+        me.ticket = (int64_t)ticket;
+        snprintf(me.what, sizeof me.what, "%s", coll.what);
+    }
+    me.step = c->step;
+    return &me;
+}
+
+/* Receives one census message if one is there; answers a query with where this rank is.
+ * Returns the sender, or -1 when nothing was there. */
+static int serve_one(mp_comm *c, census_msg *got)
+{
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->watch, &flag, &status) != MPI_SUCCESS || !flag)
+        return -1;
+    if (MPI_Recv(got, (int)sizeof *got, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, c->watch,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return -1;
+    if (status.MPI_TAG == TAG_QUERY) {
+        MPI_Request req;
+        if (MPI_Isend(where_am_i(c), (int)sizeof(census_msg), MPI_BYTE, status.MPI_SOURCE,
+                      TAG_ANSWER, c->watch, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+    return status.MPI_SOURCE;
+}
+
+/* The census after a timeout (see the file comment); returns MP_ECOMM with the message. */
+static mp_status timed_out(mp_comm *c, double waited)
+{
+    census_msg *me = where_am_i(c);
+    char head[256];
+    snprintf(head, sizeof head, "comm: timed out after %.0f s (comm.timeout_s) in %s at step %lld",
+             waited, me->ticket ? me->what : "a collective", (long long)c->step);
+    c->report = true;
+    if (!census_possible(c))
+        return mp_fail(MP_ECOMM, "%s; which ranks did not arrive is not known (%s)", head,
+                       c->size > 1 ? "MPI gave no MPI_THREAD_MULTIPLE" : "one rank");
+    int64_t *at = malloc((size_t)c->size * sizeof *at);
+    char (*what)[96] = malloc((size_t)c->size * sizeof *what);
+    if (!at || !what) {
+        free(at);
+        free(what);
+        return mp_fail(MP_ECOMM, "%s", head);
+    }
+    for (int r = 0; r < c->size; r++)
+        at[r] = -1;
+    at[c->rank] = me->ticket;
+    for (int r = 0; r < c->size; r++) {
+        MPI_Request req;
+        if (r != c->rank && MPI_Isend(me, (int)sizeof *me, MPI_BYTE, r, TAG_QUERY, c->watch,
+                                      &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+    int heard = 1;
+    for (double t0 = now_s(); heard < c->size && now_s() - t0 < GRACE_S;) {
+        census_msg got;
+        int from = serve_one(c, &got);
+        if (from < 0) {
+            nap(0.01);
+            continue;
+        }
+        if (at[from] < 0)
+            heard++;
+        at[from] = got.ticket;
+        memcpy(what[from], got.what, sizeof what[from]);
+        what[from][sizeof what[from] - 1] = '\0';
+    }
+    int reporter = c->rank;
+    for (int r = 0; r < c->size; r++)
+        if (at[r] == me->ticket && r < reporter)
+            reporter = r;
+    char msg[900] = "";
+    size_t len = 0;
+    for (int r = 0; r < c->size && len < sizeof msg; r++) {
+        if (at[r] == me->ticket)
+            continue;
+        int n = snprintf(msg + len, sizeof msg - len, "%s%d (%s%s%s)", len ? ", " : "", r,
+                         mp_comm_host(c, r), at[r] < 0 ? "" : ", still in ",
+                         at[r] < 0 ? "" : what[r]);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    free(at);
+    free(what);
+    c->report = reporter == c->rank;
+    if (!c->report)
+        nap(2 * GRACE_S); /* the reporter ends the job meanwhile */
+    if (!msg[0])
+        return mp_fail(MP_ECOMM, "%s; every rank arrived, the collective itself did not finish",
+                       head);
+    return mp_fail(MP_ECOMM, "%s; ranks that did not arrive: %s", head, msg);
+}
+
+mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
+{
+    double start = now_s();
+    for (;;) {
+        bool done = false;
+        mp_status st = c->tx.ops->wait(c->tx.self, ticket, SLICE_S, &done);
+        if (st != MP_OK) {
+            c->report = true;
+            return st;
+        }
+        if (done)
+            return MP_OK;
+        if (census_possible(c)) {
+            census_msg got;
+            while (serve_one(c, &got) >= 0)
+                continue;
+        }
+        double waited = now_s() - start;
+        if (waited >= c->timeout_s)
+            return timed_out(c, waited);
+    }
+}

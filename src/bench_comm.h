@@ -1,0 +1,30 @@
+/* `mpdist bench-comm`: an all-reduce sweep in nccl-tests' format through the communicator (the
+ * path gradients take: the transport's worker, the half sums) beside raw MPI_Allreduce on the
+ * same bytes, measured alternately in one run. */
+#ifndef MP_BENCH_COMM_H
+#define MP_BENCH_COMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "comm/comm.h"
+
+typedef struct mp_bench_comm_opts {
+    int64_t min_bytes, max_bytes; /* -b, -e */
+    int factor;                   /* -f: size multiplier between rows */
+    int iters, warmup;            /* -n, -w: timed and untimed iterations per round */
+    int rounds;                   /* -r: alternating rounds; the best round counts */
+    bool csv;                     /* --csv: CSV instead of the table */
+    double timeout_s;             /* --timeout: the watchdog's limit */
+} mp_bench_comm_opts;
+
+/* Parses argv[first..argc) into *o (defaults first). MP_EUSAGE with a message for a bad option.
+ * Not collective. */
+mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first);
+
+/* Runs the sweep; rank 0 writes the table (or CSV) to out. MP_ECOMM when a collective fails or
+ * any result is wrong. Collective. */
+mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out);
+
+#endif
