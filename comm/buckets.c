@@ -95,8 +95,6 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
 {
     mp_bucket *b = &s->buckets[i];
     mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
-    if (s->cfg.predivide != 1.0)
-        MP_TRY(s->ops->scale(&g, 1.0 / s->cfg.predivide));
     if (s->wirebuf[b->group].data) {
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
@@ -141,6 +139,11 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
     return MP_OK;
+}
+
+double mp_grad_sync_pre_scale(const mp_grad_sync *s)
+{
+    return s->comm->size > 1 ? 1.0 / s->cfg.predivide : 1.0;
 }
 
 double mp_grad_sync_post_scale(const mp_grad_sync *s)

@@ -4,8 +4,11 @@
  * first bucket of a group is small (first_bucket_bytes) so communication starts early, the
  * others close once they reach bucket_bytes (PyTorch DDP's rule). On the wire gradients are in
  * the group's gradient dtype, or converted to another (comm.grad_dtype) through a wire buffer.
- * With predivide f each rank's gradient is divided by f before the sum, and the caller divides
- * by world / f after it (mp_grad_sync_post_scale), which keeps large fp16 sums finite. */
+ * With predivide f each rank's gradient is divided by f before the sum and by world / f after
+ * it, which keeps large fp16 sums finite. Both divisions are the caller's, folded into scales it
+ * applies anyway: the pre-division into the loss gradient (mp_grad_sync_pre_scale), so backward
+ * itself produces gradient / f and a rank's half gradients overflow no sooner than one rank's
+ * with the global batch; the post-division into the unscaling (mp_grad_sync_post_scale). */
 #ifndef MP_BUCKETS_H
 #define MP_BUCKETS_H
 
@@ -65,11 +68,14 @@ void mp_grad_sync_begin(mp_grad_sync *s);
 mp_status mp_grad_sync_ready(void *s, int first_param);
 
 /* Backward is over: starts the buckets not started yet, waits for all (under the watchdog) and
- * leaves each group's gradient buffer holding the sum over ranks (divided by predivide). */
+ * leaves each group's gradient buffer holding the sum over ranks. */
 mp_status mp_grad_sync_finish(mp_grad_sync *s);
 
-/* The factor that turns the summed gradients into the mean over ranks: predivide / world
- * (1 with one rank, where nothing is divided). */
+/* The factor to fold into the loss gradient: 1 / predivide (1 with one rank). */
+double mp_grad_sync_pre_scale(const mp_grad_sync *s);
+
+/* The factor that turns the sum of pre-scaled gradients into the mean over ranks:
+ * predivide / world (1 with one rank, where nothing is divided). */
 double mp_grad_sync_post_scale(const mp_grad_sync *s);
 
 /* Frees the buckets and wire buffers. */

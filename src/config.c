@@ -154,8 +154,8 @@ static mp_status fill_key(const load_ctx *x, const mp_key *k, const config_setti
     case MP_KEY_SCALE: {
         double v = 0.0;
         if (t == CONFIG_TYPE_STRING) {
-            if (strcmp(config_setting_get_string(s), "dynamic") != 0)
-                return fail_at(x, s, key, "must be \"dynamic\" or a number (got \"%s\")",
+            if (strcmp(config_setting_get_string(s), k->word) != 0)
+                return fail_at(x, s, key, "must be \"%s\" or a number (got \"%s\")", k->word,
                                config_setting_get_string(s));
         } else if (t == CONFIG_TYPE_FLOAT || t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) {
             v = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
@@ -166,7 +166,9 @@ static mp_status fill_key(const load_ctx *x, const mp_key *k, const config_setti
                 return out_of_range(x, s, key, k, got);
             }
         } else {
-            return wrong_type(x, s, key, "\"dynamic\" or float");
+            char want[48];
+            snprintf(want, sizeof want, "\"%s\" or float", k->word);
+            return wrong_type(x, s, key, want);
         }
         memcpy(field, &v, sizeof v);
         return MP_OK;

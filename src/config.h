@@ -70,7 +70,8 @@ typedef struct mp_config {
         char backend[8];    /* "auto" | "mpi" */
         double bucket_mb, first_bucket_mb; /* MiB on the wire */
         char grad_dtype[8]; /* "auto" | "fp32" | "fp16" | "bf16" */
-        double predivide;   /* divide before the sum by this, after it by world / this */
+        double predivide;   /* divide before the sum by this, after it by world / this;
+                               0 = "world" */
         bool overlap;       /* buckets start during backward */
         double timeout_s;   /* the watchdog's limit per collective */
     } comm;

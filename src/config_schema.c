@@ -91,7 +91,7 @@ const mp_key mp_config_keys[] = {
      .meaning = "BatchNorm weight and bias in FP32 (unset: true at O0-O2, false at O3)."},
     {"amp.master_weights", MP_KEY_BOOL, NULL, CF(amp.master_weights),
      .meaning = "FP32 master weights for a half model (unset: true at O2 only)."},
-    {"amp.loss_scale", MP_KEY_SCALE, NULL, GT(0), LE(16777216), CF(amp.loss_scale),
+    {"amp.loss_scale", MP_KEY_SCALE, NULL, GT(0), LE(16777216), CF(amp.loss_scale), .word = "dynamic",
      .meaning = "\"dynamic\" or a static scale (unset: dynamic at O1/O2 with fp16, else 1)."},
     {"amp.allow_tf32", MP_KEY_BOOL, "false", CF(amp.allow_tf32),
      .meaning = "Let FP32 GEMMs use TF32 tensor cores (GPU only)."},
@@ -170,9 +170,12 @@ const mp_key mp_config_keys[] = {
      CF(comm.grad_dtype),
      .meaning = "Gradients on the wire: auto = the gradients' own dtype (FP32 at O0/O1, half at "
                 "O2/O3); fp16 or bf16 compress FP32 gradients."},
-    {"comm.predivide", MP_KEY_FLOAT, "1.0", GT(0), LE(1e6), CF(comm.predivide),
+    {"comm.predivide", MP_KEY_SCALE, "\"world\"", GT(0), LE(1e6), CF(comm.predivide),
+     .word = "world",
      .meaning = "Divide gradients by this before the sum and by world/predivide after it "
-                "(Apex's gradient_predivide_factor): keeps large fp16 sums finite."},
+                "(Apex's gradient_predivide_factor); \"world\" = all before (PyTorch DDP's "
+                "mean), so a half sum over many ranks overflows no sooner than on one; 1.0 = "
+                "all after."},
     {"comm.overlap", MP_KEY_BOOL, "true", CF(comm.overlap),
      .meaning = "Start bucket all-reduces during backward; false = all after backward."},
     {"comm.timeout_s", MP_KEY_FLOAT, "600.0", GT(0), LE(604800), CF(comm.timeout_s),
@@ -282,7 +285,7 @@ const char *mp_key_type_name(mp_key_type t)
     case MP_KEY_STRING: return "string";
     case MP_KEY_INT_ARRAY: return "int array";
     case MP_KEY_LAYERS: return "list of layer groups";
-    case MP_KEY_SCALE: return "\"dynamic\" or float";
+    case MP_KEY_SCALE: return "float or word";
     }
     return "?";
 }

@@ -18,7 +18,7 @@ typedef enum mp_key_type {
     MP_KEY_STRING,    /* char[size], NUL-terminated */
     MP_KEY_INT_ARRAY, /* int64_t[max_count] plus an int count at count_offset */
     MP_KEY_LAYERS,    /* mp_layer_spec[max_count] plus an int count; entries use mp_layer_keys */
-    MP_KEY_SCALE      /* double: the string "dynamic" (stored as 0) or a number within bounds */
+    MP_KEY_SCALE      /* double: a number within bounds, or the key's word (stored as 0) */
 } mp_key_type;
 
 typedef enum mp_bound {
@@ -46,6 +46,7 @@ typedef struct mp_key {
     size_t count_offset;  /* arrays: the int count field */
     int max_count;        /* arrays: at most this many entries (at least 1) */
     const char *meaning;  /* one line for the reference table */
+    const char *word;     /* MP_KEY_SCALE: the word that stands for 0 ("dynamic", "world") */
 } mp_key;
 
 /* Every top-level key, grouped by group in mp_config_groups order. */

@@ -185,7 +185,7 @@ static void tb_key(text_buf *b, const mp_config *c, const mp_key *k)
         double v;
         memcpy(&v, field, sizeof v);
         if (v == 0.0)
-            tb_printf(b, "\"dynamic\"");
+            tb_printf(b, "\"%s\"", k->word);
         else
             tb_float(b, v);
         break;

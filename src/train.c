@@ -81,8 +81,8 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
-    MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing, t->scaler.scale,
-                                &res, &dl));
+    MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
+                                t->scaler.scale * mp_grad_sync_pre_scale(&t->sync), &res, &dl));
     if (t->before_backward)
         t->before_backward(t, t->model.step, &dl, t->hook_arg);
     mp_grad_sync_begin(&t->sync);

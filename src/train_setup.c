@@ -185,7 +185,7 @@ static mp_status setup_buckets(mp_trainer *t)
         .bucket_bytes = (int64_t)(c->comm.bucket_mb * 1048576.0),
         .first_bucket_bytes = (int64_t)(c->comm.first_bucket_mb * 1048576.0),
         .wire = mp_dtype_parse(c->comm.grad_dtype, &wire) == 0 ? (int)wire : -1,
-        .predivide = c->comm.predivide,
+        .predivide = c->comm.predivide > 0 ? c->comm.predivide : (double)t->comm->size,
         .overlap = c->comm.overlap,
     };
     if (sc.bucket_bytes < 1)
