@@ -1,5 +1,4 @@
-/* Half sums for MPI (see halfsum.h). One loop for both half types, blocks of BLOCK elements
- * converted to FP32 on the stack. */
+/* Half sums for MPI (see halfsum.h): the engine's fused half add, for both half types. */
 #include "comm/halfsum.h"
 
 #include <stddef.h>
@@ -7,19 +6,9 @@
 
 #include "engine/dtype.h"
 
-#define BLOCK 512
-
 static void half_sum(const uint16_t *in, uint16_t *inout, size_t n, mp_dtype dt)
 {
-    float a[BLOCK], b[BLOCK];
-    for (size_t i = 0; i < n; i += BLOCK) {
-        size_t m = n - i < BLOCK ? n - i : BLOCK;
-        mp_convert(a, MP_F32, in + i, dt, m);
-        mp_convert(b, MP_F32, inout + i, dt, m);
-        for (size_t j = 0; j < m; j++)
-            a[j] += b[j];
-        mp_convert(inout + i, dt, a, MP_F32, m);
-    }
+    mp_half_add(inout, in, n, dt);
 }
 
 void mp_halfsum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)

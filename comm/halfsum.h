@@ -1,6 +1,6 @@
 /* MPI reduction callbacks for the half types: element-wise sums that add in FP32 and round once
- * to the half type (what a tensor core's FP32 accumulation and a half store do), in blocks
- * through the engine's bulk conversions (F16C where the CPU has it). */
+ * to the half type (what a tensor core's FP32 accumulation and a half store do), through the
+ * engine's fused half add (F16C where the CPU has it). */
 #ifndef MP_HALFSUM_H
 #define MP_HALFSUM_H
 

@@ -148,6 +148,76 @@ static void bf16_to_f32_bulk(float *dst, const uint16_t *src, size_t n)
         dst[i] = mp_bf16_to_f32(src[i]);
 }
 
+static void half_add_soft(uint16_t *io, const uint16_t *in, size_t n, mp_dtype dt)
+{
+    if (dt == MP_F16)
+        for (size_t i = 0; i < n; i++)
+            io[i] = mp_f32_to_f16(mp_f16_to_f32(in[i]) + mp_f16_to_f32(io[i]));
+    else
+        for (size_t i = 0; i < n; i++)
+            io[i] = mp_f32_to_bf16(mp_bf16_to_f32(in[i]) + mp_bf16_to_f32(io[i]));
+}
+
+#ifdef MP_HAVE_F16C
+/* Fused fp16 add, 16 at a time: F16C converts inf and NaN like the soft path (a NaN's payload
+ * may differ, which mp_half_add allows). */
+__attribute__((target("f16c,avx"))) static void f16_add_f16c(uint16_t *io, const uint16_t *in,
+                                                             size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (size_t k = 0; k < 16; k += 8) {
+            __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(in + i + k)));
+            __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(io + i + k)));
+            _mm_storeu_si128((__m128i *)(io + i + k),
+                             _mm256_cvtps_ph(_mm256_add_ps(b, a), _MM_FROUND_TO_NEAREST_INT));
+        }
+    half_add_soft(io + i, in + i, n - i, MP_F16);
+    _mm256_zeroupper();
+}
+
+/* Fused bf16 add, 8 at a time, with the branch-free rounding of f32_to_bf16_select. */
+__attribute__((target("avx2"))) static void bf16_add_avx2(uint16_t *io, const uint16_t *in,
+                                                          size_t n)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i a = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(in + i)));
+        __m256i b = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(io + i)));
+        __m256 s = _mm256_add_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 16)),
+                                 _mm256_castsi256_ps(_mm256_slli_epi32(a, 16)));
+        __m256i x = _mm256_castps_si256(s);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
+        __m256i inc = _mm256_andnot_si256(
+            nan, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(x, 16), one)));
+        __m256i r = _mm256_or_si256(_mm256_srli_epi32(_mm256_add_epi32(x, inc), 16),
+                                    _mm256_and_si256(nan, quiet));
+        __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(io + i), packed);
+    }
+    half_add_soft(io + i, in + i, n - i, MP_BF16);
+    _mm256_zeroupper();
+}
+#endif
+
+void mp_half_add(uint16_t *io, const uint16_t *in, size_t n, mp_dtype dt)
+{
+#ifdef MP_HAVE_F16C
+    if (dt == MP_F16 && have_f16c()) {
+        f16_add_f16c(io, in, n);
+        return;
+    }
+    if (dt == MP_BF16 && __builtin_cpu_supports("avx2")) {
+        bf16_add_avx2(io, in, n);
+        return;
+    }
+#endif
+    half_add_soft(io, in, n, dt);
+}
+
 void mp_convert(void *dst, mp_dtype dt, const void *src, mp_dtype st, size_t n)
 {
     if (dt == st) {

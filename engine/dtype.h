@@ -86,6 +86,12 @@ static inline float mp_bf16_to_f32(uint16_t h) { return mp_bits_f32((uint32_t)h 
  * src and dst must not overlap unless they are the same buffer with the same dtype. */
 void mp_convert(void *dst, mp_dtype dt, const void *src, mp_dtype st, size_t n);
 
+/* io[i] = in[i] + io[i] for n elements of the half type dt (MP_F16 or MP_BF16), added in FP32
+ * and rounded once, as tensor cores accumulate and store: gradient sums over ranks. Bit-exact
+ * with the element-wise functions above except that a NaN result may carry another NaN payload
+ * (IEEE 754 leaves payload propagation open; what matters downstream is that it is a NaN). */
+void mp_half_add(uint16_t *io, const uint16_t *in, size_t n, mp_dtype dt);
+
 /* Reads element i of buf (of type dt) as a double; writes v rounded to dt into element i. */
 double mp_load(const void *buf, mp_dtype dt, size_t i);
 void mp_store(void *buf, mp_dtype dt, size_t i, double v);
