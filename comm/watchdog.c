@@ -3,8 +3,9 @@
  * timeout_s the rank takes a census on the watch communicator: it tells every other rank which
  * collective it is stuck in, and for a grace period collects what they say they are stuck in
  * (ranks that are waiting answer between their slices). Ranks in the same collective arrived;
- * ranks in an earlier one, and ranks that say nothing (computing, stopped or dead), did not.
- * The lowest rank that arrived reports; the others stay quiet and wait for it to end the job.
+ * ranks in an earlier one, and ranks that say nothing (computing, stopped or dead), did not;
+ * ranks in a later one finished their part of it and went on. The lowest rank heard from
+ * (itself included) reports; the others stay quiet and wait for it to end the job.
  * The census needs MPI_THREAD_MULTIPLE (the worker thread is inside MPI meanwhile); without it
  * the message says the missing ranks are not known. */
 #include <stdio.h>
@@ -120,19 +121,25 @@ static mp_status timed_out(mp_comm *c, double waited)
         memcpy(what[from], got.what, sizeof what[from]);
         what[from][sizeof what[from] - 1] = '\0';
     }
-    int reporter = c->rank;
+    int reporter = c->rank; /* the lowest rank heard from: every waiting rank picks the same */
     for (int r = 0; r < c->size; r++)
-        if (at[r] == me->ticket && r < reporter)
+        if (at[r] >= 0 && r < reporter)
             reporter = r;
-    char msg[900] = "";
-    size_t len = 0;
-    for (int r = 0; r < c->size && len < sizeof msg; r++) {
+    char msg[900] = "", past[600] = "";
+    size_t len = 0, plen = 0;
+    for (int r = 0; r < c->size; r++) {
         if (at[r] == me->ticket)
             continue;
+        if (at[r] > me->ticket) { /* finished this one (its part was done) and went on */
+            int n = snprintf(past + plen, sizeof past - plen, "; %d (%s) is past it, in %s", r,
+                             mp_comm_host(c, r), what[r]);
+            plen += n > 0 && (size_t)n < sizeof past - plen ? (size_t)n : 0;
+            continue;
+        }
         int n = snprintf(msg + len, sizeof msg - len, "%s%d (%s%s%s)", len ? ", " : "", r,
                          mp_comm_host(c, r), at[r] < 0 ? "" : ", still in ",
                          at[r] < 0 ? "" : what[r]);
-        len += n > 0 ? (size_t)n : 0;
+        len += n > 0 && (size_t)n < sizeof msg - len ? (size_t)n : 0;
     }
     free(at);
     free(what);
@@ -140,9 +147,9 @@ static mp_status timed_out(mp_comm *c, double waited)
     if (!c->report)
         nap(2 * GRACE_S); /* the reporter ends the job meanwhile */
     if (!msg[0])
-        return mp_fail(MP_ECOMM, "%s; every rank arrived, the collective itself did not finish",
-                       head);
-    return mp_fail(MP_ECOMM, "%s; ranks that did not arrive: %s", head, msg);
+        return mp_fail(MP_ECOMM, "%s; every rank arrived, the collective itself did not finish%s",
+                       head, past);
+    return mp_fail(MP_ECOMM, "%s; ranks that did not arrive: %s%s", head, msg, past);
 }
 
 mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
