@@ -73,6 +73,11 @@ mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, m
     s->buckets = mp_alloc((size_t)(p->count + MP_NGROUPS) * sizeof *s->buckets, MP_MEM_WORKSPACE);
     s->nbuckets = mp_buckets_plan(p, wire_bytes, cfg->bucket_bytes, cfg->first_bucket_bytes,
                                   s->buckets);
+    for (int i = 0; i < s->nbuckets; i++) {
+        mp_bucket *b = &s->buckets[i];
+        snprintf(b->what, sizeof b->what, "allreduce of gradient bucket %d/%d (%s, %lld elements)",
+                 i + 1, s->nbuckets, mp_dtype_name(s->wire[b->group]), (long long)(b->hi - b->lo));
+    }
     return MP_OK;
 }
 
@@ -99,13 +104,10 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
     }
-    char what[96];
-    snprintf(what, sizeof what, "allreduce of gradient bucket %d/%d (%s, %lld elements)", i + 1,
-             s->nbuckets, mp_dtype_name(s->wire[b->group]), (long long)(b->hi - b->lo));
     if (s->t_first == 0.0)
         s->t_first = now_s();
     return mp_comm_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo), s->wire[b->group],
-                                   MP_REDOP_SUM, what, &b->ticket);
+                                   MP_REDOP_SUM, b->what, &b->ticket);
 }
 
 mp_status mp_grad_sync_ready(void *arg, int first_param)

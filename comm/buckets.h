@@ -25,6 +25,7 @@ typedef struct mp_bucket {
     int first_param;    /* its lowest parameter index: ready once backward passed it */
     int nparams;
     uint64_t ticket;    /* of this step's all-reduce; 0 before it started */
+    char what[80];      /* its name in messages, set by mp_grad_sync_init */
 } mp_bucket;
 
 typedef struct mp_grad_sync_config {
@@ -54,8 +55,8 @@ typedef struct mp_grad_sync {
 int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int64_t bucket_bytes,
                     int64_t first_bucket_bytes, mp_bucket *out);
 
-/* Sets up buckets over p's gradients; `ops` is the backend that owns the buffers (scaling and
- * conversion). Not collective. MP_EUSAGE for a bad configuration. */
+/* Sets up buckets over p's gradients; `ops` is the backend that owns the buffers (conversion
+ * to and from the wire dtype). Not collective. MP_EUSAGE for a bad configuration. */
 mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, mp_params *p,
                             const mp_grad_sync_config *cfg);
 

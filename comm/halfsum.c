@@ -6,19 +6,14 @@
 
 #include "engine/dtype.h"
 
-static void half_sum(const uint16_t *in, uint16_t *inout, size_t n, mp_dtype dt)
-{
-    mp_half_add(inout, in, n, dt);
-}
-
 void mp_halfsum_f16(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
-    half_sum(in, inout, (size_t)*len, MP_F16);
+    mp_half_add(inout, in, (size_t)*len, MP_F16);
 }
 
 void mp_halfsum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     (void)dt;
-    half_sum(in, inout, (size_t)*len, MP_BF16);
+    mp_half_add(inout, in, (size_t)*len, MP_BF16);
 }

@@ -53,6 +53,17 @@ static int agree(mp_comm *comm, mp_status st)
     return (int)all;
 }
 
+/* A collective run failed midway: the rank the watchdog picked (any rank for other failures)
+ * prints, and every rank is ended so none hangs. Returns the exit code. */
+static int fail_midway(mp_comm *comm, mp_status st)
+{
+    if (comm->report)
+        report(st);
+    if (comm->size > 1)
+        mp_comm_abort(comm, (int)st);
+    return (int)st;
+}
+
 static void print_banner(const mp_trainer *t, const mp_config *c)
 {
     printf("mpdist %s: %d rank%s, backend %s, opt level %s, model %s (%lld parameters), "
@@ -100,11 +111,7 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
         mp_train_result res;
         st = mp_train_run(&t, &res);
         if (st != MP_OK) {
-            if (comm.report) /* the watchdog lets one of the ranks that timed out speak */
-                report(st);
-            if (comm.size > 1)
-                mp_comm_abort(&comm, (int)st);
-            rc = (int)st;
+            rc = fail_midway(&comm, st);
         } else if (comm.rank == 0) {
             printf("done: %lld steps in %.1f s, %.0f images/s, test loss %.4f\n",
                    (long long)res.steps, res.wall_s, res.images_per_s, res.test_loss);
@@ -127,15 +134,12 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
         return report(st);
+    int rc = 0;
     st = mp_bench_comm_run(&comm, &o, stdout);
-    if (st != MP_OK) {
-        if (comm.report)
-            report(st);
-        if (comm.size > 1)
-            mp_comm_abort(&comm, (int)st);
-    }
+    if (st != MP_OK)
+        rc = fail_midway(&comm, st);
     mp_comm_finalize(&comm);
-    return (int)st;
+    return rc;
 }
 
 int main(int argc, char **argv)

@@ -1,5 +1,6 @@
 /* Setting up a training run from a validated config: what this build can run, the data, the
  * model with identical initial parameters on every rank, optimizer, schedule and outputs. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -182,17 +183,12 @@ static mp_status setup_buckets(mp_trainer *t)
     const mp_config *c = t->cfg;
     mp_dtype wire = MP_F32;
     mp_grad_sync_config sc = {
-        .bucket_bytes = (int64_t)(c->comm.bucket_mb * 1048576.0),
-        .first_bucket_bytes = (int64_t)(c->comm.first_bucket_mb * 1048576.0),
+        .bucket_bytes = (int64_t)ceil(c->comm.bucket_mb * 1048576.0), /* >= 1: mb > 0 */
+        .first_bucket_bytes = (int64_t)ceil(c->comm.first_bucket_mb * 1048576.0),
         .wire = mp_dtype_parse(c->comm.grad_dtype, &wire) == 0 ? (int)wire : -1,
         .predivide = c->comm.predivide > 0 ? c->comm.predivide : (double)t->comm->size,
         .overlap = c->comm.overlap,
     };
-    if (sc.bucket_bytes < 1)
-        sc.bucket_bytes = 1;
-    if (sc.first_bucket_bytes < 1)
-        sc.first_bucket_bytes = 1;
-    t->comm->timeout_s = c->comm.timeout_s;
     MP_TRY(mp_grad_sync_init(&t->sync, t->comm, t->ops, &t->model.params, &sc));
     t->model.grads_ready = mp_grad_sync_ready;
     t->model.grads_ready_arg = &t->sync;
@@ -223,6 +219,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
         mp_backend_cpu_threads(share > 0 ? share : 1);
     }
     MP_TRY(check_supported(cfg));
+    comm->timeout_s = cfg->comm.timeout_s;
     setup_amp(t);
     MP_TRY(load_data(t));
     MP_TRY(build_model(t));

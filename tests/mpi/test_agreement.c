@@ -6,6 +6,7 @@
  * injected steps, hold the same loss-scale trajectory, and end with bitwise identical weights,
  * master weights and optimizer state. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_mpi.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -136,14 +137,8 @@ static void test_every_rank_takes_the_same_decisions(void **state)
 
 int main(int argc, char **argv)
 {
-    if (mp_comm_init(&comm, &argc, &argv) != MP_OK) {
-        fprintf(stderr, "%s\n", mp_error_message());
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_rank_takes_the_same_decisions),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    mp_comm_finalize(&comm);
-    return failed;
+    return mp_test_mpi_run(&comm, &argc, &argv, tests);
 }

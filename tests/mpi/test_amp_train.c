@@ -5,6 +5,7 @@
  * growth_interval good steps; every opt level and half type trains and two runs of each are
  * bitwise identical. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_mpi.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -315,10 +316,6 @@ static void test_every_level_trains_deterministically(void **state)
 
 int main(int argc, char **argv)
 {
-    if (mp_comm_init(&comm, &argc, &argv) != MP_OK) {
-        fprintf(stderr, "%s\n", mp_error_message());
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_injected_inf_skips_bitwise),
         cmocka_unit_test(test_persistent_overflow_diverges),
@@ -326,9 +323,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gradient_clipping),
         cmocka_unit_test(test_every_level_trains_deterministically),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    int any = 0;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm.world);
-    mp_comm_finalize(&comm);
-    return any ? 1 : 0;
+    return mp_test_mpi_run(&comm, &argc, &argv, tests);
 }

@@ -5,6 +5,7 @@
  * wire dtype with bucket sizes that do and do not divide the buffers, with and without
  * predivision. Wrong elements are counted on every rank and summed over ranks. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_mpi.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,10 +179,6 @@ static void test_post_scale(void **state)
 
 int main(int argc, char **argv)
 {
-    if (mp_comm_init(&comm, &argc, &argv) != MP_OK) {
-        fprintf(stderr, "%s\n", mp_error_message());
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_every_dtype),
         cmocka_unit_test(test_max_and_bcast),
@@ -189,7 +186,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_buckets_every_dtype),
         cmocka_unit_test(test_post_scale),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    mp_comm_finalize(&comm);
-    return failed;
+    return mp_test_mpi_run(&comm, &argc, &argv, tests);
 }

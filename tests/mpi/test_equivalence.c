@@ -7,6 +7,7 @@
  * weights 1.7% of the largest update apart after 50 steps, against 0.4% here), which would
  * test the optimizer's sensitivity, not the sum. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_mpi.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -146,15 +147,9 @@ static void test_o2_matches_one_rank(void **state)
 
 int main(int argc, char **argv)
 {
-    if (mp_comm_init(&comm, &argc, &argv) != MP_OK) {
-        fprintf(stderr, "%s\n", mp_error_message());
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_o0_matches_one_rank),
         cmocka_unit_test(test_o2_matches_one_rank),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    mp_comm_finalize(&comm);
-    return failed;
+    return mp_test_mpi_run(&comm, &argc, &argv, tests);
 }

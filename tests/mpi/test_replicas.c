@@ -3,6 +3,7 @@
  * rank holds bitwise identical parameters, and a few distributed steps with per-rank batch B
  * match one process with batch B * world on the same samples (gradient averaging is right). */
 #include "tests/util/test_util.h"
+#include "tests/util/test_mpi.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,24 +107,9 @@ static void test_average_matches_single_process_big_batch(void **state)
 
 int main(int argc, char **argv)
 {
-    if (mp_comm_init(&comm, &argc, &argv) != MP_OK) {
-        fprintf(stderr, "%s\n", mp_error_message());
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parameters_identical_after_100_steps),
         cmocka_unit_test(test_average_matches_single_process_big_batch),
     };
-    int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    /* Everything the engine allocated during the runs was given back. */
-    for (int cat = 0; cat < MP_MEM_NCAT; cat++)
-        if (cat != MP_MEM_WORKSPACE && mp_mem_current((mp_mem_cat)cat) != 0) {
-            fprintf(stderr, "rank %d: %lld bytes of %s still allocated\n", comm.rank,
-                    (long long)mp_mem_current((mp_mem_cat)cat), mp_mem_cat_name((mp_mem_cat)cat));
-            failed++;
-        }
-    int any = 0;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm.world);
-    mp_comm_finalize(&comm);
-    return any ? 1 : 0;
+    return mp_test_mpi_run(&comm, &argc, &argv, tests);
 }

@@ -1,0 +1,27 @@
+/* The shared main of the tests under tests/mpi (see test_mpi.h). */
+#include "tests/util/test_util.h"
+
+#include <stdio.h>
+
+#include "engine/alloc.h"
+#include "tests/util/test_mpi.h"
+
+int mp_test_mpi_main(mp_comm *comm, int *argc, char ***argv, const struct CMUnitTest *tests,
+                     size_t ntests)
+{
+    if (mp_comm_init(comm, argc, argv) != MP_OK) {
+        fprintf(stderr, "%s\n", mp_error_message());
+        return 1;
+    }
+    int failed = _cmocka_run_group_tests((*argv)[0], tests, ntests, NULL, NULL);
+    for (int cat = 0; cat < MP_MEM_NCAT; cat++) /* the runs gave back what they allocated */
+        if (cat != MP_MEM_WORKSPACE && mp_mem_current((mp_mem_cat)cat) != 0) {
+            fprintf(stderr, "rank %d: %lld bytes of %s still allocated\n", comm->rank,
+                    (long long)mp_mem_current((mp_mem_cat)cat), mp_mem_cat_name((mp_mem_cat)cat));
+            failed++;
+        }
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm->world);
+    mp_comm_finalize(comm);
+    return any ? 1 : 0;
+}

@@ -1,0 +1,18 @@
+/* The main of a multi-rank CMocka test program. Include after tests/util/test_util.h. */
+#ifndef MP_TEST_MPI_H
+#define MP_TEST_MPI_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+
+/* Starts *comm (the communicator the tests use), runs the tests, checks that every byte the
+ * engine counted (workspace aside) was given back, and returns 1 on every rank when any rank
+ * failed, else 0, after finalising MPI. */
+int mp_test_mpi_main(mp_comm *comm, int *argc, char ***argv, const struct CMUnitTest *tests,
+                     size_t ntests);
+
+#define mp_test_mpi_run(comm, argc, argv, tests) \
+    mp_test_mpi_main((comm), (argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]))
+
+#endif
