@@ -114,13 +114,24 @@ mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_red
     return mp_comm_wait(c, ticket);
 }
 
+static mp_status run_blocking(mp_comm *c, mp_coll *coll, const char *what)
+{
+    snprintf(coll->what, sizeof coll->what, "%s", what);
+    uint64_t ticket;
+    MP_TRY(c->tx.ops->start(c->tx.self, coll, &ticket));
+    return mp_comm_wait(c, ticket);
+}
+
 mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what)
 {
     mp_coll coll = {.kind = MP_COLL_BCAST, .buf = buf, .count = bytes, .root = root};
-    snprintf(coll.what, sizeof coll.what, "%s", what);
-    uint64_t ticket;
-    MP_TRY(c->tx.ops->start(c->tx.self, &coll, &ticket));
-    return mp_comm_wait(c, ticket);
+    return run_blocking(c, &coll, what);
+}
+
+mp_status mp_comm_allgather(mp_comm *c, void *buf, size_t bytes, const char *what)
+{
+    mp_coll coll = {.kind = MP_COLL_ALLGATHER, .buf = buf, .count = bytes};
+    return run_blocking(c, &coll, what);
 }
 
 mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter)

@@ -13,6 +13,12 @@
 #define MP_LAYER_MAX_PARAMS 4
 
 typedef struct mp_layer mp_layer;
+
+/* A named tensor view (a persistent buffer, for checkpoints). */
+typedef struct mp_named_tensor {
+    char name[96];
+    mp_tensor t;
+} mp_named_tensor;
 typedef struct mp_block mp_block;
 
 typedef struct mp_layer_class {

@@ -167,6 +167,14 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     return MP_OK;
 }
 
+int mp_model_buffers(mp_model *m, mp_named_tensor *out, int max)
+{
+    mp_seq s = top(m);
+    int n = 0;
+    mp_seq_buffers(&s, "", out, &n, max);
+    return n;
+}
+
 mp_dtype mp_model_input_dtype(const mp_model *m) { return m->amp.input; }
 
 void mp_model_init(mp_model *m, uint64_t seed)

@@ -100,6 +100,11 @@ mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dl
 /* Prints the layer table (name, type, output shape, parameters) and totals. */
 void mp_model_summary(const mp_model *m, FILE *out);
 
+/* The model's persistent buffers (BatchNorm running statistics; FP32), named
+ * "<layer>.<suffix>" like parameters, in declaration order, written to out[0..max). Returns
+ * how many there are (also when more than max). The tensors are views owned by the model. */
+int mp_model_buffers(mp_model *m, mp_named_tensor *out, int max);
+
 /* Frees everything the model allocated. */
 void mp_model_free(mp_model *m);
 

@@ -193,6 +193,30 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
     return MP_OK;
 }
 
+void mp_seq_buffers(const mp_seq *s, const char *prefix, mp_named_tensor *out, int *n, int max)
+{
+    for (int i = 0; i < s->n; i++) {
+        const mp_layer *l = &s->layers[i];
+        for (int j = 0; j < l->nbuffers; j++) {
+            if (!l->buffer_persistent[j])
+                continue;
+            if (*n < max) {
+                snprintf(out[*n].name, sizeof out[*n].name, "%s%s.%s", prefix, l->name,
+                         l->buffer_suffix[j]);
+                out[*n].t = l->buf[j];
+            }
+            (*n)++;
+        }
+        if (l->block) {
+            char inner[96];
+            snprintf(inner, sizeof inner, "%s%s.", prefix, l->name);
+            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
+            mp_seq_buffers(&m, inner, out, n, max);
+            mp_seq_buffers(&sc, inner, out, n, max);
+        }
+    }
+}
+
 void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts)
 {
     for (int i = 0; i < s->n; i++) {

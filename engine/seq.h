@@ -45,6 +45,10 @@ typedef struct mp_layer_hook {
 mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,
                           mp_tensor *dx, mp_tensor scratch[2], const mp_layer_hook *done);
 
+/* Appends the persistent buffers of s (BatchNorm running statistics, depth first) to
+ * out[*n..max) as "<prefix><layer>.<suffix>", counting them in *n (also past max). */
+void mp_seq_buffers(const mp_seq *s, const char *prefix, mp_named_tensor *out, int *n, int max);
+
 /* Parameter and activation elements s would allocate (blocks included), without allocating. */
 void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts);
 

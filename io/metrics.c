@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/fsutil.h"
 
 struct mp_metrics {
     FILE *f;       /* NULL for a sink that writes nothing */
@@ -17,44 +20,7 @@ struct mp_metrics {
     bool reported; /* an I/O error was already printed */
 };
 
-/* mkdir -p of the directory part of `path`. Returns 0, or -1 with errno set and the failing
- * directory left in dir. */
-static int make_parents(const char *path, char *dir, size_t cap)
-{
-    size_t len = strlen(path);
-    if (len >= cap) {
-        errno = ENAMETOOLONG;
-        snprintf(dir, cap, "%s", path);
-        return -1;
-    }
-    memcpy(dir, path, len + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
-    for (char *p = dir + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        struct stat st;
-        if (stat(dir, &st) != 0) {
-            if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-                return -1;
-            if (stat(dir, &st) != 0)
-                return -1;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            errno = ENOTDIR;
-            return -1;
-        }
-        *p = saved;
-        if (saved == '\0')
-            return 0;
-    }
-}
-
-mp_status mp_metrics_open(mp_metrics **m, const char *path)
+static mp_status open_sink(mp_metrics **m, const char *path, const char *mode)
 {
     *m = NULL;
     mp_metrics *s = calloc(1, sizeof *s);
@@ -65,14 +31,14 @@ mp_status mp_metrics_open(mp_metrics **m, const char *path)
         return MP_OK;
     }
     char dir[4096];
-    if (make_parents(path, dir, sizeof dir) != 0) {
+    if (mp_make_parents(path, dir, sizeof dir) != 0) {
         int e = errno;
         free(s);
         return mp_fail(MP_EUSAGE, "log.metrics: %s: cannot create directory %s: %s", path, dir,
                        strerror(e));
     }
     s->path = strdup(path);
-    s->f = s->path ? fopen(path, "w") : NULL;
+    s->f = s->path ? fopen(path, mode) : NULL;
     if (!s->f) {
         int e = s->path ? errno : ENOMEM;
         free(s->path);
@@ -81,6 +47,45 @@ mp_status mp_metrics_open(mp_metrics **m, const char *path)
     }
     *m = s;
     return MP_OK;
+}
+
+mp_status mp_metrics_open(mp_metrics **m, const char *path)
+{
+    return open_sink(m, path, "w");
+}
+
+/* Whether a line written before the checkpoint at `step` belongs to the resumed run's past:
+ * every record up to the first step record past `step`, or the first summary. */
+static bool before_resume(const char *line, int64_t step)
+{
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "step");
+    bool keep = cJSON_IsString(type) &&
+                !(strcmp(type->valuestring, "summary") == 0 ||
+                  (strcmp(type->valuestring, "step") == 0 && cJSON_IsNumber(n) &&
+                   n->valuedouble > (double)step));
+    cJSON_Delete(o);
+    return keep;
+}
+
+mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step)
+{
+    FILE *f = path && *path ? fopen(path, "r+") : NULL;
+    if (f) {
+        char *line = NULL;
+        size_t cap = 0;
+        long keep = 0;
+        while (getline(&line, &cap, f) > 0 && strchr(line, '\n') && before_resume(line, step))
+            keep = ftell(f);
+        free(line);
+        int rc = ftruncate(fileno(f), (off_t)keep);
+        int e = errno;
+        fclose(f);
+        if (rc != 0)
+            return mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, strerror(e));
+    }
+    return open_sink(m, path, "a");
 }
 
 static void report(mp_metrics *m, int e)

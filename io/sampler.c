@@ -30,7 +30,9 @@ int mp_sampler_init(mp_sampler *s, int64_t n, int world, int rank, uint64_t seed
     return 0;
 }
 
-void mp_sampler_set_epoch(mp_sampler *s, int64_t epoch)
+void mp_sampler_set_epoch(mp_sampler *s, int64_t epoch) { mp_sampler_set_epoch_at(s, epoch, 0); }
+
+void mp_sampler_set_epoch_at(mp_sampler *s, int64_t epoch, int64_t start)
 {
     int64_t n = s->n;
     for (int64_t i = 0; i < n; i++)
@@ -45,8 +47,10 @@ void mp_sampler_set_epoch(mp_sampler *s, int64_t epoch)
             s->perm[j] = t;
         }
     }
-    for (int64_t k = 0; k < s->num_local; k++)
-        s->local[k] = s->perm[(s->rank + k * (int64_t)s->world) % n];
+    int64_t rest = n - start > 0 ? n - start : 0, w = s->world;
+    s->count = s->drop_last ? rest / w : (rest + w - 1) / w;
+    for (int64_t k = 0; k < s->count; k++)
+        s->local[k] = s->perm[(start + s->rank + k * w) % n];
 }
 
 void mp_sampler_free(mp_sampler *s)

@@ -15,7 +15,11 @@ static const struct {
 
 void mp_cli_usage(FILE *out)
 {
-    fputs("usage: mpdist [train] CONFIG.cfg [--set key.path=value]... [--dry-run]\n"
+    fputs("usage: mpdist [train] CONFIG.cfg [--set key.path=value]... [--resume PATH|auto]\n"
+          "                                  [--dry-run]\n"
+          "       mpdist eval CONFIG.cfg --checkpoint FILE.h5 [--set key.path=value]...\n"
+          "       mpdist export FILE.h5 OUT.h5 [--dtype fp16|bf16|fp32]\n"
+          "       mpdist inspect FILE.h5\n"
           "       mpdist bench-comm [options] | info | --version | --help\n"
           "\n"
           "Trains a neural network with mixed precision on every MPI rank it is started on:\n"
@@ -27,10 +31,17 @@ void mp_cli_usage(FILE *out)
           "                        string), repeatable, e.g. --set optim.lr=0.05\n"
           "  --dry-run             validate config and data, print the resolved configuration\n"
           "                        and the model summary, then exit\n"
+          "  --resume PATH|auto    continue from a checkpoint (auto: the newest valid one in\n"
+          "                        checkpoint.dir); the same as checkpoint.resume\n"
           "  --version             print the version\n"
           "  --help                print this help\n"
           "commands:\n"
-          "  train                 train (the default)\n"
+          "  train                 train (the default); SIGTERM or SIGUSR1 stop it at the next\n"
+          "                        step with a checkpoint\n"
+          "  eval                  test-set accuracy of a checkpoint (full or exported)\n"
+          "  export                weights only, in one dtype (fp16 is about half the size)\n"
+          "  inspect               meta, parameter table, scaler and optimizer of a checkpoint;\n"
+          "                        every dataset's checksum is verified\n"
           "  info                  backends, MPI, HDF5, CUDA/cuDNN/NCCL versions in this binary\n"
           "  bench-comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--csv]\n"
           "                        all-reduce bandwidth sweep (nccl-tests' table) of the\n"
@@ -62,11 +73,50 @@ static bool is_option(const char *arg, const char *opt)
     return strncmp(arg, opt, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
+/* An option that only `cmd` takes. */
+static mp_status only_for(const mp_cli *cli, mp_command cmd, const char *opt, const char *name)
+{
+    if (cli->cmd != cmd)
+        return mp_fail(MP_EUSAGE, "%s is an option of mpdist %s (see mpdist --help)", opt, name);
+    return MP_OK;
+}
+
+static mp_status check_arguments(const mp_cli *cli, int npos)
+{
+    switch (cli->cmd) {
+    case MP_CMD_TRAIN:
+        if (!cli->config)
+            return mp_fail(MP_EUSAGE, "no config file given (usage: mpdist [train] CONFIG.cfg; "
+                                      "see mpdist --help)");
+        break;
+    case MP_CMD_EVAL:
+        if (!cli->config || !cli->checkpoint)
+            return mp_fail(MP_EUSAGE, "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5");
+        break;
+    case MP_CMD_EXPORT:
+        if (npos != 2)
+            return mp_fail(MP_EUSAGE, "usage: mpdist export FILE.h5 OUT.h5 [--dtype "
+                                      "fp16|bf16|fp32]");
+        if (strcmp(cli->dtype, "fp16") != 0 && strcmp(cli->dtype, "bf16") != 0 &&
+            strcmp(cli->dtype, "fp32") != 0)
+            return mp_fail(MP_EUSAGE, "--dtype: must be fp16, bf16 or fp32 (got '%s')",
+                           cli->dtype);
+        break;
+    case MP_CMD_INSPECT:
+        if (npos != 1)
+            return mp_fail(MP_EUSAGE, "usage: mpdist inspect FILE.h5");
+        break;
+    default: break;
+    }
+    return MP_OK;
+}
+
 mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
 {
     memset(cli, 0, sizeof *cli);
     cli->cmd = MP_CMD_TRAIN;
-    int first = 1;
+    cli->dtype = "fp16";
+    int first = 1, npos = 0;
     if (argc > 1)
         for (size_t k = 0; k < sizeof mp_subcommands / sizeof mp_subcommands[0]; k++)
             if (strcmp(argv[1], mp_subcommands[k].name) == 0) {
@@ -74,6 +124,7 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
                 first = 2;
             }
     cli->rest = first;
+    int max_pos = cli->cmd == MP_CMD_EXPORT ? 2 : 1;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (cli->cmd == MP_CMD_BENCH_COMM && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0)
@@ -85,24 +136,31 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
             cli->cmd = MP_CMD_VERSION;
             return MP_OK;
         } else if (strcmp(a, "--dry-run") == 0) {
+            MP_TRY(only_for(cli, MP_CMD_TRAIN, "--dry-run", "train"));
             cli->dry_run = true;
         } else if (is_option(a, "--set")) {
+            if (cli->cmd != MP_CMD_EVAL)
+                MP_TRY(only_for(cli, MP_CMD_TRAIN, "--set", "train and eval"));
             if (cli->nsets >= MP_CLI_MAX_SETS)
                 return mp_fail(MP_EUSAGE, "too many --set options (at most %d)", MP_CLI_MAX_SETS);
             MP_TRY(take_value(argc, argv, &i, "--set", &cli->sets[cli->nsets]));
             cli->nsets++;
         } else if (is_option(a, "--resume")) {
+            MP_TRY(only_for(cli, MP_CMD_TRAIN, "--resume", "train"));
             MP_TRY(take_value(argc, argv, &i, "--resume", &cli->resume));
+        } else if (is_option(a, "--checkpoint")) {
+            MP_TRY(only_for(cli, MP_CMD_EVAL, "--checkpoint", "eval"));
+            MP_TRY(take_value(argc, argv, &i, "--checkpoint", &cli->checkpoint));
+        } else if (is_option(a, "--dtype")) {
+            MP_TRY(only_for(cli, MP_CMD_EXPORT, "--dtype", "export"));
+            MP_TRY(take_value(argc, argv, &i, "--dtype", &cli->dtype));
         } else if (a[0] == '-' && a[1] != '\0') {
             return mp_fail(MP_EUSAGE, "unknown option '%s' (see mpdist --help)", a);
-        } else if (!cli->config) {
-            cli->config = a;
+        } else if (npos < max_pos) {
+            *(npos++ == 0 ? &cli->config : &cli->output) = a;
         } else {
-            return mp_fail(MP_EUSAGE, "unexpected argument '%s' (one config file only)", a);
+            return mp_fail(MP_EUSAGE, "unexpected argument '%s' (see mpdist --help)", a);
         }
     }
-    if (cli->cmd == MP_CMD_TRAIN && !cli->config)
-        return mp_fail(MP_EUSAGE, "no config file given (usage: mpdist [train] CONFIG.cfg; "
-                                  "see mpdist --help)");
-    return MP_OK;
+    return check_arguments(cli, npos);
 }

@@ -23,16 +23,21 @@ typedef enum mp_command {
 
 typedef struct mp_cli {
     mp_command cmd;
-    const char *config;               /* train: the .cfg path */
+    const char *config;               /* train, eval: the .cfg path; export, inspect: the
+                                         checkpoint file */
+    const char *output;               /* export: the file to write */
     const char *sets[MP_CLI_MAX_SETS]; /* "key.path=value" overrides, in order */
     int nsets;
     bool dry_run;
-    const char *resume;               /* --resume PATH|auto, or NULL */
+    const char *resume;               /* train: --resume PATH|auto, or NULL */
+    const char *checkpoint;           /* eval: --checkpoint FILE */
+    const char *dtype;                /* export: --dtype fp16|bf16|fp32 (default fp16) */
     int rest;                         /* bench-comm: index of its first option in argv */
 } mp_cli;
 
 /* Parses argv[1..argc) into *cli. Returns MP_OK, or MP_EUSAGE with a one-line message (unknown
- * option, missing config, missing option value, too many --set). Pointers refer into argv.
+ * option, an option of another command, missing or extra arguments, missing option value, too
+ * many --set, an unknown --dtype). Pointers refer into argv.
  * bench-comm's options are left to it (cli->rest), except --help. */
 mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv);
 

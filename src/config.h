@@ -65,6 +65,7 @@ typedef struct mp_config {
         uint64_t seed;
         int64_t eval_every; /* epochs between test evaluations; 0 = only at the end */
         double label_smoothing; /* of the training loss */
+        int64_t step_budget; /* 0 = none; else steps this invocation takes before it stops */
     } train;
     struct {
         char backend[8];    /* "auto" | "mpi" */
@@ -75,6 +76,14 @@ typedef struct mp_config {
         bool overlap;       /* buckets start during backward */
         double timeout_s;   /* the watchdog's limit per collective */
     } comm;
+    struct {
+        char dir[512];      /* "" = no checkpoints */
+        int64_t every_steps; /* 0 = only at the end, the step budget and signals */
+        bool at_end;
+        int64_t keep;       /* newest files kept */
+        int64_t deflate;    /* gzip level, 0 = none */
+        char resume[512];   /* "" | "auto" | a path */
+    } checkpoint;
     struct {
         char metrics[512]; /* JSON Lines path; "" = none */
         int64_t every;     /* steps between step records and plain progress lines */

@@ -153,6 +153,10 @@ const mp_key mp_config_keys[] = {
     {"train.seed", MP_KEY_INT, "42", GE(0), CF(train.seed),
      .meaning = "Seed of initialisation and shuffling, the same on every rank "
                 "(above 2147483647 write it with an L suffix)."},
+    {"train.step_budget", MP_KEY_INT, "0", GE(0), CF(train.step_budget),
+     .meaning = "Steps this invocation may take before it saves a checkpoint and stops with "
+                "exit code 0 (a job's share of a long run; the schedule still spans the whole "
+                "run); 0 = no budget."},
     {"train.label_smoothing", MP_KEY_FLOAT, "0.0", GE(0), LT(1), CF(train.label_smoothing),
      .meaning = "Label smoothing of the training loss (PyTorch's); test loss is plain."},
     {"train.eval_every", MP_KEY_INT, "1", GE(0), CF(train.eval_every),
@@ -181,6 +185,24 @@ const mp_key mp_config_keys[] = {
     {"comm.timeout_s", MP_KEY_FLOAT, "600.0", GT(0), LE(604800), CF(comm.timeout_s),
      .meaning = "Watchdog: a collective not finished after this many seconds ends the job on "
                 "every rank with exit code 6."},
+
+    {"checkpoint.dir", MP_KEY_STRING, "\"\"", CF(checkpoint.dir),
+     .meaning = "Directory of the HDF5 checkpoints ckpt-<step>.h5 (created); \"\" = no "
+                "checkpoints."},
+    {"checkpoint.every_steps", MP_KEY_INT, "0", GE(0), CF(checkpoint.every_steps),
+     .meaning = "Steps between checkpoints; 0 = only at the end, at train.step_budget and on "
+                "SIGTERM/SIGUSR1."},
+    {"checkpoint.at_end", MP_KEY_BOOL, "true", CF(checkpoint.at_end),
+     .meaning = "Save a checkpoint when training ends."},
+    {"checkpoint.keep", MP_KEY_INT, "3", GE(1), LE(1000000), CF(checkpoint.keep),
+     .meaning = "Newest checkpoint files kept in checkpoint.dir; older ones are removed."},
+    {"checkpoint.deflate", MP_KEY_INT, "0", GE(0), LE(9), CF(checkpoint.deflate),
+     .meaning = "gzip level of the checkpoint datasets (0 = none); Fletcher32 checksums are "
+                "always on."},
+    {"checkpoint.resume", MP_KEY_STRING, "\"\"", CF(checkpoint.resume),
+     .meaning = "Resume from this checkpoint file, or \"auto\": the newest valid one in "
+                "checkpoint.dir (none there: start afresh); \"\" = start afresh. --resume "
+                "overrides it."},
 
     {"log.metrics", MP_KEY_STRING, "\"\"", CF(log.metrics),
      .meaning = "JSON Lines metrics file written by rank 0; \"\" = none."},

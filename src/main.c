@@ -7,10 +7,13 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "io/ckpt_dir.h"
 #include "src/bench_comm.h"
+#include "src/checkpoint.h"
 #include "src/cli.h"
 #include "src/config.h"
 #include "src/info.h"
+#include "src/signals.h"
 #include "src/train.h"
 
 static int report(mp_status st)
@@ -25,17 +28,23 @@ static int report(mp_status st)
     return (int)st;
 }
 
-/* Before MPI starts every rank sees the same command line: only the launcher's rank 0 (or a
- * process started without a launcher) prints the error, so it appears once. */
-static int report_once(mp_status st)
+/* The rank the launcher gave this process (0 without a launcher), before MPI starts. */
+static int launcher_rank(void)
 {
     const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) != 0)
-            return (int)st;
+            return atoi(v);
     }
-    return report(st);
+    return 0;
+}
+
+/* Before MPI starts every rank sees the same command line: only the launcher's rank 0 (or a
+ * process started without a launcher) prints the error, so it appears once. */
+static int report_once(mp_status st)
+{
+    return launcher_rank() != 0 ? (int)st : report(st);
 }
 
 /* Agrees on `st` over all ranks; on failure the lowest failed rank prints its message, every
@@ -76,14 +85,131 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
     fflush(stdout);
 }
 
-static int train(const mp_cli *cli, int *argc, char ***argv)
+/* Rank 0 loads the checkpoint named by --resume or checkpoint.resume, then every rank takes
+ * its state; without one, rank 0's initial parameters are shared. Returns the exit code. */
+static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 {
-    if (cli->resume)
-        return report_once(mp_fail(MP_EUSAGE, "--resume is not available in this build yet"));
+    const char *resume = cli->resume ? cli->resume : cfg->checkpoint.resume;
+    int64_t newest = -1;
+    if (!resume[0] && t->comm->rank == 0 && cfg->checkpoint.dir[0])
+        mp_ckpt_list(cfg->checkpoint.dir, &newest, 1);
+    if (!resume[0]) { /* a fresh run would mix its files with another run's: refused */
+        mp_status st = newest < 0 ? MP_OK
+                                  : mp_fail(MP_EUSAGE, "checkpoint.dir %s already holds "
+                                            "checkpoints of a run (newest: step %lld): continue "
+                                            "it with --resume auto, or use another "
+                                            "checkpoint.dir", cfg->checkpoint.dir,
+                                            (long long)newest);
+        int rc = agree(t->comm, st);
+        return rc ? rc : agree(t->comm, mp_train_sync(t));
+    }
+    char used[1100];
+    snprintf(used, sizeof used, "%s", resume);
+    mp_status st = MP_OK;
+    if (t->comm->rank == 0)
+        st = strcmp(resume, "auto") == 0 ? mp_checkpoint_load_auto(t, used, sizeof used)
+                                         : mp_checkpoint_load(t, resume);
+    int rc = agree(t->comm, st);
+    if (rc == 0)
+        rc = agree(t->comm, mp_checkpoint_share(t));
+    if (rc != 0 || t->comm->rank != 0)
+        return rc;
+    const mp_resume_point *at = &t->start;
+    if (!used[0]) {
+        printf("resume: no checkpoint in %s yet, starting afresh\n", cfg->checkpoint.dir);
+        return 0;
+    }
+    printf("resumed from %s: step %lld, epoch %lld, %lld samples into it\n", used,
+           (long long)at->step, (long long)at->epoch + 1, (long long)at->position);
+    int64_t gb = cfg->data.batch_size * t->comm->size;
+    if (at->global_batch != gb)
+        printf("note: the checkpoint was written with global batch %lld (%lld ranks), this run "
+               "has %lld (%d ranks): the rest of the epoch is re-sharded and step counts and "
+               "the schedule follow the new batch\n",
+               (long long)at->global_batch, (long long)at->world_size, (long long)gb,
+               t->comm->size);
+    return 0;
+}
+
+static void print_result(const mp_train_result *res, const mp_config *cfg)
+{
+    if (!res->stopped) {
+        printf("done: %lld steps in %.1f s, %.0f images/s, test loss %.4f\n",
+               (long long)res->steps, res->wall_s, res->images_per_s, res->test_loss);
+        printf("test accuracy: %.4f\n", res->accuracy);
+    } else if (res->checkpoint[0]) {
+        printf("stopped at step %lld by %s; checkpoint %s (continue with --resume %s or "
+               "checkpoint.resume = \"auto\")\n",
+               (long long)res->steps, res->stopped_by, res->checkpoint, res->checkpoint);
+    } else {
+        printf("stopped at step %lld by %s without a checkpoint (checkpoint.dir is not set in "
+               "%s)\n", (long long)res->steps, res->stopped_by, cfg->path);
+    }
+}
+
+static void print_dry_run(mp_trainer *t, const mp_config *cfg)
+{
+    mp_config_print(cfg, stdout);
+    printf("\n");
+    mp_model_summary(&t->model, stdout);
+    printf("bytes per rank (allocator counters):");
+    for (int k = 0; k < MP_MEM_NCAT; k++)
+        printf(" %s %lld%s", mp_mem_cat_name((mp_mem_cat)k),
+               (long long)mp_mem_current((mp_mem_cat)k), k + 1 < MP_MEM_NCAT ? "," : "\n");
+}
+
+/* mpdist train on a set-up trainer: the start state, outputs, the run. The exit code. */
+static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
+{
+    int rc = start_state(t, cli, cfg);
+    if (rc == 0 && !cli->dry_run)
+        rc = agree(t->comm, mp_train_open_outputs(t));
+    if (rc == 0 && t->comm->rank == 0) {
+        if (cli->dry_run)
+            print_dry_run(t, cfg);
+        print_banner(t, cfg);
+    }
+    if (rc == 0 && !cli->dry_run) {
+        mp_train_result res;
+        mp_status st = mp_train_run(t, &res);
+        if (st != MP_OK)
+            rc = fail_midway(t->comm, st);
+        else if (t->comm->rank == 0)
+            print_result(&res, cfg);
+    }
+    return rc;
+}
+
+/* mpdist eval on a set-up trainer: rank 0 loads the weights, all evaluate. The exit code. */
+static int evaluate(mp_trainer *t, const mp_cli *cli)
+{
+    int rc = agree(t->comm, t->comm->rank == 0
+                                ? mp_checkpoint_load_weights(&t->model, cli->checkpoint)
+                                : MP_OK);
+    if (rc == 0)
+        rc = agree(t->comm, mp_train_sync(t));
+    double loss = 0.0, accuracy = 0.0;
+    if (rc == 0) {
+        mp_status st = mp_train_evaluate(t, &loss, &accuracy);
+        if (st != MP_OK)
+            rc = fail_midway(t->comm, st);
+        else if (t->comm->rank == 0)
+            printf("%s: test loss %.4f\ntest accuracy: %.4f\n", cli->checkpoint, loss,
+                   accuracy);
+    }
+    return rc;
+}
+
+/* train and eval: MPI, the configuration agreed by every rank and the trainer set up, then
+ * the command. */
+static int run(const mp_cli *cli, int *argc, char ***argv)
+{
     mp_comm comm;
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
         return report(st);
+    if (cli->cmd == MP_CMD_TRAIN)
+        mp_signals_install();
     mp_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
@@ -92,36 +218,31 @@ static int train(const mp_cli *cli, int *argc, char ***argv)
     if (rc == 0)
         rc = agree(&comm, mp_train_setup(&t, &cfg, &comm));
     if (rc == 0)
-        rc = agree(&comm, mp_train_sync(&t));
-    if (rc == 0 && !cli->dry_run)
-        rc = agree(&comm, mp_train_open_outputs(&t));
-    if (rc == 0 && comm.rank == 0) {
-        if (cli->dry_run) {
-            mp_config_print(&cfg, stdout);
-            printf("\n");
-            mp_model_summary(&t.model, stdout);
-            printf("bytes per rank (allocator counters):");
-            for (int k = 0; k < MP_MEM_NCAT; k++)
-                printf(" %s %lld%s", mp_mem_cat_name((mp_mem_cat)k),
-                       (long long)mp_mem_current((mp_mem_cat)k), k + 1 < MP_MEM_NCAT ? "," : "\n");
-        }
-        print_banner(&t, &cfg);
-    }
-    if (rc == 0 && !cli->dry_run) {
-        mp_train_result res;
-        st = mp_train_run(&t, &res);
-        if (st != MP_OK) {
-            rc = fail_midway(&comm, st);
-        } else if (comm.rank == 0) {
-            printf("done: %lld steps in %.1f s, %.0f images/s, test loss %.4f\n",
-                   (long long)res.steps, res.wall_s, res.images_per_s, res.test_loss);
-            printf("test accuracy: %.4f\n", res.accuracy);
-        }
-    }
+        rc = cli->cmd == MP_CMD_EVAL ? evaluate(&t, cli) : train(&t, cli, &cfg);
     mp_train_free(&t);
     mp_config_free(&cfg);
     mp_comm_finalize(&comm);
     return rc;
+}
+
+/* export and inspect read files only: under a launcher only its rank 0 works. */
+static int file_command(const mp_cli *cli)
+{
+    if (launcher_rank() != 0)
+        return 0;
+    mp_status st;
+    if (cli->cmd == MP_CMD_INSPECT) {
+        st = mp_checkpoint_inspect(cli->config, stdout);
+    } else {
+        mp_dtype dt = MP_F16;
+        mp_dtype_parse(cli->dtype, &dt);
+        st = mp_checkpoint_export(cli->config, cli->output, dt);
+        if (st == MP_OK)
+            printf("exported the weights of %s to %s in %s\n", cli->config, cli->output,
+                   cli->dtype);
+    }
+    fflush(stdout);
+    return st == MP_OK ? 0 : report(st);
 }
 
 static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
@@ -151,9 +272,11 @@ int main(int argc, char **argv)
     case MP_CMD_HELP: mp_cli_usage(stdout); return 0;
     case MP_CMD_VERSION: printf("mpdist %s\n", MPDIST_VERSION); return 0;
     case MP_CMD_INFO: mp_info_print(stdout); return 0;
-    case MP_CMD_TRAIN: return train(&cli, &argc, &argv);
+    case MP_CMD_TRAIN:
+    case MP_CMD_EVAL: return run(&cli, &argc, &argv);
+    case MP_CMD_EXPORT:
+    case MP_CMD_INSPECT: return file_command(&cli);
     case MP_CMD_BENCH_COMM: return bench_comm(&cli, &argc, &argv);
-    default:
-        return report_once(mp_fail(MP_EUSAGE, "'%s' is not available in this build yet", argv[1]));
     }
+    return report_once(mp_fail(MP_EINTERNAL, "unknown command"));
 }

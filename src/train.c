@@ -7,7 +7,10 @@
  * steps; evaluation runs every train.eval_every epochs and at the end. */
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "src/checkpoint.h"
+#include "src/signals.h"
 #include "src/train.h"
 
 typedef struct mp_window {
@@ -16,22 +19,23 @@ typedef struct mp_window {
 } mp_window;
 
 /* One pass over the summed gradients at multiplier `inv` (post scale / loss scale): their norm
- * and whether any is inf or NaN, then one MAX over ranks of (found_inf, sum of squares): every
- * rank skips or steps together and clips with the same norm, even when a rank's gradients
- * went bad after the sum. */
+ * and whether any is inf or NaN, then one MAX over ranks of (found_inf, sum of squares, stop
+ * signal): every rank skips or steps together and clips with the same norm, even when a rank's
+ * gradients went bad after the sum, and all stop at the same step when any got SIGTERM. */
 static mp_status check_gradients(mp_trainer *t, double inv, double *norm, bool *found_inf)
 {
-    double v[2] = {0.0, 0.0}; /* found_inf, sum of squares */
+    double v[3] = {0.0, 0.0, (double)mp_signal_pending()}; /* found_inf, sum of squares, signal */
     bool bad = false;
     for (int k = 0; k < MP_NGROUPS; k++)
         MP_TRY(t->ops->grad_stats(&t->model.params.groups[k].grad, inv, &v[1], &bad));
     if (bad || !isfinite(v[1]))
         v[0] = 1.0, v[1] = 0.0;
     if (t->comm->size > 1)
-        MP_TRY(mp_comm_allreduce(t->comm, v, 2, MP_F64, MP_REDOP_MAX,
-                                 "agreement on found_inf and the gradient norm"));
+        MP_TRY(mp_comm_allreduce(t->comm, v, 3, MP_F64, MP_REDOP_MAX,
+                                 "agreement on found_inf, the gradient norm and stop signals"));
     *found_inf = v[0] != 0.0;
     *norm = sqrt(v[1]);
+    t->stop_signal = (int)v[2];
     return MP_OK;
 }
 
@@ -78,6 +82,7 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss
     MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
     x.data = (void *)xdata; /* the loader's slot: read-only here */
+    MP_TRY(mp_train_sync_buffers(t));
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
@@ -129,9 +134,31 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
     return MP_OK;
 }
 
+mp_status mp_train_sync_buffers(mp_trainer *t)
+{
+    if (t->comm->size == 1 || t->nbufs == 0)
+        return MP_OK;
+    float *p = t->bufpack;
+    for (int j = 0; j < t->nbufs && t->comm->rank == 0; j++) {
+        const mp_tensor *b = &t->bufs[j].t;
+        mp_convert(p, MP_F32, b->data, b->dtype, (size_t)mp_tensor_numel(b));
+        p += mp_tensor_numel(b);
+    }
+    MP_TRY(mp_comm_bcast(t->comm, t->bufpack, (size_t)t->bufpack_len * sizeof(float), 0,
+                         "broadcast of the BatchNorm running statistics"));
+    p = t->bufpack;
+    for (int j = 0; j < t->nbufs && t->comm->rank != 0; j++) {
+        mp_tensor *b = &t->bufs[j].t;
+        mp_convert(b->data, b->dtype, p, MP_F32, (size_t)mp_tensor_numel(b));
+        p += mp_tensor_numel(b);
+    }
+    return MP_OK;
+}
+
 mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
 {
     const mp_config *c = t->cfg;
+    MP_TRY(mp_train_sync_buffers(t));
     int64_t b = c->data.batch_size;
     int64_t *idx = mp_alloc((size_t)b * sizeof *idx, MP_MEM_WORKSPACE);
     double sums[3] = {0, 0, 0}; /* loss * n, correct, n */
@@ -207,22 +234,69 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
     mp_metrics_summary(t->metrics, &s);
 }
 
+/* Batches of this rank's share of the current epoch (the sampler's count): at least one when
+ * it holds any sample. */
+static int64_t epoch_batches(const mp_trainer *t, int64_t count)
+{
+    int64_t b = t->cfg->data.batch_size;
+    int64_t n = t->cfg->data.drop_last ? count / b : (count + b - 1) / b;
+    return n < 1 && count > 0 ? 1 : n;
+}
+
+/* Saves a checkpoint; rank 0 reports its size and write rate (the whole save: gather, write,
+ * fsync, rename). */
+static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
+{
+    double t0 = mp_now();
+    MP_TRY(mp_checkpoint_save(t, at, r->checkpoint, sizeof r->checkpoint));
+    double dt = mp_now() - t0;
+    struct stat sb;
+    if (t->comm->rank == 0 && stat(r->checkpoint, &sb) == 0)
+        mp_progress_line(&t->progress, "checkpoint: %s (%.1f MB in %.3f s, %.1f MB/s)",
+                         r->checkpoint, (double)sb.st_size / 1e6, dt,
+                         dt > 0 ? (double)sb.st_size / 1e6 / dt : 0.0);
+    return MP_OK;
+}
+
+/* After a step that leaves the run at `at`: stops on an agreed signal or at the step budget
+ * (never at the last step, which ends normally) and saves the checkpoints that are due. */
+static mp_status after_step(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
+{
+    const mp_config *c = t->cfg;
+    bool last = at->step >= t->total_steps;
+    bool budget = c->train.step_budget > 0 && at->step - t->start.step >= c->train.step_budget;
+    if (!last && t->stop_signal) {
+        t->stop = true;
+        r->stopped_by = mp_signal_name(t->stop_signal);
+    } else if (!last && budget) {
+        t->stop = true;
+        r->stopped_by = "train.step_budget";
+    }
+    bool every = c->checkpoint.every_steps > 0 && at->step % c->checkpoint.every_steps == 0;
+    if (c->checkpoint.dir[0] && !last && (t->stop || every))
+        MP_TRY(save(t, at, r));
+    return MP_OK;
+}
+
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
 {
     const mp_config *c = t->cfg;
     memset(r, 0, sizeof *r);
     double start = mp_now();
     mp_window w = {.t0 = start};
-    int64_t step = 0, epoch = 0, evaluated = -1, images = 0;
+    int64_t step = t->start.step, epoch = t->start.epoch, evaluated = -1, images = 0;
+    int64_t gb = c->data.batch_size * t->comm->size;
+    mp_resume_point at = t->start;
     double rate = 0.0; /* images/s of the last logged window, shown by the bar in between */
-    for (epoch = 0; epoch < c->train.epochs && step < t->total_steps; epoch++) {
-        mp_sampler_set_epoch(&t->sampler, epoch);
+    t->stop = false;
+    for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
+        int64_t from = epoch == t->start.epoch ? t->start.position : 0;
+        mp_sampler_set_epoch_at(&t->sampler, epoch, from);
+        int64_t batches = epoch_batches(t, t->sampler.count);
+        int64_t take = batches * c->data.batch_size;
         mp_loader_start_epoch(t->loader, t->sampler.local,
-                              t->steps_per_epoch * c->data.batch_size < t->sampler.num_local
-                                  ? t->steps_per_epoch * c->data.batch_size
-                                  : t->sampler.num_local,
-                              epoch);
-        for (int64_t b = 0; b < t->steps_per_epoch && step < t->total_steps; b++) {
+                              take < t->sampler.count ? take : t->sampler.count, epoch);
+        for (int64_t b = 0; b < batches && step < t->total_steps && !t->stop; b++) {
             double lr = mp_schedule_lr(&t->sched, step), loss, scale = t->scaler.scale;
             int64_t before = w.images;
             bool skipped;
@@ -236,19 +310,31 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
                                 &rate));
             else
                 mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);
-        }
-        if (c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0) {
-            MP_TRY(evaluate_epoch(t, epoch, r));
-            evaluated = epoch;
+            bool end = b + 1 == batches;
+            if (end && c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0) {
+                MP_TRY(evaluate_epoch(t, epoch, r));
+                evaluated = epoch;
+            }
+            at = (mp_resume_point){.step = step,
+                                   .epoch = end ? epoch + 1 : epoch,
+                                   .position = end ? 0 : from + (b + 1) * gb};
+            MP_TRY(after_step(t, &at, r));
         }
     }
     r->wall_s = mp_now() - start;
-    if (evaluated != epoch - 1)
-        MP_TRY(evaluate_epoch(t, epoch - 1, r));
     r->steps = step;
     r->skipped_steps = t->scaler.skipped_steps;
     r->loss_scale = t->scaler.scale;
     r->images_per_s = r->wall_s > 0 ? (double)images / r->wall_s : 0.0;
+    if (t->stop) {
+        r->stopped = true;
+        mp_progress_finish(&t->progress);
+        return MP_OK;
+    }
+    if (evaluated != epoch - 1)
+        MP_TRY(evaluate_epoch(t, epoch - 1, r));
+    if (c->checkpoint.dir[0] && c->checkpoint.at_end && step > t->start.step)
+        MP_TRY(save(t, &at, r));
     if (t->metrics)
         write_summary(t, r);
     mp_progress_finish(&t->progress);

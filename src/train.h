@@ -30,7 +30,20 @@ typedef struct mp_train_result {
     double wall_s, images_per_s;
     int64_t skipped_steps;
     double loss_scale;      /* at the end */
+    bool stopped;           /* by a signal or train.step_budget, before the end */
+    const char *stopped_by; /* "SIGTERM", "SIGUSR1", "train.step_budget" */
+    char checkpoint[1100];  /* rank 0: the last checkpoint written, "" if none */
 } mp_train_result;
+
+/* Where a run starts (all zero for a fresh run), and what a checkpoint records of where the
+ * run it was taken from stood. */
+typedef struct mp_resume_point {
+    int64_t step;     /* optimizer steps taken */
+    int64_t epoch;    /* the epoch the next step belongs to */
+    int64_t position; /* samples of that epoch all ranks consumed (DistributedSampler order) */
+    int64_t world_size, global_batch; /* of the run that wrote it (0: a fresh run) */
+    int64_t seed;
+} mp_resume_point;
 
 typedef struct mp_trainer {
     const mp_config *cfg;
@@ -51,6 +64,15 @@ typedef struct mp_trainer {
     int32_t *y;             /* (batch) labels */
     double mean[3], std[3]; /* per-channel normalisation */
     int64_t steps_per_epoch, total_steps;
+    mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, kept equal to
+                                            rank 0's (PyTorch DDP's broadcast_buffers) */
+    int nbufs;
+    float *bufpack;         /* (sum of the buffers' sizes) broadcast staging */
+    int64_t bufpack_len;
+    mp_resume_point start;  /* set by mp_checkpoint_load/share for a resumed run */
+    int64_t *rng_table;     /* (start.world_size, 4) from the checkpoint, owned; NULL fresh */
+    int stop_signal;        /* the stop signal any rank received (agreed each step), or 0 */
+    bool stop;              /* the run stops after this step (signal or step budget) */
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_progress progress;
     /* Test hooks, NULL in normal runs. before_backward may change this rank's loss gradient
@@ -71,12 +93,22 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
  * on all ranks. */
 mp_status mp_train_sync(mp_trainer *t);
 
-/* Opens the metrics file (rank 0) and starts the progress line; nothing else writes files.
- * MP_EUSAGE when log.metrics cannot be created. Not collective. */
+/* Opens the metrics file (rank 0; a resumed run keeps the records before its checkpoint and
+ * appends) and starts the progress line. MP_EUSAGE when log.metrics cannot be created. Not
+ * collective. */
 mp_status mp_train_open_outputs(mp_trainer *t);
 
 /* Trains for train.epochs (or until train.max_steps) and evaluates; collective. */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
+
+/* Plans the steps of a resumed run (t->start set): the rest of the start epoch as the sampler
+ * re-shards it over the current ranks, then whole epochs, up to train.max_steps; the schedule
+ * spans the same total. A fresh run keeps the plan of mp_train_setup. */
+void mp_train_replan(mp_trainer *t);
+
+/* Makes every rank's persistent buffers (BatchNorm running statistics) equal to rank 0's;
+ * collective. Called before every training forward and evaluation, as DDP does. */
+mp_status mp_train_sync_buffers(mp_trainer *t);
 
 /* Evaluates the model on the test split, sharded over ranks; collective. */
 mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy);

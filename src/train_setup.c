@@ -97,6 +97,13 @@ static mp_status build_model(mp_trainer *t)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
     if (t->comm->rank == 0)
         mp_model_init(&t->model, c->train.seed);
+    t->nbufs = mp_model_buffers(&t->model, t->bufs, MP_MAX_PARAMS);
+    if (t->nbufs > MP_MAX_PARAMS)
+        return mp_fail(MP_EUSAGE, "%s: model: more than %d BatchNorm buffers", c->path,
+                       MP_MAX_PARAMS);
+    for (int j = 0; j < t->nbufs; j++)
+        t->bufpack_len += mp_tensor_numel(&t->bufs[j].t);
+    t->bufpack = mp_alloc((size_t)t->bufpack_len * sizeof(float) + 1, MP_MEM_WEIGHTS);
     return MP_OK;
 }
 
@@ -111,6 +118,26 @@ mp_status mp_train_sync(mp_trainer *t)
                                  "broadcast of the initial master weights"));
     }
     return MP_OK;
+}
+
+void mp_train_replan(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    const mp_resume_point *at = &t->start;
+    if (at->world_size == 0)
+        return;
+    int64_t b = c->data.batch_size, w = t->comm->size, rest = t->train.count - at->position;
+    int64_t count = c->data.drop_last ? rest / w : (rest + w - 1) / w;
+    int64_t first = c->data.drop_last ? count / b : (count + b - 1) / b;
+    if (first < 1 && count > 0)
+        first = 1;
+    int64_t total = at->step;
+    if (at->epoch < c->train.epochs)
+        total += first + (c->train.epochs - at->epoch - 1) * t->steps_per_epoch;
+    if (c->train.max_steps > 0 && c->train.max_steps < total)
+        total = c->train.max_steps;
+    t->total_steps = total > at->step ? total : at->step;
+    t->sched.total_steps = t->total_steps;
 }
 
 static void plan_steps(mp_trainer *t)
@@ -200,7 +227,10 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     const mp_config *c = t->cfg;
     mp_progress_mode mode = MP_PROGRESS_NONE;
     if (t->comm->rank == 0) {
-        MP_TRY(mp_metrics_open(&t->metrics, c->log.metrics));
+        if (t->start.world_size > 0)
+            MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step));
+        else
+            MP_TRY(mp_metrics_open(&t->metrics, c->log.metrics));
         mp_progress_mode_parse(c->log.progress, &mode);
     }
     mp_progress_init(&t->progress, mode, stdout, t->total_steps, c->log.every);
@@ -259,6 +289,8 @@ void mp_train_free(mp_trainer *t)
     mp_tensor_free(&t->x);
     mp_tensor_free(&t->dlogits);
     mp_free(t->y);
+    mp_free(t->bufpack);
+    mp_free(t->rng_table);
     mp_optimizer_free(&t->opt);
     mp_grad_sync_free(&t->sync);
     mp_sampler_free(&t->sampler);

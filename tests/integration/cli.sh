@@ -43,9 +43,13 @@ expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mn
 expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set
 expect_exit 2 "unexpected argument 'b.cfg'" "$MPDIST" a.cfg b.cfg
 expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
-expect_exit 2 "'eval' is not available" "$MPDIST" eval x.cfg
+expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint" "$MPDIST" eval x.cfg
+expect_exit 2 "usage: mpdist export FILE.h5 OUT.h5" "$MPDIST" export a.h5
+expect_exit 2 "unexpected argument 'b.h5'" "$MPDIST" inspect a.h5 b.h5
+expect_exit 2 "usage: mpdist inspect FILE.h5" "$MPDIST" inspect
+expect_exit 2 "--resume is an option of mpdist train" "$MPDIST" inspect a.h5 --resume auto
 # Under mpirun a command-line error is printed once, not once per rank.
-expect_exit 2 "--resume is not available" mpirun -np 2 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume auto
+expect_exit 2 "--resume needs a value" mpirun -np 2 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume
 expect_exit 2 "unknown option '--frobnicate'" mpirun -np 2 "$MPDIST" x.cfg --frobnicate
 # A model bigger than the host is refused before anything is allocated.
 expect_exit 2 "model: needs [0-9.]+ GiB per rank \\(1000796000010 parameters" mpirun -np 2 "$MPDIST" \

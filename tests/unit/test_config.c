@@ -238,7 +238,7 @@ static const bad_case k_bad[] = {
     {"# top\nlr = 0.1;\n", 2, "lr", "unknown key (did you mean optim.lr?)"},
     {"data = {};\n\nfoo = {\n  bar = 1;\n};\n", 3, "foo", "unknown group"},
     {"optm = { lr = 0.1; };\n", 1, "optm", "unknown group (did you mean optim?)"},
-    {"checkpoint = {\n  dir = \"ck\";\n};\n", 2, "checkpoint.dir", "unknown key"},
+    {"checkpoint = {\n  folder = \"ck\";\n};\n", 2, "checkpoint.folder", "unknown key"},
     {"optim = {\n  sgd = { lr = 0.1; };\n};\n", 2, "optim.sgd", "unknown key"},
     /* wrong types */
     {"optim = {\n  lr = \"fast\";\n};\n", 2, "optim.lr", "wrong type: expected float, got string"},
@@ -460,7 +460,7 @@ static void test_set_errors(void **state)
         {"optim.lr=-2", "--set optim.lr: ", "must be in (0, 1000] (got -2)"},
         {"optim.lrr=0.1", "--set optim.lrr: ", "unknown key (did you mean optim.lr?)"},
         {"foo.bar=1", "--set foo.bar: ", "unknown group"},
-        {"checkpoint.dir=ck", "--set checkpoint.dir: ", "unknown key"},
+        {"checkpoint.dri=ck", "--set checkpoint.dri: ", "unknown key (did you mean checkpoint.dir?)"},
         {"data.batch_size=0", "--set data.batch_size: ", "must be in [1, 65536] (got 0)"},
         {"data.batch_size=1.5", "--set data.batch_size: ", "expected int, got float"},
         {"amp.opt_level=O7", "--set amp.opt_level: ", "\"O0\", \"O1\", \"O2\", \"O3\""},
@@ -597,7 +597,8 @@ static void test_schema_table(void **state)
     }
     assert_non_null(mp_config_key_find("optim.lr"));
     assert_null(mp_config_key_find("optim"));
-    assert_null(mp_config_key_find("checkpoint.dir"));
+    assert_non_null(mp_config_key_find("checkpoint.dir"));
+    assert_null(mp_config_key_find("checkpoint.folder"));
     assert_string_equal(mp_config_suggest("optim.lrr", false), "optim.lr");
     assert_string_equal(mp_config_suggest("batch_size", false), "data.batch_size");
     assert_string_equal(mp_config_suggest("tpye", true), "type");
@@ -624,7 +625,7 @@ static void test_reference(void **state)
     }
     assert_non_null(strstr(buf, "| `data.batch_size` | int | `64` |"));
     assert_non_null(strstr(buf, "| `model.layers.[N].out` | int |"));
-    assert_non_null(strstr(buf, "`checkpoint`"));
+    assert_non_null(strstr(buf, "| `checkpoint.resume` | string |"));
     free(buf);
 }
 

@@ -305,6 +305,46 @@ static void test_write_error_reported_once(void **state)
     free(text);
 }
 
+/* A resumed run keeps the records up to its checkpoint (and an eval after the last kept step),
+ * drops the later ones, the summary and a torn last line, and appends. */
+static void test_resumed(void **state)
+{
+    (void)state;
+    char path[1024], buf[4096];
+    snprintf(path, sizeof path, "%s/m.jsonl", mp_test_dir("metrics_resume"));
+    const char *before = "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n"
+                         "{\"type\":\"step\",\"step\":20,\"epoch\":0}\n"
+                         "{\"type\":\"eval\",\"epoch\":0,\"loss\":1}\n"
+                         "{\"type\":\"step\",\"step\":30,\"epoch\":1}\n"
+                         "{\"type\":\"summary\",\"steps\":30}\n";
+    mp_test_write_file(path, before, strlen(before), 0);
+    mp_metrics *m;
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 20), MP_OK);
+    mp_step_record r = {.step = 30, .epoch = 1, .loss = 0.5, .comm_hidden = -1.0};
+    mp_metrics_step(m, &r);
+    mp_metrics_close(m);
+    FILE *f = fopen(path, "r");
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_int_equal(strncmp(buf, before, 107), 0); /* the first three lines, unchanged */
+    assert_non_null(strstr(buf, "{\"type\":\"eval\",\"epoch\":0,\"loss\":1}\n{\"type\":\"step\",\"step\":30,\"epoch\":1,\"loss\":0.5"));
+    assert_null(strstr(buf, "summary"));
+    const char *torn = "{\"type\":\"step\",\"step\":10}\n{\"type\":\"st";
+    mp_test_write_file(path, torn, strlen(torn), 0);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 50), MP_OK);
+    mp_metrics_close(m);
+    f = fopen(path, "r");
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"type\":\"step\",\"step\":10}\n");
+    snprintf(path, sizeof path, "%s/new/m.jsonl", mp_test_dir("metrics_resume_new"));
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 5), MP_OK); /* none yet: created */
+    mp_metrics_close(m);
+    assert_int_equal(access(path, F_OK), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_empty_path),
         cmocka_unit_test(test_unopenable),
         cmocka_unit_test(test_write_error_reported_once),
+        cmocka_unit_test(test_resumed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,6 +220,48 @@ static void test_invalid(void **state)
     mp_sampler_free(&s);
 }
 
+/* A resumed epoch: with the same world size each rank continues its own list exactly where it
+ * stopped; with another world size the ranks share exactly the positions not yet consumed. */
+static void test_resume_position(void **state)
+{
+    (void)state;
+    const int64_t n = 103;
+    for (int drop = 0; drop <= 1; drop++) {
+        mp_sampler a, b;
+        for (int r = 0; r < 4; r++) { /* same world: a suffix of the whole-epoch list */
+            assert_int_equal(mp_sampler_init(&a, n, 4, r, 9, true, drop), 0);
+            assert_int_equal(mp_sampler_init(&b, n, 4, r, 9, true, drop), 0);
+            mp_sampler_set_epoch(&a, 3);
+            assert_int_equal(a.count, a.num_local);
+            int64_t start = 3 * 4 * 5; /* 3 batches of 5 on 4 ranks */
+            mp_sampler_set_epoch_at(&b, 3, start);
+            assert_int_equal(b.count, a.num_local - 15);
+            assert_memory_equal(b.local, a.local + 15, (size_t)b.count * sizeof(int64_t));
+            mp_sampler_free(&a);
+            mp_sampler_free(&b);
+        }
+        int seen[103] = {0};
+        int64_t start = 40, total = 0; /* n - start divisible by 3: no padding, nothing cut */
+        assert_int_equal(mp_sampler_init(&a, n, 1, 0, 9, true, false), 0);
+        mp_sampler_set_epoch(&a, 3); /* the epoch's permutation, in order */
+        for (int r = 0; r < 3; r++) { /* 2 ranks consumed 40, 3 take the rest */
+            assert_int_equal(mp_sampler_init(&b, n, 3, r, 9, true, drop), 0);
+            mp_sampler_set_epoch_at(&b, 3, start);
+            assert_int_equal(b.count, drop ? (n - start) / 3 : (n - start + 2) / 3);
+            for (int64_t k = 0; k < b.count; k++)
+                seen[b.local[k]]++;
+            total += b.count;
+            mp_sampler_free(&b);
+        }
+        for (int64_t p = 0; p < n; p++) {
+            int64_t idx = a.local[p];
+            assert_int_equal(seen[idx], p < start ? 0 : 1); /* 63 left: 3 ranks x 21 */
+        }
+        assert_int_equal(total, n - start);
+        mp_sampler_free(&a);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_epochs_and_reproducibility),
         cmocka_unit_test(test_no_shuffle),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_resume_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,432 @@
+/* Saving, loading and sharing a trainer's state; the layout is in checkpoint.h.
+ * Invariants: a save writes every dataset a load reads, and a successful load overwrites every
+ * piece of state it restores (so a failed attempt at a newer file leaves nothing behind once an
+ * older one loads). Only rank 0 touches the file. */
+#include "src/checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/ckpt_dir.h"
+#include "io/fsutil.h"
+#include "io/h5file.h"
+
+#define RNG_COLS 4 /* seed, next step (dropout counter), epoch (sampler stream), position */
+
+static const char *optim_name(mp_optim_kind k)
+{
+    return k == MP_OPTIM_ADAM ? "adam" : k == MP_OPTIM_ADAMW ? "adamw" : "sgd";
+}
+
+/* The name of optimizer slot s (0, 1), or NULL when o has no such slot. */
+static const char *slot_name(const mp_optimizer *o, int s)
+{
+    const mp_tensor *flat = s == 0 ? o->slot1 : o->slot2;
+    if (!flat[MP_GROUP_WEIGHTS].data && !flat[MP_GROUP_NORM].data)
+        return NULL;
+    if (o->args.kind == MP_OPTIM_SGD)
+        return "momentum_buffer";
+    return s == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+/* Parameter v's slice of a flat per-group tensor of its group (an optimizer slot). */
+static mp_tensor slice(const mp_tensor *flat, const mp_param_view *v)
+{
+    return mp_tensor_view((char *)flat->data + (size_t)v->offset * mp_dtype_size(flat->dtype),
+                          flat->dtype, v->ndim, v->shape);
+}
+
+/* What /params/<name> holds for parameter i: the FP32 master, or the model copy (O3). */
+static mp_tensor stored_values(const mp_params *p, int i)
+{
+    mp_tensor m = mp_params_master(p, i);
+    return m.data ? m : mp_params_value(p, i);
+}
+
+static mp_status write_meta(mp_h5w *w, const mp_trainer *t, const mp_resume_point *at)
+{
+    const mp_config *c = t->cfg;
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "format_version", MP_CKPT_FORMAT));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "kind", "full"));
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "step", at->step));
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "epoch", at->epoch));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "opt_level", c->amp.opt_level));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "half", c->amp.half));
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "world_size", t->comm->size));
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "global_batch", c->data.batch_size * t->comm->size));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "mpdist_version", MPDIST_VERSION));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "model", c->model.preset));
+    return mp_h5w_attr_string(w, "/meta", "config", c->text ? c->text : "");
+}
+
+static mp_status write_weights(mp_h5w *w, mp_trainer *t)
+{
+    const mp_params *p = &t->model.params;
+    char path[256];
+    for (int i = 0; i < p->count; i++) {
+        const mp_param_view *v = &p->views[i];
+        mp_tensor x = stored_values(p, i);
+        snprintf(path, sizeof path, "/params/%s", v->name);
+        MP_TRY(mp_h5w_array(w, path, MP_F32, v->ndim, v->shape, x.data, x.dtype));
+    }
+    for (int j = 0; j < t->nbufs; j++) {
+        const mp_tensor *b = &t->bufs[j].t;
+        snprintf(path, sizeof path, "/buffers/%s", t->bufs[j].name);
+        MP_TRY(mp_h5w_array(w, path, MP_F32, b->ndim, b->shape, b->data, b->dtype));
+    }
+    return MP_OK;
+}
+
+static mp_status write_optim(mp_h5w *w, const mp_trainer *t)
+{
+    const mp_optimizer *o = &t->opt;
+    const mp_params *p = &t->model.params;
+    const char *s0 = slot_name(o, 0), *s1 = slot_name(o, 1);
+    char slots[64], path[256];
+    snprintf(slots, sizeof slots, "%s%s%s", s0 ? s0 : "", s1 ? " " : "", s1 ? s1 : "");
+    MP_TRY(mp_h5w_attr_string(w, "/optim", "name", optim_name(o->args.kind)));
+    MP_TRY(mp_h5w_attr_int(w, "/optim", "steps", o->steps));
+    MP_TRY(mp_h5w_attr_string(w, "/optim", "slots", slots));
+    for (int i = 0; i < p->count; i++)
+        for (int s = 0; s < 2; s++) {
+            const mp_param_view *v = &p->views[i];
+            const mp_tensor *flat = &(s == 0 ? o->slot1 : o->slot2)[v->group];
+            if (!flat->data)
+                continue;
+            mp_tensor x = slice(flat, v);
+            snprintf(path, sizeof path, "/optim/%s/%s", v->name, slot_name(o, s));
+            MP_TRY(mp_h5w_array(w, path, MP_F32, v->ndim, v->shape, x.data, x.dtype));
+        }
+    return MP_OK;
+}
+
+static mp_status write_state(mp_h5w *w, const mp_trainer *t, const mp_resume_point *at,
+                             const int64_t *rng)
+{
+    const mp_scaler_state *s = &t->scaler;
+    MP_TRY(mp_h5w_attr_double(w, "/scaler", "scale", s->scale));
+    MP_TRY(mp_h5w_attr_int(w, "/scaler", "growth_tracker", s->growth_tracker));
+    MP_TRY(mp_h5w_attr_int(w, "/scaler", "hysteresis_left", s->hysteresis_left));
+    MP_TRY(mp_h5w_attr_int(w, "/scaler", "skipped_steps", s->skipped_steps));
+    MP_TRY(mp_h5w_attr_int(w, "/scaler", "consecutive_skips", s->consecutive_skips));
+    MP_TRY(mp_h5w_attr_int(w, "/scaler", "dynamic", t->scaler_cfg.dynamic));
+    MP_TRY(mp_h5w_attr_string(w, "/rng", "algorithm",
+                              "xoshiro256** seeded by splitmix64 from (seed, stream); counter-"
+                              "based: dropout from (seed, step), shuffling from (seed, epoch), "
+                              "augmentation from (seed, epoch, sample)"));
+    MP_TRY(mp_h5w_attr_int(w, "/rng", "seed", (int64_t)t->cfg->train.seed));
+    MP_TRY(mp_h5w_attr_string(w, "/rng", "columns", "seed, step, epoch, position"));
+    int64_t shape[2] = {t->comm->size, RNG_COLS};
+    MP_TRY(mp_h5w_array(w, "/rng/state", MP_H5_I64, 2, shape, rng, MP_H5_I64));
+    MP_TRY(mp_h5w_attr_int(w, "/data", "epoch", at->epoch));
+    MP_TRY(mp_h5w_attr_int(w, "/data", "position", at->position));
+    MP_TRY(mp_h5w_attr_int(w, "/data", "batch_size", t->cfg->data.batch_size));
+    MP_TRY(mp_h5w_attr_int(w, "/data", "world_size", t->comm->size));
+    return mp_h5w_attr_int(w, "/data", "dataset_size", t->train.count);
+}
+
+static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int64_t *rng,
+                            char *path, size_t size)
+{
+    const mp_config *c = t->cfg;
+    char dir[1100];
+    mp_ckpt_path(c->checkpoint.dir, at->step, path, size);
+    if (mp_make_parents(path, dir, sizeof dir) != 0)
+        return mp_fail(MP_ECKPT, "checkpoint.dir: cannot create %s (%s)", dir, strerror(errno));
+    mp_h5w *w;
+    MP_TRY(mp_h5w_open(&w, path, (int)c->checkpoint.deflate));
+    mp_status st = write_meta(w, t, at);
+    if (st == MP_OK)
+        st = write_weights(w, t);
+    if (st == MP_OK)
+        st = write_optim(w, t);
+    if (st == MP_OK)
+        st = write_state(w, t, at, rng);
+    if (st != MP_OK) {
+        mp_h5w_abort(w);
+        return st;
+    }
+    MP_TRY(mp_h5w_commit(w));
+    return mp_ckpt_prune(c->checkpoint.dir, (int)c->checkpoint.keep, at->step);
+}
+
+/* Row r of the generator table: what rank r's random streams continue from. */
+static void rng_row(const mp_trainer *t, const mp_resume_point *at, int rank, int64_t *row)
+{
+    row[0] = (int64_t)t->cfg->train.seed;
+    row[1] = at->step;
+    row[2] = at->epoch;
+    row[3] = at->position + rank;
+}
+
+mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size)
+{
+    int world = t->comm->size, rank = t->comm->rank;
+    int64_t *table = mp_alloc((size_t)world * RNG_COLS * sizeof(int64_t), MP_MEM_WORKSPACE);
+    rng_row(t, at, rank, table + (size_t)rank * RNG_COLS);
+    mp_status st = MP_OK;
+    if (world > 1)
+        st = mp_comm_allgather(t->comm, table, RNG_COLS * sizeof(int64_t),
+                               "gather of the generator states for a checkpoint");
+    if (st == MP_OK && rank == 0)
+        st = write_file(t, at, table, path, size);
+    mp_free(table);
+    return st;
+}
+
+typedef struct member_check {
+    const mp_h5r *r;
+    const char *group;
+    mp_model *m;
+    const mp_named_tensor *bufs;
+    int nbufs;
+} member_check;
+
+/* Each member of /params or /buffers must be one of the model's. */
+static mp_status known_member(const char *name, void *arg)
+{
+    member_check *mc = arg;
+    bool found = false;
+    if (strcmp(mc->group, "/params") == 0)
+        found = mp_params_find(&mc->m->params, name) >= 0;
+    for (int j = 0; !found && j < mc->nbufs; j++)
+        found = strcmp(mc->bufs[j].name, name) == 0;
+    if (!found)
+        return mp_fail(MP_ECKPT, "%s: %s/%s is not part of this model (a checkpoint of another "
+                       "model?)", mp_h5r_path(mc->r), mc->group, name);
+    return MP_OK;
+}
+
+static mp_status read_weights(mp_h5r *r, mp_model *m)
+{
+    mp_named_tensor bufs[MP_MAX_PARAMS];
+    int nbufs = mp_model_buffers(m, bufs, MP_MAX_PARAMS);
+    mp_params *p = &m->params;
+    char path[256];
+    for (int i = 0; i < p->count; i++) {
+        const mp_param_view *v = &p->views[i];
+        mp_tensor x = stored_values(p, i);
+        snprintf(path, sizeof path, "/params/%s", v->name);
+        if (!mp_h5r_exists(r, path))
+            return mp_fail(MP_ECKPT, "%s: has no parameter %s (a checkpoint of another model?)",
+                           mp_h5r_path(r), v->name);
+        MP_TRY(mp_h5r_array(r, path, v->ndim, v->shape, x.data, x.dtype));
+    }
+    for (int k = 0; k < MP_NGROUPS; k++) { /* the half copies, as the optimizer writes them */
+        mp_param_group *g = &p->groups[k];
+        if (g->master.data && g->master.data != g->model.data)
+            mp_convert(g->model.data, g->model.dtype, g->master.data, g->master.dtype,
+                       (size_t)g->total);
+    }
+    member_check mc = {r, "/params", m, bufs, nbufs}; /* nothing more than the model */
+    MP_TRY(mp_h5r_members(r, "/params", known_member, &mc));
+    if (nbufs == 0)
+        return MP_OK;
+    mc.group = "/buffers";
+    MP_TRY(mp_h5r_members(r, "/buffers", known_member, &mc));
+    for (int j = 0; j < nbufs; j++) {
+        const mp_tensor *b = &bufs[j].t;
+        snprintf(path, sizeof path, "/buffers/%.200s", bufs[j].name);
+        MP_TRY(mp_h5r_array(r, path, b->ndim, b->shape, b->data, b->dtype));
+    }
+    return MP_OK;
+}
+
+/* Opens a checkpoint and checks its format version; *kind is "full" or "export" (freed by
+ * the caller). */
+static mp_status open_checked(const char *path, mp_h5r **r, char **kind)
+{
+    MP_TRY(mp_h5r_open(r, path));
+    int64_t version = 0;
+    mp_status st = mp_h5r_attr_int(*r, "/meta", "format_version", &version);
+    if (st == MP_OK && version > MP_CKPT_FORMAT)
+        st = mp_fail(MP_ECKPT, "%s: checkpoint format version %lld is newer than this mpdist "
+                     "reads (%d); use a newer mpdist", path, (long long)version, MP_CKPT_FORMAT);
+    if (st == MP_OK && version < 1)
+        st = mp_fail(MP_ECKPT, "%s: invalid checkpoint format version %lld", path,
+                     (long long)version);
+    if (st == MP_OK)
+        st = mp_h5r_attr_string(*r, "/meta", "kind", kind);
+    if (st != MP_OK) {
+        mp_h5r_close(*r);
+        *r = NULL;
+    }
+    return st;
+}
+
+mp_status mp_checkpoint_load_weights(mp_model *m, const char *path)
+{
+    mp_h5r *r;
+    char *kind = NULL;
+    MP_TRY(open_checked(path, &r, &kind));
+    free(kind);
+    mp_status st = read_weights(r, m);
+    mp_h5r_close(r);
+    return st;
+}
+
+static mp_status read_optim(mp_h5r *r, mp_trainer *t)
+{
+    mp_optimizer *o = &t->opt;
+    const mp_params *p = &t->model.params;
+    char *name = NULL;
+    MP_TRY(mp_h5r_attr_string(r, "/optim", "name", &name));
+    bool same = strcmp(name, optim_name(o->args.kind)) == 0;
+    if (!same) {
+        mp_status st = mp_fail(MP_ECKPT, "%s: written with optimizer %s, but optim.name is %s",
+                               mp_h5r_path(r), name, optim_name(o->args.kind));
+        free(name);
+        return st;
+    }
+    free(name);
+    MP_TRY(mp_h5r_attr_int(r, "/optim", "steps", &o->steps));
+    char path[256];
+    for (int i = 0; i < p->count; i++)
+        for (int s = 0; s < 2; s++) {
+            const mp_param_view *v = &p->views[i];
+            mp_tensor *flat = &(s == 0 ? o->slot1 : o->slot2)[v->group];
+            if (!flat->data)
+                continue;
+            mp_tensor x = slice(flat, v);
+            snprintf(path, sizeof path, "/optim/%s/%s", v->name, slot_name(o, s));
+            if (!mp_h5r_exists(r, path))
+                return mp_fail(MP_ECKPT, "%s: has no optimizer state %s (written with other "
+                               "optimizer settings, e.g. optim.momentum = 0?)",
+                               mp_h5r_path(r), path);
+            MP_TRY(mp_h5r_array(r, path, v->ndim, v->shape, x.data, x.dtype));
+        }
+    return MP_OK;
+}
+
+static mp_status read_state(mp_h5r *r, mp_trainer *t)
+{
+    mp_scaler_state *s = &t->scaler;
+    mp_resume_point *at = &t->start;
+    const char *path = mp_h5r_path(r);
+    MP_TRY(mp_h5r_attr_double(r, "/scaler", "scale", &s->scale));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "growth_tracker", &s->growth_tracker));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "hysteresis_left", &s->hysteresis_left));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "skipped_steps", &s->skipped_steps));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "consecutive_skips", &s->consecutive_skips));
+    MP_TRY(mp_h5r_attr_int(r, "/meta", "step", &at->step));
+    MP_TRY(mp_h5r_attr_int(r, "/meta", "world_size", &at->world_size));
+    MP_TRY(mp_h5r_attr_int(r, "/meta", "global_batch", &at->global_batch));
+    MP_TRY(mp_h5r_attr_int(r, "/data", "epoch", &at->epoch));
+    MP_TRY(mp_h5r_attr_int(r, "/data", "position", &at->position));
+    MP_TRY(mp_h5r_attr_int(r, "/rng", "seed", &at->seed));
+    int64_t n = 0;
+    MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_size", &n));
+    if (n != t->train.count)
+        return mp_fail(MP_ECKPT, "%s: written for a training set of %lld samples, this one has "
+                       "%lld (data.path or data.train_limit changed?)", path, (long long)n,
+                       (long long)t->train.count);
+    if (at->seed != (int64_t)t->cfg->train.seed)
+        return mp_fail(MP_ECKPT, "%s: written with train.seed %lld, the config has %llu: keep "
+                       "the seed to resume (data order and dropout follow it)", path,
+                       (long long)at->seed, (unsigned long long)t->cfg->train.seed);
+    if (at->world_size < 1 || at->world_size > (1 << 24) || at->step < 0 || at->epoch < 0 ||
+        at->position < 0 || at->position > n)
+        return mp_fail(MP_ECKPT, "%s: /meta and /data hold an impossible position (step %lld, "
+                       "epoch %lld, position %lld, world size %lld)", path, (long long)at->step,
+                       (long long)at->epoch, (long long)at->position, (long long)at->world_size);
+    mp_free(t->rng_table);
+    int64_t shape[2] = {at->world_size, RNG_COLS};
+    t->rng_table = mp_alloc((size_t)at->world_size * RNG_COLS * sizeof(int64_t), MP_MEM_DATA);
+    return mp_h5r_array(r, "/rng/state", 2, shape, t->rng_table, MP_H5_I64);
+}
+
+mp_status mp_checkpoint_load(mp_trainer *t, const char *path)
+{
+    mp_h5r *r;
+    char *kind = NULL;
+    MP_TRY(open_checked(path, &r, &kind));
+    mp_status st = MP_OK;
+    if (strcmp(kind, "full") != 0)
+        st = mp_fail(MP_ECKPT, "%s: an exported weights file (kind %s), not a training "
+                     "checkpoint: use it with mpdist eval --checkpoint", path, kind);
+    free(kind);
+    if (st == MP_OK)
+        st = read_weights(r, &t->model);
+    if (st == MP_OK)
+        st = read_optim(r, t);
+    if (st == MP_OK)
+        st = read_state(r, t);
+    mp_h5r_close(r);
+    return st;
+}
+
+mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size)
+{
+    const char *dir = t->cfg->checkpoint.dir;
+    path[0] = '\0';
+    if (!dir[0])
+        return mp_fail(MP_EUSAGE, "%s: resume \"auto\" needs checkpoint.dir", t->cfg->path);
+    int64_t steps[64];
+    int n = mp_ckpt_list(dir, steps, 64);
+    char first[512] = "";
+    for (int i = 0; i < n; i++) {
+        mp_ckpt_path(dir, steps[i], path, size);
+        mp_status st = mp_checkpoint_load(t, path);
+        if (st == MP_OK)
+            return MP_OK;
+        if (st != MP_ECKPT)
+            return st;
+        if (!first[0])
+            snprintf(first, sizeof first, "%s", mp_error_message());
+        fprintf(stderr, "mpdist: warning: %s; trying an older checkpoint\n", mp_error_message());
+    }
+    path[0] = '\0';
+    if (n > 0)
+        return mp_fail(MP_ECKPT, "%s: none of its %d checkpoint files loads (newest: %s)", dir,
+                       n, first);
+    return MP_OK;
+}
+
+typedef struct shared_header {
+    mp_resume_point start;
+    mp_scaler_state scaler;
+    int64_t opt_steps;
+} shared_header;
+
+static mp_status bcast_tensor(mp_trainer *t, mp_tensor *x, const char *what)
+{
+    if (!x->data)
+        return MP_OK;
+    return mp_comm_bcast(t->comm, x->data, (size_t)mp_tensor_bytes(x), 0, what);
+}
+
+mp_status mp_checkpoint_share(mp_trainer *t)
+{
+    MP_TRY(mp_train_sync(t));
+    if (t->comm->size == 1)
+        return MP_OK;
+    for (int j = 0; j < t->nbufs; j++)
+        MP_TRY(bcast_tensor(t, &t->bufs[j].t, "broadcast of the checkpoint's buffers"));
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        MP_TRY(bcast_tensor(t, &t->opt.slot1[k], "broadcast of the optimizer state"));
+        MP_TRY(bcast_tensor(t, &t->opt.slot2[k], "broadcast of the optimizer state"));
+    }
+    shared_header h = {t->start, t->scaler, t->opt.steps};
+    MP_TRY(mp_comm_bcast(t->comm, &h, sizeof h, 0, "broadcast of the resume point"));
+    t->start = h.start;
+    t->scaler = h.scaler;
+    t->opt.steps = h.opt_steps;
+    if (h.start.world_size == 0)
+        return MP_OK; /* a fresh start */
+    mp_train_replan(t);
+    size_t bytes = (size_t)h.start.world_size * RNG_COLS * sizeof(int64_t);
+    if (t->comm->rank != 0)
+        t->rng_table = mp_alloc(bytes, MP_MEM_DATA);
+    MP_TRY(mp_comm_bcast(t->comm, t->rng_table, bytes, 0, "broadcast of the generator states"));
+    if (h.start.world_size != t->comm->size)
+        return MP_OK;
+    int64_t mine[RNG_COLS];
+    rng_row(t, &h.start, t->comm->rank, mine);
+    if (memcmp(mine, t->rng_table + (size_t)t->comm->rank * RNG_COLS, sizeof mine) != 0)
+        return mp_fail(MP_ECKPT, "checkpoint: rank %d's generator state in /rng/state does not "
+                       "match the resume point in /meta and /data (a damaged checkpoint)",
+                       t->comm->rank);
+    return MP_OK;
+}

@@ -1,0 +1,59 @@
+/* Training checkpoints (DESIGN §6) between a trainer and an HDF5 file:
+ *   /meta      attributes: format_version, kind ("full" | "export"), step, epoch, opt_level,
+ *              half, world_size, global_batch, mpdist_version, model, config (the full text)
+ *   /params/<name>               FP32 master values (the widened half values at O3)
+ *   /buffers/<name>              BatchNorm running statistics (FP32)
+ *   /optim                       attributes name, steps, slots; /optim/<name>/<slot> (FP32:
+ *                                momentum_buffer for SGD, exp_avg and exp_avg_sq for Adam)
+ *   /scaler                      attributes scale, growth_tracker, hysteresis_left,
+ *                                skipped_steps, consecutive_skips, dynamic
+ *   /rng                         attributes algorithm, seed, columns; dataset state
+ *                                (world_size, 4) int64: each rank's generator position
+ *   /data                        attributes epoch, position (samples of the epoch consumed
+ *                                by all ranks), batch_size, world_size, dataset_size
+ * Rank 0 writes and reads the file; the other ranks receive the state by broadcast, so only
+ * rank 0 needs to see the file system. An export file holds /meta (kind "export", dtype) and
+ * /params and /buffers in one dtype, with no training state. */
+#ifndef MP_CHECKPOINT_H
+#define MP_CHECKPOINT_H
+
+#include <stdbool.h>
+
+#include "src/train.h"
+
+#define MP_CKPT_FORMAT 1
+
+/* Saves the trainer's state after `at->step` steps into the checkpoint directory as
+ * ckpt-<step>.h5 (rank 0 writes, through a temporary file; older files beyond checkpoint.keep
+ * are removed), and writes its path to path[0..size) on rank 0. Collective (gathers every
+ * rank's generator state). MP_ECKPT on rank 0 when the file cannot be written. */
+mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size);
+
+/* Rank 0: loads a full checkpoint into the trainer (parameters and their half copies, buffers,
+ * optimizer state, scaler, resume point). MP_ECKPT with the file and dataset named for a
+ * corrupt, truncated, foreign (another model or optimizer), newer or exported file. */
+mp_status mp_checkpoint_load(mp_trainer *t, const char *path);
+
+/* Rank 0: resolves checkpoint.resume = "auto" (or --resume auto): the newest file of
+ * checkpoint.dir that loads, reporting on stderr each newer one that does not. Writes the path
+ * used to path[0..size), or "" when the directory holds no checkpoint (a fresh start).
+ * MP_ECKPT when there are checkpoints but none loads; MP_EUSAGE without checkpoint.dir. */
+mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size);
+
+/* Collective, after rank 0 loaded: broadcasts the loaded state to every rank, and checks each
+ * rank's generator position against the file's when the world size is unchanged. */
+mp_status mp_checkpoint_share(mp_trainer *t);
+
+/* Loads only the weights (/params and /buffers) of a full or exported checkpoint into a
+ * model, converting from the stored dtype (rank 0; mp_train_sync shares them). */
+mp_status mp_checkpoint_load_weights(mp_model *m, const char *path);
+
+/* Writes an export file of `in`'s weights in dtype `dt` (MP_F32, MP_F16 or MP_BF16) to
+ * `out`, with its /meta (config and model description) and kind "export". */
+mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt);
+
+/* Prints a checkpoint's meta, parameter table (name, shape, dtype, norm), buffers, scaler and
+ * optimizer summary, reading every dataset (so a corrupt one fails with its name). */
+mp_status mp_checkpoint_inspect(const char *path, FILE *out);
+
+#endif

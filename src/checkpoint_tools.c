@@ -1,0 +1,283 @@
+/* mpdist export and mpdist inspect: checkpoints read and written without a model, by walking
+ * the names stored in /params, /buffers and /optim. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/h5file.h"
+#include "src/checkpoint.h"
+
+typedef struct name_list {
+    char (*names)[128];
+    int n, cap;
+} name_list;
+
+static mp_status add_name(const char *name, void *arg)
+{
+    name_list *l = arg;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        void *p = realloc(l->names, (size_t)cap * sizeof *l->names);
+        if (!p)
+            return mp_fail(MP_ECKPT, "out of memory listing a checkpoint");
+        l->names = p;
+        l->cap = cap;
+    }
+    snprintf(l->names[l->n++], sizeof l->names[0], "%s", name);
+    return MP_OK;
+}
+
+/* The members of `group` (none when it is absent and optional). */
+static mp_status list_group(mp_h5r *r, const char *group, bool optional, name_list *l)
+{
+    memset(l, 0, sizeof *l);
+    if (optional && !mp_h5r_exists(r, group))
+        return MP_OK;
+    mp_status st = mp_h5r_members(r, group, add_name, l);
+    if (st != MP_OK) {
+        free(l->names);
+        memset(l, 0, sizeof *l);
+    }
+    return st;
+}
+
+/* Reads dataset `path` whole into a new FP64 buffer (freed with mp_free). */
+static mp_status read_all(mp_h5r *r, const char *path, int *ndim, int64_t *shape,
+                          mp_dtype *stored, double **data, int64_t *numel)
+{
+    MP_TRY(mp_h5r_info(r, path, ndim, shape, stored));
+    *numel = 1;
+    for (int k = 0; k < *ndim; k++)
+        *numel *= shape[k];
+    if (*stored == MP_H5_I64)
+        return mp_fail(MP_ECKPT, "%s: dataset %s holds integers, expected floats",
+                       mp_h5r_path(r), path);
+    *data = mp_alloc((size_t)*numel * sizeof(double) + 1, MP_MEM_WORKSPACE);
+    mp_status st = mp_h5r_array(r, path, *ndim, shape, *data, MP_F64);
+    if (st != MP_OK) {
+        mp_free(*data);
+        *data = NULL;
+    }
+    return st;
+}
+
+static const char *const export_strings[] = {"opt_level", "half", "model", "config"};
+static const char *const export_ints[] = {"step", "epoch", "world_size", "global_batch"};
+
+static mp_status export_meta(mp_h5r *r, mp_h5w *w, mp_dtype dt)
+{
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "format_version", MP_CKPT_FORMAT));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "kind", "export"));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "dtype", mp_dtype_name(dt)));
+    MP_TRY(mp_h5w_attr_string(w, "/meta", "mpdist_version", MPDIST_VERSION));
+    for (size_t i = 0; i < sizeof export_strings / sizeof export_strings[0]; i++) {
+        char *v = NULL;
+        MP_TRY(mp_h5r_attr_string(r, "/meta", export_strings[i], &v));
+        mp_status st = mp_h5w_attr_string(w, "/meta", export_strings[i], v);
+        free(v);
+        MP_TRY(st);
+    }
+    for (size_t i = 0; i < sizeof export_ints / sizeof export_ints[0]; i++) {
+        int64_t v = 0;
+        MP_TRY(mp_h5r_attr_int(r, "/meta", export_ints[i], &v));
+        MP_TRY(mp_h5w_attr_int(w, "/meta", export_ints[i], v));
+    }
+    return MP_OK;
+}
+
+static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, mp_dtype dt)
+{
+    name_list l;
+    MP_TRY(list_group(r, group, strcmp(group, "/buffers") == 0, &l));
+    mp_status st = MP_OK;
+    for (int i = 0; i < l.n && st == MP_OK; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", group, l.names[i]);
+        int ndim;
+        int64_t shape[MP_H5_MAX_DIMS], numel;
+        mp_dtype stored;
+        double *x = NULL;
+        st = read_all(r, path, &ndim, shape, &stored, &x, &numel);
+        if (st == MP_OK)
+            st = mp_h5w_array(w, path, dt, ndim, shape, x, MP_F64);
+        mp_free(x);
+    }
+    free(l.names);
+    return st;
+}
+
+mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt)
+{
+    mp_h5r *r;
+    MP_TRY(mp_h5r_open(&r, in));
+    int64_t version = 0;
+    mp_status st = mp_h5r_attr_int(r, "/meta", "format_version", &version);
+    if (st == MP_OK && version > MP_CKPT_FORMAT)
+        st = mp_fail(MP_ECKPT, "%s: checkpoint format version %lld is newer than this mpdist "
+                     "reads (%d)", in, (long long)version, MP_CKPT_FORMAT);
+    mp_h5w *w = NULL;
+    if (st == MP_OK)
+        st = mp_h5w_open(&w, out, 0);
+    if (st == MP_OK)
+        st = export_meta(r, w, dt);
+    if (st == MP_OK)
+        st = export_group(r, w, "/params", dt);
+    if (st == MP_OK)
+        st = export_group(r, w, "/buffers", dt);
+    mp_h5r_close(r);
+    if (st != MP_OK) {
+        mp_h5w_abort(w);
+        return st;
+    }
+    return mp_h5w_commit(w);
+}
+
+/* Reads every dataset of `group` and prints a row for each (name, shape, dtype, L2 norm) when
+ * out is not NULL; adds their elements to *total and their squares to *sumsq. */
+static mp_status print_tensors(mp_h5r *r, const char *group, bool optional, FILE *out,
+                               int64_t *total, double *sumsq)
+{
+    name_list l;
+    MP_TRY(list_group(r, group, optional, &l));
+    mp_status st = MP_OK;
+    for (int i = 0; i < l.n && st == MP_OK; i++) {
+        char path[256], shape_s[96];
+        snprintf(path, sizeof path, "%s/%s", group, l.names[i]);
+        int ndim;
+        int64_t shape[MP_H5_MAX_DIMS], numel;
+        mp_dtype stored;
+        double *x = NULL, sum = 0.0;
+        st = read_all(r, path, &ndim, shape, &stored, &x, &numel);
+        if (st != MP_OK)
+            break;
+        for (int64_t e = 0; e < numel; e++)
+            sum += x[e] * x[e];
+        mp_free(x);
+        *total += numel;
+        *sumsq += sum;
+        mp_h5_shape_text(ndim, shape, shape_s, sizeof shape_s);
+        if (out)
+            fprintf(out, "  %-36s %-18s %-5s %12.6g\n", l.names[i], shape_s, mp_dtype_name(stored),
+                sqrt(sum));
+    }
+    free(l.names);
+    return st;
+}
+
+/* The optimizer summary: its slots, and the count and total norm of their datasets (every
+ * one read). */
+static mp_status print_optim(mp_h5r *r, FILE *out)
+{
+    char *name = NULL, *slots = NULL;
+    int64_t steps = 0;
+    MP_TRY(mp_h5r_attr_string(r, "/optim", "name", &name));
+    mp_status st = mp_h5r_attr_int(r, "/optim", "steps", &steps);
+    if (st == MP_OK)
+        st = mp_h5r_attr_string(r, "/optim", "slots", &slots);
+    name_list params = {0};
+    if (st == MP_OK)
+        st = list_group(r, "/optim", false, &params);
+    int64_t n = 0;
+    double sumsq = 0.0;
+    for (int i = 0; st == MP_OK && i < params.n; i++) {
+        char group[256];
+        snprintf(group, sizeof group, "/optim/%s", params.names[i]);
+        st = print_tensors(r, group, false, NULL, &n, &sumsq);
+    }
+    if (st == MP_OK)
+        fprintf(out, "optimizer: %s, %lld steps taken, slots: %s (%lld elements, norm %.6g)\n",
+                name, (long long)steps, slots[0] ? slots : "none", (long long)n, sqrt(sumsq));
+    free(params.names);
+    free(name);
+    free(slots);
+    return st;
+}
+
+static mp_status print_meta(mp_h5r *r, FILE *out, bool *full)
+{
+    char *kind = NULL, *opt = NULL, *half = NULL, *model = NULL, *version = NULL;
+    int64_t format = 0, step = 0, epoch = 0, world = 0, batch = 0;
+    mp_status st = mp_h5r_attr_int(r, "/meta", "format_version", &format);
+    if (st == MP_OK && format > MP_CKPT_FORMAT)
+        st = mp_fail(MP_ECKPT, "%s: checkpoint format version %lld is newer than this mpdist "
+                     "reads (%d)", mp_h5r_path(r), (long long)format, MP_CKPT_FORMAT);
+    const char *skeys[] = {"kind", "opt_level", "half", "model", "mpdist_version"};
+    char **svals[] = {&kind, &opt, &half, &model, &version};
+    for (int i = 0; i < 5 && st == MP_OK; i++)
+        st = mp_h5r_attr_string(r, "/meta", skeys[i], svals[i]);
+    const char *ikeys[] = {"step", "epoch", "world_size", "global_batch"};
+    int64_t *ivals[] = {&step, &epoch, &world, &batch};
+    for (int i = 0; i < 4 && st == MP_OK; i++)
+        st = mp_h5r_attr_int(r, "/meta", ikeys[i], ivals[i]);
+    if (st == MP_OK) {
+        *full = strcmp(kind, "full") == 0;
+        fprintf(out, "checkpoint: %s\n", mp_h5r_path(r));
+        fprintf(out, "format %lld (%s), written by mpdist %s\n", (long long)format, kind, version);
+        fprintf(out, "model %s, opt level %s, half %s\n", model, opt, half);
+        fprintf(out, "step %lld, epoch %lld, %lld ranks, global batch %lld\n", (long long)step,
+                (long long)epoch, (long long)world, (long long)batch);
+    }
+    for (int i = 0; i < 5; i++)
+        free(*svals[i]);
+    return st;
+}
+
+static mp_status print_state(mp_h5r *r, FILE *out)
+{
+    double scale = 0.0;
+    int64_t growth = 0, hyst = 0, skipped = 0, dynamic = 0, epoch = 0, position = 0, n = 0;
+    MP_TRY(mp_h5r_attr_double(r, "/scaler", "scale", &scale));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "growth_tracker", &growth));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "hysteresis_left", &hyst));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "skipped_steps", &skipped));
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic));
+    fprintf(out, "scaler: %s scale %g, growth tracker %lld, hysteresis left %lld, skipped steps "
+            "%lld\n", dynamic ? "dynamic" : "static", scale, (long long)growth, (long long)hyst,
+            (long long)skipped);
+    MP_TRY(print_optim(r, out));
+    MP_TRY(mp_h5r_attr_int(r, "/data", "epoch", &epoch));
+    MP_TRY(mp_h5r_attr_int(r, "/data", "position", &position));
+    MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_size", &n));
+    fprintf(out, "data: epoch %lld, %lld of %lld samples consumed\n", (long long)epoch,
+            (long long)position, (long long)n);
+    int ndim;
+    int64_t shape[MP_H5_MAX_DIMS];
+    mp_dtype dt;
+    MP_TRY(mp_h5r_info(r, "/rng/state", &ndim, shape, &dt));
+    int64_t *rng = mp_alloc((size_t)(shape[0] * shape[1]) * sizeof(int64_t) + 1,
+                            MP_MEM_WORKSPACE);
+    mp_status st = ndim == 2 ? mp_h5r_array(r, "/rng/state", 2, shape, rng, MP_H5_I64)
+                             : mp_fail(MP_ECKPT, "%s: /rng/state is not a table",
+                                       mp_h5r_path(r));
+    if (st == MP_OK)
+        fprintf(out, "rng: seed %lld, state of %lld ranks\n", (long long)rng[0],
+                (long long)shape[0]);
+    mp_free(rng);
+    return st;
+}
+
+mp_status mp_checkpoint_inspect(const char *path, FILE *out)
+{
+    mp_h5r *r;
+    MP_TRY(mp_h5r_open(&r, path));
+    bool full = false;
+    int64_t np = 0, nb = 0;
+    double sp = 0.0, sb = 0.0;
+    mp_status st = print_meta(r, out, &full);
+    if (st == MP_OK) {
+        fprintf(out, "parameters:\n  %-36s %-18s %-5s %12s\n", "name", "shape", "dtype", "norm");
+        st = print_tensors(r, "/params", false, out, &np, &sp);
+    }
+    if (st == MP_OK && mp_h5r_exists(r, "/buffers")) {
+        fprintf(out, "buffers:\n");
+        st = print_tensors(r, "/buffers", true, out, &nb, &sb);
+    }
+    if (st == MP_OK)
+        fprintf(out, "%lld parameter elements (norm %.6g), %lld buffer elements\n",
+                (long long)np, sqrt(sp), (long long)nb);
+    if (st == MP_OK && full)
+        st = print_state(r, out);
+    mp_h5r_close(r);
+    return st;
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Checkpoint files from the outside (issue 5): h5dump reads them; mpdist inspect prints the
+# parameter table; export writes weights in fp16/bf16/fp32 (fp16 at most 0.52x the fp32 file)
+# and mpdist eval on an export matches the full checkpoint's accuracy within 0.2 points (an MLP,
+# and cnn_bn whose BatchNorm statistics travel in /buffers); damaged, truncated, foreign and
+# exported files are refused with exit 4 and the file or dataset named.
+source "$(dirname "$0")/common.bash"
+CFG=$SRC/configs/fashion-mnist-mlp.cfg
+COMMON=(--set data.train_limit=4000 --set data.test_limit=1000 --set train.epochs=2
+        --set amp.opt_level=O2 --set log.progress=none)
+
+check() { # check WHAT CMD...: CMD must succeed
+  local what=$1
+  shift
+  "$@" >"$TMP/out" 2>&1 || { echo "FAIL: $what: $* exited $?"; head -20 "$TMP/out"; exit 1; }
+}
+acc() { sed -nE 's/^test accuracy: ([0-9.]+)$/\1/p' "$TMP/out"; }
+
+check "train mlp" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/mlp\""
+check "train cnn_bn" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set model.preset=cnn_bn \
+  --set data.train_limit=1024 --set train.epochs=1 --set "checkpoint.dir=\"$TMP/cnn\""
+trained_cnn=$(acc)
+MLP=$(ls "$TMP"/mlp/ckpt-*.h5) CNN=$(ls "$TMP"/cnn/ckpt-*.h5)
+
+# h5dump (hdf5-tools) reads the layout of DESIGN §6.
+check "h5dump" h5dump -A "$MLP"
+for want in 'GROUP "meta"' 'ATTRIBUTE "format_version"' 'ATTRIBUTE "config"' 'GROUP "params"' \
+            'DATASET "fc1.weight"' 'GROUP "optim"' 'DATASET "momentum_buffer"' 'GROUP "scaler"' \
+            'ATTRIBUTE "growth_tracker"' 'DATASET "state"' 'ATTRIBUTE "position"'; do
+  grep -q "$want" "$TMP/out" || { echo "FAIL: h5dump -A lacks $want"; exit 1; }
+done
+check "h5dump data" h5dump -d /params/fc3.bias "$MLP"
+grep -q 'H5T_IEEE_F32LE' "$TMP/out" || { echo "FAIL: fc3.bias is not stored as FP32"; exit 1; }
+check "h5dump filters" h5dump -p -H -d /params/fc1.weight "$MLP"
+grep -q 'CHECKSUM FLETCHER32' "$TMP/out" || { echo "FAIL: no Fletcher32 on fc1.weight"; cat "$TMP/out"; exit 1; }
+echo "ok: h5dump reads $(basename "$MLP"): meta, params (FP32, Fletcher32), optim, scaler, rng, data"
+
+# h5py (Debian's python3-h5py, installed by tests/run.sh) reads it as the README shows: the
+# norms it computes are those mpdist inspect prints, the generator table has a row per rank.
+/usr/bin/python3 - "$CNN" >"$TMP/h5py.out" <<'PY' || { echo "FAIL: h5py"; cat "$TMP/h5py.out"; exit 1; }
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    meta = dict(f["meta"].attrs)
+    arrays = {k: np.asarray(v) for g in ("params", "buffers") if g in f for k, v in f[g].items()}
+    assert meta["kind"] == "full" and meta["step"] == 8 and "cnn_bn" in meta["config"], meta
+    assert f["rng/state"].shape == (2, 4) and f["scaler"].attrs["scale"] > 0
+for k, v in sorted(arrays.items()):
+    print("%s %.6g" % (k, np.sqrt((v.astype(np.float64) ** 2).sum())))
+PY
+"$MPDIST" inspect "$CNN" >"$TMP/inspect.out"
+while read -r name norm; do
+  grep -Eq "^  $name +\[[0-9, ]+\] +fp32 +$norm\$" "$TMP/inspect.out" || { echo "FAIL: h5py norm of $name $norm not in inspect"; cat "$TMP/inspect.out"; exit 1; }
+done <"$TMP/h5py.out"
+echo "ok: h5py reads $(wc -l <"$TMP/h5py.out") arrays with the norms mpdist inspect prints"
+
+# inspect: a table row per parameter and buffer, scaler and optimizer lines.
+check "inspect" "$MPDIST" inspect "$CNN"
+for want in '^  conv1.weight +\[' '^  bn1.running_var +\[' '^scaler: dynamic scale' '^optimizer: sgd, [0-9]+ steps'; do
+  grep -Eq "$want" "$TMP/out" || { echo "FAIL: inspect lacks /$want/"; cat "$TMP/out"; exit 1; }
+done
+echo "ok: inspect: $(grep -c '^  ' "$TMP/out") table rows"
+
+# export: fp16 and bf16 about half of fp32; eval of each within 0.2 points of the checkpoint.
+for src in mlp cnn; do
+  file=$(ls "$TMP/$src"/ckpt-*.h5)
+  extra=()
+  [ $src = cnn ] && extra=(--set model.preset=cnn_bn --set data.train_limit=1024)
+  for dt in fp32 fp16 bf16; do check "export $dt" "$MPDIST" export "$file" "$TMP/$src-$dt.h5" --dtype $dt; done
+  s32=$(stat -c %s "$TMP/$src-fp32.h5") s16=$(stat -c %s "$TMP/$src-fp16.h5")
+  awk -v a=$s16 -v b=$s32 'BEGIN { exit !(a <= 0.52 * b) }' || { echo "FAIL: $src fp16 export $s16 bytes vs fp32 $s32"; exit 1; }
+  check "eval full" mpirun -np 2 "$MPDIST" eval "$CFG" "${COMMON[@]}" "${extra[@]}" --checkpoint "$file"
+  full=$(acc)
+  # The whole model state is in the file: eval gives exactly what training ended with.
+  [ $src = mlp ] || [ "$full" = "$trained_cnn" ] || { echo "FAIL: cnn_bn trained to $trained_cnn, its checkpoint evaluates to $full"; exit 1; }
+  for dt in fp32 fp16 bf16; do
+    check "eval $dt" mpirun -np 2 "$MPDIST" eval "$CFG" "${COMMON[@]}" "${extra[@]}" --checkpoint "$TMP/$src-$dt.h5"
+    awk -v a="$(acc)" -v b="$full" 'BEGIN { d = a - b; exit !(d <= 0.002 && d >= -0.002) }' ||
+      { echo "FAIL: $src $dt export accuracy $(acc), checkpoint $full"; exit 1; }
+    echo "ok: $src $dt export: $(stat -c %s "$TMP/$src-$dt.h5") bytes, accuracy $(acc) (checkpoint $full)"
+  done
+  echo "ok: $src fp16 export is $(awk -v a=$s16 -v b=$s32 'BEGIN { printf "%.3f", a / b }')x the fp32 export"
+done
+
+# Damaged and foreign files: exit 4, one error line naming the file or the dataset.
+cp "$MLP" "$TMP/flip.h5"
+h5dump -d /params/fc2.weight -b LE -o "$TMP/raw.bin" "$MLP" >/dev/null
+pattern=$(od -An -tx1 -j 20000 -N 16 "$TMP/raw.bin" | tr -d ' \n' | sed 's/../\\x&/g')
+offset=$(LC_ALL=C grep -obUaP "$pattern" "$TMP/flip.h5" | head -1 | cut -d: -f1)
+printf '\x01' | dd of="$TMP/flip.h5" bs=1 seek=$((offset + 6)) conv=notrunc status=none
+cmp -s "$MLP" "$TMP/flip.h5" && { echo "FAIL: the byte was not flipped"; exit 1; }
+head -c 300000 "$MLP" >"$TMP/trunc.h5"
+printf 'not hdf5' >"$TMP/text.h5"
+expect_exit 4 "flip.h5: dataset /params/fc2.weight is corrupt \(data error detected by Fletcher32" "$MPDIST" inspect "$TMP/flip.h5"
+expect_exit 4 "flip.h5: dataset /params/fc2.weight is corrupt" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume "$TMP/flip.h5"
+expect_exit 4 "trunc.h5: not a readable HDF5 file, truncated .*truncated file" "$MPDIST" inspect "$TMP/trunc.h5"
+expect_exit 4 "trunc.h5: not a readable HDF5 file" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume "$TMP/trunc.h5"
+expect_exit 4 "text.h5: not a readable HDF5 file" "$MPDIST" export "$TMP/text.h5" "$TMP/x.h5"
+expect_exit 4 "missing.h5: cannot open the checkpoint \(No such file" "$MPDIST" inspect "$TMP/missing.h5"
+expect_exit 4 "dataset /params/fc1.weight has shape \[256, 784\], expected \[64, 784\] \(a checkpoint of another model" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set 'model.hidden=[64, 128]' --resume "$MLP"
+expect_exit 4 "has no parameter conv1.weight \(a checkpoint of another model" \
+  mpirun -np 2 "$MPDIST" eval "$CFG" "${COMMON[@]}" --set model.preset=cnn_bn --checkpoint "$MLP"
+expect_exit 4 "mlp-fp16.h5: an exported weights file .*use it with mpdist eval" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume "$TMP/mlp-fp16.h5"
+expect_exit 4 "written with optimizer sgd, but optim.name is adam" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.name=adam --resume "$MLP"
+expect_exit 4 "written with train.seed 42, the config has 5" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set train.seed=5 --resume "$MLP"
+mkdir "$TMP/bad" && cp "$TMP/flip.h5" "$TMP/bad/ckpt-00000010.h5"
+expect_exit 4 "bad: none of its 1 checkpoint files loads \(newest: .*ckpt-00000010.h5: dataset /params/fc2.weight" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/bad\"" --resume auto
+expect_exit 2 "checkpoint.dir .*/mlp already holds checkpoints of a run \(newest: step 64\): continue it with --resume auto" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/mlp\""
+expect_exit 2 "resume \"auto\" needs checkpoint.dir" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume auto
+expect_exit 2 "--dtype: must be fp16, bf16 or fp32 \(got 'fp8'\)" "$MPDIST" export "$MLP" "$TMP/y.h5" --dtype fp8
+expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5" "$MPDIST" eval "$CFG"
+expect_exit 2 "--checkpoint is an option of mpdist eval" "$MPDIST" "$CFG" --checkpoint "$MLP"
+finish

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Bitwise resume (issue 5): at O0 and O2, a 2-rank run stopped at step 300 (by the step budget,
+# and by SIGTERM at whatever step it lands on) and resumed to step 600 ends with the same
+# parameters, optimizer state, scaler state and RNG/data position (h5diff of the final
+# checkpoints, exact) and the same metrics (every field but timings) as an uninterrupted run.
+# 300 is in the middle of an epoch (79 steps per epoch). Also: a writer killed between datasets
+# leaves the previous checkpoint and resume "auto" uses it; a corrupt newest checkpoint is
+# reported and the one before it is used; resuming on 4 and on 1 rank trains on.
+source "$(dirname "$0")/common.bash"
+CFG=$SRC/configs/fashion-mnist-mlp.cfg
+COMMON=(--set data.train_limit=10000 --set data.test_limit=1000 --set train.epochs=8
+        --set train.max_steps=600 --set log.every=10 --set log.progress=plain)
+
+run() { # run NAME NP LEVEL [ARGS]: metrics to $TMP/NAME.jsonl, checkpoints in $TMP/NAME/
+  local name=$1 np=$2 level=$3
+  shift 3
+  timeout 300 mpirun -np "$np" "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level="$level" \
+    --set "log.metrics=\"$TMP/${METRICS:-$name}.jsonl\"" --set "checkpoint.dir=\"$TMP/${DIR:-$name}\"" "$@" \
+    >"$TMP/$name.out" 2>&1 || { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
+}
+strip() { sed -E 's/"(images_per_s|step_ms|comm_ms|comm_hidden|wall_s|peak_mem_bytes)":[^,}]*,?//g' "$1" | grep -v '"summary"'; }
+ckpt() { ls "$TMP/$1"/ckpt-*.h5 | tail -1; }
+same_state() { # same_state A B: the final checkpoints' training state is bitwise identical
+  local a b
+  a=$(ckpt "$1") b=$(ckpt "$2")
+  for obj in /params /optim /scaler /rng /data; do
+    h5diff "$a" "$b" "$obj" "$obj" >"$TMP/diff" 2>&1 ||
+      { echo "FAIL: $1 and $2 differ in $obj:"; head -20 "$TMP/diff"; exit 1; }
+  done
+  cmp <(strip "$TMP/$1.jsonl") <(strip "$TMP/$2.jsonl") ||
+    { echo "FAIL: metrics of $1 and $2 differ"; diff <(strip "$TMP/$1.jsonl") <(strip "$TMP/$2.jsonl") | head; exit 1; }
+  echo "ok: $2 is bitwise $1 ($(grep -c '"type":"step"' "$TMP/$2.jsonl") step records, $(basename "$b"))"
+}
+
+for level in O0 O2; do
+  run full-$level 2 $level
+  # Stopped by the step budget at 300, resumed by "auto" to 600 (same metrics file, kept up to 300).
+  run budget-$level 2 $level --set train.step_budget=300
+  grep -q "stopped at step 300 by train.step_budget" "$TMP/budget-$level.out" || { echo "FAIL: no stop at 300"; cat "$TMP/budget-$level.out"; exit 1; }
+  METRICS=budget-$level DIR=budget-$level run budget-$level-b 2 $level --resume auto
+  grep -q "resumed from .*ckpt-00000300.h5: step 300" "$TMP/budget-$level-b.out" || { echo "FAIL: not resumed at 300"; exit 1; }
+  same_state full-$level budget-$level
+  # Stopped by SIGTERM to both ranks (as Slurm sends it) once step 100 is logged.
+  timeout 300 mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level=$level \
+    --set "log.metrics=\"$TMP/term-$level.jsonl\"" --set "checkpoint.dir=\"$TMP/term-$level\"" >"$TMP/term.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do grep -qs '"step":[1-9][0-9][0-9],' "$TMP/term-$level.jsonl" && break; sleep 0.05; done
+  pkill -TERM -P "$(pgrep -P $pid -x mpirun)" || true
+  wait $pid || { echo "FAIL: SIGTERM run exited $?"; cat "$TMP/term.out"; exit 1; }
+  stop=$(sed -nE 's/^stopped at step ([0-9]+) by SIGTERM.*/\1/p' "$TMP/term.out")
+  [ -n "$stop" ] && [ "$stop" -lt 600 ] || { echo "FAIL: the run did not stop on SIGTERM"; cat "$TMP/term.out"; exit 1; }
+  METRICS=term-$level DIR=term-$level run term-$level-b 2 $level --resume auto
+  echo "ok: SIGTERM stopped $level at step $stop (step $((stop % 79)) of its epoch)"
+  same_state full-$level term-$level
+done
+
+# cnn_bn at O2: BatchNorm running statistics (/buffers, kept equal to rank 0's as DDP does) and
+# dropout masks (from (seed, step)) continue bitwise too; stopped at step 20 of 32 (16 a epoch).
+CNN=(--set model.preset=cnn_bn --set data.train_limit=1024 --set data.batch_size=32
+     --set train.epochs=2 --set train.max_steps=32 --set log.every=2)
+run cnn-full 2 O2 "${CNN[@]}"
+run cnn 2 O2 "${CNN[@]}" --set train.step_budget=20
+METRICS=cnn DIR=cnn run cnn-b 2 O2 "${CNN[@]}" --resume auto
+h5diff "$(ckpt cnn-full)" "$(ckpt cnn)" /buffers /buffers >/dev/null || { echo "FAIL: BatchNorm statistics differ"; exit 1; }
+same_state cnn-full cnn
+
+# A writer killed after 5 datasets of its second checkpoint (13 datasets each: 6 parameters,
+# 6 momentum buffers, the RNG table): ckpt-100 stays whole, the torn file is only a temporary.
+set +e
+MPDIST_TEST_CKPT_KILL_AFTER=18 timeout 300 mpirun -np 2 -x MPDIST_TEST_CKPT_KILL_AFTER "$MPDIST" "$CFG" "${COMMON[@]}" \
+  --set amp.opt_level=O2 --set checkpoint.every_steps=100 --set "checkpoint.dir=\"$TMP/crash\"" \
+  --set "log.metrics=\"$TMP/crash.jsonl\"" >"$TMP/crash.out" 2>&1
+rc=$?
+set -e
+[ "$rc" != 0 ] || { echo "FAIL: the killed run exited 0"; exit 1; }
+[ "$(ls "$TMP/crash")" = ckpt-00000100.h5 ] || { echo "FAIL: checkpoint dir after the crash: $(ls -a "$TMP/crash")"; exit 1; }
+ls -a "$TMP/crash" | grep -q '^\.ckpt-00000200\.h5\.tmp$' || { echo "FAIL: no torn temporary file"; exit 1; }
+METRICS=crash DIR=crash run crash-b 2 O2 --set checkpoint.every_steps=100 --resume auto
+grep -q "resumed from .*ckpt-00000100.h5: step 100" "$TMP/crash-b.out" || { echo "FAIL: crash resume"; cat "$TMP/crash-b.out"; exit 1; }
+same_state full-O2 crash
+# The newest of ckpt-500/600 corrupted (a flipped byte in a parameter): auto says so and uses
+# ckpt-500, and the run still ends bitwise equal.
+newest=$TMP/crash/ckpt-00000600.h5
+h5dump -d /params/fc1.weight -b LE -o "$TMP/raw.bin" "$newest" >/dev/null
+pattern=$(od -An -tx1 -j 40000 -N 16 "$TMP/raw.bin" | tr -d ' \n' | sed 's/../\\x&/g')
+offset=$(LC_ALL=C grep -obUaP "$pattern" "$newest" | head -1 | cut -d: -f1)
+printf '\x5a' | dd of="$newest" bs=1 seek=$((offset + 5)) conv=notrunc status=none
+rm "$TMP/crash/ckpt-00000400.h5"
+METRICS=crash DIR=crash run crash-c 2 O2 --resume auto
+grep -q "warning: .*ckpt-00000600.h5: dataset /params/fc1.weight is corrupt" "$TMP/crash-c.out" ||
+  { echo "FAIL: the corrupt newest checkpoint was not reported"; cat "$TMP/crash-c.out"; exit 1; }
+grep -q "resumed from .*ckpt-00000500.h5: step 500" "$TMP/crash-c.out" || { echo "FAIL: not resumed at 500"; exit 1; }
+echo "ok: $(grep warning "$TMP/crash-c.out")"
+same_state full-O2 crash
+
+# Other rank counts: the 2-rank checkpoint at step 300 on 4 ranks and on 1 rank.
+acc() { sed -nE 's/^test accuracy: ([0-9.]+)$/\1/p' "$TMP/$1.out"; }
+for np in 4 1; do
+  cp -r "$TMP/budget-O2" "$TMP/ranks-$np"
+  rm "$TMP/ranks-$np/ckpt-00000600.h5"
+  run ranks-$np $np O2 --resume auto
+  grep -q "note: the checkpoint was written with global batch 128 (2 ranks), this run has $((64 * np))" "$TMP/ranks-$np.out" ||
+    { echo "FAIL: no note of the global batch change"; cat "$TMP/ranks-$np.out"; exit 1; }
+  awk -v a="$(acc ranks-$np)" -v b="$(acc full-O2)" 'BEGIN { exit !(a > 0.8 && a > b - 0.02) }' ||
+    { echo "FAIL: $np ranks reached accuracy $(acc ranks-$np), 2 ranks $(acc full-O2)"; exit 1; }
+  echo "ok: resumed on $np rank(s): $(grep '^done' "$TMP/ranks-$np.out"), accuracy $(acc ranks-$np) (2 ranks: $(acc full-O2))"
+done
+echo "all checks passed"

@@ -1,0 +1,231 @@
+/* HDF5 checkpoint files (io/h5file, io/ckpt_dir, the format checks of src/checkpoint): values of
+ * every dtype round-trip bit for bit, a flipped byte inside a dataset's chunk fails the read with
+ * the dataset named (Fletcher32, with and without deflate), an aborted writer leaves the target
+ * untouched, a truncated file and a newer format version are refused, the directory lists
+ * newest first and prunes. */
+#include "tests/util/test_util.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/alloc.h"
+#include "engine/rng.h"
+#include "io/ckpt_dir.h"
+#include "io/h5file.h"
+#include "src/checkpoint.h"
+
+static char path[1024];
+
+static void fill(float *x, int64_t n, uint64_t seed)
+{
+    mp_rng r;
+    mp_rng_seed(&r, seed, 1);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(4.0 * mp_rng_uniform(&r) - 2.0);
+}
+
+/* Writes /a (3, 5, 7) FP32 values at `dt`, /n int64 and attributes, committed to `p`. */
+static void write_file(const char *p, mp_dtype dt, int deflate, const float *x)
+{
+    mp_h5w *w;
+    int64_t shape[3] = {3, 5, 7}, n[1] = {4}, ints[4] = {-1, 0, 1LL << 40, 7};
+    assert_int_equal(mp_h5w_open(&w, p, deflate), MP_OK);
+    assert_int_equal(mp_h5w_attr_int(w, "/meta", "format_version", 1), MP_OK);
+    assert_int_equal(mp_h5w_attr_string(w, "/meta", "kind", "full"), MP_OK);
+    assert_int_equal(mp_h5w_attr_double(w, "/scaler", "scale", 32768.5), MP_OK);
+    assert_int_equal(mp_h5w_array(w, "/params/a.weight", dt, 3, shape, x, MP_F32), MP_OK);
+    assert_int_equal(mp_h5w_array(w, "/rng/n", MP_H5_I64, 1, n, ints, MP_H5_I64), MP_OK);
+    assert_int_equal(mp_h5w_commit(w), MP_OK);
+}
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    snprintf(path, sizeof path, "%s/rt.h5", mp_test_dir("h5_roundtrip"));
+    float x[105], back[105], want[105];
+    uint16_t half[105];
+    fill(x, 105, 1);
+    mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16, MP_F64};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        for (int deflate = 0; deflate <= 6; deflate += 6) {
+            write_file(path, dts[k], deflate, x);
+            mp_h5r *r;
+            assert_int_equal(mp_h5r_open(&r, path), MP_OK);
+            int ndim;
+            int64_t shape[MP_H5_MAX_DIMS], s3[3] = {3, 5, 7};
+            mp_dtype stored;
+            assert_int_equal(mp_h5r_info(r, "/params/a.weight", &ndim, shape, &stored), MP_OK);
+            assert_int_equal(ndim, 3);
+            assert_int_equal(shape[2], 7);
+            assert_int_equal(stored, dts[k]);
+            memset(back, 0xff, sizeof back);
+            assert_int_equal(mp_h5r_array(r, "/params/a.weight", 3, s3, back, MP_F32), MP_OK);
+            if (dts[k] == MP_F16 || dts[k] == MP_BF16) { /* exactly the engine's rounding */
+                mp_convert(half, dts[k], x, MP_F32, 105);
+                mp_convert(want, MP_F32, half, dts[k], 105);
+                uint16_t back16[105];
+                assert_int_equal(mp_h5r_array(r, "/params/a.weight", 3, s3, back16, dts[k]),
+                                 MP_OK);
+                assert_memory_equal(back16, half, sizeof half);
+            } else {
+                memcpy(want, x, sizeof x);
+            }
+            assert_memory_equal(back, want, sizeof want);
+            int64_t ints[4], n[1] = {4}, v = 0;
+            assert_int_equal(mp_h5r_array(r, "/rng/n", 1, n, ints, MP_H5_I64), MP_OK);
+            assert_true(ints[2] == 1LL << 40 && ints[0] == -1);
+            double scale = 0.0;
+            assert_int_equal(mp_h5r_attr_double(r, "/scaler", "scale", &scale), MP_OK);
+            assert_true(scale == 32768.5);
+            assert_int_equal(mp_h5r_attr_int(r, "/meta", "format_version", &v), MP_OK);
+            assert_int_equal(v, 1);
+            char *kind = NULL;
+            assert_int_equal(mp_h5r_attr_string(r, "/meta", "kind", &kind), MP_OK);
+            assert_string_equal(kind, "full");
+            free(kind);
+            /* Wrong shape, missing dataset, missing attribute: named. */
+            int64_t bad[3] = {3, 5, 8};
+            assert_int_equal(mp_h5r_array(r, "/params/a.weight", 3, bad, back, MP_F32), MP_ECKPT);
+            assert_non_null(strstr(mp_error_message(), "has shape [3, 5, 7], expected [3, 5, 8]"));
+            assert_int_equal(mp_h5r_array(r, "/params/b", 3, s3, back, MP_F32), MP_ECKPT);
+            assert_non_null(strstr(mp_error_message(), "has no dataset /params/b"));
+            assert_int_equal(mp_h5r_attr_int(r, "/meta", "step", &v), MP_ECKPT);
+            assert_non_null(strstr(mp_error_message(), "/meta has no attribute 'step'"));
+            assert_int_equal(mp_h5r_attr_int(r, "/meta", "kind", &v), MP_ECKPT);
+            mp_h5r_close(r);
+        }
+    assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), 0);
+}
+
+/* Flips one byte inside the stored chunk of dataset `name`. */
+static void flip_chunk_byte(const char *p, const char *name, int64_t at)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT), s = H5Dget_space(d);
+    haddr_t addr = 0;
+    hsize_t size = 0, offset[3];
+    unsigned mask = 0;
+    assert_true(H5Dget_chunk_info(d, s, 0, offset, &mask, &addr, &size) >= 0);
+    H5Sclose(s);
+    H5Dclose(d);
+    H5Fclose(f);
+    assert_true((hsize_t)at < size);
+    FILE *fp = fopen(p, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, (long)(addr + (haddr_t)at), SEEK_SET), 0);
+    int c = fgetc(fp);
+    assert_int_equal(fseek(fp, (long)(addr + (haddr_t)at), SEEK_SET), 0);
+    fputc(c ^ 0x10, fp);
+    fclose(fp);
+}
+
+static void test_flipped_byte(void **state)
+{
+    (void)state;
+    snprintf(path, sizeof path, "%s/flip.h5", mp_test_dir("h5_flip"));
+    float x[105], back[105];
+    int64_t s3[3] = {3, 5, 7};
+    fill(x, 105, 2);
+    for (int deflate = 0; deflate <= 1; deflate++) {
+        write_file(path, MP_F32, deflate, x);
+        flip_chunk_byte(path, "/params/a.weight", 17);
+        mp_h5r *r;
+        assert_int_equal(mp_h5r_open(&r, path), MP_OK);
+        assert_int_equal(mp_h5r_array(r, "/params/a.weight", 3, s3, back, MP_F32), MP_ECKPT);
+        assert_non_null(strstr(mp_error_message(), "dataset /params/a.weight is corrupt"));
+        mp_h5r_close(r);
+        assert_int_equal(mp_checkpoint_inspect(path, stderr), MP_ECKPT);
+    }
+}
+
+static void test_abort_and_truncation(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("h5_abort");
+    snprintf(path, sizeof path, "%s/keep.h5", dir);
+    float x[105], y[105], back[105];
+    int64_t s3[3] = {3, 5, 7};
+    fill(x, 105, 3);
+    fill(y, 105, 4);
+    write_file(path, MP_F32, 0, x);
+    mp_h5w *w;
+    assert_int_equal(mp_h5w_open(&w, path, 0), MP_OK);
+    assert_int_equal(mp_h5w_array(w, "/params/a.weight", MP_F32, 3, s3, y, MP_F32), MP_OK);
+    char tmp[1100];
+    mp_h5_temp_path(path, tmp, sizeof tmp);
+    assert_int_equal(access(tmp, F_OK), 0);
+    mp_h5w_abort(w);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    mp_h5r *r;
+    assert_int_equal(mp_h5r_open(&r, path), MP_OK);
+    assert_int_equal(mp_h5r_array(r, "/params/a.weight", 3, s3, back, MP_F32), MP_OK);
+    assert_memory_equal(back, x, sizeof x); /* the old contents, untouched */
+    mp_h5r_close(r);
+    assert_int_equal(truncate(path, 1500), 0);
+    assert_int_equal(mp_h5r_open(&r, path), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "not a readable HDF5 file, truncated"));
+    assert_null(r);
+    snprintf(path, sizeof path, "%s/no/such/dir/x.h5", dir);
+    assert_int_equal(mp_h5w_open(&w, path, 0), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "cannot create the checkpoint file"));
+}
+
+static void test_newer_format(void **state)
+{
+    (void)state;
+    snprintf(path, sizeof path, "%s/v2.h5", mp_test_dir("h5_version"));
+    mp_h5w *w;
+    assert_int_equal(mp_h5w_open(&w, path, 0), MP_OK);
+    assert_int_equal(mp_h5w_attr_int(w, "/meta", "format_version", MP_CKPT_FORMAT + 1), MP_OK);
+    assert_int_equal(mp_h5w_attr_string(w, "/meta", "kind", "full"), MP_OK);
+    assert_int_equal(mp_h5w_commit(w), MP_OK);
+    assert_int_equal(mp_checkpoint_inspect(path, stderr), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "format version 2 is newer than this mpdist"));
+    assert_int_equal(mp_checkpoint_export(path, "/dev/null/x.h5", MP_F16), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "format version 2 is newer"));
+}
+
+static void test_directory(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("h5_dir");
+    int64_t made[] = {300, 5, 1200, 40};
+    for (size_t i = 0; i < 4; i++) {
+        mp_ckpt_path(dir, made[i], path, sizeof path);
+        mp_test_write_file(path, "x", 1, 0);
+    }
+    snprintf(path, sizeof path, "%s/.ckpt-00002000.h5.tmp", dir); /* a torn temporary */
+    mp_test_write_file(path, "x", 1, 0);
+    snprintf(path, sizeof path, "%s/ckpt-12.h5x", dir);
+    mp_test_write_file(path, "x", 1, 0);
+    int64_t steps[8];
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 4);
+    assert_true(steps[0] == 1200 && steps[1] == 300 && steps[2] == 40 && steps[3] == 5);
+    assert_int_equal(mp_ckpt_prune(dir, 3, 40), MP_OK); /* 40 just written: kept */
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 3);
+    assert_true(steps[0] == 1200 && steps[1] == 300 && steps[2] == 40);
+    assert_int_equal(mp_ckpt_prune(dir, 2, 1200), MP_OK);
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 2);
+    assert_true(steps[0] == 1200 && steps[1] == 300);
+    assert_int_equal(mp_ckpt_prune(dir, 1, 300), MP_OK);
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 1);
+    assert_true(steps[0] == 300);
+    mp_ckpt_path(dir, 1200, path, sizeof path);
+    assert_non_null(strstr(path, "/ckpt-00001200.h5"));
+    assert_int_equal(mp_ckpt_list("/nonexistent/dir", steps, 8), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_flipped_byte),
+        cmocka_unit_test(test_abort_and_truncation),
+        cmocka_unit_test(test_newer_format),
+        cmocka_unit_test(test_directory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
