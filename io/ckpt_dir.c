@@ -37,16 +37,28 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max)
     DIR *d = opendir(dir);
     if (!d)
         return 0;
-    int n = 0;
+    int64_t *all = NULL;
+    size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < max) {
+    while ((e = readdir(d)) != NULL) { /* every entry: readdir's order is not the steps' */
         int64_t step = name_step(e->d_name);
-        if (step >= 0)
-            steps[n++] = step;
+        if (step < 0)
+            continue;
+        if (n == cap) {
+            int64_t *p = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *all);
+            if (!p)
+                break;
+            all = p;
+        }
+        all[n++] = step;
     }
     closedir(d);
-    qsort(steps, (size_t)n, sizeof *steps, newest_first);
-    return n;
+    qsort(all, n, sizeof *all, newest_first);
+    int kept = n < (size_t)max ? (int)n : max;
+    if (kept > 0)
+        memcpy(steps, all, (size_t)kept * sizeof *steps);
+    free(all);
+    return kept;
 }
 
 mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest)

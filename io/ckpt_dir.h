@@ -13,8 +13,8 @@
 /* "<dir>/ckpt-<step>.h5" into out[0..size). */
 void mp_ckpt_path(const char *dir, int64_t step, char *out, size_t size);
 
-/* The steps of the checkpoint files in `dir`, newest first, into steps[0..max); returns how
- * many were found (at most max), 0 for a missing or empty directory. */
+/* The steps of the `max` newest checkpoint files in `dir` (all are read), newest first, into
+ * steps[0..max); returns how many were written, 0 for a missing or empty directory. */
 int mp_ckpt_list(const char *dir, int64_t *steps, int max);
 
 /* Removes checkpoint files of `dir` so that the one of step `latest` (just written) and the

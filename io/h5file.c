@@ -141,6 +141,7 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
     H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
     mp_h5_last[0] = '\0';
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    int err = errno;
     if (w->file < 0)
         grab();
     H5Pclose(fapl);
@@ -150,7 +151,7 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
         char tmp[1060];
         mp_h5_temp_path(path, tmp, sizeof tmp);
         return mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (%s: %s)", tmp, why,
-                       strerror(errno));
+                       strerror(err));
     }
     w->lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(w->lcpl, 1);

@@ -54,29 +54,32 @@ mp_status mp_metrics_open(mp_metrics **m, const char *path)
     return open_sink(m, path, "w");
 }
 
-/* Whether a line written before the checkpoint at `step` belongs to the resumed run's past:
- * every record up to the first step record past `step`, or the first summary. */
-static bool before_resume(const char *line, int64_t step)
+/* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary, a step
+ * record past `step`, or an eval record of `epoch` or later (evaluated again). */
+static bool before_resume(const char *line, int64_t step, int64_t epoch)
 {
     cJSON *o = cJSON_Parse(line);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "step");
-    bool keep = cJSON_IsString(type) &&
-                !(strcmp(type->valuestring, "summary") == 0 ||
-                  (strcmp(type->valuestring, "step") == 0 && cJSON_IsNumber(n) &&
-                   n->valuedouble > (double)step));
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
+    bool is_step = cJSON_IsString(type) && strcmp(type->valuestring, "step") == 0;
+    bool is_eval = cJSON_IsString(type) && strcmp(type->valuestring, "eval") == 0;
+    bool keep = cJSON_IsString(type) && strcmp(type->valuestring, "summary") != 0 &&
+                !(is_step && cJSON_IsNumber(n) && n->valuedouble > (double)step) &&
+                !(is_eval && cJSON_IsNumber(e) && e->valuedouble >= (double)epoch);
     cJSON_Delete(o);
     return keep;
 }
 
-mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step)
+mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step,
+                                  int64_t epoch)
 {
     FILE *f = path && *path ? fopen(path, "r+") : NULL;
     if (f) {
         char *line = NULL;
         size_t cap = 0;
         long keep = 0;
-        while (getline(&line, &cap, f) > 0 && strchr(line, '\n') && before_resume(line, step))
+        while (getline(&line, &cap, f) > 0 && strchr(line, '\n') && before_resume(line, step, epoch))
             keep = ftell(f);
         free(line);
         int rc = ftruncate(fileno(f), (off_t)keep);

@@ -50,12 +50,13 @@ void mp_metrics_step(mp_metrics *m, const mp_step_record *r);
 void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r);
 void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r);
 
-/* Opens the metrics of a run resumed from a checkpoint taken after `step`: an existing file
- * keeps its records up to that point (every line before the first step record past `step` or
- * the first summary; a torn last line is dropped too) and is appended to; a missing one is
- * created. The resumed run then writes what an uninterrupted run would have. Errors as
- * mp_metrics_open. */
-mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step);
+/* Opens the metrics of a run resumed from a checkpoint taken after `step`, whose next step
+ * belongs to `epoch` (0-based): an existing file keeps its records up to that point (every line
+ * before the first step record past `step`, eval record of `epoch` or later, or summary; a torn
+ * last line is dropped too) and is appended to; a missing one is created. The resumed run then
+ * writes what an uninterrupted run would have. Errors as mp_metrics_open. */
+mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step,
+                                  int64_t epoch);
 
 /* Closes the file and frees m (NULL is ignored). */
 void mp_metrics_close(mp_metrics *m);

@@ -149,7 +149,9 @@ static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int6
         return st;
     }
     MP_TRY(mp_h5w_commit(w));
-    return mp_ckpt_prune(c->checkpoint.dir, (int)c->checkpoint.keep, at->step);
+    if (mp_ckpt_prune(c->checkpoint.dir, (int)c->checkpoint.keep, at->step) != MP_OK)
+        fprintf(stderr, "mpdist: warning: %s\n", mp_error_message()); /* the new file is safe */
+    return MP_OK;
 }
 
 /* Row r of the generator table: what rank r's random streams continue from. */
@@ -203,6 +205,8 @@ static mp_status read_weights(mp_h5r *r, mp_model *m)
 {
     mp_named_tensor bufs[MP_MAX_PARAMS];
     int nbufs = mp_model_buffers(m, bufs, MP_MAX_PARAMS);
+    if (nbufs > MP_MAX_PARAMS)
+        return mp_fail(MP_EUSAGE, "model: more than %d BatchNorm buffers", MP_MAX_PARAMS);
     mp_params *p = &m->params;
     char path[256];
     for (int i = 0; i < p->count; i++) {
@@ -228,7 +232,7 @@ static mp_status read_weights(mp_h5r *r, mp_model *m)
     MP_TRY(mp_h5r_members(r, "/buffers", known_member, &mc));
     for (int j = 0; j < nbufs; j++) {
         const mp_tensor *b = &bufs[j].t;
-        snprintf(path, sizeof path, "/buffers/%.200s", bufs[j].name);
+        snprintf(path, sizeof path, "/buffers/%.200s", bufs[j].name); /* names < 96 */
         MP_TRY(mp_h5r_array(r, path, b->ndim, b->shape, b->data, b->dtype));
     }
     return MP_OK;
@@ -400,8 +404,10 @@ static mp_status bcast_tensor(mp_trainer *t, mp_tensor *x, const char *what)
 mp_status mp_checkpoint_share(mp_trainer *t)
 {
     MP_TRY(mp_train_sync(t));
-    if (t->comm->size == 1)
+    if (t->comm->size == 1) {
+        mp_train_replan(t);
         return MP_OK;
+    }
     for (int j = 0; j < t->nbufs; j++)
         MP_TRY(bcast_tensor(t, &t->bufs[j].t, "broadcast of the checkpoint's buffers"));
     for (int k = 0; k < MP_NGROUPS; k++) {

@@ -245,11 +245,10 @@ static mp_status print_state(mp_h5r *r, FILE *out)
     int64_t shape[MP_H5_MAX_DIMS];
     mp_dtype dt;
     MP_TRY(mp_h5r_info(r, "/rng/state", &ndim, shape, &dt));
-    int64_t *rng = mp_alloc((size_t)(shape[0] * shape[1]) * sizeof(int64_t) + 1,
-                            MP_MEM_WORKSPACE);
-    mp_status st = ndim == 2 ? mp_h5r_array(r, "/rng/state", 2, shape, rng, MP_H5_I64)
-                             : mp_fail(MP_ECKPT, "%s: /rng/state is not a table",
-                                       mp_h5r_path(r));
+    if (ndim != 2 || shape[0] < 1 || shape[1] < 1)
+        return mp_fail(MP_ECKPT, "%s: /rng/state is not a table of ranks", mp_h5r_path(r));
+    int64_t *rng = mp_alloc((size_t)(shape[0] * shape[1]) * sizeof(int64_t), MP_MEM_WORKSPACE);
+    mp_status st = mp_h5r_array(r, "/rng/state", 2, shape, rng, MP_H5_I64);
     if (st == MP_OK)
         fprintf(out, "rng: seed %lld, state of %lld ranks\n", (long long)rng[0],
                 (long long)shape[0]);

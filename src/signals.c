@@ -1,5 +1,6 @@
 /* Stop-request signal handlers; see signals.h. The handler only writes a sig_atomic_t; a
- * repeated SIGTERM restores the default action and re-raises, so a user can always kill. */
+ * SIGTERM after any stop request restores the default action and re-raises, so a user can
+ * always kill. */
 #include "src/signals.h"
 
 #include <signal.h>
@@ -10,7 +11,7 @@ static volatile sig_atomic_t mp_stop_signal;
 
 static void on_signal(int sig)
 {
-    if (mp_stop_signal == SIGTERM && sig == SIGTERM) {
+    if (mp_stop_signal && sig == SIGTERM) {
         signal(SIGTERM, SIG_DFL);
         raise(SIGTERM);
         return;

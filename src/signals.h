@@ -1,7 +1,7 @@
 /* Stop requests: SIGTERM (what Slurm sends at a time limit, and scancel) and SIGUSR1 (sbatch
  * --signal=USR1@60) only set a flag; the step loop agrees on it over all ranks and stops at the
- * next step boundary with a checkpoint. A second SIGTERM ends the process at once; SIGINT
- * keeps its default. */
+ * next step boundary with a checkpoint. A SIGTERM after a first stop signal ends the process at
+ * once; SIGINT keeps its default. */
 #ifndef MP_SIGNALS_H
 #define MP_SIGNALS_H
 

@@ -228,7 +228,8 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     mp_progress_mode mode = MP_PROGRESS_NONE;
     if (t->comm->rank == 0) {
         if (t->start.world_size > 0)
-            MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step));
+            MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step,
+                                           t->start.epoch));
         else
             MP_TRY(mp_metrics_open(&t->metrics, c->log.metrics));
         mp_progress_mode_parse(c->log.progress, &mode);

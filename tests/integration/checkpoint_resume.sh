@@ -93,12 +93,16 @@ grep -q "resumed from .*ckpt-00000500.h5: step 500" "$TMP/crash-c.out" || { echo
 echo "ok: $(grep warning "$TMP/crash-c.out")"
 same_state full-O2 crash
 
-# Other rank counts: the 2-rank checkpoint at step 300 on 4 ranks and on 1 rank.
+# Other rank counts: the 2-rank checkpoint at step 300 (epoch 3, 8064 samples into it) on 4
+# ranks and on 1 rank, without a step limit: the rest of epoch 3 re-sharded (1936 samples: 8
+# batches of 64 per rank on 4 ranks, 31 on 1), then epochs 4-7 of 40 or 157 steps.
 acc() { sed -nE 's/^test accuracy: ([0-9.]+)$/\1/p' "$TMP/$1.out"; }
 for np in 4 1; do
   cp -r "$TMP/budget-O2" "$TMP/ranks-$np"
   rm "$TMP/ranks-$np/ckpt-00000600.h5"
-  run ranks-$np $np O2 --resume auto
+  run ranks-$np $np O2 --resume auto --set train.max_steps=0
+  want=$([ $np = 4 ] && echo 468 || echo 959)
+  grep -q "^done: $want steps" "$TMP/ranks-$np.out" || { echo "FAIL: $np ranks: want $want steps"; grep '^done' "$TMP/ranks-$np.out"; exit 1; }
   grep -q "note: the checkpoint was written with global batch 128 (2 ranks), this run has $((64 * np))" "$TMP/ranks-$np.out" ||
     { echo "FAIL: no note of the global batch change"; cat "$TMP/ranks-$np.out"; exit 1; }
   awk -v a="$(acc ranks-$np)" -v b="$(acc full-O2)" 'BEGIN { exit !(a > 0.8 && a > b - 0.02) }' ||

@@ -319,7 +319,7 @@ static void test_resumed(void **state)
                          "{\"type\":\"summary\",\"steps\":30}\n";
     mp_test_write_file(path, before, strlen(before), 0);
     mp_metrics *m;
-    assert_int_equal(mp_metrics_open_resumed(&m, path, 20), MP_OK);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 20, 1), MP_OK);
     mp_step_record r = {.step = 30, .epoch = 1, .loss = 0.5, .comm_hidden = -1.0};
     mp_metrics_step(m, &r);
     mp_metrics_close(m);
@@ -332,7 +332,7 @@ static void test_resumed(void **state)
     assert_null(strstr(buf, "summary"));
     const char *torn = "{\"type\":\"step\",\"step\":10}\n{\"type\":\"st";
     mp_test_write_file(path, torn, strlen(torn), 0);
-    assert_int_equal(mp_metrics_open_resumed(&m, path, 50), MP_OK);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 50, 3), MP_OK);
     mp_metrics_close(m);
     f = fopen(path, "r");
     n = fread(buf, 1, sizeof buf - 1, f);
@@ -340,9 +340,17 @@ static void test_resumed(void **state)
     buf[n] = '\0';
     assert_string_equal(buf, "{\"type\":\"step\",\"step\":10}\n");
     snprintf(path, sizeof path, "%s/new/m.jsonl", mp_test_dir("metrics_resume_new"));
-    assert_int_equal(mp_metrics_open_resumed(&m, path, 5), MP_OK); /* none yet: created */
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 5, 0), MP_OK); /* none yet: created */
     mp_metrics_close(m);
-    assert_int_equal(access(path, F_OK), 0);
+    /* Resumed at step 15 inside epoch 0: the eval of epoch 0 written after step 20 goes too. */
+    mp_test_write_file(path, before, strlen(before), 0);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 15, 0), MP_OK);
+    mp_metrics_close(m);
+    f = fopen(path, "r");
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n");
 }
 
 int main(void)
