@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "engine/alloc.h"
+#include "io/fsutil.h"
 
 #define MP_CIFAR_SIDE 32
 #define MP_CIFAR_PLANE (MP_CIFAR_SIDE * MP_CIFAR_SIDE) /* 1024 pixels per channel */
@@ -42,19 +43,6 @@ static int cifar_split_files(const char *split, const char *const **names)
         return 1;
     }
     return 0;
-}
-
-static mp_status cifar_check_dir(const char *dir)
-{
-    struct stat st;
-    if (!dir || stat(dir, &st) != 0) {
-        if (dir && errno != ENOENT && errno != ENOTDIR)
-            return mp_fail(MP_EDATA, "%s: %s", dir, strerror(errno));
-        return mp_fail(MP_EDATA, "%s: no such directory", dir ? dir : "(null)");
-    }
-    if (!S_ISDIR(st.st_mode))
-        return mp_fail(MP_EDATA, "%s: not a directory", dir);
-    return MP_OK;
 }
 
 /* Fills f->path = dir/name and f->records from the file's size, checking the size is valid. */
@@ -122,7 +110,7 @@ static mp_status cifar_load(mp_dataset *d, const char *dir, const char *split, i
     if (nfiles == 0)
         return mp_fail(MP_EUSAGE, "data split \"%s\": expected \"train\" or \"test\"",
                        split ? split : "(null)");
-    MP_TRY(cifar_check_dir(dir));
+    MP_TRY(mp_check_dir(dir));
 
     cifar_file files[MP_CIFAR_MAX_FILES];
     int64_t total = 0;

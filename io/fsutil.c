@@ -40,3 +40,16 @@ int mp_make_parents(const char *path, char *dir, size_t cap)
             return 0;
     }
 }
+
+mp_status mp_check_dir(const char *dir)
+{
+    struct stat st;
+    if (!dir || stat(dir, &st) != 0) {
+        if (dir && errno != ENOENT && errno != ENOTDIR)
+            return mp_fail(MP_EDATA, "%s: %s", dir, strerror(errno));
+        return mp_fail(MP_EDATA, "%s: no such directory", dir ? dir : "(null)");
+    }
+    if (!S_ISDIR(st.st_mode))
+        return mp_fail(MP_EDATA, "%s: not a directory", dir);
+    return MP_OK;
+}

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "engine/alloc.h"
+#include "io/fsutil.h"
 
 #define MP_IDX_IMAGES_MAGIC 0x00000803u
 #define MP_IDX_LABELS_MAGIC 0x00000801u
@@ -183,14 +184,7 @@ static mp_status idx_load(mp_dataset *d, idx_file *fi, idx_file *fl, const char 
                        split ? split : "(null)");
     if (num_classes < 1 || num_classes > 256)
         return mp_fail(MP_EUSAGE, "num_classes %d: expected 1..256 for IDX labels", num_classes);
-    struct stat st;
-    if (!dir || stat(dir, &st) != 0) {
-        if (dir && errno != ENOENT && errno != ENOTDIR)
-            return mp_fail(MP_EDATA, "%s: %s", dir, strerror(errno));
-        return mp_fail(MP_EDATA, "%s: no such directory", dir ? dir : "(null)");
-    }
-    if (!S_ISDIR(st.st_mode))
-        return mp_fail(MP_EDATA, "%s: not a directory", dir);
+    MP_TRY(mp_check_dir(dir));
 
     char name[64];
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);

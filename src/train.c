@@ -82,7 +82,6 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss
     MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
     x.data = (void *)xdata; /* the loader's slot: read-only here */
-    MP_TRY(mp_train_sync_buffers(t));
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));

@@ -64,8 +64,8 @@ typedef struct mp_trainer {
     int32_t *y;             /* (batch) labels */
     double mean[3], std[3]; /* per-channel normalisation */
     int64_t steps_per_epoch, total_steps;
-    mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, kept equal to
-                                            rank 0's (PyTorch DDP's broadcast_buffers) */
+    mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, made equal to
+                                            rank 0's before each evaluation */
     int nbufs;
     float *bufpack;         /* (sum of the buffers' sizes) broadcast staging */
     int64_t bufpack_len;
@@ -107,7 +107,9 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
 void mp_train_replan(mp_trainer *t);
 
 /* Makes every rank's persistent buffers (BatchNorm running statistics) equal to rank 0's;
- * collective. Called before every training forward and evaluation, as DDP does. */
+ * collective. Called before each evaluation: training reads only batch statistics, so this
+ * gives what PyTorch DDP's per-forward broadcast_buffers gives, without a collective per step,
+ * and rank 0's statistics are the ones a checkpoint stores. */
 mp_status mp_train_sync_buffers(mp_trainer *t);
 
 /* Evaluates the model on the test split, sharded over ranks; collective. */

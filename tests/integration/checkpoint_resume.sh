@@ -54,7 +54,7 @@ for level in O0 O2; do
   same_state full-$level term-$level
 done
 
-# cnn_bn at O2: BatchNorm running statistics (/buffers, kept equal to rank 0's as DDP does) and
+# cnn_bn at O2: BatchNorm running statistics (/buffers, rank 0's, which every rank evaluates with) and
 # dropout masks (from (seed, step)) continue bitwise too; stopped at step 20 of 32 (16 a epoch).
 CNN=(--set model.preset=cnn_bn --set data.train_limit=1024 --set data.batch_size=32
      --set train.epochs=2 --set train.max_steps=32 --set log.every=2)

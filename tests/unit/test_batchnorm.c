@@ -18,16 +18,6 @@
 
 static const mp_ops *ops;
 
-static double eps_of(mp_dtype dt)
-{
-    switch (dt) {
-    case MP_F16: return 0x1p-11;
-    case MP_BF16: return 0x1p-8;
-    case MP_F32: return 0x1p-24;
-    default: return 0x1p-53;
-    }
-}
-
 /* A tensor of dtype dt filled with U(lo, hi) (zeros when r is NULL). */
 static mp_tensor rand_t(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, double lo,
                         double hi)
@@ -329,7 +319,7 @@ static void test_dtypes_against_fp64(void **state)
         }
         run_bn(dt, xv, dyv, g, b, &got);
         /* FP32 arithmetic (sums of M terms of size <= 4) and one rounding to dt. */
-        double e = eps_of(dt), acc = 64 * 0x1p-24, sum = RUN_M * 8 * 0x1p-24;
+        double e = mp_test_eps(dt), acc = 64 * 0x1p-24, sum = RUN_M * 8 * 0x1p-24;
         assert_close(got.y, ref.y, RUN_M * RUN_C, acc, e);
         assert_close(got.dx, ref.dx, RUN_M * RUN_C, acc, e);
         assert_close(got.dg, ref.dg, RUN_C, sum, 4 * 0x1p-24);

@@ -54,16 +54,6 @@ static mp_conv_desc desc_of(const conv_case *cc)
     return d;
 }
 
-static double eps_of(mp_dtype dt)
-{
-    switch (dt) {
-    case MP_F16: return 0x1p-11;
-    case MP_BF16: return 0x1p-8;
-    case MP_F32: return 0x1p-24;
-    default: return 0x1p-53;
-    }
-}
-
 static mp_tensor t64(int ndim, const int64_t *shape, mp_rng *r)
 {
     mp_tensor t = mp_tensor_alloc(MP_F64, ndim, shape, MP_MEM_WORKSPACE);
@@ -267,7 +257,7 @@ static void check_dtype(const mp_tensor *t, const mp_tensor *ref, int64_t k)
     for (int64_t i = 0; i < n; i++)
         got[i] = mp_load(t->data, t->dtype, (size_t)i);
     /* FP32 accumulation over k terms of size <= 1, then one rounding to t's dtype. */
-    assert_close(got, (double *)ref->data, (size_t)n, (double)k * 4 * 0x1p-24, eps_of(t->dtype));
+    assert_close(got, (double *)ref->data, (size_t)n, (double)k * 4 * 0x1p-24, mp_test_eps(t->dtype));
     free(got);
 }
 

@@ -305,12 +305,20 @@ static void test_write_error_reported_once(void **state)
     free(text);
 }
 
+/* The file at `path` holds exactly `want`. */
+static void assert_file(const char *path, const char *want)
+{
+    char *text = slurp(path);
+    assert_string_equal(text, want);
+    free(text);
+}
+
 /* A resumed run keeps the records up to its checkpoint (and an eval after the last kept step),
  * drops the later ones, the summary and a torn last line, and appends. */
 static void test_resumed(void **state)
 {
     (void)state;
-    char path[1024], buf[4096];
+    char path[1024];
     snprintf(path, sizeof path, "%s/m.jsonl", mp_test_dir("metrics_resume"));
     const char *before = "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n"
                          "{\"type\":\"step\",\"step\":20,\"epoch\":0}\n"
@@ -323,34 +331,25 @@ static void test_resumed(void **state)
     mp_step_record r = {.step = 30, .epoch = 1, .loss = 0.5, .comm_hidden = -1.0};
     mp_metrics_step(m, &r);
     mp_metrics_close(m);
-    FILE *f = fopen(path, "r");
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    assert_int_equal(strncmp(buf, before, 107), 0); /* the first three lines, unchanged */
-    assert_non_null(strstr(buf, "{\"type\":\"eval\",\"epoch\":0,\"loss\":1}\n{\"type\":\"step\",\"step\":30,\"epoch\":1,\"loss\":0.5"));
-    assert_null(strstr(buf, "summary"));
+    char *text = slurp(path);
+    assert_int_equal(strncmp(text, before, 107), 0); /* the first three lines, unchanged */
+    assert_non_null(strstr(text, "{\"type\":\"eval\",\"epoch\":0,\"loss\":1}\n{\"type\":\"step\",\"step\":30,\"epoch\":1,\"loss\":0.5"));
+    assert_null(strstr(text, "summary"));
+    free(text);
     const char *torn = "{\"type\":\"step\",\"step\":10}\n{\"type\":\"st";
     mp_test_write_file(path, torn, strlen(torn), 0);
     assert_int_equal(mp_metrics_open_resumed(&m, path, 50, 3), MP_OK);
     mp_metrics_close(m);
-    f = fopen(path, "r");
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    assert_string_equal(buf, "{\"type\":\"step\",\"step\":10}\n");
+    assert_file(path, "{\"type\":\"step\",\"step\":10}\n");
     snprintf(path, sizeof path, "%s/new/m.jsonl", mp_test_dir("metrics_resume_new"));
     assert_int_equal(mp_metrics_open_resumed(&m, path, 5, 0), MP_OK); /* none yet: created */
     mp_metrics_close(m);
+    assert_file(path, "");
     /* Resumed at step 15 inside epoch 0: the eval of epoch 0 written after step 20 goes too. */
     mp_test_write_file(path, before, strlen(before), 0);
     assert_int_equal(mp_metrics_open_resumed(&m, path, 15, 0), MP_OK);
     mp_metrics_close(m);
-    f = fopen(path, "r");
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    assert_string_equal(buf, "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n");
+    assert_file(path, "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n");
 }
 
 int main(void)

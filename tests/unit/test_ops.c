@@ -12,16 +12,6 @@
 
 static const mp_ops *ops;
 
-static double eps_of(mp_dtype dt)
-{
-    switch (dt) {
-    case MP_F16: return 0x1p-11;
-    case MP_BF16: return 0x1p-8;
-    case MP_F32: return 0x1p-24;
-    default: return 0x1p-53;
-    }
-}
-
 /* A tensor of dtype dt with random values in [-1, 1), and its exact FP64 copy. */
 static void random_pair(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, mp_tensor *t,
                         mp_tensor *t64)
@@ -56,7 +46,7 @@ static void check_gemm(mp_dtype dt, bool ta, bool tb)
     as_f64(&c, got);
     /* FP32 accumulation over k terms of size <= 1, then one rounding to dt. */
     double atol = (double)k * 4 * 0x1p-24;
-    assert_close(got, (double *)c64.data, 35, atol, eps_of(dt));
+    assert_close(got, (double *)c64.data, 35, atol, mp_test_eps(dt));
     mp_tensor *all[] = {&a, &a64, &b, &b64, &c, &c64};
     for (int i = 0; i < 6; i++)
         mp_tensor_free(all[i]);
@@ -101,7 +91,7 @@ static void test_xent_all_dtypes(void **state)
         assert_int_equal(a.correct, b.correct);
         double got[24];
         as_f64(&g, got);
-        assert_close(got, (double *)g64.data, 24, 1e-6, eps_of(dts[d]));
+        assert_close(got, (double *)g64.data, 24, 1e-6, mp_test_eps(dts[d]));
         mp_tensor *all[] = {&z, &z64, &g, &g64};
         for (int i = 0; i < 4; i++)
             mp_tensor_free(all[i]);

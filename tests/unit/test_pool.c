@@ -17,16 +17,6 @@
 
 static const mp_ops *ops;
 
-static double eps_of(mp_dtype dt)
-{
-    switch (dt) {
-    case MP_F16: return 0x1p-11;
-    case MP_BF16: return 0x1p-8;
-    case MP_F32: return 0x1p-24;
-    default: return 0x1p-53;
-    }
-}
-
 static mp_pool_desc desc(int kh, int kw, int sh, int sw, int ph, int pw, bool max)
 {
     mp_pool_desc d;
@@ -177,7 +167,7 @@ static void test_against_naive(void **state)
             /* Max pooling forward is exact; average is one rounding of an exact sum. dx sums
              * up to 9 terms of size < 1 in FP32 (the reference divides each dy by the area
              * before summing in FP64), then rounds once to the dtype. */
-            double e = eps_of(dts[d]) + 1e-15;
+            double e = mp_test_eps(dts[d]) + 1e-15;
             if (cases[k].d.max)
                 assert_close(y, ry, (size_t)ny, 0, 0);
             else

@@ -24,6 +24,16 @@ void mp_assert_close_impl(const double *a, const double *ref, size_t n, double a
     }
 }
 
+double mp_test_eps(mp_dtype dt)
+{
+    switch (dt) {
+    case MP_F16: return 0x1p-11;
+    case MP_BF16: return 0x1p-8;
+    case MP_F32: return 0x1p-24;
+    default: return 0x1p-53;
+    }
+}
+
 const char *mp_test_dir(const char *name)
 {
     static char path[1024];

@@ -9,12 +9,18 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "engine/dtype.h"
+
 /* Fails the test unless |a[i] - ref[i]| <= atol + rtol * |ref[i]| for every i (NaN fails);
  * the message names the first bad index and both values. */
 void mp_assert_close_impl(const double *a, const double *ref, size_t n, double atol, double rtol,
                           const char *file, int line);
 #define assert_close(a, ref, n, atol, rtol) \
     mp_assert_close_impl((a), (ref), (n), (atol), (rtol), __FILE__, __LINE__)
+
+/* The unit roundoff of dt (2^-11 fp16, 2^-8 bf16, 2^-24 FP32, 2^-53 FP64): the base of the
+ * tolerances of tests that compare a dtype's results with FP64. */
+double mp_test_eps(mp_dtype dt);
 
 /* A fresh empty directory for this test: $MPDIST_TEST_TMP/<name>.<pid> (or under /tmp).
  * Returns a static buffer. */
