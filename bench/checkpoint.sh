@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Checkpoint write throughput beside the disk's own: trains the Fashion-MNIST MLP with big hidden
-# layers (~20M params, ~160 MB checkpoints) on 2 ranks saving every 3 steps, and after each run
-# times `dd if=/dev/zero bs=4M conv=fdatasync` of the same size in the same directory, one dd
-# per checkpoint write. Writes bench/results/checkpoint.txt (the table) and checkpoint.csv; the
+# layers (~20M params, ~160 MB checkpoints) on 2 ranks saving every 3 steps (checkpoint.keep=1),
+# and after each run times `dd if=/dev/zero bs=4M conv=fdatasync` of the same size in the same
+# directory, one dd per checkpoint write. The dd's keep files as the checkpoints do: each dd
+# writes a new file while the one before it is still there and only then removes it, so both
+# need the same new page-cache memory (on a VM, memory the guest has not used lately can make a
+# write several times slower; a dd that first deletes its old file reuses that file's pages). Writes bench/results/checkpoint.txt (the table) and checkpoint.csv; the
 # target is a median checkpoint/dd ratio >= 0.8 (prints "ok" or "below target"; exits 1 only
 # when it is < 0.5 or something failed). The first write of each run is warm-up, not counted.
 # Usage: bench/checkpoint.sh [--dir DIR] [--rounds N] [--hidden N] [--deflate LEVEL]
 #   --dir DIR      scratch parent on the file system to measure (default: mktemp -d in ${TMPDIR:-/tmp})
 #   --hidden N     MLP hidden width (default 4096: ~20M params, 160 MB; 2048: ~6M, 50 MB)
-#   --rounds N     training runs without compression, each followed by its dd's (default 2)
+#   --rounds N     training runs without compression, each followed by its dd's (default 3)
 #   --deflate L    one more run with checkpoint.deflate=L, reported apart (default 1; 0 = skip)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source launch/env.sh
 [ -x build/mpdist ] || bash launch/build.sh build >/dev/null
 parent=${TMPDIR:-/tmp} where="default, mktemp -d under \${TMPDIR:-/tmp}"
-rounds=2 hidden=4096 deflate=1 np=${MPDIST_BENCH_RANKS:-2}
+rounds=3 hidden=4096 deflate=1 np=${MPDIST_BENCH_RANKS:-2}
 while [ $# -gt 0 ]; do
   case $1 in
     --dir) parent=$2 where="--dir $2"; shift 2 ;;
@@ -48,16 +51,16 @@ measure() { # RUN DEFLATE EVERY
   while read -r step mb s; do
     w=$((w + 1))
     blocks=$(awk -v mb="$mb" 'BEGIN { b = int(mb * 1e6 / 4194304 + 0.5); print b < 1 ? 1 : b }')
-    rm -f "$dir/dd.bin"
     t0=$(now)
-    dd if=/dev/zero of="$dir/dd.bin" bs=4M count="$blocks" conv=fdatasync 2>/dev/null
+    dd if=/dev/zero of="$dir/dd.$w.bin" bs=4M count="$blocks" conv=fdatasync 2>/dev/null
     t1=$(now)
-    rm -f "$dir/dd.bin"
+    rm -f "$dir/dd.$((w - 1)).bin"
     awk -v run="$run" -v l="$level" -v w="$w" -v step="$((10#$step))" -v mb="$mb" -v s="$s" \
       -v bytes="$((blocks * 4194304))" -v t0="$t0" -v t1="$t1" 'BEGIN {
         dds = t1 - t0; ck = mb / s; dd = bytes / 1e6 / dds
         printf "%s,%s,%d,%d,%d,%.1f,%.3f,%.1f,%d,%.3f,%.1f,%.3f\n", run, l, w, step, w == 1, mb, s, ck, bytes, dds, dd, ck / dd }' >>"$csv"
   done < <(sed -n 's/^checkpoint: .*ckpt-\([0-9]*\)\.h5 (\([0-9.]*\) MB in \([0-9.]*\) s, .*/\1 \2 \3/p' "$log")
+  rm -f "$dir/dd.$w.bin"
   [ $w -gt 0 ] || { cat "$log" >&2; echo "bench: run $run printed no checkpoint line" >&2; exit 1; }
 }
 for r in $(seq 1 "$rounds"); do measure "$r" 0 3; done
@@ -66,8 +69,8 @@ if [ "$deflate" -gt 0 ]; then measure "$((rounds + 1))" "$deflate" 5; fi
 {
   echo "# mpdist checkpoint write vs dd conv=fdatasync, $stamp, host $(hostname), $np ranks, MLP hidden [$hidden, $hidden], O2, SGD momentum"
   echo "# scratch: $dir ($where); filesystem: $(df -T "$dir" | tail -1 | tr -s ' ')"
-  echo "# checkpoint size: $(awk -F, 'NR == 2 { print $6 " MB" }' "$csv") uncompressed; dd: same size rounded to 4 MiB blocks, timed with date around dd, fresh file each time"
-  echo "# ckpt_s: gather + HDF5 write + fsync + rename (+ pruning, keep=1), as mpdist prints it; * = warm-up (first write of a run), not counted"
+  echo "# checkpoint size: $(awk -F, 'NR == 2 { print $6 " MB" }' "$csv") uncompressed; dd: same size rounded to 4 MiB blocks, timed with date around dd, a new file each time, the one before removed after it (as keep=1)"
+  echo "# ckpt_s: gather + HDF5 write + fsync + rename + directory fsync (not the pruning after it), as mpdist prints it; * = warm-up (first write of a run), not counted"
   echo "#  write  step  size_MB  ckpt_s  ckpt_MB/s   dd_s  dd_MB/s  ratio"
   awk -F, 'NR > 1 {
       if ($1 != last) print ($2 == 0 ? "#  run " $1 ": no compression" : "#  run " $1 ": deflate=" $2 " (size_MB = compressed file; not in the median)")

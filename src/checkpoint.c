@@ -148,10 +148,7 @@ static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int6
         mp_h5w_abort(w);
         return st;
     }
-    MP_TRY(mp_h5w_commit(w));
-    if (mp_ckpt_prune(c->checkpoint.dir, (int)c->checkpoint.keep, at->step) != MP_OK)
-        fprintf(stderr, "mpdist: warning: %s\n", mp_error_message()); /* the new file is safe */
-    return MP_OK;
+    return mp_h5w_commit(w);
 }
 
 /* Row r of the generator table: what rank r's random streams continue from. */
@@ -161,6 +158,14 @@ static void rng_row(const mp_trainer *t, const mp_resume_point *at, int rank, in
     row[1] = at->step;
     row[2] = at->epoch;
     row[3] = at->position + rank;
+}
+
+void mp_checkpoint_prune(const mp_trainer *t, int64_t step)
+{
+    const mp_config *c = t->cfg;
+    if (t->comm->rank == 0 &&
+        mp_ckpt_prune(c->checkpoint.dir, (int)c->checkpoint.keep, step) != MP_OK)
+        fprintf(stderr, "mpdist: warning: %s\n", mp_error_message()); /* the new file is safe */
 }
 
 mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size)

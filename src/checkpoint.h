@@ -24,10 +24,14 @@
 #define MP_CKPT_FORMAT 1
 
 /* Saves the trainer's state after `at->step` steps into the checkpoint directory as
- * ckpt-<step>.h5 (rank 0 writes, through a temporary file; older files beyond checkpoint.keep
- * are removed), and writes its path to path[0..size) on rank 0. Collective (gathers every
- * rank's generator state). MP_ECKPT on rank 0 when the file cannot be written. */
+ * ckpt-<step>.h5 (rank 0 writes, through a temporary file), and writes its path to
+ * path[0..size) on rank 0. Collective (gathers every rank's generator state). MP_ECKPT on rank 0
+ * when the file cannot be written. */
 mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size);
+
+/* On rank 0, after a save at `step`: removes the oldest checkpoints beyond checkpoint.keep,
+ * never the one of `step`. A failure only warns on stderr (the new file is safe). */
+void mp_checkpoint_prune(const mp_trainer *t, int64_t step);
 
 /* Rank 0: loads a full checkpoint into the trainer (parameters and their half copies, buffers,
  * optimizer state, scaler, resume point). MP_ECKPT with the file and dataset named for a

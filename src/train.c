@@ -242,13 +242,15 @@ static int64_t epoch_batches(const mp_trainer *t, int64_t count)
     return n < 1 && count > 0 ? 1 : n;
 }
 
-/* Saves a checkpoint; rank 0 reports its size and write rate (the whole save: gather, write,
- * fsync, rename). */
+/* Saves a checkpoint, then prunes older ones; rank 0 reports its size and write rate (gather,
+ * write, fsync, rename and directory fsync: until the file is durable under its name; the
+ * pruning after it is not counted). */
 static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
 {
     double t0 = mp_now();
     MP_TRY(mp_checkpoint_save(t, at, r->checkpoint, sizeof r->checkpoint));
     double dt = mp_now() - t0;
+    mp_checkpoint_prune(t, at->step);
     struct stat sb;
     if (t->comm->rank == 0 && stat(r->checkpoint, &sb) == 0)
         mp_progress_line(&t->progress, "checkpoint: %s (%.1f MB in %.3f s, %.1f MB/s)",

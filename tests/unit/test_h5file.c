@@ -2,7 +2,8 @@
  * every dtype round-trip bit for bit, a flipped byte inside a dataset's chunk fails the read with
  * the dataset named (Fletcher32, with and without deflate), an aborted writer leaves the target
  * untouched, a truncated file and a newer format version are refused, the directory lists
- * newest first and prunes. */
+ * newest first and prunes. Arrays of many chunks, edge chunks included, are stored byte for byte
+ * as HDF5's own H5Dwrite stores them (the writer computes Fletcher32 itself). */
 #include "tests/util/test_util.h"
 
 #include <hdf5.h>
@@ -100,15 +101,15 @@ static void test_roundtrip(void **state)
     assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), 0);
 }
 
-/* Flips one byte inside the stored chunk of dataset `name`. */
-static void flip_chunk_byte(const char *p, const char *name, int64_t at)
+/* Flips one byte inside stored chunk `index` of dataset `name`. */
+static void flip_chunk_byte(const char *p, const char *name, hsize_t index, int64_t at)
 {
     hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT), s = H5Dget_space(d);
     haddr_t addr = 0;
     hsize_t size = 0, offset[3];
     unsigned mask = 0;
-    assert_true(H5Dget_chunk_info(d, s, 0, offset, &mask, &addr, &size) >= 0);
+    assert_true(H5Dget_chunk_info(d, s, index, offset, &mask, &addr, &size) >= 0);
     H5Sclose(s);
     H5Dclose(d);
     H5Fclose(f);
@@ -131,7 +132,7 @@ static void test_flipped_byte(void **state)
     fill(x, 105, 2);
     for (int deflate = 0; deflate <= 1; deflate++) {
         write_file(path, MP_F32, deflate, x);
-        flip_chunk_byte(path, "/params/a.weight", 17);
+        flip_chunk_byte(path, "/params/a.weight", 0, 17);
         mp_h5r *r;
         assert_int_equal(mp_h5r_open(&r, path), MP_OK);
         assert_int_equal(mp_h5r_array(r, "/params/a.weight", 3, s3, back, MP_F32), MP_ECKPT);
@@ -139,6 +140,110 @@ static void test_flipped_byte(void **state)
         mp_h5r_close(r);
         assert_int_equal(mp_checkpoint_inspect(path, stderr), MP_ECKPT);
     }
+}
+
+/* Raw stored chunk `i` of dataset d (H5Dread_chunk) into a new buffer; its size in *size. */
+static uint8_t *raw_chunk(hid_t d, hsize_t i, hsize_t *size)
+{
+    hid_t s = H5Dget_space(d);
+    haddr_t addr;
+    hsize_t offset[MP_H5_MAX_DIMS];
+    unsigned mask = 1;
+    assert_true(H5Dget_chunk_info(d, s, i, offset, &mask, &addr, size) >= 0);
+    H5Sclose(s);
+    uint8_t *b = malloc(*size);
+    assert_non_null(b);
+    assert_true(H5Dread_chunk(d, H5P_DEFAULT, offset, &mask, b) >= 0);
+    assert_int_equal(mask, 0);
+    return b;
+}
+
+/* Dataset `name` of `p` written again by HDF5 itself (H5Dwrite, same creation properties) has
+ * the same stored chunks, byte for byte; returns the number of chunks. */
+static hsize_t same_chunks_as_hdf5(const char *p, const char *ref, const char *name)
+{
+    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t type = H5Dget_type(d), space = H5Dget_space(d), dcpl = H5Dget_create_plist(d);
+    size_t bytes = (size_t)H5Sget_simple_extent_npoints(space) * H5Tget_size(type);
+    void *data = malloc(bytes);
+    assert_non_null(data);
+    assert_true(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    hid_t rf = H5Fcreate(ref, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t rd = H5Dcreate2(rf, "x", type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    assert_true(H5Dwrite(rd, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    hsize_t n = 0, rn = 0;
+    assert_true(H5Dget_num_chunks(d, space, &n) >= 0 && H5Dget_num_chunks(rd, space, &rn) >= 0);
+    assert_int_equal(n, rn);
+    for (hsize_t i = 0; i < n; i++) {
+        hsize_t size, rsize;
+        uint8_t *ours = raw_chunk(d, i, &size), *theirs = raw_chunk(rd, i, &rsize);
+        assert_int_equal(size, rsize);
+        assert_memory_equal(ours, theirs, size);
+        free(ours);
+        free(theirs);
+    }
+    free(data);
+    H5Dclose(rd);
+    H5Fclose(rf);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(d);
+    H5Fclose(f);
+    return n;
+}
+
+/* Shapes that split into chunks along the middle and last dimensions with edge chunks (the
+ * writer chunks up to 4 MiB by halving leading dimensions), at fp16, bf16 and FP32. */
+static void test_many_chunks(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("h5_chunks");
+    char ref[1100];
+    snprintf(path, sizeof path, "%s/chunks.h5", dir);
+    snprintf(ref, sizeof ref, "%s/ref.h5", dir);
+    const char *names[] = {"/a", "/b", "/c"};
+    int64_t shapes[3][3] = {{1, 5, 600000}, {2, 3000001, 1}, {5, 3, 100000}};
+    int ndims[] = {3, 2, 3};
+    mp_dtype dts[] = {MP_F16, MP_BF16, MP_F32};
+    hsize_t want_chunks[] = {2, 4, 2}; /* (1, 3, 600000), (1, 1500001), (3, 3, 100000) */
+    float *x = malloc(sizeof(float) * 6000002), *back = malloc(sizeof(float) * 6000002);
+    assert_true(x && back);
+    fill(x, 6000002, 5);
+    for (int deflate = 0; deflate <= 1; deflate++) {
+        mp_h5w *w;
+        assert_int_equal(mp_h5w_open(&w, path, deflate), MP_OK);
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(mp_h5w_array(w, names[k], dts[k], ndims[k], shapes[k], x, MP_F32),
+                             MP_OK);
+        assert_int_equal(mp_h5w_commit(w), MP_OK);
+        mp_h5r *r;
+        assert_int_equal(mp_h5r_open(&r, path), MP_OK);
+        for (int k = 0; k < 3; k++) {
+            int64_t n = shapes[k][0] * shapes[k][1] * (ndims[k] == 3 ? shapes[k][2] : 1);
+            uint16_t *half = (uint16_t *)back;
+            assert_int_equal(mp_h5r_array(r, names[k], ndims[k], shapes[k], back, dts[k]), MP_OK);
+            if (dts[k] == MP_F32) {
+                assert_memory_equal(back, x, (size_t)n * sizeof(float));
+            } else {
+                uint16_t *want = malloc((size_t)n * 2);
+                mp_convert(want, dts[k], x, MP_F32, (size_t)n);
+                assert_memory_equal(half, want, (size_t)n * 2);
+                free(want);
+            }
+            if (deflate == 0)
+                assert_int_equal(same_chunks_as_hdf5(path, ref, names[k]), want_chunks[k]);
+        }
+        mp_h5r_close(r);
+        flip_chunk_byte(path, "/b", 3, 1000); /* the last, edge chunk */
+        assert_int_equal(mp_h5r_open(&r, path), MP_OK);
+        assert_int_equal(mp_h5r_array(r, "/b", 2, shapes[1], back, MP_BF16), MP_ECKPT);
+        assert_non_null(strstr(mp_error_message(), "dataset /b is corrupt"));
+        mp_h5r_close(r);
+    }
+    free(x);
+    free(back);
+    assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), 0);
 }
 
 static void test_abort_and_truncation(void **state)
@@ -223,6 +328,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_flipped_byte),
+        cmocka_unit_test(test_many_chunks),
         cmocka_unit_test(test_abort_and_truncation),
         cmocka_unit_test(test_newer_format),
         cmocka_unit_test(test_directory),
