@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "comm/halfsum.h"
+#include "comm/launch_check.h"
 #include "comm/transport_mpi.h"
 
 const char *mp_mpi_error_string(int rc)
@@ -17,18 +18,6 @@ const char *mp_mpi_error_string(int rc)
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "MPI error %d", rc);
     return msg;
-}
-
-/* The launcher's idea of the local rank, or -1 when it says nothing. */
-static int launcher_local_rank(void)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return atoi(v);
-    }
-    return -1;
 }
 
 static mp_status gather_hosts(mp_comm *c)
@@ -78,18 +67,25 @@ mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base)
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
 {
     int inited = 0, provided = 0;
+    mp_launch_env env;
+    mp_launch_env_read(&env);
     MPI_CHECK(MPI_Initialized(&inited));
-    if (!inited)
+    if (!inited) {
+        MP_TRY(mp_launch_precheck(&env));
         MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    }
     MP_TRY(mp_comm_init_on(c, MPI_COMM_WORLD));
     c->owns_mpi = !inited;
     mp_identity_set(c->rank, c->host);
-    int want = launcher_local_rank();
-    if (want >= 0 && want != c->local_rank)
-        fprintf(stderr,
-                "mpdist: warning: [rank %d @ %s] the launcher says local rank %d, MPI's shared "
-                "memory split says %d (%d ranks on this host); using MPI's\n",
-                c->rank, c->host, want, c->local_rank, c->local_size);
+    char warning[256];
+    mp_status st = mp_launch_check(&env, c->size, c->rank, c->local_rank, warning, sizeof warning);
+    if (st != MP_OK) {
+        mp_comm_finalize(c);
+        return st;
+    }
+    if (warning[0])
+        fprintf(stderr, "mpdist: warning: [rank %d @ %s] %s (%d ranks on this host)\n", c->rank,
+                c->host, warning, c->local_size);
     return MP_OK;
 }
 

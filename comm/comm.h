@@ -50,9 +50,9 @@ typedef struct mp_comm {
 } mp_comm;
 
 /* Initialises MPI with thread support (if not yet), duplicates MPI_COMM_WORLD with
- * MPI_ERRORS_RETURN, fills ranks and host names (local rank cross-checked with
- * OMPI_COMM_WORLD_LOCAL_RANK / SLURM_LOCALID, a warning on stderr when they disagree), sets the
- * identity check messages print and starts the transport. */
+ * MPI_ERRORS_RETURN, fills ranks and host names, sets the identity check messages print and
+ * starts the transport. Ranks are cross-checked with the launcher (comm/launch_check.h): a
+ * mismatch is MP_EUSAGE (MPI finalised again), a differing local rank a warning on stderr. */
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv);
 
 /* A communicator over `base` (a sub-communicator of an initialised MPI, e.g. MPI_COMM_SELF for a

@@ -188,6 +188,14 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
         cJSON_AddNumberToObject(o, "steps", (double)r->steps);
         cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
         cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->peak_mem_bytes);
+        cJSON *time = cJSON_AddObjectToObject(o, "time_s");
+        if (time) {
+            cJSON_AddNumberToObject(time, "steps", r->step_s);
+            cJSON_AddNumberToObject(time, "compute",
+                                    r->step_s - r->input_wait_s - r->comm_exposed_s);
+            cJSON_AddNumberToObject(time, "comm_exposed", r->comm_exposed_s);
+            cJSON_AddNumberToObject(time, "input_wait", r->input_wait_s);
+        }
         cJSON *amp = cJSON_AddObjectToObject(o, "amp");
         if (amp) {
             add_str(amp, "weights", r->amp_weights);

@@ -31,6 +31,8 @@ typedef struct mp_summary_record {
     int world_size;
     const char *opt_level, *half, *backend, *model;
     double wall_s, images_per_s, accuracy, final_loss, loss_scale;
+    double step_s, input_wait_s, comm_exposed_s; /* written as "time_s": {steps, compute,
+                                                    comm_exposed, input_wait} */
     int64_t steps, skipped_steps, peak_mem_bytes;
     int64_t mem_bytes[8];      /* peak bytes by category, mem_names[i] naming each */
     const char *mem_names[8];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/launch_check.h"
 #include "io/ckpt_dir.h"
 #include "src/bench_comm.h"
 #include "src/checkpoint.h"
@@ -31,13 +32,9 @@ static int report(mp_status st)
 /* The rank the launcher gave this process (0 without a launcher), before MPI starts. */
 static int launcher_rank(void)
 {
-    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) != 0)
-            return atoi(v);
-    }
-    return 0;
+    mp_launch_env e;
+    mp_launch_env_read(&e);
+    return e.rank > 0 ? e.rank : 0;
 }
 
 /* Before MPI starts every rank sees the same command line: only the launcher's rank 0 (or a
@@ -206,8 +203,8 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_comm comm;
     mp_status st = mp_comm_init(&comm, argc, argv);
-    if (st != MP_OK)
-        return report(st);
+    if (st != MP_OK) /* a launch error is the same on every process: said once */
+        return st == MP_EUSAGE ? report_once(st) : report(st);
     if (cli->cmd == MP_CMD_TRAIN)
         mp_signals_install();
     mp_config cfg;
@@ -254,7 +251,7 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     mp_comm comm;
     st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
-        return report(st);
+        return st == MP_EUSAGE ? report_once(st) : report(st);
     int rc = 0;
     st = mp_bench_comm_run(&comm, &o, stdout);
     if (st != MP_OK)

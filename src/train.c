@@ -74,12 +74,15 @@ static mp_status apply_gradients(mp_trainer *t, double lr, bool *skipped)
     return MP_OK;
 }
 
-static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss, bool *skipped)
+static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_result *r,
+                            double *loss, bool *skipped)
 {
     const void *xdata;
     const int32_t *labels;
     int64_t n;
+    double t0 = mp_now();
     MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
+    r->input_wait_s += mp_now() - t0;
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
     x.data = (void *)xdata; /* the loader's slot: read-only here */
     const mp_tensor *logits;
@@ -94,9 +97,11 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, double *loss
     MP_TRY(mp_grad_sync_finish(&t->sync));
     w->comm_ms += t->sync.comm_ms;
     w->exposed_ms += t->sync.exposed_ms;
+    r->comm_exposed_s += 1e-3 * t->sync.exposed_ms;
     if (t->after_reduce)
         t->after_reduce(t, t->model.step, t->hook_arg);
     MP_TRY(apply_gradients(t, lr, skipped));
+    r->step_s += mp_now() - t0;
     w->steps++;
     w->images += n * t->comm->size;
     *loss = res.loss;
@@ -215,6 +220,9 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .final_loss = r->final_loss,
         .loss_scale = r->loss_scale,
         .steps = r->steps,
+        .step_s = r->step_s,
+        .input_wait_s = r->input_wait_s,
+        .comm_exposed_s = r->comm_exposed_s,
         .skipped_steps = r->skipped_steps,
         .peak_mem_bytes = mp_mem_peak_total(),
         .amp_weights = mp_dtype_name(t->amp.weights),
@@ -303,7 +311,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
             bool skipped;
             t->model.step = step;
             t->comm->step = step;
-            MP_TRY(train_step(t, lr, &w, &loss, &skipped));
+            MP_TRY(train_step(t, lr, &w, r, &loss, &skipped));
             images += w.images - before;
             step++;
             if (step % c->log.every == 0 || step == t->total_steps)

@@ -28,6 +28,10 @@ typedef struct mp_train_result {
     double final_loss;      /* global mean loss of the last step */
     double test_loss, accuracy; /* last evaluation on the test split */
     double wall_s, images_per_s;
+    /* Rank 0's time in training steps (evaluation and checkpoints left out), and its parts
+     * spent waiting for the loader and for gradient all-reduces that backward did not hide;
+     * the rest is compute. This invocation only. */
+    double step_s, input_wait_s, comm_exposed_s;
     int64_t skipped_steps;
     double loss_scale;      /* at the end */
     bool stopped;           /* by a signal or train.step_budget, before the end */

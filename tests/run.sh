@@ -4,7 +4,7 @@
 # Long runs are labelled `slow` and left to bench/; MPDIST_TEST_SLOW=1 includes them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash launch/deps.sh python3-h5py   # h5py: the tests read a checkpoint as the README shows
+bash launch/deps.sh python3-h5py slurm-wlm munge gnuplot-nox  # h5py: the tests read a checkpoint as the README shows; a one-node Slurm; plots
 source launch/env.sh
 exclude=slow
 [ "${MPDIST_TEST_SLOW:-0}" = 1 ] && exclude='^$'

@@ -102,6 +102,7 @@ static void test_records(void **state)
     mp_metrics_eval(m, &ev);
     mp_summary_record su = {.world_size = 4, .opt_level = "O2", .half = "bf16",
                             .backend = "cpu", .model = "cnn_bn", .wall_s = 12.75,
+                            .step_s = 10.5, .comm_exposed_s = 1.25, .input_wait_s = 0.75,
                             .images_per_s = 9876.5, .accuracy = 0.9, .final_loss = 0.25,
                             .loss_scale = 32768, .steps = 5000, .skipped_steps = 3,
                             .peak_mem_bytes = 123456789012LL, .n_mem = 2,
@@ -139,7 +140,11 @@ static void test_records(void **state)
 
     const cJSON *s = rec[3];
     check_type_first(s, "summary");
-    assert_int_equal(count_keys(s), 16); /* ... "amp" (the opt-level table) and "mem_bytes" */
+    assert_int_equal(count_keys(s), 17); /* ... "time_s", "amp" (opt-level table), "mem_bytes" */
+    const cJSON *time = cJSON_GetObjectItemCaseSensitive(s, "time_s");
+    assert_int_equal(count_keys(time), 4);
+    assert_true(num(time, "steps") == 10.5 && num(time, "comm_exposed") == 1.25);
+    assert_true(num(time, "input_wait") == 0.75 && num(time, "compute") == 8.5);
     const cJSON *amp = cJSON_GetObjectItemCaseSensitive(s, "amp");
     assert_true(cJSON_IsObject(amp));
     assert_int_equal(count_keys(amp), 7);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A scaling study: trains CONFIG at each rank count and opt level, collects the summary records
+# into one CSV, prints a Markdown table, draws PNG plots with gnuplot (throughput vs ranks with
+# the ideal line, efficiency vs ranks, and the per-step time split into compute, exposed
+# communication and input wait), and runs the alpha-beta scaling model (cluster/scaling_model.py)
+# on the measured single-rank step times.
+# Usage: cluster/scaling.sh CONFIG [options] [-- mpdist arguments]
+#   --ranks "1 2 4"   rank counts (default "1 2 4")
+#   --opt "O0 O2"     opt levels (default "O0 O2")
+#   --mode weak|strong  weak: --batch is per rank; strong: --batch is the global batch, split
+#                     over the ranks (default weak)
+#   --batch N         (default 64)
+#   --steps N         training steps per run (default 200)
+#   --out DIR         results (default bench/results/scaling): scaling.csv, scaling.md, *.png,
+#                     model.md, runs/ (metrics and logs)
+#   --submit          run each combination as a Slurm job (cluster/slurm/mpdist-1node.sbatch,
+#                     --ntasks=N; add sbatch options with SBATCH_* variables or site.env) and
+#                     wait for them; default: launch/mpdist-run here
+#   --link-gbs B --link-us L   the model's link bandwidth (GB/s) and latency (us) for its
+#                     predictions at 8, 64 and 512 ranks (default 25 and 5: 200 Gb/s InfiniBand)
+set -euo pipefail
+home=$(cd "$(dirname "$0")/.." && pwd)
+usage() { sed -n '9,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || usage
+config=$1
+shift
+ranks="1 2 4" opts="O0 O2" mode=weak batch=64 steps=200 out=$home/bench/results/scaling submit=0
+link_gbs=25 link_us=5
+extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ranks) ranks=$2; shift 2 ;;
+    --opt) opts=$2; shift 2 ;;
+    --mode) mode=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --submit) submit=1; shift ;;
+    --link-gbs) link_gbs=$2; shift 2 ;;
+    --link-us) link_us=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) usage ;;
+  esac
+done
+die() { echo "scaling: $*" >&2; exit 2; }
+[ -f "$config" ] || die "$config: no such config"
+[[ $mode = weak || $mode = strong ]] || die "--mode must be weak or strong"
+for n in $ranks; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$n' is not a rank count"
+  [ "$mode" = weak ] || [ $((batch % n)) = 0 ] || die "strong scaling: --batch $batch is not divisible by $n ranks"
+done
+command -v gnuplot >/dev/null || die "gnuplot not found (launch/deps.sh gnuplot-nox)"
+mkdir -p "$out/runs"
+out=$(cd "$out" && pwd)
+
+# One run per opt level and rank count: metrics in runs/OPT-N.jsonl, output in runs/OPT-N.log.
+jobs=()
+for o in $opts; do
+  for n in $ranks; do
+    rm -f "$out/runs/$o-$n.jsonl"
+    b=$batch
+    [ "$mode" = strong ] && b=$((batch / n))
+    args=("$config" --set "amp.opt_level=$o" --set "data.batch_size=$b" --set "train.max_steps=$steps"
+          --set log.progress=plain --set "log.metrics=\"$out/runs/$o-$n.jsonl\"")
+    if [ "$submit" = 1 ]; then
+      jobs+=("$(MPDIST_RUN_DIR=$out/runs/$o-$n.slurm sbatch --parsable --ntasks="$n" --nodes=1 \
+        --ntasks-per-node="$n" -o "$out/runs/$o-$n.log" "$home/cluster/slurm/mpdist-1node.sbatch" \
+        "${args[@]}" "${extra[@]}")")
+      echo "scaling: submitted $o on $n rank(s): job ${jobs[-1]}"
+    else
+      echo "scaling: $o on $n rank(s)"
+      "$home/launch/mpdist-run" -n "$n" "${args[@]}" "${extra[@]}" >"$out/runs/$o-$n.log" 2>&1 ||
+        { tail -5 "$out/runs/$o-$n.log" >&2; die "run $o on $n rank(s) failed (log: $out/runs/$o-$n.log)"; }
+    fi
+  done
+done
+for j in "${jobs[@]}"; do
+  while [ -n "$(squeue -h -j "$j" -o %T 2>/dev/null)" ]; do sleep 2; done
+done
+
+python3 "$home/cluster/scaling_model.py" --runs "$out/runs" --opts "$opts" --ranks "$ranks" \
+  --mode "$mode" --link-gbs "$link_gbs" --link-us "$link_us" --out "$out" --config "$config"
+
+gp() { gnuplot -e "set terminal pngcairo size 800,500 font ',10'; set datafile separator ','; set key left top; set grid; $1"; }
+plots_t="" plots_e="" i=0
+for o in $opts; do
+  i=$((i + 1))
+  sel="(stringcolumn(2) eq '$o' ? \$3 : 1/0)"
+  plots_t+="'$out/scaling.csv' using $sel:(stringcolumn(2) eq '$o' ? \$8 : 1/0) with linespoints lw 2 title '$o', "
+  plots_t+="'$out/scaling.csv' using $sel:(stringcolumn(2) eq '$o' ? \$16 : 1/0) with lines dt 2 title '$o ideal', "
+  plots_e+="'$out/scaling.csv' using $sel:(stringcolumn(2) eq '$o' ? \$10 : 1/0) with linespoints lw 2 title '$o', "
+done
+gp "set output '$out/throughput.png'; set title 'Throughput, $mode scaling ($(basename "$config"))'; set xlabel 'ranks'; set ylabel 'images/s'; set logscale x 2; plot ${plots_t%, }"
+gp "set output '$out/efficiency.png'; set title 'Scaling efficiency, $mode scaling'; set xlabel 'ranks'; set ylabel 'efficiency'; set logscale x 2; set yrange [0:1.1]; plot ${plots_e%, }, 1 with lines dt 2 lc 'gray' title 'ideal'"
+gp "set output '$out/time_split.png'; set title 'Time per step'; set ylabel 'ms per step'; set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.7; set xtics rotate by -30; plot '$out/scaling.csv' using 11:xtic(stringcolumn(2).' x'.stringcolumn(3)) title 'compute', '' using 12 title 'exposed comm', '' using 13 title 'input wait'"
+cat "$out/scaling.md"
+echo
+cat "$out/model.md"
+echo "scaling: $out/scaling.csv, scaling.md, model.md, throughput.png, efficiency.png, time_split.png"

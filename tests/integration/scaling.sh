@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# labels: integration nosan
+# cluster/scaling.sh over 1, 2 and 4 ranks at O0 and O2 (weak scaling, 40 steps each): one CSV
+# row per run with the time split adding up, the Markdown table, the model's predictions at 8,
+# 64 and 512 ranks, and three non-empty PNG plots.
+source "$(dirname "$0")/common.bash"
+cd "$SRC"
+export MPDIST_BIN=$MPDIST
+out=$TMP/study
+bash cluster/scaling.sh configs/fashion-mnist-mlp.cfg --ranks "1 2 4" --opt "O0 O2" --steps 40 \
+  --out "$out" -- --set data.train_limit=4096 --set data.test_limit=500 >"$TMP/log" 2>&1 ||
+  { cat "$TMP/log"; echo "FAIL: scaling.sh failed"; exit 1; }
+python3 - "$out/scaling.csv" <<'P' || failures=$((failures + 1))
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r["opt_level"], int(r["ranks"])) for r in rows] == \
+    [(o, n) for o in ("O0", "O2") for n in (1, 2, 4)], rows
+for r in rows:
+    step_ms = 1e3 * float(r["step_s"]) / int(r["steps"])
+    parts = float(r["compute_ms"]) + float(r["comm_exposed_ms"]) + float(r["input_wait_ms"])
+    assert abs(parts - step_ms) < 1e-3 * step_ms + 0.01, (r, parts, step_ms)
+    assert int(r["global_batch"]) == 64 * int(r["ranks"]) and int(r["steps"]) == 40, r
+    assert float(r["images_per_s"]) > 0 and 0 < float(r["efficiency"]) <= 1.5, r
+    assert (float(r["comm_exposed_ms"]) > 0) == (int(r["ranks"]) > 1), r
+print("ok: scaling.csv has 6 rows, time splits add up, comm only on several ranks")
+P
+for f in throughput efficiency time_split; do
+  if [ "$(head -c 4 "$out/$f.png" | od -An -c | tr -d ' ')" = '211PNG' ] && [ "$(stat -c %s "$out/$f.png")" -gt 5000 ]; then
+    echo "ok: $f.png"
+  else
+    echo "FAIL: $f.png missing or not a PNG"; failures=$((failures + 1))
+  fi
+done
+grep -q '^| O2 | 4 | 64 |' "$out/scaling.md" && grep -q '^| O2 | 4 | 64 |' "$TMP/log" &&
+  echo "ok: the table" || { echo "FAIL: table"; failures=$((failures + 1)); }
+[ "$(grep -c '25 GB/s, 5 us | \(8\|64\|512\) |' "$out/model.md")" = 6 ] &&
+  echo "ok: model predictions at 8, 64, 512 ranks" || { echo "FAIL: model"; cat "$out/model.md"; failures=$((failures + 1)); }
+finish
