@@ -20,7 +20,7 @@
 #                     predictions at 8, 64 and 512 ranks (default 25 and 5: 200 Gb/s InfiniBand)
 set -euo pipefail
 home=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '9,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '/^# Usage:/,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 config=$1
 shift

@@ -124,12 +124,6 @@ mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const cha
     return run_blocking(c, &coll, what);
 }
 
-mp_status mp_comm_allgather(mp_comm *c, void *buf, size_t bytes, const char *what)
-{
-    mp_coll coll = {.kind = MP_COLL_ALLGATHER, .buf = buf, .count = bytes};
-    return run_blocking(c, &coll, what);
-}
-
 mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter)
 {
     *reporter = local != MP_OK ? c->rank : -1;

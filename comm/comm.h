@@ -80,10 +80,6 @@ mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_red
                             const char *what);
 mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what);
 
-/* In place: rank r's `bytes` at buf + r * bytes are gathered into every rank's buf (size *
- * bytes in all). Blocking. */
-mp_status mp_comm_allgather(mp_comm *c, void *buf, size_t bytes, const char *what);
-
 /* Every rank passes its local status; all return the same agreed status (the largest code of
  * any failed rank, MP_OK when all succeeded) and *reporter is the lowest rank that failed with
  * that code (-1 if none), the one that should print its message. If the agreement itself

@@ -16,13 +16,13 @@
 
 typedef enum mp_redop { MP_REDOP_SUM, MP_REDOP_MAX } mp_redop;
 
-typedef enum mp_coll_kind { MP_COLL_ALLREDUCE, MP_COLL_BCAST, MP_COLL_ALLGATHER } mp_coll_kind;
+typedef enum mp_coll_kind { MP_COLL_ALLREDUCE, MP_COLL_BCAST } mp_coll_kind;
 
 /* One collective as it is queued. */
 typedef struct mp_coll {
     mp_coll_kind kind;
     void *buf;       /* in place; the transport's memory */
-    size_t count;    /* elements of dtype (allreduce), bytes (bcast), bytes per rank (allgather) */
+    size_t count;    /* elements of dtype (allreduce), bytes (bcast) */
     mp_dtype dtype;  /* allreduce */
     mp_redop op;     /* allreduce */
     int root;        /* bcast */

@@ -67,20 +67,9 @@ static mp_status run_bcast(const mp_comm *c, const mp_coll *op)
     return MP_OK;
 }
 
-static mp_status run_allgather(const mp_comm *c, const mp_coll *op)
-{
-    if (op->count > (size_t)INT_MAX)
-        return mp_fail(MP_EINTERNAL, "%s: %zu bytes per rank is too many", op->what, op->count);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, (int)op->count,
-                            MPI_BYTE, c->world));
-    return MP_OK;
-}
-
 static mp_status run(const mp_comm *c, const mp_coll *op)
 {
-    mp_status st = op->kind == MP_COLL_BCAST       ? run_bcast(c, op)
-                   : op->kind == MP_COLL_ALLGATHER ? run_allgather(c, op)
-                                                   : run_allreduce(c, op);
+    mp_status st = op->kind == MP_COLL_BCAST ? run_bcast(c, op) : run_allreduce(c, op);
     if (st != MP_OK)
         return mp_fail(st, "%s failed: %s", op->what, mp_error_message());
     return MP_OK;

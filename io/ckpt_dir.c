@@ -1,6 +1,8 @@
 /* Listing and pruning the checkpoint directory; see ckpt_dir.h. */
 #include "io/ckpt_dir.h"
 
+#include "engine/alloc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -35,8 +37,12 @@ static int newest_first(const void *a, const void *b)
 int mp_ckpt_list(const char *dir, int64_t *steps, int max)
 {
     DIR *d = opendir(dir);
-    if (!d)
+    if (!d && errno == ENOENT)
         return 0;
+    if (!d) {
+        mp_fail(MP_ECKPT, "%s: cannot read the checkpoint directory (%s)", dir, strerror(errno));
+        return -1;
+    }
     int64_t *all = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
@@ -46,8 +52,12 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max)
             continue;
         if (n == cap) {
             int64_t *p = realloc(all, (cap = cap ? 2 * cap : 64) * sizeof *all);
-            if (!p)
-                break;
+            if (!p) {
+                closedir(d);
+                free(all);
+                mp_fail(MP_ECKPT, "%s: out of memory listing checkpoints", dir);
+                return -1;
+            }
             all = p;
         }
         all[n++] = step;
@@ -63,11 +73,9 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max)
 
 mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest)
 {
-    int64_t *steps = malloc(MP_CKPT_MAX_FILES * sizeof *steps);
-    if (!steps)
-        return mp_fail(MP_ECKPT, "%s: out of memory listing checkpoints", dir);
+    int64_t *steps = mp_alloc(MP_CKPT_MAX_FILES * sizeof *steps, MP_MEM_WORKSPACE);
     int n = mp_ckpt_list(dir, steps, MP_CKPT_MAX_FILES);
-    mp_status st = MP_OK;
+    mp_status st = n < 0 ? MP_ECKPT : MP_OK;
     for (int i = 0, kept = 1; i < n; i++) {
         if (steps[i] == latest || kept++ < keep)
             continue;
@@ -77,6 +85,6 @@ mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest)
             st = mp_fail(MP_ECKPT, "%s: cannot remove an old checkpoint (%s)", path,
                          strerror(errno));
     }
-    free(steps);
+    mp_free(steps);
     return st;
 }

@@ -14,7 +14,8 @@
 void mp_ckpt_path(const char *dir, int64_t step, char *out, size_t size);
 
 /* The steps of the `max` newest checkpoint files in `dir` (all are read), newest first, into
- * steps[0..max); returns how many were written, 0 for a missing or empty directory. */
+ * steps[0..max); returns how many were written, 0 for a missing or empty directory, -1 (with
+ * an MP_ECKPT message) when the directory cannot be read. */
 int mp_ckpt_list(const char *dir, int64_t *steps, int max);
 
 /* Removes checkpoint files of `dir` so that the one of step `latest` (just written) and the

@@ -148,12 +148,10 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
         grab();
     H5Pclose(fapl);
     if (w->file < 0) {
-        const char *why = h5_message();
+        mp_status st = mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (%s: %s)",
+                               w->tmp, h5_message(), strerror(err));
         free(w);
-        char tmp[1060];
-        mp_h5_temp_path(path, tmp, sizeof tmp);
-        return mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (%s: %s)", tmp, why,
-                       strerror(err));
+        return st;
     }
     w->lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(w->lcpl, 1);

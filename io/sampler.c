@@ -32,6 +32,12 @@ int mp_sampler_init(mp_sampler *s, int64_t n, int world, int rank, uint64_t seed
 
 void mp_sampler_set_epoch(mp_sampler *s, int64_t epoch) { mp_sampler_set_epoch_at(s, epoch, 0); }
 
+int64_t mp_sampler_share(const mp_sampler *s, int64_t start)
+{
+    int64_t rest = s->n - start > 0 ? s->n - start : 0, w = s->world;
+    return s->drop_last ? rest / w : (rest + w - 1) / w;
+}
+
 void mp_sampler_set_epoch_at(mp_sampler *s, int64_t epoch, int64_t start)
 {
     int64_t n = s->n;
@@ -47,8 +53,8 @@ void mp_sampler_set_epoch_at(mp_sampler *s, int64_t epoch, int64_t start)
             s->perm[j] = t;
         }
     }
-    int64_t rest = n - start > 0 ? n - start : 0, w = s->world;
-    s->count = s->drop_last ? rest / w : (rest + w - 1) / w;
+    int64_t w = s->world;
+    s->count = mp_sampler_share(s, start);
     for (int64_t k = 0; k < s->count; k++)
         s->local[k] = s->perm[(start + s->rank + k * w) % n];
 }

@@ -37,6 +37,10 @@ void mp_sampler_set_epoch(mp_sampler *s, int64_t epoch);
  * sets s->count (0 <= start <= n). start = 0 is mp_sampler_set_epoch. */
 void mp_sampler_set_epoch_at(mp_sampler *s, int64_t epoch, int64_t start);
 
+/* How many samples of an epoch started at position `start` this rank takes (what
+ * mp_sampler_set_epoch_at sets s->count to); no permutation is made. */
+int64_t mp_sampler_share(const mp_sampler *s, int64_t start);
+
 /* Frees the sampler's arrays. */
 void mp_sampler_free(mp_sampler *s);
 

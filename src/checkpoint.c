@@ -170,15 +170,13 @@ void mp_checkpoint_prune(const mp_trainer *t, int64_t step)
 
 mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size)
 {
-    int world = t->comm->size, rank = t->comm->rank;
+    if (t->comm->rank != 0)
+        return MP_OK;
+    int world = t->comm->size;
     int64_t *table = mp_alloc((size_t)world * RNG_COLS * sizeof(int64_t), MP_MEM_WORKSPACE);
-    rng_row(t, at, rank, table + (size_t)rank * RNG_COLS);
-    mp_status st = MP_OK;
-    if (world > 1)
-        st = mp_comm_allgather(t->comm, table, RNG_COLS * sizeof(int64_t),
-                               "gather of the generator states for a checkpoint");
-    if (st == MP_OK && rank == 0)
-        st = write_file(t, at, table, path, size);
+    for (int r = 0; r < world; r++)
+        rng_row(t, at, r, table + (size_t)r * RNG_COLS);
+    mp_status st = write_file(t, at, table, path, size);
     mp_free(table);
     return st;
 }
@@ -243,9 +241,7 @@ static mp_status read_weights(mp_h5r *r, mp_model *m)
     return MP_OK;
 }
 
-/* Opens a checkpoint and checks its format version; *kind is "full" or "export" (freed by
- * the caller). */
-static mp_status open_checked(const char *path, mp_h5r **r, char **kind)
+mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
 {
     MP_TRY(mp_h5r_open(r, path));
     int64_t version = 0;
@@ -256,7 +252,7 @@ static mp_status open_checked(const char *path, mp_h5r **r, char **kind)
     if (st == MP_OK && version < 1)
         st = mp_fail(MP_ECKPT, "%s: invalid checkpoint format version %lld", path,
                      (long long)version);
-    if (st == MP_OK)
+    if (st == MP_OK && kind)
         st = mp_h5r_attr_string(*r, "/meta", "kind", kind);
     if (st != MP_OK) {
         mp_h5r_close(*r);
@@ -269,7 +265,7 @@ mp_status mp_checkpoint_load_weights(mp_model *m, const char *path)
 {
     mp_h5r *r;
     char *kind = NULL;
-    MP_TRY(open_checked(path, &r, &kind));
+    MP_TRY(mp_checkpoint_open(path, &r, &kind));
     free(kind);
     mp_status st = read_weights(r, m);
     mp_h5r_close(r);
@@ -340,17 +336,26 @@ static mp_status read_state(mp_h5r *r, mp_trainer *t)
         return mp_fail(MP_ECKPT, "%s: /meta and /data hold an impossible position (step %lld, "
                        "epoch %lld, position %lld, world size %lld)", path, (long long)at->step,
                        (long long)at->epoch, (long long)at->position, (long long)at->world_size);
-    mp_free(t->rng_table);
-    int64_t shape[2] = {at->world_size, RNG_COLS};
-    t->rng_table = mp_alloc((size_t)at->world_size * RNG_COLS * sizeof(int64_t), MP_MEM_DATA);
-    return mp_h5r_array(r, "/rng/state", 2, shape, t->rng_table, MP_H5_I64);
+    int64_t shape[2] = {at->world_size, RNG_COLS}, want[RNG_COLS];
+    int64_t *table = mp_alloc((size_t)at->world_size * RNG_COLS * sizeof(int64_t),
+                              MP_MEM_WORKSPACE);
+    mp_status st = mp_h5r_array(r, "/rng/state", 2, shape, table, MP_H5_I64);
+    for (int64_t k = 0; k < at->world_size && st == MP_OK; k++) {
+        rng_row(t, at, (int)k, want);
+        if (memcmp(want, table + k * RNG_COLS, sizeof want) != 0)
+            st = mp_fail(MP_ECKPT, "%s: rank %lld's generator state in /rng/state does not "
+                         "match the resume point in /meta and /data (a damaged checkpoint)",
+                         path, (long long)k);
+    }
+    mp_free(table);
+    return st;
 }
 
 mp_status mp_checkpoint_load(mp_trainer *t, const char *path)
 {
     mp_h5r *r;
     char *kind = NULL;
-    MP_TRY(open_checked(path, &r, &kind));
+    MP_TRY(mp_checkpoint_open(path, &r, &kind));
     mp_status st = MP_OK;
     if (strcmp(kind, "full") != 0)
         st = mp_fail(MP_ECKPT, "%s: an exported weights file (kind %s), not a training "
@@ -374,6 +379,8 @@ mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size)
         return mp_fail(MP_EUSAGE, "%s: resume \"auto\" needs checkpoint.dir", t->cfg->path);
     int64_t steps[64];
     int n = mp_ckpt_list(dir, steps, 64);
+    if (n < 0)
+        return MP_ECKPT;
     char first[512] = "";
     for (int i = 0; i < n; i++) {
         mp_ckpt_path(dir, steps[i], path, size);
@@ -409,35 +416,22 @@ static mp_status bcast_tensor(mp_trainer *t, mp_tensor *x, const char *what)
 mp_status mp_checkpoint_share(mp_trainer *t)
 {
     MP_TRY(mp_train_sync(t));
-    if (t->comm->size == 1) {
-        mp_train_replan(t);
-        return MP_OK;
+    if (t->comm->size > 1) {
+        shared_header h = {t->start, t->scaler, t->opt.steps};
+        MP_TRY(mp_comm_bcast(t->comm, &h, sizeof h, 0, "broadcast of the resume point"));
+        t->start = h.start;
+        t->scaler = h.scaler;
+        t->opt.steps = h.opt_steps;
     }
-    for (int j = 0; j < t->nbufs; j++)
-        MP_TRY(bcast_tensor(t, &t->bufs[j].t, "broadcast of the checkpoint's buffers"));
+    if (t->start.world_size == 0)
+        return MP_OK; /* a fresh start: the initial parameters are all there is */
+    mp_train_replan(t);
+    if (t->comm->size == 1)
+        return MP_OK;
+    MP_TRY(mp_train_sync_buffers(t));
     for (int k = 0; k < MP_NGROUPS; k++) {
         MP_TRY(bcast_tensor(t, &t->opt.slot1[k], "broadcast of the optimizer state"));
         MP_TRY(bcast_tensor(t, &t->opt.slot2[k], "broadcast of the optimizer state"));
     }
-    shared_header h = {t->start, t->scaler, t->opt.steps};
-    MP_TRY(mp_comm_bcast(t->comm, &h, sizeof h, 0, "broadcast of the resume point"));
-    t->start = h.start;
-    t->scaler = h.scaler;
-    t->opt.steps = h.opt_steps;
-    if (h.start.world_size == 0)
-        return MP_OK; /* a fresh start */
-    mp_train_replan(t);
-    size_t bytes = (size_t)h.start.world_size * RNG_COLS * sizeof(int64_t);
-    if (t->comm->rank != 0)
-        t->rng_table = mp_alloc(bytes, MP_MEM_DATA);
-    MP_TRY(mp_comm_bcast(t->comm, t->rng_table, bytes, 0, "broadcast of the generator states"));
-    if (h.start.world_size != t->comm->size)
-        return MP_OK;
-    int64_t mine[RNG_COLS];
-    rng_row(t, &h.start, t->comm->rank, mine);
-    if (memcmp(mine, t->rng_table + (size_t)t->comm->rank * RNG_COLS, sizeof mine) != 0)
-        return mp_fail(MP_ECKPT, "checkpoint: rank %d's generator state in /rng/state does not "
-                       "match the resume point in /meta and /data (a damaged checkpoint)",
-                       t->comm->rank);
     return MP_OK;
 }

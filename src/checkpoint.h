@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 
+#include "io/h5file.h"
 #include "src/train.h"
 
 #define MP_CKPT_FORMAT 1
@@ -27,6 +28,11 @@
  * ckpt-<step>.h5 (rank 0 writes, through a temporary file), and writes its path to
  * path[0..size) on rank 0. Collective (gathers every rank's generator state). MP_ECKPT on rank 0
  * when the file cannot be written. */
+/* Opens checkpoint `path` for reading and checks its format version (MP_ECKPT for a newer or
+ * invalid one); when kind is not NULL, *kind gets "full" or "export" (the caller frees it).
+ * On failure *r is NULL. */
+mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind);
+
 mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size);
 
 /* On rank 0, after a save at `step`: removes the oldest checkpoints beyond checkpoint.keep,
@@ -44,8 +50,9 @@ mp_status mp_checkpoint_load(mp_trainer *t, const char *path);
  * MP_ECKPT when there are checkpoints but none loads; MP_EUSAGE without checkpoint.dir. */
 mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size);
 
-/* Collective, after rank 0 loaded: broadcasts the loaded state to every rank, and checks each
- * rank's generator position against the file's when the world size is unchanged. */
+/* Collective, after rank 0 loaded (or found nothing to load): broadcasts the resume point, the
+ * parameters, BatchNorm statistics and optimizer state to every rank, and replans the steps
+ * for this rank count. Rank 0's load checked the generator table against the resume point. */
 mp_status mp_checkpoint_share(mp_trainer *t);
 
 /* Loads only the weights (/params and /buffers) of a full or exported checkpoint into a

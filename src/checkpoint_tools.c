@@ -110,15 +110,9 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, mp_dtype 
 mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt)
 {
     mp_h5r *r;
-    MP_TRY(mp_h5r_open(&r, in));
-    int64_t version = 0;
-    mp_status st = mp_h5r_attr_int(r, "/meta", "format_version", &version);
-    if (st == MP_OK && version > MP_CKPT_FORMAT)
-        st = mp_fail(MP_ECKPT, "%s: checkpoint format version %lld is newer than this mpdist "
-                     "reads (%d)", in, (long long)version, MP_CKPT_FORMAT);
+    MP_TRY(mp_checkpoint_open(in, &r, NULL));
     mp_h5w *w = NULL;
-    if (st == MP_OK)
-        st = mp_h5w_open(&w, out, 0);
+    mp_status st = mp_h5w_open(&w, out, 0);
     if (st == MP_OK)
         st = export_meta(r, w, dt);
     if (st == MP_OK)
@@ -199,9 +193,6 @@ static mp_status print_meta(mp_h5r *r, FILE *out, bool *full)
     char *kind = NULL, *opt = NULL, *half = NULL, *model = NULL, *version = NULL;
     int64_t format = 0, step = 0, epoch = 0, world = 0, batch = 0;
     mp_status st = mp_h5r_attr_int(r, "/meta", "format_version", &format);
-    if (st == MP_OK && format > MP_CKPT_FORMAT)
-        st = mp_fail(MP_ECKPT, "%s: checkpoint format version %lld is newer than this mpdist "
-                     "reads (%d)", mp_h5r_path(r), (long long)format, MP_CKPT_FORMAT);
     const char *skeys[] = {"kind", "opt_level", "half", "model", "mpdist_version"};
     char **svals[] = {&kind, &opt, &half, &model, &version};
     for (int i = 0; i < 5 && st == MP_OK; i++)
@@ -259,7 +250,7 @@ static mp_status print_state(mp_h5r *r, FILE *out)
 mp_status mp_checkpoint_inspect(const char *path, FILE *out)
 {
     mp_h5r *r;
-    MP_TRY(mp_h5r_open(&r, path));
+    MP_TRY(mp_checkpoint_open(path, &r, NULL));
     bool full = false;
     int64_t np = 0, nb = 0;
     double sp = 0.0, sb = 0.0;

@@ -88,11 +88,13 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 {
     const char *resume = cli->resume ? cli->resume : cfg->checkpoint.resume;
     int64_t newest = -1;
+    int listed = 0;
     if (!resume[0] && t->comm->rank == 0 && cfg->checkpoint.dir[0])
-        mp_ckpt_list(cfg->checkpoint.dir, &newest, 1);
+        listed = mp_ckpt_list(cfg->checkpoint.dir, &newest, 1);
     if (!resume[0]) { /* a fresh run would mix its files with another run's: refused */
-        mp_status st = newest < 0 ? MP_OK
-                                  : mp_fail(MP_EUSAGE, "checkpoint.dir %s already holds "
+        mp_status st = listed < 0     ? MP_ECKPT
+                       : newest < 0 ? MP_OK
+                                    : mp_fail(MP_EUSAGE, "checkpoint.dir %s already holds "
                                             "checkpoints of a run (newest: step %lld): continue "
                                             "it with --resume auto, or use another "
                                             "checkpoint.dir", cfg->checkpoint.dir,

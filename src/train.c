@@ -241,15 +241,6 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
     mp_metrics_summary(t->metrics, &s);
 }
 
-/* Batches of this rank's share of the current epoch (the sampler's count): at least one when
- * it holds any sample. */
-static int64_t epoch_batches(const mp_trainer *t, int64_t count)
-{
-    int64_t b = t->cfg->data.batch_size;
-    int64_t n = t->cfg->data.drop_last ? count / b : (count + b - 1) / b;
-    return n < 1 && count > 0 ? 1 : n;
-}
-
 /* Saves a checkpoint, then prunes older ones; rank 0 reports its size and write rate (gather,
  * write, fsync, rename and directory fsync: until the file is durable under its name; the
  * pruning after it is not counted). */
@@ -301,7 +292,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;
         mp_sampler_set_epoch_at(&t->sampler, epoch, from);
-        int64_t batches = epoch_batches(t, t->sampler.count);
+        int64_t batches = mp_train_batches(t, t->sampler.count);
         int64_t take = batches * c->data.batch_size;
         mp_loader_start_epoch(t->loader, t->sampler.local,
                               take < t->sampler.count ? take : t->sampler.count, epoch);

@@ -74,7 +74,6 @@ typedef struct mp_trainer {
     float *bufpack;         /* (sum of the buffers' sizes) broadcast staging */
     int64_t bufpack_len;
     mp_resume_point start;  /* set by mp_checkpoint_load/share for a resumed run */
-    int64_t *rng_table;     /* (start.world_size, 4) from the checkpoint, owned; NULL fresh */
     int stop_signal;        /* the stop signal any rank received (agreed each step), or 0 */
     bool stop;              /* the run stops after this step (signal or step budget) */
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
@@ -104,6 +103,10 @@ mp_status mp_train_open_outputs(mp_trainer *t);
 
 /* Trains for train.epochs (or until train.max_steps) and evaluates; collective. */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
+
+/* Batches (optimizer steps) for `count` samples of this rank in one epoch: count / batch_size,
+ * rounded up unless data.drop_last, and at least one when count > 0. */
+int64_t mp_train_batches(const mp_trainer *t, int64_t count);
 
 /* Plans the steps of a resumed run (t->start set): the rest of the start epoch as the sampler
  * re-shards it over the current ranks, then whole epochs, up to train.max_steps; the schedule

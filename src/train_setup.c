@@ -103,7 +103,8 @@ static mp_status build_model(mp_trainer *t)
                        MP_MAX_PARAMS);
     for (int j = 0; j < t->nbufs; j++)
         t->bufpack_len += mp_tensor_numel(&t->bufs[j].t);
-    t->bufpack = mp_alloc((size_t)t->bufpack_len * sizeof(float) + 1, MP_MEM_WEIGHTS);
+    if (t->comm->size > 1) /* mp_train_sync_buffers' broadcast buffer */
+        t->bufpack = mp_alloc((size_t)t->bufpack_len * sizeof(float) + 1, MP_MEM_WORKSPACE);
     return MP_OK;
 }
 
@@ -120,17 +121,20 @@ mp_status mp_train_sync(mp_trainer *t)
     return MP_OK;
 }
 
+int64_t mp_train_batches(const mp_trainer *t, int64_t count)
+{
+    int64_t b = t->cfg->data.batch_size;
+    int64_t n = t->cfg->data.drop_last ? count / b : (count + b - 1) / b;
+    return n < 1 && count > 0 ? 1 : n;
+}
+
 void mp_train_replan(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     const mp_resume_point *at = &t->start;
     if (at->world_size == 0)
         return;
-    int64_t b = c->data.batch_size, w = t->comm->size, rest = t->train.count - at->position;
-    int64_t count = c->data.drop_last ? rest / w : (rest + w - 1) / w;
-    int64_t first = c->data.drop_last ? count / b : (count + b - 1) / b;
-    if (first < 1 && count > 0)
-        first = 1;
+    int64_t first = mp_train_batches(t, mp_sampler_share(&t->sampler, at->position));
     int64_t total = at->step;
     if (at->epoch < c->train.epochs)
         total += first + (c->train.epochs - at->epoch - 1) * t->steps_per_epoch;
@@ -143,10 +147,8 @@ void mp_train_replan(mp_trainer *t)
 static void plan_steps(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
-    int64_t b = c->data.batch_size, local = t->sampler.num_local;
-    t->steps_per_epoch = c->data.drop_last ? local / b : (local + b - 1) / b;
-    if (t->steps_per_epoch < 1)
-        t->steps_per_epoch = 1;
+    int64_t n = mp_train_batches(t, t->sampler.num_local);
+    t->steps_per_epoch = n > 1 ? n : 1;
     t->total_steps = t->steps_per_epoch * c->train.epochs;
     if (c->train.max_steps > 0 && c->train.max_steps < t->total_steps)
         t->total_steps = c->train.max_steps;
@@ -291,7 +293,6 @@ void mp_train_free(mp_trainer *t)
     mp_tensor_free(&t->dlogits);
     mp_free(t->y);
     mp_free(t->bufpack);
-    mp_free(t->rng_table);
     mp_optimizer_free(&t->opt);
     mp_grad_sync_free(&t->sync);
     mp_sampler_free(&t->sampler);

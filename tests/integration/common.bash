@@ -1,5 +1,6 @@
 # Shared by the integration scripts (sourced, not run): paths, a scratch directory, and
-# expect_exit, which runs a command with a deadline and checks its exit code and message.
+# expect_exit, which runs a command with a deadline and checks its exit code and message, and
+# expect_ok, which counts a failed check.
 set -euo pipefail
 MPDIST=${MPDIST:?set by ctest}
 SRC=${MPDIST_SRC:?set by ctest}
@@ -24,6 +25,13 @@ expect_exit() {
   else
     echo "ok: exit $rc: $(grep '^mpdist: error:' "$TMP/out")"
   fi
+}
+
+# expect_ok WHAT CMD...: prints "ok: WHAT" when CMD succeeds, else counts a failure.
+expect_ok() {
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
 
 finish() {

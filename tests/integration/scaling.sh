@@ -24,15 +24,12 @@ for r in rows:
     assert (float(r["comm_exposed_ms"]) > 0) == (int(r["ranks"]) > 1), r
 print("ok: scaling.csv has 6 rows, time splits add up, comm only on several ranks")
 P
+png() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '211PNG' ] && [ "$(stat -c %s "$1")" -gt 5000 ]; }
 for f in throughput efficiency time_split; do
-  if [ "$(head -c 4 "$out/$f.png" | od -An -c | tr -d ' ')" = '211PNG' ] && [ "$(stat -c %s "$out/$f.png")" -gt 5000 ]; then
-    echo "ok: $f.png"
-  else
-    echo "FAIL: $f.png missing or not a PNG"; failures=$((failures + 1))
-  fi
+  expect_ok "$f.png is a plot" png "$out/$f.png"
 done
-grep -q '^| O2 | 4 | 64 |' "$out/scaling.md" && grep -q '^| O2 | 4 | 64 |' "$TMP/log" &&
-  echo "ok: the table" || { echo "FAIL: table"; failures=$((failures + 1)); }
-[ "$(grep -c '25 GB/s, 5 us | \(8\|64\|512\) |' "$out/model.md")" = 6 ] &&
-  echo "ok: model predictions at 8, 64, 512 ranks" || { echo "FAIL: model"; cat "$out/model.md"; failures=$((failures + 1)); }
+expect_ok "the table, in scaling.md and printed" \
+  sh -c "grep -q '^| O2 | 4 | 64 |' '$out/scaling.md' && grep -q '^| O2 | 4 | 64 |' '$TMP/log'"
+expect_ok "model predictions at 8, 64, 512 ranks" \
+  test "$(grep -c '25 GB/s, 5 us | \(8\|64\|512\) |' "$out/model.md")" = 6
 finish

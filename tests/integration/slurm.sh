@@ -27,20 +27,14 @@ wait_job() {
   return 1
 }
 
-check() { # DESCRIPTION COMMAND...: counts a failure unless COMMAND succeeds
-  local what=$1
-  shift
-  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
-
 echo "== single-node template, 4 tasks"
 job=$(sbatch --parsable -o "$TMP/one.out" cluster/slurm/mpdist-1node.sbatch \
   configs/fashion-mnist-mlp.cfg --set train.max_steps=60 "${small[@]}")
 wait_job "$job" 120 || true
 m=$TMP/runs/mpdist-$job/metrics.jsonl
-check "srun --mpi=pmix started 4 ranks" grep -q "^mpdist-run: srun --mpi=pmix" "$TMP/one.out"
-check "the run has 4 ranks" grep -q "mpdist .*: 4 ranks" "$TMP/one.out"
-check "metrics summary: world_size 4, 60 steps, accuracy > 0.6" python3 - "$m" <<'P'
+expect_ok "srun --mpi=pmix started 4 ranks" grep -q "^mpdist-run: srun --mpi=pmix" "$TMP/one.out"
+expect_ok "the run has 4 ranks" grep -q "mpdist .*: 4 ranks" "$TMP/one.out"
+expect_ok "metrics summary: world_size 4, 60 steps, accuracy > 0.6" python3 - "$m" <<'P'
 import json, sys
 s = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][-1]
 sys.exit(not (s["world_size"] == 4 and s["steps"] == 60 and s["accuracy"] > 0.6))
@@ -58,7 +52,7 @@ B
 job=$(sbatch --parsable -n 4 -o "$TMP/bare.out" "$TMP/bare.sh")
 wait_job "$job" 60 || true
 b=$TMP/bare.out
-check "a bare mpdist in a 4-task job: exit 2, one message naming the job, nothing trained" \
+expect_ok "a bare mpdist in a 4-task job: exit 2, one message naming the job, nothing trained" \
   sh -c "grep -q '^mpdist exit 2' $b && ! grep -q '^done:' $b && [ \$(grep -c '^mpdist: error:' $b) = 1 ] &&
          grep -q '^mpdist: error: started without a launcher inside Slurm job $job, which has 4 tasks' $b"
 grep '^mpdist' "$b"
@@ -69,10 +63,10 @@ job=$(sbatch --parsable --time=1 --signal=B:USR1@40 -o "$TMP/limit.out" \
   --set train.epochs=100 --set log.every=100 "${small[@]}")
 wait_job "$job" 420 || true
 m=$TMP/runs/mpdist-$job/metrics.jsonl
-check "stopped by the signal with a checkpoint" grep -q "^stopped at step [0-9]* by SIGUSR1" "$TMP/limit.out"
-check "requeued and resumed from it" grep -q "^resumed from .*ckpt-0*[1-9][0-9]*\.h5" "$TMP/limit.out"
-check "the run finished" grep -q "run finished" "$TMP/limit.out"
-check "metrics: summary of 1000 steps, step records up to 1000" python3 - "$m" <<'P'
+expect_ok "stopped by the signal with a checkpoint" grep -q "^stopped at step [0-9]* by SIGUSR1" "$TMP/limit.out"
+expect_ok "requeued and resumed from it" grep -q "^resumed from .*ckpt-0*[1-9][0-9]*\.h5" "$TMP/limit.out"
+expect_ok "the run finished" grep -q "run finished" "$TMP/limit.out"
+expect_ok "metrics: summary of 1000 steps, step records up to 1000" python3 - "$m" <<'P'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 steps = [r["step"] for r in recs if r["type"] == "step"]

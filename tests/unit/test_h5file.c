@@ -321,6 +321,10 @@ static void test_directory(void **state)
     mp_ckpt_path(dir, 1200, path, sizeof path);
     assert_non_null(strstr(path, "/ckpt-00001200.h5"));
     assert_int_equal(mp_ckpt_list("/nonexistent/dir", steps, 8), 0);
+    mp_ckpt_path(dir, 300, path, sizeof path); /* a file, not a directory: an error, not empty */
+    assert_int_equal(mp_ckpt_list(path, steps, 8), -1);
+    assert_non_null(strstr(mp_error_message(), "cannot read the checkpoint directory"));
+    assert_int_equal(mp_ckpt_prune(path, 1, 300), MP_ECKPT);
 }
 
 int main(void)
