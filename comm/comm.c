@@ -94,12 +94,25 @@ const char *mp_comm_host(const mp_comm *c, int rank)
     return c->hosts && rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
 }
 
+/* Starts *coll on the transport once it has room (waiting for the oldest collective under the
+ * watchdog when MP_TRANSPORT_DEPTH are in flight). */
+static mp_status start(mp_comm *c, mp_coll *coll, const char *what, uint64_t *ticket)
+{
+    snprintf(coll->what, sizeof coll->what, "%s", what);
+    if (c->broken) /* the failure's message stays the one to print */
+        return MP_ECOMM;
+    if (c->issued >= MP_TRANSPORT_DEPTH)
+        MP_TRY(mp_comm_wait(c, c->issued - MP_TRANSPORT_DEPTH + 1));
+    MP_TRY(c->tx.ops->start(c->tx.self, coll, ticket));
+    c->issued = *ticket;
+    return MP_OK;
+}
+
 mp_status mp_comm_allreduce_start(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
                                   const char *what, uint64_t *ticket)
 {
     mp_coll coll = {.kind = MP_COLL_ALLREDUCE, .buf = buf, .count = n, .dtype = dt, .op = op};
-    snprintf(coll.what, sizeof coll.what, "%s", what);
-    return c->tx.ops->start(c->tx.self, &coll, ticket);
+    return start(c, &coll, what, ticket);
 }
 
 mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
@@ -112,9 +125,8 @@ mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_red
 
 static mp_status run_blocking(mp_comm *c, mp_coll *coll, const char *what)
 {
-    snprintf(coll->what, sizeof coll->what, "%s", what);
     uint64_t ticket;
-    MP_TRY(c->tx.ops->start(c->tx.self, coll, &ticket));
+    MP_TRY(start(c, coll, what, &ticket));
     return mp_comm_wait(c, ticket);
 }
 
@@ -154,7 +166,7 @@ void mp_comm_free(mp_comm *c)
 {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (c->tx.ops) {
+    if (c->tx.ops && !c->broken) { /* a broken one's worker may be stuck inside MPI */
         c->tx.ops->close(c->tx.self);
         c->tx.ops = NULL;
     }

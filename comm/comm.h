@@ -47,6 +47,9 @@ typedef struct mp_comm {
     MPI_Datatype half_word;     /* two bytes, for fp16/bf16 reductions */
     MPI_Op sum_f16, sum_bf16;   /* their sums in FP32, rounded once (comm/halfsum.c) */
     mp_transport tx;            /* where collectives run */
+    uint64_t issued;            /* the last ticket started */
+    bool broken;                /* a collective failed or timed out: nothing more is started,
+                                   and the job must end with mp_comm_abort */
 } mp_comm;
 
 /* Initialises MPI with thread support (if not yet), duplicates MPI_COMM_WORLD with

@@ -16,6 +16,10 @@
 
 typedef enum mp_redop { MP_REDOP_SUM, MP_REDOP_MAX } mp_redop;
 
+/* Collectives a transport holds started but unfinished; the communicator never starts more
+ * (it first waits, under the watchdog, for the oldest), so start never blocks. */
+#define MP_TRANSPORT_DEPTH 256
+
 typedef enum mp_coll_kind { MP_COLL_ALLREDUCE, MP_COLL_BCAST } mp_coll_kind;
 
 /* One collective as it is queued. */

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#define QUEUE_CAP 256
+#define QUEUE_CAP MP_TRANSPORT_DEPTH
 
 typedef struct mpi_transport {
     const mp_comm *comm;

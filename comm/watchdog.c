@@ -44,20 +44,17 @@ static bool census_possible(const mp_comm *c)
     return c->size > 1 && c->thread_level >= MPI_THREAD_MULTIPLE;
 }
 
-/* What this rank is stuck in, in a buffer that outlives the sends that carry it (a census runs
- * at most once: the job ends after it). */
-static census_msg *where_am_i(mp_comm *c)
+/* What this rank is stuck in, into *me. */
+static void where_am_i(mp_comm *c, census_msg *me)
 {
-    static _Thread_local census_msg me;
     mp_coll coll;
     uint64_t ticket = 0;
-    memset(&me, 0, sizeof me);
+    memset(me, 0, sizeof *me);
     if (c->tx.ops->pending(c->tx.self, &coll, &ticket)) {
-        me.ticket = (int64_t)ticket;
-        snprintf(me.what, sizeof me.what, "%s", coll.what);
+        me->ticket = (int64_t)ticket;
+        snprintf(me->what, sizeof me->what, "%s", coll.what);
     }
-    me.step = c->step;
-    return &me;
+    me->step = c->step;
 }
 
 /* Receives one census message if one is there; answers a query with where this rank is.
@@ -71,11 +68,10 @@ static int serve_one(mp_comm *c, census_msg *got)
     if (MPI_Recv(got, (int)sizeof *got, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, c->watch,
                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return -1;
-    if (status.MPI_TAG == TAG_QUERY) {
-        MPI_Request req;
-        if (MPI_Isend(where_am_i(c), (int)sizeof(census_msg), MPI_BYTE, status.MPI_SOURCE,
-                      TAG_ANSWER, c->watch, &req) == MPI_SUCCESS)
-            MPI_Request_free(&req);
+    if (status.MPI_TAG == TAG_QUERY) { /* a small message: sent eagerly, so this returns */
+        census_msg me;
+        where_am_i(c, &me);
+        MPI_Send(&me, (int)sizeof me, MPI_BYTE, status.MPI_SOURCE, TAG_ANSWER, c->watch);
     }
     return status.MPI_SOURCE;
 }
@@ -83,7 +79,11 @@ static int serve_one(mp_comm *c, census_msg *got)
 /* The census after a timeout (see the file comment); returns MP_ECOMM with the message. */
 static mp_status timed_out(mp_comm *c, double waited)
 {
-    census_msg *me = where_am_i(c);
+    /* The query outlives its sends, which are not waited for (a census runs at most once: the
+     * job ends after it). */
+    static _Thread_local census_msg query;
+    census_msg *me = &query;
+    where_am_i(c, me);
     char head[256];
     snprintf(head, sizeof head, "comm: timed out after %.0f s (comm.timeout_s) in %s at step %lld",
              waited, me->ticket ? me->what : "a collective", (long long)c->step);
@@ -160,6 +160,7 @@ mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
         mp_status st = c->tx.ops->wait(c->tx.self, ticket, SLICE_S, &done);
         if (st != MP_OK) {
             c->report = true;
+            c->broken = true;
             return st;
         }
         if (done)
@@ -170,7 +171,9 @@ mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
                 continue;
         }
         double waited = now_s() - start;
-        if (waited >= c->timeout_s)
+        if (waited >= c->timeout_s) {
+            c->broken = true;
             return timed_out(c, waited);
+        }
     }
 }

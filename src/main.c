@@ -44,14 +44,19 @@ static int report_once(mp_status st)
     return launcher_rank() != 0 ? (int)st : report(st);
 }
 
+static int fail_midway(mp_comm *comm, mp_status st);
+
 /* Agrees on `st` over all ranks; on failure the lowest failed rank prints its message, every
- * rank finalises MPI, and the agreed code is returned (0 when all succeeded). */
+ * rank finalises MPI, and the agreed code is returned (0 when all succeeded). When a collective
+ * failed or timed out (the communicator is broken), the job is ended as fail_midway does. */
 static int agree(mp_comm *comm, mp_status st)
 {
     int reporter = -1;
     mp_status all = mp_comm_agree(comm, st, &reporter);
     if (all == MP_OK)
         return 0;
+    if (comm->broken)
+        return fail_midway(comm, MP_ECOMM);
     if (comm->rank == reporter)
         report(st);
     else if (reporter < 0) /* the agreement itself failed: say why here */
