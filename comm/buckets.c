@@ -6,14 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "engine/clock.h"
 
 int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int64_t bucket_bytes,
                     int64_t first_bucket_bytes, mp_bucket *out)
@@ -105,7 +99,7 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
         MP_TRY(s->ops->convert(&g, &w));
     }
     if (s->t_first == 0.0)
-        s->t_first = now_s();
+        s->t_first = mp_now();
     return mp_comm_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo), s->wire[b->group],
                                    MP_REDOP_SUM, b->what, &b->ticket);
 }
@@ -125,11 +119,11 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     s->comm_ms = s->exposed_ms = 0.0;
     if (s->comm->size == 1 || s->nbuckets == 0)
         return MP_OK;
-    s->t_backward = now_s();
+    s->t_backward = mp_now();
     while (s->next < s->nbuckets)
         MP_TRY(start_bucket(s, s->next++));
     MP_TRY(mp_comm_wait(s->comm, s->buckets[s->nbuckets - 1].ticket));
-    double done = now_s();
+    double done = mp_now();
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
         if (s->wirebuf[b->group].data) {

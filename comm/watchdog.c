@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "engine/clock.h"
 
 #define SLICE_S 0.05
 #define GRACE_S 2.0
@@ -25,13 +26,6 @@ typedef struct census_msg {
     int64_t step;
     char what[96];
 } census_msg;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void nap(double seconds)
 {
@@ -108,7 +102,7 @@ static mp_status timed_out(mp_comm *c, double waited)
             MPI_Request_free(&req);
     }
     int heard = 1;
-    for (double t0 = now_s(); heard < c->size && now_s() - t0 < GRACE_S;) {
+    for (double t0 = mp_now(); heard < c->size && mp_now() - t0 < GRACE_S;) {
         census_msg got;
         int from = serve_one(c, &got);
         if (from < 0) {
@@ -154,7 +148,7 @@ static mp_status timed_out(mp_comm *c, double waited)
 
 mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
 {
-    double start = now_s();
+    double start = mp_now();
     for (;;) {
         bool done = false;
         mp_status st = c->tx.ops->wait(c->tx.self, ticket, SLICE_S, &done);
@@ -170,7 +164,7 @@ mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
             while (serve_one(c, &got) >= 0)
                 continue;
         }
-        double waited = now_s() - start;
+        double waited = mp_now() - start;
         if (waited >= c->timeout_s) {
             c->broken = true;
             return timed_out(c, waited);

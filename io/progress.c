@@ -27,13 +27,6 @@ int mp_progress_mode_parse(const char *s, mp_progress_mode *mode)
     return -1;
 }
 
-double mp_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Whether `out` reaches a person's terminal. Open MPI gives every local rank a pseudo-terminal
  * even when mpirun's own output goes to a file or pipe, so under mpirun the question is asked
  * of the parent's (mpirun's) stdout instead. A rank started by orted on another host sees a

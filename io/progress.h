@@ -3,6 +3,8 @@
 #ifndef MP_PROGRESS_H
 #define MP_PROGRESS_H
 
+#include "engine/clock.h"
+
 #include <stdint.h>
 #include <stdio.h>
 
@@ -40,8 +42,5 @@ void mp_progress_line(mp_progress *p, const char *fmt, ...) __attribute__((forma
 
 /* Ends the bar's line if one is drawn. */
 void mp_progress_finish(mp_progress *p);
-
-/* Monotonic seconds (CLOCK_MONOTONIC). */
-double mp_now(void);
 
 #endif

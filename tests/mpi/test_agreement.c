@@ -46,24 +46,6 @@ static void after_reduce(mp_trainer *t, int64_t step, void *arg)
     }
 }
 
-/* Gathers n bytes from every rank on rank 0 and checks they are all equal to rank 0's. */
-static void same_everywhere(const void *buf, size_t n, const char *what)
-{
-    char *all = comm.rank == 0 ? malloc(n * (size_t)comm.size) : NULL;
-    assert_int_equal(MPI_Gather(buf, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, 0, comm.world),
-                     MPI_SUCCESS);
-    int bad = 0;
-    if (comm.rank == 0)
-        for (int r = 1; r < comm.size; r++)
-            if (memcmp(all, all + (size_t)r * n, n) != 0) {
-                fprintf(stderr, "%s on rank %d differs from rank 0's\n", what, r);
-                bad = 1;
-            }
-    free(all);
-    assert_int_equal(MPI_Bcast(&bad, 1, MPI_INT, 0, comm.world), MPI_SUCCESS);
-    assert_int_equal(bad, 0);
-}
-
 static void test_every_rank_takes_the_same_decisions(void **state)
 {
     (void)state;
@@ -121,14 +103,14 @@ static void test_every_rank_takes_the_same_decisions(void **state)
         lo = fmin(lo, f.scale[s]), hi = fmax(hi, f.scale[s]);
     assert_true(lo < hi); /* the scale moved both ways */
 
-    same_everywhere(f.scale, sizeof f.scale, "the loss-scale trajectory");
-    same_everywhere(f.skipped, sizeof f.skipped, "the skipped steps");
+    mp_test_same_everywhere(&comm, f.scale, sizeof f.scale, "the loss-scale trajectory");
+    mp_test_same_everywhere(&comm, f.skipped, sizeof f.skipped, "the skipped steps");
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &t.model.params.groups[k];
         mp_tensor *ts[4] = {&g->model, &g->master, &t.opt.slot1[k], &t.opt.slot2[k]};
         for (int j = 0; j < 4; j++)
             if (ts[j]->data)
-                same_everywhere(ts[j]->data, (size_t)mp_tensor_bytes(ts[j]),
+                mp_test_same_everywhere(&comm, ts[j]->data, (size_t)mp_tensor_bytes(ts[j]),
                                 "weights, masters or optimizer state");
     }
     mp_train_free(&t);

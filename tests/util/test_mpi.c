@@ -2,6 +2,8 @@
 #include "tests/util/test_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine/alloc.h"
 #include "tests/util/test_mpi.h"
@@ -24,4 +26,21 @@ int mp_test_mpi_main(mp_comm *comm, int *argc, char ***argv, const struct CMUnit
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, comm->world);
     mp_comm_finalize(comm);
     return any ? 1 : 0;
+}
+
+void mp_test_same_everywhere(const mp_comm *comm, const void *buf, size_t n, const char *what)
+{
+    char *all = comm->rank == 0 ? malloc(n * (size_t)comm->size) : NULL;
+    assert_int_equal(MPI_Gather(buf, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, 0, comm->world),
+                     MPI_SUCCESS);
+    int bad = 0;
+    if (comm->rank == 0)
+        for (int r = 1; r < comm->size; r++)
+            if (memcmp(all, all + (size_t)r * n, n) != 0) {
+                fprintf(stderr, "%s on rank %d differs from rank 0's\n", what, r);
+                bad = 1;
+            }
+    free(all);
+    assert_int_equal(MPI_Bcast(&bad, 1, MPI_INT, 0, comm->world), MPI_SUCCESS);
+    assert_int_equal(bad, 0);
 }

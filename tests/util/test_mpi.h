@@ -12,6 +12,10 @@
 int mp_test_mpi_main(mp_comm *comm, int *argc, char ***argv, const struct CMUnitTest *tests,
                      size_t ntests);
 
+/* Collective: fails the test on every rank unless the n bytes at buf are the same on every
+ * rank as on rank 0 (the ranks that differ are named on stderr, as `what`). */
+void mp_test_same_everywhere(const mp_comm *comm, const void *buf, size_t n, const char *what);
+
 #define mp_test_mpi_run(comm, argc, argv, tests) \
     mp_test_mpi_main((comm), (argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]))
 
