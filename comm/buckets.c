@@ -61,8 +61,10 @@ mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, m
         wire_bytes[g] = mp_dtype_size(s->wire[g]);
         if (s->wire[g] != grad->dtype && p->groups[g].total > 0 && comm->size > 1) {
             int64_t shape[1] = {p->groups[g].total};
-            s->wirebuf[g] = mp_tensor_alloc(s->wire[g], 1, shape, MP_MEM_GRADS);
+            s->wirebuf[g] = mp_tensor_new(ops, s->wire[g], 1, shape, MP_MEM_GRADS);
         }
+        if (!ops->host_memory && p->groups[g].total > 0 && comm->size > 1)
+            s->host[g] = mp_alloc((size_t)p->groups[g].total * wire_bytes[g], MP_MEM_WORKSPACE);
     }
     s->buckets = mp_alloc((size_t)(p->count + MP_NGROUPS) * sizeof *s->buckets, MP_MEM_WORKSPACE);
     s->nbuckets = mp_buckets_plan(p, wire_bytes, cfg->bucket_bytes, cfg->first_bucket_bytes,
@@ -98,6 +100,11 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
     }
+    if (s->host[b->group]) { /* MPI sums a host copy (copy_out waits for backward so far) */
+        void *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
+        MP_TRY(s->ops->copy_out(h, w.data, (size_t)mp_tensor_bytes(&w)));
+        w.data = h;
+    }
     if (s->t_first == 0.0)
         s->t_first = mp_now();
     return mp_comm_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo), s->wire[b->group],
@@ -126,11 +133,15 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     double done = mp_now();
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
-        if (s->wirebuf[b->group].data) {
-            mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi);
-            mp_tensor w = slice(&s->wirebuf[b->group], b->lo, b->hi);
-            MP_TRY(s->ops->convert(&w, &g));
+        mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
+        if (s->wirebuf[b->group].data)
+            w = slice(&s->wirebuf[b->group], b->lo, b->hi);
+        if (s->host[b->group]) {
+            const char *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
+            MP_TRY(s->ops->copy_in(w.data, h, (size_t)mp_tensor_bytes(&w)));
         }
+        if (w.data != g.data)
+            MP_TRY(s->ops->convert(&w, &g));
     }
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
@@ -149,8 +160,12 @@ double mp_grad_sync_post_scale(const mp_grad_sync *s)
 
 void mp_grad_sync_free(mp_grad_sync *s)
 {
-    for (int g = 0; g < MP_NGROUPS; g++)
-        mp_tensor_free(&s->wirebuf[g]);
+    for (int g = 0; g < MP_NGROUPS; g++) {
+        if (s->ops)
+            mp_tensor_delete(s->ops, &s->wirebuf[g]);
+        mp_free(s->host[g]);
+        s->host[g] = NULL;
+    }
     mp_free(s->buckets);
     s->buckets = NULL;
     s->nbuckets = 0;

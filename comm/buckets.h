@@ -42,6 +42,8 @@ typedef struct mp_grad_sync {
     mp_grad_sync_config cfg;
     mp_dtype wire[MP_NGROUPS];
     mp_tensor wirebuf[MP_NGROUPS]; /* (total) in the wire dtype when it is not the gradient's */
+    void *host[MP_NGROUPS];        /* (total) wire-dtype host copy that MPI sums when the
+                                      backend's memory is not the host's (several ranks) */
     mp_bucket *buckets;            /* sorted by first_param, highest first: the start order */
     int nbuckets, next;            /* next: the first bucket not started this step */
     double t_first, t_backward;    /* this step: first start, end of backward (seconds) */

@@ -39,9 +39,19 @@ void *mp_alloc(size_t bytes, mp_mem_cat cat)
     mp_block_header *h = base;
     h->bytes = bytes;
     h->cat = (int)cat;
-    raise_peak(&mp_peak[cat], atomic_fetch_add(&mp_cur[cat], (long long)bytes) + (long long)bytes);
-    raise_peak(&mp_peak_total, atomic_fetch_add(&mp_cur_total, (long long)bytes) + (long long)bytes);
+    mp_mem_count(cat, (int64_t)bytes);
     return (char *)base + MP_ALIGN;
+}
+
+void mp_mem_count(mp_mem_cat cat, int64_t delta)
+{
+    long long d = (long long)delta;
+    long long cur = atomic_fetch_add(&mp_cur[cat], d) + d;
+    long long total = atomic_fetch_add(&mp_cur_total, d) + d;
+    if (d > 0) {
+        raise_peak(&mp_peak[cat], cur);
+        raise_peak(&mp_peak_total, total);
+    }
 }
 
 void mp_free(void *p)
@@ -49,8 +59,7 @@ void mp_free(void *p)
     if (!p)
         return;
     mp_block_header *h = (mp_block_header *)((char *)p - MP_ALIGN);
-    atomic_fetch_sub(&mp_cur[h->cat], (long long)h->bytes);
-    atomic_fetch_sub(&mp_cur_total, (long long)h->bytes);
+    mp_mem_count((mp_mem_cat)h->cat, -(int64_t)h->bytes);
     free(h);
 }
 

@@ -26,6 +26,10 @@ void *mp_alloc(size_t bytes, mp_mem_cat cat);
 /* Frees a block from mp_alloc (NULL is ignored) and uncounts it. */
 void mp_free(void *p);
 
+/* Counts `delta` bytes (negative: released) held under `cat` outside mp_alloc: device memory
+ * the CUDA backend allocates, so that the counters cover every backend. */
+void mp_mem_count(mp_mem_cat cat, int64_t delta);
+
 /* The category's name as metrics print it ("weights", "master", ...). */
 const char *mp_mem_cat_name(mp_mem_cat cat);
 

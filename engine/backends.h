@@ -1,8 +1,30 @@
-/* Which compute backends this binary carries, for `mpdist info`. */
+/* Which compute backend a run uses (amp.device), and which ones this binary carries. */
 #ifndef MP_BACKENDS_H
 #define MP_BACKENDS_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "engine/ops.h"
+
+/* How the CUDA backend is set up; the CPU backend ignores them. */
+typedef struct mp_backend_options {
+    int device;                   /* CUDA device index (comm/ binds local rank -> device) */
+    bool allow_tf32;              /* FP32 GEMMs and convolutions may use TF32 tensor cores */
+    int64_t conv_workspace_bytes; /* most cuDNN workspace a convolution algorithm may use */
+} mp_backend_options;
+
+/* Opens the backend `device` names: "cpu"; "cuda" (MP_EUSAGE with a one-line reason when the
+ * binary was built without CUDA or no GPU can be used); "auto" (CUDA when a GPU can be used,
+ * else the CPU). *ops is the table; *why (cap bytes) says what was chosen and why. The CUDA
+ * backend is opened once per process; a second open with other options changes only
+ * allow_tf32 and the workspace bound. */
+mp_status mp_backend_open(const char *device, const mp_backend_options *o, const mp_ops **ops,
+                          char *why, size_t cap);
+
+/* Number of CUDA devices this process can use (0 without CUDA, a driver or a device). */
+int mp_backend_cuda_devices(void);
 
 /* Prints one "key: value" line per backend fact (backends, BLAS, CUDA runtime, cuBLAS, cuDNN,
  * visible GPUs when built with CUDA). Never fails; a missing driver is reported as such. */

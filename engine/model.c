@@ -151,7 +151,7 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     }
     mp_group_spec groups[MP_NGROUPS] = {group_spec(&m->amp, MP_GROUP_WEIGHTS),
                                         group_spec(&m->amp, MP_GROUP_NORM)};
-    mp_params_alloc(&m->params, groups);
+    mp_params_alloc(&m->params, m->ops, groups);
     int k = 0;
     for (int i = 0; i < m->nlayers; i++) { /* layer by layer, to note where each one starts */
         mp_seq one = {&m->layers[i], 1, NULL, NULL};
@@ -163,7 +163,7 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     mp_seq_alloc(&s, &m->amp, m->amp.input, max_batch, &widest, &elem);
     int64_t ds[2] = {max_batch, widest};
     for (int i = 0; i < 2; i++) /* activation gradients: sized for the widest element */
-        m->dbuf[i] = mp_tensor_alloc(mp_seq_scratch_dtype(elem), 2, ds, MP_MEM_ACTIVATIONS);
+        m->dbuf[i] = mp_tensor_new(m->ops, mp_seq_scratch_dtype(elem), 2, ds, MP_MEM_ACTIVATIONS);
     return MP_OK;
 }
 
@@ -177,12 +177,12 @@ int mp_model_buffers(mp_model *m, mp_named_tensor *out, int max)
 
 mp_dtype mp_model_input_dtype(const mp_model *m) { return m->amp.input; }
 
-void mp_model_init(mp_model *m, uint64_t seed)
+mp_status mp_model_init(mp_model *m, uint64_t seed)
 {
     m->seed = seed;
     mp_seq s = top(m);
     int k = 0;
-    mp_seq_init(&s, &m->params, seed, &k);
+    return mp_seq_init(&s, &m->params, seed, &k);
 }
 
 mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp_tensor **logits)
@@ -258,8 +258,8 @@ void mp_model_free(mp_model *m)
 {
     mp_seq s = top(m);
     mp_seq_free(&s);
-    for (int i = 0; i < 2; i++)
-        mp_tensor_free(&m->dbuf[i]);
+    for (int i = 0; i < 2 && m->ops; i++)
+        mp_tensor_delete(m->ops, &m->dbuf[i]);
     mp_params_free(&m->params);
     memset(m, 0, sizeof *m);
 }

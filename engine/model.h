@@ -83,7 +83,7 @@ int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,
  * 1/sqrt(fan_in)) for linear and conv weights and biases, ones and zeros for BatchNorm), in FP32
  * masters rounded once into the model copy, and the buffers to their initial values;
  * identically on every rank. */
-void mp_model_init(mp_model *m, uint64_t seed);
+mp_status mp_model_init(mp_model *m, uint64_t seed);
 
 /* The dtype of the batches the model takes (the policy's input dtype). */
 mp_dtype mp_model_input_dtype(const mp_model *m);

@@ -2,13 +2,18 @@
  * tensors of any dtype the backend supports; inputs stored in half are widened to FP32 and
  * arithmetic accumulates in FP32 (FP64 for FP64 tensors, used by gradient checks), and each
  * output element is rounded once to its tensor's dtype. 2-D ops read a tensor as
- * (shape[0], numel / shape[0]). Ops return MP_OK, or MP_EINTERNAL for shapes that do not match. */
+ * (shape[0], numel / shape[0]). Ops return MP_OK, or MP_EINTERNAL for shapes that do not match.
+ * Tensors, labels and mp_amp_state live in the backend's memory (host memory for the CPU, device
+ * memory for CUDA: mem_alloc and the copies below). A backend may queue work: an op's results
+ * are in place once a later copy_out or sync returns. Ops that hand back host values
+ * (softmax_xent, grad_stats) wait for their own results. */
 #ifndef MP_OPS_H
 #define MP_OPS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/scaler.h"
 #include "engine/status.h"
 #include "engine/tensor.h"
 
@@ -34,7 +39,18 @@ typedef struct mp_optim_args {
     int64_t step;               /* 1-based count of steps taken, this one included */
     double grad_scale;          /* every gradient is multiplied by this first (unscaling,
                                    averaging over ranks, clipping) */
+    double max_norm;            /* with an mp_amp_state: clip to this global norm (0: never) */
 } mp_optim_args;
+
+/* The state of the mixed-precision step (DESIGN §2) in backend memory, so that on a GPU the
+ * kernels read the scale and the overflow flag and the step never waits for the host. Every
+ * field is 8 bytes: the layout is the same in C and CUDA. */
+typedef struct mp_amp_state {
+    mp_scaler_state scaler; /* the loss scale and its counters */
+    double sumsq;           /* sum of squares of this step's unscaled gradients (amp_check) */
+    int64_t found_inf;      /* nonzero: a gradient of this step is inf or NaN */
+    int64_t steps;          /* optimizer steps taken, skipped steps excluded */
+} mp_amp_state;
 
 /* A 2-D convolution: x (N, H, W, C), w (K, R, S, C / groups), y (N, P, Q, K) with
  * P = (H + 2 pad[0] - dilation[0] (R - 1) - 1) / stride[0] + 1, Q likewise along W. NHWC and
@@ -61,6 +77,23 @@ typedef struct mp_bn_args {
 
 typedef struct mp_ops {
     const char *name;
+    bool host_memory; /* the host may read and write this backend's memory directly */
+
+    /* Backend memory: a zeroed block of `bytes` counted under `cat` (mp_mem_current), or NULL
+     * when the device is out of memory (host memory aborts instead, as mp_alloc); mem_free
+     * frees one (NULL is ignored). */
+    void *(*mem_alloc)(size_t bytes, mp_mem_cat cat);
+    void (*mem_free)(void *p);
+
+    /* Copies `bytes` from host memory into backend memory (copy_in), from backend memory into
+     * host memory (copy_out, which waits for the ops queued before it), or within backend
+     * memory (copy). */
+    mp_status (*copy_in)(void *dst, const void *host, size_t bytes);
+    mp_status (*copy_out)(void *host, const void *src, size_t bytes);
+    mp_status (*copy)(void *dst, const void *src, size_t bytes);
+
+    /* Waits until every queued op has finished, and reports a failure of any of them. */
+    mp_status (*sync)(void);
 
     /* c (m, n) = alpha * op(a) * op(b) + beta * c, op(a) (m, k), op(b) (k, n); op transposes
      * when ta / tb. a, b and c may mix FP32, fp16 and bf16; FP64 only with FP64. */
@@ -91,9 +124,25 @@ typedef struct mp_ops {
      * times args->grad_scale); when copy is not NULL it receives the new param rounded to its
      * dtype (the half model copy of FP32 master weights). slot1 (SGD momentum, Adam's first
      * moment) and slot2 (Adam's second moment) have param's numel, FP32 (FP64 with FP64
-     * params); those the optimizer does not use may be NULL (SGD with momentum 0, slot2 for SGD). */
-    mp_status (*optim_step)(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
-                            const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2);
+     * params); those the optimizer does not use may be NULL (SGD with momentum 0, slot2 for SGD).
+     * With an mp_amp_state `st` (NULL: none) the step reads it instead of taking the host's
+     * word: it does nothing when st->found_inf is set, multiplies gradients by
+     * args->grad_scale / scale, times the clipping coefficient from st->sumsq when
+     * args->max_norm > 0, and counts the step as st->steps + 1 (args->step is ignored). */
+    mp_status (*optim_step)(const mp_optim_args *args, const mp_amp_state *st, mp_tensor *param,
+                            mp_tensor *copy, const mp_tensor *grad, mp_tensor *slot1,
+                            mp_tensor *slot2);
+
+    /* The fused unscale-and-check over one flat gradient buffer: with g * (mult / scale)
+     * computed per element in FP32 (FP64 for FP64), adds its sum of squares (accumulated in
+     * FP64, in an order the backend chooses) to st->sumsq and sets st->found_inf when any
+     * element is inf or NaN. The gradient itself is not written. */
+    mp_status (*amp_check)(const mp_tensor *grad, double mult, mp_amp_state *st);
+
+    /* Ends a step: advances st->scaler by mp_scaler_update with found_inf, counts a step that
+     * was not skipped in st->steps, and clears found_inf and sumsq for the next step. Returns
+     * MP_OK; whether the run diverged is read from the state (consecutive_skips). */
+    mp_status (*amp_update)(const mp_scaler_config *c, mp_amp_state *st);
 
     /* Adds the sum of squares of (grad * scale), computed per element in FP32 (FP64 for FP64)
      * and accumulated in FP64, to *sumsq, and sets *nonfinite when any scaled element is inf or
@@ -121,8 +170,9 @@ typedef struct mp_ops {
     mp_status (*conv2d_backward_filter)(const mp_conv_desc *d, const mp_tensor *x,
                                         const mp_tensor *dy, mp_tensor *dw);
 
-    /* Batch normalisation (mp_bn_args). x, y (N, H, W, C) in any dtype; gamma, beta,
-     * running_mean, running_var, save_mean, save_invstd (C) in FP32 (FP64 in tests).
+    /* Batch normalisation (mp_bn_args). x, y (N, H, W, C) in any dtype; running_mean,
+     * running_var, save_mean, save_invstd (C) in FP32 (FP64 in tests); gamma, beta and their
+     * gradients in FP32, or half at O3 without keep_batchnorm_fp32.
      * Training fills save_mean/save_invstd for backward and updates the running statistics;
      * evaluation (train == false) reads the running statistics and leaves save_* alone. */
     mp_status (*batchnorm_forward)(const mp_bn_args *a, bool train, const mp_tensor *x,
@@ -150,8 +200,15 @@ typedef struct mp_ops {
                                   mp_tensor *dx);
 } mp_ops;
 
-/* The CPU reference backend (plain C11 + OpenBLAS, deterministic). */
+/* The CPU reference backend (plain C11 + OpenBLAS, deterministic). Its memory is host memory
+ * from mp_alloc; copies are memcpy; nothing is queued. */
 const mp_ops *mp_backend_cpu(void);
+
+/* The CPU backend with host_memory false, for tests: every host access to tensors then takes the
+ * copy path a GPU needs (engine/host_swap.h, the batch and bucket uploads), and its results must
+ * be those of the plain CPU backend. mp_backend_open("cpu") gives it when the environment has
+ * MPDIST_CPU_STAGED=1. */
+const mp_ops *mp_backend_cpu_staged(void);
 
 /* Sets the number of BLAS threads the CPU backend uses in this process (n >= 1). */
 void mp_backend_cpu_threads(int n);

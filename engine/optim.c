@@ -14,9 +14,9 @@ void mp_optimizer_init(mp_optimizer *o, const mp_ops *ops, mp_params *p,
         const mp_tensor *u = mp_params_updated(p, k);
         mp_dtype state = u->dtype == MP_F64 ? MP_F64 : MP_F32;
         if (adam || hyper->momentum != 0.0)
-            o->slot1[k] = mp_tensor_alloc(state, u->ndim, u->shape, MP_MEM_OPTIM);
+            o->slot1[k] = mp_tensor_new(ops, state, u->ndim, u->shape, MP_MEM_OPTIM);
         if (adam)
-            o->slot2[k] = mp_tensor_alloc(state, u->ndim, u->shape, MP_MEM_OPTIM);
+            o->slot2[k] = mp_tensor_new(ops, state, u->ndim, u->shape, MP_MEM_OPTIM);
     }
 }
 
@@ -31,7 +31,7 @@ mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double gra
             continue;
         mp_tensor *param = mp_params_updated(p, k);
         mp_tensor *copy = param->data != g->model.data ? &g->model : NULL;
-        MP_TRY(o->ops->optim_step(&o->args, param, copy, &g->grad,
+        MP_TRY(o->ops->optim_step(&o->args, NULL, param, copy, &g->grad,
                                   o->slot1[k].data ? &o->slot1[k] : NULL,
                                   o->slot2[k].data ? &o->slot2[k] : NULL));
     }
@@ -42,8 +42,10 @@ mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double gra
 void mp_optimizer_free(mp_optimizer *o)
 {
     for (int k = 0; k < MP_NGROUPS; k++) {
-        mp_tensor_free(&o->slot1[k]);
-        mp_tensor_free(&o->slot2[k]);
+        if (o->ops) {
+            mp_tensor_delete(o->ops, &o->slot1[k]);
+            mp_tensor_delete(o->ops, &o->slot2[k]);
+        }
     }
     memset(o, 0, sizeof *o);
 }

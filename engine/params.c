@@ -1,6 +1,8 @@
 /* The flat parameter groups and their named views. */
 #include "engine/params.h"
 
+#include "engine/ops.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -27,18 +29,19 @@ int mp_params_add(mp_params *p, const char *name, int group, int ndim, const int
     return p->count++;
 }
 
-void mp_params_alloc(mp_params *p, const mp_group_spec specs[MP_NGROUPS])
+void mp_params_alloc(mp_params *p, const mp_ops *ops, const mp_group_spec specs[MP_NGROUPS])
 {
+    p->ops = ops;
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &p->groups[k];
         int64_t shape[1] = {g->total};
         g->spec = specs[k];
-        g->model = mp_tensor_alloc(specs[k].model, 1, shape, MP_MEM_WEIGHTS);
-        g->grad = mp_tensor_alloc(specs[k].grad, 1, shape, MP_MEM_GRADS);
+        g->model = mp_tensor_new(ops, specs[k].model, 1, shape, MP_MEM_WEIGHTS);
+        g->grad = mp_tensor_new(ops, specs[k].grad, 1, shape, MP_MEM_GRADS);
         if (specs[k].model == MP_F32 || specs[k].model == MP_F64)
             g->master = g->model;
         else if (specs[k].master)
-            g->master = mp_tensor_alloc(MP_F32, 1, shape, MP_MEM_MASTER);
+            g->master = mp_tensor_new(ops, MP_F32, 1, shape, MP_MEM_MASTER);
         else
             memset(&g->master, 0, sizeof g->master);
     }
@@ -94,9 +97,11 @@ void mp_params_free(mp_params *p)
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &p->groups[k];
         if (g->master.data && g->master.data != g->model.data)
-            mp_tensor_free(&g->master);
-        mp_tensor_free(&g->model);
-        mp_tensor_free(&g->grad);
+            mp_tensor_delete(p->ops, &g->master);
+        if (p->ops) {
+            mp_tensor_delete(p->ops, &g->model);
+            mp_tensor_delete(p->ops, &g->grad);
+        }
         memset(g, 0, sizeof *g);
     }
 }

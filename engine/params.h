@@ -44,6 +44,7 @@ typedef struct mp_param_group {
 } mp_param_group;
 
 typedef struct mp_params {
+    const struct mp_ops *ops; /* whose memory the buffers live in (mp_params_alloc) */
     int count;
     mp_param_view views[MP_MAX_PARAMS];
     mp_param_group groups[MP_NGROUPS];
@@ -53,8 +54,9 @@ typedef struct mp_params {
  * table is full or the name is taken. */
 int mp_params_add(mp_params *p, const char *name, int group, int ndim, const int64_t *shape);
 
-/* Allocates every group's buffers (zeroed) as its spec says. */
-void mp_params_alloc(mp_params *p, const mp_group_spec specs[MP_NGROUPS]);
+/* Allocates every group's buffers (zeroed) as its spec says, in the memory of backend `ops`. */
+void mp_params_alloc(mp_params *p, const struct mp_ops *ops,
+                     const mp_group_spec specs[MP_NGROUPS]);
 
 /* Parameter i as a tensor of its own shape: the model copy, the gradient, or the FP32 master
  * (an empty tensor when its group has none). */

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/hd.h"
+
 typedef struct mp_scaler_config {
     bool dynamic;
     double init_scale;      /* dynamic: first scale; static: the scale */
@@ -35,7 +37,34 @@ mp_scaler_state mp_scaler_init(const mp_scaler_config *c);
  * min_scale) once hysteresis overflows have been tolerated, and the growth tracker restarts.
  * Otherwise: after growth_interval good steps in a row the scale grows by growth_factor (not
  * above max_scale) and hysteresis is restored. A static scale never changes. Returns true when
- * max_consecutive_skips skipped steps in a row have been reached (the run has diverged). */
-bool mp_scaler_update(mp_scaler_state *s, const mp_scaler_config *c, bool found_inf);
+ * max_consecutive_skips skipped steps in a row have been reached (the run has diverged).
+ * Inline for both sides: the CUDA backend runs this very function in a one-thread kernel on the
+ * state in device memory. */
+MP_HD static inline bool mp_scaler_update(mp_scaler_state *s, const mp_scaler_config *c,
+                                          bool found_inf)
+{
+    if (found_inf) {
+        s->skipped_steps++;
+        s->consecutive_skips++;
+        if (c->dynamic) {
+            s->growth_tracker = 0;
+            if (s->hysteresis_left > 1) {
+                s->hysteresis_left--;
+            } else {
+                double next = s->scale * c->backoff_factor;
+                s->scale = next < c->min_scale ? c->min_scale : next;
+            }
+        }
+        return c->max_consecutive_skips > 0 && s->consecutive_skips >= c->max_consecutive_skips;
+    }
+    s->consecutive_skips = 0;
+    if (c->dynamic && ++s->growth_tracker >= c->growth_interval) {
+        double next = s->scale * c->growth_factor;
+        s->scale = next > c->max_scale ? c->max_scale : next;
+        s->growth_tracker = 0;
+        s->hysteresis_left = c->hysteresis;
+    }
+    return false;
+}
 
 #endif

@@ -42,7 +42,7 @@ void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k)
         mp_dtype bdt = p->groups[MP_GROUP_NORM].spec.model == MP_F64 ? MP_F64 : MP_F32;
         for (int j = 0; j < l->nbuffers; j++) {
             int64_t shape[1] = {l->buffer_numel[j]};
-            l->buf[j] = mp_tensor_alloc(bdt, 1, shape, MP_MEM_WEIGHTS);
+            l->buf[j] = mp_tensor_new(l->ops, bdt, 1, shape, MP_MEM_WEIGHTS);
         }
         if (l->block) {
             mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
@@ -59,10 +59,11 @@ static bool is_gemm(const mp_layer *l)
     return strcmp(l->cls->type, "linear") == 0 || strcmp(l->cls->type, "conv2d") == 0;
 }
 
-static mp_tensor batch_tensor(mp_dtype dt, int64_t max_batch, const int64_t shape[3])
+static mp_tensor batch_tensor(const mp_ops *ops, mp_dtype dt, int64_t max_batch,
+                              const int64_t shape[3])
 {
     int64_t s[4] = {max_batch, shape[0], shape[1], shape[2]};
-    return mp_tensor_alloc(dt, 4, s, MP_MEM_ACTIVATIONS);
+    return mp_tensor_new(ops, dt, 4, s, MP_MEM_ACTIVATIONS);
 }
 
 static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, size_t *elem)
@@ -85,10 +86,10 @@ static mp_dtype alloc_block(mp_layer *l, const mp_amp_policy *a, mp_dtype in, in
     mp_dtype gdt = mp_seq_scratch_dtype(elem);
     int64_t gs[2] = {max_batch, widest};
     for (int i = 0; i < 2; i++)
-        b->gbuf[i] = mp_tensor_alloc(gdt, 2, gs, MP_MEM_ACTIVATIONS);
-    b->gsum = batch_tensor(out, max_batch, l->out_shape);
+        b->gbuf[i] = mp_tensor_new(l->ops, gdt, 2, gs, MP_MEM_ACTIVATIONS);
+    b->gsum = batch_tensor(l->ops, out, max_batch, l->out_shape);
     if (b->nshortcut > 0)
-        b->gsc = batch_tensor(in, max_batch, l->in_shape);
+        b->gsc = batch_tensor(l->ops, in, max_batch, l->in_shape);
     return out;
 }
 
@@ -100,47 +101,60 @@ mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int6
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
         if (is_gemm(l) && dt != a->compute)
-            s->xcast[i] = batch_tensor(a->compute, max_batch, l->in_shape);
+            s->xcast[i] = batch_tensor(l->ops, a->compute, max_batch, l->in_shape);
         if (l->block)
             dt = alloc_block(l, a, dt, max_batch);
         else if (is_gemm(l))
             dt = a->compute; /* other layers keep their input's dtype */
-        s->acts[i] = batch_tensor(dt, max_batch, l->out_shape);
+        s->acts[i] = batch_tensor(l->ops, dt, max_batch, l->out_shape);
         raise_widest(l->out_shape, dt, widest, elem);
     }
     return dt;
 }
 
-void mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k)
+/* Fills parameter k's values: drawn on the host, copied into backend memory, and rounded into
+ * the model copy when the values are its FP32 master. */
+static mp_status init_param(mp_layer *l, int j, mp_params *p, uint64_t seed, int k)
+{
+    mp_rng r;
+    mp_rng_seed(&r, seed, 0x1000u + (uint64_t)k);
+    double bound = 1.0 / sqrt(l->fan_in > 0 ? l->fan_in : 1.0);
+    mp_tensor master = mp_params_master(p, k);
+    mp_tensor *dst = master.data ? &master : &l->w[j];
+    int64_t n = mp_tensor_numel(&l->w[j]);
+    size_t bytes = (size_t)mp_tensor_bytes(dst);
+    void *host = mp_alloc(bytes + 1, MP_MEM_WORKSPACE);
+    for (int64_t e = 0; e < n; e++) {
+        double v = l->param_init[j] == MP_INIT_ONES    ? 1.0
+                   : l->param_init[j] == MP_INIT_ZEROS ? 0.0
+                                                       : (2.0 * mp_rng_uniform(&r) - 1.0) * bound;
+        mp_store(host, dst->dtype, (size_t)e, v);
+    }
+    mp_status st = l->ops->copy_in(dst->data, host, bytes);
+    if (st == MP_OK)
+        st = l->ops->sync(); /* the host block is freed next */
+    mp_free(host);
+    if (st == MP_OK && dst->data != l->w[j].data)
+        st = l->ops->convert(dst, &l->w[j]);
+    return st;
+}
+
+mp_status mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k)
 {
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
         l->seed = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(*k + 1)); /* per-layer dropout masks */
-        double bound = 1.0 / sqrt(l->fan_in > 0 ? l->fan_in : 1.0);
-        for (int j = 0; j < l->nparams; j++, (*k)++) {
-            mp_rng r;
-            mp_rng_seed(&r, seed, 0x1000u + (uint64_t)*k);
-            mp_tensor master = mp_params_master(p, *k);
-            mp_tensor *dst = master.data ? &master : &l->w[j];
-            int64_t n = mp_tensor_numel(&l->w[j]);
-            for (int64_t e = 0; e < n; e++) {
-                double v = l->param_init[j] == MP_INIT_ONES    ? 1.0
-                           : l->param_init[j] == MP_INIT_ZEROS ? 0.0
-                                                               : (2.0 * mp_rng_uniform(&r) - 1.0) * bound;
-                mp_store(dst->data, dst->dtype, (size_t)e, v);
-            }
-            if (dst->data != l->w[j].data)
-                mp_convert(l->w[j].data, l->w[j].dtype, dst->data, dst->dtype, (size_t)n);
-        }
+        for (int j = 0; j < l->nparams; j++, (*k)++)
+            MP_TRY(init_param(l, j, p, seed, *k));
         for (int j = 0; j < l->nbuffers; j++)
-            for (int64_t e = 0; e < l->buffer_numel[j]; e++)
-                mp_store(l->buf[j].data, l->buf[j].dtype, (size_t)e, l->buffer_init[j]);
+            MP_TRY(l->ops->fill(&l->buf[j], l->buffer_init[j]));
         if (l->block) {
             mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            mp_seq_init(&m, p, seed, k);
-            mp_seq_init(&sc, p, seed, k);
+            MP_TRY(mp_seq_init(&m, p, seed, k));
+            MP_TRY(mp_seq_init(&sc, p, seed, k));
         }
     }
+    return MP_OK;
 }
 
 mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_t step,
@@ -242,20 +256,20 @@ void mp_seq_free(const mp_seq *s)
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
         if (s->acts)
-            mp_tensor_free(&s->acts[i]);
+            mp_tensor_delete(l->ops, &s->acts[i]);
         if (s->xcast)
-            mp_tensor_free(&s->xcast[i]);
+            mp_tensor_delete(l->ops, &s->xcast[i]);
         for (int j = 0; j < l->nbuffers; j++)
-            mp_tensor_free(&l->buf[j]);
+            mp_tensor_delete(l->ops, &l->buf[j]);
         if (l->block) {
             mp_block *b = l->block;
             mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
             mp_seq_free(&m);
             mp_seq_free(&sc);
-            mp_tensor_free(&b->gbuf[0]);
-            mp_tensor_free(&b->gbuf[1]);
-            mp_tensor_free(&b->gsum);
-            mp_tensor_free(&b->gsc);
+            mp_tensor_delete(l->ops, &b->gbuf[0]);
+            mp_tensor_delete(l->ops, &b->gbuf[1]);
+            mp_tensor_delete(l->ops, &b->gsum);
+            mp_tensor_delete(l->ops, &b->gsc);
             free(b);
             l->block = NULL;
         }

@@ -27,7 +27,7 @@ mp_dtype mp_seq_scratch_dtype(size_t elem);
 
 /* Initialises parameters (FP32 masters rounded into the model copy) and buffers; *k counts the
  * parameters in declaration order. */
-void mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k);
+mp_status mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k);
 
 /* Forward through s over x (n, ...); *out is a view of the last layer's output. */
 mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_t step,

@@ -1,7 +1,11 @@
 /* Tensor views and shapes. */
 #include "engine/tensor.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "engine/ops.h"
 
 mp_tensor mp_tensor_view(void *data, mp_dtype dt, int ndim, const int64_t *shape)
 {
@@ -43,6 +47,25 @@ mp_tensor mp_tensor_alloc(mp_dtype dt, int ndim, const int64_t *shape, mp_mem_ca
 void mp_tensor_free(mp_tensor *t)
 {
     mp_free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+mp_tensor mp_tensor_new(const mp_ops *ops, mp_dtype dt, int ndim, const int64_t *shape,
+                        mp_mem_cat cat)
+{
+    mp_tensor t = mp_tensor_view(NULL, dt, ndim, shape);
+    t.data = ops->mem_alloc((size_t)mp_tensor_bytes(&t), cat);
+    if (!t.data) {
+        fprintf(stderr, "mpdist: %s\n", mp_error_message());
+        abort();
+    }
+    return t;
+}
+
+void mp_tensor_delete(const mp_ops *ops, mp_tensor *t)
+{
+    if (t->data)
+        ops->mem_free(t->data);
     memset(t, 0, sizeof *t);
 }
 

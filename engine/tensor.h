@@ -23,6 +23,17 @@ mp_tensor mp_tensor_view(void *data, mp_dtype dt, int ndim, const int64_t *shape
 /* A tensor with freshly allocated zeroed storage counted under `cat`; free with mp_tensor_free. */
 mp_tensor mp_tensor_alloc(mp_dtype dt, int ndim, const int64_t *shape, mp_mem_cat cat);
 
+struct mp_ops;
+
+/* A tensor with zeroed storage in the memory of backend `ops` (ops->mem_alloc) counted under
+ * `cat`. Running out of device memory prints a message and aborts, as mp_alloc does for host
+ * memory. Free with mp_tensor_delete and the same ops. */
+mp_tensor mp_tensor_new(const struct mp_ops *ops, mp_dtype dt, int ndim, const int64_t *shape,
+                        mp_mem_cat cat);
+
+/* Frees storage from mp_tensor_new (none is fine) and clears t. */
+void mp_tensor_delete(const struct mp_ops *ops, mp_tensor *t);
+
 /* Frees storage from mp_tensor_alloc and clears t. */
 void mp_tensor_free(mp_tensor *t);
 

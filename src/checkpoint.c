@@ -137,13 +137,21 @@ static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int6
         return mp_fail(MP_ECKPT, "checkpoint.dir: cannot create %s (%s)", dir, strerror(errno));
     mp_h5w *w;
     MP_TRY(mp_h5w_open(&w, path, (int)c->checkpoint.deflate));
-    mp_status st = write_meta(w, t, at);
+    mp_tensor *ts[4 * MP_NGROUPS + MP_MAX_PARAMS];
+    mp_host_swap hs;
+    int n = mp_train_state_tensors(t, MP_STATE_PARAMS | MP_STATE_OPTIM | MP_STATE_BUFFERS, ts);
+    mp_status st = mp_host_begin(&hs, t->ops, ts, n, true);
+    if (st == MP_OK)
+        st = write_meta(w, t, at);
     if (st == MP_OK)
         st = write_weights(w, t);
     if (st == MP_OK)
         st = write_optim(w, t);
     if (st == MP_OK)
         st = write_state(w, t, at, rng);
+    mp_status end = mp_host_end(&hs, false);
+    if (st == MP_OK)
+        st = end;
     if (st != MP_OK) {
         mp_h5w_abort(w);
         return st;
@@ -204,12 +212,10 @@ static mp_status known_member(const char *name, void *arg)
     return MP_OK;
 }
 
-static mp_status read_weights(mp_h5r *r, mp_model *m)
+/* read_weights into host tensors: the parameters (FP32 masters, or the model at O3) and the
+ * persistent buffers bufs[0..nbufs). */
+static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs, int nbufs)
 {
-    mp_named_tensor bufs[MP_MAX_PARAMS];
-    int nbufs = mp_model_buffers(m, bufs, MP_MAX_PARAMS);
-    if (nbufs > MP_MAX_PARAMS)
-        return mp_fail(MP_EUSAGE, "model: more than %d BatchNorm buffers", MP_MAX_PARAMS);
     mp_params *p = &m->params;
     char path[256];
     for (int i = 0; i < p->count; i++) {
@@ -239,6 +245,27 @@ static mp_status read_weights(mp_h5r *r, mp_model *m)
         MP_TRY(mp_h5r_array(r, path, b->ndim, b->shape, b->data, b->dtype));
     }
     return MP_OK;
+}
+
+static mp_status read_weights(mp_h5r *r, mp_model *m)
+{
+    mp_named_tensor bufs[MP_MAX_PARAMS];
+    int nbufs = mp_model_buffers(m, bufs, MP_MAX_PARAMS);
+    if (nbufs > MP_MAX_PARAMS)
+        return mp_fail(MP_EUSAGE, "model: more than %d BatchNorm buffers", MP_MAX_PARAMS);
+    mp_tensor *ts[2 * MP_NGROUPS + MP_MAX_PARAMS];
+    int n = 0;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        ts[n++] = &m->params.groups[k].model;
+        ts[n++] = &m->params.groups[k].master;
+    }
+    for (int j = 0; j < nbufs; j++)
+        ts[n++] = &bufs[j].t;
+    mp_host_swap hs;
+    MP_TRY(mp_host_begin(&hs, m->ops, ts, n, true));
+    mp_status st = read_weights_host(r, m, bufs, nbufs);
+    mp_status end = mp_host_end(&hs, st == MP_OK);
+    return st != MP_OK ? st : end;
 }
 
 mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
@@ -272,7 +299,20 @@ mp_status mp_checkpoint_load_weights(mp_model *m, const char *path)
     return st;
 }
 
+static mp_status read_slots(mp_h5r *r, mp_trainer *t);
+
 static mp_status read_optim(mp_h5r *r, mp_trainer *t)
+{
+    mp_tensor *ts[2 * MP_NGROUPS];
+    mp_host_swap hs;
+    MP_TRY(mp_host_begin(&hs, t->ops, ts, mp_train_state_tensors(t, MP_STATE_OPTIM, ts), true));
+    mp_status st = read_slots(r, t);
+    mp_status end = mp_host_end(&hs, st == MP_OK);
+    return st != MP_OK ? st : end;
+}
+
+/* read_optim into host copies of the optimizer slots. */
+static mp_status read_slots(mp_h5r *r, mp_trainer *t)
 {
     mp_optimizer *o = &t->opt;
     const mp_params *p = &t->model.params;
@@ -410,7 +450,11 @@ static mp_status bcast_tensor(mp_trainer *t, mp_tensor *x, const char *what)
 {
     if (!x->data)
         return MP_OK;
-    return mp_comm_bcast(t->comm, x->data, (size_t)mp_tensor_bytes(x), 0, what);
+    mp_host_swap hs;
+    MP_TRY(mp_host_begin(&hs, t->ops, &x, 1, t->comm->rank == 0));
+    mp_status st = mp_comm_bcast(t->comm, x->data, (size_t)mp_tensor_bytes(x), 0, what);
+    mp_status end = mp_host_end(&hs, st == MP_OK && t->comm->rank != 0);
+    return st != MP_OK ? st : end;
 }
 
 mp_status mp_checkpoint_share(mp_trainer *t)

@@ -42,6 +42,7 @@ typedef struct mp_config {
         bool keep_batchnorm_fp32, master_weights; /* the level's defaults unless given */
         double loss_scale;  /* 0 = dynamic; the level's default unless given */
         bool allow_tf32;
+        int64_t conv_workspace_mb;
         double init_scale, growth_factor, backoff_factor, min_scale, max_scale;
         int64_t growth_interval, hysteresis, max_consecutive_skips;
     } amp;

@@ -84,7 +84,13 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_res
     MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
     r->input_wait_s += mp_now() - t0;
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
-    x.data = (void *)xdata; /* the loader's slot: read-only here */
+    if (t->ops->host_memory) {
+        x.data = (void *)xdata; /* the loader's slot: read-only here */
+    } else {
+        MP_TRY(t->ops->copy_in(x.data, xdata, (size_t)mp_tensor_bytes(&x)));
+        MP_TRY(t->ops->copy_in(t->ydev, labels, (size_t)n * sizeof(int32_t)));
+        labels = t->ydev;
+    }
     const mp_tensor *logits;
     mp_xent_result res;
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
@@ -138,10 +144,9 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
     return MP_OK;
 }
 
-mp_status mp_train_sync_buffers(mp_trainer *t)
+/* mp_train_sync_buffers on host copies of the buffers. */
+static mp_status bcast_buffers(mp_trainer *t)
 {
-    if (t->comm->size == 1 || t->nbufs == 0)
-        return MP_OK;
     float *p = t->bufpack;
     for (int j = 0; j < t->nbufs && t->comm->rank == 0; j++) {
         const mp_tensor *b = &t->bufs[j].t;
@@ -159,6 +164,19 @@ mp_status mp_train_sync_buffers(mp_trainer *t)
     return MP_OK;
 }
 
+mp_status mp_train_sync_buffers(mp_trainer *t)
+{
+    if (t->comm->size == 1 || t->nbufs == 0)
+        return MP_OK;
+    mp_tensor *ts[MP_MAX_PARAMS];
+    mp_host_swap hs;
+    MP_TRY(mp_host_begin(&hs, t->ops, ts, mp_train_state_tensors(t, MP_STATE_BUFFERS, ts),
+                         t->comm->rank == 0));
+    mp_status st = bcast_buffers(t);
+    mp_status end = mp_host_end(&hs, st == MP_OK && t->comm->rank != 0);
+    return st != MP_OK ? st : end;
+}
+
 mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
 {
     const mp_config *c = t->cfg;
@@ -172,13 +190,19 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         for (int64_t i = start; i < t->test.count && n < b; i += t->comm->size)
             idx[n++] = i;
         mp_dataset_batch_augmented(&t->test, idx, n, t->mean, t->std, 0, 0, 0, false, t->x.dtype,
-                                   t->x.data, t->y);
+                                   t->xhost, t->y);
         mp_tensor x = mp_tensor_batch(&t->x, n);
         const mp_tensor *logits;
         mp_xent_result res;
-        st = mp_model_forward(&t->model, &x, false, &logits);
+        if (!t->ops->host_memory) {
+            st = t->ops->copy_in(x.data, t->xhost, (size_t)mp_tensor_bytes(&x));
+            if (st == MP_OK)
+                st = t->ops->copy_in(t->ydev, t->y, (size_t)n * sizeof(int32_t));
+        }
         if (st == MP_OK)
-            st = t->ops->softmax_xent(logits, t->y, 0.0, 1.0, &res, NULL);
+            st = mp_model_forward(&t->model, &x, false, &logits);
+        if (st == MP_OK)
+            st = t->ops->softmax_xent(logits, t->ydev, 0.0, 1.0, &res, NULL);
         if (st != MP_OK)
             break;
         sums[0] += res.loss * (double)n;

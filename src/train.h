@@ -10,6 +10,7 @@
 #include "comm/buckets.h"
 #include "comm/comm.h"
 #include "engine/amp.h"
+#include "engine/host_swap.h"
 #include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/presets.h"
@@ -65,7 +66,9 @@ typedef struct mp_trainer {
     mp_scaler_state scaler;
     mp_tensor x, dlogits;   /* (batch, H, W, C) input (the policy's input dtype) and
                                (batch, classes) loss gradient (the logits' dtype) */
-    int32_t *y;             /* (batch) labels */
+    int32_t *y;             /* (batch) labels, host memory */
+    int32_t *ydev;          /* (batch) labels in the backend's memory (y itself on the CPU) */
+    void *xhost;            /* (batch, H, W, C) host staging of x (x's own storage on the CPU) */
     double mean[3], std[3]; /* per-channel normalisation */
     int64_t steps_per_epoch, total_steps;
     mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, made equal to
@@ -95,6 +98,14 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 /* Broadcasts rank 0's initial parameters to every rank; collective, after a successful setup
  * on all ranks. */
 mp_status mp_train_sync(mp_trainer *t);
+
+/* Parts of the training state that live in the backend's memory. */
+enum { MP_STATE_PARAMS = 1, MP_STATE_OPTIM = 2, MP_STATE_BUFFERS = 4 };
+
+/* Writes to out the tensors of the given parts (each group's model and master, each group's
+ * optimizer slots, the persistent buffers; some may be empty) for mp_host_begin, and returns
+ * how many: at most 4 * MP_NGROUPS + MP_MAX_PARAMS. */
+int mp_train_state_tensors(mp_trainer *t, unsigned parts, mp_tensor **out);
 
 /* Opens the metrics file (rank 0; a resumed run keeps the records before its checkpoint and
  * appends) and starts the progress line. MP_EUSAGE when log.metrics cannot be created. Not

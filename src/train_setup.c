@@ -5,14 +5,24 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/backends.h"
 #include "src/train.h"
 
-static mp_status check_supported(const mp_config *c)
+/* The backend amp.device asks for: the CPU, or the GPU of this rank (local rank modulo the
+ * visible devices), whose choice rank 0 prints. */
+static mp_status open_backend(mp_trainer *t)
 {
-    if (strcmp(c->amp.device, "cuda") == 0)
-        return mp_fail(MP_EUSAGE,
-                       "%s: amp.device: cuda is not available in this build yet (use cpu or auto)",
-                       c->path);
+    const mp_config *c = t->cfg;
+    int ngpu = mp_backend_cuda_devices();
+    mp_backend_options o = {.device = ngpu > 0 ? t->comm->local_rank % ngpu : 0,
+                            .allow_tf32 = c->amp.allow_tf32,
+                            .conv_workspace_bytes = c->amp.conv_workspace_mb << 20};
+    char why[320];
+    mp_status st = mp_backend_open(c->amp.device, &o, &t->ops, why, sizeof why);
+    if (st != MP_OK)
+        return mp_fail(st, "%s: %s", c->path, mp_error_message());
+    if (t->comm->rank == 0)
+        printf("backend: %s\n", why);
     return MP_OK;
 }
 
@@ -96,7 +106,7 @@ static mp_status build_model(mp_trainer *t)
     if (st != MP_OK)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
     if (t->comm->rank == 0)
-        mp_model_init(&t->model, c->train.seed);
+        MP_TRY(mp_model_init(&t->model, c->train.seed));
     t->nbufs = mp_model_buffers(&t->model, t->bufs, MP_MAX_PARAMS);
     if (t->nbufs > MP_MAX_PARAMS)
         return mp_fail(MP_EUSAGE, "%s: model: more than %d BatchNorm buffers", c->path,
@@ -108,7 +118,28 @@ static mp_status build_model(mp_trainer *t)
     return MP_OK;
 }
 
-mp_status mp_train_sync(mp_trainer *t)
+int mp_train_state_tensors(mp_trainer *t, unsigned parts, mp_tensor **out)
+{
+    int n = 0;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &t->model.params.groups[k];
+        if (parts & MP_STATE_PARAMS) {
+            out[n++] = &g->model;
+            out[n++] = &g->master;
+        }
+        if (parts & MP_STATE_OPTIM) {
+            out[n++] = &t->opt.slot1[k];
+            out[n++] = &t->opt.slot2[k];
+        }
+    }
+    for (int j = 0; (parts & MP_STATE_BUFFERS) && j < t->nbufs; j++)
+        out[n++] = &t->bufs[j].t;
+    return n;
+}
+
+/* Rank 0's initial parameters to every rank, through host copies when the backend's memory is
+ * not the host's. */
+static mp_status bcast_params(mp_trainer *t)
 {
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &t->model.params.groups[k];
@@ -119,6 +150,19 @@ mp_status mp_train_sync(mp_trainer *t)
                                  "broadcast of the initial master weights"));
     }
     return MP_OK;
+}
+
+mp_status mp_train_sync(mp_trainer *t)
+{
+    if (t->comm->size == 1)
+        return MP_OK;
+    mp_tensor *ts[2 * MP_NGROUPS];
+    mp_host_swap hs;
+    MP_TRY(mp_host_begin(&hs, t->ops, ts, mp_train_state_tensors(t, MP_STATE_PARAMS, ts),
+                         t->comm->rank == 0));
+    mp_status st = bcast_params(t);
+    mp_status end = mp_host_end(&hs, st == MP_OK && t->comm->rank != 0);
+    return st != MP_OK ? st : end;
 }
 
 int64_t mp_train_batches(const mp_trainer *t, int64_t count)
@@ -245,13 +289,12 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
     t->comm = comm;
-    t->ops = mp_backend_cpu();
+    MP_TRY(open_backend(t));
     if (!getenv("OPENBLAS_NUM_THREADS")) { /* the cores shared by this host's ranks */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
         mp_backend_cpu_threads(share > 0 ? share : 1);
     }
-    MP_TRY(check_supported(cfg));
     comm->timeout_s = cfg->comm.timeout_s;
     setup_amp(t);
     MP_TRY(load_data(t));
@@ -277,10 +320,18 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
     MP_TRY(mp_loader_open(&t->loader, &lc));
     int64_t b = cfg->data.batch_size;
     int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};
-    t->x = mp_tensor_alloc(mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
-    t->dlogits = mp_tensor_alloc(t->model.acts[t->model.nlayers - 1].dtype, 2, ds,
-                                 MP_MEM_ACTIVATIONS);
+    t->x = mp_tensor_new(t->ops, mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
+    t->dlogits = mp_tensor_new(t->ops, t->model.acts[t->model.nlayers - 1].dtype, 2, ds,
+                               MP_MEM_ACTIVATIONS);
     t->y = mp_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+    t->ydev = t->y;
+    t->xhost = t->x.data;
+    if (!t->ops->host_memory) { /* batches are assembled on the host and copied in */
+        t->ydev = t->ops->mem_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+        t->xhost = mp_alloc((size_t)mp_tensor_bytes(&t->x), MP_MEM_DATA);
+        if (!t->ydev)
+            return MP_EINTERNAL; /* mem_alloc said why */
+    }
     return MP_OK;
 }
 
@@ -289,8 +340,14 @@ void mp_train_free(mp_trainer *t)
     mp_progress_finish(&t->progress);
     mp_metrics_close(t->metrics);
     mp_loader_close(t->loader);
-    mp_tensor_free(&t->x);
-    mp_tensor_free(&t->dlogits);
+    if (t->ops) {
+        if (!t->ops->host_memory) {
+            t->ops->mem_free(t->ydev);
+            mp_free(t->xhost);
+        }
+        mp_tensor_delete(t->ops, &t->x);
+        mp_tensor_delete(t->ops, &t->dlogits);
+    }
     mp_free(t->y);
     mp_free(t->bufpack);
     mp_optimizer_free(&t->opt);

@@ -1,10 +1,18 @@
 /* The CPU backend's op table. */
 #include <cblas.h>
+#include <pthread.h>
 
 #include "engine/backend_cpu/cpu.h"
 
 static const mp_ops mp_cpu_ops = {
     .name = "cpu",
+    .host_memory = true,
+    .mem_alloc = mp_cpu_mem_alloc,
+    .mem_free = mp_cpu_mem_free,
+    .copy_in = mp_cpu_copy,
+    .copy_out = mp_cpu_copy,
+    .copy = mp_cpu_copy,
+    .sync = mp_cpu_sync,
     .gemm = mp_cpu_gemm,
     .bias_add = mp_cpu_bias_add,
     .bias_grad = mp_cpu_bias_grad,
@@ -13,6 +21,8 @@ static const mp_ops mp_cpu_ops = {
     .softmax_xent = mp_cpu_softmax_xent,
     .optim_step = mp_cpu_optim_step,
     .grad_stats = mp_cpu_grad_stats,
+    .amp_check = mp_cpu_amp_check,
+    .amp_update = mp_cpu_amp_update,
     .scale = mp_cpu_scale,
     .add = mp_cpu_add,
     .batchnorm_forward = mp_cpu_batchnorm_forward,
@@ -29,5 +39,21 @@ static const mp_ops mp_cpu_ops = {
 };
 
 const mp_ops *mp_backend_cpu(void) { return &mp_cpu_ops; }
+
+static mp_ops mp_cpu_staged_ops;
+
+static void make_staged(void)
+{
+    mp_cpu_staged_ops = mp_cpu_ops;
+    mp_cpu_staged_ops.name = "cpu-staged";
+    mp_cpu_staged_ops.host_memory = false;
+}
+
+const mp_ops *mp_backend_cpu_staged(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_staged);
+    return &mp_cpu_staged_ops;
+}
 
 void mp_backend_cpu_threads(int n) { openblas_set_num_threads(n); }

@@ -29,6 +29,10 @@ static inline double mp_st_f64(double v) { return v; }
             return mp_fail(MP_EINTERNAL, "cpu %s: shape or dtype mismatch (%s)", op, #cond); \
     } while (0)
 
+void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat);
+void mp_cpu_mem_free(void *p);
+mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes);
+mp_status mp_cpu_sync(void);
 mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c);
 mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b);
@@ -37,8 +41,11 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
                               double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
-mp_status mp_cpu_optim_step(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
-                            const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2);
+mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, mp_tensor *param,
+                            mp_tensor *copy, const mp_tensor *grad, mp_tensor *slot1,
+                            mp_tensor *slot2);
+mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st);
+mp_status mp_cpu_amp_update(const mp_scaler_config *c, mp_amp_state *st);
 mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite);
 mp_status mp_cpu_scale(mp_tensor *x, double alpha);
 mp_status mp_cpu_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y);

@@ -1,35 +1,20 @@
-/* Inverted dropout on the CPU. The mask is a pure function of (seed, counter), counter =
- * offset + i for element i, so backward recomputes it and every backend draws the same one:
- *   key  = mix64(seed + 0x9e3779b97f4a7c15)
- *   bits = mix64(key ^ (counter * 0x9e3779b97f4a7c15))
- *   keep = (bits >> 32) >= ceil(p * 2^32)      (a uniform u = (bits >> 32) / 2^32 >= p)
- * where mix64 is splitmix64's finaliser. The comparison is on integers, so no backend's float
- * rounding of p can flip an element. y = x * (keep ? 1 / (1 - p) : 0) in the accumulator of the
- * tensor's dtype, rounded once: dropped elements are 0 but inf and NaN still propagate, as in
- * PyTorch, so an overflow is not hidden from the loss scaler. y may alias x. */
-#include <math.h>
-
+/* Inverted dropout on the CPU with the mask of engine/dropout_mask.h. y = x * (keep ? 1 / (1 - p)
+ * : 0) in the accumulator of the tensor's dtype, rounded once: dropped elements are 0 but inf and
+ * NaN still propagate, as in PyTorch, so an overflow is not hidden from the loss scaler. y may
+ * alias x. */
 #include "engine/backend_cpu/cpu.h"
-
-#define MP_GOLDEN 0x9e3779b97f4a7c15ull
-
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "engine/dropout_mask.h"
 
 #define DROPOUT(T, ACC, LD, ST, p, seed, offset, x, y, n)                                     \
     do {                                                                                      \
         const T *xx = (x)->data;                                                              \
         T *yy = (y)->data;                                                                    \
-        const uint64_t key = mix64((seed) + MP_GOLDEN);                                       \
-        const uint64_t thr = (uint64_t)ceil((p) * 4294967296.0);                              \
+        const uint64_t key = mp_dropout_key(seed);                                            \
+        const uint64_t thr = mp_dropout_threshold(p);                                         \
         const ACC scale = (ACC)(1.0 / (1.0 - (p)));                                           \
         for (int64_t i = 0; i < (n); i++) {                                                   \
-            uint64_t bits = mix64(key ^ (((offset) + (uint64_t)i) * MP_GOLDEN));              \
-            yy[i] = ST(LD(xx[i]) * ((bits >> 32) >= thr ? scale : (ACC)0));                   \
+            bool keep = mp_dropout_keep(key, (offset) + (uint64_t)i, thr);                    \
+            yy[i] = ST(LD(xx[i]) * (keep ? scale : (ACC)0));                                  \
         }                                                                                     \
     } while (0)
 

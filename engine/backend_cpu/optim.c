@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/optim_rule.h"
 
 enum { MP_OPTIM_BLOCK = 1024 };
 
@@ -43,71 +44,49 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
 
 /* SGD with momentum over a block (inside update_SFX), for constant FIRST (step 1: the buffer
  * starts as the gradient) and NESTEROV, so that the loop has no branches and vectorises. */
-#define SGD_MOMENTUM(ACC, FIRST, NESTEROV)                                                   \
-    FOR_GROUPS_OF_8(i, len, {                                                                \
-        ACC d = g[i] * gs;                                                                   \
-        d += wd * w[i];                                                                      \
-        ACC m = (FIRST) ? d : mom * m1[i] + damp * d;                                        \
-        m1[i] = m;                                                                           \
-        d = (NESTEROV) ? d + mom * m : m;                                                    \
-        w[i] -= lr * d;                                                                      \
-    })
+#define SGD_MOMENTUM(SFX, FIRST, NESTEROV)                                                   \
+    FOR_GROUPS_OF_8(i, len, { mp_sgd_##SFX(&k, &w[i], g[i], &m1[i], FIRST, NESTEROV); })
 
 /* Defines, for accumulator type ACC of dtype ADT:
- *   update_SFX: one optimizer step over a block: w (param), g (unscaled-to-be gradient) and the
- *     optimizer state m1, m2 (NULL when unused), none overlapping;
+ *   update_SFX: one optimizer step over a block with the element rules of engine/optim_rule.h:
+ *     w (param), g (unscaled-to-be gradient) and the optimizer state m1, m2 (NULL when
+ *     unused), none overlapping;
  *   optim_SFX: the whole step, block by block, with conversions and the half copy;
  *   grad_stats_SFX: the statistics pass. */
 #define MP_OPTIM_KERNELS(ACC, ADT, SFX)                                                      \
-    static void update_##SFX(const mp_optim_args *a, ACC *restrict w, const ACC *restrict g, \
-                             ACC *restrict m1, ACC *restrict m2, size_t len)                 \
+    static void update_##SFX(const mp_optim_coef_##SFX *c, bool adam, ACC *restrict w,       \
+                             const ACC *restrict g, ACC *restrict m1, ACC *restrict m2,      \
+                             size_t len)                                                     \
     {                                                                                        \
-        ACC lr = (ACC)a->lr, wd = (ACC)a->weight_decay, gs = (ACC)a->grad_scale;             \
-        ACC mom = (ACC)a->momentum, damp = (ACC)1 - (ACC)a->dampening;                       \
-        ACC b1 = (ACC)a->beta1, b2 = (ACC)a->beta2, eps = (ACC)a->eps;                       \
-        ACC bc1 = (ACC)1 - (ACC)pow(a->beta1, (double)a->step);                              \
-        ACC bc2 = (ACC)sqrt(1.0 - pow(a->beta2, (double)a->step));                           \
-        bool first = a->step == 1, nesterov = a->nesterov;                                   \
-        if (a->kind == MP_OPTIM_SGD && !m1) {                                                \
-            FOR_GROUPS_OF_8(i, len, {                                                        \
-                ACC d = g[i] * gs;                                                           \
-                d += wd * w[i];                                                              \
-                w[i] -= lr * d;                                                              \
-            });                                                                              \
-        } else if (a->kind == MP_OPTIM_SGD) {                                                \
-            if (first && nesterov)                                                           \
-                SGD_MOMENTUM(ACC, true, true);                                               \
-            else if (first)                                                                  \
-                SGD_MOMENTUM(ACC, true, false);                                              \
-            else if (nesterov)                                                               \
-                SGD_MOMENTUM(ACC, false, true);                                              \
-            else                                                                             \
-                SGD_MOMENTUM(ACC, false, false);                                             \
+        const mp_optim_coef_##SFX k = *c; /* a local copy: no store can alias it */          \
+        if (adam) {                                                                          \
+            for (size_t i = 0; i < len; i++)                                                 \
+                mp_adam_##SFX(&k, &w[i], g[i], &m1[i], &m2[i]);                              \
+        } else if (!m1) {                                                                    \
+            FOR_GROUPS_OF_8(i, len, { mp_sgd_##SFX(&k, &w[i], g[i], NULL, false, false); }); \
+        } else if (k.first && k.nesterov) {                                                  \
+            SGD_MOMENTUM(SFX, true, true);                                                   \
+        } else if (k.first) {                                                                \
+            SGD_MOMENTUM(SFX, true, false);                                                  \
+        } else if (k.nesterov) {                                                             \
+            SGD_MOMENTUM(SFX, false, true);                                                  \
         } else {                                                                             \
-            for (size_t i = 0; i < len; i++) {                                               \
-                ACC wi = w[i], d = g[i] * gs;                                                \
-                if (a->kind == MP_OPTIM_ADAMW)                                               \
-                    wi -= lr * wd * wi;                                                      \
-                else                                                                         \
-                    d += wd * wi;                                                            \
-                ACC m = b1 * m1[i] + ((ACC)1 - b1) * d;                                      \
-                ACC v = b2 * m2[i] + ((ACC)1 - b2) * d * d;                                  \
-                m1[i] = m;                                                                   \
-                m2[i] = v;                                                                   \
-                w[i] = wi - (lr / bc1) * m / ((ACC)sqrt((double)v) / bc2 + eps);             \
-            }                                                                                \
+            SGD_MOMENTUM(SFX, false, false);                                                 \
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void optim_##SFX(const mp_optim_args *a, mp_tensor *p, mp_tensor *copy,           \
-                            const mp_tensor *g, mp_tensor *s1, mp_tensor *s2, int64_t n)     \
+    static void optim_##SFX(const mp_optim_args *a, const mp_amp_state *st, mp_tensor *p,    \
+                            mp_tensor *copy, const mp_tensor *g, mp_tensor *s1,              \
+                            mp_tensor *s2, int64_t n)                                        \
     {                                                                                        \
         ACC wbuf[MP_OPTIM_BLOCK], gbuf[MP_OPTIM_BLOCK];                                      \
+        const mp_optim_coef_##SFX c = mp_optim_coef_##SFX##_make(a, st);                     \
+        bool adam = a->kind != MP_OPTIM_SGD;                                                 \
         for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) {                                    \
             size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
             ACC *w = load_block(p, o, len, ADT, wbuf);                                       \
             const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \
-            update_##SFX(a, w, gv, s1 ? (ACC *)s1->data + o : NULL,                          \
+            update_##SFX(&c, adam, w, gv, s1 ? (ACC *)s1->data + o : NULL,                   \
                          s2 ? (ACC *)s2->data + o : NULL, len);                              \
             if (w == wbuf)                                                                   \
                 mp_convert(at(p, o), p->dtype, wbuf, ADT, len);                              \
@@ -140,24 +119,27 @@ MP_OPTIM_KERNELS(double, MP_F64, f64)
 
 /* Optimizer state (slot1, slot2) is FP32 for FP32 and half parameters, FP64 for FP64: the
  * accumulator type, as in MP_CPU_DISPATCH. */
-mp_status mp_cpu_optim_step(const mp_optim_args *args, mp_tensor *param, mp_tensor *copy,
-                            const mp_tensor *grad, mp_tensor *slot1, mp_tensor *slot2)
+mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, mp_tensor *param,
+                            mp_tensor *copy, const mp_tensor *grad, mp_tensor *slot1,
+                            mp_tensor *slot2)
 {
     int64_t n = mp_tensor_numel(param);
     bool adam = args->kind != MP_OPTIM_SGD;
     MP_CPU_REQUIRE(mp_tensor_numel(grad) == n && (!copy || mp_tensor_numel(copy) == n),
                    "optim_step");
-    MP_CPU_REQUIRE(args->step >= 1, "optim_step");
+    MP_CPU_REQUIRE(st || args->step >= 1, "optim_step");
     mp_tensor *s1 = (adam || args->momentum != 0.0) ? slot1 : NULL, *s2 = adam ? slot2 : NULL;
     MP_CPU_REQUIRE((s1 != NULL) == (adam || args->momentum != 0.0) && (s2 != NULL) == adam,
                    "optim_step");
     mp_dtype state = param->dtype == MP_F64 ? MP_F64 : MP_F32;
     MP_CPU_REQUIRE(!s1 || (mp_tensor_numel(s1) == n && s1->dtype == state), "optim_step");
     MP_CPU_REQUIRE(!s2 || (mp_tensor_numel(s2) == n && s2->dtype == state), "optim_step");
+    if (st && st->found_inf)
+        return MP_OK;
     if (state == MP_F64)
-        optim_f64(args, param, copy, grad, s1, s2, n);
+        optim_f64(args, st, param, copy, grad, s1, s2, n);
     else
-        optim_f32(args, param, copy, grad, s1, s2, n);
+        optim_f32(args, st, param, copy, grad, s1, s2, n);
     return MP_OK;
 }
 
@@ -170,5 +152,23 @@ mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, 
         grad_stats_f64(grad, scale, sumsq, nonfinite, n);
     else
         grad_stats_f32(grad, scale, sumsq, nonfinite, n);
+    return MP_OK;
+}
+
+mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st)
+{
+    bool bad = st->found_inf != 0;
+    MP_TRY(mp_cpu_grad_stats(grad, mult / st->scaler.scale, &st->sumsq, &bad));
+    st->found_inf = bad;
+    return MP_OK;
+}
+
+mp_status mp_cpu_amp_update(const mp_scaler_config *c, mp_amp_state *st)
+{
+    bool found_inf = st->found_inf != 0;
+    mp_scaler_update(&st->scaler, c, found_inf);
+    st->steps += !found_inf;
+    st->found_inf = 0;
+    st->sumsq = 0.0;
     return MP_OK;
 }

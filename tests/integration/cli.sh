@@ -78,6 +78,6 @@ bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0
 expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
 expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many
 expect_exit 2 "--set junk: expected key.path=value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set junk
-expect_exit 2 "amp.device: cuda is not available in this build yet" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
+expect_exit 2 "amp.device \"cuda\": " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
 expect_exit 2 'amp.loss_scale: must be "dynamic" or a number \(got "auto"\)' "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.loss_scale=auto
 finish

@@ -99,7 +99,7 @@ static void make_params(mp_params *p, mp_dtype grad_weights, mp_dtype grad_norm)
     }
     mp_group_spec specs[MP_NGROUPS] = {{grad_weights, grad_weights, false},
                                        {grad_norm, grad_norm, false}};
-    mp_params_alloc(p, specs);
+    mp_params_alloc(p, mp_backend_cpu(), specs);
 }
 
 /* One bucketed step: fills the gradients (times `mult` and the pre-scale, as backward would

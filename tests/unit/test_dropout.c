@@ -1,6 +1,6 @@
 /* Dropout: the kept fraction over a large tensor within 4 sigma of 1 - p, kept values scaled
  * exactly by 1 / (1 - p), the mask a pure function of (seed, offset + i) pinned to the hash
- * documented in engine/backend_cpu/dropout.c (so other backends can match it), backward with
+ * documented in engine/dropout_mask.h (which every backend uses), backward with
  * the forward's mask, p = 0 and evaluation as the identity, the layer's per-step offset, and
  * the FP64 finite-difference check of the layer in training mode. */
 #include "tests/util/test_util.h"

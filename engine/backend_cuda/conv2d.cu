@@ -1,0 +1,328 @@
+/* 2-D convolution on the GPU through cuDNN's legacy API: x and dy as NHWC tensors, w and dw as
+ * KRSC filters (cuDNN's NHWC filter layout), cross-correlation with FP32 accumulation (compute
+ * type CUDNN_DATA_FLOAT) for every dtype. fp16 and bf16 use tensor cores; FP32 uses
+ * CUDNN_FMA_MATH, or CUDNN_DEFAULT_MATH (TF32 allowed) when amp.allow_tf32, and without TF32 it
+ * runs every algorithm under CUDNN_FMA_MATH, so FP32 never uses TF32 silently.
+ * A plan per (direction, shapes, descriptor, dtype, TF32 flag, workspace bound) keeps its cuDNN
+ * descriptors and algorithm: the first of cudnnGet*Algorithm_v7's list that succeeds and whose
+ * workspace fits amp.conv_workspace_mb. Plans live in a fixed table (the oldest slot is reused
+ * when it is full), so steady-state steps allocate nothing.
+ * cuDNN wants one dtype for the three tensors: the work dtype is the two inputs' dtype (FP32
+ * when they differ), and a tensor of another dtype, or one not 16-byte aligned, goes through a
+ * scratch buffer per operand (grown, never shrunk) with mp_cuda_convert. The layers need this
+ * only at O1, for dw (FP32 gradients of the half weight copy) and for dx when the layer's input
+ * is an FP32 activation: these are computed in half with FP32 accumulation and then widened, as
+ * PyTorch's autocast does, so their values carry half rounding where the CPU reference rounds
+ * once to FP32. Tensors are limited to INT_MAX elements (cuDNN's 32-bit indexing; no batch
+ * splitting). The algorithms need not be deterministic (backward filter may use atomics). */
+#include <limits.h>
+#include <string.h>
+
+#include "engine/backend_cuda/cuda.h"
+
+typedef enum conv_dir { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER } conv_dir;
+
+static const char *const conv_op_names[] = {"conv2d_forward", "conv2d_backward_data",
+                                            "conv2d_backward_filter"};
+
+/* Everything a plan depends on; built with memset so that memcmp compares it. */
+typedef struct conv_key {
+    int dir;
+    int n, h, w, c, k, r, s, p, q;
+    int groups, ph, pw, sh, sw, dh, dw;
+    int dtype, tf32;
+    size_t ws_limit;
+} conv_key;
+
+typedef struct conv_plan {
+    conv_key key;
+    bool used;  /* key, descriptors and algo are valid */
+    bool made;  /* the descriptors exist (kept for the slot's lifetime) */
+    cudnnTensorDescriptor_t xd, yd; /* image side (x, dx) and output side (y, dy) */
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    int algo;   /* a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t by direction */
+    size_t ws_bytes;
+} conv_plan;
+
+enum { MP_CONV_PLANS = 64, MP_CONV_CANDIDATES = 16, MP_CONV_ALIGN = 16 };
+static conv_plan mp_conv_plans[MP_CONV_PLANS];
+
+/* One heuristic result, whatever its direction. */
+typedef struct conv_candidate {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    cudnnMathType_t math;
+} conv_candidate;
+
+/* Scratch buffers for staged operands: image side, filter side, output side. */
+enum { SLOT_IMAGE, SLOT_FILTER, SLOT_OUTPUT };
+
+/* Checks the descriptor and the image-side (xt), filter (wt) and output-side (yt) tensors as
+ * the CPU reference does, plus the int ranges cuDNN's 4-D descriptors need, and fills the key's
+ * geometry. */
+static mp_status conv_geometry(const mp_conv_desc *d, const mp_tensor *xt, const mp_tensor *wt,
+                               const mp_tensor *yt, const char *op, conv_key *key)
+{
+    MP_CUDA_REQUIRE(xt->ndim == 4 && wt->ndim == 4 && yt->ndim == 4, op);
+    MP_CUDA_REQUIRE(d->groups >= 1, op);
+    MP_CUDA_REQUIRE(d->stride[0] >= 1 && d->stride[1] >= 1, op);
+    MP_CUDA_REQUIRE(d->dilation[0] >= 1 && d->dilation[1] >= 1, op);
+    MP_CUDA_REQUIRE(d->pad[0] >= 0 && d->pad[1] >= 0, op);
+    int64_t n = xt->shape[0], h = xt->shape[1], w = xt->shape[2], c = xt->shape[3];
+    int64_t k = wt->shape[0], r = wt->shape[1], s = wt->shape[2];
+    MP_CUDA_REQUIRE(n >= 0 && h >= 1 && w >= 1 && c >= 1, op);
+    MP_CUDA_REQUIRE(k >= 1 && r >= 1 && s >= 1, op);
+    MP_CUDA_REQUIRE(c % d->groups == 0 && k % d->groups == 0, op);
+    MP_CUDA_REQUIRE(wt->shape[3] == c / d->groups, op);
+    int64_t eh = h + 2 * (int64_t)d->pad[0] - (int64_t)d->dilation[0] * (r - 1) - 1;
+    int64_t ew = w + 2 * (int64_t)d->pad[1] - (int64_t)d->dilation[1] * (s - 1) - 1;
+    MP_CUDA_REQUIRE(eh >= 0 && ew >= 0, op);
+    int64_t p = eh / d->stride[0] + 1, q = ew / d->stride[1] + 1;
+    MP_CUDA_REQUIRE(yt->shape[0] == n && yt->shape[1] == p && yt->shape[2] == q &&
+                        yt->shape[3] == k,
+                    op);
+    /* cuDNN's legacy descriptors and kernels index with 32-bit ints. */
+    MP_CUDA_REQUIRE(mp_tensor_numel(xt) <= INT_MAX && mp_tensor_numel(yt) <= INT_MAX &&
+                        mp_tensor_numel(wt) <= INT_MAX,
+                    op);
+    memset(key, 0, sizeof *key);
+    key->n = (int)n, key->h = (int)h, key->w = (int)w, key->c = (int)c;
+    key->k = (int)k, key->r = (int)r, key->s = (int)s, key->p = (int)p, key->q = (int)q;
+    key->groups = d->groups;
+    key->ph = d->pad[0], key->pw = d->pad[1];
+    key->sh = d->stride[0], key->sw = d->stride[1];
+    key->dh = d->dilation[0], key->dw = d->dilation[1];
+    return MP_OK;
+}
+
+/* cuDNN's heuristic list for the plan's direction, best first. */
+static mp_status conv_heuristics(const conv_plan *pl, conv_candidate *out, int *count)
+{
+    cudnnHandle_t dnn = mp_cuda_ctx_get()->dnn;
+    *count = 0;
+    switch (pl->key.dir) {
+    case CONV_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t res[MP_CONV_CANDIDATES];
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(dnn, pl->xd, pl->wd, pl->cd, pl->yd,
+                                                           MP_CONV_CANDIDATES, count, res));
+        for (int i = 0; i < *count; i++)
+            out[i] = conv_candidate{(int)res[i].algo, res[i].status, res[i].memory,
+                                    res[i].mathType};
+        break;
+    }
+    case CONV_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t res[MP_CONV_CANDIDATES];
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            dnn, pl->wd, pl->yd, pl->cd, pl->xd, MP_CONV_CANDIDATES, count, res));
+        for (int i = 0; i < *count; i++)
+            out[i] = conv_candidate{(int)res[i].algo, res[i].status, res[i].memory,
+                                    res[i].mathType};
+        break;
+    }
+    default: {
+        cudnnConvolutionBwdFilterAlgoPerf_t res[MP_CONV_CANDIDATES];
+        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            dnn, pl->xd, pl->yd, pl->cd, pl->wd, MP_CONV_CANDIDATES, count, res));
+        for (int i = 0; i < *count; i++)
+            out[i] = conv_candidate{(int)res[i].algo, res[i].status, res[i].memory,
+                                    res[i].mathType};
+        break;
+    }
+    }
+    return MP_OK;
+}
+
+/* The workspace the plan's direction needs with `algo` and the descriptor's current math
+ * type; a failure means the algorithm cannot run here. */
+static cudnnStatus_t conv_ws_size(const conv_plan *pl, int algo, size_t *bytes)
+{
+    cudnnHandle_t dnn = mp_cuda_ctx_get()->dnn;
+    switch (pl->key.dir) {
+    case CONV_FWD:
+        return cudnnGetConvolutionForwardWorkspaceSize(dnn, pl->xd, pl->wd, pl->cd, pl->yd,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    case CONV_BWD_DATA:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            dnn, pl->wd, pl->yd, pl->cd, pl->xd, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    default:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            dnn, pl->xd, pl->yd, pl->cd, pl->wd, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    }
+}
+
+/* Sets the slot's descriptors for key and picks the algorithm (see the file comment). */
+static mp_status plan_make(const conv_key *key, conv_plan *pl)
+{
+    if (!pl->made) {
+        CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->xd));
+        CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->yd));
+        CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl->wd));
+        CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->cd));
+        pl->made = true;
+    }
+    memcpy(&pl->key, key, sizeof *key); /* padding too: keys are compared with memcmp */
+    const char *op = conv_op_names[key->dir];
+    cudnnDataType_t dt = mp_cudnn_dtype((mp_dtype)key->dtype);
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->xd, CUDNN_TENSOR_NHWC, dt, key->n, key->c, key->h,
+                                           key->w));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->yd, CUDNN_TENSOR_NHWC, dt, key->n, key->k, key->p,
+                                           key->q));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl->wd, dt, CUDNN_TENSOR_NHWC, key->k,
+                                           key->c / key->groups, key->r, key->s));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->cd, key->ph, key->pw, key->sh, key->sw,
+                                                key->dh, key->dw, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(pl->cd, key->groups));
+    bool f32 = key->dtype == MP_F32;
+    cudnnMathType_t math = !f32 ? CUDNN_TENSOR_OP_MATH
+                           : key->tf32 ? CUDNN_DEFAULT_MATH
+                                       : CUDNN_FMA_MATH;
+    CUDNN_CHECK(cudnnSetConvolutionMathType(pl->cd, math));
+    int on, oc, oh, ow;
+    CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->cd, pl->xd, pl->wd, &on, &oc, &oh, &ow));
+    if (on != key->n || oc != key->k || oh != key->p || ow != key->q)
+        return mp_fail(MP_EINTERNAL, "cuda %s: cuDNN's output shape %dx%dx%dx%d differs from "
+                       "(N, P, Q, K) = %dx%dx%dx%d", op, on, oh, ow, oc, key->n, key->p,
+                       key->q, key->k);
+    conv_candidate cand[MP_CONV_CANDIDATES];
+    int count = 0;
+    MP_TRY(conv_heuristics(pl, cand, &count));
+    for (int i = 0; i < count; i++) {
+        if (cand[i].status != CUDNN_STATUS_SUCCESS || cand[i].memory > key->ws_limit)
+            continue;
+        bool tensor_op = cand[i].math == CUDNN_TENSOR_OP_MATH ||
+                         cand[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        if (f32 && !key->tf32 && tensor_op)
+            continue;
+        /* cuDNN runs an algorithm with the math type it was listed with (as PyTorch does), except
+         * that FP32 without TF32 always runs under CUDNN_FMA_MATH, which admits no tensor-core
+         * kernel, whether cuDNN lists the algorithm as FMA or as default math. */
+        CUDNN_CHECK(cudnnSetConvolutionMathType(pl->cd, f32 && !key->tf32 ? CUDNN_FMA_MATH
+                                                                          : cand[i].math));
+        size_t bytes = 0;
+        if (conv_ws_size(pl, cand[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
+            bytes > key->ws_limit)
+            continue;
+        pl->algo = cand[i].algo;
+        pl->ws_bytes = bytes > cand[i].memory ? bytes : cand[i].memory;
+        pl->used = true;
+        return MP_OK;
+    }
+    return mp_fail(MP_EINTERNAL, "cuda %s: no cuDNN algorithm for N=%d H=%d W=%d C=%d K=%d "
+                   "R=%d S=%d groups=%d %s fits the workspace bound of %zu bytes "
+                   "(amp.conv_workspace_mb)", op, key->n, key->h, key->w, key->c, key->k,
+                   key->r, key->s, key->groups, mp_dtype_name((mp_dtype)key->dtype),
+                   key->ws_limit);
+}
+
+/* The plan for key: found, or made in the next slot (round-robin over the table). */
+static mp_status plan_get(const conv_key *key, conv_plan **out)
+{
+    static int next;
+    for (int i = 0; i < MP_CONV_PLANS; i++)
+        if (mp_conv_plans[i].used && memcmp(&mp_conv_plans[i].key, key, sizeof *key) == 0) {
+            *out = &mp_conv_plans[i];
+            return MP_OK;
+        }
+    conv_plan *pl = &mp_conv_plans[next];
+    next = (next + 1) % MP_CONV_PLANS;
+    pl->used = false;
+    MP_TRY(plan_make(key, pl));
+    *out = pl;
+    return MP_OK;
+}
+
+/* The work dtype of two inputs (see the file comment). */
+static mp_dtype work_dtype(const mp_tensor *a, const mp_tensor *b)
+{
+    return a->dtype == b->dtype ? a->dtype : MP_F32;
+}
+
+/* Finishes the key for direction `dir` in dtype dt and returns its plan and workspace. */
+static mp_status conv_prepare(conv_key *key, conv_dir dir, mp_dtype dt, conv_plan **pl,
+                              void **ws)
+{
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    key->dir = dir;
+    key->dtype = dt;
+    key->tf32 = c->allow_tf32;
+    key->ws_limit = c->conv_ws_limit;
+    MP_TRY(plan_get(key, pl));
+    return mp_cuda_conv_workspace((*pl)->ws_bytes, ws);
+}
+
+extern "C" mp_status mp_cuda_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x,
+                                            const mp_tensor *w, mp_tensor *y)
+{
+    MP_CUDA_DTYPES("conv2d_forward", x, w, y);
+    conv_key key;
+    MP_TRY(conv_geometry(d, x, w, y, "conv2d_forward", &key));
+    if (key.n == 0)
+        return MP_OK;
+    mp_dtype dt = work_dtype(x, w);
+    mp_tensor xw, ww, yw;
+    MP_TRY(mp_cuda_operand(x, dt, SLOT_IMAGE, true, &xw));
+    MP_TRY(mp_cuda_operand(w, dt, SLOT_FILTER, true, &ww));
+    MP_TRY(mp_cuda_operand(y, dt, SLOT_OUTPUT, false, &yw));
+    conv_plan *pl;
+    void *ws;
+    MP_TRY(conv_prepare(&key, CONV_FWD, dt, &pl, &ws));
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionForward(c->dnn, &one, pl->xd, xw.data, pl->wd, ww.data, pl->cd,
+                                        (cudnnConvolutionFwdAlgo_t)pl->algo, ws, pl->ws_bytes,
+                                        &zero, pl->yd, yw.data));
+    return yw.data == y->data ? MP_OK : mp_cuda_convert(&yw, y);
+}
+
+extern "C" mp_status mp_cuda_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy,
+                                                  const mp_tensor *w, mp_tensor *dx)
+{
+    MP_CUDA_DTYPES("conv2d_backward_data", dy, w, dx);
+    conv_key key;
+    MP_TRY(conv_geometry(d, dx, w, dy, "conv2d_backward_data", &key));
+    if (key.n == 0)
+        return MP_OK;
+    mp_dtype dt = work_dtype(dy, w);
+    mp_tensor dyw, ww, dxw;
+    MP_TRY(mp_cuda_operand(dy, dt, SLOT_OUTPUT, true, &dyw));
+    MP_TRY(mp_cuda_operand(w, dt, SLOT_FILTER, true, &ww));
+    MP_TRY(mp_cuda_operand(dx, dt, SLOT_IMAGE, false, &dxw));
+    conv_plan *pl;
+    void *ws;
+    MP_TRY(conv_prepare(&key, CONV_BWD_DATA, dt, &pl, &ws));
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionBackwardData(c->dnn, &one, pl->wd, ww.data, pl->yd, dyw.data,
+                                             pl->cd, (cudnnConvolutionBwdDataAlgo_t)pl->algo,
+                                             ws, pl->ws_bytes, &zero, pl->xd, dxw.data));
+    return dxw.data == dx->data ? MP_OK : mp_cuda_convert(&dxw, dx);
+}
+
+extern "C" mp_status mp_cuda_conv2d_backward_filter(const mp_conv_desc *d, const mp_tensor *x,
+                                                    const mp_tensor *dy, mp_tensor *dw)
+{
+    MP_CUDA_DTYPES("conv2d_backward_filter", x, dy, dw);
+    conv_key key;
+    MP_TRY(conv_geometry(d, x, dw, dy, "conv2d_backward_filter", &key));
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    if (key.n == 0) { /* no images: the gradient is zero (all-zero bits in every dtype) */
+        CUDA_CHECK(cudaMemsetAsync(dw->data, 0, (size_t)mp_tensor_bytes(dw), c->stream));
+        return MP_OK;
+    }
+    mp_dtype dt = work_dtype(x, dy);
+    mp_tensor xw, dyw, dww;
+    MP_TRY(mp_cuda_operand(x, dt, SLOT_IMAGE, true, &xw));
+    MP_TRY(mp_cuda_operand(dy, dt, SLOT_OUTPUT, true, &dyw));
+    MP_TRY(mp_cuda_operand(dw, dt, SLOT_FILTER, false, &dww));
+    conv_plan *pl;
+    void *ws;
+    MP_TRY(conv_prepare(&key, CONV_BWD_FILTER, dt, &pl, &ws));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->dnn, &one, pl->xd, xw.data, pl->yd, dyw.data,
+                                               pl->cd, (cudnnConvolutionBwdFilterAlgo_t)pl->algo,
+                                               ws, pl->ws_bytes, &zero, pl->wd, dww.data));
+    return dww.data == dw->data ? MP_OK : mp_cuda_convert(&dww, dw);
+}

@@ -1,0 +1,174 @@
+/* Internals shared by the CUDA backend's files (C++/CUDA only): the one context (device, stream,
+ * library handles, workspaces), the check macros of DESIGN §7, the launch macro that checks
+ * every launch, and element loads and stores by runtime dtype so that a kernel is written once
+ * for FP32, fp16 and bf16 (DESIGN §7). FP64 tensors are the CPU reference's alone. */
+#ifndef MP_BACKEND_CUDA_H
+#define MP_BACKEND_CUDA_H
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+extern "C" {
+#include "engine/backends.h"
+#include "engine/check.h"
+#include "engine/ops.h"
+}
+
+/* The backend's state: every op runs on `stream` of `device`. */
+typedef struct mp_cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    cudnnHandle_t dnn;
+    bool allow_tf32;        /* FP32 GEMMs and convolutions may use TF32 tensor cores */
+    void *gemm_ws;          /* cuBLASLt workspace, MP_CUDA_GEMM_WS bytes */
+    void *conv_ws;          /* cuDNN workspace, grown on demand up to conv_ws_limit */
+    size_t conv_ws_bytes, conv_ws_limit;
+    double *scratch;        /* MP_CUDA_SCRATCH doubles of device memory for reductions */
+    double *host_scratch;   /* and their pinned host mirror */
+} mp_cuda_ctx;
+
+enum { MP_CUDA_GEMM_WS = 32 << 20, MP_CUDA_SCRATCH = 64 };
+
+/* The context; valid after mp_backend_cuda_init succeeded (NULL before). */
+mp_cuda_ctx *mp_cuda_ctx_get(void);
+
+/* A cuDNN workspace of at least `bytes` (the shared one, grown when needed), or MP_EINTERNAL
+ * when `bytes` exceeds amp.conv_workspace_mb; callers ask only for algorithms whose workspace
+ * fits mp_cuda_ctx_get()->conv_ws_limit. */
+mp_status mp_cuda_conv_workspace(size_t bytes, void **ws);
+
+/* t as a library call reads or writes it in dtype dt: t itself when it has dt and is 16-byte
+ * aligned, else scratch `slot` (0 .. MP_CUDA_SLOTS-1, device memory grown on demand and never
+ * shrunk, counted as workspace) viewed with t's shape, filled from t when `load`. An op uses
+ * each slot for one operand; the stream orders one op's use before the next op's. */
+enum { MP_CUDA_SLOTS = 4 };
+mp_status mp_cuda_operand(const mp_tensor *t, mp_dtype dt, int slot, bool load, mp_tensor *out);
+
+#define MP_CUDA_OK(rc) ((rc) == cudaSuccess)
+#define MP_CUBLAS_OK(rc) ((rc) == CUBLAS_STATUS_SUCCESS)
+#define MP_CUDNN_OK(rc) ((rc) == CUDNN_STATUS_SUCCESS)
+
+/* Checks that return MP_EINTERNAL with "[rank R @ host] file:line: STMT failed: message". */
+#define CUDA_CHECK(stmt)                                                                    \
+    MP_LIB_CHECK("cuda", MP_EINTERNAL, cudaError_t, stmt, MP_CUDA_OK, cudaGetErrorString)
+#define CUBLAS_CHECK(stmt)                                                                  \
+    MP_LIB_CHECK("cublas", MP_EINTERNAL, cublasStatus_t, stmt, MP_CUBLAS_OK,                \
+                 cublasGetStatusString)
+#define CUDNN_CHECK(stmt)                                                                   \
+    MP_LIB_CHECK("cudnn", MP_EINTERNAL, cudnnStatus_t, stmt, MP_CUDNN_OK, cudnnGetErrorString)
+
+/* Launches KERNEL<<<GRID, BLOCK, 0, stream>>>(args...) and checks the launch. */
+#define MP_LAUNCH(KERNEL, GRID, BLOCK, ...)                                                 \
+    do {                                                                                    \
+        KERNEL<<<(GRID), (BLOCK), 0, mp_cuda_ctx_get()->stream>>>(__VA_ARGS__);             \
+        CUDA_CHECK(cudaGetLastError());                                                     \
+    } while (0)
+
+/* Fails with MP_EINTERNAL naming the op when cond is false (shapes, dtypes). */
+#define MP_CUDA_REQUIRE(cond, op)                                                           \
+    do {                                                                                    \
+        if (!(cond))                                                                        \
+            return mp_fail(MP_EINTERNAL, "cuda %s: shape or dtype mismatch (%s)", op, #cond); \
+    } while (0)
+
+/* Blocks of 256 threads, enough to cover n elements with a grid-stride loop (capped so that
+ * very large tensors loop instead of launching millions of blocks). */
+static inline unsigned mp_cuda_blocks(int64_t n)
+{
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+/* Grid-stride loop over [0, n). */
+#define MP_CUDA_FOR(i, n)                                                                   \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* Element i of a buffer of dtype dt (FP32, fp16 or bf16) as float, and a float stored rounded
+ * to nearest even into it: the same rounding as mp_f32_to_f16 / mp_f32_to_bf16. */
+__device__ static inline float mp_cu_ld(const void *p, mp_dtype dt, int64_t i)
+{
+    switch (dt) {
+    case MP_F16: return __half2float(((const __half *)p)[i]);
+    case MP_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+__device__ static inline void mp_cu_st(void *p, mp_dtype dt, int64_t i, float v)
+{
+    switch (dt) {
+    case MP_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case MP_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+/* MP_EINTERNAL unless every tensor given has a dtype the CUDA backend stores (not FP64). */
+mp_status mp_cuda_dtypes_ok(const char *op, int n, const mp_tensor *const *ts);
+#define MP_CUDA_DTYPES(op, ...)                                                             \
+    do {                                                                                    \
+        const mp_tensor *mp_ts_[] = {__VA_ARGS__};                                          \
+        MP_TRY(mp_cuda_dtypes_ok(op, (int)(sizeof mp_ts_ / sizeof mp_ts_[0]), mp_ts_));      \
+    } while (0)
+
+/* The cuDNN data type of an mp dtype. */
+cudnnDataType_t mp_cudnn_dtype(mp_dtype dt);
+
+/* The op implementations collected in the table (mp_backend_cuda). */
+extern "C" {
+void *mp_cuda_mem_alloc(size_t bytes, mp_mem_cat cat);
+void mp_cuda_mem_free(void *p);
+mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes);
+mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes);
+mp_status mp_cuda_copy(void *dst, const void *src, size_t bytes);
+mp_status mp_cuda_sync(void);
+mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
+                       double beta, mp_tensor *c);
+mp_status mp_cuda_bias_add(mp_tensor *y, const mp_tensor *b);
+mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db);
+mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y);
+mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
+mp_status mp_cuda_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
+                               double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
+mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_state *st,
+                             mp_tensor *param, mp_tensor *copy, const mp_tensor *grad,
+                             mp_tensor *slot1, mp_tensor *slot2);
+mp_status mp_cuda_grad_stats(const mp_tensor *grad, double scale, double *sumsq,
+                             bool *nonfinite);
+mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st);
+mp_status mp_cuda_amp_update(const mp_scaler_config *c, mp_amp_state *st);
+mp_status mp_cuda_scale(mp_tensor *x, double alpha);
+mp_status mp_cuda_fill(mp_tensor *x, double value);
+mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst);
+mp_status mp_cuda_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y);
+mp_status mp_cuda_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                                 mp_tensor *y);
+mp_status mp_cuda_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy,
+                                       const mp_tensor *w, mp_tensor *dx);
+mp_status mp_cuda_conv2d_backward_filter(const mp_conv_desc *d, const mp_tensor *x,
+                                         const mp_tensor *dy, mp_tensor *dw);
+mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train, const mp_tensor *x,
+                                    const mp_tensor *gamma, const mp_tensor *beta,
+                                    mp_tensor *running_mean, mp_tensor *running_var,
+                                    mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y);
+mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_tensor *dy,
+                                     const mp_tensor *gamma, const mp_tensor *save_mean,
+                                     const mp_tensor *save_invstd, mp_tensor *dx,
+                                     mp_tensor *dgamma, mp_tensor *dbeta);
+mp_status mp_cuda_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y);
+mp_status mp_cuda_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
+                                const mp_tensor *dy, mp_tensor *dx);
+mp_status mp_cuda_dropout_forward(double p, uint64_t seed, uint64_t offset, const mp_tensor *x,
+                                  mp_tensor *y);
+mp_status mp_cuda_dropout_backward(double p, uint64_t seed, uint64_t offset,
+                                   const mp_tensor *dy, mp_tensor *dx);
+}
+
+#endif

@@ -1,0 +1,161 @@
+/* Elementwise and row-broadcast kernels: bias add and its gradient, ReLU forward and backward,
+ * scale, fill, convert, add. One kernel per op for every dtype: elements are loaded and stored
+ * by the tensor's runtime dtype (mp_cu_ld / mp_cu_st), arithmetic is FP32, each output element
+ * is rounded once, as on the CPU. */
+#include "engine/backend_cuda/cuda.h"
+
+__global__ static void k_bias_add(void *y, mp_dtype yt, const void *b, mp_dtype bt, int64_t n,
+                                  int64_t cols)
+{
+    MP_CUDA_FOR(i, n)
+        mp_cu_st(y, yt, i, mp_cu_ld(y, yt, i) + mp_cu_ld(b, bt, i % cols));
+}
+
+extern "C" mp_status mp_cuda_bias_add(mp_tensor *y, const mp_tensor *b)
+{
+    MP_CUDA_DTYPES("bias_add", y, b);
+    int64_t n = mp_tensor_numel(y), cols = mp_tensor_row(y);
+    MP_CUDA_REQUIRE(mp_tensor_numel(b) == cols, "bias_add");
+    if (n)
+        MP_LAUNCH(k_bias_add, mp_cuda_blocks(n), 256, y->data, y->dtype, b->data, b->dtype, n,
+                  cols);
+    return MP_OK;
+}
+
+/* db = column sums of dy: a block of 32 x 8 threads owns 32 columns; its 8 rows of threads
+ * stride over the rows, and the 8 partial sums of each column are added in shared memory. */
+__global__ static void k_bias_grad(const void *dy, mp_dtype dt, void *db, mp_dtype bt,
+                                   int64_t rows, int64_t cols)
+{
+    __shared__ float part[8][33];
+    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float s = 0.0f;
+    if (j < cols)
+        for (int64_t r = threadIdx.y; r < rows; r += 8)
+            s += mp_cu_ld(dy, dt, r * cols + j);
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < cols) {
+        float t = 0.0f;
+        for (int q = 0; q < 8; q++)
+            t += part[q][threadIdx.x];
+        mp_cu_st(db, bt, j, t);
+    }
+}
+
+extern "C" mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db)
+{
+    MP_CUDA_DTYPES("bias_grad", dy, db);
+    int64_t rows = dy->shape[0], cols = mp_tensor_row(dy);
+    MP_CUDA_REQUIRE(mp_tensor_numel(db) == cols, "bias_grad");
+    if (cols)
+        MP_LAUNCH(k_bias_grad, (unsigned)((cols + 31) / 32), dim3(32, 8), dy->data, dy->dtype,
+                  db->data, db->dtype, rows, cols);
+    return MP_OK;
+}
+
+__global__ static void k_relu_fwd(const void *x, void *y, mp_dtype dt, int64_t n)
+{
+    MP_CUDA_FOR(i, n)
+    {
+        float v = mp_cu_ld(x, dt, i);
+        mp_cu_st(y, dt, i, v < 0.0f ? 0.0f : v); /* NaN stays NaN, as in PyTorch */
+    }
+}
+
+extern "C" mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y)
+{
+    MP_CUDA_DTYPES("relu_forward", x, y);
+    int64_t n = mp_tensor_numel(x);
+    MP_CUDA_REQUIRE(mp_tensor_numel(y) == n && x->dtype == y->dtype, "relu_forward");
+    if (n)
+        MP_LAUNCH(k_relu_fwd, mp_cuda_blocks(n), 256, x->data, y->data, x->dtype, n);
+    return MP_OK;
+}
+
+__global__ static void k_relu_bwd(const void *y, const void *dy, void *dx, mp_dtype dt,
+                                  int64_t n)
+{
+    MP_CUDA_FOR(i, n)
+        mp_cu_st(dx, dt, i, mp_cu_ld(y, dt, i) > 0.0f ? mp_cu_ld(dy, dt, i) : 0.0f);
+}
+
+extern "C" mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *dy,
+                                           mp_tensor *dx)
+{
+    MP_CUDA_DTYPES("relu_backward", y, dy, dx);
+    int64_t n = mp_tensor_numel(y);
+    MP_CUDA_REQUIRE(mp_tensor_numel(dy) == n && mp_tensor_numel(dx) == n, "relu_backward");
+    MP_CUDA_REQUIRE(y->dtype == dy->dtype && dy->dtype == dx->dtype, "relu_backward");
+    if (n)
+        MP_LAUNCH(k_relu_bwd, mp_cuda_blocks(n), 256, y->data, dy->data, dx->data, y->dtype, n);
+    return MP_OK;
+}
+
+__global__ static void k_scale(void *x, mp_dtype dt, float a, int64_t n)
+{
+    MP_CUDA_FOR(i, n)
+        mp_cu_st(x, dt, i, mp_cu_ld(x, dt, i) * a);
+}
+
+extern "C" mp_status mp_cuda_scale(mp_tensor *x, double alpha)
+{
+    MP_CUDA_DTYPES("scale", x);
+    int64_t n = mp_tensor_numel(x);
+    if (n)
+        MP_LAUNCH(k_scale, mp_cuda_blocks(n), 256, x->data, x->dtype, (float)alpha, n);
+    return MP_OK;
+}
+
+__global__ static void k_fill(void *x, mp_dtype dt, float v, int64_t n)
+{
+    MP_CUDA_FOR(i, n)
+        mp_cu_st(x, dt, i, v);
+}
+
+extern "C" mp_status mp_cuda_fill(mp_tensor *x, double value)
+{
+    MP_CUDA_DTYPES("fill", x);
+    int64_t n = mp_tensor_numel(x);
+    if (n)
+        MP_LAUNCH(k_fill, mp_cuda_blocks(n), 256, x->data, x->dtype, (float)value, n);
+    return MP_OK;
+}
+
+__global__ static void k_convert(const void *src, mp_dtype st, void *dst, mp_dtype dt,
+                                 int64_t n)
+{
+    MP_CUDA_FOR(i, n)
+        mp_cu_st(dst, dt, i, mp_cu_ld(src, st, i));
+}
+
+extern "C" mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst)
+{
+    MP_CUDA_DTYPES("convert", src, dst);
+    int64_t n = mp_tensor_numel(src);
+    MP_CUDA_REQUIRE(mp_tensor_numel(dst) == n, "convert");
+    if (n && src->dtype == dst->dtype)
+        return mp_cuda_copy(dst->data, src->data, (size_t)mp_tensor_bytes(src));
+    if (n)
+        MP_LAUNCH(k_convert, mp_cuda_blocks(n), 256, src->data, src->dtype, dst->data,
+                  dst->dtype, n);
+    return MP_OK;
+}
+
+__global__ static void k_add(const void *a, mp_dtype at, const void *b, mp_dtype bt, void *y,
+                             mp_dtype yt, int64_t n)
+{
+    MP_CUDA_FOR(i, n)
+        mp_cu_st(y, yt, i, mp_cu_ld(a, at, i) + mp_cu_ld(b, bt, i));
+}
+
+extern "C" mp_status mp_cuda_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y)
+{
+    MP_CUDA_DTYPES("add", a, b, y);
+    int64_t n = mp_tensor_numel(y);
+    MP_CUDA_REQUIRE(mp_tensor_numel(a) == n && mp_tensor_numel(b) == n, "add");
+    if (n)
+        MP_LAUNCH(k_add, mp_cuda_blocks(n), 256, a->data, a->dtype, b->data, b->dtype, y->data,
+                  y->dtype, n);
+    return MP_OK;
+}

@@ -1,0 +1,170 @@
+/* GEMM through cuBLASLt: fp16/bf16 inputs with FP32 accumulation on tensor cores, FP32 with
+ * FP32 compute or, when amp.allow_tf32, TF32 tensor cores. Row-major C (m, n) = op(A) op(B) is
+ * computed as the column-major C^T = op(B)^T op(A)^T, which reads our row-major buffers as they
+ * are. The layouts, the operation descriptor and the heuristic's algorithm are made once per
+ * shape and kept (a small table); the workspace is the context's 32 MiB. */
+#include <string.h>
+
+#include "engine/backend_cuda/cuda.h"
+
+typedef struct mp_gemm_key {
+    int64_t m, n, k;
+    int ta, tb, tf32;
+    mp_dtype ab, c;
+    uint32_t align[3]; /* byte alignment of lt's A (our b), B (our a) and C: parameter views sit
+                          at any element offset of the flat buffers */
+} mp_gemm_key;
+
+typedef struct mp_gemm_plan {
+    mp_gemm_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    bool used;
+} mp_gemm_plan;
+
+enum { MP_GEMM_PLANS = 128 };
+static mp_gemm_plan mp_plans[MP_GEMM_PLANS];
+
+/* The largest power of two (up to 256) that divides the address. */
+static uint32_t alignment(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a)
+        a /= 2;
+    return a;
+}
+
+static cudaDataType_t cuda_type(mp_dtype dt)
+{
+    return dt == MP_F16 ? CUDA_R_16F : dt == MP_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* Builds the plan for key: lt's matrix "A" is our B and "B" is our A (see the file comment);
+ * the heuristic's algorithm honours the operands' alignment and keeps partial sums in FP32. */
+static mp_status plan_make(const mp_gemm_key *key, mp_gemm_plan *p)
+{
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    cublasComputeType_t ct = key->ab == MP_F32 && key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                             : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    cublasOperation_t opa = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa,
+                                                sizeof opa));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
+                                                sizeof opb));
+    cudaDataType_t ab = cuda_type(key->ab), ctype = cuda_type(key->c);
+    /* Stored column-major shapes: our row-major B is (n, k) (k, n transposed) etc. */
+    int64_t n = key->n, m = key->m, k = key->k;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, key->tb ? (uint64_t)k : (uint64_t)n,
+                                            key->tb ? (uint64_t)n : (uint64_t)k,
+                                            key->tb ? k : n));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, key->ta ? (uint64_t)m : (uint64_t)k,
+                                            key->ta ? (uint64_t)k : (uint64_t)m,
+                                            key->ta ? m : k));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, ctype, (uint64_t)n, (uint64_t)m, n));
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = MP_CUDA_GEMM_WS;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* Split-K partial sums stay in FP32: a half C may not hold them (in place, or reduced in
+     * the output type), which would round each output more than once. */
+    uint32_t schemes = key->c == MP_F32 ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK
+                                        : (uint32_t)CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &schemes, sizeof schemes);
+    const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &key->align[i < 3 ? i : 2],
+                                                  sizeof key->align[0]);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                            &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(st);
+    if (found < 1)
+        return mp_fail(MP_EINTERNAL, "cuda gemm: cuBLASLt has no algorithm for %lldx%lldx%lld %s",
+                       (long long)m, (long long)n, (long long)k, mp_dtype_name(key->ab));
+    p->algo = res.algo;
+    p->key = *key;
+    p->used = true;
+    return MP_OK;
+}
+
+/* The plan for key: found, or made in a free slot (the oldest is replaced when all are used). */
+static mp_status plan_get(const mp_gemm_key *key, mp_gemm_plan **out)
+{
+    static int next;
+    for (int i = 0; i < MP_GEMM_PLANS; i++)
+        if (mp_plans[i].used && memcmp(&mp_plans[i].key, key, sizeof *key) == 0) {
+            *out = &mp_plans[i];
+            return MP_OK;
+        }
+    mp_gemm_plan *p = &mp_plans[next];
+    next = (next + 1) % MP_GEMM_PLANS;
+    if (p->used) {
+        cublasLtMatmulDescDestroy(p->op);
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->lc);
+        p->used = false;
+    }
+    MP_TRY(plan_make(key, p));
+    *out = p;
+    return MP_OK;
+}
+
+static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
+                        double beta, mp_tensor *c, int64_t m, int64_t n, int64_t k);
+
+extern "C" mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tensor *a,
+                                  const mp_tensor *b, double beta, mp_tensor *c)
+{
+    MP_CUDA_DTYPES("gemm", a, b, c);
+    int64_t m = c->shape[0], n = mp_tensor_row(c);
+    int64_t ar = a->shape[0], ac = mp_tensor_row(a), br = b->shape[0], bc = mp_tensor_row(b);
+    int64_t k = ta ? ar : ac;
+    MP_CUDA_REQUIRE((ta ? ac : ar) == m && (tb ? br : bc) == n && (tb ? bc : br) == k, "gemm");
+    if (m == 0 || n == 0)
+        return MP_OK;
+    if (k == 0) /* c = beta c; beta 0 writes zeros, as BLAS does, whatever c held */
+        return beta == 0.0 ? mp_cuda_fill(c, 0.0) : mp_cuda_scale(c, beta);
+    /* cuBLASLt wants A and B of one type and C of that type or FP32: other mixes go through
+     * scratch (FP32 operands; an FP32 result rounded once into c). */
+    mp_dtype ab = a->dtype == b->dtype ? a->dtype : MP_F32;
+    mp_dtype cd = c->dtype == ab || c->dtype == MP_F32 ? c->dtype : MP_F32;
+    mp_tensor aw, bw, cw;
+    MP_TRY(mp_cuda_operand(a, ab, 0, true, &aw));
+    MP_TRY(mp_cuda_operand(b, ab, 1, true, &bw));
+    MP_TRY(mp_cuda_operand(c, cd, 2, beta != 0.0, &cw));
+    MP_TRY(matmul(ta, tb, alpha, &aw, &bw, beta, &cw, m, n, k));
+    return cw.data == c->data ? MP_OK : mp_cuda_convert(&cw, c);
+}
+
+/* c = alpha op(a) op(b) + beta c with a, b of one dtype and c of it or FP32. */
+static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
+                        double beta, mp_tensor *c, int64_t m, int64_t n, int64_t k)
+{
+    mp_gemm_key key;
+    memset(&key, 0, sizeof key); /* padding compared by memcmp */
+    key.m = m, key.n = n, key.k = k, key.ta = ta, key.tb = tb;
+    key.tf32 = mp_cuda_ctx_get()->allow_tf32;
+    key.ab = a->dtype, key.c = c->dtype;
+    key.align[0] = alignment(b->data), key.align[1] = alignment(a->data);
+    key.align[2] = alignment(c->data);
+    mp_gemm_plan *p;
+    MP_TRY(plan_get(&key, &p));
+    mp_cuda_ctx *x = mp_cuda_ctx_get();
+    float fa = (float)alpha, fb = (float)beta;
+    CUBLAS_CHECK(cublasLtMatmul(x->lt, p->op, &fa, b->data, p->la, a->data, p->lb, &fb, c->data,
+                                p->lc, c->data, p->lc, &p->algo, x->gemm_ws, MP_CUDA_GEMM_WS,
+                                x->stream));
+    return MP_OK;
+}

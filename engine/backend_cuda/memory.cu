@@ -1,0 +1,152 @@
+/* Device memory for the CUDA backend: cudaMalloc'd blocks counted under their category (the
+ * engine's counters, mp_mem_count), with a host-side table of block sizes so that freeing needs
+ * no size; copies in stream order on the backend's stream. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "engine/backend_cuda/cuda.h"
+
+typedef struct mp_block {
+    void *p;
+    size_t bytes;
+    int cat;
+} mp_block;
+
+/* Open addressing over pointers; a freed slot keeps p == MP_TOMB so probes go past it.
+ * mp_nused counts live records and tombstones (it bounds the probe chains), mp_nlive the live
+ * ones (a rehash drops the tombstones and sizes the table for them alone). */
+static mp_block *mp_blocks;
+static size_t mp_nslots, mp_nused, mp_nlive;
+static pthread_mutex_t mp_blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+static char mp_tomb_byte;
+#define MP_TOMB ((void *)&mp_tomb_byte)
+
+static size_t slot_of(const void *p, size_t nslots)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) & (nslots - 1);
+}
+
+/* Inserts without growing; the table has a free slot. */
+static void put(mp_block *tab, size_t nslots, mp_block b)
+{
+    size_t i = slot_of(b.p, nslots);
+    while (tab[i].p && tab[i].p != MP_TOMB)
+        i = (i + 1) & (nslots - 1);
+    tab[i] = b;
+}
+
+/* Records a block; false when the host is out of memory for the table. */
+static bool record(void *p, size_t bytes, mp_mem_cat cat)
+{
+    pthread_mutex_lock(&mp_blocks_lock);
+    if (2 * (mp_nused + 1) > mp_nslots) {
+        size_t n = 256;
+        while (n < 4 * (mp_nlive + 1))
+            n *= 2;
+        mp_block *tab = (mp_block *)calloc(n, sizeof *tab);
+        if (!tab) {
+            pthread_mutex_unlock(&mp_blocks_lock);
+            return false;
+        }
+        for (size_t i = 0; i < mp_nslots; i++)
+            if (mp_blocks[i].p && mp_blocks[i].p != MP_TOMB)
+                put(tab, n, mp_blocks[i]);
+        free(mp_blocks);
+        mp_blocks = tab;
+        mp_nslots = n;
+        mp_nused = mp_nlive;
+    }
+    put(mp_blocks, mp_nslots, mp_block{p, bytes, (int)cat});
+    mp_nused++;
+    mp_nlive++;
+    pthread_mutex_unlock(&mp_blocks_lock);
+    return true;
+}
+
+/* Removes p's record into *out; false for a pointer this allocator did not hand out. */
+static bool forget(void *p, mp_block *out)
+{
+    bool found = false;
+    pthread_mutex_lock(&mp_blocks_lock);
+    if (mp_nslots) {
+        size_t i = slot_of(p, mp_nslots);
+        while (mp_blocks[i].p) {
+            if (mp_blocks[i].p == p) {
+                *out = mp_blocks[i];
+                mp_blocks[i].p = MP_TOMB;
+                mp_nlive--;
+                found = true;
+                break;
+            }
+            i = (i + 1) & (mp_nslots - 1);
+        }
+    }
+    pthread_mutex_unlock(&mp_blocks_lock);
+    return found;
+}
+
+extern "C" void *mp_cuda_mem_alloc(size_t bytes, mp_mem_cat cat)
+{
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        mp_fail(MP_EINTERNAL, "cuda: out of device memory allocating %zu bytes of %s", bytes,
+                mp_mem_cat_name(cat));
+        return NULL;
+    }
+    if (cudaMemsetAsync(p, 0, bytes, c->stream) != cudaSuccess || !record(p, bytes, cat)) {
+        cudaFree(p);
+        mp_fail(MP_EINTERNAL, "cuda: could not set up %zu bytes of %s", bytes,
+                mp_mem_cat_name(cat));
+        return NULL;
+    }
+    mp_mem_count(cat, (int64_t)bytes);
+    return p;
+}
+
+extern "C" void mp_cuda_mem_free(void *p)
+{
+    mp_block b;
+    if (!p || !forget(p, &b))
+        return;
+    /* Work queued on the backend's stream may still use the block: it finishes first (cudaFree
+     * itself synchronises the device, but the stream is a non-blocking one). Errors of that work
+     * are left for the next sync to report. */
+    cudaStreamSynchronize(mp_cuda_ctx_get()->stream);
+    cudaFree(p);
+    mp_mem_count((mp_mem_cat)b.cat, -(int64_t)b.bytes);
+}
+
+extern "C" mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes)
+{
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice,
+                                   mp_cuda_ctx_get()->stream));
+    return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes)
+{
+    cudaStream_t s = mp_cuda_ctx_get()->stream;
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                   mp_cuda_ctx_get()->stream));
+    return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_sync(void)
+{
+    CUDA_CHECK(cudaStreamSynchronize(mp_cuda_ctx_get()->stream));
+    CUDA_CHECK(cudaGetLastError());
+    return MP_OK;
+}

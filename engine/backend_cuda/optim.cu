@@ -1,0 +1,139 @@
+/* The fused mixed-precision kernels over the flat buffers:
+ * - optimizer steps (SGD, Adam, AdamW) that read the device overflow flag and scale when given
+ *   an mp_amp_state, do nothing when the step overflowed, update the FP32 masters (or the half
+ *   parameters at O3) and write the half copy in the same pass. The arithmetic is
+ *   engine/optim_rule.h's, shared with the CPU reference, and this backend is compiled without
+ *   FMA contraction, so FP32 masters come out bitwise equal to the CPU's.
+ * - the unscale-and-check pass (sum of squares in FP64, non-finite flag) into the state or, for
+ *   grad_stats, into the context's scratch handed back to the host;
+ * - the loss scaler's update: mp_scaler_update itself, in a one-thread kernel on device state. */
+#include "engine/backend_cuda/cuda.h"
+#include "engine/optim_rule.h"
+
+__global__ static void k_optim(mp_optim_args a, const mp_amp_state *st, void *w, mp_dtype wt,
+                               void *copy, mp_dtype ct, const void *g, mp_dtype gt, float *m1,
+                               float *m2, int64_t n)
+{
+    __shared__ mp_optim_coef_f32 sc;
+    if (st && st->found_inf)
+        return;
+    if (threadIdx.x == 0)
+        sc = mp_optim_coef_f32_make(&a, st);
+    __syncthreads();
+    const mp_optim_coef_f32 c = sc;
+    bool adam = a.kind != MP_OPTIM_SGD;
+    MP_CUDA_FOR(i, n)
+    {
+        float wi = mp_cu_ld(w, wt, i), gi = mp_cu_ld(g, gt, i);
+        if (adam)
+            mp_adam_f32(&c, &wi, gi, &m1[i], &m2[i]);
+        else
+            mp_sgd_f32(&c, &wi, gi, m1 ? &m1[i] : NULL, c.first, c.nesterov);
+        mp_cu_st(w, wt, i, wi);
+        if (copy)
+            mp_cu_st(copy, ct, i, wi);
+    }
+}
+
+extern "C" mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_state *st,
+                                        mp_tensor *param, mp_tensor *copy, const mp_tensor *grad,
+                                        mp_tensor *slot1, mp_tensor *slot2)
+{
+    int64_t n = mp_tensor_numel(param);
+    bool adam = args->kind != MP_OPTIM_SGD, mom = adam || args->momentum != 0.0;
+    /* Slots the optimizer does not use are ignored, as on the CPU. */
+    mp_tensor *s1 = mom ? slot1 : NULL, *s2 = adam ? slot2 : NULL;
+    MP_CUDA_DTYPES("optim_step", param, copy, grad, s1, s2);
+    MP_CUDA_REQUIRE(mp_tensor_numel(grad) == n && (!copy || mp_tensor_numel(copy) == n),
+                    "optim_step");
+    MP_CUDA_REQUIRE(st || args->step >= 1, "optim_step");
+    MP_CUDA_REQUIRE((s1 != NULL) == mom && (s2 != NULL) == adam, "optim_step");
+    MP_CUDA_REQUIRE(!s1 || (mp_tensor_numel(s1) == n && s1->dtype == MP_F32), "optim_step");
+    MP_CUDA_REQUIRE(!s2 || (mp_tensor_numel(s2) == n && s2->dtype == MP_F32), "optim_step");
+    if (n)
+        MP_LAUNCH(k_optim, mp_cuda_blocks(n), 256, *args, st, param->data, param->dtype,
+                  copy ? copy->data : NULL, copy ? copy->dtype : MP_F32, grad->data, grad->dtype,
+                  s1 ? (float *)s1->data : NULL, s2 ? (float *)s2->data : NULL, n);
+    return MP_OK;
+}
+
+/* Adds the sum of squares of g * (mult / *scale) (scale NULL: 1) to *sumsq and ORs whether any
+ * is inf or NaN into *bad: per block, a warp then shared-memory reduction and one atomic each. */
+__global__ static void k_gstats(const void *g, mp_dtype dt, int64_t n, double mult,
+                                const double *scale, double *sumsq, int64_t *bad)
+{
+    __shared__ double ssum[8];
+    __shared__ int sbad[8];
+    float m = (float)(scale ? mult / *scale : mult);
+    double s = 0.0;
+    int nf = 0;
+    MP_CUDA_FOR(i, n)
+    {
+        float v = mp_cu_ld(g, dt, i) * m;
+        nf |= !isfinite(v);
+        s += (double)v * (double)v;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        s += __shfl_down_sync(0xffffffffu, s, o);
+        nf |= __shfl_down_sync(0xffffffffu, nf, o);
+    }
+    int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+        ssum[warp] = s, sbad[warp] = nf;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        int b = 0;
+        for (int q = 0; q < (int)(blockDim.x / 32); q++)
+            t += ssum[q], b |= sbad[q];
+        atomicAdd(sumsq, t);
+        if (b)
+            atomicOr((unsigned long long *)bad, 1ull);
+    }
+}
+
+/* Launches k_gstats over grad; blocks of 256 threads (8 warps, the shared arrays' size). */
+static mp_status gstats(const mp_tensor *grad, double mult, const double *scale, double *sumsq,
+                        int64_t *bad)
+{
+    MP_CUDA_DTYPES("grad_stats", grad);
+    int64_t n = mp_tensor_numel(grad);
+    if (n)
+        MP_LAUNCH(k_gstats, mp_cuda_blocks(n) < 1024 ? mp_cuda_blocks(n) : 1024, 256, grad->data,
+                  grad->dtype, n, mult, scale, sumsq, bad);
+    return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_grad_stats(const mp_tensor *grad, double scale, double *sumsq,
+                                        bool *nonfinite)
+{
+    mp_cuda_ctx *c = mp_cuda_ctx_get();
+    CUDA_CHECK(cudaMemsetAsync(c->scratch, 0, 2 * sizeof(double), c->stream));
+    MP_TRY(gstats(grad, scale, NULL, &c->scratch[0], (int64_t *)&c->scratch[1]));
+    MP_TRY(mp_cuda_copy_out(c->host_scratch, c->scratch, 2 * sizeof(double)));
+    int64_t bad;
+    memcpy(&bad, &c->host_scratch[1], sizeof bad);
+    *sumsq += c->host_scratch[0];
+    *nonfinite = *nonfinite || bad != 0;
+    return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st)
+{
+    return gstats(grad, mult, &st->scaler.scale, &st->sumsq, &st->found_inf);
+}
+
+__global__ static void k_amp_update(mp_scaler_config c, mp_amp_state *st)
+{
+    bool found_inf = st->found_inf != 0;
+    mp_scaler_update(&st->scaler, &c, found_inf);
+    st->steps += !found_inf;
+    st->found_inf = 0;
+    st->sumsq = 0.0;
+}
+
+extern "C" mp_status mp_cuda_amp_update(const mp_scaler_config *c, mp_amp_state *st)
+{
+    MP_LAUNCH(k_amp_update, 1, 1, *c, st);
+    return MP_OK;
+}

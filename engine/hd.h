@@ -1,0 +1,13 @@
+/* MP_HD marks a small inline function that both the C host code and CUDA kernels call, so that
+ * a rule (the loss scaler's update, an optimizer's element update) is written once and gives the
+ * same bits on the CPU and on the GPU. */
+#ifndef MP_HD_H
+#define MP_HD_H
+
+#ifdef __CUDACC__
+#define MP_HD __host__ __device__
+#else
+#define MP_HD
+#endif
+
+#endif

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# On the GPU machine (no network, root, an image with nvcc, CMake, gcc/g++ and python3 with the
+# nvidia-cudnn/nccl wheels): unpacks the Debian 12 packages that tests/gpu/pack-deps.sh put in DIR
+# into a private prefix, points the build at them, builds mpdist with the CUDA backend into
+# build-gpu, runs the tests labelled gpu, trains the cnn_bn Fashion-MNIST model for one epoch on
+# the GPU, and prints a summary. Exits non-zero when any step fails. See tests/gpu/README.md.
+#
+# Usage (from the repository root): tests/gpu/run.sh [DIR]      (DIR defaults to .gpu-deps)
+#   OUT                       also write the full log to $OUT/gpu-run.log (else /tmp/mpdist-gpu-run.log)
+#   MPDIST_GPU_DRY=1          stop after unpacking and checking the environment (no build)
+#   MPDIST_GPU_PREFIX         where the packages are unpacked (default /tmp/mpdist-deps; emptied first)
+#   CMAKE_CUDA_ARCHITECTURES  default 90 (H100/H200)
+#   MPDIST_GPU_TRAIN=0        skip the training run
+#   MPDIST_GPU_TRAIN_ARGS     extra arguments for mpdist, e.g. "--set amp.opt_level=O2"
+#   MPDIST_GPU_TRAIN_TIMEOUT  seconds (default 300)
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+dir=${1:-.gpu-deps}
+prefix=${MPDIST_GPU_PREFIX:-/tmp/mpdist-deps}
+build="build-gpu"
+arch=x86_64-linux-gnu
+lib=$prefix/usr/lib/$arch
+log=/tmp/mpdist-gpu-run.log
+[ -z "${OUT:-}" ] || log=$OUT/gpu-run.log
+mkdir -p "$(dirname "$log")"
+: >"$log"
+exec 3>&1 4>&2
+exec > >(tee -a "$log") 2>&1
+tee_pid=$!
+start=$(date +%s)
+
+gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
+failures=0 build_rc=1 tests_rc=1 train_rc=1
+
+summary() {
+  local rc=$?
+  [ "$rc" -eq 0 ] || [ "$deps" != "not run" ] || deps="failed (exit $rc)"
+  [ "$rc" -eq 0 ] || failures=$((failures + 1))
+  echo
+  echo "== summary ($(($(date +%s) - start)) s)"
+  printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
+    "training:" "$train" "log:" "$log"
+  local result=PASS
+  [ "$failures" -eq 0 ] || result=FAIL
+  echo "result:    $result"
+  exec 1>&3 2>&4
+  wait "$tee_pid" 2>/dev/null || true
+  [ "$result" = PASS ] || exit 1
+}
+trap summary EXIT
+
+die() { echo "run: $*" >&2; exit 1; }
+fail() { echo "run: $*" >&2; failures=$((failures + 1)); }
+
+# step VAR FUNCTION: runs FUNCTION in a subshell that stops at its first failing command and
+# stores its exit code in VAR, so that a failed step still lets the summary print.
+step() {
+  local _var=$1 _status
+  shift
+  set +e
+  (set -e; "$@")
+  _status=$?
+  set -e
+  printf -v "$_var" '%s' "$_status"
+}
+
+echo "== mpdist GPU run: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"')"
+
+# The GPU and the Python wheels are queried before LD_LIBRARY_PATH points at the Debian libraries.
+if command -v nvidia-smi >/dev/null; then
+  gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | paste -sd';' -) ||
+    gpu="none (nvidia-smi failed: $gpu)"
+else
+  gpu="none (nvidia-smi not found)"
+fi
+echo "gpu: $gpu"
+have_gpu=0
+case $gpu in none*) ;; *) have_gpu=1 ;; esac
+
+wheel_dir() {
+  python3 - "$1" <<'EOF' 2>/dev/null
+import importlib, os, sys
+m = importlib.import_module(sys.argv[1])
+print(os.path.dirname(m.__file__) if getattr(m, "__file__", None) else list(m.__path__)[0])
+EOF
+}
+for var in CUDNN_HOME:nvidia.cudnn:libcudnn.so.9 NCCL_HOME:nvidia.nccl:libnccl.so.2; do
+  IFS=: read -r name module so <<<"$var"
+  if [ -z "${!name:-}" ] && command -v python3 >/dev/null && home=$(wheel_dir "$module") && [ -n "$home" ]; then
+    export "$name=$home"
+  fi
+  if [ -n "${!name:-}" ]; then
+    [ -e "${!name}/lib/$so" ] || echo "run: warning: $name=${!name} has no lib/$so" >&2
+    echo "$name=${!name}"
+  else
+    echo "run: warning: $name not set and python3 cannot import $module; CMake looks beside the CUDA toolkit" >&2
+  fi
+done
+
+echo "== unpacking $dir into $prefix"
+deps=failed
+[ -d "$dir" ] || die "$dir not found: run tests/gpu/pack-deps.sh on a networked Debian 12 machine and carry $dir"
+shopt -s nullglob
+debs=("$dir"/*.deb)
+[ ${#debs[@]} -gt 0 ] || die "no .deb files in $dir: run tests/gpu/pack-deps.sh"
+case $prefix in /?*/?*) ;; *) die "MPDIST_GPU_PREFIX must be an absolute path at least two levels deep (got '$prefix')" ;; esac
+rm -rf "$prefix"
+mkdir -p "$prefix"
+for deb in "${debs[@]}"; do
+  if command -v dpkg >/dev/null; then
+    dpkg -x "$deb" "$prefix"
+  else
+    member=$(ar t "$deb" | grep '^data\.tar')
+    case $member in
+      *.xz) ar p "$deb" "$member" | tar -xJ -C "$prefix" ;;
+      *.zst) ar p "$deb" "$member" | tar --zstd -x -C "$prefix" ;;
+      *.gz) ar p "$deb" "$member" | tar -xz -C "$prefix" ;;
+      *) ar p "$deb" "$member" | tar -x -C "$prefix" ;;
+    esac
+  fi
+done
+# Merged /usr as on the image (zlib1g and libnl ship /lib), absolute symlinks into the prefix,
+# and /usr in pkg-config and CMake package files rewritten to the prefix.
+for d in lib lib64 bin sbin; do
+  if [ -d "$prefix/$d" ] && [ ! -L "$prefix/$d" ]; then
+    mkdir -p "$prefix/usr/$d"
+    cp -a "$prefix/$d/." "$prefix/usr/$d/"
+    rm -rf "${prefix:?}/$d"
+    ln -s "usr/$d" "$prefix/$d"
+  fi
+done
+find "$prefix" -type l -lname '/*' -print0 | while IFS= read -r -d '' link; do
+  ln -sfn "$prefix$(readlink "$link")" "$link"
+done
+find "$prefix" -type f \( -name '*.pc' -o -name '*.cmake' \) -print0 |
+  xargs -0 -r sed -i -E "s#(^|[=\"' ;(]|-I|-L)/usr\b#\1$prefix/usr#g"
+
+# Settings of the host's own MPI (NGC images set some) would steer this Open MPI wrong.
+mapfile -t inherited < <(compgen -e | grep -E '^(OMPI_MCA_|OPAL_|PMIX_|PRTE_)' || true)
+if [ ${#inherited[@]} -gt 0 ]; then
+  echo "unsetting inherited ${inherited[*]}"
+  unset "${inherited[@]}"
+fi
+export PATH="$prefix/usr/bin:$PATH"
+export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:$lib/hdf5/serial:$lib/openmpi/lib:$lib/pmix2/lib${CUDNN_HOME:+:$CUDNN_HOME/lib}${NCCL_HOME:+:$NCCL_HOME/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$prefix/usr/share/pkgconfig"
+export PKG_CONFIG_PATH=$PKG_CONFIG_LIBDIR
+export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export OPAL_PREFIX=$prefix/usr OPAL_SYSCONFDIR=$prefix/etc/openmpi PMIX_PREFIX=$lib/pmix2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Containers often forbid the cross-process reads (CMA) of Open MPI's shared-memory transport.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+printf '%s\n' "PATH=$PATH" "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "PKG_CONFIG_LIBDIR=$PKG_CONFIG_LIBDIR" \
+  "CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH" "OPAL_PREFIX=$OPAL_PREFIX" "PMIX_PREFIX=$PMIX_PREFIX"
+
+echo "== checking the environment"
+need=$(awk '/^glibc-min:/ {print $2}' "$dir/manifest.txt" 2>/dev/null || true)
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [ -n "$need" ] && [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+  die "glibc $have here, the packed Debian libraries need $need"
+fi
+echo "glibc $have (the pack needs ${need:-?})"
+unresolved=$(find "$prefix/usr/bin" "$lib" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
+  while IFS= read -r -d '' f; do
+    [ "$(head -c4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+    ldd "$f" 2>&1 | grep -E 'not found' | sed "s#^#${f#"$prefix"}: #" || true
+  done)
+[ -z "$unresolved" ] || { echo "$unresolved"; die "packed programs or libraries need libraries this machine lacks (above)"; }
+echo "every packed program and library resolves its libraries"
+
+for tool in cmake gcc g++; do
+  command -v "$tool" >/dev/null || die "$tool not found (nvcc needs gcc and g++ as its host compiler)"
+done
+nvcc=$(command -v nvcc || true)
+[ -n "$nvcc" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc=/usr/local/cuda/bin/nvcc
+[ -n "$nvcc" ] || die "nvcc not found (PATH, /usr/local/cuda/bin)"
+cmake_version=$(cmake --version | awk 'NR == 1 {print $3}')
+[ "$(printf '3.24\n%s\n' "$cmake_version" | sort -V | head -1)" = 3.24 ] ||
+  die "cmake $cmake_version is older than 3.24, which CMakeLists.txt needs"
+echo "cmake $cmake_version, $(gcc --version | head -1), nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), ninja: $(command -v ninja || echo none)"
+for tool in mpirun mpiexec mpicc pkg-config h5dump; do
+  [ "$(command -v "$tool")" = "$prefix/usr/bin/$tool" ] || die "$tool is not the packed one ($(command -v "$tool" || echo missing))"
+done
+ompi_info --path all | grep -E '^ *(Prefix|Libdir|Pkglibdir|Sysconfdir):' || die "ompi_info failed"
+echo "mpicc: $(mpicc -showme)"
+for module in libconfig openblas cmocka libcjson; do
+  flags=$(pkg-config --cflags --libs "$module") || die "pkg-config cannot find $module"
+  echo "pkg-config $module: $flags"
+done
+timeout 60 mpirun -np 2 true || die "mpirun -np 2 true failed"
+echo "mpirun -np 2: ok"
+data=$prefix/usr/share/datasets/fashion-mnist
+[ -e "$data/train-images-idx3-ubyte.gz" ] || data=/usr/share/datasets/fashion-mnist
+[ -e "$data/train-images-idx3-ubyte.gz" ] || data=""
+deps="ok (${#debs[@]} packages in $prefix${data:+, Fashion-MNIST in $data})"
+
+if [ "${MPDIST_GPU_DRY:-0}" = 1 ]; then
+  build_state="not run (MPDIST_GPU_DRY=1)" tests="not run (MPDIST_GPU_DRY=1)" train="not run (MPDIST_GPU_DRY=1)"
+  exit 0
+fi
+
+do_build() {
+  local tmp
+  tmp=$(mktemp -d)
+  printf '#include <cstdio>\nint main() { std::puts("ok"); return 0; }\n' >"$tmp/probe.cpp"
+  g++ "$tmp/probe.cpp" -o "$tmp/probe" || { echo "run: g++ cannot build a C++ program (nvcc needs it)" >&2; exit 1; }
+  rm -rf "$tmp"
+  mkdir -p "$build"
+  local generator=()
+  [ -f "$build/CMakeCache.txt" ] || ! command -v ninja >/dev/null || generator=(-G Ninja)
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}" -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DMPDIST_CUDA=ON -DMPI_C_COMPILER="$prefix/usr/bin/mpicc" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpiexec" \
+    -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkg-config" -DHDF5_ROOT="$lib/hdf5/serial" | tee "$build/configure.log"
+  grep -q 'mpdist: CUDA backend ON' "$build/configure.log" ||
+    { echo "run: configured without the CUDA backend (see 'mpdist: CUDA backend' above)" >&2; exit 1; }
+  cmake --build "$build" -j"$(nproc)"
+  echo "== mpdist info"
+  timeout 60 mpirun -np 1 "$build/mpdist" info || echo "run: warning: mpdist info exited $?" >&2
+}
+echo "== build ($build, Release, CUDA architectures ${CMAKE_CUDA_ARCHITECTURES:-90})"
+step build_rc do_build
+if [ "$build_rc" -eq 0 ]; then
+  build_state=ok
+else
+  build_state="failed (exit $build_rc)"
+  fail "build failed"
+fi
+
+do_tests() {
+  cd "$build"
+  ctest -L gpu --output-on-failure --no-tests=error | tee gpu-ctest.log
+}
+if [ "$build_state" = ok ]; then
+  echo "== ctest -L gpu"
+  : >"$build/gpu-ctest.log"
+  step tests_rc do_tests
+  total=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+:' "$build/gpu-ctest.log" || true)
+  passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+:.* Passed +[0-9.]+ sec' "$build/gpu-ctest.log" || true)
+  skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+:.*\*\*\*Skipped' "$build/gpu-ctest.log" || true)
+  tests="$passed passed, $((total - passed - skipped)) failed, $skipped skipped (of $total)"
+  if [ "$tests_rc" -ne 0 ] || [ "$total" -eq 0 ] || [ $((total - passed - skipped)) -ne 0 ]; then
+    [ "$total" -ne 0 ] || tests="none run (ctest exit $tests_rc: no tests labelled gpu?)"
+    fail "gpu tests failed"
+  elif [ "$skipped" -eq "$total" ] && [ "$have_gpu" = 1 ]; then
+    tests="$tests: all skipped although nvidia-smi sees a GPU"
+    fail "every gpu test skipped"
+  fi
+  [ -z "${OUT:-}" ] || cp "$build/Testing/Temporary/LastTest.log" "$OUT/gpu-ctest-LastTest.log" 2>/dev/null || true
+else
+  tests="not run (build failed)"
+fi
+
+config=configs/fashion-mnist-cnn-bn.cfg
+do_train() {
+  local metrics=$build/gpu-train-metrics.jsonl extra=()
+  read -ra extra <<<"${MPDIST_GPU_TRAIN_ARGS:-}"
+  rm -f "$metrics"
+  timeout "${MPDIST_GPU_TRAIN_TIMEOUT:-300}" mpirun -np 1 "$build/mpdist" "$config" --set amp.device=cuda \
+    --set "data.path=\"$data\"" --set train.epochs=1 --set log.progress=plain \
+    --set "log.metrics=\"$metrics\"" ${extra[@]+"${extra[@]}"} | tee "$build/gpu-train.log"
+  [ -z "${OUT:-}" ] || cp "$metrics" "$OUT/gpu-train-metrics.jsonl" 2>/dev/null || true
+}
+if [ "${MPDIST_GPU_TRAIN:-1}" = 0 ]; then
+  train="skipped (MPDIST_GPU_TRAIN=0)"
+elif [ "$build_state" != ok ]; then
+  train="not run (build failed)"
+elif [ -z "$data" ]; then
+  train="skipped (no Fashion-MNIST: pack it with tests/gpu/pack-deps.sh)"
+elif [ ! -f "$config" ]; then
+  train="failed ($config not found)"
+  fail "$config not found"
+else
+  echo "== training: $config, 1 epoch, amp.device=cuda ${MPDIST_GPU_TRAIN_ARGS:-}"
+  train_start=$(date +%s)
+  : >"$build/gpu-train.log"
+  step train_rc do_train
+  accuracy=$(sed -n 's/^test accuracy: //p' "$build/gpu-train.log" | tail -1)
+  if [ "$train_rc" -eq 0 ] && [ -n "$accuracy" ]; then
+    train="test accuracy: $accuracy after 1 epoch of cnn_bn on the GPU ($(($(date +%s) - train_start)) s)"
+  else
+    train="failed (exit $train_rc${accuracy:+, test accuracy: $accuracy})"
+    fail "training failed"
+  fi
+fi

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The copy path a GPU takes, on the CPU: with MPDIST_CPU_STAGED=1 the CPU backend declares its
+# memory not the host's, so batches and labels are copied in, initialisation, the broadcasts of
+# parameters, BatchNorm statistics and optimizer state, the MPI gradient sums and checkpoint
+# writes and reads go through host copies (engine/host_swap.h). A 2-rank cnn_bn run at O2,
+# stopped at step 30 and resumed to 60, must give bitwise the checkpoints and metrics of the
+# same runs without staging (the staged run's metrics name its backend "cpu-staged").
+source "$(dirname "$0")/common.bash"
+CFG=$SRC/configs/fashion-mnist-cnn-bn.cfg
+COMMON=(--set data.train_limit=3000 --set data.test_limit=500 --set train.max_steps=60
+        --set log.every=5 --set log.progress=plain --set amp.opt_level=O2 --set comm.grad_dtype=\"fp32\")
+
+run() { # run NAME [ARGS]: metrics to $TMP/NAME.jsonl, checkpoints in $TMP/NAME/
+  local name=$1
+  shift
+  timeout 300 mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "log.metrics=\"$TMP/$name.jsonl\"" \
+    --set "checkpoint.dir=\"$TMP/$name\"" "$@" >"$TMP/$name.out" 2>&1 ||
+    { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
+}
+strip() { sed -E 's/"time_s":\{[^}]*\},?//g; s/"(images_per_s|step_ms|comm_ms|comm_hidden|wall_s|peak_mem_bytes|mem)":[^,}]*,?//g; s/"(workspace|data)":[0-9]*,?//g; s/"backend":"cpu(-staged)?"//' "$1"; }
+ckpt() { ls "$TMP/$1"/ckpt-*.h5 | tail -1; }
+
+for mode in plain staged; do
+  export MPDIST_CPU_STAGED=$([ $mode = staged ] && echo 1 || echo 0)
+  run $mode --set train.step_budget=30
+  grep -q "stopped at step 30" "$TMP/$mode.out" || { echo "FAIL: $mode: no stop at 30"; cat "$TMP/$mode.out"; exit 1; }
+  run $mode --resume auto
+done
+unset MPDIST_CPU_STAGED
+grep -q '"type":"eval"' "$TMP/staged.jsonl" || { echo "FAIL: no evaluation record"; exit 1; }
+grep -q '"backend":"cpu-staged"' "$TMP/staged.jsonl" || { echo "FAIL: the staged run did not use the staged backend"; exit 1; }
+for obj in /params /buffers /optim /scaler /rng /data; do
+  h5diff "$(ckpt plain)" "$(ckpt staged)" "$obj" "$obj" >"$TMP/diff" 2>&1 ||
+    { echo "FAIL: staged and plain checkpoints differ in $obj:"; head -20 "$TMP/diff"; exit 1; }
+done
+cmp <(strip "$TMP/plain.jsonl") <(strip "$TMP/staged.jsonl") ||
+  { echo "FAIL: staged metrics differ"; diff <(strip "$TMP/plain.jsonl") <(strip "$TMP/staged.jsonl") | head; exit 1; }
+echo "ok: staged copies give the plain run's checkpoint ($(basename "$(ckpt staged)")) and $(grep -c '"type":"step"' "$TMP/staged.jsonl") step records bitwise"
