@@ -4,10 +4,16 @@
 # category, test accuracy, skipped steps and the final loss scale (runs/bench-opt/table.txt and
 # table.csv), and draws each model's loss curves at every level in one PNG (gnuplot).
 # Usage: bench/opt_levels.sh [MODEL...] [-- extra mpdist args]   (MODEL: mlp, cnn_bn)
+# On the GPU: bench/opt_levels.sh cnn_bn -- --set amp.device=cuda. MPDIST_BENCH_BUILD=DIR uses
+# DIR/mpdist as built (no package installs, no build: tests/gpu/run.sh sets it up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash launch/deps.sh gnuplot-nox
-bash launch/build.sh build >/dev/null
+build=${MPDIST_BENCH_BUILD:-}
+if [ -z "$build" ]; then
+  build=build
+  bash launch/deps.sh gnuplot-nox
+  bash launch/build.sh build >/dev/null
+fi
 source launch/env.sh
 models=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
@@ -28,7 +34,7 @@ for model in "${models[@]}"; do
     tag=$model-$1-$2
     m=$out/$tag.jsonl
     rc=0
-    mpirun -np "$np" build/mpdist "$cfg" --set amp.opt_level=$1 --set amp.half=$2 \
+    mpirun -np "$np" "$build/mpdist" "$cfg" --set amp.opt_level=$1 --set amp.half=$2 \
       --set log.progress=none --set log.every=20 --set "log.metrics=\"$m\"" "${extra[@]}" \
       >"$out/$tag.log" 2>&1 || rc=$?
     if [ $rc = 0 ]; then

@@ -13,6 +13,10 @@
 #   MPDIST_GPU_TRAIN=0        skip the training run
 #   MPDIST_GPU_TRAIN_ARGS     extra arguments for mpdist, e.g. "--set amp.opt_level=O2"
 #   MPDIST_GPU_TRAIN_TIMEOUT  seconds (default 300)
+#   MPDIST_GPU_TABLE=1        then the opt-level table (bench/opt_levels.sh cnn_bn, 2 ranks on
+#                             the GPU, 8 epochs each of O0, O1, O2, O3, O2 bf16) and the O2
+#                             accuracy against the CPU run's in bench/results/table.csv (Done
+#                             means of issue 6: within 0.5 points); table to $OUT/gpu-table.txt
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -31,6 +35,7 @@ tee_pid=$!
 start=$(date +%s)
 
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
+table="not run (MPDIST_GPU_TABLE=1 runs it)"
 failures=0 build_rc=1 tests_rc=1 train_rc=1
 
 summary() {
@@ -40,7 +45,7 @@ summary() {
   echo
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
-    "training:" "$train" "log:" "$log"
+    "training:" "$train" "opt table:" "$table" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -282,5 +287,31 @@ else
   else
     train="failed (exit $train_rc${accuracy:+, test accuracy: $accuracy})"
     fail "training failed"
+  fi
+fi
+
+# The O2 fp16 accuracy of cnn_bn in a table.csv (bench/opt_levels.sh's columns).
+o2_accuracy() { awk -F, '$1 == "cnn_bn" && $2 == "O2" && $3 == "fp16" && $4 == "ok" { print $12 }' "$1"; }
+do_table() {
+  MPDIST_BENCH_BUILD=$build bash bench/opt_levels.sh cnn_bn -- --set amp.device=cuda \
+    --set "data.path=\"$data\""
+  [ -z "${OUT:-}" ] || cp runs/bench-opt/table.txt "$OUT/gpu-table.txt"
+}
+if [ "${MPDIST_GPU_TABLE:-0}" = 1 ] && [ "$build_state" = ok ] && [ -n "$data" ]; then
+  echo "== opt-level table on the GPU: cnn_bn, 2 ranks, 8 epochs per level"
+  table_rc=1
+  step table_rc do_table
+  gpu_acc=$(o2_accuracy runs/bench-opt/table.csv 2>/dev/null || true)
+  cpu_acc=$(o2_accuracy bench/results/table.csv)
+  if [ "$table_rc" -eq 0 ] && [ -n "$gpu_acc" ]; then
+    if awk -v g="$gpu_acc" -v c="$cpu_acc" 'BEGIN { exit !(g >= c - 0.005) }'; then
+      table="O2 fp16 accuracy $gpu_acc on the GPU, $cpu_acc on the CPU: within 0.5 points"
+    else
+      table="O2 fp16 accuracy $gpu_acc on the GPU, $cpu_acc on the CPU: more than 0.5 points lower"
+      fail "O2 accuracy on the GPU below the CPU's by more than 0.5 points"
+    fi
+  else
+    table="failed (exit $table_rc; see runs/bench-opt/)"
+    fail "opt-level table failed"
   fi
 fi
