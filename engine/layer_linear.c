@@ -17,8 +17,7 @@ static mp_status linear_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, b
 {
     (void)train;
     mp_tensor x2 = rows_view(x), y2 = rows_view(y);
-    MP_TRY(l->ops->gemm(false, true, 1.0, &x2, &l->w[0], 0.0, &y2));
-    return l->ops->bias_add(&y2, &l->w[1]);
+    return l->ops->gemm_bias(false, true, &x2, &l->w[0], &l->w[1], &y2);
 }
 
 static mp_status linear_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *y,

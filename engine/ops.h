@@ -85,6 +85,12 @@ typedef struct mp_ops {
     void *(*mem_alloc)(size_t bytes, mp_mem_cat cat);
     void (*mem_free)(void *p);
 
+    /* Host memory that copy_in reads fastest (pinned on CUDA, so the copy runs asynchronously:
+     * the block must stay unchanged until a later copy_out or sync returns; mp_alloc's on the
+     * CPU), zeroed and counted, or NULL; host_free frees one (NULL is ignored). */
+    void *(*host_alloc)(size_t bytes, mp_mem_cat cat);
+    void (*host_free)(void *p);
+
     /* Copies `bytes` from host memory into backend memory (copy_in), from backend memory into
      * host memory (copy_out, which waits for the ops queued before it), or within backend
      * memory (copy). */
@@ -99,6 +105,12 @@ typedef struct mp_ops {
      * when ta / tb. a, b and c may mix FP32, fp16 and bf16; FP64 only with FP64. */
     mp_status (*gemm)(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c);
+
+    /* c (m, n) = op(a) op(b) + bias (n) broadcast over rows: gemm(ta, tb, 1, a, b, 0, c) then
+     * bias_add(c, bias), except that a backend may add the bias in the product's epilogue
+     * (cuBLASLt), rounding c once instead of twice. The linear layer's forward. */
+    mp_status (*gemm_bias)(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                           const mp_tensor *bias, mp_tensor *c);
 
     /* y (N, C) += b (C) broadcast over rows. */
     mp_status (*bias_add)(mp_tensor *y, const mp_tensor *b);

@@ -107,7 +107,10 @@ static void mp_loader_destroy(mp_loader *l)
     }
     if (l->slots) {
         for (int s = 0; s < l->nslots; s++) {
-            mp_free(l->slots[s].x);
+            if (l->cfg.host_free)
+                l->cfg.host_free(l->slots[s].x);
+            else
+                mp_free(l->slots[s].x);
             mp_free(l->slots[s].y);
         }
     }
@@ -172,13 +175,16 @@ mp_status mp_loader_open(mp_loader **out, const mp_loader_config *c)
     size_t x_bytes = (size_t)c->batch * (size_t)d->h * (size_t)d->w * (size_t)d->c *
                      mp_dtype_size(c->dtype);
     l->slots = mp_alloc((size_t)l->nslots * sizeof *l->slots, MP_MEM_DATA);
+    bool pinned_ok = true;
     for (int s = 0; s < l->nslots; s++) {
-        l->slots[s].x = mp_alloc(x_bytes, MP_MEM_DATA);
+        l->slots[s].x = c->host_alloc ? c->host_alloc(x_bytes, MP_MEM_DATA)
+                                      : mp_alloc(x_bytes, MP_MEM_DATA);
+        pinned_ok = pinned_ok && l->slots[s].x;
         l->slots[s].y = mp_alloc((size_t)c->batch * sizeof(int32_t), MP_MEM_DATA);
         l->slots[s].ready = -1;
     }
 
-    mp_status st = mp_loader_sync_init(l);
+    mp_status st = pinned_ok ? mp_loader_sync_init(l) : MP_EINTERNAL; /* host_alloc said why */
     if (st != MP_OK) {
         mp_loader_destroy(l);
         return st;

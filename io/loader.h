@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/alloc.h"
 #include "engine/dtype.h"
 #include "engine/status.h"
 #include "io/dataset.h"
@@ -28,6 +29,11 @@ typedef struct mp_loader_config {
     int pad;                  /* augmentation, as mp_dataset_batch_augmented */
     bool flip;
     uint64_t seed;
+    /* Allocator of the x buffers (NULL: mp_alloc and mp_free): the trainer passes its
+     * backend's pinned host memory, from which batches copy to a GPU asynchronously. It must
+     * return zeroed memory, or NULL when none is left. */
+    void *(*host_alloc)(size_t bytes, mp_mem_cat cat);
+    void (*host_free)(void *p);
 } mp_loader_config;
 
 /* Creates a loader for configuration *c (copied; mean and std are copied too) and starts its

@@ -86,7 +86,8 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_res
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
     if (t->ops->host_memory) {
         x.data = (void *)xdata; /* the loader's slot: read-only here */
-    } else {
+    } else { /* from the loader's pinned slot, asynchronously: the slot stays ours until the
+                next mp_loader_next, and the gradient check below waits for the device */
         MP_TRY(t->ops->copy_in(x.data, xdata, (size_t)mp_tensor_bytes(&x)));
         MP_TRY(t->ops->copy_in(t->ydev, labels, (size_t)n * sizeof(int32_t)));
         labels = t->ydev;

@@ -316,7 +316,9 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
                            .std = t->std,
                            .pad = cfg->data.augment ? (int)cfg->data.pad_crop : 0,
                            .flip = cfg->data.augment,
-                           .seed = cfg->train.seed};
+                           .seed = cfg->train.seed,
+                           .host_alloc = t->ops->host_alloc,
+                           .host_free = t->ops->host_free};
     MP_TRY(mp_loader_open(&t->loader, &lc));
     int64_t b = cfg->data.batch_size;
     int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};

@@ -35,6 +35,8 @@ mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes);
 mp_status mp_cpu_sync(void);
 mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c);
+mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                           const mp_tensor *bias, mp_tensor *c);
 mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b);
 mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);

@@ -60,3 +60,11 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
         mp_convert(c->data, c->dtype, fc, MP_F32, (size_t)(m * n));
     return MP_OK;
 }
+
+/* The reference rounds twice: the product into c's dtype, then the sum with the bias. */
+mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                           const mp_tensor *bias, mp_tensor *c)
+{
+    MP_TRY(mp_cpu_gemm(ta, tb, 1.0, a, b, 0.0, c));
+    return mp_cpu_bias_add(c, bias);
+}

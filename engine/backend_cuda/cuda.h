@@ -125,12 +125,15 @@ cudnnDataType_t mp_cudnn_dtype(mp_dtype dt);
 extern "C" {
 void *mp_cuda_mem_alloc(size_t bytes, mp_mem_cat cat);
 void mp_cuda_mem_free(void *p);
+void *mp_cuda_host_alloc(size_t bytes, mp_mem_cat cat);
 mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes);
 mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes);
 mp_status mp_cuda_copy(void *dst, const void *src, size_t bytes);
 mp_status mp_cuda_sync(void);
 mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                        double beta, mp_tensor *c);
+mp_status mp_cuda_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                            const mp_tensor *bias, mp_tensor *c);
 mp_status mp_cuda_bias_add(mp_tensor *y, const mp_tensor *b);
 mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y);

@@ -2,7 +2,8 @@
  * FP32 compute or, when amp.allow_tf32, TF32 tensor cores. Row-major C (m, n) = op(A) op(B) is
  * computed as the column-major C^T = op(B)^T op(A)^T, which reads our row-major buffers as they
  * are. The layouts, the operation descriptor and the heuristic's algorithm are made once per
- * shape and kept (a small table); the workspace is the context's 32 MiB. */
+ * shape and kept (a small table); the workspace is the context's 32 MiB. gemm_bias adds the
+ * bias in cuBLASLt's epilogue (a vector along lt's rows, our columns) when the dtypes allow. */
 #include <string.h>
 
 #include "engine/backend_cuda/cuda.h"
@@ -11,6 +12,7 @@ typedef struct mp_gemm_key {
     int64_t m, n, k;
     int ta, tb, tf32;
     mp_dtype ab, c;
+    int bias; /* the bias epilogue, with a bias of dtype c */
     uint32_t align[3]; /* byte alignment of lt's A (our b), B (our a) and C: parameter views sit
                           at any element offset of the flat buffers */
 } mp_gemm_key;
@@ -55,6 +57,13 @@ static mp_status plan_make(const mp_gemm_key *key, mp_gemm_plan *p)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb,
                                                 sizeof opb));
     cudaDataType_t ab = cuda_type(key->ab), ctype = cuda_type(key->c);
+    if (key->bias) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                    sizeof epi));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                    &ctype, sizeof ctype));
+    }
     /* Stored column-major shapes: our row-major B is (n, k) (k, n transposed) etc. */
     int64_t n = key->n, m = key->m, k = key->k;
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, key->tb ? (uint64_t)k : (uint64_t)n,
@@ -122,16 +131,27 @@ static mp_status plan_get(const mp_gemm_key *key, mp_gemm_plan **out)
 }
 
 static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
-                        double beta, mp_tensor *c, int64_t m, int64_t n, int64_t k);
+                        double beta, mp_tensor *c, const mp_tensor *bias, int64_t m, int64_t n,
+                        int64_t k);
+
+/* c's rows m and columns n, and the inner dimension k of op(a) op(b); MP_EINTERNAL when the
+ * shapes do not match. */
+static mp_status dims(const char *op, bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                      const mp_tensor *c, int64_t *m, int64_t *n, int64_t *k)
+{
+    *m = c->shape[0], *n = mp_tensor_row(c);
+    int64_t ar = a->shape[0], ac = mp_tensor_row(a), br = b->shape[0], bc = mp_tensor_row(b);
+    *k = ta ? ar : ac;
+    MP_CUDA_REQUIRE((ta ? ac : ar) == *m && (tb ? br : bc) == *n && (tb ? bc : br) == *k, op);
+    return MP_OK;
+}
 
 extern "C" mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tensor *a,
                                   const mp_tensor *b, double beta, mp_tensor *c)
 {
     MP_CUDA_DTYPES("gemm", a, b, c);
-    int64_t m = c->shape[0], n = mp_tensor_row(c);
-    int64_t ar = a->shape[0], ac = mp_tensor_row(a), br = b->shape[0], bc = mp_tensor_row(b);
-    int64_t k = ta ? ar : ac;
-    MP_CUDA_REQUIRE((ta ? ac : ar) == m && (tb ? br : bc) == n && (tb ? bc : br) == k, "gemm");
+    int64_t m, n, k;
+    MP_TRY(dims("gemm", ta, tb, a, b, c, &m, &n, &k));
     if (m == 0 || n == 0)
         return MP_OK;
     if (k == 0) /* c = beta c; beta 0 writes zeros, as BLAS does, whatever c held */
@@ -144,24 +164,48 @@ extern "C" mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tenso
     MP_TRY(mp_cuda_operand(a, ab, 0, true, &aw));
     MP_TRY(mp_cuda_operand(b, ab, 1, true, &bw));
     MP_TRY(mp_cuda_operand(c, cd, 2, beta != 0.0, &cw));
-    MP_TRY(matmul(ta, tb, alpha, &aw, &bw, beta, &cw, m, n, k));
+    MP_TRY(matmul(ta, tb, alpha, &aw, &bw, beta, &cw, NULL, m, n, k));
     return cw.data == c->data ? MP_OK : mp_cuda_convert(&cw, c);
 }
 
-/* c = alpha op(a) op(b) + beta c with a, b of one dtype and c of it or FP32. */
+extern "C" mp_status mp_cuda_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                                       const mp_tensor *bias, mp_tensor *c)
+{
+    MP_CUDA_DTYPES("gemm_bias", a, b, bias, c);
+    int64_t m, n, k;
+    MP_TRY(dims("gemm_bias", ta, tb, a, b, c, &m, &n, &k));
+    MP_CUDA_REQUIRE(mp_tensor_numel(bias) == n, "gemm_bias");
+    bool fused = m > 0 && n > 0 && k > 0 && a->dtype == b->dtype &&
+                 (c->dtype == a->dtype || c->dtype == MP_F32) && bias->dtype == c->dtype &&
+                 (uintptr_t)a->data % 16 == 0 && (uintptr_t)b->data % 16 == 0 &&
+                 (uintptr_t)c->data % 16 == 0 && (uintptr_t)bias->data % 16 == 0;
+    if (fused && matmul(ta, tb, 1.0, a, b, 0.0, c, bias, m, n, k) == MP_OK)
+        return MP_OK;
+    mp_error_clear(); /* no fused algorithm: the product, then the bias */
+    MP_TRY(mp_cuda_gemm(ta, tb, 1.0, a, b, 0.0, c));
+    return mp_cuda_bias_add(c, bias);
+}
+
+/* c = alpha op(a) op(b) + beta c (+ bias along c's rows when bias is not NULL, in the
+ * epilogue) with a, b of one dtype and c (and bias) of it or FP32. */
 static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
-                        double beta, mp_tensor *c, int64_t m, int64_t n, int64_t k)
+                        double beta, mp_tensor *c, const mp_tensor *bias, int64_t m, int64_t n,
+                        int64_t k)
 {
     mp_gemm_key key;
     memset(&key, 0, sizeof key); /* padding compared by memcmp */
     key.m = m, key.n = n, key.k = k, key.ta = ta, key.tb = tb;
     key.tf32 = mp_cuda_ctx_get()->allow_tf32;
     key.ab = a->dtype, key.c = c->dtype;
+    key.bias = bias != NULL;
     key.align[0] = alignment(b->data), key.align[1] = alignment(a->data);
     key.align[2] = alignment(c->data);
     mp_gemm_plan *p;
     MP_TRY(plan_get(&key, &p));
     mp_cuda_ctx *x = mp_cuda_ctx_get();
+    if (bias) /* the plan is shared by every call of this shape: point it at this bias */
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias->data, sizeof bias->data));
     float fa = (float)alpha, fb = (float)beta;
     CUBLAS_CHECK(cublasLtMatmul(x->lt, p->op, &fa, b->data, p->la, a->data, p->lb, &fb, c->data,
                                 p->lc, c->data, p->lc, &p->algo, x->gemm_ws, MP_CUDA_GEMM_WS,

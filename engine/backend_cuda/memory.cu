@@ -1,8 +1,10 @@
-/* Device memory for the CUDA backend: cudaMalloc'd blocks counted under their category (the
- * engine's counters, mp_mem_count), with a host-side table of block sizes so that freeing needs
- * no size; copies in stream order on the backend's stream. */
+/* Memory of the CUDA backend: cudaMalloc'd device blocks and pinned host blocks (cudaHostAlloc,
+ * which the device copies from asynchronously), counted under their category (the engine's
+ * counters, mp_mem_count), with a host-side table of block sizes so that freeing needs no size;
+ * copies in stream order on the backend's stream. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/backend_cuda/cuda.h"
 
@@ -10,6 +12,7 @@ typedef struct mp_block {
     void *p;
     size_t bytes;
     int cat;
+    bool pinned; /* a pinned host block */
 } mp_block;
 
 /* Open addressing over pointers; a freed slot keeps p == MP_TOMB so probes go past it.
@@ -37,7 +40,7 @@ static void put(mp_block *tab, size_t nslots, mp_block b)
 }
 
 /* Records a block; false when the host is out of memory for the table. */
-static bool record(void *p, size_t bytes, mp_mem_cat cat)
+static bool record(void *p, size_t bytes, mp_mem_cat cat, bool pinned)
 {
     pthread_mutex_lock(&mp_blocks_lock);
     if (2 * (mp_nused + 1) > mp_nslots) {
@@ -57,7 +60,7 @@ static bool record(void *p, size_t bytes, mp_mem_cat cat)
         mp_nslots = n;
         mp_nused = mp_nlive;
     }
-    put(mp_blocks, mp_nslots, mp_block{p, bytes, (int)cat});
+    put(mp_blocks, mp_nslots, mp_block{p, bytes, (int)cat, pinned});
     mp_nused++;
     mp_nlive++;
     pthread_mutex_unlock(&mp_blocks_lock);
@@ -96,7 +99,7 @@ extern "C" void *mp_cuda_mem_alloc(size_t bytes, mp_mem_cat cat)
                 mp_mem_cat_name(cat));
         return NULL;
     }
-    if (cudaMemsetAsync(p, 0, bytes, c->stream) != cudaSuccess || !record(p, bytes, cat)) {
+    if (cudaMemsetAsync(p, 0, bytes, c->stream) != cudaSuccess || !record(p, bytes, cat, false)) {
         cudaFree(p);
         mp_fail(MP_EINTERNAL, "cuda: could not set up %zu bytes of %s", bytes,
                 mp_mem_cat_name(cat));
@@ -115,8 +118,30 @@ extern "C" void mp_cuda_mem_free(void *p)
      * itself synchronises the device, but the stream is a non-blocking one). Errors of that work
      * are left for the next sync to report. */
     cudaStreamSynchronize(mp_cuda_ctx_get()->stream);
-    cudaFree(p);
+    if (b.pinned)
+        cudaFreeHost(p);
+    else
+        cudaFree(p);
     mp_mem_count((mp_mem_cat)b.cat, -(int64_t)b.bytes);
+}
+
+extern "C" void *mp_cuda_host_alloc(size_t bytes, mp_mem_cat cat)
+{
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        mp_fail(MP_EINTERNAL, "cuda: cannot pin %zu bytes of host memory for %s", bytes,
+                mp_mem_cat_name(cat));
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    if (!record(p, bytes, cat, true)) {
+        cudaFreeHost(p);
+        mp_fail(MP_EINTERNAL, "cuda: out of host memory recording a pinned block");
+        return NULL;
+    }
+    mp_mem_count(cat, (int64_t)bytes);
+    return p;
 }
 
 extern "C" mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes)

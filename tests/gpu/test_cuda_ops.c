@@ -1,7 +1,7 @@
 /* The CUDA backend's dense and elementwise ops against the CPU backend on the same random
  * inputs (never zero) in FP32, fp16 and bf16, outputs poisoned with NaN first: gemm in all four
  * transpose combinations on sizes that are no multiple of 8 or 16, with and without beta and
- * with mixed dtypes; bias_add, bias_grad, relu forward and backward (NaN propagates, in place);
+ * with mixed dtypes; gemm_bias (fused and not); bias_add, bias_grad, relu forward and backward (NaN propagates, in place);
  * softmax cross-entropy with and without label smoothing and dlogits; scale, fill, convert
  * between every pair of dtypes (bitwise, through subnormals, overflow, inf and NaN); add with
  * mixed dtypes; dropout with the same mask bit for bit; grad_stats with inf and NaN; and the
@@ -79,6 +79,27 @@ static void test_memory(void **state)
     for (int i = 0; i < LIVE; i++)
         gpu->mem_free(ring[i]);
     assert_int_equal(mp_mem_current(MP_MEM_DATA), base);
+    /* Pinned host blocks: zeroed, counted, copied from asynchronously (the bytes arrive once
+     * copy_out has waited), uncounted when freed. */
+    enum { PIN = 1 << 16 };
+    unsigned char *pin = gpu->host_alloc(PIN, MP_MEM_DATA), *dev = gpu->mem_alloc(PIN, MP_MEM_DATA);
+    unsigned char *out = malloc(PIN);
+    assert_non_null(pin);
+    assert_non_null(dev);
+    assert_non_null(out);
+    assert_int_equal(mp_mem_current(MP_MEM_DATA), base + 2 * PIN);
+    for (size_t i = 0; i < PIN; i++)
+        if (pin[i] != 0)
+            fail_msg("host_alloc: byte %zu of a new pinned block is %d, not 0", i, pin[i]);
+    for (size_t i = 0; i < PIN; i++)
+        pin[i] = (unsigned char)(i * 29 + 3);
+    assert_int_equal(gpu->copy_in(dev, pin, PIN), MP_OK);
+    mp_gpu_get(out, dev, PIN);
+    assert_memory_equal(out, pin, PIN);
+    gpu->host_free(pin);
+    gpu->mem_free(dev);
+    free(out);
+    assert_int_equal(mp_mem_current(MP_MEM_DATA), base);
 }
 
 static void check_gemm(mp_dtype at, mp_dtype bt, mp_dtype ct, bool ta, bool tb,
@@ -124,6 +145,34 @@ static void test_gemm(void **state)
         for (int t = 0; t < 4; t++)
             check_gemm(mixes[i][0], mixes[i][1], mixes[i][2], t & 1, t & 2, sizes[1], 0.5,
                        seed++);
+}
+
+/* gemm_bias (the linear layer's forward) with the bias in cuBLASLt's epilogue where dtypes
+ * allow, and the unfused path for others: the CPU rounds the product and then the sum, the
+ * GPU may round once, so one more ulp of c's dtype is allowed than for gemm. */
+static void test_gemm_bias(void **state)
+{
+    (void)state;
+    const mp_dtype cases[][3] = {{MP_F32, MP_F32, MP_F32}, {MP_F16, MP_F16, MP_F16},
+                                 {MP_BF16, MP_BF16, MP_BF16}, {MP_F16, MP_F16, MP_F32},
+                                 {MP_F16, MP_F32, MP_F16}};
+    const int64_t m = 64, n = 48, k = 131;
+    for (int i = 0; i < 5; i++) {
+        mp_rng r;
+        mp_rng_seed(&r, 105, (uint64_t)i);
+        mp_dtype at = cases[i][0], ct = cases[i][1], bt = cases[i][2];
+        int64_t as[2] = {m, k}, ws[2] = {n, k}, cs[2] = {m, n}, bs[1] = {n};
+        mp_gpu_pair a = mp_gpu_random(at, 2, as, &r, -1, 1);
+        mp_gpu_pair w = mp_gpu_random(at, 2, ws, &r, -1, 1);
+        mp_gpu_pair b = mp_gpu_random(bt, 1, bs, &r, -1, 1), c = mp_gpu_poisoned(ct, 2, cs);
+        assert_int_equal(cpu->gemm_bias(false, true, &a.host, &w.host, &b.host, &c.host), MP_OK);
+        assert_int_equal(gpu->gemm_bias(false, true, &a.dev, &w.dev, &b.dev, &c.dev), MP_OK);
+        mp_gpu_check(&c, mp_gpu_atol(k + 1, 1.0), 2 * mp_gpu_rtol(ct),
+                     "gemm_bias a %s c %s bias %s", NAME(at), NAME(ct), NAME(bt));
+        mp_gpu_pair *all[] = {&a, &w, &b, &c};
+        for (int j = 0; j < 4; j++)
+            mp_gpu_pair_free(all[j]);
+    }
 }
 
 /* y += b, and db = column sums of dy, on (rows, cols) read from a 3-D y as the op reads it. */
@@ -432,7 +481,7 @@ int main(void)
     cpu = mp_backend_cpu();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),       cmocka_unit_test(test_gemm),
-        cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_gemm_bias),    cmocka_unit_test(test_bias),
         cmocka_unit_test(test_relu),         cmocka_unit_test(test_softmax_xent),
         cmocka_unit_test(test_scale_fill),   cmocka_unit_test(test_convert),
         cmocka_unit_test(test_add),          cmocka_unit_test(test_dropout),

@@ -309,6 +309,51 @@ static void test_invalid_config(void **state)
     free_dataset(&d);
 }
 
+/* A host allocator that counts its live blocks and fails after `budget` allocations. */
+static int host_live, host_budget;
+static void *host_alloc_counted(size_t bytes, mp_mem_cat cat)
+{
+    if (host_budget-- <= 0)
+        return NULL;
+    host_live++;
+    return mp_alloc(bytes, cat);
+}
+static void host_free_counted(void *p)
+{
+    if (p)
+        host_live--;
+    mp_free(p);
+}
+
+/* The x buffers come from the configured host allocator (a backend's pinned memory) and go back
+ * to it; batches are the same as with mp_alloc; an allocator that runs out fails the open
+ * cleanly. */
+static void test_host_allocator(void **state)
+{
+    (void)state;
+    mp_dataset d = make_dataset(COUNT, H, W, C);
+    int64_t base = mp_mem_current(MP_MEM_DATA);
+    mp_loader_config c = config(&d, 2, 3, BATCH, MP_F16);
+    c.host_alloc = host_alloc_counted;
+    c.host_free = host_free_counted;
+    host_budget = 100;
+    mp_loader *l = NULL;
+    assert_int_equal(mp_loader_open(&l, &c), MP_OK);
+    assert_int_equal(host_live, 4); /* depth + 1 slots */
+    int64_t *p0 = permutation(COUNT, 3);
+    mp_loader_start_epoch(l, p0, COUNT, 0);
+    assert_int_equal(consume(l, &c, p0, COUNT, 0, -1, true), 13);
+    mp_loader_close(l);
+    assert_int_equal(host_live, 0);
+    host_budget = 2;
+    assert_int_equal(mp_loader_open(&l, &c), MP_EINTERNAL);
+    assert_null(l);
+    assert_int_equal(host_live, 0);
+    assert_int_equal(mp_mem_current(MP_MEM_DATA), base);
+    free(p0);
+    free_dataset(&d);
+}
+
 /* mean and std are copied: changing the caller's arrays after open changes nothing. */
 static void test_copies_normalisation(void **state)
 {
@@ -372,6 +417,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_host_allocator),
         cmocka_unit_test(test_partial_last_batch),
         cmocka_unit_test(test_restart_mid_epoch),
         cmocka_unit_test(test_close_paths),
