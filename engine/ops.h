@@ -101,6 +101,10 @@ typedef struct mp_ops {
     /* Waits until every queued op has finished, and reports a failure of any of them. */
     mp_status (*sync)(void);
 
+    /* Bytes of backend memory free now, or -1 when the backend does not know (the CPU: the
+     * caller judges host memory itself). */
+    int64_t (*mem_free_bytes)(void);
+
     /* c (m, n) = alpha * op(a) * op(b) + beta * c, op(a) (m, k), op(b) (k, n); op transposes
      * when ta / tb. a, b and c may mix FP32, fp16 and bf16; FP64 only with FP64. */
     mp_status (*gemm)(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,

@@ -58,7 +58,8 @@ static mp_status load_data(mp_trainer *t)
 }
 
 /* Refuses a model whose weights, gradients, momentum and activations do not fit in this rank's
- * share of the host's memory, before anything is allocated (allocation failure aborts). */
+ * share of the host's memory, or in what is free on its GPU, before anything is allocated
+ * (allocation failure aborts). */
 static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, int n,
                               const int64_t in_shape[3])
 {
@@ -73,6 +74,20 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     double host = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
     double have = host / ranks - (double)mp_mem_current(MP_MEM_DATA);
+    int64_t device = t->ops->mem_free_bytes();
+    if (device >= 0) { /* the ranks on this host share its GPUs */
+        int ngpu = mp_backend_cuda_devices(), per = ngpu > 0 ? (ranks + ngpu - 1) / ngpu : 1;
+        double dev_have = (double)device / per;
+        if (need > dev_have)
+            return mp_fail(MP_EUSAGE,
+                           "%s: model: needs %.1f GiB per rank (%lld parameters with gradients "
+                           "and optimizer state, activations for batch %lld) but its GPU has "
+                           "%.1f GiB free for each of its %d rank%s",
+                           c->path, need / 1073741824.0, (long long)params,
+                           (long long)c->data.batch_size, dev_have / 1073741824.0, per,
+                           per > 1 ? "s" : "");
+        return MP_OK; /* the model is not in host memory */
+    }
     if (need > have)
         return mp_fail(MP_EUSAGE,
                        "%s: model: needs %.1f GiB per rank (%lld parameters with gradients and "

@@ -15,6 +15,7 @@ static const mp_ops mp_cpu_ops = {
     .copy_out = mp_cpu_copy,
     .copy = mp_cpu_copy,
     .sync = mp_cpu_sync,
+    .mem_free_bytes = mp_cpu_mem_free_bytes,
     .gemm = mp_cpu_gemm,
     .gemm_bias = mp_cpu_gemm_bias,
     .bias_add = mp_cpu_bias_add,

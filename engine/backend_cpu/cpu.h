@@ -33,6 +33,7 @@ void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat);
 void mp_cpu_mem_free(void *p);
 mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes);
 mp_status mp_cpu_sync(void);
+int64_t mp_cpu_mem_free_bytes(void);
 mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c);
 mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,

@@ -15,3 +15,5 @@ mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes)
 }
 
 mp_status mp_cpu_sync(void) { return MP_OK; }
+
+int64_t mp_cpu_mem_free_bytes(void) { return -1; }

@@ -130,6 +130,7 @@ mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes);
 mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes);
 mp_status mp_cuda_copy(void *dst, const void *src, size_t bytes);
 mp_status mp_cuda_sync(void);
+int64_t mp_cuda_mem_free_bytes(void);
 mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                        double beta, mp_tensor *c);
 mp_status mp_cuda_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,

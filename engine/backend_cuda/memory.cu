@@ -169,6 +169,16 @@ extern "C" mp_status mp_cuda_copy(void *dst, const void *src, size_t bytes)
     return MP_OK;
 }
 
+extern "C" int64_t mp_cuda_mem_free_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)free_b;
+}
+
 extern "C" mp_status mp_cuda_sync(void)
 {
     CUDA_CHECK(cudaStreamSynchronize(mp_cuda_ctx_get()->stream));

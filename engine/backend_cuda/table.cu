@@ -13,6 +13,7 @@ static const mp_ops mp_cuda_ops = {
     .copy_out = mp_cuda_copy_out,
     .copy = mp_cuda_copy,
     .sync = mp_cuda_sync,
+    .mem_free_bytes = mp_cuda_mem_free_bytes,
     .gemm = mp_cuda_gemm,
     .gemm_bias = mp_cuda_gemm_bias,
     .bias_add = mp_cuda_bias_add,
