@@ -12,6 +12,15 @@ static int shared_with(const mp_host_swap *s, const void *dev)
     return -1;
 }
 
+/* Whether tensor t is swapped already (listed twice). */
+static bool listed(const mp_host_swap *s, const mp_tensor *t)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->t[i] == t)
+            return true;
+    return false;
+}
+
 mp_status mp_host_begin(mp_host_swap *s, const mp_ops *ops, mp_tensor *const *ts, int n,
                         bool download)
 {
@@ -25,9 +34,13 @@ mp_status mp_host_begin(mp_host_swap *s, const mp_ops *ops, mp_tensor *const *ts
     mp_status st = MP_OK;
     for (int i = 0; i < n && st == MP_OK; i++) {
         mp_tensor *t = ts[i];
-        if (!t || !t->data)
+        if (!t || !t->data || listed(s, t))
             continue;
         int j = shared_with(s, t->data);
+        if (j >= 0 && mp_tensor_bytes(s->t[j]) != mp_tensor_bytes(t)) {
+            st = mp_fail(MP_EINTERNAL, "host copies: two tensors share storage but not size");
+            break;
+        }
         s->t[s->n] = t;
         s->dev[s->n] = t->data;
         s->n++;

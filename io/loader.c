@@ -136,6 +136,8 @@ static mp_status mp_loader_check(const mp_loader_config *c)
         return mp_fail(MP_EINTERNAL, "loader: pad must be >= 0, got %d", c->pad);
     if (!c->mean || !c->std)
         return mp_fail(MP_EINTERNAL, "loader: no per-channel mean/std");
+    if ((c->host_alloc == NULL) != (c->host_free == NULL))
+        return mp_fail(MP_EINTERNAL, "loader: host_alloc and host_free go together");
     return MP_OK;
 }
 

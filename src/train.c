@@ -87,7 +87,8 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_res
     if (t->ops->host_memory) {
         x.data = (void *)xdata; /* the loader's slot: read-only here */
     } else { /* from the loader's pinned slot, asynchronously: the slot stays ours until the
-                next mp_loader_next, and the gradient check below waits for the device */
+                next mp_loader_next, and softmax_xent's result below waits for the device.
+                A step that never waits (issue 7) must wait for this copy before that call. */
         MP_TRY(t->ops->copy_in(x.data, xdata, (size_t)mp_tensor_bytes(&x)));
         MP_TRY(t->ops->copy_in(t->ydev, labels, (size_t)n * sizeof(int32_t)));
         labels = t->ydev;

@@ -83,7 +83,9 @@ typedef struct mp_trainer {
     mp_progress progress;
     /* Test hooks, NULL in normal runs. before_backward may change this rank's loss gradient
      * (n, classes) before backward and the all-reduce carry it; after_reduce runs once the
-     * gradients are summed over ranks, before the overflow check and the optimizer step. */
+     * gradients are summed over ranks, before the overflow check and the optimizer step. The
+     * tensors are in the backend's memory: a hook that touches them on the host needs a CPU
+     * backend (host_memory) or mp_host_begin/mp_host_end. */
     void (*before_backward)(struct mp_trainer *t, int64_t step, mp_tensor *dlogits, void *arg);
     void (*after_reduce)(struct mp_trainer *t, int64_t step, void *arg);
     void *hook_arg;

@@ -12,7 +12,9 @@
  * without keep_batchnorm_fp32, or any mix in tests) goes through an FP32 scratch slot with
  * mp_cuda_convert, once each way, so it is rounded once as on the CPU. The scratch (6 C floats)
  * and an input-gradient scratch for dx == NULL are grown, never shrunk. Backward needs no eps:
- * cuDNN uses the saved mean and inverse deviation, and is given a fixed eps it ignores. */
+ * cuDNN uses the saved mean and inverse deviation, and is given a fixed eps it ignores.
+ * bf16 data (x, y, dy, dx) is widened into FP32 scratch slots (mp_cuda_operand) and the results
+ * rounded once back, as PyTorch does: the legacy API documents FP32, FP64 and fp16 data only. */
 #include <limits.h>
 
 #include "engine/backend_cuda/cuda.h"
@@ -30,6 +32,19 @@ static float *mp_bn_params;                        /* MP_BN_SLOTS * mp_bn_params
 static int64_t mp_bn_params_c;
 static void *mp_bn_dx;                             /* dx when the caller wants none */
 static size_t mp_bn_dx_bytes;
+
+/* t as cuDNN's BatchNorm reads or writes it: t itself, or for bf16 an FP32 copy in scratch
+ * `slot` (filled from t when `load`). */
+static mp_status data_work(const mp_tensor *t, int slot, bool load, mp_tensor *out)
+{
+    return mp_cuda_operand(t, t->dtype == MP_BF16 ? MP_F32 : t->dtype, slot, load, out);
+}
+
+/* Rounds a result computed in scratch back into t (nothing when it was t itself). */
+static mp_status data_out(const mp_tensor *work, mp_tensor *t)
+{
+    return work->data == t->data ? MP_OK : mp_cuda_convert(work, t);
+}
 
 /* A per-channel tensor of C elements (NULL allowed when `optional`). */
 static bool per_channel(const mp_tensor *t, int64_t C, bool optional)
@@ -121,7 +136,10 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     if (a->eps < CUDNN_BN_MIN_EPSILON)
         return mp_fail(MP_EINTERNAL, "cuda batchnorm_forward: eps %g is below cuDNN's minimum "
                        "CUDNN_BN_MIN_EPSILON = %g", a->eps, (double)CUDNN_BN_MIN_EPSILON);
-    MP_TRY(bn_descriptors(x, C));
+    mp_tensor xw, yw;
+    MP_TRY(data_work(x, 0, true, &xw));
+    MP_TRY(data_work(y, 1, false, &yw));
+    MP_TRY(bn_descriptors(&xw, C));
     mp_tensor g, b, rm, rv, sm, si;
     MP_TRY(param_in(gamma, C, 0, true, &g));
     MP_TRY(param_in(beta, C, 1, true, &b));
@@ -131,15 +149,16 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     const float one = 1.0f, zero = 0.0f;
     if (!train) {
         CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-            dnn, MP_BN_MODE, &one, &zero, mp_bn_xd, x->data, mp_bn_xd, y->data, mp_bn_pd, g.data,
+            dnn, MP_BN_MODE, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd, yw.data, mp_bn_pd, g.data,
             b.data, rm.data, rv.data, a->eps));
-        return MP_OK;
+        return data_out(&yw, y);
     }
     MP_TRY(param_in(save_mean, C, 4, false, &sm));
     MP_TRY(param_in(save_invstd, C, 5, false, &si));
     CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-        dnn, MP_BN_MODE, &one, &zero, mp_bn_xd, x->data, mp_bn_xd, y->data, mp_bn_pd, g.data,
+        dnn, MP_BN_MODE, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd, yw.data, mp_bn_pd, g.data,
         b.data, a->momentum, rm.data, rv.data, a->eps, sm.data, si.data));
+    MP_TRY(data_out(&yw, y));
     MP_TRY(param_out(&rm, running_mean));
     MP_TRY(param_out(&rv, running_var));
     MP_TRY(param_out(&sm, save_mean));
@@ -169,9 +188,14 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_ten
         CUDA_CHECK(cudaMemsetAsync(dbeta->data, 0, (size_t)mp_tensor_bytes(dbeta), stream));
         return MP_OK;
     }
-    void *dxp = dx ? dx->data : NULL;
+    mp_tensor xw, dyw, dxw;
+    MP_TRY(data_work(x, 0, true, &xw));
+    MP_TRY(data_work(dy, 1, true, &dyw));
+    if (dx)
+        MP_TRY(data_work(dx, 2, false, &dxw));
+    void *dxp = dx ? dxw.data : NULL;
     if (!dxp) {
-        size_t bytes = (size_t)mp_tensor_bytes(x);
+        size_t bytes = (size_t)mp_tensor_bytes(&xw);
         if (bytes > mp_bn_dx_bytes) {
             mp_cuda_mem_free(mp_bn_dx);
             mp_bn_dx_bytes = 0;
@@ -182,7 +206,7 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_ten
         }
         dxp = mp_bn_dx;
     }
-    MP_TRY(bn_descriptors(x, C));
+    MP_TRY(bn_descriptors(&xw, C));
     mp_tensor g, sm, si, dg, db;
     MP_TRY(param_in(gamma, C, 0, true, &g));
     MP_TRY(param_in(save_mean, C, 1, true, &sm));
@@ -191,9 +215,11 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_ten
     MP_TRY(param_in(dbeta, C, 4, false, &db));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnBatchNormalizationBackward(
-        mp_cuda_ctx_get()->dnn, MP_BN_MODE, &one, &zero, &one, &zero, mp_bn_xd, x->data, mp_bn_xd,
-        dy->data, mp_bn_xd, dxp, mp_bn_pd, g.data, dg.data, db.data, MP_BN_BACKWARD_EPS, sm.data,
+        mp_cuda_ctx_get()->dnn, MP_BN_MODE, &one, &zero, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd,
+        dyw.data, mp_bn_xd, dxp, mp_bn_pd, g.data, dg.data, db.data, MP_BN_BACKWARD_EPS, sm.data,
         si.data));
+    if (dx)
+        MP_TRY(data_out(&dxw, dx));
     MP_TRY(param_out(&dg, dgamma));
     return param_out(&db, dbeta);
 }
