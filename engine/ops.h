@@ -178,7 +178,9 @@ typedef struct mp_ops {
     mp_status (*add)(const mp_tensor *a, const mp_tensor *b, mp_tensor *y);
 
     /* Convolution (mp_conv_desc): y = conv(x, w); dx = conv_transpose(dy, w);
-     * dw = correlation of x with dy. Outputs are overwritten. */
+     * dw = correlation of x with dy. Outputs are overwritten. The one exception to rounding
+     * once: cuDNN computes in one dtype, so where the inputs are half and the output FP32 (O1's
+     * weight gradient) the CUDA backend rounds to half first, as PyTorch's autocast does. */
     mp_status (*conv2d_forward)(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
                                 mp_tensor *y);
     mp_status (*conv2d_backward_data)(const mp_conv_desc *d, const mp_tensor *dy,

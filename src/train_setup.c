@@ -71,30 +71,26 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     double copies = strcmp(c->optim.name, "sgd") != 0 ? 4.0 : c->optim.momentum != 0.0 ? 3.0 : 2.0;
     copies += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
     double need = 4.0 * ((double)params * copies + (double)acts);
-    double host = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
-    double have = host / ranks - (double)mp_mem_current(MP_MEM_DATA);
     int64_t device = t->ops->mem_free_bytes();
-    if (device >= 0) { /* the ranks on this host share its GPUs */
-        int ngpu = mp_backend_cuda_devices(), per = ngpu > 0 ? (ranks + ngpu - 1) / ngpu : 1;
-        double dev_have = (double)device / per;
-        if (need > dev_have)
-            return mp_fail(MP_EUSAGE,
-                           "%s: model: needs %.1f GiB per rank (%lld parameters with gradients "
-                           "and optimizer state, activations for batch %lld) but its GPU has "
-                           "%.1f GiB free for each of its %d rank%s",
-                           c->path, need / 1073741824.0, (long long)params,
-                           (long long)c->data.batch_size, dev_have / 1073741824.0, per,
-                           per > 1 ? "s" : "");
-        return MP_OK; /* the model is not in host memory */
+    const char *where = "this host has";
+    double have;
+    if (device >= 0) { /* the model is on the GPU, which the ranks on this host share */
+        int ngpu = mp_backend_cuda_devices();
+        ranks = ngpu > 0 ? (ranks + ngpu - 1) / ngpu : 1;
+        have = (double)device / ranks;
+        where = "its GPU has free";
+    } else {
+        double host = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+        have = host / ranks - (double)mp_mem_current(MP_MEM_DATA);
     }
     if (need > have)
         return mp_fail(MP_EUSAGE,
                        "%s: model: needs %.1f GiB per rank (%lld parameters with gradients and "
-                       "optimizer state, activations for batch %lld) but this host has %.1f GiB "
+                       "optimizer state, activations for batch %lld) but %s %.1f GiB "
                        "for each of its %d rank%s",
                        c->path, need / 1073741824.0, (long long)params,
-                       (long long)c->data.batch_size, have / 1073741824.0, ranks,
+                       (long long)c->data.batch_size, where, have / 1073741824.0, ranks,
                        ranks > 1 ? "s" : "");
     return MP_OK;
 }

@@ -9,62 +9,11 @@
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/pool_geom.h"
 
 #define MP_POOL_CBLOCK 64
 
-typedef struct pool_geom {
-    int64_t N, H, W, C, P, Q;
-    int kh, kw, sh, sw, ph, pw;
-} pool_geom;
-
-/* Fills *g from d and x (N, H, W, C); false for an invalid descriptor or an empty output. */
-static bool pool_geometry(const mp_pool_desc *d, const mp_tensor *x, pool_geom *g)
-{
-    if (x->ndim != 4 || d->window[0] < 1 || d->window[1] < 1 || d->stride[0] < 1 ||
-        d->stride[1] < 1 || d->pad[0] < 0 || d->pad[1] < 0 || 2 * d->pad[0] > d->window[0] ||
-        2 * d->pad[1] > d->window[1])
-        return false;
-    g->N = x->shape[0];
-    g->H = x->shape[1];
-    g->W = x->shape[2];
-    g->C = x->shape[3];
-    g->kh = d->window[0];
-    g->kw = d->window[1];
-    g->sh = d->stride[0];
-    g->sw = d->stride[1];
-    g->ph = d->pad[0];
-    g->pw = d->pad[1];
-    if (g->H + 2 * g->ph < g->kh || g->W + 2 * g->pw < g->kw)
-        return false;
-    g->P = (g->H + 2 * g->ph - g->kh) / g->sh + 1;
-    g->Q = (g->W + 2 * g->pw - g->kw) / g->sw + 1;
-    return g->N >= 1 && g->C >= 1;
-}
-
-static bool shaped(const mp_tensor *t, const pool_geom *g, int64_t h, int64_t w)
-{
-    return t->ndim == 4 && t->shape[0] == g->N && t->shape[1] == h && t->shape[2] == w &&
-           t->shape[3] == g->C;
-}
-
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* The valid rows [*lo, *hi) of window p along an axis of length n. */
-static void window_span(int64_t p, int s, int pad, int k, int64_t n, int64_t *lo, int64_t *hi)
-{
-    int64_t start = p * s - pad;
-    *lo = max64(start, 0);
-    *hi = min64(start + k, n);
-}
-
-/* The windows [*lo, *hi] covering row h along an axis with P windows. */
-static void covering(int64_t h, int s, int pad, int k, int64_t P, int64_t *lo, int64_t *hi)
-{
-    int64_t first = h + pad - k;
-    *lo = first < 0 ? 0 : first / s + 1;
-    *hi = min64((h + pad) / s, P - 1);
-}
 
 /* best[j], at[j] = the first maximum of the window [hs, he) x [ws, we) of channel c0 + j of
  * image xn (H, W, C), and its flat position h * W + w. NaN beats any number. */
@@ -95,8 +44,8 @@ static void covering(int64_t h, int s, int pad, int k, int64_t P, int64_t *lo, i
             for (int64_t p = 0; p < (g)->P; p++)                                              \
                 for (int64_t q = 0; q < (g)->Q; q++) {                                        \
                     int64_t hs, he, ws, we;                                                   \
-                    window_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);              \
-                    window_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);              \
+                    mp_pool_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);              \
+                    mp_pool_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);              \
                     T *out = yy + ((n * (g)->P + p) * (g)->Q + q) * (g)->C;                   \
                     for (int64_t c0 = 0; c0 < (g)->C; c0 += MP_POOL_CBLOCK) {                 \
                         int64_t nc = min64((g)->C - c0, MP_POOL_CBLOCK);                      \
@@ -124,9 +73,9 @@ static void covering(int64_t h, int s, int pad, int k, int64_t P, int64_t *lo, i
 
 mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y)
 {
-    pool_geom g;
-    MP_CPU_REQUIRE(pool_geometry(d, x, &g), "pool_forward");
-    MP_CPU_REQUIRE(shaped(y, &g, g.P, g.Q) && y->dtype == x->dtype, "pool_forward");
+    mp_pool_geom g;
+    MP_CPU_REQUIRE(mp_pool_geometry(d, x, &g), "pool_forward");
+    MP_CPU_REQUIRE(mp_pool_shaped(y, &g, g.P, g.Q) && y->dtype == x->dtype, "pool_forward");
     MP_CPU_DISPATCH(x->dtype, POOL_FWD, d->max, &g, x, y);
     return MP_OK;
 }
@@ -141,8 +90,8 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
             for (int64_t h = 0; h < (g)->H; h++)                                              \
                 for (int64_t w = 0; w < (g)->W; w++) {                                        \
                     int64_t plo, phi, qlo, qhi;                                               \
-                    covering(h, (g)->sh, (g)->ph, (g)->kh, (g)->P, &plo, &phi);               \
-                    covering(w, (g)->sw, (g)->pw, (g)->kw, (g)->Q, &qlo, &qhi);               \
+                    mp_pool_covering(h, (g)->sh, (g)->ph, (g)->kh, (g)->P, &plo, &phi);               \
+                    mp_pool_covering(w, (g)->sw, (g)->pw, (g)->kw, (g)->Q, &qlo, &qhi);               \
                     T *o = out + ((n * (g)->H + h) * (g)->W + w) * (g)->C;                    \
                     for (int64_t c0 = 0; c0 < (g)->C; c0 += MP_POOL_CBLOCK) {                 \
                         int64_t nc = min64((g)->C - c0, MP_POOL_CBLOCK);                      \
@@ -159,8 +108,8 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
                                     continue;                                                 \
                                 }                                                             \
                                 int64_t hs, he, ws, we;                                       \
-                                window_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);  \
-                                window_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);  \
+                                mp_pool_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);  \
+                                mp_pool_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);  \
                                 WINDOW_MAX(ACC, LD, xn, g, hs, he, ws, we, c0, nc, best, at); \
                                 for (int64_t j = 0; j < nc; j++)                              \
                                     if (at[j] == h * (g)->W + w)                              \
@@ -176,10 +125,11 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
 mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
                                const mp_tensor *dy, mp_tensor *dx)
 {
-    pool_geom g;
-    MP_CPU_REQUIRE(pool_geometry(d, x, &g), "pool_backward");
-    MP_CPU_REQUIRE(shaped(y, &g, g.P, g.Q) && shaped(dy, &g, g.P, g.Q), "pool_backward");
-    MP_CPU_REQUIRE(shaped(dx, &g, g.H, g.W), "pool_backward");
+    mp_pool_geom g;
+    MP_CPU_REQUIRE(mp_pool_geometry(d, x, &g), "pool_backward");
+    MP_CPU_REQUIRE(mp_pool_shaped(y, &g, g.P, g.Q) && mp_pool_shaped(dy, &g, g.P, g.Q),
+                   "pool_backward");
+    MP_CPU_REQUIRE(mp_pool_shaped(dx, &g, g.H, g.W), "pool_backward");
     MP_CPU_REQUIRE(dy->dtype == x->dtype && dx->dtype == x->dtype, "pool_backward");
     MP_CPU_DISPATCH(x->dtype, POOL_BWD, d->max, &g, x, dy, dx);
     return MP_OK;

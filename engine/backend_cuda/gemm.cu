@@ -179,9 +179,11 @@ extern "C" mp_status mp_cuda_gemm_bias(bool ta, bool tb, const mp_tensor *a, con
                  (c->dtype == a->dtype || c->dtype == MP_F32) && bias->dtype == c->dtype &&
                  (uintptr_t)a->data % 16 == 0 && (uintptr_t)b->data % 16 == 0 &&
                  (uintptr_t)c->data % 16 == 0 && (uintptr_t)bias->data % 16 == 0;
-    if (fused && matmul(ta, tb, 1.0, a, b, 0.0, c, bias, m, n, k) == MP_OK)
-        return MP_OK;
-    mp_error_clear(); /* no fused algorithm: the product, then the bias */
+    if (fused) {
+        if (matmul(ta, tb, 1.0, a, b, 0.0, c, bias, m, n, k) == MP_OK)
+            return MP_OK;
+        mp_error_clear(); /* no fused algorithm: the product, then the bias */
+    }
     MP_TRY(mp_cuda_gemm(ta, tb, 1.0, a, b, 0.0, c));
     return mp_cuda_bias_add(c, bias);
 }

@@ -9,64 +9,16 @@
  * maximum from x), adds their contributions in FP32 and rounds once. x, y, dy and dx share one
  * dtype (FP32, fp16 or bf16); dx must not alias x or dy. Indices are 64-bit. */
 #include "engine/backend_cuda/cuda.h"
-
-typedef struct pool_geom {
-    int64_t N, H, W, C, P, Q;
-    int kh, kw, sh, sw, ph, pw;
-} pool_geom;
-
-/* Fills *g from d and x (N, H, W, C) as the CPU reference does; false for an invalid descriptor
- * or an empty output. */
-static bool pool_geometry(const mp_pool_desc *d, const mp_tensor *x, pool_geom *g)
-{
-    if (x->ndim != 4 || d->window[0] < 1 || d->window[1] < 1 || d->stride[0] < 1 ||
-        d->stride[1] < 1 || d->pad[0] < 0 || d->pad[1] < 0 || 2 * d->pad[0] > d->window[0] ||
-        2 * d->pad[1] > d->window[1])
-        return false;
-    g->N = x->shape[0], g->H = x->shape[1], g->W = x->shape[2], g->C = x->shape[3];
-    g->kh = d->window[0], g->kw = d->window[1];
-    g->sh = d->stride[0], g->sw = d->stride[1];
-    g->ph = d->pad[0], g->pw = d->pad[1];
-    if (g->H + 2 * (int64_t)g->ph < g->kh || g->W + 2 * (int64_t)g->pw < g->kw)
-        return false;
-    g->P = (g->H + 2 * (int64_t)g->ph - g->kh) / g->sh + 1;
-    g->Q = (g->W + 2 * (int64_t)g->pw - g->kw) / g->sw + 1;
-    return g->N >= 1 && g->C >= 1;
-}
-
-/* t is (N, h, w, C) of the geometry's batch and channels. */
-static bool shaped(const mp_tensor *t, const pool_geom *g, int64_t h, int64_t w)
-{
-    return t->ndim == 4 && t->shape[0] == g->N && t->shape[1] == h && t->shape[2] == w &&
-           t->shape[3] == g->C;
-}
-
-/* The valid rows [*lo, *hi) of window p along an axis of length n. */
-__device__ static inline void window_span(int64_t p, int s, int pad, int k, int64_t n,
-                                          int64_t *lo, int64_t *hi)
-{
-    int64_t start = p * s - pad;
-    *lo = start > 0 ? start : 0;
-    *hi = start + k < n ? start + k : n;
-}
-
-/* The windows [*lo, *hi] covering row h along an axis with P windows. */
-__device__ static inline void covering(int64_t h, int s, int pad, int k, int64_t P, int64_t *lo,
-                                       int64_t *hi)
-{
-    int64_t first = h + pad - k, last = (h + pad) / s;
-    *lo = first < 0 ? 0 : first / s + 1;
-    *hi = last < P - 1 ? last : P - 1;
-}
+#include "engine/pool_geom.h"
 
 /* The flat position h W + w of the first maximum of window (p, q) of channel c of image n
  * (NaN beats any number), and its value in *best. */
-__device__ static int64_t window_argmax(const void *x, mp_dtype dt, const pool_geom &g, int64_t n,
+__device__ static int64_t window_argmax(const void *x, mp_dtype dt, const mp_pool_geom &g, int64_t n,
                                         int64_t p, int64_t q, int64_t c, float *best)
 {
     int64_t hs, he, ws, we;
-    window_span(p, g.sh, g.ph, g.kh, g.H, &hs, &he);
-    window_span(q, g.sw, g.pw, g.kw, g.W, &ws, &we);
+    mp_pool_span(p, g.sh, g.ph, g.kh, g.H, &hs, &he);
+    mp_pool_span(q, g.sw, g.pw, g.kw, g.W, &ws, &we);
     int64_t at = hs * g.W + ws;
     float b = mp_cu_ld(x, dt, (n * g.H * g.W + at) * g.C + c);
     for (int64_t hh = hs; hh < he; hh++)
@@ -82,7 +34,7 @@ __device__ static int64_t window_argmax(const void *x, mp_dtype dt, const pool_g
 }
 
 /* y (N, P, Q, C): each window's first maximum, or its FP32 sum over the area. */
-__global__ static void k_pool_fwd(const void *x, void *y, mp_dtype dt, pool_geom g, bool is_max)
+__global__ static void k_pool_fwd(const void *x, void *y, mp_dtype dt, mp_pool_geom g, bool is_max)
 {
     const float area = (float)(g.kh * g.kw);
     const int64_t total = g.N * g.P * g.Q * g.C;
@@ -97,8 +49,8 @@ __global__ static void k_pool_fwd(const void *x, void *y, mp_dtype dt, pool_geom
             window_argmax(x, dt, g, n, p, q, c, &v);
         } else {
             int64_t hs, he, ws, we;
-            window_span(p, g.sh, g.ph, g.kh, g.H, &hs, &he);
-            window_span(q, g.sw, g.pw, g.kw, g.W, &ws, &we);
+            mp_pool_span(p, g.sh, g.ph, g.kh, g.H, &hs, &he);
+            mp_pool_span(q, g.sw, g.pw, g.kw, g.W, &ws, &we);
             float acc = 0.0f;
             for (int64_t hh = hs; hh < he; hh++)
                 for (int64_t ww = ws; ww < we; ww++)
@@ -112,7 +64,7 @@ __global__ static void k_pool_fwd(const void *x, void *y, mp_dtype dt, pool_geom
 /* dx (N, H, W, C): the dy of every window covering the element whose first maximum it is (max),
  * or the sum of the covering windows' dy over the area (average), windows in row-major order. */
 __global__ static void k_pool_bwd(const void *x, const void *dy, void *dx, mp_dtype dt,
-                                  pool_geom g, bool is_max)
+                                  mp_pool_geom g, bool is_max)
 {
     const float area = (float)(g.kh * g.kw);
     const int64_t total = g.N * g.H * g.W * g.C;
@@ -123,8 +75,8 @@ __global__ static void k_pool_bwd(const void *x, const void *dy, void *dx, mp_dt
         t /= g.W;
         int64_t h = t % g.H, n = t / g.H;
         int64_t plo, phi, qlo, qhi;
-        covering(h, g.sh, g.ph, g.kh, g.P, &plo, &phi);
-        covering(w, g.sw, g.pw, g.kw, g.Q, &qlo, &qhi);
+        mp_pool_covering(h, g.sh, g.ph, g.kh, g.P, &plo, &phi);
+        mp_pool_covering(w, g.sw, g.pw, g.kw, g.Q, &qlo, &qhi);
         float acc = 0.0f;
         for (int64_t p = plo; p <= phi; p++)
             for (int64_t q = qlo; q <= qhi; q++) {
@@ -141,9 +93,9 @@ extern "C" mp_status mp_cuda_pool_forward(const mp_pool_desc *d, const mp_tensor
                                           mp_tensor *y)
 {
     MP_CUDA_DTYPES("pool_forward", x, y);
-    pool_geom g;
-    MP_CUDA_REQUIRE(pool_geometry(d, x, &g), "pool_forward");
-    MP_CUDA_REQUIRE(shaped(y, &g, g.P, g.Q) && y->dtype == x->dtype, "pool_forward");
+    mp_pool_geom g;
+    MP_CUDA_REQUIRE(mp_pool_geometry(d, x, &g), "pool_forward");
+    MP_CUDA_REQUIRE(mp_pool_shaped(y, &g, g.P, g.Q) && y->dtype == x->dtype, "pool_forward");
     int64_t n = mp_tensor_numel(y);
     MP_LAUNCH(k_pool_fwd, mp_cuda_blocks(n), 256, x->data, y->data, x->dtype, g, d->max);
     return MP_OK;
@@ -154,10 +106,10 @@ extern "C" mp_status mp_cuda_pool_backward(const mp_pool_desc *d, const mp_tenso
                                            mp_tensor *dx)
 {
     MP_CUDA_DTYPES("pool_backward", x, dy, dx);
-    pool_geom g;
-    MP_CUDA_REQUIRE(pool_geometry(d, x, &g), "pool_backward");
-    MP_CUDA_REQUIRE(shaped(y, &g, g.P, g.Q) && shaped(dy, &g, g.P, g.Q), "pool_backward");
-    MP_CUDA_REQUIRE(shaped(dx, &g, g.H, g.W), "pool_backward");
+    mp_pool_geom g;
+    MP_CUDA_REQUIRE(mp_pool_geometry(d, x, &g), "pool_backward");
+    MP_CUDA_REQUIRE(mp_pool_shaped(y, &g, g.P, g.Q) && mp_pool_shaped(dy, &g, g.P, g.Q), "pool_backward");
+    MP_CUDA_REQUIRE(mp_pool_shaped(dx, &g, g.H, g.W), "pool_backward");
     MP_CUDA_REQUIRE(dy->dtype == x->dtype && dx->dtype == x->dtype, "pool_backward");
     int64_t n = mp_tensor_numel(dx);
     MP_LAUNCH(k_pool_bwd, mp_cuda_blocks(n), 256, x->data, dy->data, dx->data, x->dtype, g,

@@ -30,8 +30,6 @@ const mp_ops *mp_gpu_or_skip(void)
     return ops;
 }
 
-const mp_ops *mp_gpu_ops(void) { return gpu_table; }
-
 void *mp_gpu_alloc(size_t bytes)
 {
     void *p = gpu_table->mem_alloc(bytes ? bytes : 1, MP_MEM_WORKSPACE);

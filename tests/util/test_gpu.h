@@ -26,9 +26,6 @@ extern const mp_dtype mp_gpu_dtypes[MP_GPU_NDTYPES];
  * other failure to open is an error (exit 1). Call it first in main, before cmocka runs. */
 const mp_ops *mp_gpu_or_skip(void);
 
-/* The table mp_gpu_or_skip opened (NULL before). */
-const mp_ops *mp_gpu_ops(void);
-
 /* Device memory: `bytes` from the CUDA backend (the test fails when it is out of memory), and
  * copies in and out that fail the test unless they succeed. */
 void *mp_gpu_alloc(size_t bytes);
