@@ -63,7 +63,8 @@ mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, m
             int64_t shape[1] = {p->groups[g].total};
             s->wirebuf[g] = mp_tensor_new(ops, s->wire[g], 1, shape, MP_MEM_GRADS);
         }
-        if (!ops->host_memory && p->groups[g].total > 0 && comm->size > 1)
+        if (!ops->host_memory && p->groups[g].total > 0 && comm->size > 1 &&
+            !mp_comm_has_device(comm))
             s->host[g] = mp_alloc((size_t)p->groups[g].total * wire_bytes[g], MP_MEM_WORKSPACE);
     }
     s->buckets = mp_alloc((size_t)(p->count + MP_NGROUPS) * sizeof *s->buckets, MP_MEM_WORKSPACE);
@@ -100,6 +101,10 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
     }
+    if (mp_comm_has_device(s->comm)) /* NCCL sums the device buffer after what is queued */
+        return mp_comm_device_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo),
+                                              s->wire[b->group], MP_REDOP_SUM, b->what,
+                                              &b->ticket);
     if (s->host[b->group]) { /* MPI sums a host copy (copy_out waits for backward so far) */
         void *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
         MP_TRY(s->ops->copy_out(h, w.data, (size_t)mp_tensor_bytes(&w)));
@@ -129,20 +134,24 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     s->t_backward = mp_now();
     while (s->next < s->nbuckets)
         MP_TRY(start_bucket(s, s->next++));
-    MP_TRY(mp_comm_wait(s->comm, s->buckets[s->nbuckets - 1].ticket));
+    bool device = mp_comm_has_device(s->comm);
+    uint64_t last = s->buckets[s->nbuckets - 1].ticket;
+    MP_TRY(device ? mp_comm_device_order(s->comm, last) : mp_comm_wait(s->comm, last));
     double done = mp_now();
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
         mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
         if (s->wirebuf[b->group].data)
             w = slice(&s->wirebuf[b->group], b->lo, b->hi);
-        if (s->host[b->group]) {
+        if (s->host[b->group] && !device) {
             const char *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
             MP_TRY(s->ops->copy_in(w.data, h, (size_t)mp_tensor_bytes(&w)));
         }
         if (w.data != g.data)
             MP_TRY(s->ops->convert(&w, &g));
     }
+    if (device) /* the host never waited: the times are not known */
+        return MP_OK;
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
     return MP_OK;

@@ -1,8 +1,10 @@
 /* Gradient buckets (DESIGN §2, §4): slices of the flat gradient buffers, in reverse layer order,
  * each summed over all ranks as soon as backward has written its last gradient, while backward
- * goes on. A bucket is a contiguous range of one group's buffer holding whole parameters; the
- * first bucket of a group is small (first_bucket_bytes) so communication starts early, the
- * others close once they reach bucket_bytes (PyTorch DDP's rule). On the wire gradients are in
+ * goes on (over MPI on host memory, or with NCCL on the device buffers themselves when the
+ * communicator has device collectives). A bucket is a contiguous range of one group's buffer
+ * holding whole parameters; the first bucket of a group is small (first_bucket_bytes) so
+ * communication starts early, the others close once they reach bucket_bytes (PyTorch DDP's
+ * rule). On the wire gradients are in
  * the group's gradient dtype, or converted to another (comm.grad_dtype) through a wire buffer.
  * With predivide f each rank's gradient is divided by f before the sum and by world / f after
  * it, which keeps large fp16 sums finite. Both divisions are the caller's, folded into scales it
@@ -43,12 +45,14 @@ typedef struct mp_grad_sync {
     mp_dtype wire[MP_NGROUPS];
     mp_tensor wirebuf[MP_NGROUPS]; /* (total) in the wire dtype when it is not the gradient's */
     void *host[MP_NGROUPS];        /* (total) wire-dtype host copy that MPI sums when the
-                                      backend's memory is not the host's (several ranks) */
+                                      backend's memory is not the host's (several ranks, no
+                                      device collectives) */
     mp_bucket *buckets;            /* sorted by first_param, highest first: the start order */
     int nbuckets, next;            /* next: the first bucket not started this step */
     double t_first, t_backward;    /* this step: first start, end of backward (seconds) */
     double comm_ms, exposed_ms;    /* the last finished step: first start to all summed, and
-                                      the part of it after backward (not hidden) */
+                                      the part of it after backward (not hidden); 0 with
+                                      device collectives, where the host never waits */
 } mp_grad_sync;
 
 /* Plans the buckets of p's groups (see the file comment) with `wire_bytes[g]` bytes an element
@@ -58,7 +62,8 @@ int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int
                     int64_t first_bucket_bytes, mp_bucket *out);
 
 /* Sets up buckets over p's gradients; `ops` is the backend that owns the buffers (conversion
- * to and from the wire dtype). Not collective. MP_EUSAGE for a bad configuration. */
+ * to and from the wire dtype). Call after mp_comm_use_device when device collectives are
+ * wanted (then no host copies are made). Not collective. MP_EUSAGE for a bad configuration. */
 mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, mp_params *p,
                             const mp_grad_sync_config *cfg);
 
@@ -71,7 +76,10 @@ void mp_grad_sync_begin(mp_grad_sync *s);
 mp_status mp_grad_sync_ready(void *s, int first_param);
 
 /* Backward is over: starts the buckets not started yet, waits for all (under the watchdog) and
- * leaves each group's gradient buffer holding the sum over ranks. */
+ * leaves each group's gradient buffer holding the sum over ranks. With device collectives
+ * (mp_comm_has_device) nothing waits on the host: the compute stream is made to wait for the
+ * sums (mp_comm_device_order), so the ops queued after this call see them; comm_ms and
+ * exposed_ms are then 0, since measuring them would need host waits. */
 mp_status mp_grad_sync_finish(mp_grad_sync *s);
 
 /* The factor to fold into the loss gradient: 1 / predivide (1 with one rank). */

@@ -157,6 +157,8 @@ mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter)
 
 void mp_comm_abort(const mp_comm *c, int code)
 {
+    if (c && c->dtx.ops && c->dtx.ops->abort)
+        c->dtx.ops->abort(c->dtx.self);
     fflush(stdout);
     fflush(stderr);
     MPI_Abort(c && c->world != MPI_COMM_NULL ? c->world : MPI_COMM_WORLD, code);
@@ -166,6 +168,10 @@ void mp_comm_free(mp_comm *c)
 {
     int fin = 0;
     MPI_Finalized(&fin);
+    if (c->dtx.ops) { /* bounded: aborts what does not finish within timeout_s */
+        c->dtx.ops->close(c->dtx.self);
+        c->dtx.ops = NULL;
+    }
     if (c->tx.ops && !c->broken) { /* a broken one's worker may be stuck inside MPI */
         c->tx.ops->close(c->tx.self);
         c->tx.ops = NULL;

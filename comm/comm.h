@@ -4,9 +4,11 @@
  * started on its own stream of execution (a worker thread over MPI on CPUs; a CUDA stream with
  * NCCL on GPUs), and waited for under the watchdog: a collective that does not finish within
  * timeout_s fails with MP_ECOMM and a message naming the operation, the step and the ranks that
- * did not arrive. Buffers live where the transport says (host memory for MPI, device memory for
- * NCCL). Every function is collective over all ranks, in the same order on every rank, unless it
- * says otherwise. */
+ * did not arrive. The host collectives (mp_comm_allreduce_start, ...) run on `tx` (MPI, host
+ * memory); after mp_comm_use_device the device collectives (mp_comm_device_*) run on `dtx`
+ * (NCCL, device memory), with its own tickets, ordered on the compute stream and watched by the
+ * NCCL transport's own watchdog (comm/transport_nccl.h). Every function is collective over all
+ * ranks, in the same order on every rank, unless it says otherwise. */
 #ifndef MP_COMM_H
 #define MP_COMM_H
 
@@ -46,8 +48,10 @@ typedef struct mp_comm {
     bool owns_mpi;              /* mp_comm_init started MPI: finalize ends it */
     MPI_Datatype half_word;     /* two bytes, for fp16/bf16 reductions */
     MPI_Op sum_f16, sum_bf16;   /* their sums in FP32, rounded once (comm/halfsum.c) */
-    mp_transport tx;            /* where collectives run */
-    uint64_t issued;            /* the last ticket started */
+    mp_transport tx;            /* where host collectives run */
+    uint64_t issued;            /* the last ticket started on tx */
+    mp_transport dtx;           /* where device collectives run (ops NULL when none) */
+    uint64_t dissued;           /* the last ticket started on dtx */
     bool broken;                /* a collective failed or timed out: nothing more is started,
                                    and the job must end with mp_comm_abort */
 } mp_comm;
@@ -89,10 +93,38 @@ mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const cha
  * fails, returns MP_ECOMM with *reporter set to this rank when it had failed, else -1. */
 mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter);
 
-/* Not collective: ends every rank at once with `code` (MPI_Abort), so none hangs. */
+/* Opens the device transport (NCCL) as c->dtx on CUDA device `device`, after the host
+ * collectives started so far finished. `compute_stream` (a cudaStream_t as void *) is the stream
+ * on which device buffers are written before a collective reads them, and which
+ * mp_comm_device_order makes wait. MP_EUSAGE when the build has no NCCL or dtx is open already;
+ * MP_ECOMM, the same on every rank, when the communicator could not be formed within timeout_s
+ * (comm/transport_nccl.h). */
+mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream);
+
+/* Whether device collectives are available (mp_comm_use_device succeeded). Not collective. */
+bool mp_comm_has_device(const mp_comm *c);
+
+/* Starts an in-place reduction over all ranks of n elements of dt at dev_buf (device memory),
+ * ordered after the work queued on the compute stream so far; `what` names it in messages.
+ * *ticket identifies it for mp_comm_device_order and mp_comm_device_wait. Never more than
+ * MP_TRANSPORT_DEPTH are outstanding: the oldest is waited for first (on the host, under
+ * timeout_s). MP_ECOMM once a device collective failed. */
+mp_status mp_comm_device_allreduce_start(mp_comm *c, void *dev_buf, size_t n, mp_dtype dt,
+                                         mp_redop op, const char *what, uint64_t *ticket);
+
+/* Makes the compute stream wait for every device collective up to `ticket` (0: none); the host
+ * does not wait. Not collective. */
+mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket);
+
+/* The host waits for every device collective up to `ticket`, at most timeout_s. MP_ECOMM when
+ * one failed or the time passed (the NCCL watchdog usually ends the job first). Not collective. */
+mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket);
+
+/* Not collective: ends every rank at once with `code` (MPI_Abort), so none hangs; the device
+ * transport's communicator is aborted first. Callable from any thread. */
 void mp_comm_abort(const mp_comm *c, int code);
 
-/* Stops the transport and frees what init_on created (not MPI itself). */
+/* Stops the transports (device, then host) and frees what init_on created (not MPI itself). */
 void mp_comm_free(mp_comm *c);
 
 /* mp_comm_free, then finalises MPI when mp_comm_init started it. */

@@ -2,8 +2,8 @@
  * other in the order they were started, while the caller goes on (the "comm stream" of
  * DESIGN §2). Tickets number the collectives from 1; waiting for a ticket waits for every
  * collective up to it. The MPI transport (comm/transport_mpi.c) runs them on a worker thread
- * with blocking MPI collectives on host memory; a NCCL transport enqueues them on a CUDA stream
- * on device memory and tests an event, behind the same table. */
+ * with blocking MPI collectives on host memory; the NCCL transport (comm/transport_nccl.c)
+ * enqueues them on a CUDA stream on device memory and tests an event, behind the same table. */
 #ifndef MP_TRANSPORT_H
 #define MP_TRANSPORT_H
 
@@ -44,6 +44,12 @@ typedef struct mp_transport_ops {
     bool (*pending)(void *self, mp_coll *c, uint64_t *ticket);
     /* Waits for what was started, stops and frees the transport. */
     void (*close)(void *self);
+    /* Optional (NULL when the caller's stream of execution is the host's): makes the caller's
+     * compute stream wait for every collective up to `ticket` without the host waiting. */
+    mp_status (*order)(void *self, uint64_t ticket);
+    /* Optional: abandons every collective at once, from any thread, so that nothing hangs
+     * while the job ends; afterwards only close may be called. */
+    void (*abort)(void *self);
 } mp_transport_ops;
 
 typedef struct mp_transport {

@@ -181,7 +181,11 @@ static void close_transport(void *self)
     free(t);
 }
 
-static const mp_transport_ops mpi_ops = {"mpi", start, wait_for, pending, close_transport};
+static const mp_transport_ops mpi_ops = {.name = "mpi",
+                                         .start = start,
+                                         .wait = wait_for,
+                                         .pending = pending,
+                                         .close = close_transport};
 
 mp_status mp_transport_mpi_open(mp_transport *tx, const mp_comm *c)
 {

@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/comm.h"
+#include "comm/nap.h"
 #include "engine/clock.h"
 
 #define SLICE_S 0.05
@@ -26,12 +26,6 @@ typedef struct census_msg {
     int64_t step;
     char what[96];
 } census_msg;
-
-static void nap(double seconds)
-{
-    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    nanosleep(&ts, NULL);
-}
 
 static bool census_possible(const mp_comm *c)
 {
@@ -106,7 +100,7 @@ static mp_status timed_out(mp_comm *c, double waited)
         census_msg got;
         int from = serve_one(c, &got);
         if (from < 0) {
-            nap(0.01);
+            mp_nap(0.01);
             continue;
         }
         if (at[from] < 0)
@@ -139,7 +133,7 @@ static mp_status timed_out(mp_comm *c, double waited)
     free(what);
     c->report = reporter == c->rank;
     if (!c->report)
-        nap(2 * GRACE_S); /* the reporter ends the job meanwhile */
+        mp_nap(2 * GRACE_S); /* the reporter ends the job meanwhile */
     if (!msg[0])
         return mp_fail(MP_ECOMM, "%s; every rank arrived, the collective itself did not finish%s",
                        head, past);

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/amp_state.h"
 #include "engine/scaler.h"
 #include "engine/status.h"
 #include "engine/tensor.h"
@@ -42,15 +43,13 @@ typedef struct mp_optim_args {
     double max_norm;            /* with an mp_amp_state: clip to this global norm (0: never) */
 } mp_optim_args;
 
-/* The state of the mixed-precision step (DESIGN §2) in backend memory, so that on a GPU the
- * kernels read the scale and the overflow flag and the step never waits for the host. Every
- * field is 8 bytes: the layout is the same in C and CUDA. */
-typedef struct mp_amp_state {
-    mp_scaler_state scaler; /* the loss scale and its counters */
-    double sumsq;           /* sum of squares of this step's unscaled gradients (amp_check) */
-    int64_t found_inf;      /* nonzero: a gradient of this step is inf or NaN */
-    int64_t steps;          /* optimizer steps taken, skipped steps excluded */
-} mp_amp_state;
+/* What a backend counts of the host waiting for it (ops->counters): reads are copies from
+ * backend memory to the host and results handed back to the host (copy_out, softmax_xent's
+ * result, grad_stats), syncs are calls of sync; fence_waits are fence_wait calls (by loader
+ * threads, before they reuse a batch slot). Totals since the process started. */
+typedef struct mp_ops_counters {
+    int64_t reads, syncs, fence_waits;
+} mp_ops_counters;
 
 /* A 2-D convolution: x (N, H, W, C), w (K, R, S, C / groups), y (N, P, Q, K) with
  * P = (H + 2 pad[0] - dilation[0] (R - 1) - 1) / stride[0] + 1, Q likewise along W. NHWC and
@@ -101,6 +100,22 @@ typedef struct mp_ops {
     /* Waits until every queued op has finished, and reports a failure of any of them. */
     mp_status (*sync)(void);
 
+    /* Fences: a point in the backend's queue that another thread can wait for. fence_record
+     * creates *fence when it is NULL (it may stay NULL on a backend that queues nothing) and
+     * marks the end of the work queued so far; fence_wait waits (from any thread) until that
+     * work has finished; fence_free frees one (NULL is ignored). On CUDA a fence is a
+     * cudaEvent_t. */
+    mp_status (*fence_record)(void **fence);
+    mp_status (*fence_wait)(void *fence);
+    void (*fence_free)(void *fence);
+
+    /* The backend's native queue (CUDA: its cudaStream_t), for a transport that orders its own
+     * work after it (comm/transport_nccl.c); NULL on the CPU. */
+    void *(*queue)(void);
+
+    /* Copies the counters of host waits into *out (mp_ops_counters). */
+    void (*counters)(mp_ops_counters *out);
+
     /* Bytes of backend memory free now, or -1 when the backend does not know (the CPU: the
      * caller judges host memory itself). */
     int64_t (*mem_free_bytes)(void);
@@ -130,10 +145,13 @@ typedef struct mp_ops {
 
     /* Softmax cross-entropy of logits (N, C) against labels (N) in [0, C) with label smoothing
      * eps (PyTorch's: the target is (1 - eps) onehot + eps / C), computed in FP32 (FP64 for
-     * FP64 logits). Fills *out with the mean loss and the arg-max hit count. When dlogits is not
-     * NULL, writes d(mean loss * grad_scale)/dlogits into it (N, C). */
+     * FP64 logits). When out is not NULL, fills *out with the mean loss and the arg-max hit
+     * count (the host waits for them); NULL queues nothing for the host. When dlogits is not
+     * NULL, writes d(mean loss * g)/dlogits into it (N, C), g = grad_scale times the loss scale
+     * read from `st` in backend memory (st NULL: g = grad_scale). */
     mp_status (*softmax_xent)(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                              double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
+                              double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                              mp_tensor *dlogits);
 
     /* One optimizer step in a single pass over flat tensors of equal numel: param (updated in
      * its precision's arithmetic: FP32 for FP32 and half, FP64 for FP64) from grad (any dtype,
@@ -155,9 +173,8 @@ typedef struct mp_ops {
      * element is inf or NaN. The gradient itself is not written. */
     mp_status (*amp_check)(const mp_tensor *grad, double mult, mp_amp_state *st);
 
-    /* Ends a step: advances st->scaler by mp_scaler_update with found_inf, counts a step that
-     * was not skipped in st->steps, and clears found_inf and sumsq for the next step. Returns
-     * MP_OK; whether the run diverged is read from the state (consecutive_skips). */
+    /* Ends a step: mp_amp_state_update (engine/amp_state.h). Returns MP_OK; whether the run
+     * diverged is read from the state (consecutive_skips). */
     mp_status (*amp_update)(const mp_scaler_config *c, mp_amp_state *st);
 
     /* Adds the sum of squares of (grad * scale), computed per element in FP32 (FP64 for FP64)

@@ -20,23 +20,40 @@ void mp_optimizer_init(mp_optimizer *o, const mp_ops *ops, mp_params *p,
     }
 }
 
-mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double grad_scale)
+/* The optim_step op over every group with o->args. */
+static mp_status step_groups(mp_optimizer *o, mp_params *p, const mp_amp_state *st)
 {
-    o->args.lr = lr;
-    o->args.grad_scale = grad_scale;
-    o->args.step = o->steps + 1;
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &p->groups[k];
         if (g->total == 0)
             continue;
         mp_tensor *param = mp_params_updated(p, k);
         mp_tensor *copy = param->data != g->model.data ? &g->model : NULL;
-        MP_TRY(o->ops->optim_step(&o->args, NULL, param, copy, &g->grad,
+        MP_TRY(o->ops->optim_step(&o->args, st, param, copy, &g->grad,
                                   o->slot1[k].data ? &o->slot1[k] : NULL,
                                   o->slot2[k].data ? &o->slot2[k] : NULL));
     }
+    return MP_OK;
+}
+
+mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double grad_scale)
+{
+    o->args.lr = lr;
+    o->args.grad_scale = grad_scale;
+    o->args.step = o->steps + 1;
+    o->args.max_norm = 0.0;
+    MP_TRY(step_groups(o, p, NULL));
     o->steps++;
     return MP_OK;
+}
+
+mp_status mp_optimizer_step_amp(mp_optimizer *o, mp_params *p, double lr, double grad_scale,
+                                double max_norm, const mp_amp_state *st)
+{
+    o->args.lr = lr;
+    o->args.grad_scale = grad_scale;
+    o->args.max_norm = max_norm;
+    return step_groups(o, p, st);
 }
 
 void mp_optimizer_free(mp_optimizer *o)

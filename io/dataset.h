@@ -46,4 +46,11 @@ void mp_dataset_batch(const mp_dataset *d, const int64_t *idx, int64_t n, double
  * allocated. */
 mp_status mp_cifar10_load(mp_dataset *d, const char *dir, const char *split, int64_t limit);
 
+/* Makes the synthetic dataset's split "train" or "test" (io/synthetic.c): `count` images of
+ * h x w x c, labels uniform over num_classes, each image its class's tile pattern plus noise,
+ * all determined by (seed, split). MP_EUSAGE for a non-positive size or an unknown split, with
+ * *d left zeroed. */
+mp_status mp_synthetic_make(mp_dataset *d, const char *split, int h, int w, int c,
+                            int64_t count, int num_classes, uint64_t seed);
+
 #endif

@@ -10,6 +10,7 @@
 #include "io/loader.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "engine/alloc.h"
@@ -20,6 +21,7 @@ typedef struct mp_loader_slot {
     int32_t *y;    /* (batch) */
     int64_t n;     /* samples of the batch held, under mu */
     int64_t ready; /* batch number whose fill finished here this epoch, -1 if none; under mu */
+    void *fence;   /* recorded by the consumer after its copies out of the slot, or NULL */
 } mp_loader_slot;
 
 struct mp_loader {
@@ -41,6 +43,7 @@ struct mp_loader {
     int64_t returned; /* batches mp_loader_next has returned this epoch */
     int inflight;     /* fills running without the lock */
     bool stop;
+    atomic_bool fence_failed; /* a fence wait failed: the batch may be wrong */
 };
 
 /* Samples in batch j of an epoch over `count` indices. */
@@ -50,11 +53,14 @@ static int64_t mp_loader_batch_n(const mp_loader *l, int64_t j, int64_t count)
     return left < l->cfg.batch ? left : l->cfg.batch;
 }
 
-/* Builds batch j of (idx, count, epoch) into slot s's buffers. Touches no shared state. */
-static void mp_loader_fill(const mp_loader *l, mp_loader_slot *s, int64_t j, const int64_t *idx,
+/* Builds batch j of (idx, count, epoch) into slot s's buffers, once the copies out of the slot
+ * the consumer queued have finished. Touches no shared state but fence_failed. */
+static void mp_loader_fill(mp_loader *l, mp_loader_slot *s, int64_t j, const int64_t *idx,
                            int64_t count, int64_t epoch)
 {
     const mp_loader_config *c = &l->cfg;
+    if (s->fence && c->fence_wait && c->fence_wait(s->fence) != MP_OK)
+        atomic_store(&l->fence_failed, true);
     mp_dataset_batch_augmented(c->data, idx + j * c->batch, mp_loader_batch_n(l, j, count),
                                c->mean, c->std, c->seed, epoch, c->pad, c->flip, c->dtype, s->x,
                                s->y);
@@ -112,6 +118,8 @@ static void mp_loader_destroy(mp_loader *l)
             else
                 mp_free(l->slots[s].x);
             mp_free(l->slots[s].y);
+            if (l->cfg.fence_free)
+                l->cfg.fence_free(l->slots[s].fence);
         }
     }
     mp_free(l->slots);
@@ -245,11 +253,21 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
             pthread_cond_wait(&l->done, &l->mu);
     }
     l->returned = k + 1;
+    if (atomic_load(&l->fence_failed)) {
+        pthread_mutex_unlock(&l->mu);
+        return mp_fail(MP_EINTERNAL, "loader: waiting for the device to finish reading a batch "
+                                     "buffer failed");
+    }
     *x = s->x;
     *y = s->y;
     *n = s->n;
     pthread_mutex_unlock(&l->mu);
     return MP_OK;
+}
+
+void **mp_loader_fence(mp_loader *l)
+{
+    return &l->slots[(l->returned > 0 ? l->returned - 1 : 0) % l->nslots].fence;
 }
 
 void mp_loader_close(mp_loader *l)

@@ -34,6 +34,11 @@ typedef struct mp_loader_config {
      * return zeroed memory, or NULL when none is left. */
     void *(*host_alloc)(size_t bytes, mp_mem_cat cat);
     void (*host_free)(void *p);
+    /* Fences (ops->fence_wait, fence_free; NULL: none): a slot whose fence the consumer
+     * recorded (mp_loader_fence) is refilled only after fence_wait on it returns, so an
+     * asynchronous copy out of the slot finishes first; close frees the fences. */
+    mp_status (*fence_wait)(void *fence);
+    void (*fence_free)(void *fence);
 } mp_loader_config;
 
 /* Creates a loader for configuration *c (copied; mean and std are copied too) and starts its
@@ -57,6 +62,11 @@ void mp_loader_start_epoch(mp_loader *l, const int64_t *idx, int64_t count, int6
  * close. Past the last batch, or before any epoch, returns MP_EINTERNAL ("loader: no batch left
  * in this epoch") and leaves the outputs untouched. */
 mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_t *n);
+
+/* The fence of the slot the last mp_loader_next returned, for the consumer to record (with
+ * ops->fence_record) once it has queued the copies that read the slot. Not valid before the
+ * first mp_loader_next. */
+void **mp_loader_fence(mp_loader *l);
 
 /* Stops and joins the worker threads (a fill in progress is finished first; nothing else is
  * waited for, so it is safe mid-epoch and before any epoch) and frees everything. NULL is

@@ -16,7 +16,7 @@ typedef struct mp_config {
     char path[512]; /* the file it was read from */
     struct {
         char path[512];     /* directory with the IDX files */
-        char format[16];    /* "idx" */
+        char format[16];    /* "idx" | "cifar10" | "synthetic" */
         int64_t batch_size; /* per rank */
         int64_t num_classes;
         double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
@@ -25,6 +25,9 @@ typedef struct mp_config {
         int64_t loader_threads, prefetch;
         bool shuffle, drop_last;
         int64_t train_limit, test_limit; /* 0 = all samples */
+        int64_t synthetic_shape[3];      /* H, W, C of data.format "synthetic" */
+        int nsynthetic_shape;
+        int64_t synthetic_train, synthetic_test;
     } data;
     struct {
         char preset[32];                 /* "mlp" | "custom" (set when model.layers is given) */

@@ -24,9 +24,18 @@ const int mp_config_ngroups = (int)(sizeof mp_config_groups / sizeof mp_config_g
 const mp_key mp_config_keys[] = {
     {"data.path", MP_KEY_STRING, "\"/usr/share/datasets/fashion-mnist\"", .flags = MP_KEY_NONEMPTY,
      CF(data.path), .meaning = "Directory with the dataset files."},
-    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx", "cifar10"), CF(data.format),
-     .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]) or cifar10 (the "
-                "binary version: data_batch_1..5.bin, test_batch.bin)."},
+    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx", "cifar10", "synthetic"),
+     CF(data.format),
+     .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]), cifar10 (the "
+                "binary version: data_batch_1..5.bin, test_batch.bin), or synthetic (made in "
+                "memory from train.seed, no files: data.synthetic_*)."},
+    {"data.synthetic_shape", MP_KEY_INT_ARRAY, "[32, 32, 3]", GE(1), LE(4096),
+     CF(data.synthetic_shape), COUNT(data.nsynthetic_shape, 3),
+     .meaning = "synthetic: image height, width and channels."},
+    {"data.synthetic_train", MP_KEY_INT, "50000", GE(1), LE(100000000), CF(data.synthetic_train),
+     .meaning = "synthetic: training samples."},
+    {"data.synthetic_test", MP_KEY_INT, "10000", GE(1), LE(100000000), CF(data.synthetic_test),
+     .meaning = "synthetic: test samples."},
     {"data.augment", MP_KEY_BOOL, "false", CF(data.augment),
      .meaning = "Random crop after zero padding by data.pad_crop, and horizontal flip, of "
                 "training images; deterministic per (train.seed, epoch, sample)."},
@@ -164,8 +173,11 @@ const mp_key mp_config_keys[] = {
     {"train.eval_every", MP_KEY_INT, "1", GE(0), CF(train.eval_every),
      .meaning = "Epochs between test-set evaluations; 0 = only at the end."},
 
-    {"comm.backend", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "mpi"), CF(comm.backend),
-     .meaning = "Gradient all-reduce backend; auto = the best available."},
+    {"comm.backend", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "mpi", "nccl"),
+     CF(comm.backend),
+     .meaning = "Gradient all-reduce backend: nccl (GPU memory, one GPU per rank), mpi, or auto "
+                "= NCCL when every rank has a GPU of its own and the build has NCCL, else MPI "
+                "(the choice and the reason are printed)."},
     {"comm.bucket_mb", MP_KEY_FLOAT, "25.0", GT(0), LE(4096), CF(comm.bucket_mb),
      .meaning = "Gradient bucket size in MiB on the wire; a bucket's all-reduce starts as soon "
                 "as backward has written it (PyTorch DDP's bucket_cap_mb)."},

@@ -165,7 +165,9 @@ static void print_dry_run(mp_trainer *t, const mp_config *cfg)
 /* mpdist train on a set-up trainer: the start state, outputs, the run. The exit code. */
 static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 {
-    int rc = start_state(t, cli, cfg);
+    int rc = agree(t->comm, mp_train_connect(t));
+    if (rc == 0)
+        rc = start_state(t, cli, cfg);
     if (rc == 0 && !cli->dry_run)
         rc = agree(t->comm, mp_train_open_outputs(t));
     if (rc == 0 && t->comm->rank == 0) {

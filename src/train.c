@@ -1,9 +1,10 @@
 /* The step loop (DESIGN §2): load a shard batch in the input dtype, forward, FP32 loss scaled by
  * the loss scale, backward into the flat gradient buffers while each finished bucket is summed
- * over ranks (comm/buckets.h), one
- * unscale-and-check pass (global norm and found_inf, agreed by all ranks), then either skip the
- * step (weights and optimizer state untouched) or clip and take the FP32 master step; the
- * scaler updates the same way on every rank. Rank 0 logs a global mean loss every log.every
+ * over ranks (comm/buckets.h), one unscale-and-check pass (global norm and found_inf, agreed by
+ * all ranks), then the FP32 master step, skipped (weights and optimizer state untouched) when
+ * found_inf is set, and the scaler update, the same on every rank. The scale, the flag and the
+ * counters live in backend memory (mp_amp_state): on a GPU the kernels read them and the host
+ * reads them only at host points (mp_train_run). Rank 0 logs a global mean loss every log.every
  * steps; evaluation runs every train.eval_every epochs and at the end. */
 #include <math.h>
 #include <string.h>
@@ -18,64 +19,109 @@ typedef struct mp_window {
     int64_t steps, images;
 } mp_window;
 
-/* One pass over the summed gradients at multiplier `inv` (post scale / loss scale): their norm
- * and whether any is inf or NaN, then one MAX over ranks of (found_inf, sum of squares, stop
- * signal): every rank skips or steps together and clips with the same norm, even when a rank's
- * gradients went bad after the sum, and all stop at the same step when any got SIGTERM. */
-static mp_status check_gradients(mp_trainer *t, double inv, double *norm, bool *found_inf)
+/* Writes this rank's stop request into the state and agrees, with one MAX over ranks of
+ * (sum of squares, found_inf, stop), on whether the step is skipped, the norm it clips with and
+ * whether the run stops: every rank takes the same decision even when a rank's gradients went
+ * bad after the sum, and all stop at the same step. On a device transport (NCCL) the reduction
+ * stays on the device; the MPI transport reduces a host copy, or the state itself when the
+ * backend's memory is the host's. */
+static mp_status agree(mp_trainer *t)
 {
-    double v[3] = {0.0, 0.0, (double)mp_signal_pending()}; /* found_inf, sum of squares, signal */
-    bool bad = false;
-    for (int k = 0; k < MP_NGROUPS; k++)
-        MP_TRY(t->ops->grad_stats(&t->model.params.groups[k].grad, inv, &v[1], &bad));
-    if (bad || !isfinite(v[1]))
-        v[0] = 1.0, v[1] = 0.0;
-    if (t->comm->size > 1)
-        MP_TRY(mp_comm_allreduce(t->comm, v, 3, MP_F64, MP_REDOP_MAX,
-                                 "agreement on found_inf, the gradient norm and stop signals"));
-    *found_inf = v[0] != 0.0;
-    *norm = sqrt(v[1]);
-    t->stop_signal = (int)v[2];
-    return MP_OK;
+    t->stop_req = (double)mp_signal_pending();
+    if (t->ops->host_memory)
+        t->st->stop = t->stop_req;
+    else
+        MP_TRY(t->ops->copy_in(&t->st->stop, &t->stop_req, sizeof t->stop_req));
+    if (t->comm->size == 1)
+        return MP_OK;
+    static const char what[] = "agreement on found_inf, the gradient norm and stop signals";
+    double *v = &t->st->sumsq;
+    if (mp_comm_has_device(t->comm)) {
+        uint64_t ticket;
+        MP_TRY(mp_comm_device_allreduce_start(t->comm, v, MP_AMP_AGREE, MP_F64, MP_REDOP_MAX,
+                                              what, &ticket));
+        return mp_comm_device_order(t->comm, ticket);
+    }
+    if (t->ops->host_memory)
+        return mp_comm_allreduce(t->comm, v, MP_AMP_AGREE, MP_F64, MP_REDOP_MAX, what);
+    double h[MP_AMP_AGREE];
+    MP_TRY(t->ops->copy_out(h, v, sizeof h));
+    MP_TRY(mp_comm_allreduce(t->comm, h, MP_AMP_AGREE, MP_F64, MP_REDOP_MAX, what));
+    return t->ops->copy_in(v, h, sizeof h);
 }
 
 /* The first parameter (in model order) whose gradient holds an inf or NaN, for the message
  * when the run diverges. */
-static const char *first_overflow(mp_trainer *t, double inv)
+static const char *first_overflow(mp_trainer *t)
 {
     for (int i = 0; i < t->model.params.count; i++) {
         mp_tensor g = mp_params_grad(&t->model.params, i);
         double s = 0.0;
         bool bad = false;
-        if (t->ops->grad_stats(&g, inv, &s, &bad) == MP_OK && bad)
+        if (t->ops->grad_stats(&g, 1.0, &s, &bad) == MP_OK && bad)
             return t->model.params.views[i].name;
     }
     return "(none: the overflow was on another rank)";
 }
 
-/* Skips or takes the optimizer step for the gradients of this step, and updates the scaler.
- * MP_EDIVERGED after max_consecutive_skips skipped steps in a row. */
-static mp_status apply_gradients(mp_trainer *t, double lr, bool *skipped)
+/* The fused unscale-and-check into the state, the agreement, the optimizer step (skipped on the
+ * device when found_inf is set) and the scaler update: queued work only, no host wait on a
+ * device transport. */
+static mp_status apply_gradients(mp_trainer *t, double lr)
 {
-    double inv = mp_grad_sync_post_scale(&t->sync) / t->scaler.scale, norm;
-    MP_TRY(check_gradients(t, inv, &norm, skipped));
-    if (!*skipped) {
-        double clip = t->cfg->optim.clip_grad_norm, coef = 1.0;
-        if (clip > 0.0 && norm > clip)
-            coef = clip / (norm + 1e-6);
-        MP_TRY(mp_optimizer_step(&t->opt, &t->model.params, lr, inv * coef));
-    }
-    double scale = t->scaler.scale;
-    if (mp_scaler_update(&t->scaler, &t->scaler_cfg, *skipped))
-        return mp_fail(MP_EDIVERGED,
-                       "diverged: %lld steps in a row had inf/NaN gradients (loss scale %g); "
-                       "the first parameter that overflowed: %s",
-                       (long long)t->scaler.consecutive_skips, scale, first_overflow(t, inv));
+    double post = mp_grad_sync_post_scale(&t->sync);
+    for (int k = 0; k < MP_NGROUPS; k++)
+        MP_TRY(t->ops->amp_check(&t->model.params.groups[k].grad, post, t->st));
+    MP_TRY(agree(t));
+    MP_TRY(mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
+                                 t->cfg->optim.clip_grad_norm, t->st));
+    return t->ops->amp_update(&t->scaler_cfg, t->st);
+}
+
+mp_status mp_train_read_state(mp_trainer *t)
+{
+    if (t->ops->host_memory)
+        t->hst = *t->st;
+    else
+        MP_TRY(t->ops->copy_out(&t->hst, t->st, sizeof t->hst));
+    t->scaler = t->hst.scaler;
+    t->opt.steps = t->hst.steps;
+    t->stop_signal = (int)t->hst.stop;
     return MP_OK;
 }
 
-static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_result *r,
-                            double *loss, bool *skipped)
+mp_status mp_train_write_state(mp_trainer *t)
+{
+    t->hst = (mp_amp_state){.scaler = t->scaler,
+                            .steps = t->opt.steps,
+                            .step_scale = t->scaler.scale};
+    if (t->ops->host_memory) {
+        *t->st = t->hst;
+        return MP_OK;
+    }
+    return t->ops->copy_in(t->st, &t->hst, sizeof t->hst);
+}
+
+/* At a host point (every step when the backend's memory is the host's, else logging, evaluation,
+ * checkpoint and last steps): reads the state and ends the run with MP_EDIVERGED after
+ * max_consecutive_skips skipped steps in a row. */
+static mp_status host_point(mp_trainer *t)
+{
+    MP_TRY(mp_train_read_state(t));
+    const mp_scaler_state *s = &t->hst.scaler;
+    int64_t limit = t->scaler_cfg.max_consecutive_skips;
+    if (limit > 0 && s->consecutive_skips >= limit)
+        return mp_fail(MP_EDIVERGED,
+                       "diverged: %lld steps in a row had inf/NaN gradients (loss scale %g); "
+                       "the first parameter that overflowed: %s",
+                       (long long)s->consecutive_skips, t->hst.step_scale, first_overflow(t));
+    return MP_OK;
+}
+
+/* One step. want_loss: the host waits for this step's loss (logging steps); host: the step
+ * ends at a host point. Otherwise nothing here waits for the device. */
+static mp_status train_step(mp_trainer *t, double lr, bool want_loss, bool host, mp_window *w,
+                            mp_train_result *r, double *loss)
 {
     const void *xdata;
     const int32_t *labels;
@@ -86,18 +132,19 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_res
     mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
     if (t->ops->host_memory) {
         x.data = (void *)xdata; /* the loader's slot: read-only here */
-    } else { /* from the loader's pinned slot, asynchronously: the slot stays ours until the
-                next mp_loader_next, and softmax_xent's result below waits for the device.
-                A step that never waits (issue 7) must wait for this copy before that call. */
+    } else { /* from the loader's pinned slot, asynchronously: the fence keeps the loader from
+                refilling the slot before the copy has read it */
         MP_TRY(t->ops->copy_in(x.data, xdata, (size_t)mp_tensor_bytes(&x)));
         MP_TRY(t->ops->copy_in(t->ydev, labels, (size_t)n * sizeof(int32_t)));
+        MP_TRY(t->ops->fence_record(mp_loader_fence(t->loader)));
         labels = t->ydev;
     }
     const mp_tensor *logits;
-    mp_xent_result res;
+    mp_xent_result res = {0};
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
     MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
-                                t->scaler.scale * mp_grad_sync_pre_scale(&t->sync), &res, &dl));
+                                mp_grad_sync_pre_scale(&t->sync), t->st,
+                                want_loss ? &res : NULL, &dl));
     if (t->before_backward)
         t->before_backward(t, t->model.step, &dl, t->hook_arg);
     mp_grad_sync_begin(&t->sync);
@@ -108,7 +155,9 @@ static mp_status train_step(mp_trainer *t, double lr, mp_window *w, mp_train_res
     r->comm_exposed_s += 1e-3 * t->sync.exposed_ms;
     if (t->after_reduce)
         t->after_reduce(t, t->model.step, t->hook_arg);
-    MP_TRY(apply_gradients(t, lr, skipped));
+    MP_TRY(apply_gradients(t, lr));
+    if (host)
+        MP_TRY(host_point(t));
     r->step_s += mp_now() - t0;
     w->steps++;
     w->images += n * t->comm->size;
@@ -204,7 +253,7 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         if (st == MP_OK)
             st = mp_model_forward(&t->model, &x, false, &logits);
         if (st == MP_OK)
-            st = t->ops->softmax_xent(logits, t->ydev, 0.0, 1.0, &res, NULL);
+            st = t->ops->softmax_xent(logits, t->ydev, 0.0, 1.0, NULL, &res, NULL);
         if (st != MP_OK)
             break;
         sums[0] += res.loss * (double)n;
@@ -315,6 +364,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     mp_resume_point at = t->start;
     double rate = 0.0; /* images/s of the last logged window, shown by the bar in between */
     t->stop = false;
+    MP_TRY(mp_train_write_state(t));
     for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;
         mp_sampler_set_epoch_at(&t->sampler, epoch, from);
@@ -323,21 +373,26 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
         mp_loader_start_epoch(t->loader, t->sampler.local,
                               take < t->sampler.count ? take : t->sampler.count, epoch);
         for (int64_t b = 0; b < batches && step < t->total_steps && !t->stop; b++) {
-            double lr = mp_schedule_lr(&t->sched, step), loss, scale = t->scaler.scale;
-            int64_t before = w.images;
-            bool skipped;
+            double lr = mp_schedule_lr(&t->sched, step), loss;
+            int64_t before = w.images, next = step + 1;
+            bool end = b + 1 == batches;
+            bool log = next % c->log.every == 0 || next == t->total_steps;
+            bool eval = end && c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0;
+            bool budget = c->train.step_budget > 0 && next - t->start.step >= c->train.step_budget;
+            bool ckpt = c->checkpoint.dir[0] && c->checkpoint.every_steps > 0 &&
+                        next % c->checkpoint.every_steps == 0;
+            bool host = t->ops->host_memory || log || end || eval || budget || ckpt;
             t->model.step = step;
             t->comm->step = step;
-            MP_TRY(train_step(t, lr, &w, r, &loss, &skipped));
+            MP_TRY(train_step(t, lr, log, host, &w, r, &loss));
             images += w.images - before;
-            step++;
-            if (step % c->log.every == 0 || step == t->total_steps)
-                MP_TRY(log_step(t, step, epoch, loss, lr, scale, skipped, &w, &r->final_loss,
-                                &rate));
+            step = next;
+            if (log)
+                MP_TRY(log_step(t, step, epoch, loss, lr, t->hst.step_scale,
+                                t->hst.scaler.consecutive_skips > 0, &w, &r->final_loss, &rate));
             else
                 mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);
-            bool end = b + 1 == batches;
-            if (end && c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0) {
+            if (eval) {
                 MP_TRY(evaluate_epoch(t, epoch, r));
                 evaluated = epoch;
             }
@@ -345,6 +400,8 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
                                    .epoch = end ? epoch + 1 : epoch,
                                    .position = end ? 0 : from + (b + 1) * gb};
             MP_TRY(after_step(t, &at, r));
+            if (t->step_end)
+                t->step_end(t, step - 1, t->hook_arg);
         }
     }
     r->wall_s = mp_now() - start;

@@ -63,13 +63,17 @@ typedef struct mp_trainer {
     mp_optimizer opt;
     mp_schedule sched;
     mp_scaler_config scaler_cfg;
-    mp_scaler_state scaler;
+    mp_scaler_state scaler; /* host copy of st->scaler, exact after mp_train_read_state */
+    mp_amp_state *st;       /* the step's mixed-precision state, in the backend's memory */
+    mp_amp_state hst;       /* its host copy, read at host points */
+    double stop_req;        /* this rank's stop request as the last step wrote it */
     mp_tensor x, dlogits;   /* (batch, H, W, C) input (the policy's input dtype) and
                                (batch, classes) loss gradient (the logits' dtype) */
     int32_t *y;             /* (batch) labels, host memory */
     int32_t *ydev;          /* (batch) labels in the backend's memory (y itself on the CPU) */
     void *xhost;            /* (batch, H, W, C) host staging of x (x's own storage on the CPU) */
     double mean[3], std[3]; /* per-channel normalisation */
+    int device;             /* the CUDA device of this rank, -1 on the CPU */
     int64_t steps_per_epoch, total_steps;
     mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, made equal to
                                             rank 0's before each evaluation */
@@ -88,6 +92,9 @@ typedef struct mp_trainer {
      * backend (host_memory) or mp_host_begin/mp_host_end. */
     void (*before_backward)(struct mp_trainer *t, int64_t step, mp_tensor *dlogits, void *arg);
     void (*after_reduce)(struct mp_trainer *t, int64_t step, void *arg);
+    /* step_end runs at the end of each step of mp_train_run, after its logging, evaluation and
+     * checkpoint. */
+    void (*step_end)(struct mp_trainer *t, int64_t step, void *arg);
     void *hook_arg;
 } mp_trainer;
 
@@ -96,6 +103,12 @@ typedef struct mp_trainer {
  * mp_comm_agree before going on. MP_EUSAGE for settings this build cannot run or a model
  * too big for the host, MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
+
+/* Chooses how gradients travel (comm.backend: NCCL when the backend is CUDA, this build has
+ * NCCL and no two ranks share a GPU; MPI otherwise), opens NCCL when chosen and prints the choice
+ * and its reason on rank 0. Collective, after a successful setup on all ranks. MP_EUSAGE when
+ * comm.backend = "nccl" cannot be had. */
+mp_status mp_train_connect(mp_trainer *t);
 
 /* Broadcasts rank 0's initial parameters to every rank; collective, after a successful setup
  * on all ranks. */
@@ -114,7 +127,17 @@ int mp_train_state_tensors(mp_trainer *t, unsigned parts, mp_tensor **out);
  * collective. */
 mp_status mp_train_open_outputs(mp_trainer *t);
 
-/* Trains for train.epochs (or until train.max_steps) and evaluates; collective. */
+/* Copies the state in the backend's memory (t->st) to the host: t->hst, t->scaler,
+ * t->opt.steps and t->stop_signal (waits for the device). */
+mp_status mp_train_read_state(mp_trainer *t);
+
+/* Writes t->scaler and t->opt.steps (a fresh or a resumed run's) into t->st. */
+mp_status mp_train_write_state(mp_trainer *t);
+
+/* Trains for train.epochs (or until train.max_steps) and evaluates; collective. The host waits
+ * for the device only at host points: every step when the backend's memory is the host's, else
+ * at logging, evaluation, checkpoint, budget, epoch-end and last steps, where it reads the state
+ * (loss scale, skipped steps, stop signals, divergence). */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
 
 /* Batches (optimizer steps) for `count` samples of this rank in one epoch: count / batch_size,

@@ -21,6 +21,7 @@ static mp_status open_backend(mp_trainer *t)
     mp_status st = mp_backend_open(c->amp.device, &o, &t->ops, why, sizeof why);
     if (st != MP_OK)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
+    t->device = t->ops->queue() ? o.device : -1;
     if (t->comm->rank == 0)
         printf("backend: %s\n", why);
     return MP_OK;
@@ -35,6 +36,21 @@ static mp_status load_data(mp_trainer *t)
         if (c->data.num_classes != 10)
             return mp_fail(MP_EUSAGE, "%s: data.num_classes: cifar10 has 10 classes (got %lld)",
                            c->path, (long long)c->data.num_classes);
+    } else if (strcmp(c->data.format, "synthetic") == 0) {
+        const int64_t *sh = c->data.synthetic_shape;
+        if (c->data.nsynthetic_shape != 3)
+            return mp_fail(MP_EUSAGE, "%s: data.synthetic_shape: give [height, width, channels] "
+                                      "(got %d values)",
+                           c->path, c->data.nsynthetic_shape);
+        int64_t n[2] = {c->data.synthetic_train, c->data.synthetic_test};
+        int64_t lim[2] = {c->data.train_limit, c->data.test_limit};
+        for (int k = 0; k < 2; k++)
+            if (lim[k] > 0 && lim[k] < n[k])
+                n[k] = lim[k];
+        MP_TRY(mp_synthetic_make(&t->train, "train", (int)sh[0], (int)sh[1], (int)sh[2], n[0],
+                                 (int)c->data.num_classes, (uint64_t)c->train.seed));
+        MP_TRY(mp_synthetic_make(&t->test, "test", (int)sh[0], (int)sh[1], (int)sh[2], n[1],
+                                 (int)c->data.num_classes, (uint64_t)c->train.seed));
     } else {
         MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
                            c->data.train_limit));
@@ -329,13 +345,18 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
                            .flip = cfg->data.augment,
                            .seed = cfg->train.seed,
                            .host_alloc = t->ops->host_alloc,
-                           .host_free = t->ops->host_free};
+                           .host_free = t->ops->host_free,
+                           .fence_wait = t->ops->fence_wait,
+                           .fence_free = t->ops->fence_free};
     MP_TRY(mp_loader_open(&t->loader, &lc));
     int64_t b = cfg->data.batch_size;
     int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};
     t->x = mp_tensor_new(t->ops, mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
     t->dlogits = mp_tensor_new(t->ops, t->model.acts[t->model.nlayers - 1].dtype, 2, ds,
                                MP_MEM_ACTIVATIONS);
+    t->st = t->ops->mem_alloc(sizeof *t->st, MP_MEM_OPTIM);
+    if (!t->st)
+        return MP_EINTERNAL; /* mem_alloc said why */
     t->y = mp_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
     t->ydev = t->y;
     t->xhost = t->x.data;
@@ -358,6 +379,7 @@ void mp_train_free(mp_trainer *t)
             t->ops->mem_free(t->ydev);
             mp_free(t->xhost);
         }
+        t->ops->mem_free(t->st);
         mp_tensor_delete(t->ops, &t->x);
         mp_tensor_delete(t->ops, &t->dlogits);
     }

@@ -32,7 +32,15 @@ static inline double mp_st_f64(double v) { return v; }
 void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat);
 void mp_cpu_mem_free(void *p);
 mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes);
+mp_status mp_cpu_copy_out(void *host, const void *src, size_t bytes);
 mp_status mp_cpu_sync(void);
+mp_status mp_cpu_fence_record(void **fence);
+mp_status mp_cpu_fence_wait(void *fence);
+void mp_cpu_fence_free(void *fence);
+void *mp_cpu_queue(void);
+void mp_cpu_counters(mp_ops_counters *out);
+/* Counts a result handed to the host (mp_ops_counters.reads). */
+void mp_cpu_count_read(void);
 int64_t mp_cpu_mem_free_bytes(void);
 mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c);
@@ -43,7 +51,8 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                              double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
+                              double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                              mp_tensor *dlogits);
 mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, mp_tensor *param,
                             mp_tensor *copy, const mp_tensor *grad, mp_tensor *slot1,
                             mp_tensor *slot2);

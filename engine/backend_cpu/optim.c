@@ -145,7 +145,7 @@ mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, m
 
 /* The statistics are computed in the gradient's accumulator type: FP32 for FP32 and half, FP64
  * for FP64. */
-mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite)
+static mp_status grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite)
 {
     int64_t n = mp_tensor_numel(grad);
     if (grad->dtype == MP_F64)
@@ -155,20 +155,22 @@ mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, 
     return MP_OK;
 }
 
+mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite)
+{
+    mp_cpu_count_read();
+    return grad_stats(grad, scale, sumsq, nonfinite);
+}
+
 mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st)
 {
     bool bad = st->found_inf != 0;
-    MP_TRY(mp_cpu_grad_stats(grad, mult / st->scaler.scale, &st->sumsq, &bad));
-    st->found_inf = bad;
+    MP_TRY(grad_stats(grad, mult / st->scaler.scale, &st->sumsq, &bad));
+    st->found_inf = bad ? 1.0 : 0.0;
     return MP_OK;
 }
 
 mp_status mp_cpu_amp_update(const mp_scaler_config *c, mp_amp_state *st)
 {
-    bool found_inf = st->found_inf != 0;
-    mp_scaler_update(&st->scaler, c, found_inf);
-    st->steps += !found_inf;
-    st->found_inf = 0;
-    st->sumsq = 0.0;
+    mp_amp_state_update(st, c);
     return MP_OK;
 }

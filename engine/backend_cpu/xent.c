@@ -44,8 +44,16 @@
     } while (0)
 
 mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                              double grad_scale, mp_xent_result *out, mp_tensor *dlogits)
+                              double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                              mp_tensor *dlogits)
 {
+    mp_xent_result unread;
+    if (out)
+        mp_cpu_count_read();
+    else
+        out = &unread;
+    if (st)
+        grad_scale *= st->scaler.scale;
     int64_t rows = logits->shape[0], cols = mp_tensor_row(logits);
     MP_CPU_REQUIRE(rows > 0 && cols > 0, "softmax_xent");
     MP_CPU_REQUIRE(!dlogits || (mp_tensor_numel(dlogits) == rows * cols &&

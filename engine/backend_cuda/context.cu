@@ -31,6 +31,7 @@ static mp_status ctx_create(mp_cuda_ctx *c)
     CUDA_CHECK(cudaMalloc(&c->gemm_ws, MP_CUDA_GEMM_WS));
     mp_mem_count(MP_MEM_WORKSPACE, MP_CUDA_GEMM_WS);
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, MP_CUDA_SCRATCH * sizeof(double)));
+    CUDA_CHECK(cudaMemset(c->scratch, 0, MP_CUDA_SCRATCH * sizeof(double)));
     CUDA_CHECK(cudaMallocHost((void **)&c->host_scratch, MP_CUDA_SCRATCH * sizeof(double)));
     return MP_OK;
 }

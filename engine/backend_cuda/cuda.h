@@ -130,6 +130,11 @@ mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes);
 mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes);
 mp_status mp_cuda_copy(void *dst, const void *src, size_t bytes);
 mp_status mp_cuda_sync(void);
+mp_status mp_cuda_fence_record(void **fence);
+mp_status mp_cuda_fence_wait(void *fence);
+void mp_cuda_fence_free(void *fence);
+void *mp_cuda_queue(void);
+void mp_cuda_counters(mp_ops_counters *out);
 int64_t mp_cuda_mem_free_bytes(void);
 mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                        double beta, mp_tensor *c);
@@ -140,7 +145,8 @@ mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 mp_status mp_cuda_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                               double grad_scale, mp_xent_result *out, mp_tensor *dlogits);
+                               double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                               mp_tensor *dlogits);
 mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_state *st,
                              mp_tensor *param, mp_tensor *copy, const mp_tensor *grad,
                              mp_tensor *slot1, mp_tensor *slot2);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+
 #include "engine/backend_cuda/cuda.h"
 
 typedef struct mp_block {
@@ -152,9 +154,13 @@ extern "C" mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes)
     return MP_OK;
 }
 
+/* The host waits, counted for ops->counters. */
+static std::atomic<long long> n_reads, n_syncs, n_fence_waits;
+
 extern "C" mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes)
 {
     cudaStream_t s = mp_cuda_ctx_get()->stream;
+    n_reads++;
     if (bytes)
         CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
@@ -181,7 +187,42 @@ extern "C" int64_t mp_cuda_mem_free_bytes(void)
 
 extern "C" mp_status mp_cuda_sync(void)
 {
+    n_syncs++;
     CUDA_CHECK(cudaStreamSynchronize(mp_cuda_ctx_get()->stream));
     CUDA_CHECK(cudaGetLastError());
     return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_fence_record(void **fence)
+{
+    if (!*fence)
+        CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)fence, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)*fence, mp_cuda_ctx_get()->stream));
+    return MP_OK;
+}
+
+/* Called from loader threads: the device is set first (a new thread's current device is 0). */
+extern "C" mp_status mp_cuda_fence_wait(void *fence)
+{
+    n_fence_waits++;
+    if (!fence)
+        return MP_OK;
+    CUDA_CHECK(cudaSetDevice(mp_cuda_ctx_get()->device));
+    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)fence));
+    return MP_OK;
+}
+
+extern "C" void mp_cuda_fence_free(void *fence)
+{
+    if (fence)
+        cudaEventDestroy((cudaEvent_t)fence);
+}
+
+extern "C" void *mp_cuda_queue(void) { return (void *)mp_cuda_ctx_get()->stream; }
+
+extern "C" void mp_cuda_counters(mp_ops_counters *out)
+{
+    out->reads = n_reads.load();
+    out->syncs = n_syncs.load();
+    out->fence_waits = n_fence_waits.load();
 }

@@ -57,10 +57,10 @@ extern "C" mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_
     return MP_OK;
 }
 
-/* Adds the sum of squares of g * (mult / *scale) (scale NULL: 1) to *sumsq and ORs whether any
- * is inf or NaN into *bad: per block, a warp then shared-memory reduction and one atomic each. */
+/* Adds the sum of squares of g * (mult / *scale) (scale NULL: 1) to *sumsq and sets *bad to 1
+ * when any is inf or NaN: per block, a warp then shared-memory reduction and one atomic each. */
 __global__ static void k_gstats(const void *g, mp_dtype dt, int64_t n, double mult,
-                                const double *scale, double *sumsq, int64_t *bad)
+                                const double *scale, double *sumsq, double *bad)
 {
     __shared__ double ssum[8];
     __shared__ int sbad[8];
@@ -88,13 +88,13 @@ __global__ static void k_gstats(const void *g, mp_dtype dt, int64_t n, double mu
             t += ssum[q], b |= sbad[q];
         atomicAdd(sumsq, t);
         if (b)
-            atomicOr((unsigned long long *)bad, 1ull);
+            *bad = 1.0; /* every writer stores the same value */
     }
 }
 
 /* Launches k_gstats over grad; blocks of 256 threads (8 warps, the shared arrays' size). */
 static mp_status gstats(const mp_tensor *grad, double mult, const double *scale, double *sumsq,
-                        int64_t *bad)
+                        double *bad)
 {
     MP_CUDA_DTYPES("grad_stats", grad);
     int64_t n = mp_tensor_numel(grad);
@@ -109,12 +109,10 @@ extern "C" mp_status mp_cuda_grad_stats(const mp_tensor *grad, double scale, dou
 {
     mp_cuda_ctx *c = mp_cuda_ctx_get();
     CUDA_CHECK(cudaMemsetAsync(c->scratch, 0, 2 * sizeof(double), c->stream));
-    MP_TRY(gstats(grad, scale, NULL, &c->scratch[0], (int64_t *)&c->scratch[1]));
+    MP_TRY(gstats(grad, scale, NULL, &c->scratch[0], &c->scratch[1]));
     MP_TRY(mp_cuda_copy_out(c->host_scratch, c->scratch, 2 * sizeof(double)));
-    int64_t bad;
-    memcpy(&bad, &c->host_scratch[1], sizeof bad);
     *sumsq += c->host_scratch[0];
-    *nonfinite = *nonfinite || bad != 0;
+    *nonfinite = *nonfinite || c->host_scratch[1] != 0.0;
     return MP_OK;
 }
 
@@ -125,11 +123,7 @@ extern "C" mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, mp_am
 
 __global__ static void k_amp_update(mp_scaler_config c, mp_amp_state *st)
 {
-    bool found_inf = st->found_inf != 0;
-    mp_scaler_update(&st->scaler, &c, found_inf);
-    st->steps += !found_inf;
-    st->found_inf = 0;
-    st->sumsq = 0.0;
+    mp_amp_state_update(st, &c);
 }
 
 extern "C" mp_status mp_cuda_amp_update(const mp_scaler_config *c, mp_amp_state *st)

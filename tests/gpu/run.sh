@@ -17,6 +17,10 @@
 #                             the GPU, 8 epochs each of O0, O1, O2, O3, O2 bf16) and the O2
 #                             accuracy against the CPU run's in bench/results/table.csv (Done
 #                             means of issue 6: within 0.5 points); table to $OUT/gpu-table.txt
+#   MPDIST_GPU_STEP=1         then the one-GPU step benchmark (bench/gpu_step.sh: WRN-16-4 and
+#                             resnet20 on synthetic data at O0-O3 against PyTorch, and issue 7's
+#                             goals); table to $OUT/gpu-step-table.txt and .csv. MPDIST_GPU_STEP_*
+#                             settings (models, batches, steps) pass through to it
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -36,6 +40,7 @@ start=$(date +%s)
 
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
+gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 failures=0 build_rc=1 tests_rc=1 train_rc=1
 
 summary() {
@@ -45,7 +50,7 @@ summary() {
   echo
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
-    "training:" "$train" "opt table:" "$table" "log:" "$log"
+    "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -147,6 +152,9 @@ if [ ${#inherited[@]} -gt 0 ]; then
   echo "unsetting inherited ${inherited[*]}"
   unset "${inherited[@]}"
 fi
+# PyTorch (bench/pytorch_ref.py) runs with the host's python3 and library path, not the pack's.
+host_python=$(command -v python3 || echo python3)
+host_ld_library_path=${LD_LIBRARY_PATH:-}
 export PATH="$prefix/usr/bin:$PATH"
 export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:$lib/hdf5/serial:$lib/openmpi/lib:$lib/pmix2/lib${CUDNN_HOME:+:$CUDNN_HOME/lib}${NCCL_HOME:+:$NCCL_HOME/lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$prefix/usr/share/pkgconfig"
@@ -314,4 +322,30 @@ if [ "${MPDIST_GPU_TABLE:-0}" = 1 ] && [ "$build_state" = ok ] && [ -n "$data" ]
     table="failed (exit $table_rc; see runs/bench-opt/)"
     fail "opt-level table failed"
   fi
+fi
+
+# bench/gpu_step.sh: mpdist's step at O0-O3 against PyTorch on one GPU, and issue 7's goals.
+do_gpu_step() {
+  local rc=0
+  MPDIST_BENCH_BUILD=$build MPDIST_PYTHON=$host_python \
+    MPDIST_PYTHON_LD_LIBRARY_PATH=$host_ld_library_path bash bench/gpu_step.sh || rc=$?
+  if [ -n "${OUT:-}" ]; then
+    cp runs/bench-gpu/table.txt "$OUT/gpu-step-table.txt" 2>/dev/null || true
+    cp runs/bench-gpu/table.csv "$OUT/gpu-step-table.csv" 2>/dev/null || true
+  fi
+  return "$rc"
+}
+if [ "${MPDIST_GPU_STEP:-0}" = 1 ] && [ "$build_state" = ok ]; then
+  echo "== one-GPU step benchmark: WRN-16-4 and resnet20, O0-O3 against PyTorch"
+  step_rc=1
+  step step_rc do_gpu_step
+  goals=runs/bench-gpu/goals.txt
+  if [ -s "$goals" ]; then
+    gpu_step="$(grep -c '^PASS' "$goals" || true) of $(wc -l <"$goals") goals pass, $(awk -F, 'NR > 1 && $4 != "ok"' runs/bench-gpu/raw.csv | wc -l) runs failed (exit $step_rc; runs/bench-gpu/table.txt)"
+  else
+    gpu_step="failed (exit $step_rc; see runs/bench-gpu/)"
+  fi
+  [ "$step_rc" -eq 0 ] || fail "gpu step benchmark: a run failed or a goal was missed"
+elif [ "${MPDIST_GPU_STEP:-0}" = 1 ]; then
+  gpu_step="not run (build failed)"
 fi

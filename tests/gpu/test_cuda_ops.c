@@ -268,9 +268,11 @@ static void check_xent(mp_dtype dt, int64_t rows, int64_t cols, double smoothing
     const double gs = 512;
     mp_xent_result want, got;
     assert_int_equal(
-        cpu->softmax_xent(&z.host, labels, smoothing, gs, &want, grad ? &dz.host : NULL), MP_OK);
+        cpu->softmax_xent(&z.host, labels, smoothing, gs, NULL, &want, grad ? &dz.host : NULL),
+        MP_OK);
     assert_int_equal(
-        gpu->softmax_xent(&z.dev, dlabels, smoothing, gs, &got, grad ? &dz.dev : NULL), MP_OK);
+        gpu->softmax_xent(&z.dev, dlabels, smoothing, gs, NULL, &got, grad ? &dz.dev : NULL),
+        MP_OK);
     /* Logits are at most 4 in size and a row's loss at most lmax. Per row, the log-sum-exp
      * sums cols terms exp(z - max) <= 1 (the largest is 1) and the smoothing term averages cols
      * logits, in FP32: each within 4u (cols + 4) of exact, plus a few single roundings of
@@ -289,6 +291,26 @@ static void check_xent(mp_dtype dt, int64_t rows, int64_t cols, double smoothing
                      (long long)rows, (long long)cols, smoothing);
     else /* dlogits NULL: nothing written */
         mp_gpu_check_bits(&dz, "softmax_xent without dlogits %s", NAME(dt));
+    if (grad) { /* the loss scale read from a device mp_amp_state, no result for the host:
+                   gs / 4 times a scale of 4 is gs exactly, so dlogits must be the same bits */
+        mp_gpu_pair dz2 = mp_gpu_poisoned(dt, 2, s);
+        mp_amp_state hs = {.scaler.scale = 4.0};
+        mp_amp_state *ds = mp_gpu_alloc(sizeof hs);
+        mp_gpu_put(ds, &hs, sizeof hs);
+        assert_int_equal(gpu->softmax_xent(&z.dev, dlabels, smoothing, gs / 4, ds, NULL,
+                                           &dz2.dev), MP_OK);
+        size_t bytes = (size_t)mp_tensor_bytes(&dz.dev);
+        void *a = malloc(bytes), *b = malloc(bytes);
+        assert_true(a && b);
+        mp_gpu_get(a, dz.dev.data, bytes);
+        mp_gpu_get(b, dz2.dev.data, bytes);
+        if (memcmp(a, b, bytes) != 0)
+            fail_msg("softmax_xent %s: dlogits with the scale from the state differ", NAME(dt));
+        free(a);
+        free(b);
+        gpu->mem_free(ds);
+        mp_gpu_pair_free(&dz2);
+    }
     gpu->mem_free(dlabels);
     free(labels);
     mp_gpu_pair_free(&z);

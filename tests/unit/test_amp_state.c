@@ -138,12 +138,16 @@ static void test_update_is_scaler_update(void **unused)
     for (size_t i = 0; i < sizeof pattern / sizeof pattern[0]; i++) {
         st.found_inf = pattern[i];
         st.sumsq = 3.0;
+        st.stop = (double)i;
+        double used = st.scaler.scale;
         assert_int_equal(ops->amp_update(&c, &st), MP_OK);
+        assert_true(st.step_scale == used); /* the scale the step used, for the log */
+        assert_true(st.stop == (double)i);  /* the stop request is the agreement's, kept */
         mp_scaler_update(&ref, &c, pattern[i] != 0);
         steps += !pattern[i];
         assert_memory_equal(&st.scaler, &ref, sizeof ref);
         assert_int_equal(st.steps, steps);
-        assert_int_equal(st.found_inf, 0);
+        assert_true(st.found_inf == 0.0);
         assert_true(st.sumsq == 0.0);
         lo = fmin(lo, ref.scale);
         hi = fmax(hi, ref.scale);

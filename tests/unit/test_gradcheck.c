@@ -140,15 +140,15 @@ static void test_softmax_xent_backward(void **state)
     int32_t labels[3] = {0, 4, 2};
     mp_xent_result res;
     double scale = 8.0;
-    assert_int_equal(ops->softmax_xent(&z, labels, LS, scale, &res, &dz), MP_OK);
+    assert_int_equal(ops->softmax_xent(&z, labels, LS, scale, NULL, &res, &dz), MP_OK);
     double num[15], ana[15];
     for (int i = 0; i < 15; i++) {
         double *p = &((double *)z.data)[i], keep = *p;
         mp_xent_result a, b;
         *p = keep + EPS;
-        ops->softmax_xent(&z, labels, LS, 1.0, &a, NULL);
+        ops->softmax_xent(&z, labels, LS, 1.0, NULL, &a, NULL);
         *p = keep - EPS;
-        ops->softmax_xent(&z, labels, LS, 1.0, &b, NULL);
+        ops->softmax_xent(&z, labels, LS, 1.0, NULL, &b, NULL);
         *p = keep;
         num[i] = scale * (a.loss - b.loss) / (2 * EPS);
         ana[i] = ((double *)dz.data)[i];
@@ -177,7 +177,7 @@ static double chain_loss(mp_layer *l, mp_tensor *x, mp_tensor *h, mp_tensor *a, 
     assert_int_equal(l[0].cls->forward(&l[0], x, h, true), MP_OK);
     assert_int_equal(l[1].cls->forward(&l[1], h, a, true), MP_OK);
     assert_int_equal(l[2].cls->forward(&l[2], a, z, true), MP_OK);
-    assert_int_equal(ops->softmax_xent(z, labels, 0.0, 1.0, &res, NULL), MP_OK);
+    assert_int_equal(ops->softmax_xent(z, labels, 0.0, 1.0, NULL, &res, NULL), MP_OK);
     return res.loss;
 }
 
@@ -200,7 +200,7 @@ static void test_chain_backward(void **state)
     int32_t labels[2] = {1, 2};
     chain_loss(l, &x, &h, &a, &z, labels);
     mp_xent_result res;
-    ops->softmax_xent(&z, labels, 0.0, 1.0, &res, &dz);
+    ops->softmax_xent(&z, labels, 0.0, 1.0, NULL, &res, &dz);
     assert_int_equal(l[2].cls->backward(&l[2], &a, &z, &dz, &da), MP_OK);
     assert_int_equal(l[1].cls->backward(&l[1], &h, &a, &da, &dh), MP_OK);
     assert_int_equal(l[0].cls->backward(&l[0], &x, &h, &dh, NULL), MP_OK);

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""PyTorch reference for bench/gpu_step.sh: the training step of the same model, batch and input
+shape as mpdist, timed on one GPU.
+
+Models match engine/presets.c and engine/layer_residual.c layer for layer (convolutions without
+bias, BatchNorm eps 1e-5 and momentum 0.1, linear head with bias):
+  resnet20  conv 16 - bn - relu; 3 stages of 3 basic blocks (16, 32, 64 channels; strides 1, 2,
+            2): conv3x3 - bn - relu - conv3x3 - bn, plus a shortcut (conv1x1 with the block's
+            stride - bn) where the stride or the channels change, summed, then relu; global
+            average pool, linear.
+  wrn16-4   conv 16 (no bn, no relu); 3 stages of 2 pre-activation wide blocks (64, 128, 256
+            channels; strides 1, 2, 2): bn - relu - conv3x3 - bn - relu - conv3x3, plus a shortcut
+            taken from the block's raw input (conv1x1 with the block's stride - bn) where the
+            stride or the channels change, summed with no relu; bn - relu, global average pool,
+            linear.
+Input: one synthetic batch of 32x32x3 images (standard normal) and labels made on the GPU once
+and reused every step, so no data-loader cost enters (mpdist's synthetic batches are prefetched).
+
+Modes:
+  fp32  FP32 everywhere, TF32 off for matmuls and cuDNN; NCHW; SGD(fused=True).
+  amp   torch.autocast(float16) + torch.amp.GradScaler; model and input channels_last;
+        SGD(fused=True).
+Both use SGD lr 0.1, momentum 0.9, nesterov, weight decay 5e-4 (configs/cifar-wrn16-4.cfg) and
+cudnn.benchmark = True (PyTorch picks its fastest convolution algorithms in the warm-up).
+
+What is measured: `--warmup` steps, torch.cuda.synchronize(), `--steps` timed steps,
+torch.cuda.synchronize(); images_per_s = batch * steps / elapsed, step_ms = elapsed / steps.
+peak_mem_bytes is torch.cuda.max_memory_allocated() after torch.cuda.reset_peak_memory_stats()
+taken before the model is built: weights, gradients, optimizer state, the input batch,
+activations and the cuDNN/cuBLAS workspaces PyTorch allocates (not the CUDA context, not the
+caching allocator's unused reserve); steady_peak_mem_bytes is the same over the timed steps
+only (without the warm-up's cudnn.benchmark trials). train_flops_per_image counts forward + backward of one
+image with torch.utils.flop_counter.FlopCounterMode (convolutions and matmuls, 2 per
+multiply-add; BatchNorm, ReLU and the optimizer are not counted), in FP32 on a separate copy.
+
+Prints one line of JSON. Usage:
+  python3 bench/pytorch_ref.py --model wrn16-4 --batch 128 --mode amp --steps 100 --warmup 20
+"""
+import argparse
+import json
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+except ImportError as e:
+    print(f"pytorch_ref: cannot import torch ({e})", file=sys.stderr)
+    sys.exit(1)
+
+
+def conv3x3(cin, cout, stride):
+    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+
+
+def shortcut(cin, cout, stride):
+    """engine/layer_residual.c: conv1x1 - bn where the stride or the channels change."""
+    if stride == 1 and cin == cout:
+        return None
+    return nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+
+class Basic(nn.Module):
+    """ResNet basic block (post-activation)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.main = nn.Sequential(conv3x3(cin, cout, stride), nn.BatchNorm2d(cout),
+                                  nn.ReLU(inplace=True), conv3x3(cout, cout, 1),
+                                  nn.BatchNorm2d(cout))
+        self.shortcut = shortcut(cin, cout, stride)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        sc = x if self.shortcut is None else self.shortcut(x)
+        return self.relu(self.main(x) + sc)
+
+
+class Wide(nn.Module):
+    """Pre-activation wide block; the shortcut reads the raw input, as mpdist's does."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.main = nn.Sequential(nn.BatchNorm2d(cin), nn.ReLU(inplace=True),
+                                  conv3x3(cin, cout, stride),
+                                  nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+                                  conv3x3(cout, cout, 1))
+        self.shortcut = shortcut(cin, cout, stride)
+
+    def forward(self, x):
+        sc = x if self.shortcut is None else self.shortcut(x)
+        return self.main(x) + sc
+
+
+def stages(block, cin, widths, per):
+    layers = []
+    for s, cout in enumerate(widths):
+        for b in range(per):
+            layers.append(block(cin, cout, 2 if s > 0 and b == 0 else 1))
+            cin = cout
+    return layers
+
+
+def build(model, classes=10):
+    if model == "resnet20":
+        body = [conv3x3(3, 16, 1), nn.BatchNorm2d(16), nn.ReLU(inplace=True)]
+        body += stages(Basic, 16, (16, 32, 64), (20 - 2) // 6)
+        last = 64
+    else:  # wrn16-4
+        k = 4
+        body = [conv3x3(3, 16, 1)]
+        body += stages(Wide, 16, (16 * k, 32 * k, 64 * k), (16 - 4) // 6)
+        body += [nn.BatchNorm2d(64 * k), nn.ReLU(inplace=True)]
+        last = 64 * k
+    body += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(last, classes)]
+    return nn.Sequential(*body)
+
+
+def flops_per_image(model, batch):
+    """Forward + backward FLOPs of `batch` images, divided by batch (FP32, a separate copy)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    net = build(model).cuda().train()
+    x = torch.randn(batch, 3, 32, 32, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    counter = FlopCounterMode(display=False)
+    with counter:
+        nn.functional.cross_entropy(net(x), y).backward()
+    return counter.get_total_flops() / batch
+
+
+def grad_scaler():
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
+def sgd(params):
+    """SGD as in configs/cifar-wrn16-4.cfg, fused when this PyTorch has it (2.3 and later)."""
+    params = list(params)
+    kw = dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    try:
+        return torch.optim.SGD(params, fused=True, **kw), True
+    except (TypeError, RuntimeError):
+        return torch.optim.SGD(params, foreach=True, **kw), False
+
+
+def run(args):
+    torch.backends.cudnn.benchmark = True
+    tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    flops = flops_per_image(args.model, 1)
+    torch.manual_seed(0)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    amp = args.mode == "amp"
+    fmt = torch.channels_last if amp else torch.contiguous_format
+    net = build(args.model).cuda().to(memory_format=fmt).train()
+    opt, fused = sgd(net.parameters())
+    scaler = grad_scaler() if amp else None
+    x = torch.randn(args.batch, 3, 32, 32, device="cuda").to(memory_format=fmt)
+    y = torch.randint(0, 10, (args.batch,), device="cuda")
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if amp:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = loss_fn(net(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss_fn(net(x), y).backward()
+            opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    torch.cuda.synchronize()
+    whole_peak = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    return {
+        "framework": "pytorch",
+        "model": args.model,
+        "batch": args.batch,
+        "mode": args.mode,
+        "images_per_s": args.batch * args.steps / dt,
+        "step_ms": 1e3 * dt / args.steps,
+        "peak_mem_bytes": max(whole_peak, torch.cuda.max_memory_allocated()),
+        "steady_peak_mem_bytes": torch.cuda.max_memory_allocated(),
+        "train_flops_per_image": flops,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "tf32": tf32,
+        "channels_last": amp,
+        "cudnn_benchmark": True,
+        "optimizer": "sgd fused" if fused else "sgd foreach",
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0),
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=("wrn16-4", "resnet20"), default="wrn16-4")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--mode", choices=("fp32", "amp"), default="amp")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=20)
+    args = p.parse_args()
+    if args.batch < 1 or args.steps < 1 or args.warmup < 0:
+        p.error("--batch and --steps must be >= 1, --warmup >= 0")
+    if not torch.cuda.is_available():
+        print("pytorch_ref: CUDA is not available", file=sys.stderr)
+        sys.exit(1)
+    print(json.dumps(run(args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

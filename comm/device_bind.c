@@ -1,0 +1,112 @@
+/* Rank -> GPU binding and the backend choice (see device_bind.h). The choice names the first
+ * reason NCCL cannot be used, checked in a fixed order (CPU run, no NCCL, a rank without a GPU,
+ * the lowest pair of ranks sharing a GPU), so every rank writes the same line. */
+#include "comm/device_bind.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef MPDIST_HAVE_CUDA
+#include "comm/gpu_check.h"
+#endif
+
+int mp_device_for_local_rank(int local_rank, int device_count)
+{
+    if (device_count <= 0 || local_rank < 0)
+        return -1;
+    return local_rank % device_count;
+}
+
+bool mp_comm_nccl_built(void)
+{
+#ifdef MP_HAVE_NCCL
+    return true;
+#else
+    return false;
+#endif
+}
+
+/* Why NCCL cannot run these ranks, into why (without the "MPI: " head); false when it can. */
+static bool nccl_blocked(bool gpu, bool nccl_built, int size, const mp_gpu_id *ids, char *why,
+                         size_t whylen)
+{
+    if (!gpu) {
+        snprintf(why, whylen, "amp.device is cpu");
+        return true;
+    }
+    if (!nccl_built) {
+        snprintf(why, whylen, "this build has no NCCL");
+        return true;
+    }
+    for (int r = 0; r < size; r++)
+        if (!ids[r].bus[0]) {
+            snprintf(why, whylen, "rank %d on host %.64s has no GPU", r, ids[r].host);
+            return true;
+        }
+    for (int j = 1; j < size; j++)
+        for (int i = 0; i < j; i++)
+            if (strncmp(ids[i].bus, ids[j].bus, sizeof ids[i].bus) == 0 &&
+                strncmp(ids[i].host, ids[j].host, sizeof ids[i].host) == 0) {
+                snprintf(why, whylen, "ranks %d and %d share the GPU %.32s on host %.64s, and "
+                         "NCCL needs one GPU per rank", i, j, ids[i].bus, ids[i].host);
+                return true;
+            }
+    return false;
+}
+
+mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int size,
+                         const mp_gpu_id *ids, int *use_nccl, char *why, size_t whylen)
+{
+    *use_nccl = 0;
+    if (whylen)
+        why[0] = '\0';
+    bool want_nccl = requested && strcmp(requested, "nccl") == 0;
+    if (!requested || (!want_nccl && strcmp(requested, "auto") != 0 &&
+                       strcmp(requested, "mpi") != 0))
+        return mp_fail(MP_EUSAGE, "comm.backend must be \"auto\", \"mpi\" or \"nccl\", not \"%s\"",
+                       requested ? requested : "(none)");
+    if (strcmp(requested, "mpi") == 0) {
+        snprintf(why, whylen, "MPI: comm.backend = mpi");
+        return MP_OK;
+    }
+    char reason[256];
+    if (nccl_blocked(gpu, nccl_built, size, ids, reason, sizeof reason)) {
+        if (want_nccl) {
+            snprintf(why, whylen, "comm.backend = nccl, but %s", reason);
+            return mp_fail(MP_EUSAGE, "comm.backend = nccl, but %s", reason);
+        }
+        snprintf(why, whylen, "MPI: %s", reason);
+        return MP_OK;
+    }
+    *use_nccl = 1;
+    snprintf(why, whylen, "NCCL: %d rank%s, one GPU each", size, size == 1 ? "" : "s");
+    return MP_OK;
+}
+
+/* This rank's bus id of `device` into bus (len bytes; "" when there is none to read). */
+static mp_status bus_id(int device, char *bus, int len)
+{
+    bus[0] = '\0';
+#ifdef MPDIST_HAVE_CUDA
+    if (device >= 0)
+        CUDA_CHECK(cudaDeviceGetPCIBusId(bus, len, device));
+#else
+    (void)device;
+    (void)len;
+#endif
+    return MP_OK;
+}
+
+mp_status mp_comm_gather_gpus(mp_comm *c, int device, mp_gpu_id *ids)
+{
+    MP_TRY(mp_comm_wait(c, c->issued)); /* the gather uses c->world outside the transport */
+    mp_gpu_id mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.host, sizeof mine.host, "%s", mp_comm_host(c, c->rank));
+    mp_status st = bus_id(device, mine.bus, (int)sizeof mine.bus);
+    if (st != MP_OK)
+        memset(mine.bus, 0, sizeof mine.bus);
+    MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, ids, (int)sizeof mine, MPI_BYTE,
+                            c->world));
+    return st;
+}

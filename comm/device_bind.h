@@ -1,0 +1,47 @@
+/* Rank -> GPU binding and the choice of the collectives' backend (comm.backend). The decisions
+ * are pure functions of what every rank reported, so every rank takes the same one and tests
+ * need no GPU: a rank uses GPU local_rank % count of those it sees, and NCCL is chosen when the
+ * run is on GPUs, NCCL is built in and no two ranks share a GPU (NCCL refuses "Duplicate GPU"),
+ * else MPI, with the reason in one line for the start-up banner. */
+#ifndef MP_DEVICE_BIND_H
+#define MP_DEVICE_BIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "comm/comm.h"
+
+/* One rank's GPU: its host name and the PCI bus id of its device ("" when it has none). */
+typedef struct mp_gpu_id {
+    char host[64];
+    char bus[32];
+} mp_gpu_id;
+
+/* The device index a rank with `local_rank` (its rank among the ranks on its host) uses when it
+ * sees `device_count` devices: local_rank % device_count; -1 when it sees none. Pure. */
+int mp_device_for_local_rank(int local_rank, int device_count);
+
+/* Whether this build has NCCL (the device transport). Not collective. */
+bool mp_comm_nccl_built(void);
+
+/* Chooses the backend for `requested` ("auto", "mpi" or "nccl"), given whether the run is on
+ * the CUDA backend (`gpu`), whether NCCL is built in, and ids[0..size-1], every rank's GPU
+ * (mp_comm_gather_gpus). auto: NCCL when gpu, nccl_built and every rank's (host, bus) pair is
+ * distinct and not empty, else MPI. Sets *use_nccl (1 NCCL, 0 MPI) and writes the reason to
+ * why (whylen bytes, cut to fit), e.g. "NCCL: 2 ranks, one GPU each" or "MPI: ranks 0 and 1
+ * share the GPU 0000:65:00.0 on host h1, and NCCL needs one GPU per rank". "nccl" when NCCL is
+ * not possible: MP_EUSAGE with that reason as the message (and in why). An unknown `requested`:
+ * MP_EUSAGE. Pure: no I/O, no MPI. */
+mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int size,
+                         const mp_gpu_id *ids, int *use_nccl, char *why, size_t whylen);
+
+/* Collective over c: every rank's host name and the PCI bus id of its CUDA device `device`
+ * ("" when device < 0 or the build has no CUDA) into ids[0..c->size-1], in rank order. Device
+ * indices are those the CUDA runtime shows this process, so CUDA_VISIBLE_DEVICES applies; bus
+ * ids name the physical GPU whatever the index, so two ranks shown the same GPU under different
+ * indices are still seen sharing it. Waits for the host collectives started so far first. A
+ * rank whose bus id cannot be read reports "" (and returns the CUDA failure) after taking part,
+ * so no rank hangs. Host names longer than 63 bytes are cut. */
+mp_status mp_comm_gather_gpus(mp_comm *c, int device, mp_gpu_id *ids);
+
+#endif

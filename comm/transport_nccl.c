@@ -1,0 +1,445 @@
+/* The NCCL transport (see transport_nccl.h). Invariants: tickets are handed out in start order
+ * and the collectives run in that order on one stream, so when a collective's `done` event has
+ * completed every earlier one has too; `completed` is the highest ticket seen done, and
+ * issued - completed <= MP_TRANSPORT_DEPTH (the communicator waits for the oldest before it
+ * starts more), so ring slot ticket % MP_TRANSPORT_DEPTH belongs to `ticket` while it is
+ * outstanding. Every NCCL call on the communicator and every access to the ring and counters is
+ * made under `mu`; ncclCommAbort frees the communicator, so `aborted` implies `failed` and no
+ * NCCL call follows. After the first failure every later call returns it. The watchdog starts
+ * with the first collective (after the communicator has stored the transport, which the
+ * watchdog's abort path reads) and is joined by close before anything is freed. */
+#include "comm/transport_nccl.h"
+
+#ifdef MP_HAVE_NCCL
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/gpu_check.h"
+#include "comm/nap.h"
+#include "engine/clock.h"
+
+#define RING MP_TRANSPORT_DEPTH
+#define POLL_S 100e-6 /* the host's polling of events and of NCCL's state */
+#define WATCH_S 10e-3 /* the watchdog's period */
+
+typedef struct nccl_slot {
+    mp_coll coll;
+    cudaEvent_t start; /* on the compute stream: the buffer is written */
+    cudaEvent_t done;  /* on the communication stream: the collective finished */
+    double t_start;    /* mp_now() when it was started */
+    double limit_s;    /* comm.timeout_s then */
+    int64_t step;      /* the training step then */
+} nccl_slot;
+
+typedef struct nccl_transport {
+    const mp_comm *comm;
+    int rank, device;
+    char host[MP_HOST_MAX];
+    ncclComm_t nccl;
+    cudaStream_t stream, compute; /* the communication stream (owned), the caller's */
+    nccl_slot ring[RING];
+    int nevents; /* events created, slot by slot (start, then done) */
+    pthread_mutex_t mu;
+    pthread_t thread;
+    bool watching, stop; /* the watchdog runs; close asked it to stop */
+    uint64_t issued, completed;
+    bool aborted; /* ncclCommAbort was called */
+    bool ending;  /* the watchdog reported a failure and is ending the job */
+    mp_status failed;
+    char message[1024];
+} nccl_transport;
+
+/* Records the first failure (st with the calling thread's last message) and returns it with
+ * that failure's message (locked). */
+static mp_status fail_locked(nccl_transport *t, mp_status st)
+{
+    if (t->failed == MP_OK) {
+        t->failed = st;
+        snprintf(t->message, sizeof t->message, "%s", mp_error_message());
+    }
+    return mp_fail(t->failed, "%s", t->message);
+}
+
+/* NCCL's asynchronous state of the communicator (locked, not aborted): ncclSuccess,
+ * ncclInProgress while it still works on the last call, or the error it met. */
+static ncclResult_t state_locked(nccl_transport *t)
+{
+    ncclResult_t err = ncclSuccess, rc = ncclCommGetAsyncError(t->nccl, &err);
+    return rc != ncclSuccess ? rc : err;
+}
+
+/* Waits, polling, up to limit_s for the non-blocking communicator to finish the call that
+ * returned rc (locked). MP_ECOMM naming `doing` when it failed or did not finish in time. */
+static mp_status settle_locked(nccl_transport *t, ncclResult_t rc, double limit_s,
+                               const char *doing)
+{
+    for (double t0 = mp_now(); rc == ncclInProgress && mp_now() - t0 < limit_s;) {
+        mp_nap(POLL_S);
+        rc = state_locked(t);
+    }
+    if (rc == ncclInProgress)
+        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL did not finish %s within %.0f s "
+                       "(comm.timeout_s)", t->rank, t->host, doing, limit_s);
+    if (rc != ncclSuccess)
+        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed %s: %s (%s)", t->rank,
+                       t->host, doing, ncclGetErrorString(rc), ncclGetLastError(t->nccl));
+    return MP_OK;
+}
+
+/* The oldest collective not seen done (locked); NULL when none is outstanding. */
+static const nccl_slot *oldest_locked(const nccl_transport *t)
+{
+    return t->completed < t->issued ? &t->ring[(t->completed + 1) % RING] : NULL;
+}
+
+/* Brings `completed` up to date with the done events, then checks NCCL's asynchronous state
+ * (locked, not failed). */
+static mp_status check_locked(nccl_transport *t)
+{
+    for (const nccl_slot *s; (s = oldest_locked(t)) != NULL; t->completed++) {
+        cudaError_t rc = cudaEventQuery(s->done);
+        if (rc == cudaErrorNotReady)
+            break;
+        if (rc != cudaSuccess)
+            return mp_check_fail(MP_ECOMM, "cuda", "cudaEventQuery(done)", __FILE__, __LINE__,
+                                 cudaGetErrorString(rc));
+    }
+    ncclResult_t err = state_locked(t);
+    if (err == ncclSuccess || err == ncclInProgress)
+        return MP_OK;
+    const nccl_slot *s = oldest_locked(t);
+    return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed in %s at step %lld: %s (%s)",
+                   t->rank, t->host, s ? s->coll.what : "no collective",
+                   (long long)(s ? s->step : -1), ncclGetErrorString(err),
+                   ncclGetLastError(t->nccl));
+}
+
+/* MP_ECOMM when the oldest outstanding collective has run longer than its limit (locked). */
+static mp_status overdue_locked(const nccl_transport *t)
+{
+    const nccl_slot *s = oldest_locked(t);
+    double waited = s ? mp_now() - s->t_start : 0.0;
+    if (!s || waited <= s->limit_s)
+        return MP_OK;
+    return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s (comm.timeout_s) in %s "
+                   "at step %lld; the NCCL watchdog aborts the communicator and the job",
+                   t->rank, t->host, waited, s->coll.what, (long long)s->step);
+}
+
+/* The table's abort: ncclCommAbort once, from any thread; later calls fail with a message. */
+static void abort_transport(void *self)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    if (!t->aborted && t->nccl)
+        ncclCommAbort(t->nccl);
+    t->aborted = true;
+    if (t->failed == MP_OK) {
+        t->failed = MP_ECOMM;
+        snprintf(t->message, sizeof t->message, "comm: [rank %d @ %s] the NCCL communicator "
+                 "was aborted", t->rank, t->host);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The watchdog thread: every WATCH_S it checks NCCL's asynchronous state and how long the
+ * oldest outstanding collective has run; on a failure it prints one line, aborts the
+ * communicator and ends every rank with exit code 6. Once a caller has seen a failure the
+ * caller reports it, and the watchdog only waits for close. */
+static void *watchdog(void *arg)
+{
+    nccl_transport *t = arg;
+    cudaSetDevice(t->device); /* the events belong to it */
+    for (;;) {
+        mp_nap(WATCH_S);
+        pthread_mutex_lock(&t->mu);
+        bool stop = t->stop;
+        mp_status st = MP_OK;
+        if (!stop && t->failed == MP_OK) {
+            st = check_locked(t);
+            if (st == MP_OK)
+                st = overdue_locked(t);
+            if (st != MP_OK) {
+                fail_locked(t, st);
+                t->ending = true;
+            }
+        }
+        pthread_mutex_unlock(&t->mu);
+        if (stop)
+            return NULL;
+        if (st != MP_OK) {
+            fprintf(stderr, "mpdist: error: %s\n", t->message); /* fixed once failed is set */
+            fflush(stderr);
+            abort_transport(t);
+            mp_comm_abort(t->comm, MP_ECOMM);
+        }
+    }
+}
+
+static ncclDataType_t nccl_dtype(mp_dtype dt)
+{
+    switch (dt) {
+    case MP_F16: return ncclFloat16;
+    case MP_BF16: return ncclBfloat16;
+    case MP_F64: return ncclFloat64;
+    case MP_F32: break;
+    }
+    return ncclFloat32;
+}
+
+/* Enqueues c on the communication stream (in place; not yet settled). */
+static ncclResult_t enqueue(nccl_transport *t, const mp_coll *c)
+{
+    if (c->kind == MP_COLL_BCAST)
+        return ncclBroadcast(c->buf, c->buf, c->count, ncclUint8, c->root, t->nccl, t->stream);
+    return ncclAllReduce(c->buf, c->buf, c->count, nccl_dtype(c->dtype),
+                         c->op == MP_REDOP_MAX ? ncclMax : ncclSum, t->nccl, t->stream);
+}
+
+static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *ticket)
+{
+    MP_TRY(check_locked(t));
+    if (t->issued - t->completed >= RING)
+        return mp_fail(MP_EINTERNAL, "comm: %s: %d NCCL collectives are in flight already",
+                       c->what, RING);
+    nccl_slot *s = &t->ring[(t->issued + 1) % RING];
+    CUDA_CHECK(cudaEventRecord(s->start, t->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(t->stream, s->start, 0));
+    char doing[128];
+    snprintf(doing, sizeof doing, "enqueueing %s", c->what);
+    MP_TRY(settle_locked(t, enqueue(t, c), t->comm->timeout_s, doing));
+    CUDA_CHECK(cudaEventRecord(s->done, t->stream));
+    s->coll = *c;
+    s->t_start = mp_now();
+    s->limit_s = t->comm->timeout_s;
+    s->step = t->comm->step;
+    *ticket = ++t->issued;
+    return MP_OK;
+}
+
+static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    mp_status st = t->failed != MP_OK ? t->failed : start_locked(t, c, ticket);
+    if (st != MP_OK)
+        st = fail_locked(t, st);
+    pthread_mutex_unlock(&t->mu);
+    if (st == MP_OK && !t->watching) {
+        if (pthread_create(&t->thread, NULL, watchdog, t) != 0)
+            return mp_fail(MP_EINTERNAL, "comm: cannot start the NCCL watchdog thread");
+        t->watching = true;
+    }
+    return st;
+}
+
+static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *done)
+{
+    nccl_transport *t = self;
+    for (double t0 = mp_now();; mp_nap(POLL_S)) {
+        pthread_mutex_lock(&t->mu);
+        mp_status st = t->failed;
+        if (st == MP_OK && ticket > t->issued)
+            st = mp_fail(MP_EINTERNAL, "comm: waiting for NCCL collective %llu of %llu",
+                         (unsigned long long)ticket, (unsigned long long)t->issued);
+        else if (st == MP_OK)
+            st = check_locked(t);
+        if (st != MP_OK)
+            st = fail_locked(t, st);
+        *done = st == MP_OK && t->completed >= ticket;
+        bool ending = t->ending;
+        pthread_mutex_unlock(&t->mu);
+        if (ending) { /* the watchdog has said it and ends every rank: nothing more to say */
+            *done = false;
+            mp_nap(seconds);
+            return MP_OK;
+        }
+        if (st != MP_OK || *done || mp_now() - t0 >= seconds)
+            return st;
+    }
+}
+
+static mp_status order_locked(nccl_transport *t, uint64_t ticket)
+{
+    if (ticket > t->issued)
+        return mp_fail(MP_EINTERNAL, "comm: ordering after NCCL collective %llu of %llu",
+                       (unsigned long long)ticket, (unsigned long long)t->issued);
+    if (ticket > t->completed)
+        CUDA_CHECK(cudaStreamWaitEvent(t->compute, t->ring[ticket % RING].done, 0));
+    return MP_OK;
+}
+
+static mp_status order(void *self, uint64_t ticket)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    mp_status st = t->failed != MP_OK ? t->failed : order_locked(t, ticket);
+    if (st != MP_OK)
+        st = fail_locked(t, st);
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+static bool pending(void *self, mp_coll *c, uint64_t *ticket)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    if (t->failed == MP_OK) {
+        mp_status st = check_locked(t);
+        if (st != MP_OK)
+            fail_locked(t, st);
+    }
+    const nccl_slot *s = oldest_locked(t);
+    if (s) {
+        *c = s->coll;
+        *ticket = t->completed + 1;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return s != NULL;
+}
+
+/* Frees what exists of t; aborts the communicator when it was not destroyed. */
+static void free_transport(nccl_transport *t)
+{
+    if (t->nccl && !t->aborted)
+        ncclCommAbort(t->nccl);
+    for (int i = 0; i < t->nevents; i++)
+        cudaEventDestroy(i % 2 ? t->ring[i / 2].done : t->ring[i / 2].start);
+    if (t->stream)
+        cudaStreamDestroy(t->stream);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* Flushes and destroys the communicator the orderly way, within limit_s. */
+static mp_status finalize(nccl_transport *t, double limit_s)
+{
+    pthread_mutex_lock(&t->mu);
+    mp_status st = settle_locked(t, ncclCommFinalize(t->nccl), limit_s,
+                                 "finalizing the communicator");
+    if (st == MP_OK) {
+        ncclCommDestroy(t->nccl);
+        t->nccl = NULL;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+static void close_transport(void *self)
+{
+    nccl_transport *t = self;
+    if (t->watching) {
+        pthread_mutex_lock(&t->mu);
+        t->stop = true;
+        pthread_mutex_unlock(&t->mu);
+        pthread_join(t->thread, NULL);
+    }
+    bool done = false;
+    double limit_s = t->comm->timeout_s;
+    if (wait_for(t, t->issued, limit_s, &done) != MP_OK || !done ||
+        finalize(t, limit_s) != MP_OK)
+        abort_transport(t);
+    free_transport(t);
+}
+
+static const mp_transport_ops nccl_ops = {.name = "nccl",
+                                          .start = start,
+                                          .wait = wait_for,
+                                          .pending = pending,
+                                          .close = close_transport,
+                                          .order = order,
+                                          .abort = abort_transport};
+
+/* This rank's part of setting up: the device, the stream, the events, and on rank 0 the
+ * communicator's unique id. */
+static mp_status setup(nccl_transport *t, ncclUniqueId *id)
+{
+    CUDA_CHECK(cudaSetDevice(t->device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
+    for (int i = 0; i < RING; i++) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&t->ring[i].start, cudaEventDisableTiming));
+        t->nevents++;
+        CUDA_CHECK(cudaEventCreateWithFlags(&t->ring[i].done, cudaEventDisableTiming));
+        t->nevents++;
+    }
+    if (t->comm->rank == 0)
+        NCCL_CHECK(ncclGetUniqueId(id));
+    return MP_OK;
+}
+
+/* Creates the non-blocking communicator and waits for it to form. */
+static mp_status form(nccl_transport *t, ncclUniqueId id)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t rc = ncclCommInitRankConfig(&t->nccl, t->comm->size, id, t->comm->rank, &config);
+    pthread_mutex_lock(&t->mu);
+    mp_status st = settle_locked(t, rc, t->comm->timeout_s, "creating the communicator");
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+/* Every rank's status st of one stage: MP_OK when all succeeded, else MP_ECOMM on every rank
+ * with the message of the lowest rank that failed. */
+static mp_status agree(const mp_comm *c, mp_status st)
+{
+    int mine = st == MP_OK ? c->size : c->rank, first = c->size;
+    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world));
+    if (first == c->size)
+        return MP_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mp_error_message());
+    MPI_CHECK(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->world));
+    return mp_fail(MP_ECOMM, "%s", msg);
+}
+
+mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
+                                 void *compute_stream)
+{
+    nccl_transport *t = calloc(1, sizeof *t);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    mp_status st;
+    if (t) {
+        t->comm = c;
+        t->rank = c->rank;
+        t->device = device;
+        snprintf(t->host, sizeof t->host, "%s", mp_comm_host(c, c->rank));
+        t->compute = (cudaStream_t)compute_stream;
+        pthread_mutex_init(&t->mu, NULL);
+        st = setup(t, &id);
+    } else {
+        st = mp_fail(MP_EINTERNAL, "comm: out of host memory for the NCCL transport");
+    }
+    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->world) != MPI_SUCCESS && st == MP_OK)
+        st = mp_fail(MP_ECOMM, "comm: [rank %d @ %s] broadcasting the NCCL unique id failed",
+                     c->rank, c->host);
+    st = agree(c, st);
+    if (st == MP_OK)
+        st = agree(c, form(t, id));
+    if (st != MP_OK) {
+        if (t)
+            free_transport(t);
+        return st;
+    }
+    tx->ops = &nccl_ops;
+    tx->self = t;
+    return MP_OK;
+}
+
+#else
+
+mp_status mp_transport_nccl_open(mp_transport *t, const mp_comm *c, int device,
+                                 void *compute_stream)
+{
+    (void)t;
+    (void)c;
+    (void)device;
+    (void)compute_stream;
+    return mp_fail(MP_EUSAGE, "comm: this build has no NCCL");
+}
+
+#endif

@@ -1,0 +1,38 @@
+/* The state of the mixed-precision step (DESIGN §2), kept in backend memory so that on a GPU
+ * the kernels read the loss scale and the overflow flag and the step never waits for the host,
+ * and the rule that ends a step, written once for the CPU and the CUDA kernel. */
+#ifndef MP_AMP_STATE_H
+#define MP_AMP_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/hd.h"
+#include "engine/scaler.h"
+
+/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf and stop are
+ * MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX all-reduce agrees on all three. */
+typedef struct mp_amp_state {
+    mp_scaler_state scaler; /* the loss scale and its counters */
+    double sumsq;           /* sum of squares of this step's unscaled gradients (amp_check) */
+    double found_inf;       /* nonzero: a gradient of this step is inf or NaN */
+    double stop;            /* the host's stop request (a signal number), for the agreement */
+    int64_t steps;          /* optimizer steps taken, skipped steps excluded */
+    double step_scale;      /* the loss scale the last ended step used */
+} mp_amp_state;
+
+#define MP_AMP_AGREE 3
+
+/* Ends a step (the amp_update op): remembers the scale it used, advances the scaler with
+ * found_inf, counts a step that was not skipped, and clears found_inf and sumsq; stop stays. */
+MP_HD static inline void mp_amp_state_update(mp_amp_state *st, const mp_scaler_config *c)
+{
+    bool found_inf = st->found_inf != 0.0;
+    st->step_scale = st->scaler.scale;
+    mp_scaler_update(&st->scaler, c, found_inf);
+    st->steps += !found_inf;
+    st->found_inf = 0.0;
+    st->sumsq = 0.0;
+}
+
+#endif

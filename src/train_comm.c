@@ -1,0 +1,26 @@
+/* How the gradients travel (comm.backend): NCCL on the GPUs when every rank has a GPU of its
+ * own, MPI otherwise; rank 0 prints the choice and why. */
+#include <stdio.h>
+
+#include "comm/device_bind.h"
+#include "src/train.h"
+
+mp_status mp_train_connect(mp_trainer *t)
+{
+    mp_comm *c = t->comm;
+    mp_gpu_id *ids = mp_alloc((size_t)c->size * sizeof *ids, MP_MEM_WORKSPACE);
+    mp_status st = mp_comm_gather_gpus(c, t->device, ids);
+    int use_nccl = 0;
+    char why[256] = "";
+    if (st == MP_OK)
+        st = mp_comm_choose(t->cfg->comm.backend, t->device >= 0, mp_comm_nccl_built(), c->size,
+                            ids, &use_nccl, why, sizeof why);
+    mp_free(ids);
+    if (st != MP_OK)
+        return mp_fail(st, "%s: comm.backend: %s", t->cfg->path, mp_error_message());
+    if (use_nccl)
+        MP_TRY(mp_comm_use_device(c, t->device, t->ops->queue()));
+    if (c->rank == 0)
+        printf("comm: %s\n", why);
+    return MP_OK;
+}
