@@ -211,11 +211,12 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
 static int run(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_comm comm;
+    if (cli->cmd == MP_CMD_TRAIN) /* before MPI's start-up, which can take seconds under srun: a
+                                     time-limit signal then stops the run at its first step */
+        mp_signals_install();
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK) /* a launch error is the same on every process: said once */
         return st == MP_EUSAGE ? report_once(st) : report(st);
-    if (cli->cmd == MP_CMD_TRAIN)
-        mp_signals_install();
     mp_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
