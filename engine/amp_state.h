@@ -19,17 +19,21 @@ typedef struct mp_amp_state {
     double stop;            /* the host's stop request (a signal number), for the agreement */
     int64_t steps;          /* optimizer steps taken, skipped steps excluded */
     double step_scale;      /* the loss scale the last ended step used */
+    int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
+                               max_consecutive_skips (the run must end), else 0 */
 } mp_amp_state;
 
 #define MP_AMP_AGREE 3
 
 /* Ends a step (the amp_update op): remembers the scale it used, advances the scaler with
- * found_inf, counts a step that was not skipped, and clears found_inf and sumsq; stop stays. */
+ * found_inf (noting divergence, which the host may read steps later), counts a step that was not
+ * skipped, and clears found_inf and sumsq; stop stays. */
 MP_HD static inline void mp_amp_state_update(mp_amp_state *st, const mp_scaler_config *c)
 {
     bool found_inf = st->found_inf != 0.0;
     st->step_scale = st->scaler.scale;
-    mp_scaler_update(&st->scaler, c, found_inf);
+    if (mp_scaler_update(&st->scaler, c, found_inf) && !st->diverged)
+        st->diverged = st->scaler.consecutive_skips;
     st->steps += !found_inf;
     st->found_inf = 0.0;
     st->sumsq = 0.0;

@@ -113,11 +113,13 @@ static void mp_loader_destroy(mp_loader *l)
     }
     if (l->slots) {
         for (int s = 0; s < l->nslots; s++) {
-            if (l->cfg.host_free)
+            if (l->cfg.host_free) {
                 l->cfg.host_free(l->slots[s].x);
-            else
+                l->cfg.host_free(l->slots[s].y);
+            } else {
                 mp_free(l->slots[s].x);
-            mp_free(l->slots[s].y);
+                mp_free(l->slots[s].y);
+            }
             if (l->cfg.fence_free)
                 l->cfg.fence_free(l->slots[s].fence);
         }
@@ -190,7 +192,10 @@ mp_status mp_loader_open(mp_loader **out, const mp_loader_config *c)
         l->slots[s].x = c->host_alloc ? c->host_alloc(x_bytes, MP_MEM_DATA)
                                       : mp_alloc(x_bytes, MP_MEM_DATA);
         pinned_ok = pinned_ok && l->slots[s].x;
-        l->slots[s].y = mp_alloc((size_t)c->batch * sizeof(int32_t), MP_MEM_DATA);
+        size_t y_bytes = (size_t)c->batch * sizeof(int32_t);
+        l->slots[s].y = c->host_alloc ? c->host_alloc(y_bytes, MP_MEM_DATA)
+                                      : mp_alloc(y_bytes, MP_MEM_DATA);
+        pinned_ok = pinned_ok && l->slots[s].y;
         l->slots[s].ready = -1;
     }
 

@@ -29,7 +29,7 @@ typedef struct mp_loader_config {
     int pad;                  /* augmentation, as mp_dataset_batch_augmented */
     bool flip;
     uint64_t seed;
-    /* Allocator of the x buffers (NULL: mp_alloc and mp_free): the trainer passes its
+    /* Allocator of the x and y buffers (NULL: mp_alloc and mp_free): the trainer passes its
      * backend's pinned host memory, from which batches copy to a GPU asynchronously. It must
      * return zeroed memory, or NULL when none is left. */
     void *(*host_alloc)(size_t bytes, mp_mem_cat cat);

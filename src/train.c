@@ -108,13 +108,11 @@ mp_status mp_train_write_state(mp_trainer *t)
 static mp_status host_point(mp_trainer *t)
 {
     MP_TRY(mp_train_read_state(t));
-    const mp_scaler_state *s = &t->hst.scaler;
-    int64_t limit = t->scaler_cfg.max_consecutive_skips;
-    if (limit > 0 && s->consecutive_skips >= limit)
+    if (t->hst.diverged)
         return mp_fail(MP_EDIVERGED,
                        "diverged: %lld steps in a row had inf/NaN gradients (loss scale %g); "
                        "the first parameter that overflowed: %s",
-                       (long long)s->consecutive_skips, t->hst.step_scale, first_overflow(t));
+                       (long long)t->hst.diverged, t->hst.step_scale, first_overflow(t));
     return MP_OK;
 }
 

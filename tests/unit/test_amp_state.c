@@ -153,6 +153,14 @@ static void test_update_is_scaler_update(void **unused)
         hi = fmax(hi, ref.scale);
     }
     assert_true(lo < c.init_scale && hi > c.init_scale); /* growth and backoff both happened */
+    assert_int_equal(st.diverged, 0);                     /* no limit: never diverged */
+    c.max_consecutive_skips = 2; /* two skips in a row, then a good step: still diverged */
+    const int skips[] = {1, 1, 0, 0};
+    for (size_t i = 0; i < 4; i++) {
+        st.found_inf = skips[i];
+        assert_int_equal(ops->amp_update(&c, &st), MP_OK);
+        assert_int_equal(st.diverged, i == 0 ? 0 : 2);
+    }
 }
 
 int main(void)

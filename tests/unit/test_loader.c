@@ -325,7 +325,7 @@ static void host_free_counted(void *p)
     mp_free(p);
 }
 
-/* The x buffers come from the configured host allocator (a backend's pinned memory) and go back
+/* The x and y buffers come from the configured host allocator (a backend's pinned memory) and go back
  * to it; batches are the same as with mp_alloc; an allocator that runs out fails the open
  * cleanly. */
 static void test_host_allocator(void **state)
@@ -339,7 +339,7 @@ static void test_host_allocator(void **state)
     host_budget = 100;
     mp_loader *l = NULL;
     assert_int_equal(mp_loader_open(&l, &c), MP_OK);
-    assert_int_equal(host_live, 4); /* depth + 1 slots */
+    assert_int_equal(host_live, 8); /* x and y of depth + 1 slots */
     int64_t *p0 = permutation(COUNT, 3);
     mp_loader_start_epoch(l, p0, COUNT, 0);
     assert_int_equal(consume(l, &c, p0, COUNT, 0, -1, true), 13);
