@@ -143,7 +143,7 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
         mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
         if (s->wirebuf[b->group].data)
             w = slice(&s->wirebuf[b->group], b->lo, b->hi);
-        if (s->host[b->group] && !device) {
+        if (s->host[b->group]) {
             const char *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
             MP_TRY(s->ops->copy_in(w.data, h, (size_t)mp_tensor_bytes(&w)));
         }
@@ -167,14 +167,28 @@ double mp_grad_sync_post_scale(const mp_grad_sync *s)
     return s->comm->size > 1 ? s->cfg.predivide / s->comm->size : 1.0;
 }
 
+/* Frees the host mirrors (see buckets.h). */
+static void drop_host(mp_grad_sync *s)
+{
+    for (int g = 0; g < MP_NGROUPS; g++) {
+        mp_free(s->host[g]);
+        s->host[g] = NULL;
+    }
+}
+
+void mp_grad_sync_use_device(mp_grad_sync *s)
+{
+    if (mp_comm_has_device(s->comm))
+        drop_host(s);
+}
+
 void mp_grad_sync_free(mp_grad_sync *s)
 {
     for (int g = 0; g < MP_NGROUPS; g++) {
         if (s->ops)
             mp_tensor_delete(s->ops, &s->wirebuf[g]);
-        mp_free(s->host[g]);
-        s->host[g] = NULL;
     }
+    drop_host(s);
     mp_free(s->buckets);
     s->buckets = NULL;
     s->nbuckets = 0;

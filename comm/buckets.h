@@ -62,10 +62,14 @@ int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int
                     int64_t first_bucket_bytes, mp_bucket *out);
 
 /* Sets up buckets over p's gradients; `ops` is the backend that owns the buffers (conversion
- * to and from the wire dtype). Call after mp_comm_use_device when device collectives are
- * wanted (then no host copies are made). Not collective. MP_EUSAGE for a bad configuration. */
+ * to and from the wire dtype). The host mirrors MPI needs are not made when the communicator
+ * already has its device transport (else mp_grad_sync_use_device frees them). Not collective. MP_EUSAGE for a bad configuration. */
 mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, mp_params *p,
                             const mp_grad_sync_config *cfg);
+
+/* The communicator has opened its device transport (NCCL) after mp_grad_sync_init: frees the
+ * host mirrors, which NCCL does not use. Nothing when it has none. Not collective. */
+void mp_grad_sync_use_device(mp_grad_sync *s);
 
 /* Begins a step: no bucket started. */
 void mp_grad_sync_begin(mp_grad_sync *s);

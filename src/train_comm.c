@@ -18,8 +18,10 @@ mp_status mp_train_connect(mp_trainer *t)
     mp_free(ids);
     if (st != MP_OK)
         return mp_fail(st, "%s: comm.backend: %s", t->cfg->path, mp_error_message());
-    if (use_nccl)
+    if (use_nccl) {
         MP_TRY(mp_comm_use_device(c, t->device, t->ops->queue()));
+        mp_grad_sync_use_device(&t->sync);
+    }
     if (c->rank == 0)
         printf("comm: %s\n", why);
     return MP_OK;

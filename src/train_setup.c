@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/device_bind.h"
 #include "engine/backends.h"
 #include "src/train.h"
 
@@ -14,7 +15,8 @@ static mp_status open_backend(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     int ngpu = mp_backend_cuda_devices();
-    mp_backend_options o = {.device = ngpu > 0 ? t->comm->local_rank % ngpu : 0,
+    int dev = mp_device_for_local_rank(t->comm->local_rank, ngpu);
+    mp_backend_options o = {.device = dev > 0 ? dev : 0,
                             .allow_tf32 = c->amp.allow_tf32,
                             .conv_workspace_bytes = c->amp.conv_workspace_mb << 20};
     char why[320];

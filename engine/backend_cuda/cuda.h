@@ -15,6 +15,7 @@
 extern "C" {
 #include "engine/backends.h"
 #include "engine/check.h"
+#include "engine/cuda_check.h"
 #include "engine/ops.h"
 }
 
@@ -50,13 +51,10 @@ mp_status mp_cuda_conv_workspace(size_t bytes, void **ws);
 enum { MP_CUDA_SLOTS = 4 };
 mp_status mp_cuda_operand(const mp_tensor *t, mp_dtype dt, int slot, bool load, mp_tensor *out);
 
-#define MP_CUDA_OK(rc) ((rc) == cudaSuccess)
 #define MP_CUBLAS_OK(rc) ((rc) == CUBLAS_STATUS_SUCCESS)
 #define MP_CUDNN_OK(rc) ((rc) == CUDNN_STATUS_SUCCESS)
 
 /* Checks that return MP_EINTERNAL with "[rank R @ host] file:line: STMT failed: message". */
-#define CUDA_CHECK(stmt)                                                                    \
-    MP_LIB_CHECK("cuda", MP_EINTERNAL, cudaError_t, stmt, MP_CUDA_OK, cudaGetErrorString)
 #define CUBLAS_CHECK(stmt)                                                                  \
     MP_LIB_CHECK("cublas", MP_EINTERNAL, cublasStatus_t, stmt, MP_CUBLAS_OK,                \
                  cublasGetStatusString)

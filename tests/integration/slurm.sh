@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # labels: integration nosan
+# serial: its time-limit check has a 20 s deadline
 # The Slurm templates on a real one-node Slurm (cluster/local-slurm, 8 CPUs advertised):
 # the single-node template runs 4 tasks through srun --mpi=pmix and writes the metrics of a
 # 4-rank run; launch errors (srun without PMIx, a bare mpdist inside a 4-task job script) end
