@@ -6,6 +6,7 @@
 # Usage: bench/opt_levels.sh [MODEL...] [-- extra mpdist args]   (MODEL: mlp, cnn_bn)
 # On the GPU: bench/opt_levels.sh cnn_bn -- --set amp.device=cuda. MPDIST_BENCH_BUILD=DIR uses
 # DIR/mpdist as built (no package installs, no build: tests/gpu/run.sh sets it up).
+# MPDIST_BENCH_LEVELS="O2 fp16;O0 fp16" runs only those levels (default: all five).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MPDIST_BENCH_BUILD:-}
@@ -25,6 +26,7 @@ mkdir -p "$out"
 csv=$out/table.csv
 echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale" >"$csv"
 runs=("O0 fp16" "O1 fp16" "O2 fp16" "O3 fp16" "O2 bf16")
+[ -z "${MPDIST_BENCH_LEVELS:-}" ] || IFS=';' read -r -a runs <<<"$MPDIST_BENCH_LEVELS"
 num() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" "$2" | tail -1; }
 for model in "${models[@]}"; do
   cfg=configs/fashion-mnist-mlp.cfg

@@ -10,33 +10,37 @@
 #include "engine/hd.h"
 #include "engine/scaler.h"
 
-/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf and stop are
- * MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX all-reduce agrees on all three. */
+/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf, stop and
+ * fill are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX all-reduce agrees on all
+ * four. */
 typedef struct mp_amp_state {
     mp_scaler_state scaler; /* the loss scale and its counters */
     double sumsq;           /* sum of squares of this step's unscaled gradients (amp_check) */
     double found_inf;       /* nonzero: a gradient of this step is inf or NaN */
     double stop;            /* the host's stop request (a signal number), for the agreement */
+    double fill;            /* the largest |gradient| stored or sent in half, as a fraction of
+                               that type's largest finite value (amp_check; 0: none) */
     int64_t steps;          /* optimizer steps taken, skipped steps excluded */
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
                                max_consecutive_skips (the run must end), else 0 */
 } mp_amp_state;
 
-#define MP_AMP_AGREE 3
+#define MP_AMP_AGREE 4
 
 /* Ends a step (the amp_update op): remembers the scale it used, advances the scaler with
- * found_inf (noting divergence, which the host may read steps later), counts a step that was not
- * skipped, and clears found_inf and sumsq; stop stays. */
+ * found_inf and fill (noting divergence, which the host may read steps later), counts a step
+ * that was not skipped, and clears found_inf, sumsq and fill; stop stays. */
 MP_HD static inline void mp_amp_state_update(mp_amp_state *st, const mp_scaler_config *c)
 {
     bool found_inf = st->found_inf != 0.0;
     st->step_scale = st->scaler.scale;
-    if (mp_scaler_update(&st->scaler, c, found_inf) && !st->diverged)
+    if (mp_scaler_update(&st->scaler, c, found_inf, st->fill) && !st->diverged)
         st->diverged = st->scaler.consecutive_skips;
     st->steps += !found_inf;
     st->found_inf = 0.0;
     st->sumsq = 0.0;
+    st->fill = 0.0;
 }
 
 #endif

@@ -20,10 +20,15 @@
 static const struct {
     const char *name;
     size_t size;
-} mp_dtypes[] = {
-    [MP_F32] = {"fp32", 4}, [MP_F16] = {"fp16", 2}, [MP_BF16] = {"bf16", 2}, [MP_F64] = {"fp64", 8}};
+    double max; /* the largest finite value */
+} mp_dtypes[] = {[MP_F32] = {"fp32", 4, 0x1.fffffep+127},
+                 [MP_F16] = {"fp16", 2, 65504.0},
+                 [MP_BF16] = {"bf16", 2, 0x1.fep+127},
+                 [MP_F64] = {"fp64", 8, 0x1.fffffffffffffp+1023}};
 
 size_t mp_dtype_size(mp_dtype dt) { return mp_dtypes[dt].size; }
+
+double mp_dtype_max(mp_dtype dt) { return mp_dtypes[dt].max; }
 
 const char *mp_dtype_name(mp_dtype dt) { return mp_dtypes[dt].name; }
 

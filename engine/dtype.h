@@ -14,6 +14,9 @@ typedef enum mp_dtype { MP_F32 = 0, MP_F16 = 1, MP_BF16 = 2, MP_F64 = 3 } mp_dty
 /* Bytes per element of `dt`. */
 size_t mp_dtype_size(mp_dtype dt);
 
+/* The largest finite value of `dt` (65504 for fp16). */
+double mp_dtype_max(mp_dtype dt);
+
 /* The config name of `dt`: "fp32", "fp16", "bf16", "fp64". Static storage. */
 const char *mp_dtype_name(mp_dtype dt);
 

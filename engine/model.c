@@ -152,11 +152,21 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     mp_group_spec groups[MP_NGROUPS] = {group_spec(&m->amp, MP_GROUP_WEIGHTS),
                                         group_spec(&m->amp, MP_GROUP_NORM)};
     mp_params_alloc(&m->params, m->ops, groups);
+    /* FP32 statistics, FP64 for an FP64 model (gradient checks). */
+    mp_dtype sdt = m->params.groups[MP_GROUP_NORM].spec.model == MP_F64 ? MP_F64 : MP_F32;
+    int64_t ns[1] = {mp_seq_stats_numel(&s)};
+    if (ns[0] > 0) {
+        m->stats = mp_tensor_new(m->ops, sdt, 1, ns, MP_MEM_WEIGHTS);
+        m->stats_saved = mp_tensor_new(m->ops, sdt, 1, ns, MP_MEM_WEIGHTS);
+    } else {
+        m->stats = mp_tensor_view(NULL, sdt, 1, ns);
+    }
     int k = 0;
+    int64_t off = 0;
     for (int i = 0; i < m->nlayers; i++) { /* layer by layer, to note where each one starts */
         mp_seq one = {&m->layers[i], 1, NULL, NULL};
         m->first_param[i] = k;
-        mp_seq_bind(&one, &m->params, &k);
+        mp_seq_bind(&one, &m->params, &k, &m->stats, &off);
     }
     int64_t widest = 0;
     size_t elem = 0;
@@ -176,6 +186,20 @@ int mp_model_buffers(mp_model *m, mp_named_tensor *out, int max)
 }
 
 mp_dtype mp_model_input_dtype(const mp_model *m) { return m->amp.input; }
+
+mp_status mp_model_stats_save(mp_model *m)
+{
+    if (!m->stats_saved.data)
+        return MP_OK;
+    return m->ops->copy(m->stats_saved.data, m->stats.data, (size_t)mp_tensor_bytes(&m->stats));
+}
+
+mp_status mp_model_stats_revert(mp_model *m, const mp_amp_state *st)
+{
+    if (!m->stats_saved.data)
+        return MP_OK;
+    return m->ops->amp_revert(st, &m->stats_saved, &m->stats);
+}
 
 mp_status mp_model_init(mp_model *m, uint64_t seed)
 {
@@ -260,6 +284,10 @@ void mp_model_free(mp_model *m)
     mp_seq_free(&s);
     for (int i = 0; i < 2 && m->ops; i++)
         mp_tensor_delete(m->ops, &m->dbuf[i]);
+    if (m->ops && m->stats_saved.data) {
+        mp_tensor_delete(m->ops, &m->stats);
+        mp_tensor_delete(m->ops, &m->stats_saved);
+    }
     mp_params_free(&m->params);
     memset(m, 0, sizeof *m);
 }

@@ -49,6 +49,9 @@ typedef struct mp_model {
     mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
     mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
     mp_tensor logits;               /* view of the last forward's output (n, num_classes) */
+    mp_tensor stats;                /* the persistent buffers (BatchNorm running statistics),
+                                       which the layers' buffers view; no data when none */
+    mp_tensor stats_saved;          /* stats as the step found them (mp_model_stats_save) */
     int first_param[MP_MAX_LAYERS]; /* index of each layer's first parameter (blocks: the
                                        first of their inner layers) */
     /* Called during backward each time a top-level layer has written its gradients, with that
@@ -96,6 +99,15 @@ mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp
  * parameter's gradient into the flat gradient buffer (overwriting it), calling grads_ready as
  * the layers finish (last layer first). */
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits);
+
+/* Sets the persistent buffers (BatchNorm running statistics) aside before a training forward
+ * updates them: one copy in backend memory, queued. Nothing when the model has none. */
+mp_status mp_model_stats_save(mp_model *m);
+
+/* Puts back what mp_model_stats_save set aside when the step was skipped (st->found_inf, read
+ * on the device by the amp_revert op), so a skipped step changes no statistic either; call
+ * after the optimizer step and before amp_update clears the flag. */
+mp_status mp_model_stats_revert(mp_model *m, const mp_amp_state *st);
 
 /* Prints the layer table (name, type, output shape, parameters) and totals. */
 void mp_model_summary(const mp_model *m, FILE *out);

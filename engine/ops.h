@@ -170,8 +170,15 @@ typedef struct mp_ops {
     /* The fused unscale-and-check over one flat gradient buffer: with g * (mult / scale)
      * computed per element in FP32 (FP64 for FP64), adds its sum of squares (accumulated in
      * FP64, in an order the backend chooses) to st->sumsq and sets st->found_inf when any
-     * element is inf or NaN. The gradient itself is not written. */
-    mp_status (*amp_check)(const mp_tensor *grad, double mult, mp_amp_state *st);
+     * element is inf or NaN. With limit > 0 (the largest finite value of the half type the
+     * gradient was stored or sent in), raises st->fill to max|g| / limit of the stored values
+     * (the scaler's margin rule, engine/scaler.h); limit 0 leaves fill alone. The gradient
+     * itself is not written. */
+    mp_status (*amp_check)(const mp_tensor *grad, double mult, double limit, mp_amp_state *st);
+
+    /* When st->found_inf is set (the step is skipped), copies saved into live (equal numel and
+     * dtype); otherwise nothing. Reads the flag in backend memory: no host wait. */
+    mp_status (*amp_revert)(const mp_amp_state *st, const mp_tensor *saved, mp_tensor *live);
 
     /* Ends a step: mp_amp_state_update (engine/amp_state.h). Returns MP_OK; whether the run
      * diverged is read from the state (consecutive_skips). */

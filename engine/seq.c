@@ -30,7 +30,8 @@ mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix)
     return MP_OK;
 }
 
-void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k)
+void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *stats,
+                 int64_t *off)
 {
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
@@ -38,18 +39,37 @@ void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k)
             l->w[j] = mp_params_value(p, *k);
             l->dw[j] = mp_params_grad(p, *k);
         }
-        /* FP32 statistics, FP64 for an FP64 model (gradient checks). */
-        mp_dtype bdt = p->groups[MP_GROUP_NORM].spec.model == MP_F64 ? MP_F64 : MP_F32;
         for (int j = 0; j < l->nbuffers; j++) {
             int64_t shape[1] = {l->buffer_numel[j]};
-            l->buf[j] = mp_tensor_new(l->ops, bdt, 1, shape, MP_MEM_WEIGHTS);
+            if (l->buffer_persistent[j]) {
+                char *at = (char *)stats->data + *off * (int64_t)mp_dtype_size(stats->dtype);
+                l->buf[j] = mp_tensor_view(at, stats->dtype, 1, shape);
+                *off += shape[0];
+            } else {
+                l->buf[j] = mp_tensor_new(l->ops, stats->dtype, 1, shape, MP_MEM_WEIGHTS);
+            }
         }
         if (l->block) {
             mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            mp_seq_bind(&m, p, k);
-            mp_seq_bind(&sc, p, k);
+            mp_seq_bind(&m, p, k, stats, off);
+            mp_seq_bind(&sc, p, k, stats, off);
         }
     }
+}
+
+int64_t mp_seq_stats_numel(const mp_seq *s)
+{
+    int64_t n = 0;
+    for (int i = 0; i < s->n; i++) {
+        const mp_layer *l = &s->layers[i];
+        for (int j = 0; j < l->nbuffers; j++)
+            n += l->buffer_persistent[j] ? l->buffer_numel[j] : 0;
+        if (l->block) {
+            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
+            n += mp_seq_stats_numel(&m) + mp_seq_stats_numel(&sc);
+        }
+    }
+    return n;
 }
 
 mp_dtype mp_seq_scratch_dtype(size_t elem) { return elem >= 8 ? MP_F64 : elem == 4 ? MP_F32 : MP_F16; }
@@ -259,8 +279,11 @@ void mp_seq_free(const mp_seq *s)
             mp_tensor_delete(l->ops, &s->acts[i]);
         if (s->xcast)
             mp_tensor_delete(l->ops, &s->xcast[i]);
-        for (int j = 0; j < l->nbuffers; j++)
-            mp_tensor_delete(l->ops, &l->buf[j]);
+        for (int j = 0; j < l->nbuffers; j++) {
+            if (!l->buffer_persistent[j]) /* else a view of the model's statistics */
+                mp_tensor_delete(l->ops, &l->buf[j]);
+            l->buf[j] = (mp_tensor){0};
+        }
         if (l->block) {
             mp_block *b = l->block;
             mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);

@@ -13,8 +13,13 @@
 mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix);
 
 /* Binds the parameters declared by mp_seq_declare (in the same order, *k counting them) and
- * allocates the layers' buffers (FP32; FP64 when the model is FP64). */
-void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k);
+ * the layers' buffers in stats' dtype: persistent ones as views of `stats` from element *off
+ * on (advancing it), the others allocated. */
+void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *stats,
+                 int64_t *off);
+
+/* Elements of the persistent buffers of s (blocks included). */
+int64_t mp_seq_stats_numel(const mp_seq *s);
 
 /* Allocates each layer's output (and cast input) for batches of max_batch under policy a,
  * starting from input dtype `in`; returns the output dtype of the last layer and raises

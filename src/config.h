@@ -47,7 +47,7 @@ typedef struct mp_config {
         bool allow_tf32;
         int64_t conv_workspace_mb;
         double init_scale, growth_factor, backoff_factor, min_scale, max_scale;
-        int64_t growth_interval, hysteresis, max_consecutive_skips;
+        int64_t growth_interval, hysteresis, max_consecutive_skips, scale_margin;
     } amp;
     struct {
         char name[16]; /* "sgd" | "adam" | "adamw" */

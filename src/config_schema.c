@@ -122,6 +122,11 @@ const mp_key mp_config_keys[] = {
      .meaning = "Dynamic loss scale: ceiling (2^24)."},
     {"amp.max_consecutive_skips", MP_KEY_INT, "100", GE(0), CF(amp.max_consecutive_skips),
      .meaning = "Stop with exit code 5 after this many skipped steps in a row; 0 = never."},
+    {"amp.scale_margin", MP_KEY_INT, "4", GE(-1), LE(30), CF(amp.scale_margin),
+     .meaning = "Dynamic loss scale with fp16 gradients (O2, O3, a half wire): after a good "
+                "step, halve the scale until the largest gradient fills at most 2^-margin of "
+                "fp16's range, so growing gradients do not overflow and skip the steps that "
+                "carry them; -1 = off (PyTorch GradScaler's rule alone)."},
 
     {"optim.name", MP_KEY_STRING, "\"sgd\"", ONE_OF("sgd", "adam", "adamw"), CF(optim.name),
      .meaning = "Optimizer (torch.optim semantics)."},

@@ -1,11 +1,12 @@
 /* The step loop (DESIGN §2): load a shard batch in the input dtype, forward, FP32 loss scaled by
  * the loss scale, backward into the flat gradient buffers while each finished bucket is summed
  * over ranks (comm/buckets.h), one unscale-and-check pass (global norm and found_inf, agreed by
- * all ranks), then the FP32 master step, skipped (weights and optimizer state untouched) when
- * found_inf is set, and the scaler update, the same on every rank. The scale, the flag and the
- * counters live in backend memory (mp_amp_state): on a GPU the kernels read them and the host
- * reads them only at host points (mp_train_run). Rank 0 logs a global mean loss every log.every
- * steps; evaluation runs every train.eval_every epochs and at the end. */
+ * all ranks), then the FP32 master step, skipped (weights, optimizer state and the BatchNorm
+ * statistics the forward updated all left as they were) when found_inf is set, and the scaler
+ * update, the same on every rank. The scale, the flag and the counters live in backend memory
+ * (mp_amp_state): on a GPU the kernels read them and the host reads them only at host points
+ * (mp_train_run). Rank 0 logs a global mean loss every log.every steps; evaluation runs every
+ * train.eval_every epochs and at the end. */
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,11 +21,11 @@ typedef struct mp_window {
 } mp_window;
 
 /* Writes this rank's stop request into the state and agrees, with one MAX over ranks of
- * (sum of squares, found_inf, stop), on whether the step is skipped, the norm it clips with and
- * whether the run stops: every rank takes the same decision even when a rank's gradients went
- * bad after the sum, and all stop at the same step. On a device transport (NCCL) the reduction
- * stays on the device; the MPI transport reduces a host copy, or the state itself when the
- * backend's memory is the host's. */
+ * (sum of squares, found_inf, stop, fill), on whether the step is skipped, the norm it clips
+ * with, the scaler's margin rule and whether the run stops: every rank takes the same decision
+ * even when a rank's gradients went bad after the sum, and all stop at the same step. On a
+ * device transport (NCCL) the reduction stays on the device; the MPI transport reduces a host
+ * copy, or the state itself when the backend's memory is the host's. */
 static mp_status agree(mp_trainer *t)
 {
     t->stop_req = (double)mp_signal_pending();
@@ -34,7 +35,8 @@ static mp_status agree(mp_trainer *t)
         MP_TRY(t->ops->copy_in(&t->st->stop, &t->stop_req, sizeof t->stop_req));
     if (t->comm->size == 1)
         return MP_OK;
-    static const char what[] = "agreement on found_inf, the gradient norm and stop signals";
+    static const char what[] =
+        "agreement on found_inf, the gradient norm, the gradient fill and stop signals";
     double *v = &t->st->sumsq;
     if (mp_comm_has_device(t->comm)) {
         uint64_t ticket;
@@ -64,6 +66,18 @@ static const char *first_overflow(mp_trainer *t)
     return "(none: the overflow was on another rank)";
 }
 
+/* The largest finite value of the narrowest half type group k's gradients passed through: their
+ * own dtype, or the wire's when several ranks sum them; 0 when they stayed in FP32 or FP64. */
+static double half_limit(const mp_trainer *t, int k)
+{
+    mp_dtype own = t->model.params.groups[k].grad.dtype, wire = t->sync.wire[k];
+    double limit = own == MP_F16 || own == MP_BF16 ? mp_dtype_max(own) : 0.0;
+    if (t->comm->size > 1 && (wire == MP_F16 || wire == MP_BF16) &&
+        (limit == 0.0 || mp_dtype_max(wire) < limit))
+        limit = mp_dtype_max(wire);
+    return limit;
+}
+
 /* The fused unscale-and-check into the state, the agreement, the optimizer step (skipped on the
  * device when found_inf is set) and the scaler update: queued work only, no host wait on a
  * device transport. */
@@ -71,10 +85,12 @@ static mp_status apply_gradients(mp_trainer *t, double lr)
 {
     double post = mp_grad_sync_post_scale(&t->sync);
     for (int k = 0; k < MP_NGROUPS; k++)
-        MP_TRY(t->ops->amp_check(&t->model.params.groups[k].grad, post, t->st));
+        MP_TRY(t->ops->amp_check(&t->model.params.groups[k].grad, post, half_limit(t, k),
+                                 t->st));
     MP_TRY(agree(t));
     MP_TRY(mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
                                  t->cfg->optim.clip_grad_norm, t->st));
+    MP_TRY(mp_model_stats_revert(&t->model, t->st));
     return t->ops->amp_update(&t->scaler_cfg, t->st);
 }
 
@@ -139,6 +155,7 @@ static mp_status train_step(mp_trainer *t, double lr, bool want_loss, bool host,
     }
     const mp_tensor *logits;
     mp_xent_result res = {0};
+    MP_TRY(mp_model_stats_save(&t->model)); /* put back if the step is skipped */
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
     MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
                                 mp_grad_sync_pre_scale(&t->sync), t->st,

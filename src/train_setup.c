@@ -261,6 +261,7 @@ static void setup_amp(mp_trainer *t)
     s->min_scale = c->amp.min_scale;
     s->max_scale = c->amp.max_scale;
     s->max_consecutive_skips = c->amp.max_consecutive_skips;
+    s->margin = c->amp.scale_margin;
     t->scaler = mp_scaler_init(s);
 }
 

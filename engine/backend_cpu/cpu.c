@@ -31,6 +31,7 @@ static const mp_ops mp_cpu_ops = {
     .optim_step = mp_cpu_optim_step,
     .grad_stats = mp_cpu_grad_stats,
     .amp_check = mp_cpu_amp_check,
+    .amp_revert = mp_cpu_amp_revert,
     .amp_update = mp_cpu_amp_update,
     .scale = mp_cpu_scale,
     .add = mp_cpu_add,

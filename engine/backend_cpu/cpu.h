@@ -56,7 +56,8 @@ mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, do
 mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, mp_tensor *param,
                             mp_tensor *copy, const mp_tensor *grad, mp_tensor *slot1,
                             mp_tensor *slot2);
-mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st);
+mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, double limit, mp_amp_state *st);
+mp_status mp_cpu_amp_revert(const mp_amp_state *st, const mp_tensor *saved, mp_tensor *live);
 mp_status mp_cpu_amp_update(const mp_scaler_config *c, mp_amp_state *st);
 mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite);
 mp_status mp_cpu_scale(mp_tensor *x, double alpha);

@@ -8,6 +8,7 @@
  * element by element. The SGD loops run in groups of 8 that the compiler vectorises; every
  * element sees the same operations in the same order either way. */
 #include <math.h>
+#include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
 #include "engine/optim_rule.h"
@@ -96,22 +97,25 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
     }                                                                                        \
                                                                                              \
     static void grad_stats_##SFX(const mp_tensor *g, double scale, double *sumsq, bool *bad, \
-                                 int64_t n)                                                  \
+                                 double *amax, int64_t n)                                    \
     {                                                                                        \
-        ACC gbuf[MP_OPTIM_BLOCK], sc = (ACC)scale;                                           \
+        ACC gbuf[MP_OPTIM_BLOCK], sc = (ACC)scale, mx = 0;                                   \
         double s = 0;                                                                        \
         bool nf = false;                                                                     \
         for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) {                                    \
             size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
             const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \
             for (size_t i = 0; i < len; i++) {                                               \
-                ACC v = gv[i] * sc;                                                          \
+                ACC v = gv[i] * sc, a = (ACC)fabs((double)gv[i]);                            \
                 nf |= !isfinite(v);                                                          \
                 s += (double)v * (double)v;                                                  \
+                mx = a > mx ? a : mx;                                                        \
             }                                                                                \
         }                                                                                    \
         *sumsq += s;                                                                         \
         *bad = *bad || nf;                                                                   \
+        if (amax)                                                                            \
+            *amax = (double)mx;                                                              \
     }
 
 MP_OPTIM_KERNELS(float, MP_F32, f32)
@@ -144,28 +148,42 @@ mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, m
 }
 
 /* The statistics are computed in the gradient's accumulator type: FP32 for FP32 and half, FP64
- * for FP64. */
-static mp_status grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite)
+ * for FP64; *amax (when not NULL) is the largest |element| of grad itself (NaN ignored). */
+static mp_status grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite,
+                            double *amax)
 {
     int64_t n = mp_tensor_numel(grad);
     if (grad->dtype == MP_F64)
-        grad_stats_f64(grad, scale, sumsq, nonfinite, n);
+        grad_stats_f64(grad, scale, sumsq, nonfinite, amax, n);
     else
-        grad_stats_f32(grad, scale, sumsq, nonfinite, n);
+        grad_stats_f32(grad, scale, sumsq, nonfinite, amax, n);
     return MP_OK;
 }
 
 mp_status mp_cpu_grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite)
 {
     mp_cpu_count_read();
-    return grad_stats(grad, scale, sumsq, nonfinite);
+    return grad_stats(grad, scale, sumsq, nonfinite, NULL);
 }
 
-mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st)
+mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, double limit, mp_amp_state *st)
 {
     bool bad = st->found_inf != 0;
-    MP_TRY(grad_stats(grad, mult / st->scaler.scale, &st->sumsq, &bad));
+    double amax = 0.0;
+    MP_TRY(grad_stats(grad, mult / st->scaler.scale, &st->sumsq, &bad, &amax));
     st->found_inf = bad ? 1.0 : 0.0;
+    if (limit > 0.0 && amax / limit > st->fill)
+        st->fill = amax / limit;
+    return MP_OK;
+}
+
+mp_status mp_cpu_amp_revert(const mp_amp_state *st, const mp_tensor *saved, mp_tensor *live)
+{
+    MP_CPU_REQUIRE(mp_tensor_numel(saved) == mp_tensor_numel(live) &&
+                       saved->dtype == live->dtype,
+                   "amp_revert");
+    if (st->found_inf != 0.0 && saved->data != live->data)
+        memcpy(live->data, saved->data, (size_t)mp_tensor_bytes(live));
     return MP_OK;
 }
 

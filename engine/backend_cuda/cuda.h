@@ -150,7 +150,8 @@ mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_state *st,
                              mp_tensor *slot1, mp_tensor *slot2);
 mp_status mp_cuda_grad_stats(const mp_tensor *grad, double scale, double *sumsq,
                              bool *nonfinite);
-mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st);
+mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, double limit, mp_amp_state *st);
+mp_status mp_cuda_amp_revert(const mp_amp_state *st, const mp_tensor *saved, mp_tensor *live);
 mp_status mp_cuda_amp_update(const mp_scaler_config *c, mp_amp_state *st);
 mp_status mp_cuda_scale(mp_tensor *x, double alpha);
 mp_status mp_cuda_fill(mp_tensor *x, double value);

@@ -4,8 +4,10 @@
  *   parameters at O3) and write the half copy in the same pass. The arithmetic is
  *   engine/optim_rule.h's, shared with the CPU reference, and this backend is compiled without
  *   FMA contraction, so FP32 masters come out bitwise equal to the CPU's.
- * - the unscale-and-check pass (sum of squares in FP64, non-finite flag) into the state or, for
- *   grad_stats, into the context's scratch handed back to the host;
+ * - the unscale-and-check pass (sum of squares in FP64, non-finite flag, the largest |gradient|
+ *   as the scaler's fill) into the state or, for grad_stats, into the context's scratch handed
+ *   back to the host;
+ * - the revert of a skipped step's BatchNorm statistics (amp_revert), reading the flag;
  * - the loss scaler's update: mp_scaler_update itself, in a one-thread kernel on device state. */
 #include "engine/backend_cuda/cuda.h"
 #include "engine/optim_rule.h"
@@ -58,49 +60,60 @@ extern "C" mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_
 }
 
 /* Adds the sum of squares of g * (mult / *scale) (scale NULL: 1) to *sumsq and sets *bad to 1
- * when any is inf or NaN: per block, a warp then shared-memory reduction and one atomic each. */
+ * when any is inf or NaN; with fill not NULL, raises *fill to max|g| / limit: per block, a warp
+ * then shared-memory reduction and one atomic each (a MAX on the bits of a non-negative double
+ * orders as the value does). */
 __global__ static void k_gstats(const void *g, mp_dtype dt, int64_t n, double mult,
-                                const double *scale, double *sumsq, double *bad)
+                                const double *scale, double *sumsq, double *bad, double limit,
+                                double *fill)
 {
     __shared__ double ssum[8];
     __shared__ int sbad[8];
+    __shared__ float smax[8];
     float m = (float)(scale ? mult / *scale : mult);
     double s = 0.0;
     int nf = 0;
+    float mx = 0.0f;
     MP_CUDA_FOR(i, n)
     {
-        float v = mp_cu_ld(g, dt, i) * m;
+        float gi = mp_cu_ld(g, dt, i), v = gi * m;
         nf |= !isfinite(v);
         s += (double)v * (double)v;
+        mx = fmaxf(mx, fabsf(gi));
     }
     for (int o = 16; o > 0; o /= 2) {
         s += __shfl_down_sync(0xffffffffu, s, o);
         nf |= __shfl_down_sync(0xffffffffu, nf, o);
+        mx = fmaxf(mx, __shfl_down_sync(0xffffffffu, mx, o));
     }
     int warp = threadIdx.x / 32;
     if (threadIdx.x % 32 == 0)
-        ssum[warp] = s, sbad[warp] = nf;
+        ssum[warp] = s, sbad[warp] = nf, smax[warp] = mx;
     __syncthreads();
     if (threadIdx.x == 0) {
         double t = 0.0;
         int b = 0;
+        float bm = 0.0f;
         for (int q = 0; q < (int)(blockDim.x / 32); q++)
-            t += ssum[q], b |= sbad[q];
+            t += ssum[q], b |= sbad[q], bm = fmaxf(bm, smax[q]);
         atomicAdd(sumsq, t);
         if (b)
             *bad = 1.0; /* every writer stores the same value */
+        if (fill)
+            atomicMax((unsigned long long *)fill,
+                      (unsigned long long)__double_as_longlong((double)bm / limit));
     }
 }
 
 /* Launches k_gstats over grad; blocks of 256 threads (8 warps, the shared arrays' size). */
 static mp_status gstats(const mp_tensor *grad, double mult, const double *scale, double *sumsq,
-                        double *bad)
+                        double *bad, double limit, double *fill)
 {
     MP_CUDA_DTYPES("grad_stats", grad);
     int64_t n = mp_tensor_numel(grad);
     if (n)
         MP_LAUNCH(k_gstats, mp_cuda_blocks(n) < 1024 ? mp_cuda_blocks(n) : 1024, 256, grad->data,
-                  grad->dtype, n, mult, scale, sumsq, bad);
+                  grad->dtype, n, mult, scale, sumsq, bad, limit, limit > 0.0 ? fill : NULL);
     return MP_OK;
 }
 
@@ -109,16 +122,42 @@ extern "C" mp_status mp_cuda_grad_stats(const mp_tensor *grad, double scale, dou
 {
     mp_cuda_ctx *c = mp_cuda_ctx_get();
     CUDA_CHECK(cudaMemsetAsync(c->scratch, 0, 2 * sizeof(double), c->stream));
-    MP_TRY(gstats(grad, scale, NULL, &c->scratch[0], &c->scratch[1]));
+    MP_TRY(gstats(grad, scale, NULL, &c->scratch[0], &c->scratch[1], 0.0, NULL));
     MP_TRY(mp_cuda_copy_out(c->host_scratch, c->scratch, 2 * sizeof(double)));
     *sumsq += c->host_scratch[0];
     *nonfinite = *nonfinite || c->host_scratch[1] != 0.0;
     return MP_OK;
 }
 
-extern "C" mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, mp_amp_state *st)
+extern "C" mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, double limit,
+                                       mp_amp_state *st)
 {
-    return gstats(grad, mult, &st->scaler.scale, &st->sumsq, &st->found_inf);
+    return gstats(grad, mult, &st->scaler.scale, &st->sumsq, &st->found_inf, limit, &st->fill);
+}
+
+/* live = saved, word by word, when the step overflowed. */
+__global__ static void k_amp_revert(const mp_amp_state *st, const uint32_t *saved,
+                                    uint32_t *live, int64_t n)
+{
+    if (st->found_inf == 0.0)
+        return;
+    MP_CUDA_FOR(i, n)
+    {
+        live[i] = saved[i];
+    }
+}
+
+extern "C" mp_status mp_cuda_amp_revert(const mp_amp_state *st, const mp_tensor *saved,
+                                        mp_tensor *live)
+{
+    MP_CUDA_REQUIRE(mp_tensor_numel(saved) == mp_tensor_numel(live) &&
+                        saved->dtype == live->dtype && mp_tensor_bytes(live) % 4 == 0,
+                    "amp_revert");
+    int64_t n = mp_tensor_bytes(live) / 4;
+    if (n)
+        MP_LAUNCH(k_amp_revert, mp_cuda_blocks(n), 256, st, (const uint32_t *)saved->data,
+                  (uint32_t *)live->data, n);
+    return MP_OK;
 }
 
 __global__ static void k_amp_update(mp_scaler_config c, mp_amp_state *st)

@@ -28,6 +28,7 @@ static const mp_ops mp_cuda_ops = {
     .softmax_xent = mp_cuda_softmax_xent,
     .optim_step = mp_cuda_optim_step,
     .amp_check = mp_cuda_amp_check,
+    .amp_revert = mp_cuda_amp_revert,
     .amp_update = mp_cuda_amp_update,
     .grad_stats = mp_cuda_grad_stats,
     .scale = mp_cuda_scale,

@@ -8,7 +8,8 @@
  * amp_check agrees on found_inf exactly and on sumsq up to the FP64 summation order, for FP32,
  * fp16 and bf16 gradients with inf, NaN and FP32 overflow; amp_update gives bitwise the CPU's
  * state over a sequence of overflows that exercises hysteresis, backoff to the floor, growth
- * to the ceiling and the consecutive-skip count. Skipped (exit 77) without a usable GPU. */
+ * to the ceiling, the consecutive-skip count and the margin rule; amp_revert restores a skipped
+ * step's buffers. Skipped (exit 77) without a usable GPU. */
 #include "tests/util/test_gpu.h"
 
 #include <math.h>
@@ -208,9 +209,10 @@ static void test_amp_check(void **state)
             mp_amp_state *ds = mp_gpu_alloc(sizeof hs);
             mp_gpu_put(ds, &hs, sizeof hs);
             const double mults[3] = {0.5, 2048, 0.25}; /* 2048 / 256: g * 8 for the FP32 one */
-            for (int i = 0; i < 3; i++) {
-                assert_int_equal(cpu->amp_check(&gr[i].host, mults[i], &hs), MP_OK);
-                assert_int_equal(gpu->amp_check(&gr[i].dev, mults[i], ds), MP_OK);
+            for (int i = 0; i < 3; i++) { /* the half buffers fill their type's range */
+                double limit = i == 1 ? 0.0 : mp_dtype_max(gr[i].host.dtype);
+                assert_int_equal(cpu->amp_check(&gr[i].host, mults[i], limit, &hs), MP_OK);
+                assert_int_equal(gpu->amp_check(&gr[i].dev, mults[i], limit, ds), MP_OK);
             }
             mp_gpu_get(&got, ds, sizeof got);
             gpu->mem_free(ds);
@@ -220,6 +222,9 @@ static void test_amp_check(void **state)
             if (k == 0) {
                 double n = (double)(sizes[0] + sizes[1] + sizes[2]);
                 assert_close(&got.sumsq, &hs.sumsq, 1, 0, 2 * n * 0x1p-53);
+                if (got.fill != hs.fill || !(hs.fill > 0.0)) /* a maximum: exact */
+                    fail_msg("amp_check %s: fill cpu %.17g gpu %.17g", NAME(dt), hs.fill,
+                             got.fill);
             }
             assert_memory_equal(&got.scaler, &init.scaler, sizeof init.scaler);
             assert_int_equal(got.steps, init.steps);
@@ -237,13 +242,14 @@ static void test_amp_update(void **state)
     const mp_scaler_config cfgs[2] = {
         {.dynamic = true, .init_scale = 65536, .growth_factor = 2, .backoff_factor = 0.5,
          .growth_interval = 3, .hysteresis = 2, .min_scale = 8192, .max_scale = 262144,
-         .max_consecutive_skips = 4},
+         .max_consecutive_skips = 4, .margin = 2},
         {.dynamic = false, .init_scale = 128, .growth_factor = 2, .backoff_factor = 0.5,
          .growth_interval = 2, .hysteresis = 1, .min_scale = 1, .max_scale = 1024,
          .max_consecutive_skips = 0},
     };
     /* Growth to the ceiling, hysteresis absorbing one overflow, backoffs to the floor, five
-     * skips in a row (past max_consecutive_skips), growth again. */
+     * skips in a row (past max_consecutive_skips), growth again; small fills, but one good step
+     * (index 8, at the ceiling) whose fill 0.9 halves the scale twice under margin 2. */
     const char *steps = "......x...xx.xxxxxx.......x.x......xxxxx...";
     mp_rng r;
     mp_rng_seed(&r, 303, 0);
@@ -255,7 +261,10 @@ static void test_amp_update(void **state)
         for (int i = 0; steps[i]; i++) {
             hs.found_inf = steps[i] == 'x';
             hs.sumsq = 1 + mp_rng_uniform(&r);
+            hs.fill = i == 8 ? 0.9 : 0.01 * mp_rng_uniform(&r);
+            double before = hs.scaler.scale;
             mp_gpu_put((char *)ds + offsetof(mp_amp_state, sumsq), &hs.sumsq, sizeof hs.sumsq);
+            mp_gpu_put((char *)ds + offsetof(mp_amp_state, fill), &hs.fill, sizeof hs.fill);
             mp_gpu_put((char *)ds + offsetof(mp_amp_state, found_inf), &hs.found_inf,
                        sizeof hs.found_inf);
             assert_int_equal(cpu->amp_update(&cfgs[c], &hs), MP_OK);
@@ -275,13 +284,38 @@ static void test_amp_update(void **state)
                          (long long)hs.scaler.growth_tracker, (long long)hs.scaler.hysteresis_left,
                          (long long)hs.scaler.skipped_steps,
                          (long long)hs.scaler.consecutive_skips, (long long)hs.steps);
-            assert_true(hs.found_inf == 0 && hs.sumsq == 0);
+            assert_true(hs.found_inf == 0 && hs.sumsq == 0 && hs.fill == 0);
+            assert_true(i != 8 || c == 1 || hs.scaler.scale == before / 4);
             at_ceiling = at_ceiling || hs.scaler.scale == cfgs[c].max_scale;
             at_floor = at_floor || hs.scaler.scale == cfgs[c].min_scale;
             diverged = diverged || hs.scaler.consecutive_skips >= cfgs[c].max_consecutive_skips;
         }
         assert_true(c == 1 || (at_ceiling && at_floor && diverged)); /* the string did its job */
         gpu->mem_free(ds);
+    }
+}
+
+/* amp_revert puts the saved words back when found_inf is set in device state, else leaves
+ * live as it is: bitwise the CPU's, for both flags. */
+static void test_amp_revert(void **state)
+{
+    (void)state;
+    const int64_t n = 1031;
+    for (int flag = 0; flag < 2; flag++) {
+        mp_rng r;
+        mp_rng_seed(&r, 304, (uint64_t)flag);
+        mp_gpu_pair saved = mp_gpu_random(MP_F32, 1, &n, &r, -1, 1);
+        mp_gpu_pair live = mp_gpu_random(MP_F32, 1, &n, &r, 2, 3);
+        mp_amp_state hs = {.found_inf = flag};
+        mp_amp_state *ds = mp_gpu_alloc(sizeof hs);
+        mp_gpu_put(ds, &hs, sizeof hs);
+        assert_int_equal(cpu->amp_revert(&hs, &saved.host, &live.host), MP_OK);
+        assert_int_equal(gpu->amp_revert(ds, &saved.dev, &live.dev), MP_OK);
+        mp_gpu_check_bytes(&live.dev, live.host.data, "amp_revert found_inf %d", flag);
+        assert_true((memcmp(live.host.data, saved.host.data, (size_t)n * 4) == 0) == flag);
+        gpu->mem_free(ds);
+        mp_gpu_pair_free(&saved);
+        mp_gpu_pair_free(&live);
     }
 }
 
@@ -313,8 +347,8 @@ static void test_step_sequence(void **state)
                      t == 3 && i == 100 ? 1e6 : mp_rng_next(&r) & 1 ? -v : v);
         }
         mp_gpu_upload(&g.grad);
-        assert_int_equal(cpu->amp_check(&g.grad.host, a.grad_scale, &hs), MP_OK);
-        assert_int_equal(gpu->amp_check(&g.grad.dev, a.grad_scale, ds), MP_OK);
+        assert_int_equal(cpu->amp_check(&g.grad.host, a.grad_scale, 0.0, &hs), MP_OK);
+        assert_int_equal(gpu->amp_check(&g.grad.dev, a.grad_scale, 0.0, ds), MP_OK);
         group_step(&g, &a, &hs, ds);
         snprintf(what, sizeof what, "step sequence step %d", t);
         group_check(&g, what);
@@ -342,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_optim_step),
         cmocka_unit_test(test_amp_check),
         cmocka_unit_test(test_amp_update),
+        cmocka_unit_test(test_amp_revert),
         cmocka_unit_test(test_step_sequence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,9 @@
 /* Loss scaling in real training runs (Fashion-MNIST subset, MLP, O2 fp16) on 1 and 2 ranks:
  * an inf injected into one gradient skips the step with every weight, master weight and
  * optimizer slot bitwise unchanged, the scale backs off and grows again exactly after
- * growth_interval good steps; every opt level and half type trains and two runs of each are
- * bitwise identical. */
+ * growth_interval good steps; at every opt level a skipped step changes no state (BatchNorm
+ * statistics included) and the half copies are always the rounded masters; every opt level
+ * and half type trains and two runs of each are bitwise identical. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 
@@ -128,7 +129,7 @@ static void test_injected_inf_skips_bitwise(void **state)
     mp_config cfg;
     setup(&t, &cfg,
           (const char *[]){"amp.opt_level=O2", "amp.growth_interval=5", "amp.init_scale=1024.0",
-                           "train.max_steps=20", NULL});
+                           "amp.scale_margin=-1", "train.max_steps=20", NULL});
     inject_state s = {.at = 7, .interval = 5, .init = 1024.0};
     t.after_reduce = inject;
     t.hook_arg = &s;
@@ -277,6 +278,109 @@ static void test_gradient_clipping(void **state)
         fail_msg("unclipped step moved %g: the test's gradients are too small to clip", moved[0]);
 }
 
+/* A skipped step at every level leaves everything a step may change bitwise as it was: the
+ * weights, FP32 masters, half copies, optimizer slots and the BatchNorm running statistics the
+ * forward had already updated (cnn_bn: conv, BatchNorm, pooling, dropout); the next good step
+ * moves them. At every step the half copy the forward used is the masters rounded once. */
+typedef struct level_skip_state {
+    int64_t at;
+    snapshot before;
+    void *stats;
+    size_t stats_bytes;
+    int checked_copies, stale_copies, unchanged, stats_unchanged, moved, stats_moved;
+} level_skip_state;
+
+static void take_all(mp_trainer *t, level_skip_state *s)
+{
+    take(t, &s->before);
+    s->stats_bytes = (size_t)mp_tensor_bytes(&t->model.stats);
+    s->stats = malloc(s->stats_bytes + 1);
+    memcpy(s->stats, t->model.stats.data, s->stats_bytes);
+}
+
+static void drop_all(level_skip_state *s)
+{
+    drop(&s->before);
+    free(s->stats);
+}
+
+/* The model copy of each group with FP32 masters equals the masters rounded to its dtype. */
+static void check_copies(mp_trainer *t, level_skip_state *s)
+{
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &t->model.params.groups[k];
+        if (!g->master.data || g->master.data == g->model.data)
+            continue;
+        size_t bytes = (size_t)mp_tensor_bytes(&g->model);
+        void *want = malloc(bytes + 1);
+        mp_convert(want, g->model.dtype, g->master.data, g->master.dtype,
+                   (size_t)mp_tensor_numel(&g->model));
+        s->stale_copies += memcmp(want, g->model.data, bytes) != 0;
+        s->checked_copies++;
+        free(want);
+    }
+}
+
+/* after_reduce: checks the half copies, and puts an inf into one gradient of step `at`. */
+static void inject_level_skip(mp_trainer *t, int64_t step, void *arg)
+{
+    level_skip_state *s = arg;
+    check_copies(t, s);
+    if (step == s->at && comm.rank == comm.size - 1) {
+        mp_tensor g = mp_params_grad(&t->model.params, 0);
+        mp_store(g.data, g.dtype, 1, INFINITY);
+    }
+}
+
+/* step_end: the state as step `at` finds it, after it (skipped) and after the next (good). */
+static void watch_level_skip(mp_trainer *t, int64_t step, void *arg)
+{
+    level_skip_state *s = arg;
+    if (step == s->at - 1) {
+        take_all(t, s);
+    } else if (step == s->at) {
+        s->unchanged = differs(t, &s->before) == 0;
+        s->stats_unchanged = memcmp(s->stats, t->model.stats.data, s->stats_bytes) == 0;
+        drop_all(s);
+        take_all(t, s);
+    } else if (step == s->at + 1) {
+        s->moved = differs(t, &s->before) > 0;
+        s->stats_moved = memcmp(s->stats, t->model.stats.data, s->stats_bytes) != 0;
+        drop_all(s);
+    }
+}
+
+static void test_skip_leaves_state_at_every_level(void **state)
+{
+    (void)state;
+    const char *levels[] = {"O0", "O1", "O2", "O3", "O2", "O3"};
+    for (int l = 0; l < 6; l++) {
+        char level[32];
+        snprintf(level, sizeof level, "amp.opt_level=%s", levels[l]);
+        mp_trainer t;
+        mp_config cfg;
+        setup(&t, &cfg,
+              (const char *[]){level, l < 4 ? "amp.half=fp16" : "amp.half=bf16",
+                               "model.preset=cnn_bn", "train.max_steps=6", NULL});
+        level_skip_state s = {.at = 3};
+        t.after_reduce = inject_level_skip;
+        t.step_end = watch_level_skip;
+        t.hook_arg = &s;
+        mp_train_result r;
+        assert_int_equal(mp_train_run(&t, &r), MP_OK);
+        if (!s.unchanged || !s.stats_unchanged || !s.moved || !s.stats_moved ||
+            s.stale_copies || r.skipped_steps != 1)
+            fail_msg("%s %s: after the skip: state unchanged %d, statistics unchanged %d; after "
+                     "the next step: moved %d, statistics moved %d; half copies not the rounded "
+                     "masters at %d of %d checks; %lld skipped",
+                     levels[l], l < 4 ? "fp16" : "bf16", s.unchanged, s.stats_unchanged, s.moved,
+                     s.stats_moved, s.stale_copies, s.checked_copies, (long long)r.skipped_steps);
+        assert_true(s.checked_copies > 0 || l == 0 || levels[l][1] == '3');
+        mp_train_free(&t);
+        mp_config_free(&cfg);
+    }
+}
+
 /* Every level and half type trains (test accuracy far above chance on this subset) and two
  * runs with the same seed end with bitwise identical weights. */
 static void test_every_level_trains_deterministically(void **state)
@@ -318,6 +422,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_injected_inf_skips_bitwise),
+        cmocka_unit_test(test_skip_leaves_state_at_every_level),
         cmocka_unit_test(test_persistent_overflow_diverges),
         cmocka_unit_test(test_underflow_recovered_by_scaling),
         cmocka_unit_test(test_gradient_clipping),

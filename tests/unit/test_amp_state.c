@@ -52,13 +52,22 @@ static void test_check_equals_grad_stats(void **unused)
         mp_amp_state st = state(1024.0, 0);
         double s = 0.0;
         bool bad = false;
-        assert_int_equal(ops->amp_check(&g, 0.5, &st), MP_OK);
+        assert_int_equal(ops->amp_check(&g, 0.5, 0.0, &st), MP_OK);
         assert_int_equal(ops->grad_stats(&g, 0.5 / 1024.0, &s, &bad), MP_OK);
         assert_true(s > 0.0);
         assert_true(st.sumsq == s);
         assert_false(st.found_inf);
+        assert_true(st.fill == 0.0); /* limit 0: no half type to fill */
+        double amax = 0.0;
+        for (int64_t i = 0; i < mp_tensor_numel(&g); i++)
+            amax = fmax(amax, fabs(mp_load(g.data, g.dtype, (size_t)i)));
+        st.fill = 1e-9;
+        assert_int_equal(ops->amp_check(&g, 0.5, 65504.0, &st), MP_OK);
+        assert_true(amax > 2.0 && st.fill == amax / 65504.0); /* raised to max|g| / limit */
+        assert_int_equal(ops->amp_check(&g, 0.5, 1e9, &st), MP_OK);
+        assert_true(st.fill == amax / 65504.0); /* never lowered */
         mp_store(g.data, g.dtype, 17, INFINITY);
-        assert_int_equal(ops->amp_check(&g, 0.5, &st), MP_OK);
+        assert_int_equal(ops->amp_check(&g, 0.5, 0.0, &st), MP_OK);
         assert_true(st.found_inf != 0);
         mp_tensor_free(&g);
     }
@@ -83,7 +92,7 @@ static void check_state_step(mp_optim_kind kind, double momentum, bool nesterov,
                        .nesterov = nesterov, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
                        .grad_scale = 0.5, .max_norm = clip};
     mp_amp_state st = state(256.0, 6);
-    assert_int_equal(ops->amp_check(&g, a.grad_scale, &st), MP_OK);
+    assert_int_equal(ops->amp_check(&g, a.grad_scale, 0.0, &st), MP_OK);
     double inv = a.grad_scale / st.scaler.scale, norm = sqrt(st.sumsq), coef = 1.0;
     if (clip > 0.0 && norm > clip)
         coef = clip / (norm + 1e-6);
@@ -128,27 +137,33 @@ static void test_update_is_scaler_update(void **unused)
     (void)unused;
     mp_scaler_config c = {.dynamic = true, .init_scale = 1024, .growth_factor = 2,
                           .backoff_factor = 0.5, .growth_interval = 3, .hysteresis = 2,
-                          .min_scale = 1, .max_scale = 4096, .max_consecutive_skips = 0};
+                          .min_scale = 1, .max_scale = 4096, .max_consecutive_skips = 0,
+                          .margin = 1};
     mp_amp_state st = state(0, 0);
     st.scaler = mp_scaler_init(&c);
     mp_scaler_state ref = mp_scaler_init(&c);
     int64_t steps = 0;
     double lo = ref.scale, hi = ref.scale;
     const int pattern[] = {0, 0, 0, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0};
+    /* the fill of each step: 0.9 at step 9 halves the scale (margin 1) */
+    const double st_fill[] = {0.1, 0.2, 0.1, 0.3, 0.1, 0.1, 0.1, 0.1,
+                              0.9, 0.1, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1};
     for (size_t i = 0; i < sizeof pattern / sizeof pattern[0]; i++) {
         st.found_inf = pattern[i];
         st.sumsq = 3.0;
+        st.fill = st_fill[i];
         st.stop = (double)i;
         double used = st.scaler.scale;
         assert_int_equal(ops->amp_update(&c, &st), MP_OK);
         assert_true(st.step_scale == used); /* the scale the step used, for the log */
         assert_true(st.stop == (double)i);  /* the stop request is the agreement's, kept */
-        mp_scaler_update(&ref, &c, pattern[i] != 0);
+        mp_scaler_update(&ref, &c, pattern[i] != 0, st_fill[i]);
         steps += !pattern[i];
         assert_memory_equal(&st.scaler, &ref, sizeof ref);
         assert_int_equal(st.steps, steps);
         assert_true(st.found_inf == 0.0);
         assert_true(st.sumsq == 0.0);
+        assert_true(st.fill == 0.0);
         lo = fmin(lo, ref.scale);
         hi = fmax(hi, ref.scale);
     }
