@@ -14,7 +14,8 @@
 # Usage: bench/lr_sweep.sh [PRESET...] [-- extra mpdist args]   (PRESET: mlp, cnn, cnn_bn, ...)
 # Environment: MPDIST_SWEEP_SEEDS ("42 1 2"), MPDIST_SWEEP_LRS ("0.02 0.05 0.1"),
 # MPDIST_SWEEP_STEPS (300), MPDIST_SWEEP_BATCH (128, per rank), MPDIST_SWEEP_RANKS (1),
-# MPDIST_SWEEP_JOBS (runs at once; default: cores / ranks). Output: runs/bench-sweep/
+# MPDIST_SWEEP_JOBS (runs at once; default: cores / ranks), MPDIST_SWEEP_RESUME=1 (keep the runs
+# of an earlier sweep in the same folder that ended with exit 0). Output: runs/bench-sweep/
 # (sweep.csv: one row per run; table.txt, table.csv: the table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,7 @@ export np batch steps out
 run_one() {
   set -- $1
   local tag="$1-lr$2-s$3-$4-$5" rc=0
+  [ "${MPDIST_SWEEP_RESUME:-0}" != 1 ] || [ "$(cat "$out/$tag.rc" 2>/dev/null)" != 0 ] || return 0
   local extra=(); while IFS= read -r -d '' a; do extra+=("$a"); done <"$out/extra.args"
   mpirun -np "$np" build/mpdist configs/fashion-mnist-mlp.cfg --set "model.preset=$1" \
     --set "optim.lr=$2" --set "train.seed=$3" --set "amp.opt_level=$4" --set "amp.half=$5" \
@@ -71,7 +73,8 @@ for line in open(lst):
             if r["type"] == "step": steps.append(r)
             elif r["type"] == "summary": summ = r
     last = steps[-50:]
-    loss = sum(r["loss"] for r in last) / len(last) if last and rc == "0" else float("nan")
+    finite = last and rc == "0" and all(isinstance(r["loss"], (int, float)) for r in last)
+    loss = sum(r["loss"] for r in last) / len(last) if finite else float("nan")  # null: NaN/inf
     rows.append(dict(preset=p, lr=lr, seed=s, level=lvl, half=half, rc=rc, loss=loss,
                      loss_end=steps[-1]["loss"] if steps else float("nan"),
                      skipped=sum(r["skipped"] for r in steps),
@@ -91,11 +94,15 @@ hdr = ("preset", "lr", "level", "loss", "O0", "diff", "margin", "min", "max", "s
 lines = [hdr]
 for (p, lr, lvl, half), rs in groups.items():
     ok = [r for r in rs if r["rc"] == "0" and not math.isnan(r["loss"])]
-    base = [r["loss"] for r in groups[(p, lr, "O0", "fp16")] if r["rc"] == "0"]
+    base = [r["loss"] for r in groups[(p, lr, "O0", "fp16")]
+            if r["rc"] == "0" and not math.isnan(r["loss"])]
     name = lvl if lvl == "O0" else f"{lvl} {half}"
-    if len(ok) < len(rs):
-        bad = [r for r in rs if r not in ok][0]
-        lines.append((p, lr, name, "-", "-", "-", "-", "-", "-", "-", "-", f"exit {bad['rc']} (seed {bad['seed']})"))
+    if len(ok) < len(rs) or not base:
+        bad = ([r for r in rs if r not in ok] or groups[(p, lr, "O0", "fp16")])[0]
+        why = f"exit {bad['rc']}" if bad["rc"] != "0" else "loss not finite"
+        whose = ", O0" if len(ok) == len(rs) else ""
+        lines.append((p, lr, name, "-", "-", "-", "-", "-", "-", "-", "-",
+                      f"{why} (seed {bad['seed']}{whose})"))
         continue
     m, sd, n = stats([r["loss"] for r in ok]); bm, bsd, bn = stats(base)
     margin = max(0.05, 2 * math.sqrt(sd * sd / n + bsd * bsd / bn))

@@ -168,10 +168,7 @@ void mp_comm_free(mp_comm *c)
 {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (c->dtx.ops) { /* bounded: aborts what does not finish within timeout_s */
-        c->dtx.ops->close(c->dtx.self);
-        c->dtx.ops = NULL;
-    }
+    mp_comm_drop_device(c); /* bounded: aborts what does not finish within timeout_s */
     if (c->tx.ops && !c->broken) { /* a broken one's worker may be stuck inside MPI */
         c->tx.ops->close(c->tx.self);
         c->tx.ops = NULL;

@@ -101,6 +101,12 @@ mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter);
  * (comm/transport_nccl.h). */
 mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream);
 
+/* Closes the device transport that mp_comm_use_device opened, if any: waits for what was started
+ * and destroys the communicator, aborting it when that does not finish within timeout_s, so that
+ * a later mp_comm_use_device (another trainer in the same process) can open a new one. Collective
+ * over the ranks that opened it. */
+void mp_comm_drop_device(mp_comm *c);
+
 /* Whether device collectives are available (mp_comm_use_device succeeded). Not collective. */
 bool mp_comm_has_device(const mp_comm *c);
 

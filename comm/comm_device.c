@@ -5,6 +5,7 @@
 #include "comm/comm.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "comm/transport_nccl.h"
 
@@ -14,6 +15,15 @@ mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream)
         return mp_fail(MP_EUSAGE, "comm: the device transport is open already");
     MP_TRY(mp_comm_wait(c, c->issued)); /* opening uses c->world outside the host transport */
     return mp_transport_nccl_open(&c->dtx, c, device, compute_stream);
+}
+
+void mp_comm_drop_device(mp_comm *c)
+{
+    if (!c->dtx.ops)
+        return;
+    c->dtx.ops->close(c->dtx.self);
+    memset(&c->dtx, 0, sizeof c->dtx);
+    c->dissued = 0;
 }
 
 bool mp_comm_has_device(const mp_comm *c)

@@ -157,7 +157,7 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     int64_t ns[1] = {mp_seq_stats_numel(&s)};
     if (ns[0] > 0) {
         m->stats = mp_tensor_new(m->ops, sdt, 1, ns, MP_MEM_WEIGHTS);
-        m->stats_saved = mp_tensor_new(m->ops, sdt, 1, ns, MP_MEM_WEIGHTS);
+        m->stats_saved = mp_tensor_new(m->ops, sdt, 1, ns, MP_MEM_WORKSPACE);
     } else {
         m->stats = mp_tensor_view(NULL, sdt, 1, ns);
     }

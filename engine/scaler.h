@@ -26,7 +26,8 @@ typedef struct mp_scaler_config {
     double min_scale, max_scale;
     int64_t max_consecutive_skips; /* 0 = no limit */
     int64_t margin;         /* dynamic: powers of two kept free above the largest half gradient
-                               after a good step; -1 = none (GradScaler's rule alone) */
+                               after a good step; -1 = none (GradScaler's rule alone); 0 is
+                               not off: the scale stays where that gradient does not overflow */
 } mp_scaler_config;
 
 typedef struct mp_scaler_state {

@@ -30,6 +30,10 @@ mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix)
     return MP_OK;
 }
 
+/* Elements a persistent buffer of n takes in the flat statistics: n rounded up to 16, so every
+ * view starts 64-byte aligned (as the flat parameter buffers' views) and an overrun shows. */
+static int64_t stats_padded(int64_t n) { return (n + 15) / 16 * 16; }
+
 void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *stats,
                  int64_t *off)
 {
@@ -44,7 +48,7 @@ void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *s
             if (l->buffer_persistent[j]) {
                 char *at = (char *)stats->data + *off * (int64_t)mp_dtype_size(stats->dtype);
                 l->buf[j] = mp_tensor_view(at, stats->dtype, 1, shape);
-                *off += shape[0];
+                *off += stats_padded(shape[0]);
             } else {
                 l->buf[j] = mp_tensor_new(l->ops, stats->dtype, 1, shape, MP_MEM_WEIGHTS);
             }
@@ -63,7 +67,7 @@ int64_t mp_seq_stats_numel(const mp_seq *s)
     for (int i = 0; i < s->n; i++) {
         const mp_layer *l = &s->layers[i];
         for (int j = 0; j < l->nbuffers; j++)
-            n += l->buffer_persistent[j] ? l->buffer_numel[j] : 0;
+            n += l->buffer_persistent[j] ? stats_padded(l->buffer_numel[j]) : 0;
         if (l->block) {
             mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
             n += mp_seq_stats_numel(&m) + mp_seq_stats_numel(&sc);

@@ -18,7 +18,8 @@ mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix);
 void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *stats,
                  int64_t *off);
 
-/* Elements of the persistent buffers of s (blocks included). */
+/* Elements of the flat statistics the persistent buffers of s (blocks included) take, each
+ * padded as mp_seq_bind places them. */
 int64_t mp_seq_stats_numel(const mp_seq *s);
 
 /* Allocates each layer's output (and cast input) for batches of max_batch under policy a,

@@ -189,7 +189,7 @@ static mp_status idx_load(mp_dataset *d, idx_file *fi, idx_file *fl, const char 
     char name[64];
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
     MP_TRY(idx_open(fi, dir, name));
-    uint32_t ih[4];
+    uint32_t ih[4] = {0};
     MP_TRY(idx_header(fi, MP_IDX_IMAGES_MAGIC, "images", ih, 4));
     if (ih[1] == 0 || ih[1] > MP_IDX_MAX_COUNT || ih[2] == 0 || ih[2] > MP_IDX_MAX_SIDE ||
         ih[3] == 0 || ih[3] > MP_IDX_MAX_SIDE)
@@ -198,7 +198,7 @@ static mp_status idx_load(mp_dataset *d, idx_file *fi, idx_file *fl, const char 
 
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);
     MP_TRY(idx_open(fl, dir, name));
-    uint32_t lh[2];
+    uint32_t lh[2] = {0};
     MP_TRY(idx_header(fl, MP_IDX_LABELS_MAGIC, "labels", lh, 2));
     if (lh[1] != ih[1])
         return mp_fail(MP_EDATA, "%s: count mismatch: %u labels, but %s has %u images", fl->path,

@@ -74,6 +74,7 @@ typedef struct mp_trainer {
     void *xhost;            /* (batch, H, W, C) host staging of x (x's own storage on the CPU) */
     double mean[3], std[3]; /* per-channel normalisation */
     int device;             /* the CUDA device of this rank, -1 on the CPU */
+    bool device_comm;       /* mp_train_connect opened comm's device transport (NCCL) */
     int64_t steps_per_epoch, total_steps;
     mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, made equal to
                                             rank 0's before each evaluation */

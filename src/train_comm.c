@@ -20,6 +20,7 @@ mp_status mp_train_connect(mp_trainer *t)
         return mp_fail(st, "%s: comm.backend: %s", t->cfg->path, mp_error_message());
     if (use_nccl) {
         MP_TRY(mp_comm_use_device(c, t->device, t->ops->queue()));
+        t->device_comm = true;
         mp_grad_sync_use_device(&t->sync);
     }
     if (c->rank == 0)

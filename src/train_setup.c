@@ -374,6 +374,8 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
 
 void mp_train_free(mp_trainer *t)
 {
+    if (t->device_comm) /* before the buckets the collectives read are freed */
+        mp_comm_drop_device(t->comm);
     mp_progress_finish(&t->progress);
     mp_metrics_close(t->metrics);
     mp_loader_close(t->loader);

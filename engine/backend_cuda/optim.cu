@@ -135,9 +135,10 @@ extern "C" mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, doubl
     return gstats(grad, mult, &st->scaler.scale, &st->sumsq, &st->found_inf, limit, &st->fill);
 }
 
-/* live = saved, word by word, when the step overflowed. */
-__global__ static void k_amp_revert(const mp_amp_state *st, const uint32_t *saved,
-                                    uint32_t *live, int64_t n)
+/* live = saved, in units of W (4-byte words, or bytes when the size is not a whole number of
+ * words), when the step overflowed. */
+template <typename W>
+__global__ static void k_amp_revert(const mp_amp_state *st, const W *saved, W *live, int64_t n)
 {
     if (st->found_inf == 0.0)
         return;
@@ -151,12 +152,15 @@ extern "C" mp_status mp_cuda_amp_revert(const mp_amp_state *st, const mp_tensor 
                                         mp_tensor *live)
 {
     MP_CUDA_REQUIRE(mp_tensor_numel(saved) == mp_tensor_numel(live) &&
-                        saved->dtype == live->dtype && mp_tensor_bytes(live) % 4 == 0,
+                        saved->dtype == live->dtype,
                     "amp_revert");
-    int64_t n = mp_tensor_bytes(live) / 4;
-    if (n)
-        MP_LAUNCH(k_amp_revert, mp_cuda_blocks(n), 256, st, (const uint32_t *)saved->data,
-                  (uint32_t *)live->data, n);
+    int64_t bytes = mp_tensor_bytes(live);
+    if (bytes % 4 == 0 && bytes > 0)
+        MP_LAUNCH(k_amp_revert<uint32_t>, mp_cuda_blocks(bytes / 4), 256, st,
+                  (const uint32_t *)saved->data, (uint32_t *)live->data, bytes / 4);
+    else if (bytes > 0)
+        MP_LAUNCH(k_amp_revert<uint8_t>, mp_cuda_blocks(bytes), 256, st,
+                  (const uint8_t *)saved->data, (uint8_t *)live->data, bytes);
     return MP_OK;
 }
 

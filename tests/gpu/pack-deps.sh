@@ -57,8 +57,9 @@ want=(libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libcmocka-dev libconfig-
       libopenblas-dev libcjson-dev pkgconf)
 [ "${MPDIST_GPU_DATA:-1}" = 0 ] || want+=(dataset-fashion-mnist)
 read -ra extra <<<"${MPDIST_GPU_EXTRA:-}"
-always=(zlib1g ${extra[@]+"${extra[@]}"})
-want+=(${extra[@]+"${extra[@]}"})
+# libunistring2 (for libidn2, under HDF5's libcurl): the Ubuntu 24.04 GPU image lacks it.
+always=(zlib1g libunistring2 ${extra[@]+"${extra[@]}"})
+want+=(libunistring2 ${extra[@]+"${extra[@]}"})
 old_libevent=(libevent-core-2.1-7 libevent-pthreads-2.1-7)
 # Dependencies the build and tests do not need: the Fortran compiler and ssh (Open MPI's -dev and
 # bin), headers of Open MPI's own dependencies (mpi.h includes none of them), network stacks whose

@@ -164,6 +164,9 @@ export OPAL_PREFIX=$prefix/usr OPAL_SYSCONFDIR=$prefix/etc/openmpi PMIX_PREFIX=$
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 # Containers often forbid the cross-process reads (CMA) of Open MPI's shared-memory transport.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Open MPI 4.1's rsh launcher will not start without ssh or rsh on PATH, even when every rank is
+# local (it then never calls the agent); GPU images often have neither.
+command -v ssh >/dev/null || command -v rsh >/dev/null || export OMPI_MCA_plm_rsh_agent=false
 printf '%s\n' "PATH=$PATH" "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "PKG_CONFIG_LIBDIR=$PKG_CONFIG_LIBDIR" \
   "CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH" "OPAL_PREFIX=$OPAL_PREFIX" "PMIX_PREFIX=$PMIX_PREFIX"
 
@@ -224,11 +227,13 @@ do_build() {
   [ -f "$build/CMakeCache.txt" ] || ! command -v ninja >/dev/null || generator=(-G Ninja)
   cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:-90}" -DCMAKE_CUDA_COMPILER="$nvcc" \
-    -DMPDIST_CUDA=ON -DMPI_C_COMPILER="$prefix/usr/bin/mpicc" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpiexec" \
+    -DMPDIST_CUDA=ON -DMPDIST_WERROR=OFF -DMPI_C_COMPILER="$prefix/usr/bin/mpicc" -DMPIEXEC_EXECUTABLE="$prefix/usr/bin/mpiexec" \
     -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkg-config" -DHDF5_ROOT="$lib/hdf5/serial" | tee "$build/configure.log"
   grep -q 'mpdist: CUDA backend ON' "$build/configure.log" ||
     { echo "run: configured without the CUDA backend (see 'mpdist: CUDA backend' above)" >&2; exit 1; }
-  cmake --build "$build" -j"$(nproc)"
+  cmake --build "$build" -j"$(nproc)" 2>&1 | tee "$build/build.log"
+  # The image's compiler is not Debian 12's: its warnings are reported here, not made errors.
+  echo "compiler warnings: $(grep -c 'warning:' "$build/build.log" || true)"
   echo "== mpdist info"
   timeout 60 mpirun -np 1 "$build/mpdist" info || echo "run: warning: mpdist info exited $?" >&2
 }

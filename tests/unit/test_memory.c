@@ -47,10 +47,10 @@ static void test_counters_match_the_architecture(void **state)
 {
     (void)state;
     /* conv1 32x3x3x1, conv2 64x3x3x32, fc1 3136x128 + 128, fc2 128x10 + 10 (convs have no bias);
-     * bn1 32 + 32, bn2 64 + 64; BN buffers: 6 per channel (running mean/var, saved mean/invstd,
-     * and the running statistics' copy that a skipped step restores). */
+     * bn1 32 + 32, bn2 64 + 64; BN buffers: 4 per channel (running mean/var, saved mean/invstd;
+     * the copy of the running statistics a skipped step restores is workspace). */
     const int64_t weights[] = {288, 18432, 401408, 128, 1280, 10}, norm[] = {32, 32, 64, 64};
-    int64_t wp = padded(weights, 6), np = padded(norm, 4), buffers = 6 * (32 + 64) * 4;
+    int64_t wp = padded(weights, 6), np = padded(norm, 4), buffers = 4 * (32 + 64) * 4;
     /* Activations per sample: conv1, bn1, relu1 28x28x32; pool1 14x14x32; conv2, bn2, relu2
      * 14x14x64; pool2, flatten 7x7x64; fc1, relu3, dropout 128; fc2 10. */
     int64_t acts = 3 * 25088 + 6272 + 3 * 12544 + 2 * 3136 + 3 * 128 + 10;
