@@ -39,7 +39,7 @@ static mp_status gather_hosts(mp_comm *c)
 mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base)
 {
     memset(c, 0, sizeof *c);
-    c->world = c->watch = MPI_COMM_NULL;
+    c->world = c->watch = c->dworld = MPI_COMM_NULL;
     c->half_word = MPI_DATATYPE_NULL;
     c->sum_f16 = c->sum_bf16 = MPI_OP_NULL;
     c->timeout_s = MP_COMM_DEFAULT_TIMEOUT_S;
@@ -61,7 +61,7 @@ mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base)
     MPI_CHECK(MPI_Type_commit(&c->half_word));
     MPI_CHECK(MPI_Op_create(mp_halfsum_f16, 1, &c->sum_f16));
     MPI_CHECK(MPI_Op_create(mp_halfsum_bf16, 1, &c->sum_bf16));
-    return mp_transport_mpi_open(&c->tx, c);
+    return mp_transport_mpi_open(&c->tx, c, c->world);
 }
 
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)

@@ -51,6 +51,7 @@ typedef struct mp_comm {
     mp_transport tx;            /* where host collectives run */
     uint64_t issued;            /* the last ticket started on tx */
     mp_transport dtx;           /* where device collectives run (ops NULL when none) */
+    MPI_Comm dworld;            /* dtx's duplicate of world when dtx is MPI, else MPI_COMM_NULL */
     uint64_t dissued;           /* the last ticket started on dtx */
     bool broken;                /* a collective failed or timed out: nothing more is started,
                                    and the job must end with mp_comm_abort */
@@ -93,12 +94,15 @@ mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const cha
  * fails, returns MP_ECOMM with *reporter set to this rank when it had failed, else -1. */
 mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter);
 
-/* Opens the device transport (NCCL) as c->dtx on CUDA device `device`, after the host
- * collectives started so far finished. `compute_stream` (a cudaStream_t as void *) is the stream
- * on which device buffers are written before a collective reads them, and which
- * mp_comm_device_order makes wait. MP_EUSAGE when the build has no NCCL or dtx is open already;
- * MP_ECOMM, the same on every rank, when the communicator could not be formed within timeout_s
- * (comm/transport_nccl.h). */
+/* Opens the device transport as c->dtx, after the host collectives started so far finished:
+ * NCCL on CUDA device `device` when `compute_stream` (a cudaStream_t as void *: the stream on
+ * which device buffers are written before a collective reads them, and which
+ * mp_comm_device_order makes wait) is not NULL; with compute_stream NULL (the backend's queue is
+ * the host's, its memory host memory: the staged CPU backend) a second MPI transport over a
+ * duplicate of world, `device` ignored, whose order waits on the host. MP_EUSAGE when the build
+ * has no NCCL, dtx is open already, or MPI is below MPI_THREAD_MULTIPLE for the second MPI
+ * transport; MP_ECOMM, the same on every rank, when the communicator could not be formed within
+ * timeout_s (comm/transport_nccl.h). */
 mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream);
 
 /* Closes the device transport that mp_comm_use_device opened, if any: waits for what was started

@@ -1,4 +1,8 @@
-/* The device collectives of mp_comm (comm.h) on the NCCL transport c->dtx. Invariant, as for
+/* The device collectives of mp_comm (comm.h) on c->dtx: the NCCL transport on a GPU, or, for a
+ * backend whose memory is host memory it declares device-like (the staged CPU backend), a
+ * second MPI transport over a duplicate of the world, so that the device path (buckets summed in
+ * place, the agreement and the ordering on the compute stream, the transport's lifetime) runs
+ * in the CPU suite. Invariant, as for
  * the host ones: never more than MP_TRANSPORT_DEPTH started and not seen finished, so the
  * transport's start never blocks; a failure marks the communicator broken (the job must end
  * with mp_comm_abort) and this rank as the one to report it. */
@@ -7,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm/transport_mpi.h"
 #include "comm/transport_nccl.h"
 
 mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream)
@@ -14,16 +19,32 @@ mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream)
     if (c->dtx.ops)
         return mp_fail(MP_EUSAGE, "comm: the device transport is open already");
     MP_TRY(mp_comm_wait(c, c->issued)); /* opening uses c->world outside the host transport */
-    return mp_transport_nccl_open(&c->dtx, c, device, compute_stream);
+    if (compute_stream)
+        return mp_transport_nccl_open(&c->dtx, c, device, compute_stream);
+    if (c->thread_level < MPI_THREAD_MULTIPLE) /* two transport threads call MPI at once */
+        return mp_fail(MP_EUSAGE, "comm: device collectives on host memory need "
+                                  "MPI_THREAD_MULTIPLE (MPI provided level %d)", c->thread_level);
+    MPI_CHECK(MPI_Comm_dup(c->world, &c->dworld));
+    mp_status st = mp_transport_mpi_open(&c->dtx, c, c->dworld);
+    if (st != MP_OK)
+        MPI_Comm_free(&c->dworld);
+    return st;
 }
 
 void mp_comm_drop_device(mp_comm *c)
 {
     if (!c->dtx.ops)
         return;
-    c->dtx.ops->close(c->dtx.self);
+    bool host = c->dworld != MPI_COMM_NULL;
+    if (!(host && c->broken)) /* a broken MPI transport's worker may be stuck inside MPI */
+        c->dtx.ops->close(c->dtx.self);
     memset(&c->dtx, 0, sizeof c->dtx);
     c->dissued = 0;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (host && !fin)
+        MPI_Comm_free(&c->dworld);
+    c->dworld = MPI_COMM_NULL;
 }
 
 bool mp_comm_has_device(const mp_comm *c)
@@ -66,6 +87,8 @@ mp_status mp_comm_device_allreduce_start(mp_comm *c, void *dev_buf, size_t n, mp
 mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket)
 {
     MP_TRY(need_device(c, "ordering the compute stream"));
+    if (!c->dtx.ops->order) /* the compute stream is the host's: it waits */
+        return mp_comm_device_wait(c, ticket);
     mp_status st = c->dtx.ops->order(c->dtx.self, ticket);
     return st == MP_OK ? MP_OK : broken(c, st);
 }
@@ -83,7 +106,7 @@ mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket)
     uint64_t oldest = 0;
     bool any = c->dtx.ops->pending(c->dtx.self, &coll, &oldest);
     return broken(c, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s "
-                             "(comm.timeout_s) in %s at step %lld (NCCL)", c->rank, c->host,
+                             "(comm.timeout_s) in %s at step %lld (%s)", c->rank, c->host,
                              c->timeout_s, any ? coll.what : "a device collective",
-                             (long long)c->step));
+                             (long long)c->step, c->dtx.ops->name));
 }

@@ -1,6 +1,7 @@
 /* Rank -> GPU binding and the backend choice (see device_bind.h). The choice names the first
  * reason NCCL cannot be used, checked in a fixed order (CPU run, no NCCL, a rank without a GPU,
- * the lowest pair of ranks sharing a GPU), so every rank writes the same line. */
+ * the lowest pair of ranks sharing a GPU), so every rank writes the same line; then a run of one
+ * rank takes no device transport, since it has no gradients to exchange. */
 #include "comm/device_bind.h"
 
 #include <stdio.h>
@@ -78,8 +79,13 @@ mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int s
         snprintf(why, whylen, "MPI: %s", reason);
         return MP_OK;
     }
+    if (size == 1) { /* every collective is skipped: an NCCL communicator would only cost */
+        snprintf(why, whylen, "MPI: one rank, so no collective runs and no NCCL communicator "
+                 "is made");
+        return MP_OK;
+    }
     *use_nccl = 1;
-    snprintf(why, whylen, "NCCL: %d rank%s, one GPU each", size, size == 1 ? "" : "s");
+    snprintf(why, whylen, "NCCL: %d ranks, one GPU each", size);
     return MP_OK;
 }
 

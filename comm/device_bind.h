@@ -1,8 +1,8 @@
 /* Rank -> GPU binding and the choice of the collectives' backend (comm.backend). The decisions
  * are pure functions of what every rank reported, so every rank takes the same one and tests
  * need no GPU: a rank uses GPU local_rank % count of those it sees, and NCCL is chosen when the
- * run is on GPUs, NCCL is built in and no two ranks share a GPU (NCCL refuses "Duplicate GPU"),
- * else MPI, with the reason in one line for the start-up banner. */
+ * run is on GPUs, NCCL is built in, no two ranks share a GPU (NCCL refuses "Duplicate GPU") and
+ * there are two ranks or more, else MPI, with the reason in one line for the start-up banner. */
 #ifndef MP_DEVICE_BIND_H
 #define MP_DEVICE_BIND_H
 
@@ -26,12 +26,14 @@ bool mp_comm_nccl_built(void);
 
 /* Chooses the backend for `requested` ("auto", "mpi" or "nccl"), given whether the run is on
  * the CUDA backend (`gpu`), whether NCCL is built in, and ids[0..size-1], every rank's GPU
- * (mp_comm_gather_gpus). auto: NCCL when gpu, nccl_built and every rank's (host, bus) pair is
- * distinct and not empty, else MPI. Sets *use_nccl (1 NCCL, 0 MPI) and writes the reason to
- * why (whylen bytes, cut to fit), e.g. "NCCL: 2 ranks, one GPU each" or "MPI: ranks 0 and 1
- * share the GPU 0000:65:00.0 on host h1, and NCCL needs one GPU per rank". "nccl" when NCCL is
- * not possible: MP_EUSAGE with that reason as the message (and in why). An unknown `requested`:
- * MP_EUSAGE. Pure: no I/O, no MPI. */
+ * (mp_comm_gather_gpus). auto: NCCL when gpu, nccl_built, every rank's (host, bus) pair is
+ * distinct and not empty, and size >= 2, else MPI. Sets *use_nccl (1 NCCL, 0 MPI) and writes
+ * the reason to why (whylen bytes, cut to fit), e.g. "NCCL: 2 ranks, one GPU each" or "MPI:
+ * ranks 0 and 1 share the GPU 0000:65:00.0 on host h1, and NCCL needs one GPU per rank". "nccl"
+ * when NCCL is not possible: MP_EUSAGE with that reason as the message (and in why). One rank
+ * (size 1) that could have NCCL gets MPI under "auto" and "nccl" alike, with the reason "MPI: one
+ * rank, ...": it runs no collective, so a device transport would be made for nothing. An
+ * unknown `requested`: MP_EUSAGE. Pure: no I/O, no MPI. */
 mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int size,
                          const mp_gpu_id *ids, int *use_nccl, char *why, size_t whylen);
 

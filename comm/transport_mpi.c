@@ -15,7 +15,8 @@
 #define QUEUE_CAP MP_TRANSPORT_DEPTH
 
 typedef struct mpi_transport {
-    const mp_comm *comm;
+    const mp_comm *comm; /* its half types and ops */
+    MPI_Comm world;      /* where the collectives run */
     bool threaded;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -27,7 +28,7 @@ typedef struct mpi_transport {
     char message[1024];
 } mpi_transport;
 
-static mp_status run_allreduce(const mp_comm *c, const mp_coll *op)
+static mp_status run_allreduce(const mp_comm *c, MPI_Comm world, const mp_coll *op)
 {
     MPI_Datatype type;
     MPI_Op mop;
@@ -47,29 +48,30 @@ static mp_status run_allreduce(const mp_comm *c, const mp_coll *op)
     size_t n = op->count, elem = mp_dtype_size(op->dtype);
     while (n > 0) {
         int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, mop, c->world));
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, chunk, type, mop, world));
         p += (size_t)chunk * elem;
         n -= (size_t)chunk;
     }
     return MP_OK;
 }
 
-static mp_status run_bcast(const mp_comm *c, const mp_coll *op)
+static mp_status run_bcast(MPI_Comm world, const mp_coll *op)
 {
     char *p = op->buf;
     size_t n = op->count;
     while (n > 0) {
         int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
-        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, op->root, c->world));
+        MPI_CHECK(MPI_Bcast(p, chunk, MPI_BYTE, op->root, world));
         p += chunk;
         n -= (size_t)chunk;
     }
     return MP_OK;
 }
 
-static mp_status run(const mp_comm *c, const mp_coll *op)
+static mp_status run(const mpi_transport *t, const mp_coll *op)
 {
-    mp_status st = op->kind == MP_COLL_BCAST ? run_bcast(c, op) : run_allreduce(c, op);
+    mp_status st = op->kind == MP_COLL_BCAST ? run_bcast(t->world, op)
+                                             : run_allreduce(t->comm, t->world, op);
     if (st != MP_OK)
         return mp_fail(st, "%s failed: %s", op->what, mp_error_message());
     return MP_OK;
@@ -98,7 +100,7 @@ static void *worker(void *arg)
         mp_coll op = t->queue[t->completed % QUEUE_CAP];
         bool skip = t->failed != MP_OK;
         pthread_mutex_unlock(&t->mu);
-        mp_status st = skip ? MP_OK : run(t->comm, &op);
+        mp_status st = skip ? MP_OK : run(t, &op);
         pthread_mutex_lock(&t->mu);
         finish_locked(t, st);
     }
@@ -110,7 +112,7 @@ static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
 {
     mpi_transport *t = self;
     if (!t->threaded) {
-        mp_status st = t->failed == MP_OK ? run(t->comm, c) : MP_OK;
+        mp_status st = t->failed == MP_OK ? run(t, c) : MP_OK;
         t->issued++;
         *ticket = t->issued;
         finish_locked(t, st);
@@ -187,12 +189,13 @@ static const mp_transport_ops mpi_ops = {.name = "mpi",
                                          .pending = pending,
                                          .close = close_transport};
 
-mp_status mp_transport_mpi_open(mp_transport *tx, const mp_comm *c)
+mp_status mp_transport_mpi_open(mp_transport *tx, const mp_comm *c, MPI_Comm world)
 {
     mpi_transport *t = calloc(1, sizeof *t);
     if (!t)
         return mp_fail(MP_EINTERNAL, "comm: out of host memory for the transport");
     t->comm = c;
+    t->world = world;
     t->threaded = c->thread_level >= MPI_THREAD_SERIALIZED;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->work, NULL);

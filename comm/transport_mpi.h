@@ -6,7 +6,9 @@
 
 #include "comm/comm.h"
 
-/* Opens the transport over c->world (c's half types and ops must exist); `c` must outlive it. */
-mp_status mp_transport_mpi_open(mp_transport *t, const mp_comm *c);
+/* Opens the transport over `world` (c->world, or a duplicate of it for a second transport beside
+ * the first, which needs MPI_THREAD_MULTIPLE); c's half types and ops must exist. `c` and
+ * `world` must outlive it. */
+mp_status mp_transport_mpi_open(mp_transport *t, const mp_comm *c, MPI_Comm world);
 
 #endif

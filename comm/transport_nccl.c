@@ -100,7 +100,7 @@ static const nccl_slot *oldest_locked(const nccl_transport *t)
 static mp_status check_locked(nccl_transport *t)
 {
     for (const nccl_slot *s; (s = oldest_locked(t)) != NULL; t->completed++) {
-        cudaError_t rc = cudaEventQuery(s->done);
+        cudaError_t rc = mp_cuda_query(cudaEventQuery(s->done));
         if (rc == cudaErrorNotReady)
             break;
         if (rc != cudaSuccess)

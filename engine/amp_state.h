@@ -24,6 +24,9 @@ typedef struct mp_amp_state {
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
                                max_consecutive_skips (the run must end), else 0 */
+    double bad_labels;      /* sticky: nonzero once a loss that cannot refuse a label outside
+                               [0, C) at once (the GPU's) met one; the host ends the run at its
+                               next host point */
 } mp_amp_state;
 
 #define MP_AMP_AGREE 4

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "engine/cast_rule.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -44,23 +46,12 @@ int mp_dtype_parse(const char *name, mp_dtype *dt)
 
 double mp_load(const void *buf, mp_dtype dt, size_t i)
 {
-    switch (dt) {
-    case MP_F32: return ((const float *)buf)[i];
-    case MP_F64: return ((const double *)buf)[i];
-    case MP_F16: return mp_f16_to_f32(((const uint16_t *)buf)[i]);
-    case MP_BF16: return mp_bf16_to_f32(((const uint16_t *)buf)[i]);
-    }
-    return 0.0;
+    return mp_elem_load_f64(buf, dt, (int64_t)i);
 }
 
 void mp_store(void *buf, mp_dtype dt, size_t i, double v)
 {
-    switch (dt) {
-    case MP_F32: ((float *)buf)[i] = (float)v; break;
-    case MP_F64: ((double *)buf)[i] = v; break;
-    case MP_F16: ((uint16_t *)buf)[i] = mp_f32_to_f16((float)v); break;
-    case MP_BF16: ((uint16_t *)buf)[i] = mp_f32_to_bf16((float)v); break;
-    }
+    mp_elem_store_f64(buf, dt, (int64_t)i, v);
 }
 
 static void f32_to_f16_soft(uint16_t *dst, const float *src, size_t n)

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/hd.h"
+
 typedef enum mp_dtype { MP_F32 = 0, MP_F16 = 1, MP_BF16 = 2, MP_F64 = 3 } mp_dtype;
 
 /* Bytes per element of `dt`. */
@@ -24,23 +26,24 @@ const char *mp_dtype_name(mp_dtype dt);
 int mp_dtype_parse(const char *name, mp_dtype *dt);
 
 /* The bits of a float and back. */
-static inline uint32_t mp_f32_bits(float f)
+MP_HD static inline uint32_t mp_f32_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
 
-static inline float mp_bits_f32(uint32_t u)
+MP_HD static inline float mp_bits_f32(uint32_t u)
 {
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-/* IEEE binary16 <-> binary32; the float->half direction rounds to nearest even. Inline: every
- * kernel on half data calls them per element. */
-static inline uint16_t mp_f32_to_f16(float f)
+/* IEEE binary16 <-> binary32; the float->half direction rounds to nearest even. Inline and
+ * MP_HD: every kernel on half data calls them per element, on the CPU and (for NaNs and bf16,
+ * engine/cast_rule.h) on the GPU. */
+MP_HD static inline uint16_t mp_f32_to_f16(float f)
 {
     uint32_t x = mp_f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
@@ -60,7 +63,7 @@ static inline uint16_t mp_f32_to_f16(float f)
     return (uint16_t)(sign | (ax >> 13));
 }
 
-static inline float mp_f16_to_f32(uint16_t h)
+MP_HD static inline float mp_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
@@ -74,7 +77,7 @@ static inline float mp_f16_to_f32(uint16_t h)
 }
 
 /* bfloat16 <-> binary32; the float->bf16 direction rounds to nearest even. */
-static inline uint16_t mp_f32_to_bf16(float f)
+MP_HD static inline uint16_t mp_f32_to_bf16(float f)
 {
     uint32_t x = mp_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u)
@@ -83,7 +86,7 @@ static inline uint16_t mp_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
-static inline float mp_bf16_to_f32(uint16_t h) { return mp_bits_f32((uint32_t)h << 16); }
+MP_HD static inline float mp_bf16_to_f32(uint16_t h) { return mp_bits_f32((uint32_t)h << 16); }
 
 /* Converts n elements from src (of type st) to dst (of type dt), rounding once.
  * src and dst must not overlap unless they are the same buffer with the same dtype. */
@@ -95,7 +98,8 @@ void mp_convert(void *dst, mp_dtype dt, const void *src, mp_dtype st, size_t n);
  * (IEEE 754 leaves payload propagation open; what matters downstream is that it is a NaN). */
 void mp_half_add(uint16_t *io, const uint16_t *in, size_t n, mp_dtype dt);
 
-/* Reads element i of buf (of type dt) as a double; writes v rounded to dt into element i. */
+/* Reads element i of buf (of type dt) as a double; writes v rounded to dt into element i
+ * (engine/cast_rule.h's mp_elem_load_f64 / mp_elem_store_f64, which the GPU kernels share). */
 double mp_load(const void *buf, mp_dtype dt, size_t i);
 void mp_store(void *buf, mp_dtype dt, size_t i, double v);
 

@@ -10,4 +10,13 @@
 #define MP_HD
 #endif
 
+/* MP_HD_INLINE: MP_HD, always inlined, for a shared loop over elements loaded by runtime dtype
+ * that the CPU backend instantiates once per dtype: inlined into each instance, the constant
+ * dtype folds the per-element dtype switch away. */
+#ifdef __GNUC__
+#define MP_HD_INLINE MP_HD __attribute__((always_inline))
+#else
+#define MP_HD_INLINE MP_HD
+#endif
+
 #endif

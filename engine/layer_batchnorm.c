@@ -50,7 +50,7 @@ static mp_status batchnorm_backward(mp_layer *l, const mp_tensor *x, const mp_te
     MP_TRY(image_view(l, dy, "output gradient", &dy4));
     if (dx)
         MP_TRY(image_view(l, dx, "input gradient", &dx4));
-    return l->ops->batchnorm_backward(&x4, &dy4, &l->w[0], &l->buf[BN_SAVE_MEAN],
+    return l->ops->batchnorm_backward(&l->bn, &x4, &dy4, &l->w[0], &l->buf[BN_SAVE_MEAN],
                                       &l->buf[BN_SAVE_INVSTD], dx ? &dx4 : NULL, &l->dw[0],
                                       &l->dw[1]);
 }

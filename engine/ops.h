@@ -46,9 +46,11 @@ typedef struct mp_optim_args {
 /* What a backend counts of the host waiting for it (ops->counters): reads are copies from
  * backend memory to the host and results handed back to the host (copy_out, softmax_xent's
  * result, grad_stats), syncs are calls of sync; fence_waits are fence_wait calls (by loader
- * threads, before they reuse a batch slot). Totals since the process started. */
+ * threads, before they reuse a batch slot); copies_in are copy_in calls, and pageable_in those
+ * of them whose source is not host_alloc's memory (on a GPU such a copy cannot run
+ * asynchronously: the driver may wait for the device). Totals since the process started. */
 typedef struct mp_ops_counters {
-    int64_t reads, syncs, fence_waits;
+    int64_t reads, syncs, fence_waits, copies_in, pageable_in;
 } mp_ops_counters;
 
 /* A 2-D convolution: x (N, H, W, C), w (K, R, S, C / groups), y (N, P, Q, K) with
@@ -145,12 +147,17 @@ typedef struct mp_ops {
 
     /* Softmax cross-entropy of logits (N, C) against labels (N) in [0, C) with label smoothing
      * eps (PyTorch's: the target is (1 - eps) onehot + eps / C), computed in FP32 (FP64 for
-     * FP64 logits). When out is not NULL, fills *out with the mean loss and the arg-max hit
-     * count (the host waits for them); NULL queues nothing for the host. When dlogits is not
-     * NULL, writes d(mean loss * g)/dlogits into it (N, C), g = grad_scale times the loss scale
-     * read from `st` in backend memory (st NULL: g = grad_scale). */
+     * FP64 logits) with engine/xent_rule.h's rules. When out is not NULL, fills *out with the
+     * mean loss and the arg-max hit count (the arg-max is the first maximum, a NaN above any
+     * number), and the host waits for them; NULL queues nothing for the host. When dlogits is
+     * not NULL, writes d(mean loss * g)/dlogits into it (N, C), g = grad_scale times the loss
+     * scale read from `st` in backend memory (st NULL: g = grad_scale). A label outside [0, C)
+     * is an error (MP_EINTERNAL): where the backend sees it without waiting (the CPU) the op
+     * fails at once and writes nothing; otherwise (CUDA) the row's dlogits are zeroed,
+     * st->found_inf is set (when st is given) so that the step is skipped, and the op fails at
+     * its next call with a result. */
     mp_status (*softmax_xent)(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                              double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                              double grad_scale, mp_amp_state *st, mp_xent_result *out,
                               mp_tensor *dlogits);
 
     /* One optimizer step in a single pass over flat tensors of equal numel: param (updated in
@@ -221,8 +228,11 @@ typedef struct mp_ops {
                                    const mp_tensor *gamma, const mp_tensor *beta,
                                    mp_tensor *running_mean, mp_tensor *running_var,
                                    mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y);
-    /* Gradients of training-mode batch normalisation: dx, dgamma, dbeta (overwritten). */
-    mp_status (*batchnorm_backward)(const mp_tensor *x, const mp_tensor *dy,
+    /* Gradients of training-mode batch normalisation: dx (NULL for none), dgamma, dbeta
+     * (overwritten), from the save_mean/save_invstd of the training forward. `a` is the one
+     * that forward was given: its eps (> 0) goes to the library, which asks for the forward's
+     * value (cuDNN); the result depends only on the saved statistics, and momentum is unused. */
+    mp_status (*batchnorm_backward)(const mp_bn_args *a, const mp_tensor *x, const mp_tensor *dy,
                                     const mp_tensor *gamma, const mp_tensor *save_mean,
                                     const mp_tensor *save_invstd, mp_tensor *dx,
                                     mp_tensor *dgamma, mp_tensor *dbeta);

@@ -20,7 +20,8 @@ typedef struct mp_window {
     int64_t steps, images;
 } mp_window;
 
-/* Writes this rank's stop request into the state and agrees, with one MAX over ranks of
+/* Writes this rank's stop request into the state when it changed (once a run at most, so no step
+ * copies it as a matter of course) and agrees, with one MAX over ranks of
  * (sum of squares, found_inf, stop, fill), on whether the step is skipped, the norm it clips
  * with, the scaler's margin rule and whether the run stops: every rank takes the same decision
  * even when a rank's gradients went bad after the sum, and all stop at the same step. On a
@@ -28,11 +29,14 @@ typedef struct mp_window {
  * copy, or the state itself when the backend's memory is the host's. */
 static mp_status agree(mp_trainer *t)
 {
-    t->stop_req = (double)mp_signal_pending();
-    if (t->ops->host_memory)
-        t->st->stop = t->stop_req;
-    else
-        MP_TRY(t->ops->copy_in(&t->st->stop, &t->stop_req, sizeof t->stop_req));
+    double req = (double)mp_signal_pending();
+    if (req != *t->stop_req) { /* once a run at most: st->stop stays from step to step */
+        *t->stop_req = req;
+        if (t->ops->host_memory)
+            t->st->stop = req;
+        else
+            MP_TRY(t->ops->copy_in(&t->st->stop, t->stop_req, sizeof *t->stop_req));
+    }
     if (t->comm->size == 1)
         return MP_OK;
     static const char what[] =
@@ -97,38 +101,44 @@ static mp_status apply_gradients(mp_trainer *t, double lr)
 mp_status mp_train_read_state(mp_trainer *t)
 {
     if (t->ops->host_memory)
-        t->hst = *t->st;
+        *t->hst = *t->st;
     else
-        MP_TRY(t->ops->copy_out(&t->hst, t->st, sizeof t->hst));
-    t->scaler = t->hst.scaler;
-    t->opt.steps = t->hst.steps;
-    t->stop_signal = (int)t->hst.stop;
+        MP_TRY(t->ops->copy_out(t->hst, t->st, sizeof *t->hst));
+    t->scaler = t->hst->scaler;
+    t->opt.steps = t->hst->steps;
+    t->stop_signal = (int)t->hst->stop;
     return MP_OK;
 }
 
 mp_status mp_train_write_state(mp_trainer *t)
 {
-    t->hst = (mp_amp_state){.scaler = t->scaler,
+    *t->hst = (mp_amp_state){.scaler = t->scaler,
                             .steps = t->opt.steps,
+                            .stop = *t->stop_req,
                             .step_scale = t->scaler.scale};
     if (t->ops->host_memory) {
-        *t->st = t->hst;
+        *t->st = *t->hst;
         return MP_OK;
     }
-    return t->ops->copy_in(t->st, &t->hst, sizeof t->hst);
+    return t->ops->copy_in(t->st, t->hst, sizeof *t->hst);
 }
 
 /* At a host point (every step when the backend's memory is the host's, else logging, evaluation,
- * checkpoint and last steps): reads the state and ends the run with MP_EDIVERGED after
- * max_consecutive_skips skipped steps in a row. */
+ * checkpoint and last steps): reads the state and ends the run with MP_EDATA when the GPU's loss
+ * met a label out of range since, or with MP_EDIVERGED after max_consecutive_skips skipped steps
+ * in a row. */
 static mp_status host_point(mp_trainer *t)
 {
     MP_TRY(mp_train_read_state(t));
-    if (t->hst.diverged)
+    if (t->hst->bad_labels != 0.0)
+        return mp_fail(MP_EDATA, "%s: a training label is outside [0, %lld) (data.num_classes); "
+                       "the steps since the last host point that met one were skipped",
+                       t->cfg->path, (long long)t->cfg->data.num_classes);
+    if (t->hst->diverged)
         return mp_fail(MP_EDIVERGED,
                        "diverged: %lld steps in a row had inf/NaN gradients (loss scale %g); "
                        "the first parameter that overflowed: %s",
-                       (long long)t->hst.diverged, t->hst.step_scale, first_overflow(t));
+                       (long long)t->hst->diverged, t->hst->step_scale, first_overflow(t));
     return MP_OK;
 }
 
@@ -260,7 +270,7 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         mp_tensor x = mp_tensor_batch(&t->x, n);
         const mp_tensor *logits;
         mp_xent_result res;
-        if (!t->ops->host_memory) {
+        if (!t->ops->host_memory) { /* the last batch's copies are done: its result was read */
             st = t->ops->copy_in(x.data, t->xhost, (size_t)mp_tensor_bytes(&x));
             if (st == MP_OK)
                 st = t->ops->copy_in(t->ydev, t->y, (size_t)n * sizeof(int32_t));
@@ -403,8 +413,8 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
             images += w.images - before;
             step = next;
             if (log)
-                MP_TRY(log_step(t, step, epoch, loss, lr, t->hst.step_scale,
-                                t->hst.scaler.consecutive_skips > 0, &w, &r->final_loss, &rate));
+                MP_TRY(log_step(t, step, epoch, loss, lr, t->hst->step_scale,
+                                t->hst->scaler.consecutive_skips > 0, &w, &r->final_loss, &rate));
             else
                 mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);
             if (eval) {

@@ -65,13 +65,16 @@ typedef struct mp_trainer {
     mp_scaler_config scaler_cfg;
     mp_scaler_state scaler; /* host copy of st->scaler, exact after mp_train_read_state */
     mp_amp_state *st;       /* the step's mixed-precision state, in the backend's memory */
-    mp_amp_state hst;       /* its host copy, read at host points */
-    double stop_req;        /* this rank's stop request as the last step wrote it */
+    mp_amp_state *hst;      /* its host copy, read at host points (host_alloc's memory) */
+    double *stop_req;       /* this rank's stop request as last written to st->stop (0 or a
+                               signal number: it changes once at most), in host_alloc's memory
+                               so that its copy_in runs asynchronously */
     mp_tensor x, dlogits;   /* (batch, H, W, C) input (the policy's input dtype) and
                                (batch, classes) loss gradient (the logits' dtype) */
-    int32_t *y;             /* (batch) labels, host memory */
+    int32_t *y;             /* (batch) labels, host_alloc's memory */
     int32_t *ydev;          /* (batch) labels in the backend's memory (y itself on the CPU) */
-    void *xhost;            /* (batch, H, W, C) host staging of x (x's own storage on the CPU) */
+    void *xhost;            /* (batch, H, W, C) host staging of x for evaluation, host_alloc's
+                               memory (x's own storage on the CPU) */
     double mean[3], std[3]; /* per-channel normalisation */
     int device;             /* the CUDA device of this rank, -1 on the CPU */
     bool device_comm;       /* mp_train_connect opened comm's device transport (NCCL) */

@@ -1,6 +1,9 @@
 /* How the gradients travel (comm.backend): NCCL on the GPUs when every rank has a GPU of its
- * own, MPI otherwise; rank 0 prints the choice and why. */
+ * own, MPI otherwise; rank 0 prints the choice and why. A backend whose memory is host memory it
+ * declares device-like (the staged CPU backend, a test of the GPU's paths) takes the device path
+ * over a second MPI transport on several ranks, so the CPU suite runs it. */
 #include <stdio.h>
+#include <string.h>
 
 #include "comm/device_bind.h"
 #include "src/train.h"
@@ -18,11 +21,16 @@ mp_status mp_train_connect(mp_trainer *t)
     mp_free(ids);
     if (st != MP_OK)
         return mp_fail(st, "%s: comm.backend: %s", t->cfg->path, mp_error_message());
-    if (use_nccl) {
-        MP_TRY(mp_comm_use_device(c, t->device, t->ops->queue()));
+    bool staged = !t->ops->host_memory && !t->ops->queue() && c->size > 1 &&
+                  c->thread_level == MPI_THREAD_MULTIPLE;
+    if (use_nccl || staged) {
+        MP_TRY(mp_comm_use_device(c, t->device, use_nccl ? t->ops->queue() : NULL));
         t->device_comm = true;
         mp_grad_sync_use_device(&t->sync);
     }
+    if (staged && !use_nccl)
+        snprintf(why + strlen(why), sizeof why - strlen(why),
+                 "; %s memory: the device path, on a second MPI transport", t->ops->name);
     if (c->rank == 0)
         printf("comm: %s\n", why);
     return MP_OK;

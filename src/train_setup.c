@@ -360,14 +360,20 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
     t->st = t->ops->mem_alloc(sizeof *t->st, MP_MEM_OPTIM);
     if (!t->st)
         return MP_EINTERNAL; /* mem_alloc said why */
-    t->y = mp_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+    /* Host buffers the backend copies from are host_alloc's (pinned on a GPU), so that no
+     * copy_in waits for the device. */
+    t->hst = t->ops->host_alloc(sizeof *t->hst, MP_MEM_WORKSPACE);
+    t->stop_req = t->ops->host_alloc(sizeof *t->stop_req, MP_MEM_WORKSPACE);
+    t->y = t->ops->host_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+    if (!t->hst || !t->stop_req || !t->y)
+        return MP_EINTERNAL; /* host_alloc said why */
     t->ydev = t->y;
     t->xhost = t->x.data;
-    if (!t->ops->host_memory) { /* batches are assembled on the host and copied in */
+    if (!t->ops->host_memory) { /* evaluation batches are assembled on the host and copied in */
         t->ydev = t->ops->mem_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
-        t->xhost = mp_alloc((size_t)mp_tensor_bytes(&t->x), MP_MEM_DATA);
-        if (!t->ydev)
-            return MP_EINTERNAL; /* mem_alloc said why */
+        t->xhost = t->ops->host_alloc((size_t)mp_tensor_bytes(&t->x), MP_MEM_DATA);
+        if (!t->ydev || !t->xhost)
+            return MP_EINTERNAL; /* mem_alloc or host_alloc said why */
     }
     return MP_OK;
 }
@@ -382,13 +388,15 @@ void mp_train_free(mp_trainer *t)
     if (t->ops) {
         if (!t->ops->host_memory) {
             t->ops->mem_free(t->ydev);
-            mp_free(t->xhost);
+            t->ops->host_free(t->xhost);
         }
         t->ops->mem_free(t->st);
+        t->ops->host_free(t->hst);
+        t->ops->host_free(t->stop_req);
+        t->ops->host_free(t->y);
         mp_tensor_delete(t->ops, &t->x);
         mp_tensor_delete(t->ops, &t->dlogits);
     }
-    mp_free(t->y);
     mp_free(t->bufpack);
     mp_optimizer_free(&t->opt);
     mp_grad_sync_free(&t->sync);

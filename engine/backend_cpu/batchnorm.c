@@ -144,11 +144,13 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
         }                                                                                     \
     } while (0)
 
-mp_status mp_cpu_batchnorm_backward(const mp_tensor *x, const mp_tensor *dy,
-                                    const mp_tensor *gamma, const mp_tensor *save_mean,
-                                    const mp_tensor *save_invstd, mp_tensor *dx,
-                                    mp_tensor *dgamma, mp_tensor *dbeta)
+mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
+                                    const mp_tensor *dy, const mp_tensor *gamma,
+                                    const mp_tensor *save_mean, const mp_tensor *save_invstd,
+                                    mp_tensor *dx, mp_tensor *dgamma, mp_tensor *dbeta)
 {
+    /* eps reaches the arithmetic through save_invstd; it is checked as the GPU checks it */
+    MP_CPU_REQUIRE(a->eps > 0, "batchnorm_backward");
     int64_t C = mp_tensor_numel(gamma);
     MP_CPU_REQUIRE(channels_last(x, C), "batchnorm_backward");
     int64_t M = mp_tensor_numel(x) / C;

@@ -31,6 +31,11 @@ static inline double mp_st_f64(double v) { return v; }
 
 void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat);
 void mp_cpu_mem_free(void *p);
+/* host_alloc: mp_alloc's block, listed so that copy_in can tell it from other host memory. */
+void *mp_cpu_host_alloc(size_t bytes, mp_mem_cat cat);
+void mp_cpu_host_free(void *p);
+/* copy_in: a copy, counted (copies_in, and pageable_in unless the source is host_alloc's). */
+mp_status mp_cpu_copy_in(void *dst, const void *host, size_t bytes);
 mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes);
 mp_status mp_cpu_copy_out(void *host, const void *src, size_t bytes);
 mp_status mp_cpu_sync(void);
@@ -51,7 +56,7 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                              double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                              double grad_scale, mp_amp_state *st, mp_xent_result *out,
                               mp_tensor *dlogits);
 mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, mp_tensor *param,
                             mp_tensor *copy, const mp_tensor *grad, mp_tensor *slot1,
@@ -66,10 +71,10 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                                    const mp_tensor *gamma, const mp_tensor *beta,
                                    mp_tensor *running_mean, mp_tensor *running_var,
                                    mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y);
-mp_status mp_cpu_batchnorm_backward(const mp_tensor *x, const mp_tensor *dy,
-                                    const mp_tensor *gamma, const mp_tensor *save_mean,
-                                    const mp_tensor *save_invstd, mp_tensor *dx,
-                                    mp_tensor *dgamma, mp_tensor *dbeta);
+mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
+                                    const mp_tensor *dy, const mp_tensor *gamma,
+                                    const mp_tensor *save_mean, const mp_tensor *save_invstd,
+                                    mp_tensor *dx, mp_tensor *dgamma, mp_tensor *dbeta);
 mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y);
 mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
                                const mp_tensor *dy, mp_tensor *dx);

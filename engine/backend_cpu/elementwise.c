@@ -1,7 +1,9 @@
 /* Elementwise and row-broadcast ops on the CPU: bias add and its gradient, ReLU forward and
- * backward, scale, fill, convert. Each kernel is written once for every dtype. The bias ops
- * walk rows in memory order and convert half data in bulk (mp_convert) per tile. */
+ * backward, scale, fill, convert. Each kernel is written once for every dtype, and its arithmetic
+ * is engine/elem_rule.h's, which the CUDA kernels run too. The bias ops walk rows in memory
+ * order and convert half data in bulk (mp_convert) per tile. */
 #include "engine/backend_cpu/cpu.h"
+#include "engine/elem_rule.h"
 
 enum { MP_BIAS_BLOCK = 1024 };
 
@@ -26,9 +28,9 @@ static void *at(const mp_tensor *t, int64_t off)
             int64_t j = 0;                                                                 \
             for (; j + 8 <= len; j += 8)                                                   \
                 for (int k = 0; k < 8; k++)                                                \
-                    v[j + k] = v[j + k] + b[j + k];                                        \
+                    v[j + k] = mp_add_##SFX(v[j + k], b[j + k]);                           \
             for (; j < len; j++)                                                           \
-                v[j] = v[j] + b[j];                                                        \
+                v[j] = mp_add_##SFX(v[j], b[j]);                                           \
         }                                                                                  \
     }                                                                                      \
     static void sum_rows_##SFX(ACC *restrict acc, const ACC *restrict v, int64_t nr,       \
@@ -38,9 +40,9 @@ static void *at(const mp_tensor *t, int64_t off)
             int64_t j = 0;                                                                 \
             for (; j + 8 <= len; j += 8)                                                   \
                 for (int k = 0; k < 8; k++)                                                \
-                    acc[j + k] += v[j + k];                                                \
+                    acc[j + k] = mp_add_##SFX(acc[j + k], v[j + k]);                       \
             for (; j < len; j++)                                                           \
-                acc[j] += v[j];                                                            \
+                acc[j] = mp_add_##SFX(acc[j], v[j]);                                       \
         }                                                                                  \
     }
 MP_BIAS_ROWS(float, f32)
@@ -130,10 +132,8 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
     do {                                                                           \
         const T *xx = (x)->data;                                                   \
         T *yy = (y)->data;                                                         \
-        for (int64_t i = 0; i < (n); i++) {                                        \
-            ACC v = LD(xx[i]);                                                     \
-            yy[i] = ST(v < 0 ? (ACC)0 : v); /* NaN stays NaN, as in PyTorch */                                        \
-        }                                                                          \
+        for (int64_t i = 0; i < (n); i++)                                          \
+            yy[i] = ST(mp_relu(LD(xx[i])));                                        \
     } while (0)
 
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
@@ -149,7 +149,7 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
         const T *yy = (y)->data, *dd = (dy)->data;                                 \
         T *out = (dx)->data;                                                       \
         for (int64_t i = 0; i < (n); i++)                                          \
-            out[i] = LD(yy[i]) > 0 ? dd[i] : ST((ACC)0);                           \
+            out[i] = mp_relu_passes(LD(yy[i])) ? dd[i] : ST((ACC)0);               \
     } while (0)
 
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx)
@@ -166,7 +166,7 @@ mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tenso
         T *xx = (x)->data;                                                         \
         ACC a = (ACC)(alpha);                                                      \
         for (int64_t i = 0; i < (n); i++)                                          \
-            xx[i] = ST(LD(xx[i]) * a);                                             \
+            xx[i] = ST(mp_scale(LD(xx[i]), a));                                    \
     } while (0)
 
 mp_status mp_cpu_scale(mp_tensor *x, double alpha)

@@ -1,6 +1,11 @@
 /* The CPU backend's memory: host blocks from mp_alloc, plain copies, nothing queued; the host
- * waits are counted all the same, so tests of the step's host waits run on the CPU. */
+ * waits are counted all the same, so tests of the step's host waits run on the CPU. host_alloc's
+ * blocks are listed, so that a copy_in from any other host memory is counted as pageable: on a
+ * GPU such a copy cannot run asynchronously and may wait for the device. */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
@@ -16,7 +21,76 @@ mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes)
     return MP_OK;
 }
 
-static atomic_llong reads, syncs, fence_waits;
+static atomic_llong reads, syncs, fence_waits, copies_in, pageable_in;
+
+/* The blocks host_alloc handed out and not yet freed (few: the loader's slots, the trainer's
+ * staging), as [start, end) address ranges. */
+typedef struct host_block {
+    uintptr_t start, end;
+} host_block;
+static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+static host_block *host_blocks;
+static size_t host_count, host_cap;
+
+void *mp_cpu_host_alloc(size_t bytes, mp_mem_cat cat)
+{
+    char *p = mp_alloc(bytes, cat);
+    pthread_mutex_lock(&host_mu);
+    if (host_count == host_cap) {
+        size_t cap = host_cap ? 2 * host_cap : 16;
+        host_block *grown = realloc(host_blocks, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&host_mu);
+            mp_free(p);
+            mp_fail(MP_EINTERNAL, "cpu: out of host memory listing a host block");
+            return NULL;
+        }
+        host_blocks = grown;
+        host_cap = cap;
+    }
+    host_blocks[host_count++] = (host_block){(uintptr_t)p, (uintptr_t)p + bytes};
+    pthread_mutex_unlock(&host_mu);
+    return p;
+}
+
+void mp_cpu_host_free(void *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&host_mu);
+    for (size_t i = 0; i < host_count; i++)
+        if (host_blocks[i].start == (uintptr_t)p) {
+            host_blocks[i] = host_blocks[--host_count];
+            break;
+        }
+    if (host_count == 0) {
+        free(host_blocks);
+        host_blocks = NULL;
+        host_cap = 0;
+    }
+    pthread_mutex_unlock(&host_mu);
+    mp_free(p);
+}
+
+/* Whether [p, p + bytes) lies inside one block of host_alloc. */
+static bool from_host_alloc(const void *p, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)p;
+    bool found = false;
+    pthread_mutex_lock(&host_mu);
+    for (size_t i = 0; i < host_count && !found; i++)
+        found = a >= host_blocks[i].start && a + bytes <= host_blocks[i].end;
+    pthread_mutex_unlock(&host_mu);
+    return found;
+}
+
+mp_status mp_cpu_copy_in(void *dst, const void *host, size_t bytes)
+{
+    atomic_fetch_add(&copies_in, 1);
+    if (bytes && !from_host_alloc(host, bytes))
+        atomic_fetch_add(&pageable_in, 1);
+    return mp_cpu_copy(dst, host, bytes);
+}
 
 void mp_cpu_count_read(void) { atomic_fetch_add(&reads, 1); }
 
@@ -54,6 +128,8 @@ void mp_cpu_counters(mp_ops_counters *out)
     out->reads = atomic_load(&reads);
     out->syncs = atomic_load(&syncs);
     out->fence_waits = atomic_load(&fence_waits);
+    out->copies_in = atomic_load(&copies_in);
+    out->pageable_in = atomic_load(&pageable_in);
 }
 
 int64_t mp_cpu_mem_free_bytes(void) { return -1; }

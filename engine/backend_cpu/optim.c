@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/check_rule.h"
 #include "engine/optim_rule.h"
 
 enum { MP_OPTIM_BLOCK = 1024 };
@@ -96,26 +97,21 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void grad_stats_##SFX(const mp_tensor *g, double scale, double *sumsq, bool *bad, \
+    static void grad_stats_##SFX(const mp_tensor *g, double mult, double *sumsq, bool *bad,  \
                                  double *amax, int64_t n)                                    \
     {                                                                                        \
-        ACC gbuf[MP_OPTIM_BLOCK], sc = (ACC)scale, mx = 0;                                   \
-        double s = 0;                                                                        \
-        bool nf = false;                                                                     \
+        ACC gbuf[MP_OPTIM_BLOCK], m = (ACC)mult;                                             \
+        mp_check_##SFX c = {0, 0, false};                                                    \
         for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) {                                    \
             size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
             const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \
-            for (size_t i = 0; i < len; i++) {                                               \
-                ACC v = gv[i] * sc, a = (ACC)fabs((double)gv[i]);                            \
-                nf |= !isfinite(v);                                                          \
-                s += (double)v * (double)v;                                                  \
-                mx = a > mx ? a : mx;                                                        \
-            }                                                                                \
+            for (size_t i = 0; i < len; i++)                                                 \
+                mp_check_##SFX##_elem(&c, gv[i], m);                                         \
         }                                                                                    \
-        *sumsq += s;                                                                         \
-        *bad = *bad || nf;                                                                   \
+        *sumsq += c.sumsq;                                                                   \
+        *bad = *bad || c.bad;                                                                \
         if (amax)                                                                            \
-            *amax = (double)mx;                                                              \
+            *amax = (double)c.amax;                                                          \
     }
 
 MP_OPTIM_KERNELS(float, MP_F32, f32)
@@ -147,16 +143,17 @@ mp_status mp_cpu_optim_step(const mp_optim_args *args, const mp_amp_state *st, m
     return MP_OK;
 }
 
-/* The statistics are computed in the gradient's accumulator type: FP32 for FP32 and half, FP64
- * for FP64; *amax (when not NULL) is the largest |element| of grad itself (NaN ignored). */
-static mp_status grad_stats(const mp_tensor *grad, double scale, double *sumsq, bool *nonfinite,
+/* The statistics (engine/check_rule.h) are computed in the gradient's accumulator type: FP32 for
+ * FP32 and half, FP64 for FP64; *amax (when not NULL) is the largest |element| of grad itself
+ * (NaN ignored). */
+static mp_status grad_stats(const mp_tensor *grad, double mult, double *sumsq, bool *nonfinite,
                             double *amax)
 {
     int64_t n = mp_tensor_numel(grad);
     if (grad->dtype == MP_F64)
-        grad_stats_f64(grad, scale, sumsq, nonfinite, amax, n);
+        grad_stats_f64(grad, mult, sumsq, nonfinite, amax, n);
     else
-        grad_stats_f32(grad, scale, sumsq, nonfinite, amax, n);
+        grad_stats_f32(grad, mult, sumsq, nonfinite, amax, n);
     return MP_OK;
 }
 
@@ -170,10 +167,11 @@ mp_status mp_cpu_amp_check(const mp_tensor *grad, double mult, double limit, mp_
 {
     bool bad = st->found_inf != 0;
     double amax = 0.0;
-    MP_TRY(grad_stats(grad, mult / st->scaler.scale, &st->sumsq, &bad, &amax));
+    MP_TRY(grad_stats(grad, mp_check_mult(mult, st), &st->sumsq, &bad, &amax));
     st->found_inf = bad ? 1.0 : 0.0;
-    if (limit > 0.0 && amax / limit > st->fill)
-        st->fill = amax / limit;
+    double fill = mp_check_fill(amax, limit);
+    if (fill > st->fill)
+        st->fill = fill;
     return MP_OK;
 }
 

@@ -1,50 +1,50 @@
-/* Softmax cross-entropy on the CPU: a numerically stable log-sum-exp per row, the mean loss
- * over the batch (with label smoothing), the arg-max hit count, and the gradient
- * (softmax - target) * scale / N.
- * Computed in FP32 for FP32 and half logits (FP64 for FP64), as DESIGN §2 requires. */
+/* Softmax cross-entropy on the CPU: each row with engine/xent_rule.h's rules (the CUDA kernel's
+ * own) on one thread over its columns in order, then the mean loss over the batch (summed in
+ * row order in the accumulator type) and the arg-max hit count. Computed in FP32 for FP32 and
+ * half logits (FP64 for FP64), as DESIGN §2 requires. A label outside [0, C) fails the op at
+ * once, before anything is written. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/xent_rule.h"
 
-#define XENT(T, ACC, LD, ST, logits, labels, eps, scale, out, dlogits, rows, cols)     \
-    do {                                                                               \
-        const T *x = (logits)->data;                                                   \
-        T *dx = (dlogits) ? (T *)(dlogits)->data : NULL;                               \
-        ACC total = 0;                                                                 \
-        int64_t hits = 0;                                                              \
-        for (int64_t r = 0; r < (rows); r++) {                                         \
-            const T *row = x + r * (cols);                                             \
-            int64_t best = 0;                                                          \
-            ACC mx = LD(row[0]);                                                       \
-            for (int64_t j = 1; j < (cols); j++)                                       \
-                if (LD(row[j]) > mx) {                                                 \
-                    mx = LD(row[j]);                                                   \
-                    best = j;                                                          \
-                }                                                                      \
-            ACC sum = 0, zsum = 0;                                                     \
-            for (int64_t j = 0; j < (cols); j++) {                                     \
-                sum += (ACC)exp((double)(LD(row[j]) - mx));                            \
-                zsum += LD(row[j]);                                                    \
-            }                                                                          \
-            ACC lse = mx + (ACC)log((double)sum);                                      \
-            int32_t y = (labels)[r];                                                   \
-            ACC e = (ACC)(eps), on = (ACC)1 - e, off = e / (ACC)(cols);                \
-            total += on * (lse - LD(row[y])) + e * (lse - zsum / (ACC)(cols));         \
-            hits += best == y;                                                         \
-            if (dx) {                                                                  \
-                ACC g = (ACC)((scale) / (double)(rows));                               \
-                for (int64_t j = 0; j < (cols); j++) {                                 \
-                    ACC p = (ACC)exp((double)(LD(row[j]) - lse));                      \
-                    dx[r * (cols) + j] = ST((p - (j == y ? on + off : off)) * g);      \
-                }                                                                      \
-            }                                                                          \
-        }                                                                              \
-        (out)->loss = (double)(total / (ACC)(rows));                                   \
-        (out)->correct = hits;                                                         \
-    } while (0)
+/* Defines xent_NAME: the op over rows (N, C) of logits of dtype DT with accumulator type ACC
+ * (rule suffix SFX). DT is a constant, so that the rules' loads and stores by dtype compile to
+ * DT's own conversion. */
+#define MP_CPU_XENT(ACC, SFX, NAME, DT)                                                    \
+    static void xent_##NAME(const mp_tensor *logits, const int32_t *labels, double eps,    \
+                            double g, mp_xent_result *out, mp_tensor *dlogits, int64_t rows, \
+                            int64_t cols)                                                  \
+    {                                                                                      \
+        const mp_xent_coef_##SFX c = mp_xent_coef_##SFX##_make(eps, g, cols);              \
+        ACC total = 0;                                                                     \
+        int64_t hits = 0;                                                                  \
+        for (int64_t r = 0; r < rows; r++) {                                               \
+            const mp_xent_span s = {logits->data, dlogits ? dlogits->data : NULL,          \
+                                    DT, r * cols, 0, 1};                                   \
+            ACC mx = (ACC)-INFINITY, sum = 0, zsum = 0;                                    \
+            int64_t best = cols;                                                           \
+            mp_xent_max_##SFX(&s, &c, &mx, &best);                                         \
+            mp_xent_sums_##SFX(&s, &c, mx, &sum, &zsum);                                   \
+            ACC lse = mp_xent_lse_##SFX(mx, sum);                                          \
+            int32_t y = labels[r];                                                         \
+            ACC xy = mp_elem_load_##SFX(s.x, s.dt, s.base + y);                            \
+            total += mp_xent_loss_##SFX(&c, lse, xy, zsum);                                \
+            hits += best == y;                                                             \
+            if (s.dx)                                                                      \
+                mp_xent_grad_##SFX(&c, &s, lse, y);                                        \
+        }                                                                                  \
+        out->loss = (double)(total / (ACC)rows);                                           \
+        out->correct = hits;                                                               \
+    }
+
+MP_CPU_XENT(float, f32, f32, MP_F32)
+MP_CPU_XENT(float, f32, f16, MP_F16)
+MP_CPU_XENT(float, f32, bf16, MP_BF16)
+MP_CPU_XENT(double, f64, f64, MP_F64)
 
 mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                              double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                              double grad_scale, mp_amp_state *st, mp_xent_result *out,
                               mp_tensor *dlogits)
 {
     mp_xent_result unread;
@@ -52,16 +52,19 @@ mp_status mp_cpu_softmax_xent(const mp_tensor *logits, const int32_t *labels, do
         mp_cpu_count_read();
     else
         out = &unread;
-    if (st)
-        grad_scale *= st->scaler.scale;
     int64_t rows = logits->shape[0], cols = mp_tensor_row(logits);
     MP_CPU_REQUIRE(rows > 0 && cols > 0, "softmax_xent");
     MP_CPU_REQUIRE(!dlogits || (mp_tensor_numel(dlogits) == rows * cols &&
                                 dlogits->dtype == logits->dtype),
                    "softmax_xent");
     for (int64_t r = 0; r < rows; r++)
-        MP_CPU_REQUIRE(labels[r] >= 0 && labels[r] < cols, "softmax_xent label");
-    MP_CPU_DISPATCH(logits->dtype, XENT, logits, labels, smoothing, grad_scale, out, dlogits, rows,
-                    cols);
+        MP_CPU_REQUIRE(mp_xent_label_ok(labels[r], cols), "softmax_xent label");
+    double g = mp_xent_grad_factor(grad_scale, st, rows);
+    switch (logits->dtype) {
+    case MP_F32: xent_f32(logits, labels, smoothing, g, out, dlogits, rows, cols); break;
+    case MP_F16: xent_f16(logits, labels, smoothing, g, out, dlogits, rows, cols); break;
+    case MP_BF16: xent_bf16(logits, labels, smoothing, g, out, dlogits, rows, cols); break;
+    case MP_F64: xent_f64(logits, labels, smoothing, g, out, dlogits, rows, cols); break;
+    }
     return MP_OK;
 }

@@ -4,19 +4,21 @@
  * kernels (bn_fw_tr_1C11 / bn_bw_1C11), which took 94% of the GPU time of a resnet20 step at
  * batch 512 on an H100 (ncu, 2026-11-24); PERSISTENT runs its NHWC kernels, 2.7x (O0) and 3.3x
  * (O2 fp16) the images/s of that step, and passes the comparison with the CPU reference in
- * tests/gpu/test_cuda_dnn.c. PyTorch makes the same choice for channels_last training. cuDNN
+ * tests/gpu/op_table_dnn.c. PyTorch makes the same choice for channels_last training. cuDNN
  * warns that the mode "imposes some limits on the range of values" (its FP32 sums of squares
- * of half inputs cannot overflow: 65504^2 x 2^24 elements is far below FP32's range). cuDNN's semantics are PyTorch's, as the CPU reference's: the
- * batch's biased variance normalises, the running variance is updated with the unbiased one
- * (running = (1 - momentum) running + momentum batch, exponentialAverageFactor = momentum), and
- * savedInvVariance is 1 / sqrt(var + eps), our save_invstd. x, y, dy and dx share one dtype
- * (FP32, fp16 or bf16); x of any rank is seen as (N, H, W, C) when 4-D, else as (1, M, 1, C),
- * which keeps N within cuDNN's spatial-mode batch limits. cuDNN reads and writes the
- * per-channel tensors in FP32 whatever x's dtype; one that is not FP32 (BatchNorm weights at O3
- * without keep_batchnorm_fp32, or any mix in tests) goes through an FP32 scratch slot with
+ * of half inputs cannot overflow: 65504^2 x 2^24 elements is far below FP32's range). cuDNN's
+ * semantics are PyTorch's, as the CPU reference's: the batch's biased variance normalises, the
+ * running variance is updated with the unbiased one (running = (1 - momentum) running +
+ * momentum batch, exponentialAverageFactor = momentum), and savedInvVariance is
+ * 1 / sqrt(var + eps), our save_invstd. x, y, dy and dx share one dtype (FP32, fp16 or bf16);
+ * x of any rank is seen as (N, H, W, C) when 4-D, else as (1, M, 1, C), which keeps N within
+ * cuDNN's spatial-mode batch limits. cuDNN reads and writes the per-channel tensors in FP32
+ * whatever x's dtype; one that is not FP32 (BatchNorm weights at O3 without
+ * keep_batchnorm_fp32, or any mix in tests) goes through an FP32 scratch slot with
  * mp_cuda_convert, once each way, so it is rounded once as on the CPU. The scratch (6 C floats)
- * and an input-gradient scratch for dx == NULL are grown, never shrunk. Backward needs no eps:
- * cuDNN uses the saved mean and inverse deviation, and is given a fixed eps it ignores.
+ * and an input-gradient scratch for dx == NULL are grown, never shrunk. Backward works from the
+ * saved mean and inverse deviation and is given the forward's eps, as cuDNN asks ("same epsilon
+ * as forward pass", cudnnBatchNormalizationBackward).
  * bf16 data (x, y, dy, dx) is widened into FP32 scratch slots (mp_cuda_operand) and the results
  * rounded once back, as PyTorch does: the legacy API documents FP32, FP64 and fp16 data only. */
 #include <limits.h>
@@ -24,10 +26,6 @@
 #include "engine/backend_cuda/cuda.h"
 
 #define MP_BN_MODE CUDNN_BATCHNORM_SPATIAL_PERSISTENT
-
-/* The epsilon handed to cudnnBatchNormalizationBackward, which reads savedInvVariance instead
- * (mp_ops has no eps for backward); any value >= CUDNN_BN_MIN_EPSILON is valid. */
-#define MP_BN_BACKWARD_EPS 1e-5
 
 enum { MP_BN_SLOTS = 6 };
 
@@ -111,6 +109,15 @@ static mp_status param_in(const mp_tensor *t, int64_t C, int slot, bool load, mp
     return load ? mp_cuda_convert(t, work) : MP_OK;
 }
 
+/* MP_EINTERNAL naming op unless eps is one cuDNN takes (> 0 and >= CUDNN_BN_MIN_EPSILON). */
+static mp_status eps_ok(double eps, const char *op)
+{
+    if (!(eps > 0) || eps < CUDNN_BN_MIN_EPSILON)
+        return mp_fail(MP_EINTERNAL, "cuda %s: eps %g is not positive or is below cuDNN's "
+                       "minimum CUDNN_BN_MIN_EPSILON = %g", op, eps, (double)CUDNN_BN_MIN_EPSILON);
+    return MP_OK;
+}
+
 /* Rounds a per-channel result computed in scratch back into t (nothing when it was t itself). */
 static mp_status param_out(const mp_tensor *work, mp_tensor *t)
 {
@@ -137,9 +144,7 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     MP_CUDA_REQUIRE(a->eps > 0 && a->momentum >= 0 && a->momentum <= 1, "batchnorm_forward");
     MP_CUDA_REQUIRE(M >= (train ? 2 : 1), "batchnorm_forward values per channel");
     MP_CUDA_REQUIRE(M * C <= INT_MAX, "batchnorm_forward");
-    if (a->eps < CUDNN_BN_MIN_EPSILON)
-        return mp_fail(MP_EINTERNAL, "cuda batchnorm_forward: eps %g is below cuDNN's minimum "
-                       "CUDNN_BN_MIN_EPSILON = %g", a->eps, (double)CUDNN_BN_MIN_EPSILON);
+    MP_TRY(eps_ok(a->eps, "batchnorm_forward"));
     mp_tensor xw, yw;
     MP_TRY(data_work(x, 0, true, &xw));
     MP_TRY(data_work(y, 1, false, &yw));
@@ -169,8 +174,8 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     return param_out(&si, save_invstd);
 }
 
-extern "C" mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_tensor *dy,
-                                                const mp_tensor *gamma,
+extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
+                                                const mp_tensor *dy, const mp_tensor *gamma,
                                                 const mp_tensor *save_mean,
                                                 const mp_tensor *save_invstd, mp_tensor *dx,
                                                 mp_tensor *dgamma, mp_tensor *dbeta)
@@ -186,6 +191,7 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_ten
                         per_channel(dgamma, C, false) && per_channel(dbeta, C, false),
                     "batchnorm_backward");
     MP_CUDA_REQUIRE(M * C <= INT_MAX, "batchnorm_backward");
+    MP_TRY(eps_ok(a->eps, "batchnorm_backward"));
     cudaStream_t stream = mp_cuda_ctx_get()->stream;
     if (M == 0) { /* empty batch: zero parameter gradients (all-zero bits in every dtype) */
         CUDA_CHECK(cudaMemsetAsync(dgamma->data, 0, (size_t)mp_tensor_bytes(dgamma), stream));
@@ -220,8 +226,7 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_ten
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnBatchNormalizationBackward(
         mp_cuda_ctx_get()->dnn, MP_BN_MODE, &one, &zero, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd,
-        dyw.data, mp_bn_xd, dxp, mp_bn_pd, g.data, dg.data, db.data, MP_BN_BACKWARD_EPS, sm.data,
-        si.data));
+        dyw.data, mp_bn_xd, dxp, mp_bn_pd, g.data, dg.data, db.data, a->eps, sm.data, si.data));
     if (dx)
         MP_TRY(data_out(&dxw, dx));
     MP_TRY(param_out(&dg, dgamma));

@@ -2,7 +2,11 @@
  * KRSC filters (cuDNN's NHWC filter layout), cross-correlation with FP32 accumulation (compute
  * type CUDNN_DATA_FLOAT) for every dtype. fp16 and bf16 use tensor cores; FP32 uses
  * CUDNN_FMA_MATH, or CUDNN_DEFAULT_MATH (TF32 allowed) when amp.allow_tf32, and without TF32 it
- * runs every algorithm under CUDNN_FMA_MATH, so FP32 never uses TF32 silently.
+ * runs every algorithm under CUDNN_FMA_MATH, so FP32 never uses TF32 silently. Only fp16 data
+ * takes a candidate listed with CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: that math type lets cuDNN
+ * convert data to FP16 for the tensor cores (cuDNN's cudnnMathType_t and "FP32-to-FP16
+ * conversion"), a rounding amp.allow_tf32 does not ask for, and for bf16 data a loss of range
+ * cuDNN does not document either way.
  * A plan per (direction, shapes, descriptor, dtype, TF32 flag, workspace bound) keeps its cuDNN
  * descriptors and algorithm: the first of cudnnGet*Algorithm_v7's list that succeeds and whose
  * workspace fits amp.conv_workspace_mb. Plans live in a fixed table (the oldest slot is reused
@@ -192,9 +196,9 @@ static mp_status plan_make(const conv_key *key, conv_plan *pl)
     for (int i = 0; i < count; i++) {
         if (cand[i].status != CUDNN_STATUS_SUCCESS || cand[i].memory > key->ws_limit)
             continue;
-        bool tensor_op = cand[i].math == CUDNN_TENSOR_OP_MATH ||
-                         cand[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-        if (f32 && !key->tf32 && tensor_op)
+        bool converts = cand[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        bool tensor_op = cand[i].math == CUDNN_TENSOR_OP_MATH || converts;
+        if ((converts && key->dtype != MP_F16) || (f32 && !key->tf32 && tensor_op))
             continue;
         /* cuDNN runs an algorithm with the math type it was listed with (as PyTorch does), except
          * that FP32 without TF32 always runs under CUDNN_FMA_MATH, which admits no tensor-core

@@ -1,7 +1,8 @@
 /* Internals shared by the CUDA backend's files (C++/CUDA only): the one context (device, stream,
  * library handles, workspaces), the check macros of DESIGN §7, the launch macro that checks
- * every launch, and element loads and stores by runtime dtype so that a kernel is written once
- * for FP32, fp16 and bf16 (DESIGN §7). FP64 tensors are the CPU reference's alone. */
+ * every launch, and (engine/cast_rule.h, shared with the CPU) element loads and stores by
+ * runtime dtype so that a kernel is written once for FP32, fp16 and bf16 (DESIGN §7). FP64
+ * tensors are the CPU reference's alone. */
 #ifndef MP_BACKEND_CUDA_H
 #define MP_BACKEND_CUDA_H
 
@@ -18,6 +19,8 @@ extern "C" {
 #include "engine/cuda_check.h"
 #include "engine/ops.h"
 }
+
+#include "engine/cast_rule.h"
 
 /* The backend's state: every op runs on `stream` of `device`. */
 typedef struct mp_cuda_ctx {
@@ -88,26 +91,6 @@ static inline unsigned mp_cuda_blocks(int64_t n)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
          i += (int64_t)gridDim.x * blockDim.x)
 
-/* Element i of a buffer of dtype dt (FP32, fp16 or bf16) as float, and a float stored rounded
- * to nearest even into it: the same rounding as mp_f32_to_f16 / mp_f32_to_bf16. */
-__device__ static inline float mp_cu_ld(const void *p, mp_dtype dt, int64_t i)
-{
-    switch (dt) {
-    case MP_F16: return __half2float(((const __half *)p)[i]);
-    case MP_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    default: return ((const float *)p)[i];
-    }
-}
-
-__device__ static inline void mp_cu_st(void *p, mp_dtype dt, int64_t i, float v)
-{
-    switch (dt) {
-    case MP_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case MP_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
-    default: ((float *)p)[i] = v; break;
-    }
-}
-
 /* MP_EINTERNAL unless every tensor given has a dtype the CUDA backend stores (not FP64). */
 mp_status mp_cuda_dtypes_ok(const char *op, int n, const mp_tensor *const *ts);
 #define MP_CUDA_DTYPES(op, ...)                                                             \
@@ -143,7 +126,7 @@ mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db);
 mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y);
 mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx);
 mp_status mp_cuda_softmax_xent(const mp_tensor *logits, const int32_t *labels, double smoothing,
-                               double grad_scale, const mp_amp_state *st, mp_xent_result *out,
+                               double grad_scale, mp_amp_state *st, mp_xent_result *out,
                                mp_tensor *dlogits);
 mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_state *st,
                              mp_tensor *param, mp_tensor *copy, const mp_tensor *grad,
@@ -167,8 +150,9 @@ mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train, const mp_te
                                     const mp_tensor *gamma, const mp_tensor *beta,
                                     mp_tensor *running_mean, mp_tensor *running_var,
                                     mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y);
-mp_status mp_cuda_batchnorm_backward(const mp_tensor *x, const mp_tensor *dy,
-                                     const mp_tensor *gamma, const mp_tensor *save_mean,
+mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
+                                     const mp_tensor *dy, const mp_tensor *gamma,
+                                     const mp_tensor *save_mean,
                                      const mp_tensor *save_invstd, mp_tensor *dx,
                                      mp_tensor *dgamma, mp_tensor *dbeta);
 mp_status mp_cuda_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y);

@@ -10,7 +10,7 @@ __global__ static void k_dropout(const void *x, void *y, mp_dtype dt, int64_t n,
     MP_CUDA_FOR(i, n)
     {
         bool keep = mp_dropout_keep(key, offset + (uint64_t)i, thr);
-        mp_cu_st(y, dt, i, mp_cu_ld(x, dt, i) * (keep ? scale : 0.0f));
+        mp_elem_store_f32(y, dt, i, mp_elem_load_f32(x, dt, i) * (keep ? scale : 0.0f));
     }
 }
 

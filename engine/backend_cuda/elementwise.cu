@@ -1,14 +1,17 @@
 /* Elementwise and row-broadcast kernels: bias add and its gradient, ReLU forward and backward,
- * scale, fill, convert, add. One kernel per op for every dtype: elements are loaded and stored
- * by the tensor's runtime dtype (mp_cu_ld / mp_cu_st), arithmetic is FP32, each output element
- * is rounded once, as on the CPU. */
+ * scale, fill, convert, add. One kernel per op for every dtype, a grid-stride launch around
+ * engine/elem_rule.h's body for element i (loads and stores by the tensor's runtime dtype, FP32
+ * arithmetic, each output element rounded once): the CPU backend's rules, so every op but
+ * bias_grad gives the CPU's bits. bias_grad's column sums are a parallel reduction whose order
+ * is this kernel's own; only its additions, loads and stores are the shared rules. */
 #include "engine/backend_cuda/cuda.h"
+#include "engine/elem_rule.h"
 
 __global__ static void k_bias_add(void *y, mp_dtype yt, const void *b, mp_dtype bt, int64_t n,
                                   int64_t cols)
 {
     MP_CUDA_FOR(i, n)
-        mp_cu_st(y, yt, i, mp_cu_ld(y, yt, i) + mp_cu_ld(b, bt, i % cols));
+        mp_bias_add_at(y, yt, b, bt, cols, i);
 }
 
 extern "C" mp_status mp_cuda_bias_add(mp_tensor *y, const mp_tensor *b)
@@ -32,14 +35,14 @@ __global__ static void k_bias_grad(const void *dy, mp_dtype dt, void *db, mp_dty
     float s = 0.0f;
     if (j < cols)
         for (int64_t r = threadIdx.y; r < rows; r += 8)
-            s += mp_cu_ld(dy, dt, r * cols + j);
+            s = mp_add_f32(s, mp_elem_load_f32(dy, dt, r * cols + j));
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && j < cols) {
         float t = 0.0f;
         for (int q = 0; q < 8; q++)
-            t += part[q][threadIdx.x];
-        mp_cu_st(db, bt, j, t);
+            t = mp_add_f32(t, part[q][threadIdx.x]);
+        mp_elem_store_f32(db, bt, j, t);
     }
 }
 
@@ -57,10 +60,7 @@ extern "C" mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db)
 __global__ static void k_relu_fwd(const void *x, void *y, mp_dtype dt, int64_t n)
 {
     MP_CUDA_FOR(i, n)
-    {
-        float v = mp_cu_ld(x, dt, i);
-        mp_cu_st(y, dt, i, v < 0.0f ? 0.0f : v); /* NaN stays NaN, as in PyTorch */
-    }
+        mp_relu_forward_at(x, y, dt, i);
 }
 
 extern "C" mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y)
@@ -77,7 +77,7 @@ __global__ static void k_relu_bwd(const void *y, const void *dy, void *dx, mp_dt
                                   int64_t n)
 {
     MP_CUDA_FOR(i, n)
-        mp_cu_st(dx, dt, i, mp_cu_ld(y, dt, i) > 0.0f ? mp_cu_ld(dy, dt, i) : 0.0f);
+        mp_relu_backward_at(y, dy, dx, dt, i);
 }
 
 extern "C" mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *dy,
@@ -95,7 +95,7 @@ extern "C" mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *
 __global__ static void k_scale(void *x, mp_dtype dt, float a, int64_t n)
 {
     MP_CUDA_FOR(i, n)
-        mp_cu_st(x, dt, i, mp_cu_ld(x, dt, i) * a);
+        mp_scale_at(x, dt, a, i);
 }
 
 extern "C" mp_status mp_cuda_scale(mp_tensor *x, double alpha)
@@ -110,7 +110,7 @@ extern "C" mp_status mp_cuda_scale(mp_tensor *x, double alpha)
 __global__ static void k_fill(void *x, mp_dtype dt, float v, int64_t n)
 {
     MP_CUDA_FOR(i, n)
-        mp_cu_st(x, dt, i, v);
+        mp_elem_store_f32(x, dt, i, v);
 }
 
 extern "C" mp_status mp_cuda_fill(mp_tensor *x, double value)
@@ -126,7 +126,7 @@ __global__ static void k_convert(const void *src, mp_dtype st, void *dst, mp_dty
                                  int64_t n)
 {
     MP_CUDA_FOR(i, n)
-        mp_cu_st(dst, dt, i, mp_cu_ld(src, st, i));
+        mp_convert_at(src, st, dst, dt, i);
 }
 
 extern "C" mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst)
@@ -146,7 +146,7 @@ __global__ static void k_add(const void *a, mp_dtype at, const void *b, mp_dtype
                              mp_dtype yt, int64_t n)
 {
     MP_CUDA_FOR(i, n)
-        mp_cu_st(y, yt, i, mp_cu_ld(a, at, i) + mp_cu_ld(b, bt, i));
+        mp_add_at(a, at, b, bt, y, yt, i);
 }
 
 extern "C" mp_status mp_cuda_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y)

@@ -2,8 +2,10 @@
  * FP32 compute or, when amp.allow_tf32, TF32 tensor cores. Row-major C (m, n) = op(A) op(B) is
  * computed as the column-major C^T = op(B)^T op(A)^T, which reads our row-major buffers as they
  * are. The layouts, the operation descriptor and the heuristic's algorithm are made once per
- * shape and kept (a small table); the workspace is the context's 32 MiB. gemm_bias adds the
- * bias in cuBLASLt's epilogue (a vector along lt's rows, our columns) when the dtypes allow. */
+ * shape and kept (a small table); a shape cuBLASLt has no algorithm for is kept too, as a plan
+ * without descriptors, so the heuristic runs once per shape either way. The workspace is the
+ * context's 32 MiB. gemm_bias adds the bias in cuBLASLt's epilogue (a vector along lt's rows, our
+ * columns) when the dtypes allow and cuBLASLt has an algorithm for it, else adds it after. */
 #include <string.h>
 
 #include "engine/backend_cuda/cuda.h"
@@ -19,10 +21,11 @@ typedef struct mp_gemm_key {
 
 typedef struct mp_gemm_plan {
     mp_gemm_key key;
-    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDesc_t op; /* the descriptors: NULL when not made (or destroyed) */
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    bool used;
+    bool used;  /* key is valid: found by plan_get */
+    bool found; /* cuBLASLt has an algorithm for key (algo and the descriptors are valid) */
 } mp_gemm_plan;
 
 enum { MP_GEMM_PLANS = 128 };
@@ -42,10 +45,29 @@ static cudaDataType_t cuda_type(mp_dtype dt)
     return dt == MP_F16 ? CUDA_R_16F : dt == MP_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-/* Builds the plan for key: lt's matrix "A" is our B and "B" is our A (see the file comment);
- * the heuristic's algorithm honours the operands' alignment and keeps partial sums in FP32. */
-static mp_status plan_make(const mp_gemm_key *key, mp_gemm_plan *p)
+/* Destroys what exists of p's descriptors and marks the slot free. */
+static void plan_free(mp_gemm_plan *p)
 {
+    if (p->op)
+        cublasLtMatmulDescDestroy(p->op);
+    if (p->la)
+        cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb)
+        cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc)
+        cublasLtMatrixLayoutDestroy(p->lc);
+    p->op = NULL;
+    p->la = p->lb = p->lc = NULL;
+    p->used = p->found = false;
+}
+
+/* Makes p's descriptors for key and asks the heuristic for an algorithm: lt's matrix "A" is our
+ * B and "B" is our A (see the file comment); the algorithm honours the operands' alignment and
+ * keeps partial sums in FP32. *found is false when cuBLASLt has none (the heuristic answers
+ * CUBLAS_STATUS_NOT_SUPPORTED, or no result, or a result whose state is not success). */
+static mp_status plan_build(const mp_gemm_key *key, mp_gemm_plan *p, bool *found)
+{
+    *found = false;
     mp_cuda_ctx *c = mp_cuda_ctx_get();
     cublasComputeType_t ct = key->ab == MP_F32 && key->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                              : CUBLAS_COMPUTE_32F;
@@ -92,18 +114,34 @@ static mp_status plan_make(const mp_gemm_key *key, mp_gemm_plan *p)
         st = cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &key->align[i < 3 ? i : 2],
                                                   sizeof key->align[0]);
     cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
+    int count = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
-                                            &res, &found);
+                                            &res, &count);
     cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED)
+        return MP_OK;
     CUBLAS_CHECK(st);
-    if (found < 1)
-        return mp_fail(MP_EINTERNAL, "cuda gemm: cuBLASLt has no algorithm for %lldx%lldx%lld %s",
-                       (long long)m, (long long)n, (long long)k, mp_dtype_name(key->ab));
-    p->algo = res.algo;
+    *found = count >= 1 && res.state == CUBLAS_STATUS_SUCCESS;
+    if (*found)
+        p->algo = res.algo;
+    return MP_OK;
+}
+
+/* Makes the plan for key in the free slot p: with its algorithm, or, when cuBLASLt has none, as
+ * a plan that says so (found false, no descriptors), so that the heuristic is not asked again.
+ * On a failure p is left free, with nothing allocated. */
+static mp_status plan_make(const mp_gemm_key *key, mp_gemm_plan *p)
+{
+    bool found = false;
+    mp_status st = plan_build(key, p, &found);
+    if (st != MP_OK || !found)
+        plan_free(p);
+    if (st != MP_OK)
+        return st;
     p->key = *key;
     p->used = true;
+    p->found = found;
     return MP_OK;
 }
 
@@ -118,13 +156,7 @@ static mp_status plan_get(const mp_gemm_key *key, mp_gemm_plan **out)
         }
     mp_gemm_plan *p = &mp_plans[next];
     next = (next + 1) % MP_GEMM_PLANS;
-    if (p->used) {
-        cublasLtMatmulDescDestroy(p->op);
-        cublasLtMatrixLayoutDestroy(p->la);
-        cublasLtMatrixLayoutDestroy(p->lb);
-        cublasLtMatrixLayoutDestroy(p->lc);
-        p->used = false;
-    }
+    plan_free(p);
     MP_TRY(plan_make(key, p));
     *out = p;
     return MP_OK;
@@ -132,7 +164,7 @@ static mp_status plan_get(const mp_gemm_key *key, mp_gemm_plan **out)
 
 static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                         double beta, mp_tensor *c, const mp_tensor *bias, int64_t m, int64_t n,
-                        int64_t k);
+                        int64_t k, bool *done);
 
 /* c's rows m and columns n, and the inner dimension k of op(a) op(b); MP_EINTERNAL when the
  * shapes do not match. */
@@ -164,7 +196,11 @@ extern "C" mp_status mp_cuda_gemm(bool ta, bool tb, double alpha, const mp_tenso
     MP_TRY(mp_cuda_operand(a, ab, 0, true, &aw));
     MP_TRY(mp_cuda_operand(b, ab, 1, true, &bw));
     MP_TRY(mp_cuda_operand(c, cd, 2, beta != 0.0, &cw));
-    MP_TRY(matmul(ta, tb, alpha, &aw, &bw, beta, &cw, NULL, m, n, k));
+    bool done = false;
+    MP_TRY(matmul(ta, tb, alpha, &aw, &bw, beta, &cw, NULL, m, n, k, &done));
+    if (!done)
+        return mp_fail(MP_EINTERNAL, "cuda gemm: cuBLASLt has no algorithm for %lldx%lldx%lld %s",
+                       (long long)m, (long long)n, (long long)k, mp_dtype_name(ab));
     return cw.data == c->data ? MP_OK : mp_cuda_convert(&cw, c);
 }
 
@@ -179,21 +215,25 @@ extern "C" mp_status mp_cuda_gemm_bias(bool ta, bool tb, const mp_tensor *a, con
                  (c->dtype == a->dtype || c->dtype == MP_F32) && bias->dtype == c->dtype &&
                  (uintptr_t)a->data % 16 == 0 && (uintptr_t)b->data % 16 == 0 &&
                  (uintptr_t)c->data % 16 == 0 && (uintptr_t)bias->data % 16 == 0;
-    if (fused) {
-        if (matmul(ta, tb, 1.0, a, b, 0.0, c, bias, m, n, k) == MP_OK)
+    if (fused) { /* else, or when cuBLASLt has no fused algorithm: the product, then the bias */
+        bool done = false;
+        if (matmul(ta, tb, 1.0, a, b, 0.0, c, bias, m, n, k, &done) != MP_OK)
+            mp_error_clear();
+        else if (done)
             return MP_OK;
-        mp_error_clear(); /* no fused algorithm: the product, then the bias */
     }
     MP_TRY(mp_cuda_gemm(ta, tb, 1.0, a, b, 0.0, c));
     return mp_cuda_bias_add(c, bias);
 }
 
 /* c = alpha op(a) op(b) + beta c (+ bias along c's rows when bias is not NULL, in the
- * epilogue) with a, b of one dtype and c (and bias) of it or FP32. */
+ * epilogue) with a, b of one dtype and c (and bias) of it or FP32. *done is false (and c
+ * untouched) when cuBLASLt has no algorithm for this shape, which the plan remembers. */
 static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                         double beta, mp_tensor *c, const mp_tensor *bias, int64_t m, int64_t n,
-                        int64_t k)
+                        int64_t k, bool *done)
 {
+    *done = false;
     mp_gemm_key key;
     memset(&key, 0, sizeof key); /* padding compared by memcmp */
     key.m = m, key.n = n, key.k = k, key.ta = ta, key.tb = tb;
@@ -204,6 +244,8 @@ static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, cons
     key.align[2] = alignment(c->data);
     mp_gemm_plan *p;
     MP_TRY(plan_get(&key, &p));
+    if (!p->found)
+        return MP_OK;
     mp_cuda_ctx *x = mp_cuda_ctx_get();
     if (bias) /* the plan is shared by every call of this shape: point it at this bias */
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -212,5 +254,6 @@ static mp_status matmul(bool ta, bool tb, double alpha, const mp_tensor *a, cons
     CUBLAS_CHECK(cublasLtMatmul(x->lt, p->op, &fa, b->data, p->la, a->data, p->lb, &fb, c->data,
                                 p->lc, c->data, p->lc, &p->algo, x->gemm_ws, MP_CUDA_GEMM_WS,
                                 x->stream));
+    *done = true;
     return MP_OK;
 }

@@ -146,16 +146,28 @@ extern "C" void *mp_cuda_host_alloc(size_t bytes, mp_mem_cat cat)
     return p;
 }
 
+/* The host waits and the uploads, counted for ops->counters. */
+static std::atomic<long long> n_reads, n_syncs, n_fence_waits, n_copies_in, n_pageable_in;
+
+/* A source the runtime does not know as page-locked (cudaMemoryTypeUnregistered: pageable
+ * memory) is counted: cudaMemcpyAsync from it stages through a driver buffer and may return
+ * only after the device has caught up. */
 extern "C" mp_status mp_cuda_copy_in(void *dst, const void *host, size_t bytes)
 {
-    if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice,
-                                   mp_cuda_ctx_get()->stream));
+    n_copies_in++;
+    if (!bytes)
+        return MP_OK;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
+        cudaGetLastError(); /* its error must not fail the next launch's check */
+        n_pageable_in++;
+    } else if (a.type == cudaMemoryTypeUnregistered) {
+        n_pageable_in++;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice,
+                               mp_cuda_ctx_get()->stream));
     return MP_OK;
 }
-
-/* The host waits, counted for ops->counters. */
-static std::atomic<long long> n_reads, n_syncs, n_fence_waits;
 
 extern "C" mp_status mp_cuda_copy_out(void *host, const void *src, size_t bytes)
 {
@@ -225,4 +237,6 @@ extern "C" void mp_cuda_counters(mp_ops_counters *out)
     out->reads = n_reads.load();
     out->syncs = n_syncs.load();
     out->fence_waits = n_fence_waits.load();
+    out->copies_in = n_copies_in.load();
+    out->pageable_in = n_pageable_in.load();
 }

@@ -6,10 +6,12 @@
  *   FMA contraction, so FP32 masters come out bitwise equal to the CPU's.
  * - the unscale-and-check pass (sum of squares in FP64, non-finite flag, the largest |gradient|
  *   as the scaler's fill) into the state or, for grad_stats, into the context's scratch handed
- *   back to the host;
+ *   back to the host: each element is engine/check_rule.h's, as on the CPU, and the partial
+ *   results are combined by warp shuffles, shared memory and atomics;
  * - the revert of a skipped step's BatchNorm statistics (amp_revert), reading the flag;
  * - the loss scaler's update: mp_scaler_update itself, in a one-thread kernel on device state. */
 #include "engine/backend_cuda/cuda.h"
+#include "engine/check_rule.h"
 #include "engine/optim_rule.h"
 
 __global__ static void k_optim(mp_optim_args a, const mp_amp_state *st, void *w, mp_dtype wt,
@@ -26,14 +28,14 @@ __global__ static void k_optim(mp_optim_args a, const mp_amp_state *st, void *w,
     bool adam = a.kind != MP_OPTIM_SGD;
     MP_CUDA_FOR(i, n)
     {
-        float wi = mp_cu_ld(w, wt, i), gi = mp_cu_ld(g, gt, i);
+        float wi = mp_elem_load_f32(w, wt, i), gi = mp_elem_load_f32(g, gt, i);
         if (adam)
             mp_adam_f32(&c, &wi, gi, &m1[i], &m2[i]);
         else
             mp_sgd_f32(&c, &wi, gi, m1 ? &m1[i] : NULL, c.first, c.nesterov);
-        mp_cu_st(w, wt, i, wi);
+        mp_elem_store_f32(w, wt, i, wi);
         if (copy)
-            mp_cu_st(copy, ct, i, wi);
+            mp_elem_store_f32(copy, ct, i, wi);
     }
 }
 
@@ -59,28 +61,24 @@ extern "C" mp_status mp_cuda_optim_step(const mp_optim_args *args, const mp_amp_
     return MP_OK;
 }
 
-/* Adds the sum of squares of g * (mult / *scale) (scale NULL: 1) to *sumsq and sets *bad to 1
- * when any is inf or NaN; with fill not NULL, raises *fill to max|g| / limit: per block, a warp
- * then shared-memory reduction and one atomic each (a MAX on the bits of a non-negative double
- * orders as the value does). */
+/* Adds the sum of squares of g * mp_check_mult(mult, st) to *sumsq and sets *bad to 1 when any
+ * is inf or NaN; with fill not NULL, raises *fill to mp_check_fill(max|g|, limit): per block, a
+ * warp then shared-memory reduction and one atomic each (a MAX on the bits of a non-negative
+ * double orders as the value does). */
 __global__ static void k_gstats(const void *g, mp_dtype dt, int64_t n, double mult,
-                                const double *scale, double *sumsq, double *bad, double limit,
+                                const mp_amp_state *st, double *sumsq, double *bad, double limit,
                                 double *fill)
 {
     __shared__ double ssum[8];
     __shared__ int sbad[8];
     __shared__ float smax[8];
-    float m = (float)(scale ? mult / *scale : mult);
-    double s = 0.0;
-    int nf = 0;
-    float mx = 0.0f;
+    float m = (float)mp_check_mult(mult, st);
+    mp_check_f32 c = {0.0, 0.0f, false};
     MP_CUDA_FOR(i, n)
-    {
-        float gi = mp_cu_ld(g, dt, i), v = gi * m;
-        nf |= !isfinite(v);
-        s += (double)v * (double)v;
-        mx = fmaxf(mx, fabsf(gi));
-    }
+        mp_check_f32_elem(&c, mp_elem_load_f32(g, dt, i), m);
+    double s = c.sumsq;
+    int nf = c.bad;
+    float mx = c.amax;
     for (int o = 16; o > 0; o /= 2) {
         s += __shfl_down_sync(0xffffffffu, s, o);
         nf |= __shfl_down_sync(0xffffffffu, nf, o);
@@ -101,19 +99,19 @@ __global__ static void k_gstats(const void *g, mp_dtype dt, int64_t n, double mu
             *bad = 1.0; /* every writer stores the same value */
         if (fill)
             atomicMax((unsigned long long *)fill,
-                      (unsigned long long)__double_as_longlong((double)bm / limit));
+                      (unsigned long long)__double_as_longlong(mp_check_fill(bm, limit)));
     }
 }
 
 /* Launches k_gstats over grad; blocks of 256 threads (8 warps, the shared arrays' size). */
-static mp_status gstats(const mp_tensor *grad, double mult, const double *scale, double *sumsq,
-                        double *bad, double limit, double *fill)
+static mp_status gstats(const mp_tensor *grad, double mult, const mp_amp_state *st,
+                        double *sumsq, double *bad, double limit, double *fill)
 {
     MP_CUDA_DTYPES("grad_stats", grad);
     int64_t n = mp_tensor_numel(grad);
     if (n)
         MP_LAUNCH(k_gstats, mp_cuda_blocks(n) < 1024 ? mp_cuda_blocks(n) : 1024, 256, grad->data,
-                  grad->dtype, n, mult, scale, sumsq, bad, limit, limit > 0.0 ? fill : NULL);
+                  grad->dtype, n, mult, st, sumsq, bad, limit, limit > 0.0 ? fill : NULL);
     return MP_OK;
 }
 
@@ -132,7 +130,7 @@ extern "C" mp_status mp_cuda_grad_stats(const mp_tensor *grad, double scale, dou
 extern "C" mp_status mp_cuda_amp_check(const mp_tensor *grad, double mult, double limit,
                                        mp_amp_state *st)
 {
-    return gstats(grad, mult, &st->scaler.scale, &st->sumsq, &st->found_inf, limit, &st->fill);
+    return gstats(grad, mult, st, &st->sumsq, &st->found_inf, limit, &st->fill);
 }
 
 /* live = saved, in units of W (4-byte words, or bytes when the size is not a whole number of

@@ -20,10 +20,10 @@ __device__ static int64_t window_argmax(const void *x, mp_dtype dt, const mp_poo
     mp_pool_span(p, g.sh, g.ph, g.kh, g.H, &hs, &he);
     mp_pool_span(q, g.sw, g.pw, g.kw, g.W, &ws, &we);
     int64_t at = hs * g.W + ws;
-    float b = mp_cu_ld(x, dt, (n * g.H * g.W + at) * g.C + c);
+    float b = mp_elem_load_f32(x, dt, (n * g.H * g.W + at) * g.C + c);
     for (int64_t hh = hs; hh < he; hh++)
         for (int64_t ww = ws; ww < we; ww++) {
-            float v = mp_cu_ld(x, dt, (n * g.H * g.W + hh * g.W + ww) * g.C + c);
+            float v = mp_elem_load_f32(x, dt, (n * g.H * g.W + hh * g.W + ww) * g.C + c);
             if (v > b || (isnan(v) && !isnan(b))) {
                 b = v;
                 at = hh * g.W + ww;
@@ -54,10 +54,10 @@ __global__ static void k_pool_fwd(const void *x, void *y, mp_dtype dt, mp_pool_g
             float acc = 0.0f;
             for (int64_t hh = hs; hh < he; hh++)
                 for (int64_t ww = ws; ww < we; ww++)
-                    acc += mp_cu_ld(x, dt, (n * g.H * g.W + hh * g.W + ww) * g.C + c);
+                    acc += mp_elem_load_f32(x, dt, (n * g.H * g.W + hh * g.W + ww) * g.C + c);
             v = acc / area;
         }
-        mp_cu_st(y, dt, i, v);
+        mp_elem_store_f32(y, dt, i, v);
     }
 }
 
@@ -80,12 +80,12 @@ __global__ static void k_pool_bwd(const void *x, const void *dy, void *dx, mp_dt
         float acc = 0.0f;
         for (int64_t p = plo; p <= phi; p++)
             for (int64_t q = qlo; q <= qhi; q++) {
-                float gv = mp_cu_ld(dy, dt, ((n * g.P + p) * g.Q + q) * g.C + c);
+                float gv = mp_elem_load_f32(dy, dt, ((n * g.P + p) * g.Q + q) * g.C + c);
                 float best;
                 if (!is_max || window_argmax(x, dt, g, n, p, q, c, &best) == h * g.W + w)
                     acc += gv;
             }
-        mp_cu_st(dx, dt, i, is_max ? acc : acc / area);
+        mp_elem_store_f32(dx, dt, i, is_max ? acc : acc / area);
     }
 }
 

@@ -1,20 +1,25 @@
-/* Softmax cross-entropy: one warp per row computes the log-sum-exp, the smoothed loss, the
- * arg-max (the first maximum, as on the CPU) and the gradient (softmax - target) * scale / N, in
- * FP32 with exp and log taken in double and rounded, as the CPU reference does. The batch's loss
- * and hit count are summed in the context's scratch (FP64 atomics: the order differs from the
- * CPU's row order) and copied back when the caller asks for them; without a result nothing is
- * copied and the host does not wait. The loss scale is read from the mp_amp_state in device
- * memory. Labels live in device memory; one outside [0, C) is counted in a scratch counter
- * that persists until the next call that copies a result back, which reports it. */
+/* Softmax cross-entropy: one warp per row, each lane over columns lane, lane + 32, ... with
+ * engine/xent_rule.h's rules (the CPU reference's own): the lanes' arg-max are combined in the
+ * rule's order (the first maximum, NaN above numbers, as on the CPU) and their sums added by
+ * warp shuffles, then lane 0 forms the row's loss and every lane writes its columns of the
+ * gradient (softmax - target) * scale / N, in FP32 with exp and log taken in double. The
+ * batch's loss and hit count are summed in the context's scratch (FP64 atomics: the order
+ * differs from the CPU's row order) and copied back when the caller asks for them; without a
+ * result nothing is copied and the host does not wait. The loss scale is read from the
+ * mp_amp_state in device memory. Labels live in device memory; a row whose label is outside
+ * [0, C) gets a zero gradient and sets the state's found_inf (the step is skipped), and is
+ * counted in a scratch counter that persists until the next call that copies a result back,
+ * which fails with it. */
 #include "engine/backend_cuda/cuda.h"
+#include "engine/xent_rule.h"
 
-/* The warp's maximum with the smallest index among equal values. */
+/* The warp's arg-max (*v, *j) in mp_xent_before_f32's order, in every lane. */
 __device__ static inline void warp_argmax(float *v, int64_t *j)
 {
     for (int o = 16; o > 0; o /= 2) {
         float ov = __shfl_down_sync(0xffffffffu, *v, o);
         int64_t oj = __shfl_down_sync(0xffffffffu, *j, o);
-        if (ov > *v || (ov == *v && oj < *j))
+        if (mp_xent_before_f32(ov, oj, *v, *j))
             *v = ov, *j = oj;
     }
     *v = __shfl_sync(0xffffffffu, *v, 0);
@@ -29,56 +34,48 @@ __device__ static inline float warp_sum(float v)
 }
 
 /* out[0] += loss of each row, out[1] += hits, out[2] += labels out of range. The gradient
- * factor is grad_scale * *scale / rows (scale NULL: 1), rounded to FP32 as on the CPU. */
+ * factor is mp_xent_grad_factor(grad_scale, st, rows). */
 __global__ static void k_xent(const void *x, mp_dtype dt, const int32_t *labels, int64_t rows,
-                              int64_t cols, float eps, double grad_scale, const double *scale,
+                              int64_t cols, double eps, double grad_scale, mp_amp_state *st,
                               void *dx, double *out)
 {
-    float g = (float)(grad_scale * (scale ? *scale : 1.0) / (double)rows);
     int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows)
         return;
+    const mp_xent_coef_f32 c =
+        mp_xent_coef_f32_make(eps, mp_xent_grad_factor(grad_scale, st, rows), cols);
+    const mp_xent_span s = {x, dx, dt, r * cols, lane, 32};
     int32_t y = labels[r];
-    if (y < 0 || y >= cols) {
-        if (lane == 0)
+    if (!mp_xent_label_ok(y, cols)) {
+        if (lane == 0) {
             atomicAdd(&out[2], 1.0);
+            mp_xent_bad_label(st); /* every writer stores the same value */
+        }
+        if (dx)
+            mp_xent_grad_f32(&c, &s, 0.0f, y);
         return;
     }
-    int64_t base = r * cols;
-    float mx = -INFINITY;
+    float mx = -INFINITY, sum = 0.0f, zsum = 0.0f;
     int64_t best = cols;
-    for (int64_t j = lane; j < cols; j += 32) {
-        float v = mp_cu_ld(x, dt, base + j);
-        if (v > mx || best == cols)
-            mx = v, best = j;
-    }
+    mp_xent_max_f32(&s, &c, &mx, &best);
     warp_argmax(&mx, &best);
-    float sum = 0.0f, zsum = 0.0f;
-    for (int64_t j = lane; j < cols; j += 32) {
-        float v = mp_cu_ld(x, dt, base + j);
-        sum += (float)exp((double)(v - mx));
-        zsum += v;
-    }
+    mp_xent_sums_f32(&s, &c, mx, &sum, &zsum);
     sum = warp_sum(sum);
     zsum = warp_sum(zsum);
-    float lse = mx + (float)log((double)sum);
-    float on = 1.0f - eps, off = eps / (float)cols;
+    float lse = mp_xent_lse_f32(mx, sum);
     if (lane == 0) {
-        float loss = on * (lse - mp_cu_ld(x, dt, base + y)) + eps * (lse - zsum / (float)cols);
-        atomicAdd(&out[0], (double)loss);
+        float xy = mp_elem_load_f32(x, dt, s.base + y);
+        atomicAdd(&out[0], (double)mp_xent_loss_f32(&c, lse, xy, zsum));
         atomicAdd(&out[1], best == y ? 1.0 : 0.0);
     }
     if (dx)
-        for (int64_t j = lane; j < cols; j += 32) {
-            float p = (float)exp((double)(mp_cu_ld(x, dt, base + j) - lse));
-            mp_cu_st(dx, dt, base + j, (p - (j == y ? on + off : off)) * g);
-        }
+        mp_xent_grad_f32(&c, &s, lse, y);
 }
 
 extern "C" mp_status mp_cuda_softmax_xent(const mp_tensor *logits, const int32_t *labels,
                                           double smoothing, double grad_scale,
-                                          const mp_amp_state *st, mp_xent_result *out,
+                                          mp_amp_state *st, mp_xent_result *out,
                                           mp_tensor *dlogits)
 {
     MP_CUDA_DTYPES("softmax_xent", logits, dlogits);
@@ -90,8 +87,7 @@ extern "C" mp_status mp_cuda_softmax_xent(const mp_tensor *logits, const int32_t
     mp_cuda_ctx *c = mp_cuda_ctx_get();
     CUDA_CHECK(cudaMemsetAsync(c->scratch, 0, 2 * sizeof(double), c->stream));
     MP_LAUNCH(k_xent, (unsigned)((rows + 7) / 8), 256, logits->data, logits->dtype, labels, rows,
-              cols, (float)smoothing, grad_scale, st ? &st->scaler.scale : NULL,
-              dlogits ? dlogits->data : NULL, c->scratch);
+              cols, smoothing, grad_scale, st, dlogits ? dlogits->data : NULL, c->scratch);
     if (!out)
         return MP_OK;
     MP_TRY(mp_cuda_copy_out(c->host_scratch, c->scratch, 3 * sizeof(double)));

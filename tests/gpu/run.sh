@@ -7,6 +7,10 @@
 #
 # Usage (from the repository root): tests/gpu/run.sh [DIR]      (DIR defaults to .gpu-deps)
 #   OUT                       also write the full log to $OUT/gpu-run.log (else /tmp/mpdist-gpu-run.log)
+#                             and the report to $OUT/gpu-report.txt (else /tmp/mpdist-gpu-report.txt):
+#                             one file to keep under bench/results/ (date, machine, GPU, driver,
+#                             CUDA/cuBLAS/cuDNN/NCCL/MPI versions, every gpu test with its result,
+#                             the training run's accuracy, the table and benchmark lines, PASS/FAIL)
 #   MPDIST_GPU_DRY=1          stop after unpacking and checking the environment (no build)
 #   MPDIST_GPU_PREFIX         where the packages are unpacked (default /tmp/mpdist-deps; emptied first)
 #   CMAKE_CUDA_ARCHITECTURES  default 90 (H100/H200)
@@ -29,8 +33,8 @@ prefix=${MPDIST_GPU_PREFIX:-/tmp/mpdist-deps}
 build="build-gpu"
 arch=x86_64-linux-gnu
 lib=$prefix/usr/lib/$arch
-log=/tmp/mpdist-gpu-run.log
-[ -z "${OUT:-}" ] || log=$OUT/gpu-run.log
+log=/tmp/mpdist-gpu-run.log report=/tmp/mpdist-gpu-report.txt
+[ -z "${OUT:-}" ] || log=$OUT/gpu-run.log report=$OUT/gpu-report.txt
 mkdir -p "$(dirname "$log")"
 : >"$log"
 exec 3>&1 4>&2
@@ -54,11 +58,36 @@ summary() {
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
+  write_report "$result" || echo "run: warning: cannot write $report" >&2
+  echo "report:    $report"
   exec 1>&3 2>&4
   wait "$tee_pid" 2>/dev/null || true
   [ "$result" = PASS ] || exit 1
 }
 trap summary EXIT
+
+# write_report RESULT: the run in one file: where and when, the versions `mpdist info` printed,
+# the summary's lines, and each gpu test with its result and time as ctest reported it.
+write_report() {
+  {
+    echo "mpdist GPU run report: $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -n), $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"')"
+    echo "commit:       $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+    printf '%-14s%s\n' "gpu:" "$gpu"
+    if [ -s "$build/info.log" ]; then
+      grep -E '^(mpdist|cuda runtime|cuda driver|cublas|cudnn|nccl|gpus|mpi|hdf5|blas):' "$build/info.log" |
+        sed -E 's/^([^:]*): */\1:|/' | awk -F'|' '{ printf "%-14s%s\n", $1, $2 }'
+    else
+      echo "versions:     unknown (mpdist info did not run)"
+    fi
+    printf '%-14s%s\n' "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests"
+    if [ -s "$build/gpu-ctest.log" ]; then
+      sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) [ .*]*(Passed|Failed|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout|Not Run|[^0-9]*)[ ]*([0-9.]+ sec)?.*/  \1 \2 \3/p' \
+        "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
+    fi
+    printf '%-14s%s\n' "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" \
+      "log:" "$log" "result:" "$1"
+  } >"$report"
+}
 
 die() { echo "run: $*" >&2; exit 1; }
 fail() { echo "run: $*" >&2; failures=$((failures + 1)); }
@@ -235,7 +264,8 @@ do_build() {
   # The image's compiler is not Debian 12's: its warnings are reported here, not made errors.
   echo "compiler warnings: $(grep -c 'warning:' "$build/build.log" || true)"
   echo "== mpdist info"
-  timeout 60 mpirun -np 1 "$build/mpdist" info || echo "run: warning: mpdist info exited $?" >&2
+  timeout 60 mpirun -np 1 "$build/mpdist" info | tee "$build/info.log" ||
+    echo "run: warning: mpdist info exited $?" >&2
 }
 echo "== build ($build, Release, CUDA architectures ${CMAKE_CUDA_ARCHITECTURES:-90})"
 step build_rc do_build

@@ -1,6 +1,8 @@
 /* The step never waits for the GPU between host points (issue 7): the check of
- * tests/util/test_nosync.h on the CUDA backend, one rank (NCCL chosen when this build has it),
- * at O2 fp16 with SGD and clipping and at O3 bf16 with Adam. Skipped (exit 77) without a GPU. */
+ * tests/util/test_nosync.h on the CUDA backend, one rank (which makes no NCCL communicator: NCCL's
+ * device path needs a GPU per rank; tests/mpi/test_nosync.c runs that path's logic on 2 ranks of
+ * the staged CPU backend), at O2 fp16 with SGD and clipping and at O3 bf16 with Adam. Skipped
+ * (exit 77) without a GPU. */
 #include "tests/util/test_gpu.h"
 
 #include <stdio.h>

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The copy path a GPU takes, on the CPU: with MPDIST_CPU_STAGED=1 the CPU backend declares its
 # memory not the host's, so batches and labels are copied in, initialisation, the broadcasts of
-# parameters, BatchNorm statistics and optimizer state, the MPI gradient sums and checkpoint
-# writes and reads go through host copies (engine/host_swap.h). A 2-rank cnn_bn run at O2 with
+# parameters, BatchNorm statistics and optimizer state and checkpoint writes and reads go through
+# host copies (engine/host_swap.h), and the gradient buckets and the step's agreement take the
+# device path a GPU takes with NCCL (summed in place, ordered on the compute stream; a second MPI
+# transport stands in for NCCL, comm/comm_device.c). A 2-rank cnn_bn run at O2 with
 # FP32 gradients on the wire, stopped at step 30 and resumed to 60, must give bitwise the
 # checkpoints and metrics of the same runs without staging (the staged run's metrics name its
 # backend "cpu-staged"); so must a 30-step run at O3 with Adam and fp16 on the wire, and

@@ -1,8 +1,12 @@
-// np: 1
+// np: 1 2
 /* The step never waits for the device between host points (issue 7), checked on the CPU
  * backend with staged memory (MPDIST_CPU_STAGED=1: memory declared device-like, so every host
  * access takes the copy path a GPU takes and is counted) at O2 fp16 with SGD and clipping and
- * at O3 bf16 with Adam. tests/gpu/test_cuda_nosync.c runs the same check on a GPU. */
+ * at O3 bf16 with Adam. On 2 ranks the trainer sums buckets and agrees on the device path
+ * (comm/comm_device.c: a second MPI transport stands in for NCCL on staged memory), and the two
+ * cases share one communicator, so the second fails unless the first trainer closed the device
+ * transport it opened (issue 17, finding 2). tests/gpu/test_cuda_nosync.c runs the same check
+ * on a GPU. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 

@@ -2,7 +2,8 @@
  * in training mode, the running statistics after one and two steps against values worked out
  * by hand (unbiased variance, momentum), evaluation with the running statistics, a naive FP64
  * reference over more channels than one block, FP32/fp16/bf16 inputs against FP64 with
- * tolerances from the dtype's epsilon, and the layer's declarations and errors. */
+ * tolerances from the dtype's epsilon, the layer's eps handed to backward as to forward (cuDNN
+ * asks for the same value in both), and the layer's declarations and errors. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -329,6 +330,66 @@ static void test_dtypes_against_fp64(void **state)
     }
 }
 
+/* The CPU ops with batchnorm_backward wrapped to record the mp_bn_args it is given. */
+static mp_ops recording_ops;
+static mp_bn_args backward_args;
+static int backward_calls;
+
+static mp_status recording_backward(const mp_bn_args *a, const mp_tensor *x, const mp_tensor *dy,
+                                    const mp_tensor *gamma, const mp_tensor *save_mean,
+                                    const mp_tensor *save_invstd, mp_tensor *dx,
+                                    mp_tensor *dgamma, mp_tensor *dbeta)
+{
+    backward_args = *a;
+    backward_calls++;
+    return ops->batchnorm_backward(a, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+}
+
+/* Backward gets the layer's own eps and momentum (not a fixed eps), and its gradients are the
+ * same whatever eps it is told: the arithmetic reads eps through save_invstd only. A backward
+ * with eps <= 0 is refused, as the GPU refuses it. */
+static void test_backward_gets_layer_eps(void **state)
+{
+    (void)state;
+    recording_ops = *ops;
+    recording_ops.batchnorm_backward = recording_backward;
+    mp_layer l;
+    int64_t in[3] = {2, 2, 3};
+    const double eps = 1e-3, momentum = 0.3;
+    assert_int_equal(mp_layer_batchnorm_init(&l, &recording_ops, "bn", in, eps, momentum), MP_OK);
+    mp_rng rng;
+    mp_rng_seed(&rng, 5, 0);
+    bind_state(&l, MP_F64, &rng);
+    int64_t s[4] = {3, 2, 2, 3};
+    mp_tensor x = rand_t(MP_F64, 4, s, &rng, -2, 3), y = rand_t(MP_F64, 4, s, NULL, 0, 0);
+    mp_tensor dy = rand_t(MP_F64, 4, s, &rng, -1, 1), dx = rand_t(MP_F64, 4, s, NULL, 0, 0);
+    mp_tensor dx2 = rand_t(MP_F64, 4, s, NULL, 0, 0);
+    backward_calls = 0;
+    assert_int_equal(l.cls->forward(&l, &x, &y, true), MP_OK);
+    assert_int_equal(l.cls->backward(&l, &x, &y, &dy, &dx), MP_OK);
+    assert_int_equal(backward_calls, 1);
+    assert_true(backward_args.eps == eps && backward_args.momentum == momentum);
+    double dg[3], db[3];
+    memcpy(dg, l.dw[0].data, sizeof dg);
+    memcpy(db, l.dw[1].data, sizeof db);
+    const mp_bn_args other = {.eps = 0.5, .momentum = 0.0};
+    assert_int_equal(ops->batchnorm_backward(&other, &x, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
+                                             &l.dw[0], &l.dw[1]),
+                     MP_OK);
+    assert_close(f64(&dx2), f64(&dx), (size_t)mp_tensor_numel(&dx), 0, 0);
+    assert_close(f64(&l.dw[0]), dg, 3, 0, 0);
+    assert_close(f64(&l.dw[1]), db, 3, 0, 0);
+    const mp_bn_args zero = {.eps = 0.0, .momentum = momentum};
+    assert_int_equal(ops->batchnorm_backward(&zero, &x, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
+                                             &l.dw[0], &l.dw[1]),
+                     MP_EINTERNAL);
+    assert_non_null(strstr(mp_error_message(), "batchnorm_backward"));
+    mp_tensor *all[] = {&x, &y, &dy, &dx, &dx2};
+    for (int i = 0; i < 5; i++)
+        mp_tensor_free(all[i]);
+    free_state(&l);
+}
+
 static void test_layer_declarations(void **state)
 {
     (void)state;
@@ -401,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_running_stats_by_hand),
         cmocka_unit_test(test_eval_uses_running_stats),
         cmocka_unit_test(test_dtypes_against_fp64),
+        cmocka_unit_test(test_backward_gets_layer_eps),
         cmocka_unit_test(test_layer_declarations),
         cmocka_unit_test(test_errors),
     };

@@ -1,6 +1,7 @@
 /* comm/device_bind: the rank -> GPU binding and the choice between NCCL and MPI, from made-up
  * GPU ids (no GPU, no MPI): distinct GPUs on two hosts with the same bus id, two ranks sharing
- * one GPU, CPU runs, builds without NCCL, and the explicit backends. Outputs start filled with
+ * one GPU, one rank (no NCCL communicator to make), CPU runs, builds without NCCL, and the
+ * explicit backends. Outputs start filled with
  * values no call writes, so a call that writes nothing fails. */
 #include "tests/util/test_util.h"
 
@@ -85,6 +86,31 @@ static void test_auto_shared_gpu(void **state)
     assert_string_equal(c.why, "NCCL: 3 ranks, one GPU each");
 }
 
+/* One rank exchanges nothing: no NCCL communicator, under "auto" and "nccl" alike, and the
+ * reasons a CPU run or a build without NCCL gives still come first. */
+static void test_one_rank(void **state)
+{
+    (void)state;
+    static const char one_rank[] = "MPI: one rank, so no collective runs and no NCCL "
+                                   "communicator is made";
+    choice c = choose("auto", true, true, 1, two_hosts);
+    assert_int_equal(c.st, MP_OK);
+    assert_int_equal(c.use_nccl, 0);
+    assert_string_equal(c.why, one_rank);
+    c = choose("nccl", true, true, 1, two_hosts);
+    assert_int_equal(c.st, MP_OK);
+    assert_int_equal(c.use_nccl, 0);
+    assert_string_equal(c.why, one_rank);
+    c = choose("auto", false, true, 1, two_hosts);
+    assert_int_equal(c.use_nccl, 0);
+    assert_string_equal(c.why, "MPI: amp.device is cpu");
+    c = choose("auto", true, false, 1, two_hosts);
+    assert_string_equal(c.why, "MPI: this build has no NCCL");
+    c = choose("nccl", false, true, 1, two_hosts);
+    assert_int_equal(c.st, MP_EUSAGE);
+    expect_text(mp_error_message(), "amp.device is cpu");
+}
+
 static void test_no_gpu(void **state)
 {
     (void)state;
@@ -143,8 +169,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_modulo_binding),   cmocka_unit_test(test_no_devices),
         cmocka_unit_test(test_auto_distinct_gpus), cmocka_unit_test(test_auto_shared_gpu),
-        cmocka_unit_test(test_no_gpu),           cmocka_unit_test(test_no_nccl_build),
-        cmocka_unit_test(test_nccl_refused),     cmocka_unit_test(test_explicit_mpi),
+        cmocka_unit_test(test_one_rank),         cmocka_unit_test(test_no_gpu),
+        cmocka_unit_test(test_no_nccl_build),    cmocka_unit_test(test_nccl_refused),
+        cmocka_unit_test(test_explicit_mpi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

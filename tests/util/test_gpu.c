@@ -30,6 +30,8 @@ const mp_ops *mp_gpu_or_skip(void)
     return ops;
 }
 
+void mp_gpu_use(const mp_ops *ops) { gpu_table = ops; }
+
 void *mp_gpu_alloc(size_t bytes)
 {
     void *p = gpu_table->mem_alloc(bytes ? bytes : 1, MP_MEM_WORKSPACE);
@@ -54,7 +56,11 @@ mp_gpu_pair mp_gpu_pair_alloc(mp_dtype dt, int ndim, const int64_t *shape)
 {
     mp_gpu_pair p;
     p.host = mp_tensor_alloc(dt, ndim, shape, MP_MEM_WORKSPACE);
-    p.dev = mp_tensor_view(mp_gpu_alloc((size_t)mp_tensor_bytes(&p.host)), dt, ndim, shape);
+    size_t bytes = (size_t)mp_tensor_bytes(&p.host);
+    p.dev = mp_tensor_view(mp_gpu_alloc(bytes + MP_GPU_GUARD), dt, ndim, shape);
+    unsigned char guard[MP_GPU_GUARD];
+    memset(guard, MP_GPU_GUARD_BYTE, sizeof guard);
+    mp_gpu_put((char *)p.dev.data + bytes, guard, sizeof guard);
     return p;
 }
 
@@ -134,30 +140,74 @@ __attribute__((format(printf, 5, 0))) static void print_label(const char *file, 
                 file, line, label, i, n);
 }
 
-void mp_gpu_check_impl(const mp_gpu_pair *p, double atol, double rtol, const char *file, int line,
-                       const char *fmt, ...)
+/* Fails the test, with the label, when a byte of the guard after p's device side changed. */
+__attribute__((format(printf, 4, 0))) static void check_guard(const mp_gpu_pair *p,
+                                                               const char *file, int line,
+                                                               const char *fmt, va_list ap)
 {
+    size_t bytes = (size_t)mp_tensor_bytes(&p->dev);
+    unsigned char guard[MP_GPU_GUARD];
+    mp_gpu_get(guard, (const char *)p->dev.data + bytes, sizeof guard);
+    for (size_t i = 0; i < sizeof guard; i++)
+        if (guard[i] != MP_GPU_GUARD_BYTE) {
+            char label[512];
+            vsnprintf(label, sizeof label, fmt, ap);
+            fail_msg("%s:%d: %s: byte %zu past the end of the device result (%zu bytes) was "
+                     "written: 0x%02x",
+                     file, line, label, i, bytes, guard[i]);
+        }
+}
+
+/* mp_gpu_check with atol_each[i] (or atol when atol_each is NULL) as element i's atol. */
+__attribute__((format(printf, 7, 0))) static void check_close(const mp_gpu_pair *p, double atol,
+                                                               const double *atol_each,
+                                                               double rtol, const char *file,
+                                                               int line, const char *fmt,
+                                                               va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    check_guard(p, file, line, fmt, ap2);
+    va_end(ap2);
     size_t n = (size_t)mp_tensor_numel(&p->host), bad = n;
     assert_int_equal(p->dev.dtype, p->host.dtype);
-    double *got = mp_gpu_values(&p->dev), g = 0, w = 0;
+    double *got = mp_gpu_values(&p->dev), g = 0, w = 0, a = atol;
     for (size_t i = 0; i < n && bad == n; i++) {
         w = mp_load(p->host.data, p->host.dtype, i);
         g = got[i];
-        if (!(fabs(g - w) <= atol + rtol * fabs(w)))
+        a = atol_each ? atol_each[i] : atol;
+        if (!(fabs(g - w) <= a + rtol * fabs(w)))
             bad = i;
     }
     free(got); /* before assert_close fails (cmocka leaves by longjmp) */
     if (bad == n)
         return;
-    va_list ap;
-    va_start(ap, fmt);
     print_label(file, line, bad, n, fmt, ap);
-    va_end(ap);
-    mp_assert_close_impl(&g, &w, 1, atol, rtol, file, line);
+    mp_assert_close_impl(&g, &w, 1, a, rtol, file, line);
 }
 
-void mp_gpu_check_bytes_impl(const mp_tensor *dev, const void *want, const char *file, int line,
-                             const char *fmt, ...)
+void mp_gpu_check_impl(const mp_gpu_pair *p, double atol, double rtol, const char *file, int line,
+                       const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    check_close(p, atol, NULL, rtol, file, line, fmt, ap);
+    va_end(ap);
+}
+
+void mp_gpu_check_each_impl(const mp_gpu_pair *p, const double *atol, double rtol,
+                            const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    check_close(p, 0, atol, rtol, file, line, fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((format(printf, 5, 0))) static void check_bytes(const mp_tensor *dev,
+                                                               const void *want,
+                                                               const char *file, int line,
+                                                               const char *fmt, va_list ap)
 {
     size_t n = (size_t)mp_tensor_numel(dev), es = mp_dtype_size(dev->dtype);
     unsigned char *got = mp_gpu_bytes(dev);
@@ -174,12 +224,30 @@ void mp_gpu_check_bytes_impl(const mp_tensor *dev, const void *want, const char 
     free(got);
     if (bad == n)
         return;
-    va_list ap;
-    va_start(ap, fmt);
     print_label(file, line, bad, n, fmt, ap);
-    va_end(ap);
     fail_msg("%s:%d: %s element: got %.10g, want %.10g (bitwise)", file, line,
              mp_dtype_name(dev->dtype), g, v);
+}
+
+void mp_gpu_check_bytes_impl(const mp_tensor *dev, const void *want, const char *file, int line,
+                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    check_bytes(dev, want, file, line, fmt, ap);
+    va_end(ap);
+}
+
+void mp_gpu_check_bits_impl(const mp_gpu_pair *p, const char *file, int line, const char *fmt,
+                            ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    check_guard(p, file, line, fmt, ap);
+    va_end(ap);
+    va_start(ap, fmt);
+    check_bytes(&p->dev, p->host.data, file, line, fmt, ap);
+    va_end(ap);
 }
 
 double mp_gpu_rtol(mp_dtype dt) { return 2 * mp_test_eps(dt); }

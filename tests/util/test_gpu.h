@@ -4,6 +4,10 @@
  * (within a tolerance, or bitwise) and the tolerances themselves. Every CUDA op is compared
  * with the CPU op on the same rounded inputs, so a tolerance covers only what the two backends
  * may legitimately do differently: the order of FP32 sums and where a value is rounded.
+ * "Device" is the backend under test: CUDA (mp_gpu_or_skip), or the staged CPU backend
+ * (mp_gpu_use), which keeps its tensors out of the host's reach as a GPU does, so a GPU test
+ * and these helpers also run where no GPU is. Each device tensor of a pair is followed by a
+ * guard of MP_GPU_GUARD bytes that the checks require unchanged (no write past the end).
  * Include it first: it pulls in <cmocka.h> with its prerequisites through test_util.h. */
 #ifndef MP_TEST_GPU_H
 #define MP_TEST_GPU_H
@@ -26,7 +30,16 @@ extern const mp_dtype mp_gpu_dtypes[MP_GPU_NDTYPES];
  * other failure to open is an error (exit 1). Call it first in main, before cmocka runs. */
 const mp_ops *mp_gpu_or_skip(void);
 
-/* Device memory: `bytes` from the CUDA backend (the test fails when it is out of memory), and
+/* Makes `ops` the device (the backend under test) instead of CUDA: for the staged CPU backend
+ * (mp_backend_cpu_staged). Call it first in main, in place of mp_gpu_or_skip. */
+void mp_gpu_use(const mp_ops *ops);
+
+/* Bytes after each device tensor of a pair that hold MP_GPU_GUARD_BYTE until something writes
+ * past the tensor's end. */
+#define MP_GPU_GUARD 64
+#define MP_GPU_GUARD_BYTE 0xa5
+
+/* Device memory: `bytes` from the device (the test fails when it is out of memory), and
  * copies in and out that fail the test unless they succeed. */
 void *mp_gpu_alloc(size_t bytes);
 void mp_gpu_put(void *dev, const void *host, size_t bytes);
@@ -38,7 +51,7 @@ typedef struct mp_gpu_pair {
     mp_tensor dev;
 } mp_gpu_pair;
 
-/* Both sides zeroed. */
+/* Both sides zeroed; the device side's guard set. */
 mp_gpu_pair mp_gpu_pair_alloc(mp_dtype dt, int ndim, const int64_t *shape);
 
 /* Both sides holding the same values: uniform in [lo, hi) rounded to dt, redrawn when the
@@ -70,22 +83,30 @@ double *mp_gpu_values(const mp_tensor *dev);
 void *mp_gpu_bytes(const mp_tensor *dev);
 
 /* Fails the test unless the device side of p equals its host side (the CPU op's result)
- * within |dev - host| <= atol + rtol |host| element by element, through assert_close; the
- * printf-style label (op, dtypes, case) is printed first when they differ. */
+ * within |dev - host| <= atol + rtol |host| element by element, through assert_close, and its
+ * guard is intact; the printf-style label (op, dtypes, case) is printed first when not. */
 void mp_gpu_check_impl(const mp_gpu_pair *p, double atol, double rtol, const char *file, int line,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 #define mp_gpu_check(p, atol, rtol, ...) \
     mp_gpu_check_impl((p), (atol), (rtol), __FILE__, __LINE__, __VA_ARGS__)
 
+/* mp_gpu_check with an atol per element: |dev[i] - host[i]| <= atol[i] + rtol |host[i]|. */
+void mp_gpu_check_each_impl(const mp_gpu_pair *p, const double *atol, double rtol,
+                            const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+#define mp_gpu_check_each(p, atol, rtol, ...) \
+    mp_gpu_check_each_impl((p), (atol), (rtol), __FILE__, __LINE__, __VA_ARGS__)
+
 /* Fails the test unless the device tensor holds exactly the bytes of `want` (same dtype and
  * numel), except that two NaNs match whatever their payloads (dtype.h leaves payloads open).
- * mp_gpu_check_bits compares a pair's device side with its host side. */
+ * mp_gpu_check_bits compares a pair's device side with its host side, and checks its guard. */
 void mp_gpu_check_bytes_impl(const mp_tensor *dev, const void *want, const char *file, int line,
                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 #define mp_gpu_check_bytes(dev, want, ...) \
     mp_gpu_check_bytes_impl((dev), (want), __FILE__, __LINE__, __VA_ARGS__)
-#define mp_gpu_check_bits(p, ...) \
-    mp_gpu_check_bytes_impl(&(p)->dev, (p)->host.data, __FILE__, __LINE__, __VA_ARGS__)
+void mp_gpu_check_bits_impl(const mp_gpu_pair *p, const char *file, int line, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
+#define mp_gpu_check_bits(p, ...) mp_gpu_check_bits_impl((p), __FILE__, __LINE__, __VA_ARGS__)
 
 /* rtol between two results that each backend rounds once from FP32 to dt: two nearly equal
  * FP32 values may round to neighbours, one ulp (2 mp_test_eps(dt)) apart. */

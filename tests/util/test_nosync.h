@@ -1,8 +1,10 @@
-/* The no-host-synchronisation check of a training run (issue 7): a 1-rank run on synthetic
- * data, counting with the backend's own accounting (ops->counters) the device-to-host reads and
- * the synchronisations of each step. Steps that are not host points (logging, evaluation,
- * checkpoint, epoch-end and last steps) must have none; host points must read the state, so the
- * accounting itself is shown to count. Used by tests/mpi/test_nosync.c on the CPU backend with
+/* The no-host-synchronisation check of a training run (issue 7): a run on synthetic data,
+ * counting with the backend's own accounting (ops->counters) the device-to-host reads, the
+ * synchronisations and the uploads of each step. Steps that are not host points (logging,
+ * evaluation, checkpoint, epoch-end and last steps) must have no read and no sync and upload
+ * exactly their batch and labels; no step uploads from pageable host memory (a GPU's copy from
+ * it may wait for the device); host points must read the state, so the accounting itself is
+ * shown to count. Used by tests/mpi/test_nosync.c on the CPU backend with
  * staged memory and by tests/gpu/test_cuda_nosync.c on a GPU. */
 #ifndef MP_TEST_NOSYNC_H
 #define MP_TEST_NOSYNC_H
