@@ -168,7 +168,7 @@ void mp_comm_free(mp_comm *c)
 {
     int fin = 0;
     MPI_Finalized(&fin);
-    mp_comm_drop_device(c); /* bounded: aborts what does not finish within timeout_s */
+    mp_comm_drop_device(c); /* NCCL's close is bounded (aborts after timeout_s); MPI's waits */
     if (c->tx.ops && !c->broken) { /* a broken one's worker may be stuck inside MPI */
         c->tx.ops->close(c->tx.self);
         c->tx.ops = NULL;

@@ -42,7 +42,7 @@ void mp_comm_drop_device(mp_comm *c)
     c->dissued = 0;
     int fin = 0;
     MPI_Finalized(&fin);
-    if (host && !fin)
+    if (host && !fin && !c->broken) /* a broken one is left to the abort that ends the job */
         MPI_Comm_free(&c->dworld);
     c->dworld = MPI_COMM_NULL;
 }

@@ -10,9 +10,9 @@
 #include "engine/hd.h"
 #include "engine/scaler.h"
 
-/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf, stop and
- * fill are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX all-reduce agrees on all
- * four. */
+/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf, stop, fill
+ * and bad_labels are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX all-reduce
+ * agrees on all five. */
 typedef struct mp_amp_state {
     mp_scaler_state scaler; /* the loss scale and its counters */
     double sumsq;           /* sum of squares of this step's unscaled gradients (amp_check) */
@@ -20,16 +20,16 @@ typedef struct mp_amp_state {
     double stop;            /* the host's stop request (a signal number), for the agreement */
     double fill;            /* the largest |gradient| stored or sent in half, as a fraction of
                                that type's largest finite value (amp_check; 0: none) */
+    double bad_labels;      /* sticky: nonzero once a loss that cannot refuse a label outside
+                               [0, C) at once (the GPU's) met one; agreed with the rest, so
+                               every rank ends the run at the next host point */
     int64_t steps;          /* optimizer steps taken, skipped steps excluded */
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
                                max_consecutive_skips (the run must end), else 0 */
-    double bad_labels;      /* sticky: nonzero once a loss that cannot refuse a label outside
-                               [0, C) at once (the GPU's) met one; the host ends the run at its
-                               next host point */
 } mp_amp_state;
 
-#define MP_AMP_AGREE 4
+#define MP_AMP_AGREE 5
 
 /* Ends a step (the amp_update op): remembers the scale it used, advances the scaler with
  * found_inf and fill (noting divergence, which the host may read steps later), counts a step

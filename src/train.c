@@ -21,10 +21,10 @@ typedef struct mp_window {
 } mp_window;
 
 /* Writes this rank's stop request into the state when it changed (once a run at most, so no step
- * copies it as a matter of course) and agrees, with one MAX over ranks of
- * (sum of squares, found_inf, stop, fill), on whether the step is skipped, the norm it clips
- * with, the scaler's margin rule and whether the run stops: every rank takes the same decision
- * even when a rank's gradients went bad after the sum, and all stop at the same step. On a
+ * copies it as a matter of course) and agrees, with one MAX over ranks of (sum of squares,
+ * found_inf, stop, fill, bad_labels), on whether the step is skipped, the norm it clips with,
+ * the scaler's margin rule and whether the run stops: every rank takes the same decision even
+ * when a rank's gradients went bad after the sum, and all stop at the same step. On a
  * device transport (NCCL) the reduction stays on the device; the MPI transport reduces a host
  * copy, or the state itself when the backend's memory is the host's. */
 static mp_status agree(mp_trainer *t)

@@ -115,13 +115,15 @@ static mp_status plan_build(const mp_gemm_key *key, mp_gemm_plan *p, bool *found
                                                   sizeof key->align[0]);
     cublasLtMatmulHeuristicResult_t res;
     int count = 0;
+    cublasStatus_t hst = CUBLAS_STATUS_SUCCESS; /* the heuristic's own answer */
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
-                                            &res, &count);
+        hst = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                             &res, &count);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED)
+    CUBLAS_CHECK(st); /* a preference the library refused is a failure, not "no algorithm" */
+    if (hst == CUBLAS_STATUS_NOT_SUPPORTED)
         return MP_OK;
-    CUBLAS_CHECK(st);
+    CUBLAS_CHECK(hst);
     *found = count >= 1 && res.state == CUBLAS_STATUS_SUCCESS;
     if (*found)
         p->algo = res.algo;

@@ -7,9 +7,10 @@
  * differs from the CPU's row order) and copied back when the caller asks for them; without a
  * result nothing is copied and the host does not wait. The loss scale is read from the
  * mp_amp_state in device memory. Labels live in device memory; a row whose label is outside
- * [0, C) gets a zero gradient and sets the state's found_inf (the step is skipped), and is
- * counted in a scratch counter that persists until the next call that copies a result back,
- * which fails with it. */
+ * [0, C) gets a zero gradient and sets the state's found_inf (the step is skipped) and
+ * bad_labels (the trainer ends the run at its next host point, on every rank), and is counted in
+ * a scratch counter that persists until the next call that copies a result back, which fails
+ * with it when it has no state (evaluation). */
 #include "engine/backend_cuda/cuda.h"
 #include "engine/xent_rule.h"
 
@@ -93,8 +94,11 @@ extern "C" mp_status mp_cuda_softmax_xent(const mp_tensor *logits, const int32_t
     MP_TRY(mp_cuda_copy_out(c->host_scratch, c->scratch, 3 * sizeof(double)));
     if (c->host_scratch[2] != 0.0) {
         CUDA_CHECK(cudaMemsetAsync(&c->scratch[2], 0, sizeof(double), c->stream));
-        return mp_fail(MP_EINTERNAL, "cuda softmax_xent: %.0f labels outside [0, %lld)",
-                       c->host_scratch[2], (long long)cols);
+        /* In training the state's bad_labels, agreed by every rank, ends the run at the host
+         * point: failing here, on this rank alone, would leave the others in a collective. */
+        if (!st)
+            return mp_fail(MP_EINTERNAL, "cuda softmax_xent: %.0f labels outside [0, %lld)",
+                           c->host_scratch[2], (long long)cols);
     }
     out->loss = (double)(float)(c->host_scratch[0] / (double)rows);
     out->correct = (int64_t)c->host_scratch[1];
