@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Configures and builds mpdist into build/ (or the directory given as $1, with any further
-# arguments passed to cmake). Idempotent: a second run only rebuilds what changed.
+# arguments passed to cmake), with warnings as errors (MPDIST_WERROR). Idempotent: a second run
+# only rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build}
 shift || true
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$dir.cmake.log" 2>&1 ||
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMPDIST_WERROR=ON "$@" >"$dir.cmake.log" 2>&1 ||
   { cat "$dir.cmake.log" >&2; exit 1; }
 cmake --build "$dir" -j"$(nproc)"

@@ -137,7 +137,12 @@ static mp_status print_tensors(mp_h5r *r, const char *group, bool optional, FILE
     mp_status st = MP_OK;
     for (int i = 0; i < l.n && st == MP_OK; i++) {
         char path[256], shape_s[96];
-        snprintf(path, sizeof path, "%s/%s", group, l.names[i]);
+        int len = snprintf(path, sizeof path, "%s/%s", group, l.names[i]);
+        if (len < 0 || (size_t)len >= sizeof path) {
+            st = mp_fail(MP_ECKPT, "%s: dataset name %s/%s is too long", mp_h5r_path(r), group,
+                         l.names[i]);
+            break;
+        }
         int ndim;
         int64_t shape[MP_H5_MAX_DIMS], numel;
         mp_dtype stored;
