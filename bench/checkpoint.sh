@@ -14,6 +14,7 @@
 #   --rounds N     training runs without compression, each followed by its dd's (default 3)
 #   --deflate L    one more run with checkpoint.deflate=L, reported apart (default 1; 0 = skip)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 source launch/env.sh
 [ -x build/mpdist ] || bash launch/build.sh build >/dev/null
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --hidden) hidden=$2; shift 2 ;;
     --deflate) deflate=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "usage: bench/checkpoint.sh [--dir DIR] [--rounds N] [--hidden N] [--deflate LEVEL]" >&2; exit 2 ;;
   esac
 done

@@ -35,6 +35,7 @@
 #   MPDIST_PYTHON            the python with PyTorch (default python3); MPDIST_PYTHON_LD_LIBRARY_PATH,
 #                            when set, is its LD_LIBRARY_PATH (tests/gpu/run.sh passes the host's)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 build=${MPDIST_BENCH_BUILD:-build-gpu}
 dry=${MPDIST_GPU_STEP_DRY:-0}

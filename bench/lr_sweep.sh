@@ -17,10 +17,11 @@
 # MPDIST_SWEEP_JOBS (runs at once; default: cores / ranks), MPDIST_SWEEP_RESUME=1 (keep the runs
 # of an earlier sweep in the same folder that ended with exit 0). Output: runs/bench-sweep/
 # (sweep.csv: one row per run; table.txt, table.csv: the table).
+# Packages are checked, not installed (launch/deps.sh --check: exit 2 and the command to run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
-bash launch/deps.sh >/dev/null
+bash launch/deps.sh --check
 bash launch/build.sh build >/dev/null
 source launch/env.sh
 presets=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do presets+=("$1"); shift; done

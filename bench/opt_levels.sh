@@ -5,14 +5,16 @@
 # table.csv), and draws each model's loss curves at every level in one PNG (gnuplot).
 # Usage: bench/opt_levels.sh [MODEL...] [-- extra mpdist args]   (MODEL: mlp, cnn_bn)
 # On the GPU: bench/opt_levels.sh cnn_bn -- --set amp.device=cuda. MPDIST_BENCH_BUILD=DIR uses
-# DIR/mpdist as built (no package installs, no build: tests/gpu/run.sh sets it up).
+# DIR/mpdist as built (no package check, no build: tests/gpu/run.sh sets it up). Packages are
+# checked, not installed: a missing one stops it with exit 2 and the command that installs it.
 # MPDIST_BENCH_LEVELS="O2 fp16;O0 fp16" runs only those levels (default: all five).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 build=${MPDIST_BENCH_BUILD:-}
 if [ -z "$build" ]; then
   build=build
-  bash launch/deps.sh gnuplot-nox
+  bash launch/deps.sh --check gnuplot-nox
   bash launch/build.sh build >/dev/null
 fi
 source launch/env.sh

@@ -41,6 +41,21 @@ import json
 import sys
 import time
 
+
+def arg_parser():
+    """The command line; built before torch is imported, so --help works without it."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=("wrn16-4", "resnet20"), default="wrn16-4")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--mode", choices=("fp32", "amp"), default="amp")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=20)
+    return p
+
+
+if __name__ == "__main__":
+    arg_parser().parse_args()  # --help and usage errors answer here, without torch
+
 try:
     import torch
     import torch.nn as nn
@@ -206,12 +221,7 @@ def run(args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=("wrn16-4", "resnet20"), default="wrn16-4")
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--mode", choices=("fp32", "amp"), default="amp")
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--warmup", type=int, default=20)
+    p = arg_parser()
     args = p.parse_args()
     if args.batch < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch and --steps must be >= 1, --warmup >= 0")

@@ -19,6 +19,7 @@
 #   --link-gbs B --link-us L   the model's link bandwidth (GB/s) and latency (us) for its
 #                     predictions at 8, 64 and 512 ranks (default 25 and 5: 200 Gb/s InfiniBand)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 home=$(cd "$(dirname "$0")/.." && pwd)
 usage() { sed -n '/^# Usage:/,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --submit) submit=1; shift ;;
     --link-gbs) link_gbs=$2; shift 2 ;;
     --link-us) link_us=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage ;;
   esac

@@ -1,9 +1,13 @@
 /* The launcher cross-checks; see launch_check.h. */
 #include "comm/launch_check.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 /* The integer in variable `name`, or -1 when it is unset or empty. */
 static long env_long(const char *name)
@@ -77,4 +81,14 @@ mp_status mp_launch_check(const mp_launch_env *e, int size, int rank, int local_
                  "%s says local rank %d, MPI's shared-memory split says %d; using MPI's",
                  e->launcher, e->local_rank, local_rank);
     return MP_OK;
+}
+
+void mp_launch_bind_lifetime(const mp_launch_env *e)
+{
+#ifdef __linux__
+    if (e->launcher)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+#else
+    (void)e;
+#endif
 }

@@ -37,4 +37,11 @@ mp_status mp_launch_precheck(const mp_launch_env *e);
 mp_status mp_launch_check(const mp_launch_env *e, int size, int rank, int local_rank,
                           char *warning, size_t cap);
 
+/* Under a launcher (e->launcher set): asks the kernel to SIGKILL this process when the parent
+ * that started it (mpirun, orted or slurmstepd) ends, so that no rank outlives its job, also one
+ * that is stopped (SIGSTOP) when the launcher goes (the kernel's hang-up of an orphaned process
+ * group does not come when the rank's new parent is a subreaper in the same session). Without a
+ * launcher nothing changes (`nohup mpdist ... &` from a shell keeps running). Linux only. */
+void mp_launch_bind_lifetime(const mp_launch_env *e);
+
 #endif

@@ -7,7 +7,10 @@
  * ranks in a later one finished their part of it and went on. The lowest rank heard from
  * (itself included) reports; the others stay quiet and wait for it to end the job.
  * The census needs MPI_THREAD_MULTIPLE (the worker thread is inside MPI meanwhile); without it
- * the message says the missing ranks are not known. */
+ * the message says the missing ranks are not known. Time this process itself did not run (a
+ * gap of more than MISSED_S between slices: stopped, then continued) does not count towards
+ * the timeout, so a rank that was the one stopped does not blame the others when it runs again
+ * (the job is usually being ended by then: the launcher continues a stopped process to kill it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 
 #define SLICE_S 0.05
 #define GRACE_S 2.0
+#define MISSED_S 1.0 /* a gap this long between two slices: this process was not running */
 #define TAG_QUERY 11
 #define TAG_ANSWER 12
 
@@ -142,7 +146,7 @@ static mp_status timed_out(mp_comm *c, double waited)
 
 mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
 {
-    double start = mp_now();
+    double start = mp_now(), last = start;
     for (;;) {
         bool done = false;
         mp_status st = c->tx.ops->wait(c->tx.self, ticket, SLICE_S, &done);
@@ -158,7 +162,12 @@ mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
             while (serve_one(c, &got) >= 0)
                 continue;
         }
-        double waited = mp_now() - start;
+        double now = mp_now();
+        if (now - last > MISSED_S) /* this process did not run meanwhile (stopped by SIGSTOP, then
+                                      continued, or starved): that time is not the others' */
+            start += now - last - SLICE_S;
+        last = now;
+        double waited = now - start;
         if (waited >= c->timeout_s) {
             c->broken = true;
             return timed_out(c, waited);

@@ -83,11 +83,27 @@ static int stages(mp_layer_spec *specs, int n, const char *kind, int64_t per, co
     return n;
 }
 
-static int bad_depth(const char *name, int64_t depth, const char *rule)
+/* The blocks per stage n of a network of depth = per * n + base (n >= 1), or -1 with the
+ * reason: a depth not of that form, or one whose 3n blocks plus the 5 layers of stem and head
+ * are more than a model may hold. */
+static int64_t blocks_per_stage(const char *name, int64_t depth, int64_t per, int64_t base)
 {
-    mp_fail(MP_EUSAGE, "model.depth: %s needs depth = %s (got %lld)", name, rule,
-            (long long)depth);
-    return -1;
+    if (depth < per + base || (depth - base) % per) {
+        mp_fail(MP_EUSAGE,
+                "model.depth: %s needs depth = %lldn + %lld with n >= 1 (got %lld)", name,
+                (long long)per, (long long)base, (long long)depth);
+        return -1;
+    }
+    int64_t n = (depth - base) / per, most = (MP_MAX_LAYERS - 5) / 3;
+    if (n > most) {
+        mp_fail(MP_EUSAGE,
+                "model.depth: %s of depth %lld has %lld blocks per stage, %lld layers in all; "
+                "a model holds at most %d layers (depth at most %lld)",
+                name, (long long)depth, (long long)n, (long long)(3 * n + 5), MP_MAX_LAYERS,
+                (long long)(most * per + base));
+        return -1;
+    }
+    return n;
 }
 
 int mp_preset_specs(const char *name, const mp_preset_args *a, int64_t num_classes,
@@ -101,31 +117,32 @@ int mp_preset_specs(const char *name, const mp_preset_args *a, int64_t num_class
     if (strcmp(name, "cnn_bn") == 0)
         return cnn_specs(true, num_classes, specs);
     if (strcmp(name, "resnet20") == 0) {
-        int64_t d = a->depth ? a->depth : 20;
-        if (d < 8 || (d - 2) % 6 || (d - 2) / 6 * 3 + 6 > MP_MAX_LAYERS)
-            return bad_depth(name, d, "6n + 2");
+        int64_t per = blocks_per_stage(name, a->depth ? a->depth : 20, 6, 2);
+        if (per < 0)
+            return -1;
         const int64_t out[3] = {16, 32, 64}, none[3] = {0, 0, 0};
         stem(specs, &n, 16, true);
-        return head(specs, stages(specs, n, "basic", (d - 2) / 6, out, none, 1, 0.0), num_classes);
+        return head(specs, stages(specs, n, "basic", per, out, none, 1, 0.0), num_classes);
     }
     if (strcmp(name, "wrn") == 0) {
-        int64_t d = a->depth ? a->depth : 16, k = a->widen;
-        if (d < 10 || (d - 4) % 6 || (d - 4) / 6 * 3 + 6 > MP_MAX_LAYERS)
-            return bad_depth(name, d, "6n + 4");
+        int64_t per = blocks_per_stage(name, a->depth ? a->depth : 16, 6, 4), k = a->widen;
+        if (per < 0)
+            return -1;
         const int64_t out[3] = {16 * k, 32 * k, 64 * k}, none[3] = {0, 0, 0};
         stem(specs, &n, 16, false);
-        n = stages(specs, n, "wide", (d - 4) / 6, out, none, 1, a->dropout);
+        n = stages(specs, n, "wide", per, out, none, 1, a->dropout);
         add(specs, &n, "batchnorm", "bn_final");
         add(specs, &n, "relu", "relu_final");
         return head(specs, n, num_classes);
     }
     if (strcmp(name, "resnext") == 0) {
-        int64_t d = a->depth ? a->depth : 29, c = a->cardinality, w = a->width;
-        if (d < 11 || (d - 2) % 9 || (d - 2) / 9 * 3 + 6 > MP_MAX_LAYERS)
-            return bad_depth(name, d, "9n + 2");
+        int64_t per = blocks_per_stage(name, a->depth ? a->depth : 29, 9, 2);
+        int64_t c = a->cardinality, w = a->width;
+        if (per < 0)
+            return -1;
         const int64_t out[3] = {256, 512, 1024}, width[3] = {c * w, 2 * c * w, 4 * c * w};
         stem(specs, &n, 64, true);
-        return head(specs, stages(specs, n, "bottleneck", (d - 2) / 9, out, width, c, 0.0),
+        return head(specs, stages(specs, n, "bottleneck", per, out, width, c, 0.0),
                     num_classes);
     }
     mp_fail(MP_EUSAGE, "model.preset: unknown preset '%s'", name);

@@ -16,8 +16,9 @@ typedef struct mp_preset_args {
 } mp_preset_args;
 
 /* Writes the layer specs of preset `name` with num_classes outputs into specs (room for
- * MP_MAX_LAYERS) and returns how many; -1 with an MP_EUSAGE message for an unknown name or a
- * depth the architecture cannot have. Presets:
+ * MP_MAX_LAYERS) and returns how many; -1 with an MP_EUSAGE message "model.depth: ..." for a
+ * depth the architecture cannot have or that needs more than MP_MAX_LAYERS layers, or
+ * "model.preset: ..." for an unknown name. Presets:
  *   mlp       linear(hidden[i]) + relu for each hidden width, then linear(num_classes);
  *   cnn       conv 32 3x3 - relu - maxpool 2 - conv 64 3x3 - relu - maxpool 2 - linear 128 -
  *             relu - dropout 0.25 - linear (hidden is ignored);

@@ -1,9 +1,11 @@
 /* CIFAR-10 binary loading (the "binary version" of the dataset, cifar-10-batches-bin/).
  * Every file of the split is checked by size first (it must exist, be a regular file, be
  * non-empty and hold a whole number of 3073-byte records), so the image array is sized from
- * real file sizes, never from a guess. Records are then read in file order, each converted from
- * the file's planar CHW (R plane, G plane, B plane) to NHWC. Every failure leaves *d zeroed with
- * nothing allocated; only a fully verified dataset is handed out, counted under MP_MEM_DATA. */
+ * real file sizes, never from a guess, and that size is checked against memory
+ * (io/memcheck.h) before anything is allocated. Records are then read in file order, each
+ * converted from the file's planar CHW (R plane, G plane, B plane) to NHWC. Every failure leaves
+ * *d zeroed with nothing allocated; only a fully verified dataset is handed out, counted under
+ * MP_MEM_DATA. */
 #include "io/dataset.h"
 
 #include <errno.h>
@@ -13,6 +15,7 @@
 
 #include "engine/alloc.h"
 #include "io/fsutil.h"
+#include "io/memcheck.h"
 
 #define MP_CIFAR_SIDE 32
 #define MP_CIFAR_PLANE (MP_CIFAR_SIDE * MP_CIFAR_SIDE) /* 1024 pixels per channel */
@@ -119,6 +122,11 @@ static mp_status cifar_load(mp_dataset *d, const char *dir, const char *split, i
         total += files[i].records;
     }
     int64_t count = limit > 0 && limit < total ? limit : total;
+    char what[160];
+    snprintf(what, sizeof what, "%s split: %lld records of 32x32x3 images with labels", split,
+             (long long)count);
+    int64_t sizes[2] = {count, MP_CIFAR_PIXELS + (int64_t)sizeof(int32_t)};
+    MP_TRY(mp_data_mem_check(dir, what, 2, sizes, NULL));
 
     d->images = mp_alloc((size_t)count * MP_CIFAR_PIXELS, MP_MEM_DATA);
     d->labels = mp_alloc((size_t)count * sizeof(int32_t), MP_MEM_DATA);

@@ -2,12 +2,17 @@
 #include "io/ckpt_dir.h"
 
 #include "engine/alloc.h"
+#include "io/fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void mp_ckpt_path(const char *dir, int64_t step, char *out, size_t size)
@@ -87,4 +92,88 @@ mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest)
     }
     mp_free(steps);
     return st;
+}
+
+mp_status mp_ckpt_dir_prepare(const char *dir)
+{
+    char probe[1100], made[1100];
+    int n = snprintf(probe, sizeof probe, "%s/.mpdist-probe-%ld", dir, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof probe)
+        return mp_fail(MP_ECKPT, "checkpoint.dir %s: path too long", dir);
+    if (mp_make_parents(probe, made, sizeof made) != 0)
+        return mp_fail(MP_ECKPT, "checkpoint.dir %s: cannot create %s (%s)", dir, made,
+                       strerror(errno));
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0)
+        return mp_fail(MP_ECKPT, "checkpoint.dir %s: cannot create files in it (%s); checkpoints "
+                       "could not be saved", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return MP_OK;
+}
+
+/* Whether `name` is a writer's temporary: "." + a checkpoint file name + ".tmp". */
+static bool temp_name(const char *name)
+{
+    size_t len = strlen(name);
+    char base[256];
+    if (name[0] != '.' || len < 6 || len - 5 >= sizeof base || strcmp(name + len - 4, ".tmp") != 0)
+        return false;
+    memcpy(base, name + 1, len - 5);
+    base[len - 5] = '\0';
+    return name_step(base) >= 0;
+}
+
+/* Appends ", NAME" (or NAME first) to the list at list[0..cap), keeping it a string. */
+static void add_name(char *list, size_t cap, const char *name)
+{
+    size_t len = strlen(list);
+    if (len + 1 < cap)
+        snprintf(list + len, cap - len, "%s%s", len ? ", " : "", name);
+}
+
+int mp_ckpt_clean_temps(const char *dir, double min_age_s, char *said, size_t cap)
+{
+    said[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d && errno == ENOENT)
+        return 0;
+    if (!d) {
+        mp_fail(MP_ECKPT, "%s: cannot read the checkpoint directory (%s)", dir, strerror(errno));
+        return -1;
+    }
+    char removed[400] = "", left[400] = "", failed[400] = "";
+    int nremoved = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!temp_name(e->d_name))
+            continue;
+        char path[1400];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (difftime(now, sb.st_mtime) < min_age_s) {
+            add_name(left, sizeof left, e->d_name);
+        } else if (unlink(path) == 0) {
+            add_name(removed, sizeof removed, e->d_name);
+            nremoved++;
+        } else {
+            add_name(failed, sizeof failed, e->d_name);
+        }
+    }
+    closedir(d);
+    size_t len = 0;
+    if (removed[0])
+        len += (size_t)snprintf(said, cap, "removed the temporary file(s) of interrupted saves "
+                                "in %s: %s", dir, removed);
+    if (left[0] && len < cap)
+        len += (size_t)snprintf(said + len, cap - len, "%sleft %s in %s: changed less than %.0f s "
+                                "ago, maybe another job's save in progress", len ? "; " : "",
+                                left, dir, min_age_s);
+    if (failed[0] && len < cap)
+        snprintf(said + len, cap - len, "%scould not remove %s in %s", len ? "; " : "", failed,
+                 dir);
+    return nremoved;
 }

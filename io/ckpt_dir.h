@@ -1,5 +1,6 @@
 /* The checkpoint directory: files named ckpt-<step, 8 digits>.h5, so the newest is the one with
- * the highest step; temporary files (".ckpt-*.h5.tmp", see h5file.h) are never listed. */
+ * the highest step; temporary files (".ckpt-*.h5.tmp", see h5file.h) are never listed, and
+ * those a killed writer left are removed at a run's start (mp_ckpt_clean_temps). */
 #ifndef MP_CKPT_DIR_H
 #define MP_CKPT_DIR_H
 
@@ -23,5 +24,18 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max);
  * files of higher steps are there. Files that cannot be removed are left; MP_ECKPT names the
  * first one. */
 mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest);
+
+/* Makes `dir` and its parents and checks that files can be created in it (a probe file is
+ * created and removed), so that a run learns before training, not at its first save, that its
+ * checkpoints cannot be written. MP_ECKPT naming the directory and the system's reason. */
+mp_status mp_ckpt_dir_prepare(const char *dir);
+
+/* Removes the temporaries that killed writers left in `dir`: files named exactly as the writer
+ * names them (".ckpt-<step>.h5.tmp", mp_h5_temp_path of mp_ckpt_path), and only those whose last
+ * change is at least min_age_s seconds old: a younger one may be another live job's save into
+ * the same directory, and is left. Writes one line (no newline) saying what was removed and left
+ * to said[0..cap), "" when there was nothing. Returns the number removed; -1 (with an MP_ECKPT
+ * message) when the directory cannot be read. */
+int mp_ckpt_clean_temps(const char *dir, double min_age_s, char *said, size_t cap);
 
 #endif

@@ -20,6 +20,7 @@
 #include "engine/alloc.h"
 #include "engine/check.h"
 #include "io/fletcher32.h"
+#include "io/h5_gheap.h"
 
 #define MP_H5_CHUNK_BYTES ((int64_t)4 << 20)
 
@@ -31,6 +32,7 @@ struct mp_h5w {
 
 struct mp_h5r {
     hid_t file;
+    bool heaps_checked; /* mp_h5_check_global_heaps passed (files with variable strings) */
     char path[1024];
 };
 
@@ -201,12 +203,16 @@ mp_status mp_h5w_attr_double(mp_h5w *w, const char *obj, const char *name, doubl
     return write_attr(w, obj, name, H5T_NATIVE_DOUBLE, &v);
 }
 
+/* Strings are fixed-length (their bytes and a NUL): they live in the attribute message, under
+ * the object header's checksum, where variable-length ones would live in a global heap that
+ * has none (io/h5_gheap.h). */
 mp_status mp_h5w_attr_string(mp_h5w *w, const char *obj, const char *name, const char *v)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_size(t, strlen(v) + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
     H5Tset_cset(t, H5T_CSET_UTF8);
-    mp_status st = write_attr(w, obj, name, t, &v);
+    mp_status st = write_attr(w, obj, name, t, v);
     H5Tclose(t);
     return st;
 }
@@ -509,19 +515,66 @@ mp_status mp_h5r_attr_double(mp_h5r *r, const char *obj, const char *name, doubl
     return read_attr(r, obj, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, v);
 }
 
+/* The stored string type of attribute `name` of `obj`: *variable, or its fixed *size. */
+static mp_status string_kind(mp_h5r *r, const char *obj, const char *name, bool *variable,
+                             size_t *size)
+{
+    hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+    htri_t var = t >= 0 && H5Tget_class(t) == H5T_STRING ? H5Tis_variable_str(t) : -1;
+    *size = t >= 0 ? H5Tget_size(t) : 0;
+    *variable = var > 0;
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Eclear2(H5E_DEFAULT);
+    if (var < 0 || (!*variable && (*size == 0 || *size > ((size_t)1 << 24))))
+        return mp_fail(MP_ECKPT, "%s: attribute %s of %s is not a string (not an mpdist "
+                       "checkpoint, or a damaged one)", r->path, name, obj);
+    return MP_OK;
+}
+
+/* Today's files hold fixed-length strings; older ones variable-length strings, read only once
+ * the file's global heaps are checked (mp_h5_check_global_heaps). */
 mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char **v)
 {
+    *v = NULL;
+    if (!mp_h5r_exists(r, obj) || H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return mp_fail(MP_ECKPT, "%s: %s has no attribute '%s' (not an mpdist checkpoint, or a "
+                       "damaged one)", r->path, obj, name);
+    }
+    bool variable;
+    size_t size;
+    MP_TRY(string_kind(r, obj, name, &variable, &size));
+    if (variable && !r->heaps_checked) {
+        MP_TRY(mp_h5_check_global_heaps(r->path));
+        r->heaps_checked = true;
+    }
     hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_size(t, variable ? H5T_VARIABLE : size + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
     H5Tset_cset(t, H5T_CSET_UTF8);
     char *s = NULL;
-    mp_status st = read_attr(r, obj, name, H5T_STRING, t, &s);
+    mp_status st;
+    if (variable) {
+        st = read_attr(r, obj, name, H5T_STRING, t, &s);
+        if (st == MP_OK)
+            *v = strdup(s ? s : "");
+        H5free_memory(s);
+    } else {
+        s = mp_alloc(size + 1, MP_MEM_WORKSPACE);
+        st = read_attr(r, obj, name, H5T_STRING, t, s);
+        s[size] = '\0';
+        if (st == MP_OK)
+            *v = strdup(s);
+        mp_free(s);
+    }
     H5Tclose(t);
-    if (st != MP_OK)
-        return st;
-    *v = strdup(s ? s : "");
-    H5free_memory(s);
-    return MP_OK;
+    if (st == MP_OK && !*v)
+        return mp_fail(MP_ECKPT, "%s: out of memory reading attribute %s", r->path, name);
+    return st;
 }
 
 mp_status mp_h5r_info(mp_h5r *r, const char *path, int *ndim, int64_t shape[MP_H5_MAX_DIMS],

@@ -1,14 +1,22 @@
 /* IDX (MNIST / Fashion-MNIST) loading and batch assembly.
  * Files are read through zlib's gz* API, which reads gzip and raw files alike; NAME.gz is tried
- * before NAME. The header's sizes are never trusted for allocation: pixels are read into a
- * buffer that grows with the data actually present, so a lying header fails as "truncated"
- * instead of asking for gigabytes. Every failure leaves *d zeroed with nothing allocated; only a
- * fully verified dataset is handed out, its arrays counted under MP_MEM_DATA. */
+ * before NAME. The header's sizes are never trusted for allocation: what they promise is first
+ * checked against memory (io/memcheck.h), then pixels are read into a buffer that grows with the
+ * data actually present, so a lying header fails as "truncated" or "needs N bytes" instead of
+ * asking for gigabytes. A gzip file is always read to the end of its stream, even when `limit`
+ * keeps fewer samples, so that zlib checks every member's CRC-32 and length trailer; a stream
+ * that ends before its trailer is truncated (zlib reports that as Z_BUF_ERROR, which is not
+ * harmless here). Concatenated gzip members are one stream, as gzip(1) reads them; bytes after
+ * the last member that do not start another member are ignored by zlib, as by gzip(1): they can
+ * only follow data that passed its CRC, so they never change what is loaded. Every failure
+ * leaves *d zeroed with nothing allocated; only a fully verified dataset is handed out, its
+ * arrays counted under MP_MEM_DATA. */
 #include "io/dataset.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +25,7 @@
 
 #include "engine/alloc.h"
 #include "io/fsutil.h"
+#include "io/memcheck.h"
 
 #define MP_IDX_IMAGES_MAGIC 0x00000803u
 #define MP_IDX_LABELS_MAGIC 0x00000801u
@@ -27,6 +36,7 @@
 
 typedef struct idx_file {
     gzFile gz;
+    bool cut; /* the gzip stream ended before its trailer (zlib's "unexpected end of file") */
     char path[4096];
 } idx_file;
 
@@ -63,7 +73,9 @@ static void idx_close(idx_file *f)
     f->gz = NULL;
 }
 
-/* Reads up to n bytes; returns how many arrived, or -1 after recording a gzip/read error. */
+/* Reads up to n bytes; returns how many arrived, or -1 after recording a gzip/read error. A
+ * gzip stream that ends early is not an error here: it sets f->cut, and the caller, which knows
+ * how many bytes it expected, says what was truncated. */
 static int64_t idx_read(idx_file *f, void *buf, size_t n)
 {
     size_t got = 0;
@@ -77,7 +89,9 @@ static int64_t idx_read(idx_file *f, void *buf, size_t n)
     }
     int errnum = Z_OK;
     const char *msg = gzerror(f->gz, &errnum);
-    if (errnum != Z_OK && errnum != Z_BUF_ERROR) { /* Z_BUF_ERROR: the file just ends early */
+    if (errnum == Z_BUF_ERROR) /* gzread's only Z_BUF_ERROR: "unexpected end of file" */
+        f->cut = true;
+    else if (errnum != Z_OK) {
         size_t plen = strlen(f->path);
         if (strncmp(msg, f->path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
             msg += plen + 2; /* gzerror prefixes the path, which our message already names */
@@ -151,15 +165,23 @@ static mp_status idx_read_body(idx_file *f, size_t n, const char *what, unsigned
     return MP_OK;
 }
 
-/* After the last byte the header promised, reads on to the end of the stream so that gzip's
- * CRC and length trailer are checked. Extra bytes after the data are ignored. */
-static mp_status idx_check_tail(idx_file *f)
+/* After the last byte used, reads on to the end of a gzip stream so that zlib checks the CRC
+ * and length trailer of every member; a stream that ends before its trailer is truncated. Extra
+ * bytes after the data the header promised are ignored. A raw file is read on only when
+ * `raw_too` (the whole file was wanted): it has no checksum to verify. */
+static mp_status idx_check_tail(idx_file *f, bool raw_too)
 {
-    unsigned char sink[4096];
+    if (!raw_too && gzdirect(f->gz))
+        return MP_OK;
+    unsigned char sink[16384];
     for (;;) {
         int64_t got = idx_read(f, sink, sizeof sink);
         if (got < 0)
             return MP_EDATA;
+        if (f->cut)
+            return mp_fail(MP_EDATA, "%s: truncated: the gzip stream ends before its CRC-32 and "
+                                     "length trailer, so its data cannot be trusted",
+                           f->path);
         if (got < (int64_t)sizeof sink)
             return MP_OK;
     }
@@ -208,12 +230,17 @@ static mp_status idx_load(mp_dataset *d, idx_file *fi, idx_file *fl, const char 
     if (limit > 0 && limit < count)
         count = limit;
     size_t per = (size_t)ih[2] * ih[3];
+    /* At the peak: the pixel and label read buffers, the dataset's images and int32 labels. */
+    char what[160];
+    snprintf(what, sizeof what, "%lld images of %ux%u with labels (read, then kept)",
+             (long long)count, ih[2], ih[3]);
+    int64_t sizes[2] = {count, 2 * (int64_t)per + 1 + (int64_t)sizeof(int32_t)};
+    MP_TRY(mp_data_mem_check(fi->path, what, 2, sizes, NULL));
+    bool whole = count == (int64_t)ih[1];
     MP_TRY(idx_read_body(fi, (size_t)count * per, "pixels", pix));
-    if (count == (int64_t)ih[1])
-        MP_TRY(idx_check_tail(fi));
+    MP_TRY(idx_check_tail(fi, whole));
     MP_TRY(idx_read_body(fl, (size_t)count, "labels", lab));
-    if (count == (int64_t)ih[1])
-        MP_TRY(idx_check_tail(fl));
+    MP_TRY(idx_check_tail(fl, whole));
     for (int64_t i = 0; i < count; i++)
         if ((*lab)[i] >= num_classes)
             return mp_fail(MP_EDATA, "%s: label %u at index %lld is out of range [0, %d)",

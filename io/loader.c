@@ -9,12 +9,15 @@
  * A batch's bytes come only from mp_dataset_batch_augmented on (seed, epoch, its indices). */
 #include "io/loader.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/alloc.h"
 #include "io/augment.h"
+#include "io/memcheck.h"
 
 typedef struct mp_loader_slot {
     void *x;       /* (batch, H, W, C) of cfg.dtype */
@@ -137,8 +140,9 @@ static mp_status mp_loader_check(const mp_loader_config *c)
         return mp_fail(MP_EINTERNAL, "loader: no dataset");
     if (c->threads < 0)
         return mp_fail(MP_EINTERNAL, "loader: threads must be >= 0, got %d", c->threads);
-    if (c->depth < 1)
-        return mp_fail(MP_EINTERNAL, "loader: depth must be >= 1, got %d", c->depth);
+    if (c->depth < 1 || c->depth == INT_MAX)
+        return mp_fail(MP_EINTERNAL, "loader: depth must be in [1, %d), got %d", INT_MAX,
+                       c->depth);
     if (c->batch < 1)
         return mp_fail(MP_EINTERNAL, "loader: batch must be >= 1, got %lld",
                        (long long)c->batch);
@@ -149,6 +153,20 @@ static mp_status mp_loader_check(const mp_loader_config *c)
     if ((c->host_alloc == NULL) != (c->host_free == NULL))
         return mp_fail(MP_EINTERNAL, "loader: host_alloc and host_free go together");
     return MP_OK;
+}
+
+/* MP_EDATA unless the nslots batch buffers (x and y) of configuration *c fit memory. */
+static mp_status mp_loader_check_memory(const mp_loader_config *c, int nslots)
+{
+    const mp_dataset *d = c->data;
+    char what[200];
+    snprintf(what, sizeof what, "%d prefetch buffers of a batch of %lld samples of %dx%dx%d %s "
+                                "with labels",
+             nslots, (long long)c->batch, d->h, d->w, d->c, mp_dtype_name(c->dtype));
+    int64_t sample[4] = {d->h, d->w, d->c, (int64_t)mp_dtype_size(c->dtype)}, sample_bytes;
+    MP_TRY(mp_data_mem_check("data loader", what, 4, sample, &sample_bytes));
+    int64_t sizes[3] = {nslots, c->batch, sample_bytes + (int64_t)sizeof(int32_t)};
+    return mp_data_mem_check("data loader", what, 3, sizes, NULL);
 }
 
 /* Initialises the mutex and condition variables; MP_EINTERNAL if one cannot be created. */
@@ -174,6 +192,8 @@ mp_status mp_loader_open(mp_loader **out, const mp_loader_config *c)
     *out = NULL;
     MP_TRY(mp_loader_check(c));
     const mp_dataset *d = c->data;
+    int nslots = c->threads > 0 ? c->depth + 1 : 1;
+    MP_TRY(mp_loader_check_memory(c, nslots));
     mp_loader *l = mp_alloc(sizeof *l, MP_MEM_DATA);
     l->cfg = *c;
     l->mean = mp_alloc((size_t)d->c * sizeof(double), MP_MEM_DATA);
@@ -183,7 +203,7 @@ mp_status mp_loader_open(mp_loader **out, const mp_loader_config *c)
     l->cfg.mean = l->mean;
     l->cfg.std = l->std;
 
-    l->nslots = c->threads > 0 ? c->depth + 1 : 1;
+    l->nslots = nslots;
     size_t x_bytes = (size_t)c->batch * (size_t)d->h * (size_t)d->w * (size_t)d->c *
                      mp_dtype_size(c->dtype);
     l->slots = mp_alloc((size_t)l->nslots * sizeof *l->slots, MP_MEM_DATA);

@@ -46,7 +46,8 @@ typedef struct mp_loader_config {
  * threads and the slot buffers (depth + 1 batches of x and y, MP_MEM_DATA); free it with
  * mp_loader_close. Returns MP_EINTERNAL, with *l = NULL and nothing left allocated or running,
  * when the configuration is invalid (no data, threads < 0, depth < 1, batch < 1, pad < 0, no
- * mean/std) or a thread cannot start. */
+ * mean/std) or a thread cannot start; MP_EDATA, the same way, when the slot buffers would not
+ * fit memory or their size overflows (mp_data_mem_check, before anything is allocated). */
 mp_status mp_loader_open(mp_loader **l, const mp_loader_config *c);
 
 /* Begins epoch `epoch` (>= 0, keys the augmentation) over the dataset indices idx[0..count)

@@ -3,11 +3,13 @@
  * per 8x8 tile and channel, chosen by a hash of (class, tile, channel); a sample is its class's
  * pattern plus uniform noise, so a model can learn it and accuracy means something. Everything
  * follows from (seed, split): every rank makes the same samples. */
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/alloc.h"
 #include "engine/rng.h"
 #include "io/dataset.h"
+#include "io/memcheck.h"
 
 /* The pattern's level (0 or 1) of (class, tile row, tile column, channel). */
 static int pattern(int label, int ty, int tx, int ch)
@@ -35,6 +37,13 @@ mp_status mp_synthetic_make(mp_dataset *d, const char *split, int h, int w, int 
         return mp_fail(MP_EUSAGE, "synthetic data: shape %dx%dx%d, %lld samples and %d classes "
                                   "must all be positive (at least 2 classes)",
                        h, w, c, (long long)count, num_classes);
+    char what[160];
+    snprintf(what, sizeof what, "%s split: %lld images of %dx%dx%d with labels", split,
+             (long long)count, h, w, c);
+    int64_t shape[3] = {h, w, c}, per_bytes;
+    MP_TRY(mp_data_mem_check("synthetic data", what, 3, shape, &per_bytes));
+    int64_t sizes[2] = {count, per_bytes + (int64_t)sizeof *d->labels}; /* image and label */
+    MP_TRY(mp_data_mem_check("synthetic data", what, 2, sizes, NULL));
     size_t per = (size_t)h * (size_t)w * (size_t)c;
     d->images = mp_alloc((size_t)count * per, MP_MEM_DATA);
     d->labels = mp_alloc((size_t)count * sizeof *d->labels, MP_MEM_DATA);

@@ -2,7 +2,9 @@
 # Configures and builds mpdist into build/ (or the directory given as $1, with any further
 # arguments passed to cmake), with warnings as errors (MPDIST_WERROR). Idempotent: a second run
 # only rebuilds what changed.
+# Usage: launch/build.sh [DIR [CMAKE-ARGUMENTS...]]      (DIR default build)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 dir=${1:-build}
 shift || true

@@ -3,6 +3,7 @@
 # trains the Fashion-MNIST MLP on 2 MPI ranks, ending with the test accuracy.
 # Extra arguments go to mpdist, e.g. launch/quickstart.sh --set train.epochs=2
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 bash launch/deps.sh
 bash launch/build.sh build

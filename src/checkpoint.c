@@ -5,6 +5,8 @@
 #include "src/checkpoint.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,22 @@ static mp_tensor stored_values(const mp_params *p, int i)
 {
     mp_tensor m = mp_params_master(p, i);
     return m.data ? m : mp_params_value(p, i);
+}
+
+/* MP_ECKPT naming dataset `path` of file r when one of the n values in `data` (dtype dt) is not
+ * finite in that dtype, or is negative when `nonneg`: states no run writes (a hand-edited or
+ * damaged file whose checksums hold). */
+static mp_status check_values(const mp_h5r *r, const char *path, const void *data, mp_dtype dt,
+                              int64_t n, bool nonneg)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v = mp_load(data, dt, (size_t)i);
+        if (!isfinite(v) || (nonneg && v < 0.0))
+            return mp_fail(MP_ECKPT, "%s: %s holds %g at element %lld, which no run writes%s (a "
+                           "damaged or edited checkpoint)", mp_h5r_path(r), path, v,
+                           (long long)i, isfinite(v) ? " (it must be >= 0)" : "");
+    }
+    return MP_OK;
 }
 
 static mp_status write_meta(mp_h5w *w, const mp_trainer *t, const mp_resume_point *at)
@@ -226,6 +244,7 @@ static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs
             return mp_fail(MP_ECKPT, "%s: has no parameter %s (a checkpoint of another model?)",
                            mp_h5r_path(r), v->name);
         MP_TRY(mp_h5r_array(r, path, v->ndim, v->shape, x.data, x.dtype));
+        MP_TRY(check_values(r, path, x.data, x.dtype, mp_tensor_numel(&x), false));
     }
     for (int k = 0; k < MP_NGROUPS; k++) { /* the half copies, as the optimizer writes them */
         mp_param_group *g = &p->groups[k];
@@ -243,6 +262,8 @@ static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs
         const mp_tensor *b = &bufs[j].t;
         snprintf(path, sizeof path, "/buffers/%.200s", bufs[j].name); /* names < 96 */
         MP_TRY(mp_h5r_array(r, path, b->ndim, b->shape, b->data, b->dtype));
+        MP_TRY(check_values(r, path, b->data, b->dtype, mp_tensor_numel(b),
+                            strstr(bufs[j].name, "running_var") != NULL));
     }
     return MP_OK;
 }
@@ -341,8 +362,60 @@ static mp_status read_slots(mp_h5r *r, mp_trainer *t)
                                "optimizer settings, e.g. optim.momentum = 0?)",
                                mp_h5r_path(r), path);
             MP_TRY(mp_h5r_array(r, path, v->ndim, v->shape, x.data, x.dtype));
+            MP_TRY(check_values(r, path, x.data, x.dtype, mp_tensor_numel(&x),
+                                strcmp(slot_name(o, s), "exp_avg_sq") == 0));
         }
     return MP_OK;
+}
+
+/* The scaler's state must be one a run can reach: a positive normal FP32 scale, counters that
+ * are not negative, consecutive skips within the skipped steps within the steps taken. */
+static mp_status check_scaler(const mp_h5r *r, const mp_scaler_state *s, int64_t step,
+                              int64_t opt_steps)
+{
+    const char *path = mp_h5r_path(r);
+    if (!isfinite(s->scale) || s->scale < FLT_MIN || s->scale > FLT_MAX)
+        return mp_fail(MP_ECKPT, "%s: /scaler scale %g is not a positive normal FP32 value, which "
+                       "no run writes (a damaged or edited checkpoint)", path, s->scale);
+    if (s->growth_tracker < 0 || s->hysteresis_left < 0 || s->skipped_steps < 0 ||
+        s->consecutive_skips < 0 || s->consecutive_skips > s->skipped_steps ||
+        s->skipped_steps > step || opt_steps < 0 || opt_steps > step)
+        return mp_fail(MP_ECKPT, "%s: /scaler and /optim hold counters no run writes after %lld "
+                       "steps (growth_tracker %lld, hysteresis_left %lld, skipped_steps %lld, "
+                       "consecutive_skips %lld, optimizer steps %lld)", path, (long long)step,
+                       (long long)s->growth_tracker, (long long)s->hysteresis_left,
+                       (long long)s->skipped_steps, (long long)s->consecutive_skips,
+                       (long long)opt_steps);
+    return MP_OK;
+}
+
+/* A run resumes under the precision it was written with: the opt level, the half type (but at
+ * O0) and whether the loss scale is dynamic come from the checkpoint's config, and a change
+ * is refused rather than half applied (the scaler state would be the file's, the banner the
+ * config's). */
+static mp_status check_precision(mp_h5r *r, const mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    char *level = NULL, *half = NULL;
+    int64_t dynamic = 0;
+    mp_status st = mp_h5r_attr_string(r, "/meta", "opt_level", &level);
+    if (st == MP_OK)
+        st = mp_h5r_attr_string(r, "/meta", "half", &half);
+    if (st == MP_OK)
+        st = mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic);
+    if (st == MP_OK && (strcmp(level, c->amp.opt_level) != 0 ||
+                        (strcmp(level, "O0") != 0 && strcmp(half, c->amp.half) != 0)))
+        st = mp_fail(MP_ECKPT, "%s: written at opt level %s (%s), the config has %s (%s): resume "
+                     "with the opt level and amp.half it was written with (or start a new run "
+                     "from its weights)", mp_h5r_path(r), level, half, c->amp.opt_level,
+                     c->amp.half);
+    if (st == MP_OK && (dynamic != 0) != t->scaler_cfg.dynamic)
+        st = mp_fail(MP_ECKPT, "%s: written with a %s loss scale, the config's is %s: resume "
+                     "with the amp.loss_scale it was written with", mp_h5r_path(r),
+                     dynamic ? "dynamic" : "static", t->scaler_cfg.dynamic ? "dynamic" : "static");
+    free(level);
+    free(half);
+    return st;
 }
 
 static mp_status read_state(mp_h5r *r, mp_trainer *t)
@@ -361,6 +434,9 @@ static mp_status read_state(mp_h5r *r, mp_trainer *t)
     MP_TRY(mp_h5r_attr_int(r, "/data", "epoch", &at->epoch));
     MP_TRY(mp_h5r_attr_int(r, "/data", "position", &at->position));
     MP_TRY(mp_h5r_attr_int(r, "/rng", "seed", &at->seed));
+    MP_TRY(check_scaler(r, s, at->step, t->opt.steps));
+    if (!t->scaler_cfg.dynamic)
+        s->scale = t->scaler_cfg.init_scale; /* a static scale is the config's */
     int64_t n = 0;
     MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_size", &n));
     if (n != t->train.count)
@@ -401,6 +477,8 @@ mp_status mp_checkpoint_load(mp_trainer *t, const char *path)
         st = mp_fail(MP_ECKPT, "%s: an exported weights file (kind %s), not a training "
                      "checkpoint: use it with mpdist eval --checkpoint", path, kind);
     free(kind);
+    if (st == MP_OK)
+        st = check_precision(r, t);
     if (st == MP_OK)
         st = read_weights(r, &t->model);
     if (st == MP_OK)

@@ -6,22 +6,45 @@
 #include "src/config.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/amp.h"
 #include "src/config_internal.h"
 #include "src/config_schema.h"
 
-/* Names the place of a setting in messages: the file it came from, or the --set that made it. */
+/* Names the place of a setting in messages: the file and line it came from (through the line
+ * map of the combined text libconfig read), or the --set that made it. */
 typedef struct load_ctx {
-    const char *file; /* the path as the caller gave it */
-    const char *dir;  /* its directory, where libconfig resolves relative @include names */
+    const char *file;          /* the path as the caller gave it */
+    const mp_config_src *src;  /* the combined text's line map; NULL without a file */
+    mp_config *c;              /* receives the places of the keys */
 } load_ctx;
+
+/* Writes the prefix of a message about setting s at `key` into buf: "FILE:LINE: KEY", or
+ * "--set KEY" for a setting an override made (a group the override had to create on its path
+ * is named by the override's key). */
+static void where_of(const load_ctx *x, const config_setting_t *s, const char *key, char *buf,
+                     size_t cap)
+{
+    const char *set_key = NULL;
+    for (const config_setting_t *p = s; p && !set_key; p = config_setting_parent(p))
+        set_key = config_setting_get_hook(p);
+    if (set_key) {
+        size_t n = strlen(set_key);
+        bool inside = strncmp(key, set_key, n) == 0 && (key[n] == '\0' || key[n] == '.');
+        snprintf(buf, cap, "--set %s", inside ? key : set_key);
+        return;
+    }
+    char at[640];
+    if (x->src)
+        mp_config_src_where(x->src, (int)config_setting_source_line(s), at, sizeof at);
+    else
+        snprintf(at, sizeof at, "%s:%u", x->file, (unsigned)config_setting_source_line(s));
+    snprintf(buf, cap, "%s: %s", at, key);
+}
 
 static mp_status fail_at(const load_ctx *x, const config_setting_t *s, const char *key,
                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -29,27 +52,41 @@ static mp_status fail_at(const load_ctx *x, const config_setting_t *s, const cha
 static mp_status fail_at(const load_ctx *x, const config_setting_t *s, const char *key,
                          const char *fmt, ...)
 {
-    char msg[768];
+    char msg[768], where[900];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    const char *set_key = NULL;
-    for (const config_setting_t *p = s; p && !set_key; p = config_setting_parent(p))
-        set_key = config_setting_get_hook(p);
-    if (set_key) {
-        /* A setting inside the override's value is named itself; a group the override had to
-         * create on its path is named by the override's key. */
-        size_t n = strlen(set_key);
-        bool inside = strncmp(key, set_key, n) == 0 && (key[n] == '\0' || key[n] == '.');
-        return mp_config_fail("--set %s: %s", inside ? key : set_key, msg);
-    }
-    const char *file = config_setting_source_file(s) ? config_setting_source_file(s) : x->file;
-    const char *dir = "";
-    if (file[0] != '/' && strcmp(file, x->file) != 0 && x->dir)
-        dir = x->dir; /* an @include, named as written: show where it was found */
-    return mp_config_fail("%s%s%s:%u: %s: %s", dir, dir[0] ? "/" : "", file,
-                          (unsigned)config_setting_source_line(s), key, msg);
+    where_of(x, s, key, where, sizeof where);
+    return mp_config_fail("%s: %s", where, msg);
+}
+
+/* Records where the key was given, for mp_config_where. */
+static mp_status note_place(const load_ctx *x, const config_setting_t *s, const char *key)
+{
+    mp_config *c = x->c;
+    if (!c)
+        return MP_OK;
+    char where[900];
+    where_of(x, s, key, where, sizeof where);
+    mp_config_place *p = realloc(c->places, (size_t)(c->nplaces + 1) * sizeof *p);
+    if (!p)
+        return mp_fail(MP_EINTERNAL, "config: out of memory");
+    c->places = p;
+    p[c->nplaces].key = strdup(key);
+    p[c->nplaces].where = strdup(where);
+    c->nplaces++;
+    if (!p[c->nplaces - 1].key || !p[c->nplaces - 1].where)
+        return mp_fail(MP_EINTERNAL, "config: out of memory");
+    return MP_OK;
+}
+
+const char *mp_config_where(const mp_config *c, const char *path)
+{
+    for (int i = 0; i < c->nplaces; i++)
+        if (strcmp(c->places[i].key, path) == 0)
+            return c->places[i].where;
+    return NULL;
 }
 
 static mp_status wrong_type(const load_ctx *x, const config_setting_t *s, const char *key,
@@ -203,7 +240,7 @@ static mp_status fill_key(const load_ctx *x, const mp_key *k, const config_setti
 /* Fills the defaults of `keys` (those that have one) into `base`. */
 static mp_status fill_defaults(const mp_key *keys, int nkeys, void *base)
 {
-    load_ctx x = {"(schema default)", NULL};
+    load_ctx x = {"(schema default)", NULL, NULL};
     for (int i = 0; i < nkeys; i++) {
         if (!keys[i].def)
             continue;
@@ -283,6 +320,7 @@ static mp_status fill_layers(const load_ctx *x, const mp_key *k, const config_se
         const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
         char ekey[160];
         snprintf(ekey, sizeof ekey, "%s.[%d]", key, i);
+        MP_TRY(note_place(x, e, ekey));
         MP_TRY(fill_layer(x, e, ekey, field + (size_t)i * stride));
         const mp_layer_spec *l = (const mp_layer_spec *)(field + (size_t)i * stride);
         for (int j = 0; l->name[0] && j < i; j++) {
@@ -324,6 +362,7 @@ static mp_status check_tree(const load_ctx *x, const config_setting_t *root, mp_
             const mp_key *k = mp_config_key_find(key);
             if (!k)
                 return unknown_key(x, s, key, key, false);
+            MP_TRY(note_place(x, s, key));
             MP_TRY(fill_key(x, k, s, key, c));
             size_t idx = (size_t)(k - mp_config_keys);
             c->given[idx / 64] |= 1ull << (idx % 64);
@@ -397,51 +436,31 @@ static void resolve_amp(mp_config *c)
         c->amp.loss_scale = d.loss_scale;
 }
 
-/* Runs mp_config_check_int_literals over the file's text. */
-static mp_status check_literals(const char *path)
+/* Refuses the first integer literal of the combined text that libconfig would wrap, at the
+ * file and line it came from. */
+static mp_status refuse_literal(void *ctx, const mp_int_literal *lit)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mp_config_fail("%s: cannot read: %s", path, strerror(errno));
-    size_t cap = 4096, len = 0, got;
-    char *text = malloc(cap);
-    while (text && (got = fread(text + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(text, cap *= 2);
-            if (!bigger)
-                free(text);
-            text = bigger;
-        }
-    }
-    fclose(f);
-    if (!text)
-        return mp_fail(MP_EINTERNAL, "%s: out of memory reading the config", path);
-    text[len] = '\0';
-    mp_status st = mp_config_check_int_literals(text, path);
-    free(text);
-    return st;
+    char at[640];
+    mp_config_src_where(ctx, lit->line, at, sizeof at);
+    if (!lit->fits64)
+        return mp_config_fail("%s: %s: integer %s does not fit in 64 bits", at, lit->key,
+                              lit->text);
+    return mp_config_fail("%s: %s: integer %s does not fit in 32 bits (write %sL for a 64-bit "
+                          "value)",
+                          at, lit->key, lit->text, lit->text);
 }
 
-/* Reads the file into cfg, with @include resolved relative to the file's directory. */
-static mp_status read_file(config_t *cfg, const char *path, const char *dir)
+/* Reads the file and its @includes (config_source.c) and hands libconfig the combined text, so
+ * its scanner never opens a file; messages name the file and line through src's line map. */
+static mp_status read_file(config_t *cfg, const char *path, mp_config_src *src)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return mp_config_fail("%s: cannot read: %s", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode))
-        return mp_config_fail("%s: cannot read: %s", path, strerror(EISDIR));
-    config_set_include_dir(cfg, dir);
-    errno = 0;
-    if (config_read_file(cfg, path))
-        return check_literals(path);
-    if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
-        return mp_config_fail("%s: cannot read: %s", path,
-                              errno ? strerror(errno) : config_error_text(cfg));
-    const char *file = config_error_file(cfg) ? config_error_file(cfg) : path;
-    bool included = file[0] != '/' && strcmp(file, path) != 0;
-    return mp_config_fail("%s%s%s:%d: %s", included ? dir : "", included ? "/" : "", file,
-                          config_error_line(cfg), config_error_text(cfg));
+    MP_TRY(mp_config_src_read(src, path));
+    if (!config_read_string(cfg, src->text)) {
+        char at[640];
+        mp_config_src_where(src, config_error_line(cfg), at, sizeof at);
+        return mp_config_fail("%s: %s", at, config_error_text(cfg));
+    }
+    return mp_config_scan_int_literals(src->text, false, refuse_literal, src);
 }
 
 /* `path` may be NULL: defaults and overrides only (messages then say "(none)" for the file). */
@@ -453,16 +472,15 @@ mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets
                               sizeof c->path - 1);
     if (path)
         memcpy(c->path, path, strlen(path) + 1);
-    char *dir = path ? strdup(path) : NULL;
-    load_ctx x = {path ? path : "(none)", dir ? dirname(dir) : NULL};
+    mp_config_src src;
+    memset(&src, 0, sizeof src);
+    load_ctx x = {path ? path : "(none)", path ? &src : NULL, c};
     char **keys = calloc((size_t)(nsets > 0 ? nsets : 0) + 1, sizeof *keys);
     if (!keys)
         return mp_fail(MP_EINTERNAL, "config: out of memory");
     config_t cfg;
     config_init(&cfg);
-    mp_status st = !path ? MP_OK
-                   : dir  ? read_file(&cfg, path, x.dir)
-                          : mp_fail(MP_EINTERNAL, "%s: out of memory", path);
+    mp_status st = path ? read_file(&cfg, path, &src) : MP_OK;
     for (int i = 0; st == MP_OK && i < nsets; i++)
         st = mp_config_set_apply(&cfg, sets[i], &keys[i]);
     if (st == MP_OK)
@@ -474,12 +492,14 @@ mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets
     if (st == MP_OK)
         resolve_amp(c);
     if (st == MP_OK)
+        st = mp_config_check_rules(c);
+    if (st == MP_OK)
         st = mp_config_text_build(c, &c->text);
     config_destroy(&cfg);
     for (int i = 0; i < nsets; i++)
         free(keys[i]);
     free(keys);
-    free(dir);
+    mp_config_src_free(&src);
     if (st != MP_OK)
         mp_config_free(c);
     return st;
@@ -495,4 +515,11 @@ void mp_config_free(mp_config *c)
 {
     free(c->text);
     c->text = NULL;
+    for (int i = 0; i < c->nplaces; i++) {
+        free(c->places[i].key);
+        free(c->places[i].where);
+    }
+    free(c->places);
+    c->places = NULL;
+    c->nplaces = 0;
 }

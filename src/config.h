@@ -95,7 +95,15 @@ typedef struct mp_config {
     } log;
     char *text; /* the resolved configuration in libconfig syntax, owned */
     uint64_t given[4]; /* bit i: mp_config_keys[i] was in the file or a --set */
+    struct mp_config_place *places; /* where each given key was written, owned */
+    int nplaces;
 } mp_config;
+
+/* Where a key was given: "FILE:LINE: KEY" or "--set KEY" (the prefix of a message). */
+typedef struct mp_config_place {
+    char *key;   /* "optim.lr", "model.layers.[3]" */
+    char *where;
+} mp_config_place;
 
 /* Reads `path`, applies the `nsets` overrides ("key.path=value", value in libconfig syntax, a
  * bare word taken as a string), validates everything and fills *c (defaults for absent keys).
@@ -105,6 +113,10 @@ mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets
 
 /* Whether the key at `path` ("amp.loss_scale") was given in the file or by --set. */
 bool mp_config_given(const mp_config *c, const char *path);
+
+/* Where the key at `path` ("model.depth", or "model.layers.[N]" for a layer's group) was given,
+ * as a message prefix "FILE:LINE: KEY" or "--set KEY"; NULL if it was not. Owned by c. */
+const char *mp_config_where(const mp_config *c, const char *path);
 
 /* Prints the resolved configuration (every key, defaults included) in libconfig syntax. */
 void mp_config_print(const mp_config *c, FILE *out);

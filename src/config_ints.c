@@ -1,9 +1,11 @@
-/* Guards against libconfig 1.5's silent 32-bit wrap: an integer literal in a config file that
- * does not fit in 32 bits and has no L suffix (4294967396 reads back as 100) is an error naming
- * file, line and key. The scanner knows just enough of the syntax to find the literals: it skips
- * comments and strings and keeps a stack of the enclosing groups and lists for the key name. */
+/* Guards against libconfig 1.5's silent 32-bit wrap: finds the integer literals that do not fit
+ * in 32 bits and have no L suffix (4294967396 reads back as 100, 0x100000020 as 32), and those
+ * beyond 64 bits even with one, for the callers to refuse (files) or suffix (--set values). The
+ * scanner knows just enough of the syntax to find the literals: it skips comments and strings
+ * and keeps a stack of the enclosing groups and lists for the key name. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +57,10 @@ static void open_frame(scan_state *s, int list)
     s->pending[0] = '\0';
 }
 
-/* Checks the number starting at text[*i]; advances *i past it. */
-static mp_status check_number(const char *text, size_t *i, int line, const char *file,
-                              const scan_state *s)
+/* Reads the number starting at text[*i], advances *i past it and calls fn if libconfig 1.5
+ * would read it wrongly (or, with `all`, if it has no L suffix). */
+static mp_status check_number(const char *text, size_t *i, int line, const scan_state *s,
+                              bool all, mp_int_literal_fn fn, void *ctx)
 {
     size_t start = *i, j = *i;
     if (text[j] == '+' || text[j] == '-')
@@ -70,27 +73,40 @@ static mp_status check_number(const char *text, size_t *i, int line, const char 
     bool is_float = !hex && (text[end] == '.' || text[end] == 'e' || text[end] == 'E');
     size_t stop = end;
     while (isalnum((unsigned char)text[stop]) || text[stop] == '.' ||
-           ((text[stop] == '+' || text[stop] == '-') && (text[stop - 1] == 'e' || text[stop - 1] == 'E')))
+           ((text[stop] == '+' || text[stop] == '-') &&
+            (text[stop - 1] == 'e' || text[stop - 1] == 'E')))
         stop++;
     *i = stop;
-    if (is_float || end == digits || text[end] == 'L')
+    if (is_float || end == digits)
         return MP_OK;
-    char literal[64];
-    snprintf(literal, sizeof literal, "%.*s", (int)(end - start), text + start);
+    bool suffixed = text[end] == 'L';
+    mp_int_literal lit = {.end = end, .line = line};
+    int shown = end - start < sizeof lit.text - 4 ? (int)(end - start) : (int)sizeof lit.text - 4;
+    snprintf(lit.text, sizeof lit.text, "%.*s%s", shown, text + start,
+             shown < (int)(end - start) ? "..." : "");
     errno = 0;
-    long long v = strtoll(literal, NULL, 0);
-    bool fits = errno == 0 && (hex ? v >= 0 && v <= 0x7fffffffLL
-                                   : v >= -2147483648LL && v <= 2147483647LL);
-    if (fits)
+    bool fits64, fits32;
+    if (hex) {
+        unsigned long long v = strtoull(text + start, NULL, 16);
+        fits64 = errno == 0 && v <= 0x7fffffffffffffffULL;
+        fits32 = fits64 && v <= 0x7fffffffULL;
+    } else {
+        long long v = strtoll(text + start, NULL, 10);
+        fits64 = errno == 0;
+        fits32 = fits64 && v >= -2147483648LL && v <= 2147483647LL;
+    }
+    if (fits64 && (suffixed || (fits32 && !all)))
         return MP_OK;
-    char key[256];
-    key_path(s, key, sizeof key);
-    return mp_config_fail("%s:%d: %s: integer %s does not fit in 32 bits (write %sL for a 64-bit "
-                          "value)",
-                          file, line, key[0] ? key : "?", literal, literal);
+    lit.fits64 = fits64;
+    lit.fits32 = fits32;
+    key_path(s, lit.key, sizeof lit.key);
+    if (!lit.key[0])
+        snprintf(lit.key, sizeof lit.key, "?");
+    return fn(ctx, &lit);
 }
 
-mp_status mp_config_check_int_literals(const char *text, const char *file)
+mp_status mp_config_scan_int_literals(const char *text, bool all, mp_int_literal_fn fn,
+                                      void *ctx)
 {
     scan_state s;
     memset(&s, 0, sizeof s);
@@ -100,7 +116,7 @@ mp_status mp_config_check_int_literals(const char *text, const char *file)
         if (c == '\n') {
             line++;
             i++;
-        } else if (c == '#' || (c == '/' && text[i + 1] == '/') || c == '@') {
+        } else if (c == '#' || (c == '/' && text[i + 1] == '/')) {
             while (text[i] && text[i] != '\n')
                 i++;
         } else if (c == '/' && text[i + 1] == '*') {
@@ -109,7 +125,7 @@ mp_status mp_config_check_int_literals(const char *text, const char *file)
             i += text[i] ? 2 : 0;
         } else if (c == '"') {
             for (i++; text[i] && text[i] != '"'; i++) {
-                if (text[i] == '\\' && text[i + 1])
+                if (text[i] == '\\' && (text[i + 1] == '"' || text[i + 1] == '\\'))
                     i++;
                 line += text[i] == '\n';
             }
@@ -139,8 +155,17 @@ mp_status mp_config_check_int_literals(const char *text, const char *file)
             if (c == ';' || (s.depth > 0 && !s.stack[s.depth - 1].list))
                 s.pending[0] = '\0';
             i++;
-        } else if (isdigit((unsigned char)c) || ((c == '-' || c == '+') && isdigit((unsigned char)text[i + 1]))) {
-            MP_TRY(check_number(text, &i, line, file, &s));
+        } else if (c == '.' || isdigit((unsigned char)c) ||
+                   ((c == '-' || c == '+') && isdigit((unsigned char)text[i + 1]))) {
+            if (c == '.') { /* a float such as .4294967296: its digits are no integer */
+                i++;
+                while (isalnum((unsigned char)text[i]) || text[i] == '.' ||
+                       ((text[i] == '+' || text[i] == '-') &&
+                        (text[i - 1] == 'e' || text[i - 1] == 'E')))
+                    i++;
+            } else {
+                MP_TRY(check_number(text, &i, line, &s, all, fn, ctx));
+            }
         } else {
             i++;
         }

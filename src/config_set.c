@@ -7,7 +7,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,39 +76,114 @@ static bool valid_key(const char *key)
     }
 }
 
-/* libconfig 1.5 silently wraps decimal integers beyond 32 bits unless they carry an L suffix. */
-static bool needs_long_suffix(const char *v)
+/* The text "v = VALUE;" being read, and the wide literals found in it so far. */
+typedef struct suffix_ctx {
+    const char *key; /* the override's key, for messages */
+    size_t ends[1024]; /* offsets where an L suffix goes */
+    int n;
+} suffix_ctx;
+
+/* libconfig 1.5 silently wraps integers beyond 32 bits (decimal or hex) unless they carry an
+ * L suffix: a --set value's get one, wherever they are (an array, a list of groups), so that
+ * they are read whole and range-checked; one beyond 64 bits is refused. */
+static mp_status note_wide(void *ctx, const mp_int_literal *lit)
 {
-    const char *p = v + (*v == '-' || *v == '+');
-    if (!*p)
-        return false;
-    for (const char *q = p; *q; q++)
-        if (!isdigit((unsigned char)*q))
-            return false;
-    errno = 0;
-    long long x = strtoll(v, NULL, 10);
-    return errno == 0 && (x < INT_MIN || x > INT_MAX);
+    suffix_ctx *x = ctx;
+    if (!lit->fits64) {
+        const char *inner = strncmp(lit->key, "v.", 2) == 0 ? lit->key + 1 : "";
+        return mp_config_fail("--set %s%s: integer %s does not fit in 64 bits", x->key, inner,
+                              lit->text);
+    }
+    if (x->n == (int)(sizeof x->ends / sizeof x->ends[0]))
+        return mp_config_fail("--set %s: more than %d integers with one beyond 32 bits", x->key,
+                              x->n);
+    x->ends[x->n++] = lit->end;
+    return MP_OK;
+}
+
+/* A copy of src with an L after each integer literal when one of them is beyond 32 bits, into
+ * a malloc'ed *out (NULL when none is). */
+static mp_status suffix_wide(const char *key, const char *src, char **out)
+{
+    *out = NULL;
+    suffix_ctx x = {.key = key};
+    MP_TRY(mp_config_scan_int_literals(src, false, note_wide, &x));
+    if (x.n == 0)
+        return MP_OK;
+    /* Every integer then, as an array's elements must all have one type. */
+    x.n = 0;
+    MP_TRY(mp_config_scan_int_literals(src, true, note_wide, &x));
+    size_t len = strlen(src);
+    char *wide = malloc(len + (size_t)x.n + 1);
+    if (!wide)
+        return mp_fail(MP_EINTERNAL, "--set %s: out of memory", key);
+    size_t from = 0, w = 0;
+    for (int i = 0; i < x.n; i++) {
+        memcpy(wide + w, src + from, x.ends[i] - from);
+        w += x.ends[i] - from;
+        wide[w++] = 'L';
+        from = x.ends[i];
+    }
+    memcpy(wide + w, src + from, len - from + 1);
+    *out = wide;
+    return MP_OK;
+}
+
+/* Whether a line of text starts with libconfig's @include, which its scanner would follow. */
+static bool has_include(const char *text)
+{
+    for (const char *p = text; p; p = strchr(p, '\n')) {
+        p += *p == '\n';
+        p += strspn(p, " \t");
+        if (strncmp(p, "@include", 8) == 0)
+            return true;
+    }
+    return false;
 }
 
 /* Reads `text` as the value of a setting "v" into the fresh config tmp; if it is not exactly
- * one libconfig value, "v" becomes the string `text` itself. NULL if out of memory. */
-static const config_setting_t *parse_value(config_t *tmp, const char *text)
+ * one libconfig value, "v" becomes the string `text` itself. NULL with *st set for a value that
+ * holds an @include, an unclosed comment or string, or an integer beyond 64 bits. */
+static const config_setting_t *parse_value(config_t *tmp, const char *key, const char *text,
+                                           mp_status *st)
 {
+    char name[200];
+    snprintf(name, sizeof name, "--set %s", key);
+    *st = has_include(text) ? mp_config_fail("%s: @include is for config files only", name)
+                            : MP_OK;
     size_t n = strlen(text) + 8;
-    char *src = malloc(n);
-    if (!src)
+    char *src = *st == MP_OK ? malloc(n) : NULL;
+    if (*st == MP_OK && !src)
+        *st = mp_fail(MP_EINTERNAL, "%s: out of memory", name);
+    if (*st != MP_OK)
         return NULL;
-    snprintf(src, n, "v = %s%s;", text, needs_long_suffix(text) ? "L" : "");
+    snprintf(src, n, "v = %s;", text);
     int ok = config_read_string(tmp, src);
-    free(src);
     config_setting_t *root = config_root_setting(tmp);
-    if (ok && config_setting_length(root) == 1 && config_setting_get_member(root, "v"))
-        return config_setting_get_member(root, "v");
+    ok = ok && config_setting_length(root) == 1 && config_setting_get_member(root, "v");
+    char *wide = NULL;
+    if (ok) /* a value: no comment or string may swallow the rest, no integer may wrap */
+        *st = mp_config_src_check_text(name, text);
+    if (ok && *st == MP_OK)
+        *st = suffix_wide(key, src, &wide);
+    if (wide) {
+        config_destroy(tmp);
+        config_init(tmp);
+        ok = config_read_string(tmp, wide);
+        free(wide);
+    }
+    free(src);
+    if (*st != MP_OK)
+        return NULL;
+    if (ok)
+        return config_setting_get_member(config_root_setting(tmp), "v");
     config_destroy(tmp);
     config_init(tmp);
     config_setting_t *v = config_setting_add(config_root_setting(tmp), "v", CONFIG_TYPE_STRING);
-    if (!v || !config_setting_set_string(v, text))
+    if (!v || !config_setting_set_string(v, text)) {
+        *st = mp_fail(MP_EINTERNAL, "%s: out of memory", name);
         return NULL;
+    }
     return v;
 }
 
@@ -219,9 +293,10 @@ mp_status mp_config_set_apply(config_t *cfg, const char *arg, char **key_out)
         return mp_fail(MP_EINTERNAL, "--set %s: out of memory", key);
     config_t tmp;
     config_init(&tmp);
-    const config_setting_t *val = parse_value(&tmp, text);
-    mp_status st = val ? put_value(cfg, key, val)
-                       : mp_fail(MP_EINTERNAL, "--set %s: out of memory", key);
+    mp_status st = MP_OK;
+    const config_setting_t *val = parse_value(&tmp, key, text, &st);
+    if (val)
+        st = put_value(cfg, key, val);
     if (st == MP_OK)
         drop_conflicts(cfg, key);
     config_destroy(&tmp);

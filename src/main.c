@@ -75,6 +75,16 @@ static int fail_midway(mp_comm *comm, mp_status st)
     return (int)st;
 }
 
+/* A failure every rank reached at the same step from agreed state (divergence, a bad label):
+ * rank 0 prints it, and every rank returns the code through the normal end (MPI finalised, no
+ * abort), so the job ends with one line and that code. */
+static int fail_together(const mp_comm *comm, mp_status st)
+{
+    if (comm->rank == 0)
+        report(st);
+    return (int)st;
+}
+
 static void print_banner(const mp_trainer *t, const mp_config *c)
 {
     printf("mpdist %s: %d rank%s, backend %s, opt level %s, model %s (%lld parameters), "
@@ -87,10 +97,33 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
     fflush(stdout);
 }
 
+/* Seconds since its last change after which a save's temporary is taken for a killed writer's
+ * and removed at start-up; a younger one may be another job's save in progress (two jobs on one
+ * checkpoint.dir are a mistake, but not one to lose a checkpoint over). */
+#define STALE_TEMP_S 120.0
+
+/* Rank 0, before training (not for --dry-run, which writes nothing): checkpoint.dir can be
+ * created and written, and the temporaries of saves that were killed are removed, on one line. */
+static mp_status prepare_ckpt_dir(const mp_config *cfg)
+{
+    MP_TRY(mp_ckpt_dir_prepare(cfg->checkpoint.dir));
+    char said[1200];
+    if (mp_ckpt_clean_temps(cfg->checkpoint.dir, STALE_TEMP_S, said, sizeof said) < 0)
+        return MP_ECKPT;
+    if (said[0])
+        printf("checkpoint: %s\n", said);
+    return MP_OK;
+}
+
 /* Rank 0 loads the checkpoint named by --resume or checkpoint.resume, then every rank takes
  * its state; without one, rank 0's initial parameters are shared. Returns the exit code. */
 static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 {
+    if (cfg->checkpoint.dir[0] && !cli->dry_run) {
+        int rc = agree(t->comm, t->comm->rank == 0 ? prepare_ckpt_dir(cfg) : MP_OK);
+        if (rc != 0)
+            return rc;
+    }
     const char *resume = cli->resume ? cli->resume : cfg->checkpoint.resume;
     int64_t newest = -1;
     int listed = 0;
@@ -168,6 +201,14 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     int rc = agree(t->comm, mp_train_connect(t));
     if (rc == 0)
         rc = start_state(t, cli, cfg);
+    if (rc == 0 && t->start.world_size > 0 && t->start.step >= t->total_steps) {
+        if (t->comm->rank == 0) /* the same decision on every rank: the shared resume point */
+            printf("nothing to do: the run already finished (step %lld of %lld, train.epochs = "
+                   "%lld, train.max_steps = %lld); no step taken, metrics and checkpoints left "
+                   "as they were\n", (long long)t->start.step, (long long)t->total_steps,
+                   (long long)cfg->train.epochs, (long long)cfg->train.max_steps);
+        return 0;
+    }
     if (rc == 0 && !cli->dry_run)
         rc = agree(t->comm, mp_train_open_outputs(t));
     if (rc == 0 && t->comm->rank == 0) {
@@ -179,7 +220,7 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
         mp_train_result res;
         mp_status st = mp_train_run(t, &res);
         if (st != MP_OK)
-            rc = fail_midway(t->comm, st);
+            rc = t->failed_together ? fail_together(t->comm, st) : fail_midway(t->comm, st);
         else if (t->comm->rank == 0)
             print_result(&res, cfg);
     }
@@ -211,12 +252,16 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
 static int run(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_comm comm;
+    mp_launch_env env;
+    mp_launch_env_read(&env);
+    mp_launch_bind_lifetime(&env); /* no rank outlives its launcher, not even a stopped one */
     if (cli->cmd == MP_CMD_TRAIN) /* before MPI's start-up, which can take seconds under srun: a
                                      time-limit signal then stops the run at its first step */
         mp_signals_install();
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK) /* a launch error is the same on every process: said once */
         return st == MP_EUSAGE ? report_once(st) : report(st);
+    mp_signals_install_fatal(comm.rank, comm.host);
     mp_config cfg;
     memset(&cfg, 0, sizeof cfg);
     int rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
@@ -237,6 +282,7 @@ static int file_command(const mp_cli *cli)
 {
     if (launcher_rank() != 0)
         return 0;
+    mp_signals_install_fatal(-1, NULL);
     mp_status st;
     if (cli->cmd == MP_CMD_INSPECT) {
         st = mp_checkpoint_inspect(cli->config, stdout);
@@ -262,6 +308,7 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
         return st == MP_EUSAGE ? report_once(st) : report(st);
+    mp_signals_install_fatal(comm.rank, comm.host);
     int rc = 0;
     st = mp_bench_comm_run(&comm, &o, stdout);
     if (st != MP_OK)

@@ -8,6 +8,14 @@
 /* Installs the handlers (idempotent). */
 void mp_signals_install(void);
 
+/* Installs handlers for the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) that
+ * write one line "mpdist: error: rank R on HOST: fatal signal NAME" with write(2) alone, then
+ * restore the default action and re-raise, so the process dies of the signal and the launcher
+ * ends the job. Replaces Open MPI's handlers (call it after MPI_Init), whose backtrace can
+ * deadlock in malloc after heap damage and leave the job hanging. rank < 0 leaves out
+ * "rank R on HOST". Not installed in AddressSanitizer builds, whose reports say more. */
+void mp_signals_install_fatal(int rank, const char *host);
+
 /* The first stop signal received since start (SIGTERM or SIGUSR1), or 0. */
 int mp_signal_pending(void);
 

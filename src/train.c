@@ -123,6 +123,14 @@ mp_status mp_train_write_state(mp_trainer *t)
     return t->ops->copy_in(t->st, t->hst, sizeof *t->hst);
 }
 
+/* Marks st, the failure every rank reaches at the same step from the agreed state, as such
+ * (t->failed_together: rank 0 alone reports it and no rank aborts); returns st. */
+static mp_status together(mp_trainer *t, mp_status st)
+{
+    t->failed_together = true;
+    return st;
+}
+
 /* At a host point (every step when the backend's memory is the host's, else logging, evaluation,
  * checkpoint and last steps): reads the state and ends the run with MP_EDATA when the GPU's loss
  * met a label out of range since, or with MP_EDIVERGED after max_consecutive_skips skipped steps
@@ -131,14 +139,15 @@ static mp_status host_point(mp_trainer *t)
 {
     MP_TRY(mp_train_read_state(t));
     if (t->hst->bad_labels != 0.0)
-        return mp_fail(MP_EDATA, "%s: a training label is outside [0, %lld) (data.num_classes); "
-                       "the steps since the last host point that met one were skipped",
-                       t->cfg->path, (long long)t->cfg->data.num_classes);
+        return together(t, mp_fail(MP_EDATA, "%s: a training label is outside [0, %lld) "
+                                   "(data.num_classes); the steps since the last host point "
+                                   "that met one were skipped", t->cfg->path,
+                                   (long long)t->cfg->data.num_classes));
     if (t->hst->diverged)
-        return mp_fail(MP_EDIVERGED,
-                       "diverged: %lld steps in a row had inf/NaN gradients (loss scale %g); "
-                       "the first parameter that overflowed: %s",
-                       (long long)t->hst->diverged, t->hst->step_scale, first_overflow(t));
+        return together(t, mp_fail(MP_EDIVERGED, "diverged: %lld steps in a row had inf/NaN "
+                                   "gradients (loss scale %g); the first parameter that "
+                                   "overflowed: %s", (long long)t->hst->diverged,
+                                   t->hst->step_scale, first_overflow(t)));
     return MP_OK;
 }
 
@@ -294,9 +303,48 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
     return MP_OK;
 }
 
+/* Whether tensor x (any dtype, on the device) holds an inf or NaN. */
+static bool nonfinite(mp_trainer *t, const mp_tensor *x, mp_status *st)
+{
+    double sumsq = 0.0;
+    bool bad = false;
+    if (x->data && *st == MP_OK)
+        *st = t->ops->grad_stats(x, 1.0, &sumsq, &bad);
+    return bad;
+}
+
+/* At an evaluation and before a checkpoint: MP_EDIVERGED naming the first parameter (model
+ * copy or FP32 master) or BatchNorm statistic that holds an inf or NaN, so that a run whose
+ * weights went bad never ends as done nor saves them. The values are the same on every rank. */
+static mp_status check_finite(mp_trainer *t)
+{
+    const mp_params *p = &t->model.params;
+    mp_status st = MP_OK;
+    for (int i = 0; i < p->count; i++) {
+        mp_tensor v = mp_params_value(p, i), m = mp_params_master(p, i);
+        if (nonfinite(t, &v, &st) || nonfinite(t, &m, &st))
+            return mp_fail(MP_EDIVERGED, "diverged: parameter %s holds inf or NaN values at "
+                           "step %lld (the first one in model order; learning rate, weight "
+                           "decay or data normalisation too large?)", p->views[i].name,
+                           (long long)t->model.step + 1);
+    }
+    mp_named_tensor bufs[MP_MAX_PARAMS];
+    int nbufs = mp_model_buffers(&t->model, bufs, MP_MAX_PARAMS);
+    for (int j = 0; j < nbufs && j < MP_MAX_PARAMS; j++)
+        if (nonfinite(t, &bufs[j].t, &st))
+            return mp_fail(MP_EDIVERGED, "diverged: BatchNorm statistic %s holds inf or NaN "
+                           "values at step %lld", bufs[j].name, (long long)t->model.step + 1);
+    return st;
+}
+
 static mp_status evaluate_epoch(mp_trainer *t, int64_t epoch, mp_train_result *r)
 {
     MP_TRY(mp_train_evaluate(t, &r->test_loss, &r->accuracy));
+    MP_TRY(check_finite(t));
+    if (!isfinite(r->test_loss))
+        return mp_fail(MP_EDIVERGED, "diverged: the test loss after epoch %lld is %g with finite "
+                       "parameters (inputs out of range: data.mean and data.std?)",
+                       (long long)epoch + 1, r->test_loss);
     mp_eval_record e = {.epoch = epoch, .loss = r->test_loss, .accuracy = r->accuracy};
     if (t->metrics)
         mp_metrics_eval(t->metrics, &e);
@@ -346,6 +394,7 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
  * pruning after it is not counted). */
 static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
 {
+    MP_TRY(check_finite(t));
     double t0 = mp_now();
     MP_TRY(mp_checkpoint_save(t, at, r->checkpoint, sizeof r->checkpoint));
     double dt = mp_now() - t0;

@@ -87,6 +87,9 @@ typedef struct mp_trainer {
     mp_resume_point start;  /* set by mp_checkpoint_load/share for a resumed run */
     int stop_signal;        /* the stop signal any rank received (agreed each step), or 0 */
     bool stop;              /* the run stops after this step (signal or step budget) */
+    bool failed_together;   /* the failure mp_train_run returned was decided from the agreed
+                               state (divergence, a bad label): every rank returns it at the
+                               same step, so rank 0 reports it and no rank aborts */
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_progress progress;
     /* Test hooks, NULL in normal runs. before_backward may change this rank's loss gradient

@@ -75,6 +75,30 @@ static mp_status load_data(mp_trainer *t)
     return MP_OK;
 }
 
+/* Re-records the model-building error just recorded with where the user configured the layer
+ * it names: its model.layers.[N] group (the first prefix of specs that mp_model_plan refuses
+ * ends with it), or the preset's key; the config file when neither was given. */
+static mp_status model_error(const mp_config *c, mp_status st, const mp_layer_spec *specs, int n,
+                             const int64_t in_shape[3])
+{
+    char msg[1024], key[32];
+    snprintf(msg, sizeof msg, "%s", mp_error_message());
+    int bad = n - 1;
+    for (int k = 1; k < n; k++) {
+        int64_t params, acts;
+        if (mp_model_plan(specs, k, in_shape, c->data.batch_size, &params, &acts) != MP_OK) {
+            bad = k - 1;
+            break;
+        }
+    }
+    snprintf(key, sizeof key, "model.layers.[%d]", bad);
+    const char *where = c->model.nlayers > 0 ? mp_config_where(c, key)
+                                             : mp_config_where(c, "model.preset");
+    if (!where && c->model.nlayers == 0)
+        where = mp_config_where(c, "model.hidden");
+    return mp_fail(st, "%s: %s", where ? where : c->path, msg);
+}
+
 /* Refuses a model whose weights, gradients, momentum and activations do not fit in this rank's
  * share of the host's memory, or in what is free on its GPU, before anything is allocated
  * (allocation failure aborts). */
@@ -85,7 +109,7 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     int64_t params = 0, acts = 0;
     mp_status st = mp_model_plan(specs, n, in_shape, c->data.batch_size, &params, &acts);
     if (st != MP_OK)
-        return mp_fail(st, "%s: %s", c->path, mp_error_message());
+        return model_error(c, st, specs, n, in_shape);
     double copies = strcmp(c->optim.name, "sgd") != 0 ? 4.0 : c->optim.momentum != 0.0 ? 3.0 : 2.0;
     copies += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
     double need = 4.0 * ((double)params * copies + (double)acts);
@@ -133,7 +157,7 @@ static mp_status build_model(mp_trainer *t)
     mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
                                   c->data.batch_size, &t->amp);
     if (st != MP_OK)
-        return mp_fail(st, "%s: %s", c->path, mp_error_message());
+        return model_error(c, st, specs, n, in_shape);
     if (t->comm->rank == 0)
         MP_TRY(mp_model_init(&t->model, c->train.seed));
     t->nbufs = mp_model_buffers(&t->model, t->bufs, MP_MAX_PARAMS);

@@ -6,6 +6,7 @@
 # (export SLURM_CONF=DIR/slurm.conf) and writes it to DIR/env.sh. Stop with stop.sh DIR.
 # Usage: cluster/local-slurm/start.sh [DIR] [CPUS]      (DIR default /tmp/mpdist-slurm)
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-/tmp/mpdist-slurm} cpus=${2:-8}
 die() { echo "local-slurm: $*" >&2; exit 1; }

@@ -4,6 +4,7 @@
 # ended with the daemons. Quiet when nothing runs.
 # Usage: cluster/local-slurm/stop.sh [DIR]      (DIR default /tmp/mpdist-slurm)
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 dir=${1:-/tmp/mpdist-slurm}
 stop() { # PIDFILE
   [ -f "$1" ] || return 0

@@ -33,6 +33,7 @@
 # (mpirun, mpiexec, mpicc, openblas.pc, ...), and rebuilt. Every ELF file's needed libraries must
 # then be packed or part of the image above, else the script fails.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 
 cd "$(dirname "$0")/../.."
 root=$PWD

@@ -26,6 +26,7 @@
 #                             goals); table to $OUT/gpu-step-table.txt and .csv. MPDIST_GPU_STEP_*
 #                             settings (models, batches, steps) pass through to it
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 
 cd "$(dirname "$0")/../.."
 dir=${1:-.gpu-deps}

@@ -40,7 +40,8 @@ echo "ok: h5dump reads $(basename "$MLP"): meta, params (FP32, Fletcher32), opti
 /usr/bin/python3 - "$CNN" >"$TMP/h5py.out" <<'PY' || { echo "FAIL: h5py"; cat "$TMP/h5py.out"; exit 1; }
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as f:
-    meta = dict(f["meta"].attrs)
+    meta = {k: v.decode() if isinstance(v, bytes) else v  # fixed-length strings: bytes
+            for k, v in f["meta"].attrs.items()}
     arrays = {k: np.asarray(v) for g in ("params", "buffers") if g in f for k, v in f[g].items()}
     assert meta["kind"] == "full" and meta["step"] == 8 and "cnn_bn" in meta["config"], meta
     assert f["rng/state"].shape == (2, 4) and f["scaler"].attrs["scale"] > 0

@@ -14,6 +14,9 @@ trap 'bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; rm -rf "$TMP"' EXIT
 bash cluster/local-slurm/start.sh "$slurm" 8 >/dev/null
 source "$slurm/env.sh"
 export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
+# launch/mpdist-run leaves the development settings out inside Slurm; this one-machine cluster
+# runs its jobs as root with 4 tasks on 2 cores, so the test exports them itself (sbatch passes
+# the environment on to the jobs).
 source launch/env.sh
 small=(--set data.train_limit=4096 --set data.test_limit=1000 --set log.progress=plain)
 

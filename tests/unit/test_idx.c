@@ -1,6 +1,9 @@
 /* IDX loading: synthetic raw and gzip files with known contents, every error class (each must
  * be MP_EDATA with a message naming the file and the problem, and leave nothing allocated),
- * batch normalisation per dtype, and the real Fashion-MNIST test split. */
+ * batch normalisation per dtype, and the real Fashion-MNIST test split. Issue 18: a header
+ * promising more than memory is refused before reading; a gzip file without its trailer is
+ * truncated (it used to load); every single-bit flip of a small .gz is refused or loads the
+ * same data, and only where gzip stores nothing that reaches the data. */
 #include "tests/util/test_util.h"
 
 #include <stdio.h>
@@ -94,6 +97,18 @@ static void check_contents(const mp_dataset *d, int64_t n)
         assert_int_equal(d->labels[i], labels[i]);
 }
 
+/* Reads a whole file into a malloc'd buffer. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *buf = malloc(1 << 20);
+    assert_non_null(buf);
+    *len = fread(buf, 1, 1 << 20, f);
+    fclose(f);
+    return buf;
+}
+
 /* Loads and expects failure `code` with a message containing each of the given substrings;
  * *d must come back zeroed and nothing may stay allocated. */
 static void expect_fail(const char *dir, const char *split, int num_classes, int64_t limit,
@@ -158,12 +173,37 @@ static void test_limit(void **state)
     assert_int_equal(mp_idx_load(&d, dir, "train", 10, 100), MP_OK);
     check_contents(&d, N_IMG);
     mp_dataset_free(&d);
-    /* A limit only needs its own samples to be present. */
+    /* A limit only needs its own samples to be present in a raw file. */
+    write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, sizeof pixels, 0);
+    write_labels(dir, "train", 0x801, N_IMG, labels, N_IMG, 0);
+    write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, 3 * PER, 0);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
+    assert_int_equal(remove(path), 0);
+    snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz", dir);
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 3), MP_OK);
+    check_contents(&d, 3);
+    mp_dataset_free(&d);
+    expect_fail(dir, "train", 10, 4, MP_EDATA, "train-images-idx3-ubyte", "truncated", NULL);
+    /* So does a whole gzip stream holding fewer samples than its header says: its CRC checks. */
     write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, 3 * PER, 1);
     assert_int_equal(mp_idx_load(&d, dir, "train", 10, 3), MP_OK);
     check_contents(&d, 3);
     mp_dataset_free(&d);
-    expect_fail(dir, "train", 10, 4, MP_EDATA, "train-images-idx3-ubyte.gz", "truncated", NULL);
+    /* But a gzip file is read to its end whatever the limit, so that its CRC is checked: a
+     * stream cut after the kept samples is truncated, as is one without its trailer. */
+    write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, sizeof pixels, 1);
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", dir);
+    size_t len;
+    uint8_t *gz = slurp(path, &len);
+    mp_test_write_file(path, gz, len - 8, 0);
+    expect_fail(dir, "train", 10, 2, MP_EDATA, "train-images-idx3-ubyte.gz: truncated",
+                "trailer", NULL);
+    mp_test_write_file(path, gz, len - 12, 0);
+    expect_fail(dir, "train", 10, 2, MP_EDATA, "train-images-idx3-ubyte.gz: truncated", NULL,
+                NULL);
+    free(gz);
 }
 
 static void test_batch(void **state)
@@ -262,10 +302,20 @@ static void test_bad_dims(void **state)
         write_images(dir, "train", 0x803, bad[i][0], bad[i][1], bad[i][2], sizeof pixels, 0);
         expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte", "dimensions", NULL);
     }
-    /* A header promising far more than the file holds is "truncated", not an allocation. */
+    /* A header promising more than memory (2^31 images of 4096x4096, 64 PiB) is refused with
+     * the numbers before anything is read or allocated. */
     write_images(dir, "train", 0x803, 0x7fffffff, 4096, 4096, sizeof pixels, 0);
     write_labels(dir, "train", 0x801, 0x7fffffff, labels, N_IMG, 0);
-    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte", "truncated", NULL);
+    expect_fail(dir, "train", 10, 0, MP_EDATA,
+                "train-images-idx3-ubyte: 2147483647 images of 4096x4096 with labels (read, then "
+                "kept) needs 2147483647 x 33554437 = 72057604741791739 bytes",
+                "this process may use", "already held for data");
+    /* A header promising more than the file holds, but not more than memory, is "truncated"
+     * after reading what is there, not an allocation of what it promised. */
+    write_images(dir, "train", 0x803, 1000, 100, 100, sizeof pixels, 0);
+    write_labels(dir, "train", 0x801, 1000, labels, N_IMG, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte", "truncated",
+                "expected 10000000 bytes of pixels, got 30");
 }
 
 static void test_truncated(void **state)
@@ -310,18 +360,6 @@ static void test_label_range(void **state)
     mp_dataset d;
     assert_int_equal(mp_idx_load(&d, dir, "train", 9, 2), MP_OK); /* index 2 not loaded */
     mp_dataset_free(&d);
-}
-
-/* Reads a whole file into a malloc'd buffer. */
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    uint8_t *buf = malloc(1 << 20);
-    assert_non_null(buf);
-    *len = fread(buf, 1, 1 << 20, f);
-    fclose(f);
-    return buf;
 }
 
 static void test_corrupt_gz(void **state)
@@ -371,6 +409,153 @@ static void test_corrupt_gz(void **state)
     free(gz);
 }
 
+/* Issue 18: a gzip stream that ends before its 8-byte trailer (CRC-32, then ISIZE) used to load,
+ * so its data went unverified. With any part of the trailer missing, for the images or the
+ * labels, with or without a limit, the file is truncated. */
+static void test_gz_trailer(void **state)
+{
+    (void)state;
+    char dir[1024], img[1100], lab[1100];
+    good_pair(dir, sizeof dir, "idx_trailer", "train", 1);
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
+    size_t ilen, llen;
+    uint8_t *igz = slurp(img, &ilen), *lgz = slurp(lab, &llen);
+    const size_t cut[3] = {8, 4, 1};
+    for (int k = 0; k < 3; k++) {
+        mp_test_write_file(img, igz, ilen - cut[k], 0);
+        expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte.gz: truncated",
+                    "ends before its CRC-32 and length trailer", NULL);
+        expect_fail(dir, "train", 10, 2, MP_EDATA, "train-images-idx3-ubyte.gz: truncated",
+                    NULL, NULL);
+        mp_test_write_file(img, igz, ilen, 0);
+        mp_test_write_file(lab, lgz, llen - cut[k], 0);
+        expect_fail(dir, "train", 10, 0, MP_EDATA, "train-labels-idx1-ubyte.gz: truncated",
+                    "trailer", NULL);
+        mp_test_write_file(lab, lgz, llen, 0);
+    }
+    mp_dataset d;
+    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 0), MP_OK);
+    check_contents(&d, N_IMG);
+    mp_dataset_free(&d);
+    free(igz);
+    free(lgz);
+}
+
+/* What follows a gzip member: another member is more of the same stream (gzip(1) and zlib read
+ * concatenated members as one), so a file written in two members loads whole; bytes that do not
+ * start a member are ignored, as gzip(1) ignores trailing garbage, and never change the data. */
+static void test_gz_members(void **state)
+{
+    (void)state;
+    char dir[1024], img[1100], part[1100];
+    good_pair(dir, sizeof dir, "idx_members", "train", 1);
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(part, sizeof part, "%s/part.gz", dir);
+    uint8_t raw[16 + sizeof pixels];
+    const uint32_t h[4] = {0x803, N_IMG, ROWS, COLS};
+    for (int i = 0; i < 4; i++)
+        put_be32(raw + 4 * i, h[i]);
+    memcpy(raw + 16, pixels, sizeof pixels);
+    size_t split = 16 + 2 * PER + 1, alen, blen;
+    mp_test_write_file(img, raw, split, 1);
+    mp_test_write_file(part, raw + split, sizeof raw - split, 1);
+    uint8_t *a = slurp(img, &alen), *b = slurp(part, &blen);
+    uint8_t *both = malloc(alen + blen + 9);
+    assert_non_null(both);
+    memcpy(both, a, alen);
+    memcpy(both + alen, b, blen);
+    mp_test_write_file(img, both, alen + blen, 0);
+    mp_dataset d;
+    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 0), MP_OK);
+    check_contents(&d, N_IMG);
+    mp_dataset_free(&d);
+    /* The first member alone is a whole gzip stream holding too few pixels. */
+    mp_test_write_file(img, a, alen, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte.gz: truncated",
+                "expected 30 bytes of pixels, got 13", NULL);
+    /* The second member without its trailer is truncated like a single one. */
+    mp_test_write_file(img, both, alen + blen - 8, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte.gz: truncated",
+                "trailer", NULL);
+    /* Trailing bytes that are not a gzip member are ignored. */
+    memcpy(both + alen + blen, "garbage!\n", 9);
+    mp_test_write_file(img, both, alen + blen + 9, 0);
+    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 0), MP_OK);
+    check_contents(&d, N_IMG);
+    mp_dataset_free(&d);
+    free(both);
+    free(a);
+    free(b);
+}
+
+/* Issue 18: every single-bit flip of a small .gz (images and labels, each bit of each byte) is
+ * refused or loads exactly the original data (a flip in the trailer is always refused). Flips
+ * that load are where gzip stores nothing that reaches the data (FLG's text bit, MTIME, XFL,
+ * OS: bytes 3..9) or, rarely, deflate encodings with slack (a padding bit after the last block,
+ * a dynamic block header describing one more unused code); there the data passed its CRC-32 and
+ * length check, so it is the original. Before the fix, flips that cut the deflate stream short
+ * loaded wrong data. */
+static void test_gz_bit_flips(void **state)
+{
+    (void)state;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", mp_test_dir("idx_flips"));
+    enum { N = 16, S = 5 };
+    static uint8_t img[N * S * S], lab[N];
+    for (int i = 0; i < N * S * S; i++)
+        img[i] = (uint8_t)(((i / 3) % 11) * 20 + (i % 7 == 0)); /* compressible: Huffman */
+    for (int i = 0; i < N; i++)
+        lab[i] = (uint8_t)((i * 7) % 10);
+    uint32_t h[4] = {0x803, N, S, S};
+    write_idx(dir, "train-images-idx3-ubyte", h, 4, img, sizeof img, 1);
+    write_labels(dir, "train", 0x801, N, lab, N, 1);
+    const char *names[2] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"};
+    for (int f = 0; f < 2; f++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
+        size_t len;
+        uint8_t *gz = slurp(path, &len);
+        int refused = 0, same = 0;
+        for (size_t i = 0; i < len; i++)
+            for (int bit = 0; bit < 8; bit++) {
+                gz[i] ^= (uint8_t)(1u << bit);
+                mp_test_write_file(path, gz, len, 0);
+                gz[i] ^= (uint8_t)(1u << bit);
+                mp_dataset d;
+                mp_status st = mp_idx_load(&d, dir, "train", 10, 0);
+                if (st != MP_OK) {
+                    assert_int_equal(st, MP_EDATA);
+                    assert_non_null(strstr(mp_error_message(), names[f]));
+                    refused++;
+                    continue;
+                }
+                if (d.count != N || memcmp(d.images, img, sizeof img) != 0)
+                    fail_msg("%s: bit %d of byte %zu loads different pixels", names[f], bit, i);
+                for (int k = 0; k < N; k++)
+                    if (d.labels[k] != lab[k])
+                        fail_msg("%s: bit %d of byte %zu loads different labels", names[f], bit,
+                                 i);
+                mp_dataset_free(&d);
+                if (i >= len - 8)
+                    fail_msg("%s: bit %d of trailer byte %zu (of %zu) loads", names[f], bit, i,
+                             len);
+                if (i < 3 || i > 9)
+                    print_message("%s: bit %d of deflate byte %zu loads the same data (checked "
+                                  "by its CRC)\n",
+                                  names[f], bit, i);
+                same++;
+            }
+        print_message("%s: %zu bytes, first deflate block type %d, %d flips refused, %d load "
+                      "the same data\n",
+                      names[f], len, (gz[10] >> 1) & 3, refused, same);
+        assert_int_equal(refused + same, 8 * (int)len);
+        assert_true(same <= 49 + 8); /* at most the header's 49 and one byte of slack */
+        mp_test_write_file(path, gz, len, 0);
+        free(gz);
+    }
+}
+
 static void test_fashion_mnist(void **state)
 {
     (void)state;
@@ -418,7 +603,9 @@ int main(void)
         cmocka_unit_test(test_missing),      cmocka_unit_test(test_bad_magic),
         cmocka_unit_test(test_bad_dims),     cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_count_mismatch), cmocka_unit_test(test_label_range),
-        cmocka_unit_test(test_corrupt_gz),   cmocka_unit_test(test_fashion_mnist),
+        cmocka_unit_test(test_corrupt_gz),   cmocka_unit_test(test_gz_trailer),
+        cmocka_unit_test(test_gz_members),   cmocka_unit_test(test_gz_bit_flips),
+        cmocka_unit_test(test_fashion_mnist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
  * partial last batch, and a batch the consumer holds stays intact while workers run ahead; next
  * past the end fails; a new epoch started after two batches discards the prefetched ones;
  * closing mid-epoch with blocked workers, or before any epoch, returns and frees everything;
- * invalid configurations are refused; 200 tiny epochs with 3 threads and depth 1 shake out
+ * invalid configurations are refused; batch buffers larger than memory, or whose size
+ * overflows, are refused with MP_EDATA and the numbers before anything is allocated (they used
+ * to abort in mp_alloc); 200 tiny epochs with 3 threads and depth 1 shake out
  * races. A watchdog alarm turns any hang into a failure. */
 #include "tests/util/test_util.h"
 
@@ -309,6 +311,34 @@ static void test_invalid_config(void **state)
     free_dataset(&d);
 }
 
+/* Prefetch buffers that cannot fit: depth + 1 slots of a batch of 100000 samples of 4096x4096x3
+ * FP32 (about 60 TB) are refused with MP_EDATA naming the sizes, as is a batch whose byte count
+ * overflows 64 bits; nothing is allocated (the open never touches the images). */
+static void test_too_big(void **state)
+{
+    (void)state;
+    mp_dataset d = {.count = 1, .h = 4096, .w = 4096, .c = 3, .num_classes = 10};
+    int64_t base = mp_mem_current(MP_MEM_DATA);
+    mp_loader_config c = config(&d, 1, 2, 100000, MP_F32);
+    mp_loader *l = (mp_loader *)&d;
+    mp_error_clear();
+    assert_int_equal(mp_loader_open(&l, &c), MP_EDATA);
+    assert_null(l);
+    const char *msg = mp_error_message();
+    assert_null(strchr(msg, '\n'));
+    assert_non_null(strstr(msg, "data loader: 3 prefetch buffers of a batch of 100000 samples "
+                                "of 4096x4096x3 fp32"));
+    assert_non_null(strstr(msg, "needs 3 x 100000 x 201326596 = 60397978800000 bytes"));
+    assert_non_null(strstr(msg, "this process may use"));
+    assert_int_equal(mp_mem_current(MP_MEM_DATA), base);
+    c.batch = INT64_MAX / 2;
+    l = (mp_loader *)&d;
+    assert_int_equal(mp_loader_open(&l, &c), MP_EDATA);
+    assert_null(l);
+    assert_non_null(strstr(mp_error_message(), "overflows"));
+    assert_int_equal(mp_mem_current(MP_MEM_DATA), base);
+}
+
 /* A host allocator that counts its live blocks and fails after `budget` allocations. */
 static int host_live, host_budget;
 static void *host_alloc_counted(size_t bytes, mp_mem_cat cat)
@@ -422,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_restart_mid_epoch),
         cmocka_unit_test(test_close_paths),
         cmocka_unit_test(test_invalid_config),
+        cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_copies_normalisation),
         cmocka_unit_test(test_stress),
     };

@@ -1,0 +1,81 @@
+/* Rules between keys that each pass their own range but contradict each other: the dynamic
+ * loss scale's floor, first value and ceiling; a decaying schedule's final learning rate; a
+ * preset's depth. Each refusal names both keys, each with the place it was given ("FILE:LINE",
+ * "--set KEY") or "default". Runs after every key has been read, on the filled mp_config. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/presets.h"
+#include "src/config_internal.h"
+
+/* Where key was given, without the key: "FILE:LINE", "--set KEY" or "default". */
+static void given_at(const mp_config *c, const char *key, char *buf, size_t cap)
+{
+    const char *w = mp_config_where(c, key);
+    if (!w) {
+        snprintf(buf, cap, "default");
+        return;
+    }
+    size_t n = strlen(w), k = strlen(key);
+    if (strncmp(w, "--set ", 6) != 0 && n > k + 2 && strcmp(w + n - k, key) == 0)
+        n -= k + 2; /* "FILE:LINE: KEY" */
+    snprintf(buf, cap, "%.*s", (int)n, w);
+}
+
+/* Refuses lo > hi, blaming the key the user gave (lo's if both or neither were given). */
+static mp_status ordered(const mp_config *c, const char *lo_key, double lo, const char *hi_key,
+                         double hi, const char *why)
+{
+    if (lo <= hi)
+        return MP_OK;
+    bool blame_lo = mp_config_given(c, lo_key) || !mp_config_given(c, hi_key);
+    const char *key = blame_lo ? lo_key : hi_key, *other = blame_lo ? hi_key : lo_key;
+    const char *where = mp_config_where(c, key);
+    char at[700];
+    given_at(c, other, at, sizeof at);
+    return mp_config_fail("%s: %.10g is %s %s = %.10g (%s): %s", where ? where : key,
+                          blame_lo ? lo : hi, blame_lo ? "above" : "below", other,
+                          blame_lo ? hi : lo, at, why);
+}
+
+/* A preset must be buildable: mp_preset_specs refuses a depth the architecture cannot have or
+ * that needs more layers than a model may hold, and says which. */
+static mp_status preset_buildable(const mp_config *c)
+{
+    if (c->model.nlayers > 0)
+        return MP_OK;
+    mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
+                         c->model.cardinality, c->model.width, c->model.dropout};
+    mp_layer_spec specs[MP_MAX_LAYERS];
+    if (mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs) >= 0)
+        return MP_OK;
+    const char *msg = mp_error_message(), *key = "model.preset";
+    if (strncmp(msg, "model.depth: ", 13) == 0) {
+        msg += 13;
+        key = "model.depth";
+    }
+    const char *where = mp_config_where(c, key);
+    char at[700];
+    given_at(c, "model.preset", at, sizeof at);
+    return mp_config_fail("%s: %s (model.preset = \"%s\", %s)", where ? where : key, msg,
+                          c->model.preset, at);
+}
+
+mp_status mp_config_check_rules(const mp_config *c)
+{
+    MP_TRY(ordered(c, "amp.min_scale", c->amp.min_scale, "amp.max_scale", c->amp.max_scale,
+                   "the loss scale's floor cannot be above its ceiling"));
+    if (c->amp.loss_scale == 0.0) { /* dynamic: the scaler starts at init_scale unclamped */
+        MP_TRY(ordered(c, "amp.init_scale", c->amp.init_scale, "amp.max_scale",
+                       c->amp.max_scale,
+                       "the first loss scale must lie in [amp.min_scale, amp.max_scale]"));
+        MP_TRY(ordered(c, "amp.min_scale", c->amp.min_scale, "amp.init_scale",
+                       c->amp.init_scale,
+                       "the first loss scale must lie in [amp.min_scale, amp.max_scale]"));
+    }
+    if (strcmp(c->schedule.type, "cosine") == 0 || strcmp(c->schedule.type, "linear") == 0)
+        MP_TRY(ordered(c, "schedule.min_lr", c->schedule.min_lr, "optim.lr", c->optim.lr,
+                       "a cosine or linear schedule decays from optim.lr down to min_lr"));
+    return preset_buildable(c);
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs that go bad (issue 18, items 1 and 5):
+# - SIGSEGV in one rank ends the whole job promptly with one line naming the rank (AddressSanitizer's
+#   report in the sanitizer build, which keeps its own handler), no process left behind;
+# - weights made inf by weight decay (O0, and O2's FP32 masters), or a test loss made NaN by the
+#   normalisation, end with exit 5 naming the first bad parameter, never as "done".
+source "$(dirname "$0")/common.bash"
+CFG=$SRC/configs/fashion-mnist-mlp.cfg
+COMMON=(--set 'model.hidden=[3]' --set data.train_limit=256 --set data.test_limit=64
+        --set log.progress=none --set train.max_steps=4)
+
+# A fatal signal in one rank ends the job: one line, no rank left behind, no hang.
+timeout 120 mpirun -np 2 "$MPDIST" "$CFG" --set data.train_limit=20000 --set train.epochs=50 \
+  --set log.progress=none --set "log.metrics=\"$TMP/segv.jsonl\"" >"$TMP/segv.out" 2>&1 &
+job=$!
+for _ in $(seq 100); do
+  [ -s "$TMP/segv.jsonl" ] && break
+  sleep 0.2
+done
+ranks=$(pgrep -f -- "$MPDIST $CFG --set data.train_limit=20000" | sort -n)
+victim=$(tail -1 <<<"$ranks")
+start=$(date +%s)
+kill -SEGV "$victim"
+rc=0
+wait "$job" || rc=$?
+took=$(($(date +%s) - start))
+left=$(pgrep -f -- "$MPDIST $CFG --set data.train_limit=20000" || true)
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ] || [ -n "$left" ] || [ "$took" -gt 30 ] ||
+   ! grep -Eq '^mpdist: error: rank [01] on .*: fatal signal SIGSEGV|AddressSanitizer: SEGV' "$TMP/segv.out"; then
+  echo "FAIL: SIGSEGV to rank pid $victim: exit $rc after ${took}s, left: ${left:-none}"
+  cat "$TMP/segv.out"
+  failures=$((failures + 1))
+else
+  echo "ok: SIGSEGV in one rank ended the job in ${took}s with exit $rc, none left"
+fi
+
+# Weights or the test loss gone non-finite end with exit 5, never "done".
+expect_exit 5 "diverged: parameter fc1.weight holds inf or NaN" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.weight_decay=1e308 --set "log.metrics=\"$TMP/wd.jsonl\""
+expect_exit 5 "diverged: parameter fc1.weight holds inf or NaN" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level=O2 --set optim.weight_decay=1e30 --set "log.metrics=\"$TMP/wd2.jsonl\""
+expect_exit 5 "diverged: " \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set data.mean=1e300 --set "log.metrics=\"$TMP/mean.jsonl\""
+finish
