@@ -315,7 +315,9 @@ static bool nonfinite(mp_trainer *t, const mp_tensor *x, mp_status *st)
 
 /* At an evaluation and before a checkpoint: MP_EDIVERGED naming the first parameter (model
  * copy or FP32 master) or BatchNorm statistic that holds an inf or NaN, so that a run whose
- * weights went bad never ends as done nor saves them. The values are the same on every rank. */
+ * weights went bad never ends as done nor saves them. The parameters are the same on every rank
+ * (a failure on them is reached together); the BatchNorm statistics are rank 0's own before a
+ * save (synchronised only before an evaluation), so a failure on them is not. */
 static mp_status check_finite(mp_trainer *t)
 {
     const mp_params *p = &t->model.params;
@@ -323,10 +325,11 @@ static mp_status check_finite(mp_trainer *t)
     for (int i = 0; i < p->count; i++) {
         mp_tensor v = mp_params_value(p, i), m = mp_params_master(p, i);
         if (nonfinite(t, &v, &st) || nonfinite(t, &m, &st))
-            return mp_fail(MP_EDIVERGED, "diverged: parameter %s holds inf or NaN values at "
-                           "step %lld (the first one in model order; learning rate, weight "
-                           "decay or data normalisation too large?)", p->views[i].name,
-                           (long long)t->model.step + 1);
+            return together(t, mp_fail(MP_EDIVERGED, "diverged: parameter %s holds inf or NaN "
+                                       "values at step %lld (the first one in model order; "
+                                       "learning rate, weight decay or data normalisation too "
+                                       "large?)", p->views[i].name,
+                                       (long long)t->model.step + 1));
     }
     mp_named_tensor bufs[MP_MAX_PARAMS];
     int nbufs = mp_model_buffers(&t->model, bufs, MP_MAX_PARAMS);
@@ -342,9 +345,9 @@ static mp_status evaluate_epoch(mp_trainer *t, int64_t epoch, mp_train_result *r
     MP_TRY(mp_train_evaluate(t, &r->test_loss, &r->accuracy));
     MP_TRY(check_finite(t));
     if (!isfinite(r->test_loss))
-        return mp_fail(MP_EDIVERGED, "diverged: the test loss after epoch %lld is %g with finite "
-                       "parameters (inputs out of range: data.mean and data.std?)",
-                       (long long)epoch + 1, r->test_loss);
+        return together(t, mp_fail(MP_EDIVERGED, "diverged: the test loss after epoch %lld is %g "
+                                   "with finite parameters (inputs out of range: data.mean and "
+                                   "data.std?)", (long long)epoch + 1, r->test_loss));
     mp_eval_record e = {.epoch = epoch, .loss = r->test_loss, .accuracy = r->accuracy};
     if (t->metrics)
         mp_metrics_eval(t->metrics, &e);
