@@ -39,15 +39,24 @@ static int newest_first(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* Opens checkpoint directory dir: *d is NULL and 0 returned when it does not exist; -1 after
+ * MP_ECKPT when it cannot be read. */
+static int open_dir(const char *dir, DIR **d)
+{
+    *d = opendir(dir);
+    if (*d || errno == ENOENT)
+        return 0;
+    mp_fail(MP_ECKPT, "%s: cannot read the checkpoint directory (%s)", dir, strerror(errno));
+    return -1;
+}
+
 int mp_ckpt_list(const char *dir, int64_t *steps, int max)
 {
-    DIR *d = opendir(dir);
-    if (!d && errno == ENOENT)
-        return 0;
-    if (!d) {
-        mp_fail(MP_ECKPT, "%s: cannot read the checkpoint directory (%s)", dir, strerror(errno));
+    DIR *d;
+    if (open_dir(dir, &d) < 0)
         return -1;
-    }
+    if (!d)
+        return 0;
     int64_t *all = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
@@ -135,13 +144,11 @@ static void add_name(char *list, size_t cap, const char *name)
 int mp_ckpt_clean_temps(const char *dir, double min_age_s, char *said, size_t cap)
 {
     said[0] = '\0';
-    DIR *d = opendir(dir);
-    if (!d && errno == ENOENT)
-        return 0;
-    if (!d) {
-        mp_fail(MP_ECKPT, "%s: cannot read the checkpoint directory (%s)", dir, strerror(errno));
+    DIR *d;
+    if (open_dir(dir, &d) < 0)
         return -1;
-    }
+    if (!d)
+        return 0;
     char removed[400] = "", left[400] = "", failed[400] = "";
     int nremoved = 0;
     time_t now = time(NULL);

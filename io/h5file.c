@@ -77,14 +77,6 @@ static const char *checked_message(int64_t rc)
 
 static void quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
-void mp_h5_temp_path(const char *path, char *out, size_t size)
-{
-    const char *slash = strrchr(path, '/');
-    if (slash)
-        snprintf(out, size, "%.*s/.%s.tmp", (int)(slash - path), path, slash + 1);
-    else
-        snprintf(out, size, ".%s.tmp", path);
-}
 
 /* The HDF5 file type of a dtype (a new id the caller closes), or -1. */
 static hid_t file_type(mp_dtype dt)
@@ -606,15 +598,6 @@ mp_status mp_h5r_info(mp_h5r *r, const char *path, int *ndim, int64_t shape[MP_H
     return MP_OK;
 }
 
-void mp_h5_shape_text(int ndim, const int64_t *shape, char *out, size_t size)
-{
-    size_t used = (size_t)snprintf(out, size, "[");
-    for (int k = 0; k < ndim && used < size; k++)
-        used += (size_t)snprintf(out + used, size - used, "%s%lld", k ? ", " : "",
-                                 (long long)shape[k]);
-    if (used < size)
-        snprintf(out + used, size - used, "]");
-}
 
 mp_status mp_h5r_array(mp_h5r *r, const char *path, int ndim, const int64_t *shape, void *data,
                        mp_dtype dst)

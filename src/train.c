@@ -56,15 +56,24 @@ static mp_status agree(mp_trainer *t)
     return t->ops->copy_in(v, h, sizeof h);
 }
 
+/* Whether tensor x (any dtype, on the device) holds an inf or NaN. */
+static bool nonfinite(mp_trainer *t, const mp_tensor *x, mp_status *st)
+{
+    double sumsq = 0.0;
+    bool bad = false;
+    if (x->data && *st == MP_OK)
+        *st = t->ops->grad_stats(x, 1.0, &sumsq, &bad);
+    return bad;
+}
+
 /* The first parameter (in model order) whose gradient holds an inf or NaN, for the message
  * when the run diverges. */
 static const char *first_overflow(mp_trainer *t)
 {
-    for (int i = 0; i < t->model.params.count; i++) {
+    mp_status st = MP_OK;
+    for (int i = 0; i < t->model.params.count && st == MP_OK; i++) {
         mp_tensor g = mp_params_grad(&t->model.params, i);
-        double s = 0.0;
-        bool bad = false;
-        if (t->ops->grad_stats(&g, 1.0, &s, &bad) == MP_OK && bad)
+        if (nonfinite(t, &g, &st))
             return t->model.params.views[i].name;
     }
     return "(none: the overflow was on another rank)";
@@ -301,16 +310,6 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
     *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     *accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
     return MP_OK;
-}
-
-/* Whether tensor x (any dtype, on the device) holds an inf or NaN. */
-static bool nonfinite(mp_trainer *t, const mp_tensor *x, mp_status *st)
-{
-    double sumsq = 0.0;
-    bool bad = false;
-    if (x->data && *st == MP_OK)
-        *st = t->ops->grad_stats(x, 1.0, &sumsq, &bad);
-    return bad;
 }
 
 /* At an evaluation and before a checkpoint: MP_EDIVERGED naming the first parameter (model
