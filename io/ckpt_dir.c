@@ -77,7 +77,8 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max)
         all[n++] = step;
     }
     closedir(d);
-    qsort(all, n, sizeof *all, newest_first);
+    if (n > 1) /* an empty directory leaves all NULL, which qsort must not get */
+        qsort(all, n, sizeof *all, newest_first);
     int kept = n < (size_t)max ? (int)n : max;
     if (kept > 0)
         memcpy(steps, all, (size_t)kept * sizeof *steps);
