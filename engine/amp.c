@@ -45,10 +45,12 @@ mp_amp_policy mp_amp_resolve(mp_opt_level level, mp_dtype half, bool keep_batchn
 void mp_amp_print(const mp_amp_policy *p, FILE *out)
 {
     fprintf(out, "opt level %s (%s):", mp_opt_level_name(p->level), mp_dtype_name(p->half));
-    fprintf(out, " weights %s, master weights %s, GEMM/conv %s%s, BatchNorm params %s,",
+    fprintf(out, " weights %s, master weights %s, GEMM/conv %s%s, norm layers' params %s,",
             mp_dtype_name(p->weights), p->master_weights ? "fp32" : "none",
             mp_dtype_name(p->compute), p->cast_weights ? " (weights cast once per step)" : "",
             mp_dtype_name(p->norm));
+    fprintf(out, " LayerNorm output %s, softmax and loss fp32,",
+            mp_dtype_name(p->level == MP_O1 ? MP_F32 : p->weights));
     if (p->loss_scale == 0.0)
         fprintf(out, " loss scale dynamic,");
     else

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/amp.h"
 #include "engine/ops.h"
 
 #define MP_LAYER_MAX_PARAMS 4
@@ -29,7 +30,18 @@ typedef struct mp_layer_class {
      * gradient tensors (overwriting) and dx when dx is not NULL. */
     mp_status (*backward)(mp_layer *l, const mp_tensor *x, const mp_tensor *y, const mp_tensor *dy,
                           mp_tensor *dx);
+    /* The dtype of the output for input dtype `in` under policy a; NULL keeps the input's. */
+    mp_dtype (*out_dtype)(const mp_layer *l, const mp_amp_policy *a, mp_dtype in);
+    /* A GEMM or convolution: its input is cast to the policy's compute dtype first. */
+    bool cast_input;
 } mp_layer_class;
+
+/* Output dtypes shared by several layer classes (mp_layer_class.out_dtype): the policy's
+ * compute dtype (GEMM and convolution layers), and its weights dtype (embeddings: the residual
+ * stream of a transformer is FP32 at O0 and O1, half at O2 and O3, as PyTorch's type promotion
+ * makes it under autocast). */
+mp_dtype mp_out_compute(const mp_layer *l, const mp_amp_policy *a, mp_dtype in);
+mp_dtype mp_out_weights(const mp_layer *l, const mp_amp_policy *a, mp_dtype in);
 
 struct mp_layer {
     const mp_layer_class *cls;
@@ -42,7 +54,8 @@ struct mp_layer {
     int64_t param_shape[MP_LAYER_MAX_PARAMS][MP_MAX_DIMS];
     double fan_in;                                 /* for initialisation */
     /* Initial values: PARAM_INIT_UNIFORM draws U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (PyTorch's
-     * Linear/Conv2d default), ONES and ZEROS are BatchNorm's weight and bias. */
+     * Linear/Conv2d default; embeddings set fan_in for a bound of 0.02 sqrt(3), a standard
+     * deviation of 0.02 as GPT-2's), ONES and ZEROS are the norm layers' weight and bias. */
     enum { MP_INIT_UNIFORM, MP_INIT_ONES, MP_INIT_ZEROS } param_init[MP_LAYER_MAX_PARAMS];
     bool param_norm[MP_LAYER_MAX_PARAMS];          /* a normalisation parameter (kept in FP32
                                                       when amp.keep_batchnorm_fp32) */
@@ -58,14 +71,23 @@ struct mp_layer {
     double buffer_init[MP_LAYER_MAX_PARAMS];
     mp_tensor buf[MP_LAYER_MAX_PARAMS];
 
+    /* A saved activation beside the output (attention's probabilities): its per-sample shape
+     * (all zero: none), allocated by the owner like the output, in the output's dtype. */
+    int64_t save_shape[3];
+    mp_tensor save;
+
     /* Layer settings. */
     mp_conv_desc conv;  /* conv2d */
     mp_pool_desc pool;  /* max/avg/global average pooling */
-    mp_bn_args bn;      /* batchnorm */
+    mp_bn_args bn;      /* batchnorm; layernorm uses bn.eps */
+    mp_attn_desc attn;  /* attention (seed and offset set at each call) */
+    bool per_token;     /* linear: over the last dimension of each position (else flattened) */
+    mp_layer *tie;      /* linear: uses tie's weight (an embedding's) instead of its own */
+    bool shared;        /* embedding: its weight gradient is added to (a tied head wrote first) */
     double dropout_p;   /* dropout */
     uint64_t seed;      /* dropout: the run's seed, set by the owner */
     int64_t step;       /* dropout: the training step, set by the owner before forward */
-    mp_block *block;    /* residual blocks: their inner layers (owned), else NULL */
+    mp_block *block;    /* composite layers: their child sequences (owned), else NULL */
 };
 
 /* A sequence of layers with the planned storage of their outputs (and of their inputs cast to
@@ -78,30 +100,33 @@ typedef struct mp_seq {
 } mp_seq;
 
 #define MP_BLOCK_MAX 8
+#define MP_BLOCK_CHILDREN 2
 
-/* A residual block: y = [relu](main(x) + shortcut(x)), shortcut = identity or projection. */
+/* A composite layer's storage: child sequences of layers, walked by the sequence code like the
+ * model's own (declaring, binding, planning, initialising, freeing, depth first, child by
+ * child), and the tensors its class combines them with. Each child takes an input of the
+ * block's input dtype. Residual blocks: child 0 the main path, child 1 the shortcut (empty for
+ * the identity); transformer blocks: child 0 the attention path, child 1 the MLP. */
 struct mp_block {
-    mp_layer main[MP_BLOCK_MAX], shortcut[2];
-    int nmain, nshortcut;
-    mp_tensor main_acts[MP_BLOCK_MAX], main_xcast[MP_BLOCK_MAX], sc_acts[2], sc_xcast[2];
-    mp_tensor gbuf[2]; /* ping-pong activation gradients inside the block */
-    mp_tensor gsum;    /* gradient at the addition (after the ReLU's backward) */
-    mp_tensor gsc;     /* the projection shortcut's input gradient */
-    bool post_relu;
+    int nchild;
+    mp_layer layers[MP_BLOCK_CHILDREN][MP_BLOCK_MAX];
+    int n[MP_BLOCK_CHILDREN];
+    mp_tensor acts[MP_BLOCK_CHILDREN][MP_BLOCK_MAX], xcast[MP_BLOCK_CHILDREN][MP_BLOCK_MAX];
+    int out_child;     /* the child whose output dtype the block's output has; -1: the input's */
+    bool in_tmp_used;  /* in_tmp is needed */
+    mp_tensor gbuf[2]; /* ping-pong activation gradients inside the children */
+    mp_tensor out_tmp; /* (max_batch, out_shape) in the output dtype, the class's own */
+    mp_tensor in_tmp;  /* (max_batch, in_shape) in the input dtype, the class's own */
+    bool post_relu;    /* residual: a ReLU after the sum */
 };
 
-/* The block's main path and shortcut as sequences. */
-mp_seq mp_block_main(mp_block *b);
-mp_seq mp_block_shortcut(mp_block *b);
+/* Child i of a block as a sequence. */
+mp_seq mp_block_child(mp_block *b, int i);
 
-/* Sets up a residual block over an (H, W, C) input with `out` output channels:
- *   basic      conv3x3(stride)-bn-relu-conv3x3-bn, + shortcut, relu (ResNet);
- *   bottleneck conv1x1(width)-bn-relu-conv3x3(width, stride, groups)-bn-relu-conv1x1(out)-bn,
- *              + shortcut, relu (ResNet bottleneck; ResNeXt with groups > 1);
- *   wide       bn-relu-conv3x3(stride)-bn-relu-[dropout p]-conv3x3, + shortcut (pre-activation
- *              Wide ResNet; the projection reads x itself).
- * The shortcut is a 1x1 convolution (with stride) and batchnorm when the shape changes, else
- * the identity. Convolutions have no bias. MP_EUSAGE naming the block for a bad setting. */
+/* Appends a layer to child `child` of b after it is set up by the caller through the returned
+ * pointer; NULL when the child is full (MP_BLOCK_MAX). */
+mp_layer *mp_block_append(mp_block *b, int child);
+
 mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *name,
                                  const int64_t in_shape[3], const char *kind, int64_t out,
                                  int64_t stride, int64_t groups, int64_t width, double p);
@@ -109,10 +134,47 @@ mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *nam
 /* Per-sample element count of a (H, W, C) shape. */
 int64_t mp_shape_numel(const int64_t shape[3]);
 
-/* Sets up a fully connected layer y = x W^T + b on the flattened input: weight (out, in),
- * bias (out). MP_EUSAGE when out < 1. */
+/* Sets up a fully connected layer y = x W^T + b on the flattened input, or with per_token on
+ * the last dimension of each position ((H, W, in) -> (H, W, out)): weight (out, in), bias
+ * (out). MP_EUSAGE when out < 1. */
 mp_status mp_layer_linear_init(mp_layer *l, const mp_ops *ops, const char *name,
-                               const int64_t in_shape[3], int64_t out);
+                               const int64_t in_shape[3], int64_t out, bool per_token);
+
+/* Ties a per-token linear layer to an embedding layer (an output head sharing the token
+ * embedding's weight, GPT-2's): the layer then has no parameters of its own and no bias, and
+ * the embedding adds its weight gradient to the head's. MP_EUSAGE when the shapes differ. */
+mp_status mp_layer_linear_tie(mp_layer *l, mp_layer *embedding);
+
+/* Sets up LayerNorm over the last dimension C of an (H, W, C) input: weight (C) = 1,
+ * bias (C) = 0 (normalisation parameters). MP_EUSAGE for eps <= 0. */
+mp_status mp_layer_layernorm_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const int64_t in_shape[3], double eps);
+
+/* Sets up an elementwise GELU, tanh form (no parameters). */
+mp_status mp_layer_gelu_init(mp_layer *l, const mp_ops *ops, const char *name,
+                             const int64_t in_shape[3]);
+
+/* Sets up a token embedding over token ids (H, W, 1) -> (H, W, width): weight (vocab, width).
+ * It must be the first layer (ids have no gradient). MP_EUSAGE for a bad shape. */
+mp_status mp_layer_embedding_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const int64_t in_shape[3], int64_t vocab, int64_t width);
+
+/* Sets up a learned position embedding added to an (H, W, D) input: weight (H W, D). */
+mp_status mp_layer_posembed_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                 const int64_t in_shape[3]);
+
+/* Sets up the self-attention core over qkv (H, W, 3D) -> (H, W, D) (the op's layout) with
+ * `heads` heads dividing D, an optional causal mask and dropout p on the probabilities.
+ * MP_EUSAGE for a bad shape or p outside [0, 1). */
+mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const int64_t in_shape[3], int heads, bool causal, double p);
+
+/* Sets up a pre-LN transformer block over (H, W, D) (engine/layer_transformer.c): attention
+ * with `heads` heads (causal or not) and a 4x MLP, dropout p on the attention probabilities and
+ * both residual branches (none when 0), LayerNorm eps. MP_EUSAGE naming the block. */
+mp_status mp_layer_transformer_init(mp_layer *l, const mp_ops *ops, const char *name,
+                                    const int64_t in_shape[3], int heads, bool causal, double p,
+                                    double eps);
 
 /* Sets up an elementwise ReLU (no parameters). */
 mp_status mp_layer_relu_init(mp_layer *l, const mp_ops *ops, const char *name,

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/conv_geom.h"
+
 /* t seen as (n, shape[0], shape[1], shape[2]), n = t's batch; MP_EINTERNAL when t's per-sample
  * size differs. */
 static mp_status image_view(const mp_layer *l, const mp_tensor *t, const int64_t shape[3],
@@ -59,7 +61,9 @@ static mp_status conv2d_backward(mp_layer *l, const mp_tensor *x, const mp_tenso
     return l->ops->conv2d_backward_data(&l->conv, &dy4, &l->w[0], &dx4);
 }
 
-static const mp_layer_class mp_conv2d_class = {"conv2d", conv2d_forward, conv2d_backward};
+static const mp_layer_class mp_conv2d_class = {
+    .type = "conv2d", .forward = conv2d_forward, .backward = conv2d_backward,
+    .out_dtype = mp_out_compute, .cast_input = true};
 
 mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
                                const int64_t in_shape[3], int64_t out, const int kernel[2],
@@ -72,20 +76,18 @@ mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
     if (out < 1 || kernel[0] < 1 || kernel[1] < 1)
         return mp_fail(MP_EUSAGE, "layer %s: conv2d needs out >= 1 and a kernel >= 1x1 (got out "
                        "%lld, kernel %dx%d)", name, (long long)out, kernel[0], kernel[1]);
-    if (d->stride[0] < 1 || d->stride[1] < 1 || d->dilation[0] < 1 || d->dilation[1] < 1)
-        return mp_fail(MP_EUSAGE, "layer %s: conv2d stride and dilation must be >= 1 (got "
-                       "stride %dx%d, dilation %dx%d)", name, d->stride[0], d->stride[1],
-                       d->dilation[0], d->dilation[1]);
-    if (d->pad[0] < 0 || d->pad[1] < 0)
-        return mp_fail(MP_EUSAGE, "layer %s: conv2d padding must be >= 0 (got %dx%d)", name,
-                       d->pad[0], d->pad[1]);
-    if (d->groups < 1 || c % d->groups != 0 || out % d->groups != 0)
+    if (!mp_conv_desc_valid(d))
+        return mp_fail(MP_EUSAGE, "layer %s: conv2d needs stride and dilation >= 1, padding >= 0 "
+                       "and groups >= 1 (got stride %dx%d, dilation %dx%d, padding %dx%d, "
+                       "groups %d)", name, d->stride[0], d->stride[1], d->dilation[0],
+                       d->dilation[1], d->pad[0], d->pad[1], d->groups);
+    if (c % d->groups != 0 || out % d->groups != 0)
         return mp_fail(MP_EUSAGE, "layer %s: conv2d groups %d must divide the input channels "
                        "%lld and the output channels %lld", name, d->groups, (long long)c,
                        (long long)out);
-    int64_t eh = h + 2 * (int64_t)d->pad[0] - (int64_t)d->dilation[0] * (kernel[0] - 1) - 1;
-    int64_t ew = w + 2 * (int64_t)d->pad[1] - (int64_t)d->dilation[1] * (kernel[1] - 1) - 1;
-    if (eh < 0 || ew < 0)
+    int64_t p = mp_conv_extent(h, kernel[0], d->stride[0], d->pad[0], d->dilation[0]);
+    int64_t q = mp_conv_extent(w, kernel[1], d->stride[1], d->pad[1], d->dilation[1]);
+    if (p < 1 || q < 1)
         return mp_fail(MP_EUSAGE, "layer %s: conv2d output would be empty (input %lldx%lld, "
                        "kernel %dx%d, padding %dx%d, dilation %dx%d)", name, (long long)h,
                        (long long)w, kernel[0], kernel[1], d->pad[0], d->pad[1], d->dilation[0],
@@ -95,8 +97,8 @@ mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
     l->ops = ops;
     snprintf(l->name, sizeof l->name, "%s", name);
     memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    l->out_shape[0] = eh / d->stride[0] + 1;
-    l->out_shape[1] = ew / d->stride[1] + 1;
+    l->out_shape[0] = p;
+    l->out_shape[1] = q;
     l->out_shape[2] = out;
     l->conv = *d;
     int64_t cg = c / d->groups;

@@ -42,10 +42,17 @@ static mp_status dropout_backward(mp_layer *l, const mp_tensor *x, const mp_tens
         return MP_OK;
     uint64_t offset = 0;
     MP_TRY(step_offset(l, dy, &offset));
-    return l->ops->dropout_backward(l->dropout_p, l->seed, offset, dy, dx);
+    if (dy->dtype == dx->dtype)
+        return l->ops->dropout_backward(l->dropout_p, l->seed, offset, dy, dx);
+    /* dy in a wider dtype than the output (the last layer of a transformer branch at O1, whose
+     * FP32 residual sum passes its gradient back): rounded to dx's dtype first, as autograd
+     * casts the gradient of a half input of a promoted add, then dropped in place. */
+    MP_TRY(l->ops->convert(dy, dx));
+    return l->ops->dropout_backward(l->dropout_p, l->seed, offset, dx, dx);
 }
 
-static const mp_layer_class mp_dropout_class = {"dropout", dropout_forward, dropout_backward};
+static const mp_layer_class mp_dropout_class = {
+    .type = "dropout", .forward = dropout_forward, .backward = dropout_backward};
 
 mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name,
                                 const int64_t in_shape[3], double p)

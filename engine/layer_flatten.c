@@ -20,7 +20,8 @@ static mp_status flatten_backward(mp_layer *l, const mp_tensor *x, const mp_tens
     return dx ? l->ops->convert(dy, dx) : MP_OK;
 }
 
-static const mp_layer_class mp_flatten_class = {"flatten", flatten_forward, flatten_backward};
+static const mp_layer_class mp_flatten_class = {
+    .type = "flatten", .forward = flatten_forward, .backward = flatten_backward};
 
 mp_status mp_layer_flatten_init(mp_layer *l, const mp_ops *ops, const char *name,
                                 const int64_t in_shape[3])

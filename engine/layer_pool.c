@@ -44,9 +44,12 @@ static mp_status pool_backward(mp_layer *l, const mp_tensor *x, const mp_tensor 
     return l->ops->pool_backward(&l->pool, &x4, &y4, &dy4, &dx4);
 }
 
-static const mp_layer_class mp_maxpool_class = {"maxpool", pool_forward, pool_backward};
-static const mp_layer_class mp_avgpool_class = {"avgpool", pool_forward, pool_backward};
-static const mp_layer_class mp_gavgpool_class = {"gavgpool", pool_forward, pool_backward};
+static const mp_layer_class mp_maxpool_class = {
+    .type = "maxpool", .forward = pool_forward, .backward = pool_backward};
+static const mp_layer_class mp_avgpool_class = {
+    .type = "avgpool", .forward = pool_forward, .backward = pool_backward};
+static const mp_layer_class mp_gavgpool_class = {
+    .type = "gavgpool", .forward = pool_forward, .backward = pool_backward};
 
 /* Checks d against in_shape and fills the layer; cls picks the display type. */
 static mp_status pool_setup(mp_layer *l, const mp_ops *ops, const char *name,

@@ -17,7 +17,8 @@ static mp_status relu_backward(mp_layer *l, const mp_tensor *x, const mp_tensor 
     return dx ? l->ops->relu_backward(y, dy, dx) : MP_OK;
 }
 
-static const mp_layer_class mp_relu_class = {"relu", relu_forward, relu_backward};
+static const mp_layer_class mp_relu_class = {
+    .type = "relu", .forward = relu_forward, .backward = relu_backward};
 
 mp_status mp_layer_relu_init(mp_layer *l, const mp_ops *ops, const char *name,
                              const int64_t in_shape[3])

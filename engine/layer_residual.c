@@ -7,25 +7,13 @@
 
 #include "engine/seq.h"
 
-mp_seq mp_block_main(mp_block *b)
-{
-    mp_seq s = {b->main, b->nmain, b->main_acts, b->main_xcast};
-    return s;
-}
-
-mp_seq mp_block_shortcut(mp_block *b)
-{
-    mp_seq s = {b->shortcut, b->nshortcut, b->sc_acts, b->sc_xcast};
-    return s;
-}
-
 static mp_status block_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     mp_block *b = l->block;
-    mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
+    mp_seq m = mp_block_child(b, 0), sc = mp_block_child(b, 1);
     mp_tensor main_out, sc_out = *x;
     MP_TRY(mp_seq_forward(&m, x, train, l->step, &main_out));
-    if (b->nshortcut > 0)
+    if (sc.n > 0)
         MP_TRY(mp_seq_forward(&sc, x, train, l->step, &sc_out));
     MP_TRY(l->ops->add(&main_out, &sc_out, y));
     return b->post_relu ? l->ops->relu_forward(y, y) : MP_OK;
@@ -38,25 +26,27 @@ static mp_status block_backward(mp_layer *l, const mp_tensor *x, const mp_tensor
     int64_t n = x->shape[0];
     mp_tensor gsum = *dy;
     if (b->post_relu) {
-        gsum = mp_tensor_batch(&b->gsum, n);
+        gsum = mp_tensor_batch(&b->out_tmp, n);
         MP_TRY(l->ops->relu_backward(y, dy, &gsum));
     }
-    mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
+    mp_seq m = mp_block_child(b, 0), sc = mp_block_child(b, 1);
     MP_TRY(mp_seq_backward(&m, x, &gsum, dx, b->gbuf, NULL));
-    if (b->nshortcut > 0) {
-        mp_tensor gsc = mp_tensor_batch(&b->gsc, n);
+    if (sc.n > 0) {
+        mp_tensor gsc = mp_tensor_batch(&b->in_tmp, n);
         MP_TRY(mp_seq_backward(&sc, x, &gsum, dx ? &gsc : NULL, b->gbuf, NULL));
         return dx ? l->ops->add(dx, &gsc, dx) : MP_OK;
     }
     return dx ? l->ops->add(dx, &gsum, dx) : MP_OK;
 }
 
-static const mp_layer_class mp_residual_class = {"residual", block_forward, block_backward};
+static const mp_layer_class mp_residual_class = {
+    .type = "residual", .forward = block_forward, .backward = block_backward};
 
-/* Appends a layer to a path, its input shape the path's current output. */
+/* Appends layers to child `child` of a block, each one's input shape the path's current
+ * output. */
 typedef struct path {
-    mp_layer *layers;
-    int *n;
+    mp_block *b;
+    int child;
     const mp_ops *ops;
     const int64_t *shape;
 } path;
@@ -65,7 +55,7 @@ static mp_status conv(path *p, const char *name, int64_t out, int k, int stride,
 {
     mp_conv_desc d = {{stride, stride}, {k / 2, k / 2}, {1, 1}, groups};
     int kernel[2] = {k, k};
-    mp_layer *l = &p->layers[(*p->n)++];
+    mp_layer *l = mp_block_append(p->b, p->child);
     MP_TRY(mp_layer_conv2d_init(l, p->ops, name, p->shape, out, kernel, &d, false));
     p->shape = l->out_shape;
     return MP_OK;
@@ -73,7 +63,7 @@ static mp_status conv(path *p, const char *name, int64_t out, int k, int stride,
 
 static mp_status bn(path *p, const char *name)
 {
-    mp_layer *l = &p->layers[(*p->n)++];
+    mp_layer *l = mp_block_append(p->b, p->child);
     MP_TRY(mp_layer_batchnorm_init(l, p->ops, name, p->shape, 1e-5, 0.1));
     p->shape = l->out_shape;
     return MP_OK;
@@ -81,7 +71,7 @@ static mp_status bn(path *p, const char *name)
 
 static mp_status relu(path *p, const char *name)
 {
-    mp_layer *l = &p->layers[(*p->n)++];
+    mp_layer *l = mp_block_append(p->b, p->child);
     MP_TRY(mp_layer_relu_init(l, p->ops, name, p->shape));
     p->shape = l->out_shape;
     return MP_OK;
@@ -91,7 +81,8 @@ static mp_status build_paths(mp_block *b, const mp_ops *ops, const int64_t in_sh
                              const char *kind, int64_t out, int stride, int groups, int64_t width,
                              double p)
 {
-    path m = {b->main, &b->nmain, ops, in_shape};
+    path m = {b, 0, ops, in_shape};
+    b->nchild = 2;
     if (strcmp(kind, "basic") == 0) {
         MP_TRY(conv(&m, "conv1", out, 3, stride, 1));
         MP_TRY(bn(&m, "bn1"));
@@ -116,7 +107,7 @@ static mp_status build_paths(mp_block *b, const mp_ops *ops, const int64_t in_sh
         MP_TRY(bn(&m, "bn2"));
         MP_TRY(relu(&m, "relu2"));
         if (p > 0) {
-            mp_layer *l = &b->main[b->nmain++];
+            mp_layer *l = mp_block_append(b, 0);
             MP_TRY(mp_layer_dropout_init(l, ops, "dropout", m.shape, p));
             m.shape = l->out_shape;
         }
@@ -125,7 +116,8 @@ static mp_status build_paths(mp_block *b, const mp_ops *ops, const int64_t in_sh
         return mp_fail(MP_EUSAGE, "unknown residual block kind '%s'", kind);
     }
     if (stride != 1 || in_shape[2] != out) {
-        path s = {b->shortcut, &b->nshortcut, ops, in_shape};
+        path s = {b, 1, ops, in_shape};
+        b->in_tmp_used = true;
         MP_TRY(conv(&s, "shortcut.conv", out, 1, stride, 1));
         MP_TRY(bn(&s, "shortcut.bn"));
     }
@@ -155,6 +147,6 @@ mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *nam
         l->block = NULL;
         return keep;
     }
-    memcpy(l->out_shape, l->block->main[l->block->nmain - 1].out_shape, sizeof l->out_shape);
+    memcpy(l->out_shape, l->block->layers[0][l->block->n[0] - 1].out_shape, sizeof l->out_shape);
     return MP_OK;
 }

@@ -38,7 +38,7 @@ static mp_status layer_from_spec(mp_layer *l, const mp_ops *ops, const mp_layer_
     const char *t = s->type;
     int k = (int)s->kernel, stride = (int)s->stride, pad = (int)s->pad;
     if (strcmp(t, "linear") == 0)
-        return mp_layer_linear_init(l, ops, name, in_shape, s->out);
+        return mp_layer_linear_init(l, ops, name, in_shape, s->out, s->per_token || s->tie);
     if (strcmp(t, "relu") == 0)
         return mp_layer_relu_init(l, ops, name, in_shape);
     if (strcmp(t, "conv2d") == 0) {
@@ -61,10 +61,64 @@ static mp_status layer_from_spec(mp_layer *l, const mp_ops *ops, const mp_layer_
         return mp_layer_dropout_init(l, ops, name, in_shape, s->p);
     if (strcmp(t, "flatten") == 0)
         return mp_layer_flatten_init(l, ops, name, in_shape);
+    if (strcmp(t, "layernorm") == 0)
+        return mp_layer_layernorm_init(l, ops, name, in_shape, s->eps > 0 ? s->eps : 1e-5);
+    if (strcmp(t, "gelu") == 0)
+        return mp_layer_gelu_init(l, ops, name, in_shape);
+    if (strcmp(t, "embedding") == 0)
+        return mp_layer_embedding_init(l, ops, name, in_shape, s->vocab, s->out);
+    if (strcmp(t, "posembed") == 0)
+        return mp_layer_posembed_init(l, ops, name, in_shape);
+    if (strcmp(t, "attention") == 0)
+        return mp_layer_attention_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p);
+    if (strcmp(t, "transformer") == 0)
+        return mp_layer_transformer_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p,
+                                         s->eps > 0 ? s->eps : 1e-5);
     if (strcmp(t, "basic") == 0 || strcmp(t, "bottleneck") == 0 || strcmp(t, "wide") == 0)
         return mp_layer_residual_init(l, ops, name, in_shape, t, s->out, stride ? stride : 1,
                                       s->groups > 1 ? s->groups : 1, s->width, s->p);
     return mp_fail(MP_EUSAGE, "model layer %d: unknown type '%s'", index, t);
+}
+
+/* Ties each linear layer whose spec asks for it to the first embedding layer. */
+static mp_status tie_heads(mp_layer *layers, const mp_layer_spec *specs, int n)
+{
+    mp_layer *embedding = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!embedding && strcmp(layers[i].cls->type, "embedding") == 0)
+            embedding = &layers[i];
+        if (!specs[i].tie)
+            continue;
+        if (!embedding)
+            return mp_fail(MP_EUSAGE, "layer %s: tie needs an embedding layer before it",
+                           layers[i].name);
+        MP_TRY(mp_layer_linear_tie(&layers[i], embedding));
+    }
+    return MP_OK;
+}
+
+/* The layers of specs over in_shape into layers[0..*n); an embedding's vocabulary defaults to
+ * num_classes. */
+static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
+                              const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
+                              int64_t num_classes)
+{
+    const int64_t *shape = in_shape;
+    *n = 0;
+    for (int i = 0; i < nspecs; i++) {
+        mp_layer_spec s = specs[i];
+        if (s.vocab == 0)
+            s.vocab = num_classes;
+        if (s.heads == 0)
+            s.heads = 1;
+        if (s.heads > 1024)
+            return mp_fail(MP_EUSAGE, "model layer %d: heads must be 1 to 1024 (got %lld)", i,
+                           (long long)s.heads);
+        MP_TRY(layer_from_spec(&layers[i], ops, &s, i, shape));
+        *n = i + 1;
+        shape = layers[i].out_shape;
+    }
+    return tie_heads(layers, specs, nspecs);
 }
 
 static mp_seq top(mp_model *m)
@@ -74,25 +128,19 @@ static mp_seq top(mp_model *m)
 }
 
 mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
-                        int64_t max_batch, int64_t *param_elems, int64_t *act_elems)
+                        int64_t num_classes, int64_t max_batch, int64_t *param_elems,
+                        int64_t *act_elems)
 {
     *param_elems = *act_elems = 0;
     if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
         return mp_fail(MP_EUSAGE, "model: needs 1 to %d layers (got %d)", MP_MAX_LAYERS, nspecs);
     static _Thread_local mp_layer l[MP_MAX_LAYERS];
-    const int64_t *shape = in_shape;
     int64_t widest = mp_shape_numel(in_shape);
     mp_seq s = {l, 0, NULL, NULL};
-    mp_status st = MP_OK;
-    for (int i = 0; i < nspecs && st == MP_OK; i++) {
-        st = layer_from_spec(&l[i], NULL, &specs[i], i, shape);
-        if (st == MP_OK) {
-            s.n = i + 1;
-            shape = l[i].out_shape;
-            if (mp_shape_numel(shape) > widest)
-                widest = mp_shape_numel(shape);
-        }
-    }
+    mp_status st = build_layers(l, &s.n, NULL, specs, nspecs, in_shape, num_classes);
+    for (int i = 0; i < s.n; i++)
+        if (mp_shape_numel(l[i].out_shape) > widest)
+            widest = mp_shape_numel(l[i].out_shape);
     if (st == MP_OK) {
         mp_seq_count(&s, max_batch, param_elems, act_elems);
         *act_elems += 2 * max_batch * widest;
@@ -127,21 +175,17 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     m->max_batch = max_batch;
     m->num_classes = num_classes;
     memcpy(m->in_shape, in_shape, sizeof m->in_shape);
-    const int64_t *shape = in_shape;
-    mp_status st = MP_OK;
-    for (int i = 0; i < nspecs && st == MP_OK; i++) {
-        st = layer_from_spec(&m->layers[i], ops, &specs[i], i, shape);
-        if (st == MP_OK) {
-            m->nlayers = i + 1;
-            shape = m->layers[i].out_shape;
-        }
-    }
-    if (st == MP_OK && mp_shape_numel(shape) != num_classes)
+    mp_status st = build_layers(m->layers, &m->nlayers, ops, specs, nspecs, in_shape,
+                                num_classes);
+    const int64_t *shape = m->nlayers ? m->layers[m->nlayers - 1].out_shape : in_shape;
+    if (st == MP_OK && shape[2] != num_classes)
         st = mp_fail(MP_EUSAGE,
                      "model: the last layer (%s) produces %lld features but the data has %lld "
                      "classes",
-                     m->layers[nspecs - 1].name, (long long)mp_shape_numel(shape),
-                     (long long)num_classes);
+                     m->layers[nspecs - 1].name, (long long)shape[2], (long long)num_classes);
+    m->positions = shape[0] * shape[1];
+    m->input = m->nlayers && strcmp(m->layers[0].cls->type, "embedding") == 0 ? MP_F32
+                                                                               : m->amp.input;
     mp_seq s = top(m);
     if (st == MP_OK)
         st = mp_seq_declare(&s, &m->params, "");
@@ -170,7 +214,7 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     }
     int64_t widest = 0;
     size_t elem = 0;
-    mp_seq_alloc(&s, &m->amp, m->amp.input, max_batch, &widest, &elem);
+    mp_seq_alloc(&s, &m->amp, m->input, max_batch, &widest, &elem);
     int64_t ds[2] = {max_batch, widest};
     for (int i = 0; i < 2; i++) /* activation gradients: sized for the widest element */
         m->dbuf[i] = mp_tensor_new(m->ops, mp_seq_scratch_dtype(elem), 2, ds, MP_MEM_ACTIVATIONS);
@@ -185,7 +229,7 @@ int mp_model_buffers(mp_model *m, mp_named_tensor *out, int max)
     return n;
 }
 
-mp_dtype mp_model_input_dtype(const mp_model *m) { return m->amp.input; }
+mp_dtype mp_model_input_dtype(const mp_model *m) { return m->input; }
 
 mp_status mp_model_stats_save(mp_model *m)
 {
@@ -216,7 +260,10 @@ mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp
         return mp_fail(MP_EINTERNAL, "model: batch of %lld outside 1..%lld", (long long)n,
                        (long long)m->max_batch);
     mp_seq s = top(m);
-    MP_TRY(mp_seq_forward(&s, x, train, m->step, &m->logits));
+    mp_tensor out;
+    MP_TRY(mp_seq_forward(&s, x, train, m->step, &out));
+    int64_t shape[2] = {n * m->positions, m->num_classes};
+    m->logits = mp_tensor_view(out.data, out.dtype, 2, shape);
     *logits = &m->logits;
     return MP_OK;
 }
@@ -244,12 +291,9 @@ static int64_t layer_params(mp_layer *l)
             e *= l->param_shape[j][d];
         np += e;
     }
-    if (l->block) {
-        for (int i = 0; i < l->block->nmain; i++)
-            np += layer_params(&l->block->main[i]);
-        for (int i = 0; i < l->block->nshortcut; i++)
-            np += layer_params(&l->block->shortcut[i]);
-    }
+    for (int c = 0; l->block && c < l->block->nchild; c++)
+        for (int i = 0; i < l->block->n[c]; i++)
+            np += layer_params(&l->block->layers[c][i]);
     return np;
 }
 
@@ -265,14 +309,14 @@ static void shape_str(const int64_t s[3], char *buf, size_t cap)
 void mp_model_summary(const mp_model *m, FILE *out)
 {
     char sh[64];
-    fprintf(out, "%-16s %-9s %-22s %12s\n", "layer", "type", "output", "params");
+    fprintf(out, "%-16s %-11s %-22s %12s\n", "layer", "type", "output", "params");
     shape_str(m->in_shape, sh, sizeof sh);
-    fprintf(out, "%-16s %-9s %-22s %12s\n", "input", "", sh, "");
+    fprintf(out, "%-16s %-11s %-22s %12s\n", "input", "", sh, "");
     for (int i = 0; i < m->nlayers; i++) {
         const mp_layer *l = &m->layers[i];
         int64_t np = layer_params((mp_layer *)l);
         shape_str(l->out_shape, sh, sizeof sh);
-        fprintf(out, "%-16s %-9s %-22s %12lld\n", l->name, l->cls->type, sh, (long long)np);
+        fprintf(out, "%-16s %-11s %-22s %12lld\n", l->name, l->cls->type, sh, (long long)np);
     }
     int64_t total = mp_params_numel(&m->params);
     fprintf(out, "total parameters: %lld\n", (long long)total);

@@ -16,8 +16,9 @@
 #define MP_MAX_LAYERS 64
 
 /* One layer as a config describes it. Types: linear, relu, conv2d, batchnorm, maxpool,
- * avgpool, gavgpool (global average pooling), dropout, flatten, and the residual blocks basic,
- * bottleneck and wide (see mp_layer_residual_init). */
+ * avgpool, gavgpool (global average pooling), dropout, flatten, layernorm, gelu, embedding,
+ * posembed, attention, the residual blocks basic, bottleneck and wide (see
+ * mp_layer_residual_init) and the transformer block (mp_layer_transformer_init). */
 typedef struct mp_layer_spec {
     char type[16];
     char name[48];    /* parameter name prefix; "" means "layers.<index>" */
@@ -30,7 +31,12 @@ typedef struct mp_layer_spec {
     bool bias;        /* conv2d: with a bias */
     double p;         /* dropout probability (wide blocks: optional) */
     int64_t width;    /* bottleneck: inner width */
-    double eps, momentum; /* batchnorm */
+    double eps, momentum; /* batchnorm; layernorm and transformer: eps */
+    int64_t heads;    /* attention, transformer */
+    bool causal;      /* attention, transformer */
+    bool per_token;   /* linear: over the last dimension of each position */
+    bool tie;         /* linear (per token): share the first embedding layer's weight */
+    int64_t vocab;    /* embedding: vocabulary (0: the data's number of classes) */
 } mp_layer_spec;
 
 typedef struct mp_model {
@@ -46,9 +52,12 @@ typedef struct mp_model {
     int64_t max_batch;
     int64_t in_shape[3];            /* per-sample input (H, W, C) */
     int64_t num_classes;
+    int64_t positions;              /* outputs per sample: logits (n positions, num_classes) */
+    mp_dtype input;                 /* dtype of the batches (FP32 token ids for an embedding) */
     mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
     mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
-    mp_tensor logits;               /* view of the last forward's output (n, num_classes) */
+    mp_tensor logits;               /* view of the last forward's output (n positions,
+                                       num_classes) */
     mp_tensor stats;                /* the persistent buffers (BatchNorm running statistics),
                                        which the layers' buffers view; no data when none */
     mp_tensor stats_saved;          /* stats as the step found them (mp_model_stats_save) */
@@ -65,9 +74,10 @@ typedef struct mp_model {
 /* Builds the layers of `specs` for inputs of per-sample shape in_shape (H, W, C) and batches of
  * up to max_batch, allocating parameters, gradients, buffers and activations in the dtypes the
  * opt-level policy `amp` says (NULL: O0, all FP32). GEMM/conv layers produce the compute dtype,
- * other layers keep their input's dtype (BatchNorm computes in FP32 whatever it stores). The
- * last layer must
- * produce num_classes features. MP_EUSAGE with a message naming the layer for a bad spec. */
+ * other layers keep their input's dtype (BatchNorm computes in FP32 whatever it stores), with
+ * the exceptions of mp_layer_class.out_dtype. The last layer must produce num_classes features
+ * per position: one position for a classifier, one per token for a language model. MP_EUSAGE
+ * with a message naming the layer for a bad spec. */
 mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
                          const int64_t in_shape[3], int64_t num_classes, int64_t max_batch,
                          const mp_amp_policy *amp);
@@ -75,7 +85,8 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
 /* Counts, without allocating, the parameter elements and activation elements (for batches of
  * max_batch) that mp_model_build would allocate. MP_EUSAGE for a bad spec, as mp_model_build. */
 mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
-                        int64_t max_batch, int64_t *param_elems, int64_t *act_elems);
+                        int64_t num_classes, int64_t max_batch, int64_t *param_elems,
+                        int64_t *act_elems);
 
 /* Fills the specs for the "mlp" preset: linear(hidden[i]) + relu for each hidden size, then
  * linear(num_classes), named fc1, relu1, ..., fcK. Returns the number of specs written. */
@@ -92,10 +103,10 @@ mp_status mp_model_init(mp_model *m, uint64_t seed);
 mp_dtype mp_model_input_dtype(const mp_model *m);
 
 /* Forward over a batch x (n, H, W, C), n <= max_batch; *logits points at the last activation
- * (n, num_classes), owned by the model. */
+ * viewed as (n positions, num_classes), owned by the model. */
 mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp_tensor **logits);
 
-/* Backward from dlogits (n, num_classes) for the batch last passed to forward; writes every
+/* Backward from dlogits (n positions, num_classes) for the batch last passed to forward; writes every
  * parameter's gradient into the flat gradient buffer (overwriting it), calling grads_ready as
  * the layers finish (last layer first). */
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits);

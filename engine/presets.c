@@ -83,6 +83,63 @@ static int stages(mp_layer_spec *specs, int n, const char *kind, int64_t per, co
     return n;
 }
 
+/* depth transformer blocks blocks.<i> of `heads` heads, then the final LayerNorm ln_f; -1 with
+ * the reason ("model.<key>: ...") when they do not fit a model or the heads do not divide dim. */
+static int blocks(mp_layer_spec *specs, int n, const mp_preset_args *a, bool causal)
+{
+    int64_t depth = a->depth ? a->depth : 4, heads = a->heads ? a->heads : 1;
+    if (depth > MP_MAX_LAYERS - 8) {
+        mp_fail(MP_EUSAGE, "model.depth: at most %d transformer blocks (got %lld)",
+                MP_MAX_LAYERS - 8, (long long)depth);
+        return -1;
+    }
+    if (a->dim % heads != 0) {
+        mp_fail(MP_EUSAGE, "model.heads: %lld heads do not divide the token width model.dim = "
+                "%lld", (long long)heads, (long long)a->dim);
+        return -1;
+    }
+    for (int64_t i = 0; i < depth; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "blocks.%lld", (long long)i);
+        mp_layer_spec *b = add(specs, &n, "transformer", name);
+        b->heads = a->heads;
+        b->causal = causal;
+        b->p = a->dropout;
+    }
+    add(specs, &n, "layernorm", "ln_f");
+    return n;
+}
+
+static int vit_specs(const mp_preset_args *a, int64_t num_classes, mp_layer_spec *specs)
+{
+    int n = 0;
+    mp_layer_spec *patch = add(specs, &n, "conv2d", "patch");
+    patch->out = a->dim;
+    patch->kernel = 7;
+    patch->stride = 7;
+    add(specs, &n, "posembed", "pos");
+    if ((n = blocks(specs, n, a, false)) < 0)
+        return -1;
+    add(specs, &n, "gavgpool", "pool");
+    add(specs, &n, "linear", "head")->out = num_classes;
+    return n;
+}
+
+static int gpt_specs(const mp_preset_args *a, int64_t num_classes, mp_layer_spec *specs)
+{
+    int n = 0;
+    add(specs, &n, "embedding", "wte")->out = a->dim;
+    add(specs, &n, "posembed", "wpe");
+    if (a->dropout > 0)
+        add(specs, &n, "dropout", "drop")->p = a->dropout;
+    if ((n = blocks(specs, n, a, true)) < 0)
+        return -1;
+    mp_layer_spec *h = add(specs, &n, "linear", "head");
+    h->out = num_classes;
+    h->tie = true;
+    return n;
+}
+
 /* The blocks per stage n of a network of depth = per * n + base (n >= 1), or -1 with the
  * reason: a depth not of that form, or one whose 3n blocks plus the 5 layers of stem and head
  * are more than a model may hold. */
@@ -145,6 +202,10 @@ int mp_preset_specs(const char *name, const mp_preset_args *a, int64_t num_class
         return head(specs, stages(specs, n, "bottleneck", per, out, width, c, 0.0),
                     num_classes);
     }
+    if (strcmp(name, "vit") == 0)
+        return vit_specs(a, num_classes, specs);
+    if (strcmp(name, "gpt") == 0)
+        return gpt_specs(a, num_classes, specs);
     mp_fail(MP_EUSAGE, "model.preset: unknown preset '%s'", name);
     return -1;
 }

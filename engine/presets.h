@@ -12,7 +12,8 @@ typedef struct mp_preset_args {
     int64_t depth;         /* resnet20, wrn, resnext; 0: 20, 16, 29 */
     int64_t widen;         /* wrn */
     int64_t cardinality, width; /* resnext */
-    double dropout;        /* wrn */
+    double dropout;        /* wrn, vit, gpt */
+    int64_t dim, heads;    /* vit, gpt: token width and attention heads */
 } mp_preset_args;
 
 /* Writes the layer specs of preset `name` with num_classes outputs into specs (room for
@@ -29,7 +30,13 @@ typedef struct mp_preset_args {
  *             (16k, 32k, 64k; depth = 6n + 4), bn - relu, global average pool, linear;
  *   resnext   Xie et al.'s CIFAR ResNeXt: conv 64 - bn - relu, three stages of n bottleneck
  *             blocks (256, 512, 1024 channels; inner width cardinality x width x 2^stage;
- *             depth = 9n + 2), global average pool, linear. */
+ *             depth = 9n + 2), global average pool, linear;
+ *   vit       a Vision Transformer for 28x28 images: a 7x7 stride-7 convolution into 16 patch
+ *             tokens of width dim, a position embedding, depth (0: 4) pre-LN transformer blocks
+ *             with `heads` heads, LayerNorm, mean over the tokens, linear;
+ *   gpt       a byte-level GPT over (1, T, 1) token ids: token embedding (num_classes x dim),
+ *             position embedding, dropout, depth (0: 4) causal blocks, LayerNorm, a per-token
+ *             head tied to the token embedding (num_classes logits per token). */
 int mp_preset_specs(const char *name, const mp_preset_args *a, int64_t num_classes,
                     mp_layer_spec *specs);
 

@@ -22,9 +22,10 @@ mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix)
         if (l->block) {
             char inner[96];
             snprintf(inner, sizeof inner, "%s%s.", prefix, l->name);
-            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            MP_TRY(mp_seq_declare(&m, p, inner));
-            MP_TRY(mp_seq_declare(&sc, p, inner));
+            for (int c = 0; c < l->block->nchild; c++) {
+                mp_seq child = mp_block_child(l->block, c);
+                MP_TRY(mp_seq_declare(&child, p, inner));
+            }
         }
     }
     return MP_OK;
@@ -53,10 +54,9 @@ void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *s
                 l->buf[j] = mp_tensor_new(l->ops, stats->dtype, 1, shape, MP_MEM_WEIGHTS);
             }
         }
-        if (l->block) {
-            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            mp_seq_bind(&m, p, k, stats, off);
-            mp_seq_bind(&sc, p, k, stats, off);
+        for (int c = 0; l->block && c < l->block->nchild; c++) {
+            mp_seq child = mp_block_child(l->block, c);
+            mp_seq_bind(&child, p, k, stats, off);
         }
     }
 }
@@ -68,20 +68,15 @@ int64_t mp_seq_stats_numel(const mp_seq *s)
         const mp_layer *l = &s->layers[i];
         for (int j = 0; j < l->nbuffers; j++)
             n += l->buffer_persistent[j] ? stats_padded(l->buffer_numel[j]) : 0;
-        if (l->block) {
-            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            n += mp_seq_stats_numel(&m) + mp_seq_stats_numel(&sc);
+        for (int c = 0; l->block && c < l->block->nchild; c++) {
+            mp_seq child = mp_block_child(l->block, c);
+            n += mp_seq_stats_numel(&child);
         }
     }
     return n;
 }
 
 mp_dtype mp_seq_scratch_dtype(size_t elem) { return elem >= 8 ? MP_F64 : elem == 4 ? MP_F32 : MP_F16; }
-
-static bool is_gemm(const mp_layer *l)
-{
-    return strcmp(l->cls->type, "linear") == 0 || strcmp(l->cls->type, "conv2d") == 0;
-}
 
 static mp_tensor batch_tensor(const mp_ops *ops, mp_dtype dt, int64_t max_batch,
                               const int64_t shape[3])
@@ -98,22 +93,27 @@ static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, s
         *elem = mp_dtype_size(dt);
 }
 
-/* A block's inner storage: its paths' activations, and gradient scratch sized for them. */
+/* A block's inner storage: its children's activations (each child takes an input of the
+ * block's input dtype), gradient scratch sized for them, and the class's own tensors. */
 static mp_dtype alloc_block(mp_layer *l, const mp_amp_policy *a, mp_dtype in, int64_t max_batch)
 {
     mp_block *b = l->block;
     int64_t widest = mp_shape_numel(l->in_shape);
     size_t elem = mp_dtype_size(in);
-    mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
-    mp_dtype out = mp_seq_alloc(&m, a, in, max_batch, &widest, &elem);
-    mp_seq_alloc(&sc, a, in, max_batch, &widest, &elem);
+    mp_dtype out = in;
+    for (int c = 0; c < b->nchild; c++) {
+        mp_seq child = mp_block_child(b, c);
+        mp_dtype dt = mp_seq_alloc(&child, a, in, max_batch, &widest, &elem);
+        if (c == b->out_child)
+            out = dt;
+    }
     mp_dtype gdt = mp_seq_scratch_dtype(elem);
     int64_t gs[2] = {max_batch, widest};
     for (int i = 0; i < 2; i++)
         b->gbuf[i] = mp_tensor_new(l->ops, gdt, 2, gs, MP_MEM_ACTIVATIONS);
-    b->gsum = batch_tensor(l->ops, out, max_batch, l->out_shape);
-    if (b->nshortcut > 0)
-        b->gsc = batch_tensor(l->ops, in, max_batch, l->in_shape);
+    b->out_tmp = batch_tensor(l->ops, out, max_batch, l->out_shape);
+    if (b->in_tmp_used)
+        b->in_tmp = batch_tensor(l->ops, in, max_batch, l->in_shape);
     return out;
 }
 
@@ -124,13 +124,15 @@ mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int6
     raise_widest(s->n ? s->layers[0].in_shape : (int64_t[3]){1, 1, 1}, dt, widest, elem);
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
-        if (is_gemm(l) && dt != a->compute)
+        if (l->cls->cast_input && dt != a->compute)
             s->xcast[i] = batch_tensor(l->ops, a->compute, max_batch, l->in_shape);
         if (l->block)
             dt = alloc_block(l, a, dt, max_batch);
-        else if (is_gemm(l))
-            dt = a->compute; /* other layers keep their input's dtype */
+        else if (l->cls->out_dtype)
+            dt = l->cls->out_dtype(l, a, dt);
         s->acts[i] = batch_tensor(l->ops, dt, max_batch, l->out_shape);
+        if (mp_shape_numel(l->save_shape) > 0)
+            l->save = batch_tensor(l->ops, dt, max_batch, l->save_shape);
         raise_widest(l->out_shape, dt, widest, elem);
     }
     return dt;
@@ -172,10 +174,9 @@ mp_status mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k)
             MP_TRY(init_param(l, j, p, seed, *k));
         for (int j = 0; j < l->nbuffers; j++)
             MP_TRY(l->ops->fill(&l->buf[j], l->buffer_init[j]));
-        if (l->block) {
-            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            MP_TRY(mp_seq_init(&m, p, seed, k));
-            MP_TRY(mp_seq_init(&sc, p, seed, k));
+        for (int c = 0; l->block && c < l->block->nchild; c++) {
+            mp_seq child = mp_block_child(l->block, c);
+            MP_TRY(mp_seq_init(&child, p, seed, k));
         }
     }
     return MP_OK;
@@ -248,9 +249,10 @@ void mp_seq_buffers(const mp_seq *s, const char *prefix, mp_named_tensor *out, i
         if (l->block) {
             char inner[96];
             snprintf(inner, sizeof inner, "%s%s.", prefix, l->name);
-            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            mp_seq_buffers(&m, inner, out, n, max);
-            mp_seq_buffers(&sc, inner, out, n, max);
+            for (int c = 0; c < l->block->nchild; c++) {
+                mp_seq child = mp_block_child(l->block, c);
+                mp_seq_buffers(&child, inner, out, n, max);
+            }
         }
     }
 }
@@ -265,12 +267,19 @@ void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *
                 e *= l->param_shape[j][d];
             *params += e;
         }
-        *acts += max_batch * mp_shape_numel(l->out_shape);
+        *acts += max_batch * (mp_shape_numel(l->out_shape) + mp_shape_numel(l->save_shape));
         if (l->block) {
-            mp_seq m = mp_block_main(l->block), sc = mp_block_shortcut(l->block);
-            mp_seq_count(&m, max_batch, params, acts);
-            mp_seq_count(&sc, max_batch, params, acts);
-            *acts += 4 * max_batch * mp_shape_numel(l->out_shape); /* gradient scratch */
+            int64_t widest = mp_shape_numel(l->in_shape);
+            for (int c = 0; c < l->block->nchild; c++) {
+                mp_seq child = mp_block_child(l->block, c);
+                mp_seq_count(&child, max_batch, params, acts);
+                for (int k = 0; k < child.n; k++)
+                    if (mp_shape_numel(child.layers[k].out_shape) > widest)
+                        widest = mp_shape_numel(child.layers[k].out_shape);
+            }
+            /* as alloc_block: the gradient ping-pong, out_tmp and in_tmp */
+            int64_t in_tmp = l->block->in_tmp_used ? mp_shape_numel(l->in_shape) : 0;
+            *acts += max_batch * (2 * widest + mp_shape_numel(l->out_shape) + in_tmp);
         }
     }
 }
@@ -283,6 +292,8 @@ void mp_seq_free(const mp_seq *s)
             mp_tensor_delete(l->ops, &s->acts[i]);
         if (s->xcast)
             mp_tensor_delete(l->ops, &s->xcast[i]);
+        if (l->save.data)
+            mp_tensor_delete(l->ops, &l->save);
         for (int j = 0; j < l->nbuffers; j++) {
             if (!l->buffer_persistent[j]) /* else a view of the model's statistics */
                 mp_tensor_delete(l->ops, &l->buf[j]);
@@ -290,13 +301,14 @@ void mp_seq_free(const mp_seq *s)
         }
         if (l->block) {
             mp_block *b = l->block;
-            mp_seq m = mp_block_main(b), sc = mp_block_shortcut(b);
-            mp_seq_free(&m);
-            mp_seq_free(&sc);
+            for (int c = 0; c < b->nchild; c++) {
+                mp_seq child = mp_block_child(b, c);
+                mp_seq_free(&child);
+            }
             mp_tensor_delete(l->ops, &b->gbuf[0]);
             mp_tensor_delete(l->ops, &b->gbuf[1]);
-            mp_tensor_delete(l->ops, &b->gsum);
-            mp_tensor_delete(l->ops, &b->gsc);
+            mp_tensor_delete(l->ops, &b->out_tmp);
+            mp_tensor_delete(l->ops, &b->in_tmp);
             free(b);
             l->block = NULL;
         }

@@ -68,6 +68,10 @@ void mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t
                                 int64_t epoch, int pad, bool flip, mp_dtype dt, void *x,
                                 int32_t *y)
 {
+    if (d->text) {
+        mp_text_batch(d, idx, n, seed, epoch, dt, x, y);
+        return;
+    }
     /* Channel by channel: the channel's 256 normalised values are rounded once (by mp_store)
      * into a table, then every sample's pixels of that channel are copied from it. Redrawing a
      * sample's window per channel costs a seed and three draws, and needs no scratch memory. */

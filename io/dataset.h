@@ -1,9 +1,13 @@
-/* In-memory image classification datasets. Images are kept as the file's uint8 pixels,
- * (count, H, W, C) row-major; labels as int32 in [0, num_classes). Batches are produced
- * normalised, in the input dtype the model asks for. */
+/* In-memory datasets. Image classification: images kept as the file's uint8 pixels,
+ * (count, H, W, C) row-major, labels as int32 in [0, num_classes), one per sample; batches are
+ * produced normalised, in the input dtype the model asks for. Text (io/text.c): the split's bytes
+ * kept as they are; sample j is the window of T + 1 bytes starting at j * T + offset (the offset
+ * drawn per epoch for the training split), shaped (1, T, 1) with the T next bytes as its
+ * labels, so the sampler, the loader and resume treat windows exactly as images. */
 #ifndef MP_DATASET_H
 #define MP_DATASET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/dtype.h"
@@ -13,9 +17,17 @@ typedef struct mp_dataset {
     int64_t count;       /* number of samples */
     int h, w, c;         /* per-sample shape (NHWC) */
     int num_classes;     /* labels are in [0, num_classes) */
-    uint8_t *images;     /* (count, h, w, c), owned, counted under MP_MEM_DATA */
-    int32_t *labels;     /* (count), owned */
+    uint8_t *images;     /* (count, h, w, c), owned, counted under MP_MEM_DATA; NULL for text */
+    int32_t *labels;     /* (count), owned; NULL for text */
+    /* Text only (NULL / 0 / false for images): h = 1, w = T (data.context), c = 1, 256 classes. */
+    uint8_t *text;       /* (text_len) the split's bytes, owned, counted under MP_MEM_DATA */
+    int64_t text_len;    /* >= count * T + 1, and >= (count + 1) * T when text_shift */
+    bool text_shift;     /* windows start at a per-epoch offset in [0, T) (mp_text_offset) */
 } mp_dataset;
+
+/* Labels per sample: 1 for an image dataset, T = d->w (one per byte of the window) for text.
+ * A batch of n samples has n * mp_dataset_label_len(d) labels. */
+int mp_dataset_label_len(const mp_dataset *d);
 
 /* Loads an IDX image/label file pair (MNIST and Fashion-MNIST format, gzip-compressed or raw)
  * from directory `dir`: split "train" reads train-images-idx3-ubyte[.gz] and
@@ -29,11 +41,13 @@ typedef struct mp_dataset {
 mp_status mp_idx_load(mp_dataset *d, const char *dir, const char *split, int num_classes,
                       int64_t limit);
 
-/* Frees what mp_idx_load allocated and zeroes *d. */
+/* Frees what any loader of this file allocated (mp_idx_load, mp_cifar10_load,
+ * mp_synthetic_make, mp_text_load) and zeroes *d. */
 void mp_dataset_free(mp_dataset *d);
 
-/* Gathers the samples idx[0..n) into x (n, h, w, c) of dtype `dt`, each pixel normalised
- * as (p / 255 - mean) / std and rounded once to dt, and their labels into y (n). */
+/* Gathers the samples idx[0..n) of an image dataset into x (n, h, w, c) of dtype `dt`, each
+ * pixel normalised as (p / 255 - mean) / std and rounded once to dt, and their labels into
+ * y (n). */
 void mp_dataset_batch(const mp_dataset *d, const int64_t *idx, int64_t n, double mean,
                       double std, mp_dtype dt, void *x, int32_t *y);
 
@@ -57,5 +71,36 @@ mp_status mp_cifar10_load(mp_dataset *d, const char *dir, const char *split, int
  * with *d left zeroed. */
 mp_status mp_synthetic_make(mp_dataset *d, const char *split, int h, int w, int c,
                             int64_t count, int num_classes, uint64_t seed);
+
+/* Loads a text corpus for byte-level language modelling (data.format = "text", io/text.c).
+ * `path` is a regular file, or a directory read recursively: the entries of each directory in
+ * strcmp order of their names, regular files only (symbolic links, hidden names and names
+ * ending in ".dat", fortune's index files, are skipped), their bytes concatenated. Bytes are
+ * bytes: no decoding, the vocabulary is the 256 byte values. The last
+ * floor(total * val_fraction) bytes are the validation split (*test), the rest the training
+ * split (*train), both with h = 1, w = context, c = 1, num_classes = 256. *test holds
+ * (len - 1) / context windows at offset 0; *train holds len / context - 1 windows and shifts
+ * them each epoch (text_shift), so that every offset in [0, context) fits. A limit > 0 keeps
+ * only the first `limit` windows of its split (and only the bytes they can reach).
+ * context in [2, 4096] and val_fraction in (0, 1) (else MP_EUSAGE). Errors (MP_EDATA, one line
+ * naming the path): a missing path, one that is neither a regular file nor a directory, a
+ * directory without text files, no bytes, a split without one whole window, more bytes than
+ * memory can hold (mp_data_mem_check, before anything is allocated), a read error or a file
+ * that shrank while read. On error both datasets are left zeroed with nothing allocated. */
+mp_status mp_text_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
+                       double val_fraction, int64_t train_limit, int64_t test_limit);
+
+/* The start of epoch `epoch`'s windows in text dataset d: 0 unless d->text_shift, else
+ * uniform in [0, d->w) from mp_rng_seed(seed ^ MP_TEXT_SALT, epoch), the same on every rank
+ * and thread. Sample j's window starts at j * d->w + mp_text_offset(d, seed, epoch). */
+#define MP_TEXT_SALT 0x7e47d1a3c5f0b219ull
+int64_t mp_text_offset(const mp_dataset *d, uint64_t seed, int64_t epoch);
+
+/* Gathers the windows idx[0..n) of text dataset d for (seed, epoch): x (n, 1, T, 1) of dtype
+ * `dt` holds the window's first T bytes as the values 0..255 (exact in every float dtype), y
+ * (n * T) the T bytes after each (the next byte of each position). Thread-safe. */
+void mp_text_batch(const mp_dataset *d, const int64_t *idx, int64_t n, uint64_t seed,
+                   int64_t epoch, mp_dtype dt, void *x /* (n, 1, T, 1) */,
+                   int32_t *y /* (n * T) */);
 
 #endif

@@ -279,6 +279,7 @@ void mp_dataset_free(mp_dataset *d)
 {
     mp_free(d->images);
     mp_free(d->labels);
+    mp_free(d->text);
     memset(d, 0, sizeof *d);
 }
 

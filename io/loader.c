@@ -21,7 +21,7 @@
 
 typedef struct mp_loader_slot {
     void *x;       /* (batch, H, W, C) of cfg.dtype */
-    int32_t *y;    /* (batch) */
+    int32_t *y;    /* (batch * label_len) */
     int64_t n;     /* samples of the batch held, under mu */
     int64_t ready; /* batch number whose fill finished here this epoch, -1 if none; under mu */
     void *fence;   /* recorded by the consumer after its copies out of the slot, or NULL */
@@ -160,12 +160,15 @@ static mp_status mp_loader_check_memory(const mp_loader_config *c, int nslots)
 {
     const mp_dataset *d = c->data;
     char what[200];
+    int label_len = mp_dataset_label_len(d);
     snprintf(what, sizeof what, "%d prefetch buffers of a batch of %lld samples of %dx%dx%d %s "
-                                "with labels",
-             nslots, (long long)c->batch, d->h, d->w, d->c, mp_dtype_name(c->dtype));
+                                "with %d label%s each",
+             nslots, (long long)c->batch, d->h, d->w, d->c, mp_dtype_name(c->dtype), label_len,
+             label_len == 1 ? "" : "s");
     int64_t sample[4] = {d->h, d->w, d->c, (int64_t)mp_dtype_size(c->dtype)}, sample_bytes;
     MP_TRY(mp_data_mem_check("data loader", what, 4, sample, &sample_bytes));
-    int64_t sizes[3] = {nslots, c->batch, sample_bytes + (int64_t)sizeof(int32_t)};
+    int64_t sizes[3] = {nslots, c->batch,
+                        sample_bytes + label_len * (int64_t)sizeof(int32_t)};
     return mp_data_mem_check("data loader", what, 3, sizes, NULL);
 }
 
@@ -212,7 +215,7 @@ mp_status mp_loader_open(mp_loader **out, const mp_loader_config *c)
         l->slots[s].x = c->host_alloc ? c->host_alloc(x_bytes, MP_MEM_DATA)
                                       : mp_alloc(x_bytes, MP_MEM_DATA);
         pinned_ok = pinned_ok && l->slots[s].x;
-        size_t y_bytes = (size_t)c->batch * sizeof(int32_t);
+        size_t y_bytes = (size_t)c->batch * (size_t)mp_dataset_label_len(d) * sizeof(int32_t);
         l->slots[s].y = c->host_alloc ? c->host_alloc(y_bytes, MP_MEM_DATA)
                                       : mp_alloc(y_bytes, MP_MEM_DATA);
         pinned_ok = pinned_ok && l->slots[s].y;

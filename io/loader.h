@@ -58,7 +58,8 @@ mp_status mp_loader_open(mp_loader **l, const mp_loader_config *c);
 void mp_loader_start_epoch(mp_loader *l, const int64_t *idx, int64_t count, int64_t epoch);
 
 /* Blocks until batch k of the current epoch is ready (k = batches returned so far this epoch)
- * and returns its buffers: *x (n, H, W, C) of the configured dtype, *y (n) labels, *n samples.
+ * and returns its buffers: *x (n, H, W, C) of the configured dtype, *y labels (n *
+ * mp_dataset_label_len(data): one per image, T per text window), *n samples.
  * The buffers belong to the loader and stay valid until the next call to next, start_epoch or
  * close. Past the last batch, or before any epoch, returns MP_EINTERNAL ("loader: no batch left
  * in this epoch") and leaves the outputs untouched. */

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,11 @@ static void add_str(cJSON *o, const char *key, const char *v)
         cJSON_AddNullToObject(o, key);
 }
 
+double mp_metrics_bpb(double loss)
+{
+    return loss / log(2.0);
+}
+
 void mp_metrics_step(mp_metrics *m, const mp_step_record *r)
 {
     cJSON *o = record_begin(m, "step");
@@ -167,6 +173,8 @@ void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r)
         cJSON_AddNumberToObject(o, "epoch", (double)r->epoch);
         cJSON_AddNumberToObject(o, "loss", r->loss);
         cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
+        if (r->text)
+            cJSON_AddNumberToObject(o, "bpb", mp_metrics_bpb(r->loss));
     }
     record_end(m, o);
 }
@@ -183,6 +191,8 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
         cJSON_AddNumberToObject(o, "wall_s", r->wall_s);
         cJSON_AddNumberToObject(o, "images_per_s", r->images_per_s);
         cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
+        if (r->text)
+            cJSON_AddNumberToObject(o, "test_bpb", mp_metrics_bpb(r->test_loss));
         cJSON_AddNumberToObject(o, "final_loss", r->final_loss);
         cJSON_AddNumberToObject(o, "loss_scale", r->loss_scale);
         cJSON_AddNumberToObject(o, "steps", (double)r->steps);

@@ -25,12 +25,16 @@ typedef struct mp_step_record {
 typedef struct mp_eval_record {
     int64_t epoch;
     double loss, accuracy;
+    bool text; /* a text dataset: "bpb" (mp_metrics_bpb of loss) follows "accuracy" */
 } mp_eval_record;
 
 typedef struct mp_summary_record {
     int world_size;
     const char *opt_level, *half, *backend, *model;
     double wall_s, images_per_s, accuracy, final_loss, loss_scale;
+    bool text;        /* a text dataset: "test_bpb" (mp_metrics_bpb of test_loss) follows
+                         "accuracy"; test_loss is not written otherwise */
+    double test_loss;
     double step_s, input_wait_s, comm_exposed_s; /* written as "time_s": {steps, compute,
                                                     comm_exposed, input_wait} */
     int64_t steps, skipped_steps, peak_mem_bytes;
@@ -42,6 +46,10 @@ typedef struct mp_summary_record {
     bool amp_master_weights, amp_keep_batchnorm_fp32;
     double amp_loss_scale;     /* 0 = dynamic */
 } mp_summary_record;
+
+/* Bits per byte of a byte-level model whose mean cross-entropy (in nats per byte) is `loss`:
+ * loss / ln 2. */
+double mp_metrics_bpb(double loss);
 
 /* Opens (truncates) the JSON Lines file at `path`, creating missing parent directories.
  * path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be created. */

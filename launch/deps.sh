@@ -12,7 +12,7 @@ check=0
 
 packages=(gcc make cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libcmocka-dev libconfig-dev zlib1g-dev libopenblas-dev libcjson-dev
-          dataset-fashion-mnist "$@")
+          dataset-fashion-mnist fortunes "$@")
 
 if [ "$check" = 1 ] && ! command -v dpkg-query >/dev/null; then
   echo "mpdist: not a Debian system (no dpkg-query): packages not checked" >&2

@@ -309,15 +309,30 @@ mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
     return st;
 }
 
-mp_status mp_checkpoint_load_weights(mp_model *m, const char *path)
+/* The weights of `path` into m; with `level` not NULL, after mp_checkpoint_check_level(verb). */
+static mp_status load_weights(mp_model *m, const char *path, const mp_config *level,
+                              const char *verb)
 {
     mp_h5r *r;
     char *kind = NULL;
     MP_TRY(mp_checkpoint_open(path, &r, &kind));
     free(kind);
-    mp_status st = read_weights(r, m);
+    mp_status st = level ? mp_checkpoint_check_level(r, level, verb) : MP_OK;
+    if (st == MP_OK)
+        st = read_weights(r, m);
     mp_h5r_close(r);
     return st;
+}
+
+mp_status mp_checkpoint_load_weights(mp_model *m, const char *path)
+{
+    return load_weights(m, path, NULL, NULL);
+}
+
+mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_config *c,
+                                        const char *verb)
+{
+    return load_weights(m, path, c, verb);
 }
 
 static mp_status read_slots(mp_h5r *r, mp_trainer *t);
@@ -389,33 +404,38 @@ static mp_status check_scaler(const mp_h5r *r, const mp_scaler_state *s, int64_t
     return MP_OK;
 }
 
+mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *verb)
+{
+    char *level = NULL, *half = NULL;
+    mp_status st = mp_h5r_attr_string(r, "/meta", "opt_level", &level);
+    if (st == MP_OK)
+        st = mp_h5r_attr_string(r, "/meta", "half", &half);
+    if (st == MP_OK && (strcmp(level, c->amp.opt_level) != 0 ||
+                        (strcmp(level, "O0") != 0 && strcmp(half, c->amp.half) != 0)))
+        st = mp_fail(MP_ECKPT, "%s: written at opt level %s (%s), the config has %s (%s): %s "
+                     "with the opt level and amp.half it was written with%s", mp_h5r_path(r),
+                     level, half, c->amp.opt_level, c->amp.half, verb,
+                     strcmp(verb, "resume") == 0 ? " (or start a new run from its weights)" : "");
+    free(level);
+    free(half);
+    return st;
+}
+
 /* A run resumes under the precision it was written with: the opt level, the half type (but at
  * O0) and whether the loss scale is dynamic come from the checkpoint's config, and a change
  * is refused rather than half applied (the scaler state would be the file's, the banner the
  * config's). */
 static mp_status check_precision(mp_h5r *r, const mp_trainer *t)
 {
-    const mp_config *c = t->cfg;
-    char *level = NULL, *half = NULL;
+    MP_TRY(mp_checkpoint_check_level(r, t->cfg, "resume"));
     int64_t dynamic = 0;
-    mp_status st = mp_h5r_attr_string(r, "/meta", "opt_level", &level);
-    if (st == MP_OK)
-        st = mp_h5r_attr_string(r, "/meta", "half", &half);
-    if (st == MP_OK)
-        st = mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic);
-    if (st == MP_OK && (strcmp(level, c->amp.opt_level) != 0 ||
-                        (strcmp(level, "O0") != 0 && strcmp(half, c->amp.half) != 0)))
-        st = mp_fail(MP_ECKPT, "%s: written at opt level %s (%s), the config has %s (%s): resume "
-                     "with the opt level and amp.half it was written with (or start a new run "
-                     "from its weights)", mp_h5r_path(r), level, half, c->amp.opt_level,
-                     c->amp.half);
-    if (st == MP_OK && (dynamic != 0) != t->scaler_cfg.dynamic)
-        st = mp_fail(MP_ECKPT, "%s: written with a %s loss scale, the config's is %s: resume "
-                     "with the amp.loss_scale it was written with", mp_h5r_path(r),
-                     dynamic ? "dynamic" : "static", t->scaler_cfg.dynamic ? "dynamic" : "static");
-    free(level);
-    free(half);
-    return st;
+    MP_TRY(mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic));
+    if ((dynamic != 0) != t->scaler_cfg.dynamic)
+        return mp_fail(MP_ECKPT, "%s: written with a %s loss scale, the config's is %s: resume "
+                       "with the amp.loss_scale it was written with", mp_h5r_path(r),
+                       dynamic ? "dynamic" : "static",
+                       t->scaler_cfg.dynamic ? "dynamic" : "static");
+    return MP_OK;
 }
 
 static mp_status read_state(mp_h5r *r, mp_trainer *t)

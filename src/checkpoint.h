@@ -59,6 +59,15 @@ mp_status mp_checkpoint_share(mp_trainer *t);
  * model, converting from the stored dtype (rank 0; mp_train_sync shares them). */
 mp_status mp_checkpoint_load_weights(mp_model *m, const char *path);
 
+/* As mp_checkpoint_load_weights, once mp_checkpoint_check_level(verb) accepted the file for
+ * config c. */
+mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_config *c,
+                                        const char *verb);
+
+/* Checks that checkpoint r was written at c's amp.opt_level and (but at O0) amp.half: MP_ECKPT
+ * naming both otherwise, saying to `verb` (e.g. "resume", "sample") with the file's. */
+mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *verb);
+
 /* Writes an export file of `in`'s weights in dtype `dt` (MP_F32, MP_F16 or MP_BF16) to
  * `out`, with its /meta (config and model description) and kind "export". */
 mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt);

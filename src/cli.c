@@ -2,6 +2,9 @@
  * and the other subcommands of DESIGN §6. */
 #include "src/cli.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -10,7 +13,7 @@ static const struct {
 } mp_subcommands[] = {
     {"train", MP_CMD_TRAIN},     {"info", MP_CMD_INFO},       {"eval", MP_CMD_EVAL},
     {"export", MP_CMD_EXPORT},   {"inspect", MP_CMD_INSPECT}, {"bench-comm", MP_CMD_BENCH_COMM},
-    {"help", MP_CMD_HELP},
+    {"sample", MP_CMD_SAMPLE},   {"help", MP_CMD_HELP},
 };
 
 void mp_cli_usage(FILE *out)
@@ -20,6 +23,8 @@ void mp_cli_usage(FILE *out)
           "       mpdist eval CONFIG.cfg --checkpoint FILE.h5 [--set key.path=value]...\n"
           "       mpdist export FILE.h5 OUT.h5 [--dtype fp16|bf16|fp32]\n"
           "       mpdist inspect FILE.h5\n"
+          "       mpdist sample CONFIG.cfg --checkpoint FILE.h5 [--prompt TEXT] [--tokens N]\n"
+          "                     [--temperature T] [--seed S] [--set key.path=value]...\n"
           "       mpdist bench-comm [options] | info | --version | --help\n"
           "\n"
           "Trains a neural network with mixed precision on every MPI rank it is started on:\n"
@@ -42,6 +47,11 @@ void mp_cli_usage(FILE *out)
           "  export                weights only, in one dtype (fp16 is about half the size)\n"
           "  inspect               meta, parameter table, scaler and optimizer of a checkpoint;\n"
           "                        every dataset's checksum is verified\n"
+          "  sample                text from a language model's checkpoint (data.format\n"
+          "                        \"text\") on the CPU: the prompt (default: none, the model\n"
+          "                        starts after a newline) and --tokens N more bytes (200),\n"
+          "                        drawn at --temperature T (1; 0: the likeliest byte) with\n"
+          "                        --seed S (0): the same seed gives the same text\n"
           "  info                  backends, MPI, HDF5, CUDA/cuDNN/NCCL versions in this binary\n"
           "  bench-comm [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [--csv]\n"
           "                        all-reduce bandwidth sweep (nccl-tests' table) of the\n"
@@ -73,6 +83,42 @@ static bool is_option(const char *arg, const char *opt)
     return strncmp(arg, opt, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
+/* --tokens: an integer in [1, 100000]. */
+static mp_status parse_tokens(const char *v, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (end == v || *end || errno || n < 1 || n > 100000)
+        return mp_fail(MP_EUSAGE, "--tokens: must be an integer in [1, 100000] (got '%s')", v);
+    *out = n;
+    return MP_OK;
+}
+
+/* --temperature: a finite number >= 0. */
+static mp_status parse_temperature(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double t = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(t) || t < 0.0)
+        return mp_fail(MP_EUSAGE, "--temperature: must be a finite number >= 0 (got '%s')", v);
+    *out = t;
+    return MP_OK;
+}
+
+/* --seed: an integer in [0, 2^64). */
+static mp_status parse_seed(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end || errno)
+        return mp_fail(MP_EUSAGE, "--seed: must be an integer in [0, 2^64) (got '%s')", v);
+    *out = s;
+    return MP_OK;
+}
+
 /* An option that only `cmd` takes. */
 static mp_status only_for(const mp_cli *cli, mp_command cmd, const char *opt, const char *name)
 {
@@ -92,6 +138,11 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
     case MP_CMD_EVAL:
         if (!cli->config || !cli->checkpoint)
             return mp_fail(MP_EUSAGE, "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5");
+        break;
+    case MP_CMD_SAMPLE:
+        if (!cli->config || !cli->checkpoint)
+            return mp_fail(MP_EUSAGE, "usage: mpdist sample CONFIG.cfg --checkpoint FILE.h5 "
+                                      "[--prompt TEXT] [--tokens N] [--temperature T] [--seed S]");
         break;
     case MP_CMD_EXPORT:
         if (npos != 2)
@@ -116,6 +167,8 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
     memset(cli, 0, sizeof *cli);
     cli->cmd = MP_CMD_TRAIN;
     cli->dtype = "fp16";
+    cli->tokens = 200;
+    cli->temperature = 1.0;
     int first = 1, npos = 0;
     if (argc > 1)
         for (size_t k = 0; k < sizeof mp_subcommands / sizeof mp_subcommands[0]; k++)
@@ -139,8 +192,8 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
             MP_TRY(only_for(cli, MP_CMD_TRAIN, "--dry-run", "train"));
             cli->dry_run = true;
         } else if (is_option(a, "--set")) {
-            if (cli->cmd != MP_CMD_EVAL)
-                MP_TRY(only_for(cli, MP_CMD_TRAIN, "--set", "train and eval"));
+            if (cli->cmd != MP_CMD_EVAL && cli->cmd != MP_CMD_SAMPLE)
+                MP_TRY(only_for(cli, MP_CMD_TRAIN, "--set", "train, eval and sample"));
             if (cli->nsets >= MP_CLI_MAX_SETS)
                 return mp_fail(MP_EUSAGE, "too many --set options (at most %d)", MP_CLI_MAX_SETS);
             MP_TRY(take_value(argc, argv, &i, "--set", &cli->sets[cli->nsets]));
@@ -149,8 +202,27 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
             MP_TRY(only_for(cli, MP_CMD_TRAIN, "--resume", "train"));
             MP_TRY(take_value(argc, argv, &i, "--resume", &cli->resume));
         } else if (is_option(a, "--checkpoint")) {
-            MP_TRY(only_for(cli, MP_CMD_EVAL, "--checkpoint", "eval"));
+            if (cli->cmd != MP_CMD_SAMPLE)
+                MP_TRY(only_for(cli, MP_CMD_EVAL, "--checkpoint", "eval and sample"));
             MP_TRY(take_value(argc, argv, &i, "--checkpoint", &cli->checkpoint));
+        } else if (is_option(a, "--prompt")) {
+            MP_TRY(only_for(cli, MP_CMD_SAMPLE, "--prompt", "sample"));
+            MP_TRY(take_value(argc, argv, &i, "--prompt", &cli->prompt));
+        } else if (is_option(a, "--tokens")) {
+            const char *v = "";
+            MP_TRY(only_for(cli, MP_CMD_SAMPLE, "--tokens", "sample"));
+            MP_TRY(take_value(argc, argv, &i, "--tokens", &v));
+            MP_TRY(parse_tokens(v, &cli->tokens));
+        } else if (is_option(a, "--temperature")) {
+            const char *v = "";
+            MP_TRY(only_for(cli, MP_CMD_SAMPLE, "--temperature", "sample"));
+            MP_TRY(take_value(argc, argv, &i, "--temperature", &v));
+            MP_TRY(parse_temperature(v, &cli->temperature));
+        } else if (is_option(a, "--seed")) {
+            const char *v = "";
+            MP_TRY(only_for(cli, MP_CMD_SAMPLE, "--seed", "sample"));
+            MP_TRY(take_value(argc, argv, &i, "--seed", &v));
+            MP_TRY(parse_seed(v, &cli->seed));
         } else if (is_option(a, "--dtype")) {
             MP_TRY(only_for(cli, MP_CMD_EXPORT, "--dtype", "export"));
             MP_TRY(take_value(argc, argv, &i, "--dtype", &cli->dtype));

@@ -99,7 +99,7 @@ static mp_status wrong_type(const load_ctx *x, const config_setting_t *s, const 
 static mp_status out_of_range(const load_ctx *x, const config_setting_t *s, const char *key,
                               const mp_key *k, const char *got)
 {
-    char rule[160];
+    char rule[MP_KEY_RULE_MAX];
     mp_key_describe(k, rule, sizeof rule);
     return fail_at(x, s, key, "must be %s (got %s)", rule, got);
 }
@@ -288,7 +288,7 @@ static mp_status fill_layer(const load_ctx *x, const config_setting_t *e, const 
     }
     mp_layer_spec *spec = (mp_layer_spec *)field;
     if (!config_setting_get_member(e, "type")) {
-        char rule[160];
+        char rule[MP_KEY_RULE_MAX];
         mp_key_describe(mp_layer_key_find("type"), rule, sizeof rule);
         snprintf(key, sizeof key, "%s.type", ekey);
         return fail_at(x, e, key, "missing: must be %s", rule);
@@ -428,12 +428,28 @@ static void resolve_amp(mp_config *c)
     mp_opt_level_parse(c->amp.opt_level, &level);
     mp_dtype_parse(c->amp.half, &half);
     mp_amp_defaults d = mp_amp_level_defaults(level, half);
-    if (!mp_config_given(c, "amp.keep_batchnorm_fp32"))
-        c->amp.keep_batchnorm_fp32 = d.keep_batchnorm_fp32;
+    if (!mp_config_given(c, "amp.keep_norm_fp32"))
+        c->amp.keep_norm_fp32 = mp_config_given(c, "amp.keep_batchnorm_fp32")
+                                    ? c->amp.keep_batchnorm_fp32
+                                    : d.keep_batchnorm_fp32;
+    if (!mp_config_given(c, "amp.keep_batchnorm_fp32")) /* given: mp_config_check_rules */
+        c->amp.keep_batchnorm_fp32 = c->amp.keep_norm_fp32;
     if (!mp_config_given(c, "amp.master_weights"))
         c->amp.master_weights = d.master_weights;
     if (!mp_config_given(c, "amp.loss_scale"))
         c->amp.loss_scale = d.loss_scale;
+}
+
+/* Text data's own defaults for the keys the file did not give: the corpus of Debian's fortunes
+ * package and the 256 byte values as classes. */
+static void resolve_data(mp_config *c)
+{
+    if (strcmp(c->data.format, "text") != 0)
+        return;
+    if (!mp_config_given(c, "data.path"))
+        snprintf(c->data.path, sizeof c->data.path, "%s", MP_TEXT_DEFAULT_PATH);
+    if (!mp_config_given(c, "data.num_classes"))
+        c->data.num_classes = 256;
 }
 
 /* Refuses the first integer literal of the combined text that libconfig would wrap, at the
@@ -489,8 +505,10 @@ mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets
         st = check_tree(&x, config_root_setting(&cfg), c);
     if (st == MP_OK)
         st = cross_check(&x, config_root_setting(&cfg), c);
-    if (st == MP_OK)
+    if (st == MP_OK) {
         resolve_amp(c);
+        resolve_data(c);
+    }
     if (st == MP_OK)
         st = mp_config_check_rules(c);
     if (st == MP_OK)

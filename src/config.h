@@ -11,12 +11,13 @@
 #include "engine/status.h"
 
 #define MP_MAX_HIDDEN 16
+#define MP_TEXT_DEFAULT_PATH "/usr/share/games/fortunes" /* data.path of text data unless given */
 
 typedef struct mp_config {
     char path[512]; /* the file it was read from */
     struct {
-        char path[512];     /* directory with the IDX files */
-        char format[16];    /* "idx" | "cifar10" | "synthetic" */
+        char path[512];     /* directory with the dataset files (text: a file or directory) */
+        char format[16];    /* "idx" | "cifar10" | "synthetic" | "text" */
         int64_t batch_size; /* per rank */
         int64_t num_classes;
         double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
@@ -28,13 +29,16 @@ typedef struct mp_config {
         int64_t synthetic_shape[3];      /* H, W, C of data.format "synthetic" */
         int nsynthetic_shape;
         int64_t synthetic_train, synthetic_test;
+        int64_t context;                 /* text: bytes per sample (T) */
+        double val_fraction;             /* text: the corpus's tail held out for validation */
     } data;
     struct {
         char preset[32];                 /* "mlp" | "custom" (set when model.layers is given) */
         int64_t hidden[MP_MAX_HIDDEN];
         int nhidden;
         int64_t depth, widen, cardinality, width; /* resnet20, wrn, resnext */
-        double dropout;                           /* wrn */
+        double dropout;                           /* wrn, vit, gpt */
+        int64_t dim, heads;                       /* vit, gpt */
         mp_layer_spec layers[MP_MAX_LAYERS];
         int nlayers;                     /* > 0 when model.layers was given */
     } model;
@@ -42,7 +46,8 @@ typedef struct mp_config {
         char opt_level[4]; /* "O0".."O3" */
         char half[8];      /* "fp16" | "bf16" */
         char device[8];    /* "cpu" | "cuda" | "auto" */
-        bool keep_batchnorm_fp32, master_weights; /* the level's defaults unless given */
+        bool keep_norm_fp32, master_weights; /* the level's defaults unless given */
+        bool keep_batchnorm_fp32;          /* the alias of keep_norm_fp32, resolved to it */
         double loss_scale;  /* 0 = dynamic; the level's default unless given */
         bool allow_tf32;
         int64_t conv_workspace_mb;

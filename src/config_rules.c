@@ -1,13 +1,16 @@
 /* Rules between keys that each pass their own range but contradict each other: the dynamic
  * loss scale's floor, first value and ceiling; a decaying schedule's final learning rate; a
- * preset's depth. Each refusal names both keys, each with the place it was given ("FILE:LINE",
- * "--set KEY") or "default". Runs after every key has been read, on the filled mp_config. */
+ * preset's depth; text data's classes and augmentation; the norm-layer key and its alias.
+ * Each refusal names both keys, each with the place it was given ("FILE:LINE", "--set KEY")
+ * or "default". Runs after every key has been read, on the filled mp_config. */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/presets.h"
 #include "src/config_internal.h"
+#include "src/config_schema.h"
 
 /* Where key was given, without the key: "FILE:LINE", "--set KEY" or "default". */
 static void given_at(const mp_config *c, const char *key, char *buf, size_t cap)
@@ -40,20 +43,26 @@ static mp_status ordered(const mp_config *c, const char *lo_key, double lo, cons
 }
 
 /* A preset must be buildable: mp_preset_specs refuses a depth the architecture cannot have or
- * that needs more layers than a model may hold, and says which. */
+ * that needs more layers than a model may hold, or heads that do not divide the width, and
+ * says which ("model.<key>: why": the refusal is placed at that key). */
 static mp_status preset_buildable(const mp_config *c)
 {
     if (c->model.nlayers > 0)
         return MP_OK;
     mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
-                         c->model.cardinality, c->model.width, c->model.dropout};
+                         c->model.cardinality, c->model.width, c->model.dropout,
+                         c->model.dim, c->model.heads};
     mp_layer_spec specs[MP_MAX_LAYERS];
     if (mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs) >= 0)
         return MP_OK;
-    const char *msg = mp_error_message(), *key = "model.preset";
-    if (strncmp(msg, "model.depth: ", 13) == 0) {
-        msg += 13;
-        key = "model.depth";
+    const char *msg = mp_error_message(), *key = "model.preset", *colon = strstr(msg, ": ");
+    char named[64];
+    if (colon && colon - msg < (ptrdiff_t)sizeof named) {
+        snprintf(named, sizeof named, "%.*s", (int)(colon - msg), msg);
+        if (mp_config_key_find(named)) {
+            key = named;
+            msg = colon + 2;
+        }
     }
     const char *where = mp_config_where(c, key);
     char at[700];
@@ -62,8 +71,45 @@ static mp_status preset_buildable(const mp_config *c)
                           c->model.preset, at);
 }
 
+/* Text data has the 256 byte values as classes and is never augmented (the random crop and
+ * flip are for images). */
+static mp_status text_rules(const mp_config *c)
+{
+    if (strcmp(c->data.format, "text") != 0)
+        return MP_OK;
+    if (c->data.num_classes != 256) {
+        const char *where = mp_config_where(c, "data.num_classes");
+        return mp_config_fail("%s: text data has 256 classes, the byte values (got %lld; leave "
+                              "it unset)", where ? where : "data.num_classes",
+                              (long long)c->data.num_classes);
+    }
+    if (c->data.augment) {
+        const char *where = mp_config_where(c, "data.augment");
+        return mp_config_fail("%s: text data is not augmented (random crop and flip are for "
+                              "images): set it false", where ? where : "data.augment");
+    }
+    return MP_OK;
+}
+
+/* amp.keep_batchnorm_fp32 is an alias of amp.keep_norm_fp32: both may be given only alike. */
+static mp_status norm_alias(const mp_config *c)
+{
+    if (!mp_config_given(c, "amp.keep_norm_fp32") ||
+        !mp_config_given(c, "amp.keep_batchnorm_fp32") ||
+        c->amp.keep_norm_fp32 == c->amp.keep_batchnorm_fp32)
+        return MP_OK;
+    char at[700];
+    given_at(c, "amp.keep_norm_fp32", at, sizeof at);
+    return mp_config_fail("%s: %s contradicts amp.keep_norm_fp32 = %s (%s), of which it is the "
+                          "older name", mp_config_where(c, "amp.keep_batchnorm_fp32"),
+                          c->amp.keep_batchnorm_fp32 ? "true" : "false",
+                          c->amp.keep_norm_fp32 ? "true" : "false", at);
+}
+
 mp_status mp_config_check_rules(const mp_config *c)
 {
+    MP_TRY(norm_alias(c));
+    MP_TRY(text_rules(c));
     MP_TRY(ordered(c, "amp.min_scale", c->amp.min_scale, "amp.max_scale", c->amp.max_scale,
                    "the loss scale's floor cannot be above its ceiling"));
     if (c->amp.loss_scale == 0.0) { /* dynamic: the scaler starts at init_scale unclamped */

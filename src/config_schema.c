@@ -23,12 +23,17 @@ const int mp_config_ngroups = (int)(sizeof mp_config_groups / sizeof mp_config_g
 
 const mp_key mp_config_keys[] = {
     {"data.path", MP_KEY_STRING, "\"/usr/share/datasets/fashion-mnist\"", .flags = MP_KEY_NONEMPTY,
-     CF(data.path), .meaning = "Directory with the dataset files."},
-    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx", "cifar10", "synthetic"),
+     CF(data.path),
+     .meaning = "Directory with the dataset files; text: a file or a directory of text files "
+                "(unset: /usr/share/games/fortunes, Debian's fortunes)."},
+    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx", "cifar10", "synthetic", "text"),
      CF(data.format),
      .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]), cifar10 (the "
-                "binary version: data_batch_1..5.bin, test_batch.bin), or synthetic (made in "
-                "memory from train.seed, no files: data.synthetic_*)."},
+                "binary version: data_batch_1..5.bin, test_batch.bin), synthetic (made in "
+                "memory from train.seed, no files: data.synthetic_*), or text (bytes for a "
+                "language model: windows of data.context bytes, each byte's label the next "
+                "byte; a directory is read recursively in name order, skipping *.dat and hidden "
+                "files)."},
     {"data.synthetic_shape", MP_KEY_INT_ARRAY, "[32, 32, 3]", GE(1), LE(4096),
      CF(data.synthetic_shape), COUNT(data.nsynthetic_shape, 3),
      .meaning = "synthetic: image height, width and channels."},
@@ -49,7 +54,8 @@ const mp_key mp_config_keys[] = {
     {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),
      .meaning = "Samples per step on each rank (the global batch is this times the ranks)."},
     {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(256), CF(data.num_classes),
-     .meaning = "Number of classes: the output features of the last layer."},
+     .meaning = "Number of classes: the output features of the last layer (text: 256, the byte "
+                "values, which is also its default)."},
     {"data.mean", MP_KEY_FLOAT, "0.2860", CF(data.mean),
      .meaning = "Normalisation: inputs are (pixel/255 - mean) / std. cifar10 without mean/std "
                 "given: per channel (0.4914, 0.4822, 0.4465) / (0.2470, 0.2435, 0.2616)."},
@@ -60,23 +66,32 @@ const mp_key mp_config_keys[] = {
     {"data.drop_last", MP_KEY_BOOL, "false", CF(data.drop_last),
      .meaning = "Drop the last incomplete batch of each epoch."},
     {"data.train_limit", MP_KEY_INT, "0", GE(0), CF(data.train_limit),
-     .meaning = "Use only the first N training samples; 0 = all."},
+     .meaning = "Use only the first N training samples (text: windows); 0 = all."},
     {"data.test_limit", MP_KEY_INT, "0", GE(0), CF(data.test_limit),
-     .meaning = "Use only the first N test samples; 0 = all."},
+     .meaning = "Use only the first N test samples (text: windows); 0 = all."},
+    {"data.context", MP_KEY_INT, "128", GE(2), LE(4096), CF(data.context),
+     .meaning = "text: bytes per sample (the sequence length); each epoch the training windows "
+                "start at an offset drawn from (train.seed, epoch)."},
+    {"data.val_fraction", MP_KEY_FLOAT, "0.1", GT(0), LE(0.5), CF(data.val_fraction),
+     .meaning = "text: the last fraction of the corpus's bytes, held out as the test split "
+                "(its loss also in bits per byte)."},
 
     {"model.preset", MP_KEY_STRING, "\"mlp\"",
-     ONE_OF("mlp", "cnn", "cnn_bn", "resnet20", "wrn", "resnext"),
+     ONE_OF("mlp", "cnn", "cnn_bn", "resnet20", "wrn", "resnext", "vit", "gpt"),
      .flags = MP_KEY_PRESET,
      CF(model.preset),
      .meaning = "Built-in model: mlp (model.hidden), cnn (2 conv + pooling + FC), cnn_bn (with "
                 "BatchNorm), resnet20 (CIFAR ResNet, model.depth), wrn (Wide ResNet, model.depth "
-                "and widen), resnext (CIFAR ResNeXt, model.depth, cardinality, width). Becomes "
+                "and widen), resnext (CIFAR ResNeXt, model.depth, cardinality, width), vit (Vision "
+                "Transformer on 7x7 patches, model.depth, dim, heads, dropout), gpt (byte-level "
+                "causal transformer for data.format \"text\", the same keys). Becomes "
                 "\"custom\" when model.layers is given (not both)."},
     {"model.hidden", MP_KEY_INT_ARRAY, "[256, 128]", GE(1), LE(1000000), .flags = MP_KEY_PRESET,
      CF(model.hidden), COUNT(model.nhidden, MP_MAX_HIDDEN),
      .meaning = "mlp: widths of the hidden linear layers, each followed by a ReLU (1 to 16)."},
     {"model.depth", MP_KEY_INT, "0", GE(0), LE(1000), .flags = MP_KEY_PRESET, CF(model.depth),
-     .meaning = "resnet20, wrn, resnext: depth; 0 = 20, 16, 29 (6n+2, 6n+4, 9n+2)."},
+     .meaning = "resnet20, wrn, resnext: depth; 0 = 20, 16, 29 (6n+2, 6n+4, 9n+2). vit, gpt: "
+                "transformer blocks; 0 = 4."},
     {"model.widen", MP_KEY_INT, "4", GE(1), LE(64), .flags = MP_KEY_PRESET, CF(model.widen),
      .meaning = "wrn: widening factor (WRN-16-4, WRN-28-10)."},
     {"model.cardinality", MP_KEY_INT, "8", GE(1), LE(256), .flags = MP_KEY_PRESET,
@@ -84,7 +99,13 @@ const mp_key mp_config_keys[] = {
     {"model.width", MP_KEY_INT, "64", GE(1), LE(1024), .flags = MP_KEY_PRESET, CF(model.width),
      .meaning = "resnext: width of each group in the first stage."},
     {"model.dropout", MP_KEY_FLOAT, "0.0", GE(0), LT(1), .flags = MP_KEY_PRESET,
-     CF(model.dropout), .meaning = "wrn: dropout between the convolutions of each block."},
+     CF(model.dropout), .meaning = "wrn: dropout between the convolutions of each block; vit, "
+                                   "gpt: dropout on the attention probabilities and on the "
+                                   "residual branches (gpt: also after the embeddings)."},
+    {"model.dim", MP_KEY_INT, "128", GE(1), LE(8192), .flags = MP_KEY_PRESET, CF(model.dim),
+     .meaning = "vit, gpt: token width (a multiple of model.heads)."},
+    {"model.heads", MP_KEY_INT, "4", GE(1), LE(1024), .flags = MP_KEY_PRESET, CF(model.heads),
+     .meaning = "vit, gpt: attention heads."},
     {"model.layers", MP_KEY_LAYERS, NULL, CF(model.layers), COUNT(model.nlayers, MP_MAX_LAYERS),
      .meaning = "Custom model replacing the preset: a list of layer groups (1 to 64), "
                 "e.g. ({ type = \"linear\"; out = 10; })."},
@@ -96,8 +117,12 @@ const mp_key mp_config_keys[] = {
      .meaning = "The 16-bit type used by O1 to O3."},
     {"amp.device", MP_KEY_STRING, "\"cpu\"", ONE_OF("cpu", "cuda", "auto"), CF(amp.device),
      .meaning = "Where to compute; auto = cuda when available, else cpu."},
+    {"amp.keep_norm_fp32", MP_KEY_BOOL, NULL, CF(amp.keep_norm_fp32),
+     .meaning = "Norm layers' (BatchNorm, LayerNorm) weight and bias in FP32 (unset: true at "
+                "O0-O2, false at O3)."},
     {"amp.keep_batchnorm_fp32", MP_KEY_BOOL, NULL, CF(amp.keep_batchnorm_fp32),
-     .meaning = "BatchNorm weight and bias in FP32 (unset: true at O0-O2, false at O3)."},
+     .meaning = "The older name of amp.keep_norm_fp32 (Apex's), an alias: giving both with "
+                "different values is an error."},
     {"amp.master_weights", MP_KEY_BOOL, NULL, CF(amp.master_weights),
      .meaning = "FP32 master weights for a half model (unset: true at O2 only)."},
     {"amp.loss_scale", MP_KEY_SCALE, NULL, GT(0), LE(16777216), CF(amp.loss_scale), .word = "dynamic",
@@ -236,10 +261,12 @@ const int mp_config_nkeys = (int)(sizeof mp_config_keys / sizeof mp_config_keys[
 const mp_key mp_layer_keys[] = {
     {"type", MP_KEY_STRING, NULL,
      ONE_OF("linear", "relu", "conv2d", "batchnorm", "maxpool", "avgpool", "gavgpool", "dropout",
-            "flatten", "basic", "bottleneck", "wide"),
+            "flatten", "basic", "bottleneck", "wide", "layernorm", "gelu", "embedding", "posembed",
+            "attention", "transformer"),
      LF(type), .meaning = "Layer kind (required)."},
     {"out", MP_KEY_INT, NULL, GE(1), LE(1000000), LF(out),
-     .meaning = "linear: output features; conv2d and blocks: output channels (required)."},
+     .meaning = "linear: output features; conv2d and blocks: output channels; embedding: "
+                "width (required)."},
     {"kernel", MP_KEY_INT, NULL, GE(1), LE(64), LF(kernel),
      .meaning = "conv2d, maxpool, avgpool: square kernel/window size (required)."},
     {"stride", MP_KEY_INT, "0", GE(0), LE(64), LF(stride),
@@ -251,12 +278,26 @@ const mp_key mp_layer_keys[] = {
      .meaning = "conv2d, bottleneck: groups (channels must divide by it; ResNeXt cardinality)."},
     {"bias", MP_KEY_BOOL, "true", LF(bias), .meaning = "conv2d: add a bias."},
     {"p", MP_KEY_FLOAT, NULL, GE(0), LT(1), LF(p),
-     .meaning = "dropout: drop probability (required); wide: dropout between the convs."},
+     .meaning = "dropout: drop probability (required); wide: dropout between the convs; "
+                "attention: on the probabilities; transformer: on the probabilities and both "
+                "residual branches."},
     {"width", MP_KEY_INT, NULL, GE(1), LE(100000), LF(width),
      .meaning = "bottleneck: inner width (required)."},
-    {"eps", MP_KEY_FLOAT, "1e-5", GT(0), LE(1), LF(eps), .meaning = "batchnorm: epsilon."},
+    {"eps", MP_KEY_FLOAT, "1e-5", GT(0), LE(1), LF(eps),
+     .meaning = "batchnorm, layernorm, transformer: epsilon."},
     {"momentum", MP_KEY_FLOAT, "0.1", GE(0), LE(1), LF(momentum),
      .meaning = "batchnorm: running-statistics momentum (PyTorch's)."},
+    {"heads", MP_KEY_INT, "1", GE(1), LE(1024), LF(heads),
+     .meaning = "attention, transformer: heads (dividing the width)."},
+    {"causal", MP_KEY_BOOL, "false", LF(causal),
+     .meaning = "attention, transformer: no position attends to a later one."},
+    {"per_token", MP_KEY_BOOL, "false", LF(per_token),
+     .meaning = "linear: over the last dimension of each position (PyTorch's nn.Linear on "
+                "(N, T, D)) instead of the flattened sample."},
+    {"tie", MP_KEY_BOOL, "false", LF(tie),
+     .meaning = "linear: per token, sharing the first embedding layer's weight (no bias)."},
+    {"vocab", MP_KEY_INT, "0", GE(0), LE(1000000), LF(vocab),
+     .meaning = "embedding: vocabulary; 0 = data.num_classes."},
     {"name", MP_KEY_STRING, "\"\"", .flags = MP_KEY_IDENT, LF(name),
      .meaning = "Parameter name prefix of letters, digits, '_' and '.'; \"\" = layers.<index>."},
 };
@@ -267,7 +308,11 @@ static const struct {
     int nrequired;
     const char *keys[8];
 } mp_layer_rules[] = {
-    {"linear", 1, {"out"}},
+    {"linear", 1, {"out", "per_token", "tie"}},
+    {"layernorm", 0, {"eps"}},
+    {"embedding", 1, {"out", "vocab"}},
+    {"attention", 0, {"heads", "causal", "p"}},
+    {"transformer", 0, {"heads", "causal", "p", "eps"}},
     {"conv2d", 2, {"out", "kernel", "stride", "pad", "dilation", "groups", "bias"}},
     {"batchnorm", 0, {"eps", "momentum"}},
     {"maxpool", 1, {"kernel", "stride", "pad"}},
@@ -434,7 +479,7 @@ const char *mp_config_suggest(const char *name, bool layer)
 
 static void reference_row(FILE *out, const char *prefix, const mp_key *k)
 {
-    char rule[160];
+    char rule[MP_KEY_RULE_MAX];
     mp_key_describe(k, rule, sizeof rule);
     fprintf(out, "| `%s%s` | %s | %s%s%s | %s", prefix, k->path, mp_key_type_name(k->type),
             k->def ? "`" : "", k->def ? k->def : "(unset)", k->def ? "`" : "", k->meaning);

@@ -32,7 +32,7 @@ typedef enum mp_bound {
 #define MP_KEY_IDENT 2u    /* string: only [A-Za-z0-9_.] */
 #define MP_KEY_PRESET 4u   /* a parameter of the preset model: conflicts with model.layers */
 
-#define MP_KEY_MAX_ALLOWED 12
+#define MP_KEY_MAX_ALLOWED 24
 
 typedef struct mp_key {
     const char *path;    /* "optim.lr"; for mp_layer_keys the name inside one layer ("out") */
@@ -74,8 +74,11 @@ const mp_key *mp_layer_key_find(const char *name);
 /* True when `name` is one of mp_config_groups. */
 bool mp_config_group_known(const char *name);
 
+/* Room for any key's constraint text (the longest: the layer types' list). */
+#define MP_KEY_RULE_MAX 512
+
 /* Writes k's constraint as text ("in [1, 65536]", "> 0", "one of \"O0\", \"O1\""; "" if none)
- * into buf (always NUL-terminated). */
+ * into buf (always NUL-terminated; MP_KEY_RULE_MAX holds any). */
 void mp_key_describe(const mp_key *k, char *buf, size_t cap);
 
 /* The name of k's type as messages and the reference print it ("int", "int array", ...). */

@@ -14,6 +14,7 @@
 #include "src/cli.h"
 #include "src/config.h"
 #include "src/info.h"
+#include "src/sample.h"
 #include "src/signals.h"
 #include "src/train.h"
 
@@ -298,6 +299,28 @@ static int file_command(const mp_cli *cli)
     return st == MP_OK ? 0 : report(st);
 }
 
+/* sample runs on the CPU of one process: under a launcher only its rank 0 works. */
+static int sample(const mp_cli *cli)
+{
+    if (launcher_rank() != 0)
+        return 0;
+    mp_signals_install_fatal(-1, NULL);
+    mp_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    mp_status st = mp_config_load(&cfg, cli->config, cli->sets, cli->nsets);
+    if (st == MP_OK) {
+        mp_sample_opts o = {.checkpoint = cli->checkpoint,
+                            .prompt = cli->prompt,
+                            .tokens = cli->tokens,
+                            .temperature = cli->temperature,
+                            .seed = cli->seed};
+        st = mp_sample_run(&cfg, &o, stdout);
+    }
+    mp_config_free(&cfg);
+    fflush(stdout);
+    return st == MP_OK ? 0 : report(st);
+}
+
 static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_bench_comm_opts o;
@@ -331,6 +354,7 @@ int main(int argc, char **argv)
     case MP_CMD_EXPORT:
     case MP_CMD_INSPECT: return file_command(&cli);
     case MP_CMD_BENCH_COMM: return bench_comm(&cli, &argc, &argv);
+    case MP_CMD_SAMPLE: return sample(&cli);
     }
     return report_once(mp_fail(MP_EINTERNAL, "unknown command"));
 }

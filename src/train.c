@@ -171,19 +171,23 @@ static mp_status train_step(mp_trainer *t, double lr, bool want_loss, bool host,
     double t0 = mp_now();
     MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
     r->input_wait_s += mp_now() - t0;
-    mp_tensor x = mp_tensor_batch(&t->x, n), dl = mp_tensor_batch(&t->dlogits, n);
+    mp_tensor x = mp_tensor_batch(&t->x, n);
+    mp_tensor dl = mp_tensor_batch(&t->dlogits, n * t->model.positions);
     if (t->ops->host_memory) {
         x.data = (void *)xdata; /* the loader's slot: read-only here */
     } else { /* from the loader's pinned slot, asynchronously: the fence keeps the loader from
                 refilling the slot before the copy has read it */
         MP_TRY(t->ops->copy_in(x.data, xdata, (size_t)mp_tensor_bytes(&x)));
-        MP_TRY(t->ops->copy_in(t->ydev, labels, (size_t)n * sizeof(int32_t)));
+        MP_TRY(t->ops->copy_in(t->ydev, labels,
+                               (size_t)(n * mp_dataset_label_len(&t->train)) * sizeof(int32_t)));
         MP_TRY(t->ops->fence_record(mp_loader_fence(t->loader)));
         labels = t->ydev;
     }
     const mp_tensor *logits;
     mp_xent_result res = {0};
     MP_TRY(mp_model_stats_save(&t->model)); /* put back if the step is skipped */
+    if (t->before_forward)
+        t->before_forward(t, t->model.step, &x, t->hook_arg);
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
     MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
                                 mp_grad_sync_pre_scale(&t->sync), t->st,
@@ -277,7 +281,7 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
     MP_TRY(mp_train_sync_buffers(t));
     int64_t b = c->data.batch_size;
     int64_t *idx = mp_alloc((size_t)b * sizeof *idx, MP_MEM_WORKSPACE);
-    double sums[3] = {0, 0, 0}; /* loss * n, correct, n */
+    double sums[3] = {0, 0, 0}; /* loss * rows, correct, rows (a row: one label) */
     mp_status st = MP_OK;
     for (int64_t start = t->comm->rank; start < t->test.count; start += b * t->comm->size) {
         int64_t n = 0;
@@ -286,12 +290,13 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         mp_dataset_batch_augmented(&t->test, idx, n, t->mean, t->std, 0, 0, 0, false, t->x.dtype,
                                    t->xhost, t->y);
         mp_tensor x = mp_tensor_batch(&t->x, n);
+        int64_t rows = n * mp_dataset_label_len(&t->test);
         const mp_tensor *logits;
         mp_xent_result res;
         if (!t->ops->host_memory) { /* the last batch's copies are done: its result was read */
             st = t->ops->copy_in(x.data, t->xhost, (size_t)mp_tensor_bytes(&x));
             if (st == MP_OK)
-                st = t->ops->copy_in(t->ydev, t->y, (size_t)n * sizeof(int32_t));
+                st = t->ops->copy_in(t->ydev, t->y, (size_t)rows * sizeof(int32_t));
         }
         if (st == MP_OK)
             st = mp_model_forward(&t->model, &x, false, &logits);
@@ -299,9 +304,9 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
             st = t->ops->softmax_xent(logits, t->ydev, 0.0, 1.0, NULL, &res, NULL);
         if (st != MP_OK)
             break;
-        sums[0] += res.loss * (double)n;
+        sums[0] += res.loss * (double)rows;
         sums[1] += (double)res.correct;
-        sums[2] += (double)n;
+        sums[2] += (double)rows;
     }
     mp_free(idx);
     MP_TRY(st);
@@ -347,11 +352,18 @@ static mp_status evaluate_epoch(mp_trainer *t, int64_t epoch, mp_train_result *r
         return together(t, mp_fail(MP_EDIVERGED, "diverged: the test loss after epoch %lld is %g "
                                    "with finite parameters (inputs out of range: data.mean and "
                                    "data.std?)", (long long)epoch + 1, r->test_loss));
-    mp_eval_record e = {.epoch = epoch, .loss = r->test_loss, .accuracy = r->accuracy};
+    bool text = t->test.text != NULL;
+    mp_eval_record e = {.epoch = epoch, .loss = r->test_loss, .accuracy = r->accuracy,
+                        .text = text};
     if (t->metrics)
         mp_metrics_eval(t->metrics, &e);
-    mp_progress_line(&t->progress, "eval epoch %lld: test loss %.4f accuracy %.4f",
-                     (long long)epoch + 1, r->test_loss, r->accuracy);
+    if (text)
+        mp_progress_line(&t->progress, "eval epoch %lld: test loss %.4f (%.4f bits per byte) "
+                         "accuracy %.4f", (long long)epoch + 1, r->test_loss,
+                         mp_metrics_bpb(r->test_loss), r->accuracy);
+    else
+        mp_progress_line(&t->progress, "eval epoch %lld: test loss %.4f accuracy %.4f",
+                         (long long)epoch + 1, r->test_loss, r->accuracy);
     return MP_OK;
 }
 
@@ -367,6 +379,8 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .wall_s = r->wall_s,
         .images_per_s = r->images_per_s,
         .accuracy = r->accuracy,
+        .text = t->test.text != NULL,
+        .test_loss = r->test_loss,
         .final_loss = r->final_loss,
         .loss_scale = r->loss_scale,
         .steps = r->steps,

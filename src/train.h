@@ -92,11 +92,14 @@ typedef struct mp_trainer {
                                same step, so rank 0 reports it and no rank aborts */
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_progress progress;
-    /* Test hooks, NULL in normal runs. before_backward may change this rank's loss gradient
+    /* Test hooks, NULL in normal runs. before_forward may change this rank's batch x (on a
+     * host-memory backend the loader's slot itself, refilled only after the step);
+     * before_backward may change this rank's loss gradient
      * (n, classes) before backward and the all-reduce carry it; after_reduce runs once the
      * gradients are summed over ranks, before the overflow check and the optimizer step. The
      * tensors are in the backend's memory: a hook that touches them on the host needs a CPU
      * backend (host_memory) or mp_host_begin/mp_host_end. */
+    void (*before_forward)(struct mp_trainer *t, int64_t step, mp_tensor *x, void *arg);
     void (*before_backward)(struct mp_trainer *t, int64_t step, mp_tensor *dlogits, void *arg);
     void (*after_reduce)(struct mp_trainer *t, int64_t step, void *arg);
     /* step_end runs at the end of each step of mp_train_run, after its logging, evaluation and
@@ -110,6 +113,13 @@ typedef struct mp_trainer {
  * mp_comm_agree before going on. MP_EUSAGE for settings this build cannot run or a model
  * too big for the host, MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
+
+/* The layer specs of c's model (model.layers, or the preset with its keys) into specs (room
+ * for MP_MAX_LAYERS), their count in *n. MP_EUSAGE naming c's file for a preset's bad depth. */
+mp_status mp_train_model_specs(const mp_config *c, mp_layer_spec *specs, int *n);
+
+/* The opt-level policy c's amp group resolves to. */
+mp_amp_policy mp_train_amp_policy(const mp_config *c);
 
 /* Chooses how gradients travel (comm.backend: NCCL when the backend is CUDA, this build has
  * NCCL and no two ranks share a GPU; MPI otherwise), opens NCCL when chosen and prints the choice

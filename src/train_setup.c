@@ -38,6 +38,9 @@ static mp_status load_data(mp_trainer *t)
         if (c->data.num_classes != 10)
             return mp_fail(MP_EUSAGE, "%s: data.num_classes: cifar10 has 10 classes (got %lld)",
                            c->path, (long long)c->data.num_classes);
+    } else if (strcmp(c->data.format, "text") == 0) {
+        MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
+                            c->data.val_fraction, c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "synthetic") == 0) {
         const int64_t *sh = c->data.synthetic_shape;
         if (c->data.nsynthetic_shape != 3)
@@ -86,7 +89,8 @@ static mp_status model_error(const mp_config *c, mp_status st, const mp_layer_sp
     int bad = n - 1;
     for (int k = 1; k < n; k++) {
         int64_t params, acts;
-        if (mp_model_plan(specs, k, in_shape, c->data.batch_size, &params, &acts) != MP_OK) {
+        if (mp_model_plan(specs, k, in_shape, c->data.num_classes, c->data.batch_size, &params,
+                          &acts) != MP_OK) {
             bad = k - 1;
             break;
         }
@@ -107,7 +111,8 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
 {
     const mp_config *c = t->cfg;
     int64_t params = 0, acts = 0;
-    mp_status st = mp_model_plan(specs, n, in_shape, c->data.batch_size, &params, &acts);
+    mp_status st = mp_model_plan(specs, n, in_shape, c->data.num_classes, c->data.batch_size,
+                                 &params, &acts);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
     double copies = strcmp(c->optim.name, "sgd") != 0 ? 4.0 : c->optim.momentum != 0.0 ? 3.0 : 2.0;
@@ -137,27 +142,40 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     return MP_OK;
 }
 
+mp_status mp_train_model_specs(const mp_config *c, mp_layer_spec *specs, int *n)
+{
+    if (c->model.nlayers > 0) {
+        *n = c->model.nlayers;
+        memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)*n);
+        return MP_OK;
+    }
+    mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
+                         c->model.cardinality, c->model.width, c->model.dropout,
+                         c->model.dim, c->model.heads};
+    *n = mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs);
+    if (*n < 0)
+        return mp_fail(MP_EUSAGE, "%s: %s", c->path, mp_error_message());
+    return MP_OK;
+}
+
 static mp_status build_model(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     mp_layer_spec specs[MP_MAX_LAYERS];
     int n;
-    if (c->model.nlayers > 0) {
-        n = c->model.nlayers;
-        memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)n);
-    } else {
-        mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
-                             c->model.cardinality, c->model.width, c->model.dropout};
-        n = mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs);
-        if (n < 0)
-            return mp_fail(MP_EUSAGE, "%s: %s", c->path, mp_error_message());
-    }
+    MP_TRY(mp_train_model_specs(c, specs, &n));
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));
     mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
                                   c->data.batch_size, &t->amp);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
+    if (t->model.positions != mp_dataset_label_len(&t->train))
+        return mp_fail(MP_EUSAGE, "%s: the model gives %lld outputs per sample (%s) but the data "
+                       "has %lld labels per sample (%s)", c->path, (long long)t->model.positions,
+                       t->model.positions > 1 ? "one per position" : "a classifier",
+                       (long long)mp_dataset_label_len(&t->train),
+                       mp_dataset_label_len(&t->train) > 1 ? "one per token" : "one per image");
     if (t->comm->rank == 0)
         MP_TRY(mp_model_init(&t->model, c->train.seed));
     t->nbufs = mp_model_buffers(&t->model, t->bufs, MP_MAX_PARAMS);
@@ -266,15 +284,20 @@ static void setup_schedule(mp_trainer *t)
     s->warmup_steps = (int64_t)(c->schedule.warmup_epochs * (double)t->steps_per_epoch + 0.5);
 }
 
-static void setup_amp(mp_trainer *t)
+mp_amp_policy mp_train_amp_policy(const mp_config *c)
 {
-    const mp_config *c = t->cfg;
     mp_opt_level level = MP_O0;
     mp_dtype half = MP_F16;
     mp_opt_level_parse(c->amp.opt_level, &level);
     mp_dtype_parse(c->amp.half, &half);
-    t->amp = mp_amp_resolve(level, half, c->amp.keep_batchnorm_fp32, c->amp.master_weights,
-                            c->amp.loss_scale, c->amp.allow_tf32);
+    return mp_amp_resolve(level, half, c->amp.keep_norm_fp32, c->amp.master_weights,
+                          c->amp.loss_scale, c->amp.allow_tf32);
+}
+
+static void setup_amp(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    t->amp = mp_train_amp_policy(c);
     mp_scaler_config *s = &t->scaler_cfg;
     s->dynamic = c->amp.loss_scale == 0.0;
     s->init_scale = s->dynamic ? c->amp.init_scale : c->amp.loss_scale;
@@ -377,7 +400,8 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
                            .fence_free = t->ops->fence_free};
     MP_TRY(mp_loader_open(&t->loader, &lc));
     int64_t b = cfg->data.batch_size;
-    int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c}, ds[2] = {b, cfg->data.num_classes};
+    int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c};
+    int64_t ds[2] = {b * t->model.positions, cfg->data.num_classes};
     t->x = mp_tensor_new(t->ops, mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
     t->dlogits = mp_tensor_new(t->ops, t->model.acts[t->model.nlayers - 1].dtype, 2, ds,
                                MP_MEM_ACTIVATIONS);
@@ -388,13 +412,14 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
      * copy_in waits for the device. */
     t->hst = t->ops->host_alloc(sizeof *t->hst, MP_MEM_WORKSPACE);
     t->stop_req = t->ops->host_alloc(sizeof *t->stop_req, MP_MEM_WORKSPACE);
-    t->y = t->ops->host_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+    size_t y_bytes = (size_t)b * (size_t)mp_dataset_label_len(&t->train) * sizeof(int32_t);
+    t->y = t->ops->host_alloc(y_bytes, MP_MEM_DATA);
     if (!t->hst || !t->stop_req || !t->y)
         return MP_EINTERNAL; /* host_alloc said why */
     t->ydev = t->y;
     t->xhost = t->x.data;
     if (!t->ops->host_memory) { /* evaluation batches are assembled on the host and copied in */
-        t->ydev = t->ops->mem_alloc((size_t)b * sizeof(int32_t), MP_MEM_DATA);
+        t->ydev = t->ops->mem_alloc(y_bytes, MP_MEM_DATA);
         t->xhost = t->ops->host_alloc((size_t)mp_tensor_bytes(&t->x), MP_MEM_DATA);
         if (!t->ydev || !t->xhost)
             return MP_EINTERNAL; /* mem_alloc or host_alloc said why */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/backend_cuda/cuda.h"
+#include "engine/conv_geom.h"
 
 typedef enum conv_dir { CONV_FWD, CONV_BWD_DATA, CONV_BWD_FILTER } conv_dir;
 
@@ -63,37 +64,21 @@ typedef struct conv_candidate {
 /* Scratch buffers for staged operands: image side, filter side, output side. */
 enum { SLOT_IMAGE, SLOT_FILTER, SLOT_OUTPUT };
 
-/* Checks the descriptor and the image-side (xt), filter (wt) and output-side (yt) tensors as
- * the CPU reference does, plus the int ranges cuDNN's 4-D descriptors need, and fills the key's
- * geometry. */
+/* Checks the descriptor and the image-side (xt), filter (wt) and output-side (yt) tensors
+ * (mp_conv_geometry, as the CPU reference does), plus the int ranges cuDNN's 4-D descriptors
+ * need, and fills the key's geometry. */
 static mp_status conv_geometry(const mp_conv_desc *d, const mp_tensor *xt, const mp_tensor *wt,
                                const mp_tensor *yt, const char *op, conv_key *key)
 {
-    MP_CUDA_REQUIRE(xt->ndim == 4 && wt->ndim == 4 && yt->ndim == 4, op);
-    MP_CUDA_REQUIRE(d->groups >= 1, op);
-    MP_CUDA_REQUIRE(d->stride[0] >= 1 && d->stride[1] >= 1, op);
-    MP_CUDA_REQUIRE(d->dilation[0] >= 1 && d->dilation[1] >= 1, op);
-    MP_CUDA_REQUIRE(d->pad[0] >= 0 && d->pad[1] >= 0, op);
-    int64_t n = xt->shape[0], h = xt->shape[1], w = xt->shape[2], c = xt->shape[3];
-    int64_t k = wt->shape[0], r = wt->shape[1], s = wt->shape[2];
-    MP_CUDA_REQUIRE(n >= 0 && h >= 1 && w >= 1 && c >= 1, op);
-    MP_CUDA_REQUIRE(k >= 1 && r >= 1 && s >= 1, op);
-    MP_CUDA_REQUIRE(c % d->groups == 0 && k % d->groups == 0, op);
-    MP_CUDA_REQUIRE(wt->shape[3] == c / d->groups, op);
-    int64_t eh = h + 2 * (int64_t)d->pad[0] - (int64_t)d->dilation[0] * (r - 1) - 1;
-    int64_t ew = w + 2 * (int64_t)d->pad[1] - (int64_t)d->dilation[1] * (s - 1) - 1;
-    MP_CUDA_REQUIRE(eh >= 0 && ew >= 0, op);
-    int64_t p = eh / d->stride[0] + 1, q = ew / d->stride[1] + 1;
-    MP_CUDA_REQUIRE(yt->shape[0] == n && yt->shape[1] == p && yt->shape[2] == q &&
-                        yt->shape[3] == k,
-                    op);
+    mp_conv_geom g;
+    MP_CUDA_REQUIRE(mp_conv_geometry(d, xt, wt, yt, &g), op);
     /* cuDNN's legacy descriptors and kernels index with 32-bit ints. */
     MP_CUDA_REQUIRE(mp_tensor_numel(xt) <= INT_MAX && mp_tensor_numel(yt) <= INT_MAX &&
                         mp_tensor_numel(wt) <= INT_MAX,
                     op);
     memset(key, 0, sizeof *key);
-    key->n = (int)n, key->h = (int)h, key->w = (int)w, key->c = (int)c;
-    key->k = (int)k, key->r = (int)r, key->s = (int)s, key->p = (int)p, key->q = (int)q;
+    key->n = (int)g.n, key->h = (int)g.h, key->w = (int)g.w, key->c = (int)g.c;
+    key->k = (int)g.k, key->r = (int)g.r, key->s = (int)g.s, key->p = (int)g.p, key->q = (int)g.q;
     key->groups = d->groups;
     key->ph = d->pad[0], key->pw = d->pad[1];
     key->sh = d->stride[0], key->sw = d->stride[1];

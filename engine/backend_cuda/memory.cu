@@ -127,6 +127,9 @@ extern "C" void mp_cuda_mem_free(void *p)
     mp_mem_count((mp_mem_cat)b.cat, -(int64_t)b.bytes);
 }
 
+/* host_free: host_alloc's pinned blocks are in the same table as device blocks. */
+extern "C" void mp_cuda_host_free(void *p) { mp_cuda_mem_free(p); }
+
 extern "C" void *mp_cuda_host_alloc(size_t bytes, mp_mem_cat cat)
 {
     void *p = NULL;

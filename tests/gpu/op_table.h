@@ -44,11 +44,13 @@ struct op_case {
             mp_conv_desc d;
             int64_t k, r, s; /* filters (K, R, S, C / groups) */
         } conv;
-        bool no_dx; /* batchnorm_backward: parameter gradients only (dx NULL) */
+        bool no_dx; /* batchnorm_backward, layernorm_backward: parameter gradients only */
+        bool accumulate; /* embedding_backward: dtable += the sums */
         struct {
             mp_pool_desc d;
             bool ties; /* every x equal: the gradient goes to each window's first maximum */
         } pool;
+        mp_attn_desc attn; /* attention_forward, attention_backward */
     } u;
     bool refused;
     uint64_t seed; /* the case's index: every case draws its own inputs */
@@ -95,5 +97,9 @@ void op_free(mp_gpu_pair *const *pairs, int n);
  * normalisation and pooling (op_table_dnn.c). */
 void op_cases_dense(void);
 void op_cases_dnn(void);
+/* The cases of LayerNorm, GELU and the token embedding (op_table_norm.c). */
+void op_cases_norm(void);
+/* The cases of multi-head self-attention (op_table_attn.c). */
+void op_cases_attn(void);
 
 #endif

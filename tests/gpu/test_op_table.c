@@ -1,6 +1,6 @@
 /* Every op of the backend under test against the CPU reference, from one table of cases
- * (op_table.h: op_table_dense.c, op_table_dnn.c), one CMocka test per case, after the backend's
- * memory test. The backend under test is chosen at start:
+ * (op_table.h: op_table_dense.c, op_table_norm.c, op_table_dnn.c, op_table_attn.c), one CMocka
+ * test per case, after the backend's memory test. The backend under test is chosen at start:
  *   test_op_table [cuda]          CUDA (ctest test_op_table, label gpu; exit 77, skipped,
  *                                 without a usable GPU)
  *   test_op_table cpu-staged      the staged CPU backend (test_op_table_staged, label unit):
@@ -248,7 +248,9 @@ int main(int argc, char **argv)
         }
     }
     op_cases_dense();
+    op_cases_norm();
     op_cases_dnn();
+    op_cases_attn();
     if (list) {
         for (int i = 0; i < ncases; i++)
             printf("%s\n", table[i].name);

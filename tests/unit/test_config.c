@@ -291,7 +291,11 @@ static const bad_case k_bad[] = {
      "      out = 5; }\n  );\n};\n",
      5, "model.layers.[1].out", "not allowed for relu layers"},
     {"model = {\n  layers = (\n    { type = \"conv\"; out = 100; }\n  );\n};\n", 3,
-     "model.layers.[0].type", "must be one of \"linear\", \"relu\", \"conv2d\", \"batchnorm\", \"maxpool\", \"avgpool\", \"gavgpool\", \"dropout\", \"flatten\", \"basic\", \"bottleneck\", \"wide\" (got \"conv\")"},
+     "model.layers.[0].type",
+     "must be one of \"linear\", \"relu\", \"conv2d\", \"batchnorm\", \"maxpool\", "
+     "\"avgpool\", \"gavgpool\", \"dropout\", \"flatten\", \"basic\", \"bottleneck\", "
+     "\"wide\", \"layernorm\", \"gelu\", \"embedding\", \"posembed\", \"attention\", "
+     "\"transformer\" (got \"conv\")"},
     {"model = {\n  layers = (\n    { out = 100; }\n  );\n};\n", 3, "model.layers.[0].type",
      "missing"},
     {"model = {\n  layers = (\n    { type = \"linear\"; outs = 10; }\n  );\n};\n", 3,

@@ -101,10 +101,10 @@ static void test_linear_backward(void **state)
     (void)state;
     mp_layer l;
     int64_t in[3] = {1, 1, 5};
-    assert_int_equal(mp_layer_linear_init(&l, ops, "fc", in, 3), MP_OK);
+    assert_int_equal(mp_layer_linear_init(&l, ops, "fc", in, 3, false), MP_OK);
     check_layer(&l, 4, -1, 1, 1);
     int64_t img[3] = {2, 2, 1}; /* an image input is flattened */
-    assert_int_equal(mp_layer_linear_init(&l, ops, "fc", img, 2), MP_OK);
+    assert_int_equal(mp_layer_linear_init(&l, ops, "fc", img, 2, false), MP_OK);
     check_layer(&l, 3, -1, 1, 2);
 }
 
@@ -188,9 +188,9 @@ static void test_chain_backward(void **state)
     mp_rng_seed(&rng, 5, 0);
     mp_layer l[3];
     int64_t in[3] = {1, 1, 4}, hid[3] = {1, 1, 6};
-    mp_layer_linear_init(&l[0], ops, "fc1", in, 6);
+    mp_layer_linear_init(&l[0], ops, "fc1", in, 6, false);
     mp_layer_relu_init(&l[1], ops, "relu1", hid);
-    mp_layer_linear_init(&l[2], ops, "fc2", hid, 3);
+    mp_layer_linear_init(&l[2], ops, "fc2", hid, 3, false);
     bind_params(&l[0], &rng);
     bind_params(&l[2], &rng);
     int64_t xs[2] = {2, 4}, hs[2] = {2, 6}, zs[2] = {2, 3};

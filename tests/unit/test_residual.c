@@ -30,12 +30,13 @@ static double loss_of(mp_model *m, const mp_tensor *x, const double *r)
     return s;
 }
 
+/* outputs: the elements of a sample's output, (H, W) positions of specs[1].out classes. */
 static void check_blocks(const mp_layer_spec specs[2], const int64_t in[3], int64_t outputs)
 {
     mp_amp_policy a = f64_policy();
     mp_model m;
     const int64_t n = 3;
-    if (mp_model_build(&m, mp_backend_cpu(), specs, 2, in, outputs, n, &a) != MP_OK)
+    if (mp_model_build(&m, mp_backend_cpu(), specs, 2, in, specs[1].out, n, &a) != MP_OK)
         fail_msg("%s", mp_error_message());
     mp_model_init(&m, 11);
     mp_rng rng;
@@ -121,7 +122,7 @@ static int64_t preset_params(const char *name, const mp_preset_args *a, const in
     if (n < 0)
         fail_msg("%s", mp_error_message());
     int64_t params = 0, acts = 0;
-    assert_int_equal(mp_model_plan(specs, n, in, 1, &params, &acts), MP_OK);
+    assert_int_equal(mp_model_plan(specs, n, in, 10, 1, &params, &acts), MP_OK);
     return params;
 }
 

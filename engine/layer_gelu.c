@@ -1,0 +1,33 @@
+/* The GELU layer (tanh form); backward reads the forward's input. */
+#include "engine/layer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static mp_status gelu_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
+{
+    (void)train;
+    return l->ops->gelu_forward(x, y);
+}
+
+static mp_status gelu_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *y,
+                               const mp_tensor *dy, mp_tensor *dx)
+{
+    (void)y;
+    return dx ? l->ops->gelu_backward(x, dy, dx) : MP_OK;
+}
+
+static const mp_layer_class mp_gelu_class = {
+    .type = "gelu", .forward = gelu_forward, .backward = gelu_backward};
+
+mp_status mp_layer_gelu_init(mp_layer *l, const mp_ops *ops, const char *name,
+                             const int64_t in_shape[3])
+{
+    memset(l, 0, sizeof *l);
+    l->cls = &mp_gelu_class;
+    l->ops = ops;
+    snprintf(l->name, sizeof l->name, "%s", name);
+    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    return MP_OK;
+}
