@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The seed articles' table: trains the Fashion-MNIST MLP and cnn_bn at O0, O1, O2, O3 (fp16)
 # and O2 (bf16) on 2 ranks, side by side, and prints level, wall time, images/s, peak bytes by
-# category, test accuracy, skipped steps and the final loss scale (runs/bench-opt/table.txt and
-# table.csv), and draws each model's loss curves at every level in one PNG (gnuplot).
-# Usage: bench/opt_levels.sh [MODEL...] [-- extra mpdist args]   (MODEL: mlp, cnn_bn)
+# category, test loss and accuracy, skipped steps and the final loss scale
+# (runs/bench-opt/table.txt and table.csv), and draws each model's loss curves at every level in
+# one PNG (gnuplot; for gpt also the validation loss at each epoch's end).
+# Usage: bench/opt_levels.sh [MODEL...] [-- extra mpdist args]
+#   MODEL: mlp, cnn_bn, vit (configs/fashion-mnist-vit.cfg), gpt (configs/fortunes-gpt.cfg;
+#   its accuracy is per byte, its test loss per byte in nats)
 # On the GPU: bench/opt_levels.sh cnn_bn -- --set amp.device=cuda. MPDIST_BENCH_BUILD=DIR uses
 # DIR/mpdist as built (no package check, no build: tests/gpu/run.sh sets it up). Packages are
 # checked, not installed: a missing one stops it with exit 2 and the command that installs it.
 # MPDIST_BENCH_LEVELS="O2 fp16;O0 fp16" runs only those levels (default: all five).
+# MPDIST_BENCH_KEEP=1 keeps a run whose metrics file already ends with its summary (a sweep
+# stopped half way goes on where it stopped) instead of running it again.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
@@ -26,37 +31,56 @@ np=${MPDIST_BENCH_RANKS:-2}
 out=runs/bench-opt
 mkdir -p "$out"
 csv=$out/table.csv
-echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale" >"$csv"
+echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale,test_loss" >"$csv"
 runs=("O0 fp16" "O1 fp16" "O2 fp16" "O3 fp16" "O2 bf16")
 [ -z "${MPDIST_BENCH_LEVELS:-}" ] || IFS=';' read -r -a runs <<<"$MPDIST_BENCH_LEVELS"
 num() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" "$2" | tail -1; }
 for model in "${models[@]}"; do
-  cfg=configs/fashion-mnist-mlp.cfg
-  [ "$model" = cnn_bn ] && cfg=configs/fashion-mnist-cnn-bn.cfg
+  case $model in
+    cnn_bn) cfg=configs/fashion-mnist-cnn-bn.cfg ;;
+    vit) cfg=configs/fashion-mnist-vit.cfg ;;
+    gpt) cfg=configs/fortunes-gpt.cfg ;;
+    *) cfg=configs/fashion-mnist-mlp.cfg ;;
+  esac
   for r in "${runs[@]}"; do
     set -- $r
     tag=$model-$1-$2
     m=$out/$tag.jsonl
     rc=0
-    mpirun -np "$np" "$build/mpdist" "$cfg" --set amp.opt_level=$1 --set amp.half=$2 \
-      --set log.progress=none --set log.every=20 --set "log.metrics=\"$m\"" "${extra[@]}" \
-      >"$out/$tag.log" 2>&1 || rc=$?
+    if [ "${MPDIST_BENCH_KEEP:-0}" = 1 ] && tail -1 "$m" 2>/dev/null | grep -q '"type":"summary"'; then
+      echo "bench: $tag: kept $m" >&2
+    else
+      rm -f "$m"
+      ck=(); [ "$model" != gpt ] || ck=(--set checkpoint.dir="\"$out/ckpt-$tag\"") # for sampling
+      mpirun -np "$np" "$build/mpdist" "$cfg" --set amp.opt_level=$1 --set amp.half=$2 \
+        --set log.progress=none --set log.every=20 --set "log.metrics=\"$m\"" "${ck[@]}" \
+        "${extra[@]}" >"$out/$tag.log" 2>&1 || rc=$?
+    fi
     if [ $rc = 0 ]; then
       s=$(grep '"type":"summary"' "$m")
       top=${s%%\"amp\":*} # the record's own fields, before the opt-level table
       mem() { sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p" <<<"${s#*mem_bytes}"; }
-      echo "$model,$1,$2,ok,$(num wall_s <(echo "$top")),$(num images_per_s <(echo "$top")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$top")),$(num skipped_steps <(echo "$top")),$(num loss_scale <(echo "$top"))" >>"$csv"
+      tl=$(grep '"type":"eval"' "$m" | tail -1 | sed -n 's/.*"loss":\([^,}]*\).*/\1/p')
+      echo "$model,$1,$2,ok,$(num wall_s <(echo "$top")),$(num images_per_s <(echo "$top")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$top")),$(num skipped_steps <(echo "$top")),$(num loss_scale <(echo "$top")),$tl" >>"$csv"
     else
       why=$(grep -m1 '^mpdist: error:' "$out/$tag.log" | sed 's/^mpdist: error: //; s/,/;/g')
-      echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,," >>"$csv"
+      echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,,," >>"$csv"
     fi
     grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true
+    spe=$(sed -nE 's/.*\(([0-9]+) per epoch\).*/\1/p' "$out/$tag.log" | head -1)
+    grep '"type":"eval"' "$m" 2>/dev/null | sed -E 's/.*"epoch":([0-9]+).*"loss":([^,}]*).*/\1 \2/' |
+      awk -v spe="${spe:-1}" '{ print ($1 + 1) * spe, $2 }' >"$out/$tag.eval" || true
   done
   plot="set terminal pngcairo size 900,540 noenhanced; set output '$out/loss-$model.png'; set title 'Fashion-MNIST $model: training loss by opt level ($np ranks)'; set xlabel 'step'; set ylabel 'loss (mean over ranks)'; set logscale y; set key top right; plot"
   sep=""
   for r in "${runs[@]}"; do set -- $r; plot="$plot$sep '$out/$model-$1-$2.dat' using 1:2 with lines title '$1 $2'"; sep=","; done
+  if [ "$model" = gpt ]; then # the validation loss at each epoch's end, on the same axes
+    for r in "${runs[@]}"; do set -- $r; plot="$plot, '$out/$model-$1-$2.eval' using 1:2 with linespoints lw 2 title '$1 $2 validation'"; done
+    plot=${plot/training loss by opt level/training and validation loss (nats per byte) by opt level}
+    plot=${plot/Fashion-MNIST gpt/fortunes gpt}
+  fi
   command -v gnuplot >/dev/null && gnuplot -e "$plot" || echo "bench: gnuplot missing, no plot" >&2
 done
-awk -F, 'NR == 1 { printf "%-7s %-3s %-5s %8s %9s %9s %9s %9s %9s %11s %9s %8s %9s  %s\n", "model", "lvl", "half", "wall_s", "images/s", "weights", "master", "grads", "optim", "activations", "accuracy", "skipped", "scale", "status"; next }
-  { printf "%-7s %-3s %-5s %8.1f %9.0f %9.2f %9.2f %9.2f %9.2f %11.2f %9.4f %8d %9g  %s\n", $1, $2, $3, $5, $6, $7/1048576, $8/1048576, $9/1048576, $10/1048576, $11/1048576, $12, $13, $14, $4 }' "$csv" | tee "$out/table.txt"
+awk -F, 'NR == 1 { printf "%-7s %-3s %-5s %8s %9s %9s %9s %9s %9s %11s %9s %9s %8s %9s  %s\n", "model", "lvl", "half", "wall_s", "images/s", "weights", "master", "grads", "optim", "activations", "test_loss", "accuracy", "skipped", "scale", "status"; next }
+  { printf "%-7s %-3s %-5s %8.1f %9.0f %9.2f %9.2f %9.2f %9.2f %11.2f %9.4f %9.4f %8d %9g  %s\n", $1, $2, $3, $5, $6, $7/1048576, $8/1048576, $9/1048576, $10/1048576, $11/1048576, $15, $12, $13, $14, $4 }' "$csv" | tee "$out/table.txt"
 echo "(bytes in MiB: peak per rank, from the engine's allocator counters; plots: $out/loss-*.png)"

@@ -36,6 +36,12 @@ typedef struct mp_layer_class {
     bool cast_input;
 } mp_layer_class;
 
+/* Starts a layer class's set-up of l: zeroes it and sets its class, backend, name and input
+ * shape (H, W, C), and its output shape to (H, W, out_c), which the class changes where its
+ * positions differ. */
+void mp_layer_begin(mp_layer *l, const mp_layer_class *cls, const mp_ops *ops, const char *name,
+                    const int64_t in_shape[3], int64_t out_c);
+
 /* Output dtypes shared by several layer classes (mp_layer_class.out_dtype): the policy's
  * compute dtype (GEMM and convolution layers), and its weights dtype (embeddings: the residual
  * stream of a transformer is FP32 at O0 and O1, half at O2 and O3, as PyTorch's type promotion
@@ -127,6 +133,15 @@ mp_seq mp_block_child(mp_block *b, int i);
  * pointer; NULL when the child is full (MP_BLOCK_MAX). */
 mp_layer *mp_block_append(mp_block *b, int child);
 
+/* Sets up a residual block (engine/layer_residual.c) over an (H, W, C) input with `out` output
+ * channels:
+ *   basic      conv3x3(stride)-bn-relu-conv3x3-bn, + shortcut, relu (ResNet);
+ *   bottleneck conv1x1(width)-bn-relu-conv3x3(width, stride, groups)-bn-relu-conv1x1(out)-bn,
+ *              + shortcut, relu (ResNet bottleneck; ResNeXt with groups > 1);
+ *   wide       bn-relu-conv3x3(stride)-bn-relu-[dropout p]-conv3x3, + shortcut (pre-activation
+ *              Wide ResNet; the projection reads x itself).
+ * The shortcut is a 1x1 convolution (with stride) and batchnorm when the shape changes, else
+ * the identity. Convolutions have no bias. MP_EUSAGE naming the block for a bad setting. */
 mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *name,
                                  const int64_t in_shape[3], const char *kind, int64_t out,
                                  int64_t stride, int64_t groups, int64_t width, double p);

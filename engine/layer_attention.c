@@ -4,9 +4,6 @@
  * the probabilities draws its mask, like the dropout layer's, from (seed, step 2^32 + i). */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 #define MP_ATTN_STEP_STRIDE ((uint64_t)1 << 32)
 
 static mp_attn_desc desc(const mp_layer *l, bool train)
@@ -50,20 +47,13 @@ mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *na
 {
     int64_t width = in_shape[2] / 3, tokens = in_shape[0] * in_shape[1];
     if (in_shape[2] % 3 != 0 || heads < 1 || width % heads != 0 || tokens < 1)
-        return mp_fail(MP_EUSAGE, "layer %s: attention needs q, k and v of a width that the %d "
-                       "heads divide (got %lld features per token)", name, heads,
+        return mp_fail(MP_EUSAGE, "layer %s: attention needs 3 D features per token (q, k, v), "
+                       "D a multiple of the %d heads (got %lld)", name, heads,
                        (long long)in_shape[2]);
     if (!(p >= 0 && p < 1))
         return mp_fail(MP_EUSAGE, "layer %s: attention dropout must be in [0, 1) (got %g)",
                        name, p);
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_attention_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    l->out_shape[0] = in_shape[0];
-    l->out_shape[1] = in_shape[1];
-    l->out_shape[2] = width;
+    mp_layer_begin(l, &mp_attention_class, ops, name, in_shape, width);
     l->save_shape[0] = heads;
     l->save_shape[1] = tokens;
     l->save_shape[2] = tokens;

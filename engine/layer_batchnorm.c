@@ -7,9 +7,6 @@
  * (scratch between forward and backward), all bound by the owner. */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 enum { BN_RUNNING_MEAN, BN_RUNNING_VAR, BN_SAVE_MEAN, BN_SAVE_INVSTD, BN_NBUFFERS };
 
 /* t seen as (n, H, W, C), n = t's batch; MP_EINTERNAL when t's per-sample size differs. */
@@ -68,12 +65,7 @@ mp_status mp_layer_batchnorm_init(mp_layer *l, const mp_ops *ops, const char *na
     if (!(eps > 0) || !(momentum >= 0 && momentum <= 1))
         return mp_fail(MP_EUSAGE, "layer %s: batchnorm needs eps > 0 and momentum in [0, 1] "
                        "(got eps %g, momentum %g)", name, eps, momentum);
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_batchnorm_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    mp_layer_begin(l, &mp_batchnorm_class, ops, name, in_shape, in_shape[2]);
     int64_t c = in_shape[2];
     static const char *const params[2] = {"weight", "bias"};
     l->nparams = 2;

@@ -4,9 +4,6 @@
  * built from its per-sample shapes, so callers may pass flattened (N, features) tensors. */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 #include "engine/conv_geom.h"
 
 /* t seen as (n, shape[0], shape[1], shape[2]), n = t's batch; MP_EINTERNAL when t's per-sample
@@ -92,14 +89,9 @@ mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
                        "kernel %dx%d, padding %dx%d, dilation %dx%d)", name, (long long)h,
                        (long long)w, kernel[0], kernel[1], d->pad[0], d->pad[1], d->dilation[0],
                        d->dilation[1]);
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_conv2d_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    mp_layer_begin(l, &mp_conv2d_class, ops, name, in_shape, out);
     l->out_shape[0] = p;
     l->out_shape[1] = q;
-    l->out_shape[2] = out;
     l->conv = *d;
     int64_t cg = c / d->groups;
     l->nparams = bias ? 2 : 1;

@@ -8,9 +8,6 @@
  * the same seed draw the same mask for equal shapes: the owner should give each its own seed. */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 #define MP_DROPOUT_STEP_STRIDE ((uint64_t)1 << 32)
 
 /* The counter offset of this layer's current step; MP_EINTERNAL for a tensor too large for the
@@ -60,12 +57,7 @@ mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name
     if (!(p >= 0 && p < 1))
         return mp_fail(MP_EUSAGE, "layer %s: dropout probability must be in [0, 1) (got %g)",
                        name, p);
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_dropout_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    mp_layer_begin(l, &mp_dropout_class, ops, name, in_shape, in_shape[2]);
     l->dropout_p = p;
     return MP_OK;
 }

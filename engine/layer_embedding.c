@@ -4,9 +4,6 @@
  * with a standard deviation of 0.02 (U(-0.02 sqrt(3), 0.02 sqrt(3))). */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 /* fan_in giving the uniform bound 1 / sqrt(fan_in) = 0.02 sqrt(3). */
 #define MP_EMBED_FAN_IN (1.0 / (3.0 * 0.02 * 0.02))
 
@@ -62,14 +59,7 @@ static const mp_layer_class mp_posembed_class = {
 static void setup(mp_layer *l, const mp_ops *ops, const mp_layer_class *cls, const char *name,
                   const int64_t in_shape[3], int64_t rows, int64_t width)
 {
-    memset(l, 0, sizeof *l);
-    l->cls = cls;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    l->out_shape[0] = in_shape[0];
-    l->out_shape[1] = in_shape[1];
-    l->out_shape[2] = width;
+    mp_layer_begin(l, cls, ops, name, in_shape, width);
     l->nparams = 1;
     l->param_suffix[0] = "weight";
     l->param_ndim[0] = 2;

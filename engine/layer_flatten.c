@@ -3,9 +3,6 @@
  * converts when the two tensors' dtypes differ). */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 static mp_status flatten_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     (void)train;
@@ -26,13 +23,8 @@ static const mp_layer_class mp_flatten_class = {
 mp_status mp_layer_flatten_init(mp_layer *l, const mp_ops *ops, const char *name,
                                 const int64_t in_shape[3])
 {
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_flatten_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    mp_layer_begin(l, &mp_flatten_class, ops, name, in_shape, mp_shape_numel(in_shape));
     l->out_shape[0] = 1;
     l->out_shape[1] = 1;
-    l->out_shape[2] = mp_shape_numel(in_shape);
     return MP_OK;
 }

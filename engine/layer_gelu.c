@@ -1,9 +1,6 @@
 /* The GELU layer (tanh form); backward reads the forward's input. */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 static mp_status gelu_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     (void)train;
@@ -23,11 +20,6 @@ static const mp_layer_class mp_gelu_class = {
 mp_status mp_layer_gelu_init(mp_layer *l, const mp_ops *ops, const char *name,
                              const int64_t in_shape[3])
 {
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_gelu_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    mp_layer_begin(l, &mp_gelu_class, ops, name, in_shape, in_shape[2]);
     return MP_OK;
 }

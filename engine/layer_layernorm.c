@@ -4,9 +4,6 @@
  * layer_norm in FP32. */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 static mp_status ln_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     (void)train;
@@ -34,12 +31,7 @@ mp_status mp_layer_layernorm_init(mp_layer *l, const mp_ops *ops, const char *na
 {
     if (!(eps > 0))
         return mp_fail(MP_EUSAGE, "layer %s: layernorm eps must be > 0 (got %g)", name, eps);
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_layernorm_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    mp_layer_begin(l, &mp_layernorm_class, ops, name, in_shape, in_shape[2]);
     l->bn.eps = eps;
     l->nparams = 2;
     for (int j = 0; j < 2; j++) {

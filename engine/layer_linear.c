@@ -5,9 +5,6 @@
  * the head down) and the embedding adds its own to it. */
 #include "engine/layer.h"
 
-#include <stdio.h>
-#include <string.h>
-
 int64_t mp_shape_numel(const int64_t shape[3]) { return shape[0] * shape[1] * shape[2]; }
 
 /* t as the layer's 2-D operand: (rows, features) with features the last dimension per token
@@ -54,15 +51,10 @@ mp_status mp_layer_linear_init(mp_layer *l, const mp_ops *ops, const char *name,
     if (out < 1)
         return mp_fail(MP_EUSAGE, "layer %s: linear needs out >= 1 (got %lld)", name,
                        (long long)out);
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_linear_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    mp_layer_begin(l, &mp_linear_class, ops, name, in_shape, out);
     l->per_token = per_token;
-    l->out_shape[0] = per_token ? in_shape[0] : 1;
-    l->out_shape[1] = per_token ? in_shape[1] : 1;
-    l->out_shape[2] = out;
+    if (!per_token)
+        l->out_shape[0] = l->out_shape[1] = 1;
     int64_t in = per_token ? in_shape[2] : mp_shape_numel(in_shape);
     l->nparams = 2;
     l->param_suffix[0] = "weight";

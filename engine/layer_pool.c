@@ -5,7 +5,6 @@
  * pass flattened (N, features) tensors. */
 #include "engine/layer.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* t seen as (n, shape[0], shape[1], shape[2]), n = t's batch; MP_EINTERNAL when t's per-sample
@@ -77,14 +76,9 @@ static mp_status pool_setup(mp_layer *l, const mp_ops *ops, const char *name,
                        "%lld x %lld: the output would be empty", name, kind, d->window[0],
                        d->window[1], (long long)(in_shape[0] + 2 * (int64_t)d->pad[0]),
                        (long long)(in_shape[1] + 2 * (int64_t)d->pad[1]));
-    memset(l, 0, sizeof *l);
-    l->cls = cls;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    mp_layer_begin(l, cls, ops, name, in_shape, in_shape[2]);
     l->out_shape[0] = hp / d->stride[0] + 1;
     l->out_shape[1] = wp / d->stride[1] + 1;
-    l->out_shape[2] = in_shape[2];
     l->pool = *d;
     return MP_OK;
 }

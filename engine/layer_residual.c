@@ -1,7 +1,6 @@
 /* Residual blocks (ResNet basic and bottleneck, ResNeXt, pre-activation Wide ResNet): a main
  * path and a shortcut, each a short sequence of layers, summed. Backward sends the gradient at
  * the sum down both paths and adds their input gradients. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,11 +127,7 @@ mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *nam
                                  const int64_t in_shape[3], const char *kind, int64_t out,
                                  int64_t stride, int64_t groups, int64_t width, double p)
 {
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_residual_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
+    mp_layer_begin(l, &mp_residual_class, ops, name, in_shape, out);
     if (out < 1 || stride < 1 || groups < 1 || (strcmp(kind, "bottleneck") == 0 && width < 1))
         return mp_fail(MP_EUSAGE, "layer %s: a %s block needs out, stride, groups%s >= 1", name,
                        kind, strcmp(kind, "bottleneck") == 0 ? " and width" : "");

@@ -3,9 +3,7 @@
  *   y = h + MLP path (ln2, mlp.fc, gelu, mlp.proj[, drop2]) of h
  * with per-token linear layers (the MLP 4x wide). The residual stream keeps the block's input
  * dtype; h lives in the block's out_tmp, its gradient in in_tmp. */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "engine/seq.h"
 
@@ -74,12 +72,7 @@ mp_status mp_layer_transformer_init(mp_layer *l, const mp_ops *ops, const char *
                                     const int64_t in_shape[3], int heads, bool causal, double p,
                                     double eps)
 {
-    memset(l, 0, sizeof *l);
-    l->cls = &mp_transformer_class;
-    l->ops = ops;
-    snprintf(l->name, sizeof l->name, "%s", name);
-    memcpy(l->in_shape, in_shape, sizeof l->in_shape);
-    memcpy(l->out_shape, in_shape, sizeof l->out_shape);
+    mp_layer_begin(l, &mp_transformer_class, ops, name, in_shape, in_shape[2]);
     l->block = calloc(1, sizeof *l->block);
     if (!l->block)
         return mp_fail(MP_EINTERNAL, "layer %s: out of memory", name);

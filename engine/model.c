@@ -98,7 +98,7 @@ static mp_status tie_heads(mp_layer *layers, const mp_layer_spec *specs, int n)
 }
 
 /* The layers of specs over in_shape into layers[0..*n); an embedding's vocabulary defaults to
- * num_classes. */
+ * num_classes, and it may only be the first layer. */
 static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
                               const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
                               int64_t num_classes)
@@ -116,6 +116,9 @@ static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
                            (long long)s.heads);
         MP_TRY(layer_from_spec(&layers[i], ops, &s, i, shape));
         *n = i + 1;
+        if (i > 0 && strcmp(layers[i].cls->type, "embedding") == 0)
+            return mp_fail(MP_EUSAGE, "layer %s: an embedding must be the first layer (its "
+                           "input is token ids, which have no gradient)", layers[i].name);
         shape = layers[i].out_shape;
     }
     return tie_heads(layers, specs, nspecs);

@@ -65,8 +65,10 @@ typedef struct mp_model {
                                        first of their inner layers) */
     /* Called during backward each time a top-level layer has written its gradients, with that
      * layer's first parameter index: from then on the gradients of parameters first..count-1
-     * are final for this step (gradient buckets start their all-reduce on it). A failure stops
-     * the backward pass. NULL: no calls. */
+     * are final for this step (gradient buckets start their all-reduce on it). A head tied to
+     * the token embedding has no parameters of its own: it passes count, and the embedding's
+     * weight gradient, which the head writes first, is final only once the embedding (layer 0,
+     * parameter 0) has added its own. A failure stops the backward pass. NULL: no calls. */
     mp_status (*grads_ready)(void *arg, int first_param);
     void *grads_ready_arg;
 } mp_model;
@@ -106,9 +108,9 @@ mp_dtype mp_model_input_dtype(const mp_model *m);
  * viewed as (n positions, num_classes), owned by the model. */
 mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp_tensor **logits);
 
-/* Backward from dlogits (n positions, num_classes) for the batch last passed to forward; writes every
- * parameter's gradient into the flat gradient buffer (overwriting it), calling grads_ready as
- * the layers finish (last layer first). */
+/* Backward from dlogits (n positions, num_classes) for the batch last passed to forward;
+ * writes every parameter's gradient into the flat gradient buffer (overwriting it), calling
+ * grads_ready as the layers finish (last layer first). */
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits);
 
 /* Sets the persistent buffers (BatchNorm running statistics) aside before a training forward

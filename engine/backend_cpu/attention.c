@@ -8,13 +8,14 @@
  * GPU's own; FP64: the C library's exp), summed in 8 lanes combined in a fixed order, and scaled
  * by the sum's reciprocal; a row holding an inf or NaN becomes NaN. P is rounded to probs'
  * dtype, and the products use that rounded P, so forward and backward see the same
- * probabilities. Under the causal mask rows go in blocks of MP_ATTN_BLOCK: block [r0, r1) multiplies only columns [0, r1) (and backward's
- * transposed products only rows [c0, T) of column block [c0, c1)), the masked entries of the
- * computed part being exact zeros, so about half the arithmetic of the full matrices is skipped;
- * a non-finite v (or q, k) at a masked position may therefore reach other rows of its block
- * through 0 * inf. Outputs in another dtype are computed in a working copy and rounded once at
- * the end. Deterministic: a fixed order everywhere, one thread per call (OpenBLAS may thread a
- * product). The working memory is a per-thread workspace that only grows (MP_MEM_WORKSPACE). */
+ * probabilities. Under the causal mask rows go in blocks of MP_ATTN_BLOCK: block [r0, r1)
+ * multiplies only columns [0, r1) (and backward's transposed products only rows [c0, T) of
+ * column block [c0, c1)), the masked entries of the computed part being exact zeros, so about
+ * half the arithmetic of the full matrices is skipped; a non-finite v (or q, k) at a masked
+ * position may therefore reach other rows of its block through 0 * inf. Outputs in another
+ * dtype are computed in a working copy and rounded once at the end. Deterministic: a fixed order
+ * everywhere, one thread per call (OpenBLAS may thread a product). The working memory is a
+ * per-thread workspace that only grows (MP_MEM_WORKSPACE). */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>

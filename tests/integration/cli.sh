@@ -38,6 +38,29 @@ grep -Eq '^layers.0 +conv2d +\(N, 14, 14, 8\) +200$' <<<"$dry" && grep -Eq '^lay
   grep -q '{ type = "conv2d"; out = 8; kernel = 5; stride = 2; pad = 2; dilation = 1; groups = 1; bias = false; }' <<<"$dry" ||
   { echo "FAIL: conv layers dry run"; echo "$dry"; exit 1; }
 
+# The transformer presets and the same GPT written as model.layers: layer tables, parameter
+# counts (the tied head has none), the opt-level line with the norm layers.
+dry=$("$MPDIST" "$SRC/configs/fashion-mnist-vit.cfg" --dry-run --set amp.opt_level=O1)
+grep -Eq '^blocks.3 +transformer +\(N, 4, 4, 128\) +198272$' <<<"$dry" && grep -Eq '^pool +gavgpool +\(N, 128\) +0$' <<<"$dry" &&
+  grep -q '^total parameters: 803082$' <<<"$dry" && grep -q "norm layers' params fp32, LayerNorm output fp32" <<<"$dry" ||
+  { echo "FAIL: vit dry run"; echo "$dry"; exit 1; }
+for i in $(seq 400); do echo "$i: the quick brown fox jumps over the lazy dog."; done >"$TMP/corpus.txt"
+gpt=(--set data.path="$TMP/corpus.txt" --set data.context=16 --set model.dim=32 --set model.depth=1 --set model.heads=2)
+dry=$("$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --dry-run "${gpt[@]}" --set amp.opt_level=O2)
+grep -Eq '^wte +embedding +\(N, 1, 16, 32\) +8192$' <<<"$dry" && grep -Eq '^head +linear +\(N, 1, 16, 256\) +0$' <<<"$dry" &&
+  grep -q '^total parameters: 21472$' <<<"$dry" && grep -q 'opt level O2 (fp16): weights fp16' <<<"$dry" ||
+  { echo "FAIL: gpt dry run"; echo "$dry"; exit 1; }
+cat >"$TMP/gpt_layers.cfg" <<'CFG'
+data: { format = "text"; context = 16; };
+model: { layers = ( { type = "embedding"; out = 32; name = "wte"; }, { type = "posembed"; name = "wpe"; },
+                    { type = "transformer"; heads = 2; causal = true; name = "blocks.0"; },
+                    { type = "layernorm"; name = "ln_f"; },
+                    { type = "linear"; out = 256; tie = true; name = "head"; } ); };
+CFG
+dry=$("$MPDIST" "$TMP/gpt_layers.cfg" --dry-run --set data.path="$TMP/corpus.txt")
+grep -q '^total parameters: 21472$' <<<"$dry" && grep -Eq '^blocks.0 +transformer +\(N, 1, 16, 32\) +12704$' <<<"$dry" ||
+  { echo "FAIL: gpt as model.layers dry run"; echo "$dry"; exit 1; }
+
 expect_exit 2 "no config file" "$MPDIST"
 expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --frobnicate
 expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set
@@ -74,6 +97,8 @@ bad_config bigint "bigint.cfg:1: train.max_steps: integer 4294967396 does not fi
 bad_config convkernel "convkernel.cfg:1: model.layers.\\[0\\].kernel: missing: required for conv2d layers" 'model: { layers = ( { type = "conv2d"; out = 8; } ); };\n'
 bad_config relukernel "relukernel.cfg:2: model.layers.\\[1\\].kernel: not allowed for relu layers" 'model: { layers = ( { type = "flatten"; },\n { type = "relu"; kernel = 3; } ); };\n'
 bad_config dropp "dropp.cfg:1: model.layers.\\[0\\].p: must be in \\[0, 1\\) \\(got 1\\)" 'model: { layers = ( { type = "dropout"; p = 1.0; } ); };\n'
+bad_config heads "heads.cfg:2: model.layers.\\[0\\].heads: not allowed for conv2d layers" 'model: { layers = ( { type = "conv2d"; out = 8; kernel = 3;\n heads = 2; } ); };\n'
+bad_config alias "alias.cfg:3: amp.keep_batchnorm_fp32: true contradicts amp.keep_norm_fp32 = false \\(.*alias.cfg:2\\), of which it is the older name" 'amp: {\n  keep_norm_fp32 = false;\n  keep_batchnorm_fp32 = true;\n};\n'
 bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0" 'optim: { momentum = 0.0; nesterov = true; };\n'
 expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
 expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many

@@ -3,10 +3,10 @@
  * batch at one step is scaled so that its attention logits (Q K^T / sqrt(dh)) overflow fp16
  * while the q and k feeding them stay finite. The loss scaler skips that step on every rank (the
  * found-inf flag is agreed by MAX), the scale backs off once, training goes on without another
- * skip to a loss close to the clean run's, and both ranks end with bitwise equal parameters. The same run
- * without the injection skips nothing, so the skip is the overflow's. The model (model.layers)
- * is a patch embedding with one attention layer and no LayerNorm before it, so the input's
- * scale reaches the logits. */
+ * skip to a loss close to the clean run's, and both ranks end with bitwise equal parameters.
+ * The same run without the injection skips nothing, so the skip is the overflow's. The model
+ * (model.layers) is a patch embedding with one attention layer and no LayerNorm before it, so
+ * the input's scale reaches the logits. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 

@@ -69,7 +69,11 @@ static void check_defaults(const mp_config *c)
     assert_int_equal(c->model.hidden[0], 256);
     assert_int_equal(c->model.hidden[1], 128);
     assert_int_equal(c->model.nlayers, 0);
+    assert_int_equal(c->model.dim, 128);
+    assert_int_equal(c->model.heads, 4);
     assert_string_equal(c->amp.opt_level, "O0");
+    assert_true(c->amp.keep_norm_fp32);
+    assert_true(c->amp.keep_batchnorm_fp32);
     assert_string_equal(c->amp.half, "fp16");
     assert_string_equal(c->amp.device, "cpu");
     assert_string_equal(c->optim.name, "sgd");
@@ -223,6 +227,64 @@ static void test_custom_layers(void **state)
     mp_config_free(&c);
 }
 
+static void round_trip(const char *path, const char *const *sets, int nsets, const char *name);
+
+/* The transformer layer types and their keys; the presets' width and heads. */
+static void test_transformer_layers(void **state)
+{
+    (void)state;
+    char path[1200];
+    write_cfg(path, sizeof path, "gpt_layers.cfg",
+              "model = {\n"
+              "  layers = (\n"
+              "    { type = \"embedding\"; out = 16; vocab = 300; name = \"wte\"; },\n"
+              "    { type = \"posembed\"; name = \"wpe\"; },\n"
+              "    { type = \"transformer\"; heads = 4; causal = true; p = 0.1; eps = 1e-6; },\n"
+              "    { type = \"layernorm\"; },\n"
+              "    { type = \"attention\"; },\n"
+              "    { type = \"gelu\"; },\n"
+              "    { type = \"linear\"; out = 48; per_token = true; },\n"
+              "    { type = \"linear\"; out = 300; tie = true; name = \"head\"; }\n"
+              "  );\n"
+              "};\n");
+    mp_config c;
+    load_ok(&c, path, NULL, 0);
+    const mp_layer_spec *l = c.model.layers;
+    assert_int_equal(c.model.nlayers, 8);
+    assert_int_equal(l[0].out, 16);
+    assert_int_equal(l[0].vocab, 300);
+    assert_string_equal(l[1].type, "posembed");
+    assert_int_equal(l[2].heads, 4);
+    assert_true(l[2].causal);
+    assert_true(l[2].p == 0.1);
+    assert_true(l[2].eps == 1e-6);
+    assert_true(l[3].eps == 1e-5); /* the defaults */
+    assert_int_equal(l[4].heads, 1);
+    assert_false(l[4].causal);
+    assert_true(l[4].p == 0.0);
+    assert_true(l[6].per_token);
+    assert_false(l[6].tie);
+    assert_true(l[7].tie);
+    assert_false(l[7].per_token);
+    assert_int_equal(l[7].vocab, 0);
+    mp_config_free(&c);
+    round_trip(path, NULL, 0, "gpt_layers_out.cfg");
+
+    const char *gpt[] = {"model.preset=gpt", "model.dim=96", "model.heads=6", "model.depth=2",
+                         "data.format=text"};
+    load_ok(&c, NULL, gpt, 5);
+    assert_string_equal(c.model.preset, "gpt");
+    assert_int_equal(c.model.dim, 96);
+    assert_int_equal(c.model.heads, 6);
+    assert_int_equal(c.data.num_classes, 256); /* text data's default */
+    mp_config_free(&c);
+    const char *vit[] = {"model.preset=vit", "amp.opt_level=O3"};
+    load_ok(&c, NULL, vit, 2);
+    assert_false(c.amp.keep_norm_fp32); /* O3's default, and its alias with it */
+    assert_false(c.amp.keep_batchnorm_fp32);
+    mp_config_free(&c);
+}
+
 /* One file with one error: the message must start with "<file>:<line>: <key>: ". */
 typedef struct bad_case {
     const char *text;
@@ -298,6 +360,27 @@ static const bad_case k_bad[] = {
      "\"transformer\" (got \"conv\")"},
     {"model = {\n  layers = (\n    { out = 100; }\n  );\n};\n", 3, "model.layers.[0].type",
      "missing"},
+    /* the transformer layer keys, each on its own types only */
+    {"model = {\n  layers = (\n    { type = \"conv2d\"; out = 8; kernel = 3;\n      heads = 2; }\n"
+     "  );\n};\n", 4, "model.layers.[0].heads", "not allowed for conv2d layers"},
+    {"model = {\n  layers = (\n    { type = \"flatten\"; },\n    { type = \"relu\"; tie = true; }\n"
+     "  );\n};\n", 4, "model.layers.[1].tie", "not allowed for relu layers"},
+    {"model = {\n  layers = (\n    { type = \"embedding\"; out = 8; per_token = true; }\n"
+     "  );\n};\n", 3, "model.layers.[0].per_token", "not allowed for embedding layers"},
+    {"model = {\n  layers = (\n    { type = \"linear\"; out = 8;\n vocab = 9; }\n  );\n};\n", 4,
+     "model.layers.[0].vocab", "not allowed for linear layers"},
+    {"model = {\n  layers = (\n    { type = \"layernorm\"; causal = true; }\n  );\n};\n", 3,
+     "model.layers.[0].causal", "not allowed for layernorm layers"},
+    {"model = {\n  layers = (\n    { type = \"gelu\"; p = 0.1; }\n  );\n};\n", 3,
+     "model.layers.[0].p", "not allowed for gelu layers"},
+    {"model = {\n  layers = (\n    { type = \"embedding\"; vocab = 256; }\n  );\n};\n", 3,
+     "model.layers.[0].out", "missing: required for embedding layers"},
+    {"model = {\n  layers = (\n    { type = \"transformer\"; heads = 0; }\n  );\n};\n", 3,
+     "model.layers.[0].heads", "must be in [1, 1024] (got 0)"},
+    {"model = {\n  heads = 0;\n};\n", 2, "model.heads", "must be in [1, 1024] (got 0)"},
+    {"model = {\n  dim = 8193;\n};\n", 2, "model.dim", "must be in [1, 8192] (got 8193)"},
+    {"amp = { keep_norm_fp32 = 1; };\n", 1, "amp.keep_norm_fp32",
+     "wrong type: expected bool, got int"},
     {"model = {\n  layers = (\n    { type = \"linear\"; outs = 10; }\n  );\n};\n", 3,
      "model.layers.[0].outs", "unknown key (did you mean out?)"},
     {"model = {\n  layers = (\n    { type = \"linear\"; out = 0; }\n  );\n};\n", 3,
@@ -599,6 +682,13 @@ static void test_schema_table(void **state)
         if (k->type != MP_KEY_LAYERS && !strstr(c.text, line))
             fail_msg("%s is missing from the resolved text", k->path);
     }
+    for (int i = 0; i < mp_config_nkeys + mp_layer_nkeys; i++) { /* no rule text is cut */
+        char rule[MP_KEY_RULE_MAX];
+        mp_key_describe(i < mp_config_nkeys ? &mp_config_keys[i]
+                                            : &mp_layer_keys[i - mp_config_nkeys],
+                        rule, sizeof rule);
+        assert_true(strlen(rule) < sizeof rule - 1);
+    }
     assert_non_null(mp_config_key_find("optim.lr"));
     assert_null(mp_config_key_find("optim"));
     assert_non_null(mp_config_key_find("checkpoint.dir"));
@@ -639,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_full_file),
         cmocka_unit_test(test_custom_layers),
+        cmocka_unit_test(test_transformer_layers),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_syntax_and_io_errors),
         cmocka_unit_test(test_include_relative),

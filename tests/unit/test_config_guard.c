@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "src/config.h"
+#include "src/train.h"
 
 static char g_dir[1024];
 
@@ -245,6 +246,70 @@ static void test_preset_depth(void **state)
     mp_config_free(&c);
 }
 
+/* A transformer preset's heads must divide its width: refused at model.heads, naming
+ * model.dim, for the file's keys and for --set ones. */
+static void test_preset_heads(void **state)
+{
+    (void)state;
+    char path[1200], frag[1600];
+    write_cfg(path, sizeof path, "heads.cfg",
+              "model = {\n  preset = \"gpt\";\n  dim = 96;\n  heads = 5;\n};\n");
+    snprintf(frag, sizeof frag, "model.heads: 5 heads do not divide the token width model.dim = "
+             "96 (model.preset = \"gpt\", %s)", at(path, 2));
+    expect_fail(path, NULL, 0, at(path, 4), frag);
+    const char *vit[] = {"model.preset=vit", "model.heads=7"};
+    expect_fail(path, vit, 2, "--set model.heads", "7 heads do not divide");
+    const char *ok[] = {"model.heads=6"};
+    mp_config c;
+    load_ok(&c, path, ok, 1);
+    mp_config_free(&c);
+}
+
+/* amp.keep_batchnorm_fp32 is the older name of amp.keep_norm_fp32: either alone sets the norm
+ * layers' policy, both may be given alike, and different values are refused at the alias with
+ * one line naming both keys and their places. The resolved text (both keys) loads again. */
+static void test_norm_alias(void **state)
+{
+    (void)state;
+    char path[1200], frag[1600];
+    mp_config c;
+    write_cfg(path, sizeof path, "alias.cfg",
+              "amp = {\n  opt_level = \"O3\";\n  keep_batchnorm_fp32 = true;\n};\n");
+    load_ok(&c, path, NULL, 0);
+    assert_true(c.amp.keep_norm_fp32);
+    assert_int_equal(mp_train_amp_policy(&c).norm, MP_F32); /* O3's default would be fp16 */
+    char again[1200];
+    write_cfg(again, sizeof again, "alias_resolved.cfg", c.text);
+    mp_config_free(&c);
+    load_ok(&c, again, NULL, 0);
+    assert_true(c.amp.keep_norm_fp32 && c.amp.keep_batchnorm_fp32);
+    mp_config_free(&c);
+
+    const char *o2[] = {"amp.opt_level=O2", "amp.keep_batchnorm_fp32=false"};
+    load_ok(&c, NULL, o2, 2);
+    assert_false(c.amp.keep_norm_fp32);
+    assert_int_equal(mp_train_amp_policy(&c).norm, MP_F16);
+    mp_config_free(&c);
+    const char *both[] = {"amp.opt_level=O2", "amp.keep_norm_fp32=false",
+                          "amp.keep_batchnorm_fp32=false"};
+    load_ok(&c, NULL, both, 3);
+    assert_false(c.amp.keep_norm_fp32);
+    mp_config_free(&c);
+    const char *new_name[] = {"amp.opt_level=O2", "amp.keep_norm_fp32=false"};
+    load_ok(&c, NULL, new_name, 2);
+    assert_false(c.amp.keep_batchnorm_fp32); /* the alias follows */
+    mp_config_free(&c);
+
+    write_cfg(path, sizeof path, "alias_clash.cfg",
+              "amp = {\n  keep_norm_fp32 = false;\n\n  keep_batchnorm_fp32 = true;\n};\n");
+    snprintf(frag, sizeof frag, "amp.keep_batchnorm_fp32: true contradicts amp.keep_norm_fp32 = "
+             "false (%s), of which it is the older name", at(path, 2));
+    expect_fail(path, NULL, 0, at(path, 4), frag);
+    const char *clash[] = {"amp.keep_norm_fp32=true", "amp.keep_batchnorm_fp32=false"};
+    expect_fail(NULL, clash, 2, "--set amp.keep_batchnorm_fp32",
+                "false contradicts amp.keep_norm_fp32 = true (--set amp.keep_norm_fp32)");
+}
+
 static void test_places(void **state)
 {
     (void)state;
@@ -318,7 +383,8 @@ int main(void)
         cmocka_unit_test(test_include_errors),   cmocka_unit_test(test_proc_self_mem),
         cmocka_unit_test(test_include_paths),    cmocka_unit_test(test_nul_and_unclosed),
         cmocka_unit_test(test_wide_integers),    cmocka_unit_test(test_contradictions),
-        cmocka_unit_test(test_preset_depth),     cmocka_unit_test(test_places),
+        cmocka_unit_test(test_preset_depth),     cmocka_unit_test(test_preset_heads),
+        cmocka_unit_test(test_norm_alias),       cmocka_unit_test(test_places),
         cmocka_unit_test(test_binary),
     };
     return cmocka_run_group_tests(tests, setup_dir, NULL);

@@ -10,30 +10,12 @@
 #include "engine/model.h"
 #include "engine/presets.h"
 #include "engine/rng.h"
-
-#define EPS 1e-6
-
-static mp_amp_policy f64_policy(void)
-{
-    mp_amp_policy a = mp_amp_resolve(MP_O0, MP_F16, true, false, 1.0, false);
-    a.weights = a.norm = a.compute = a.input = MP_F64;
-    return a;
-}
-
-static double loss_of(mp_model *m, const mp_tensor *x, const double *r)
-{
-    const mp_tensor *z;
-    assert_int_equal(mp_model_forward(m, x, true, &z), MP_OK);
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(z); i++)
-        s += r[i] * ((double *)z->data)[i];
-    return s;
-}
+#include "tests/util/test_model.h"
 
 /* outputs: the elements of a sample's output, (H, W) positions of specs[1].out classes. */
 static void check_blocks(const mp_layer_spec specs[2], const int64_t in[3], int64_t outputs)
 {
-    mp_amp_policy a = f64_policy();
+    mp_amp_policy a = mp_test_f64_policy();
     mp_model m;
     const int64_t n = 3;
     if (mp_model_build(&m, mp_backend_cpu(), specs, 2, in, specs[1].out, n, &a) != MP_OK)
@@ -41,7 +23,7 @@ static void check_blocks(const mp_layer_spec specs[2], const int64_t in[3], int6
     mp_model_init(&m, 11);
     mp_rng rng;
     mp_rng_seed(&rng, 5, 0);
-    mp_param_group *g = &m.params.groups[MP_GROUP_WEIGHTS], *gn = &m.params.groups[MP_GROUP_NORM];
+    mp_param_group *gn = &m.params.groups[MP_GROUP_NORM];
     for (int64_t i = 0; i < gn->total; i++) /* BN weights away from 1, biases away from 0 */
         ((double *)gn->model.data)[i] += 0.3 * (2 * mp_rng_uniform(&rng) - 1);
     int64_t xs[4] = {n, in[0], in[1], in[2]}, zs[2] = {n, outputs};
@@ -51,26 +33,7 @@ static void check_blocks(const mp_layer_spec specs[2], const int64_t in[3], int6
         ((double *)x.data)[i] = 2 * mp_rng_uniform(&rng) - 1;
     for (int64_t i = 0; i < n * outputs; i++)
         ((double *)dz.data)[i] = 2 * mp_rng_uniform(&rng) - 1;
-    loss_of(&m, &x, dz.data);
-    assert_int_equal(mp_model_backward(&m, &x, &dz), MP_OK);
-    mp_param_group *groups[2] = {g, gn};
-    for (int k = 0; k < 2; k++) {
-        double *w = groups[k]->model.data, *dw = groups[k]->grad.data;
-        double num[4096], ana[4096];
-        int64_t total = groups[k]->total;
-        assert_true(total <= 4096);
-        for (int64_t i = 0; i < total; i++) {
-            double keep = w[i];
-            w[i] = keep + EPS;
-            double lp = loss_of(&m, &x, dz.data);
-            w[i] = keep - EPS;
-            double lm = loss_of(&m, &x, dz.data);
-            w[i] = keep;
-            num[i] = (lp - lm) / (2 * EPS);
-            ana[i] = dw[i];
-        }
-        assert_close(ana, num, (size_t)total, 1e-7, 1e-5);
-    }
+    mp_test_model_gradcheck(&m, &x, &dz);
     mp_tensor_free(&x);
     mp_tensor_free(&dz);
     mp_model_free(&m);

@@ -14,33 +14,14 @@
 #include "engine/model.h"
 #include "engine/presets.h"
 #include "engine/rng.h"
-
-#define EPS 1e-6
-
-static mp_amp_policy f64_policy(void)
-{
-    mp_amp_policy a = mp_amp_resolve(MP_O0, MP_F16, true, false, 1.0, false);
-    a.weights = a.norm = a.compute = a.input = MP_F64;
-    return a;
-}
-
-/* sum r * logits of a training forward (the step fixes the dropout masks). */
-static double loss_of(mp_model *m, const mp_tensor *x, const double *r)
-{
-    const mp_tensor *z;
-    assert_int_equal(mp_model_forward(m, x, true, &z), MP_OK);
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(z); i++)
-        s += r[i] * ((double *)z->data)[i];
-    return s;
-}
+#include "tests/util/test_model.h"
 
 /* Builds specs over in (FP64 policy), fills x (ids below vocab when ids, else uniform), and
  * checks every parameter's gradient against central differences. */
 static void check_model(const mp_layer_spec *specs, int nspecs, const int64_t in[3],
                         int64_t classes, bool ids)
 {
-    mp_amp_policy a = f64_policy();
+    mp_amp_policy a = mp_test_f64_policy();
     mp_model m;
     const int64_t n = 2;
     if (mp_model_build(&m, mp_backend_cpu(), specs, nspecs, in, classes, n, &a) != MP_OK)
@@ -62,25 +43,7 @@ static void check_model(const mp_layer_spec *specs, int nspecs, const int64_t in
     mp_tensor dz = mp_tensor_alloc(MP_F64, 2, zs, MP_MEM_WORKSPACE);
     for (int64_t i = 0; i < mp_tensor_numel(&dz); i++)
         ((double *)dz.data)[i] = 2 * mp_rng_uniform(&rng) - 1;
-    loss_of(&m, &x, dz.data);
-    assert_int_equal(mp_model_backward(&m, &x, &dz), MP_OK);
-    for (int k = 0; k < MP_NGROUPS; k++) {
-        mp_param_group *g = &m.params.groups[k];
-        double *w = g->model.data, *dw = g->grad.data;
-        int64_t total = g->total;
-        double *num = test_malloc((size_t)(total + 1) * sizeof *num);
-        for (int64_t i = 0; i < total; i++) {
-            double keep = w[i];
-            w[i] = keep + EPS;
-            double lp = loss_of(&m, &x, dz.data);
-            w[i] = keep - EPS;
-            double lm = loss_of(&m, &x, dz.data);
-            w[i] = keep;
-            num[i] = (lp - lm) / (2 * EPS);
-        }
-        assert_close(dw, num, (size_t)total, 1e-7, 1e-5);
-        test_free(num);
-    }
+    mp_test_model_gradcheck(&m, &x, &dz);
     mp_tensor_free(&x);
     mp_tensor_free(&dz);
     mp_model_free(&m);
@@ -132,7 +95,7 @@ static void test_causal_block(void **state)
     mp_layer_spec specs[2] = {spec("posembed", "pos"), spec("transformer", "blocks.0")};
     specs[1].heads = 2;
     specs[1].causal = true;
-    mp_amp_policy a = f64_policy();
+    mp_amp_policy a = mp_test_f64_policy();
     mp_model m;
     const int64_t in[3] = {1, T, D};
     assert_int_equal(mp_model_build(&m, mp_backend_cpu(), specs, 2, in, D, 2, &a), MP_OK);
@@ -202,11 +165,13 @@ static void test_preset_counts(void **state)
 
 /* The dtypes of a transformer's activations: the residual stream in the weights' dtype, GEMM
  * outputs in the compute dtype, LayerNorm's output FP32 at O1 (autocast's rule), attention
- * probabilities in the compute dtype; LayerNorm parameters FP32 unless O3 drops them. */
+ * probabilities in the compute dtype; LayerNorm parameters FP32 unless O3 drops them. A
+ * training step runs at every level, with dropout (at O1 the branches' last dropout gets its
+ * gradient from the FP32 residual sum). */
 static void test_opt_level_dtypes(void **state)
 {
     (void)state;
-    mp_preset_args pa = {.depth = 1, .dim = 16, .heads = 2};
+    mp_preset_args pa = {.depth = 1, .dim = 16, .heads = 2, .dropout = 0.1};
     mp_layer_spec specs[MP_MAX_LAYERS];
     int n = mp_preset_specs("gpt", &pa, 256, specs);
     const int64_t in[3] = {1, 8, 1};
@@ -218,12 +183,12 @@ static void test_opt_level_dtypes(void **state)
         mp_model m;
         assert_int_equal(mp_model_build(&m, mp_backend_cpu(), specs, n, in, 256, 2, &a), MP_OK);
         assert_int_equal(mp_model_input_dtype(&m), MP_F32); /* token ids */
-        mp_block *b = m.layers[2].block;                     /* wte, wpe, blocks.0 */
+        mp_block *b = m.layers[3].block;                     /* wte, wpe, drop, blocks.0 */
         assert_non_null(b);
         mp_dtype stream = levels[i] >= MP_O2 ? MP_BF16 : MP_F32;
         mp_dtype compute = levels[i] == MP_O0 ? MP_F32 : MP_BF16;
         assert_int_equal(m.acts[0].dtype, stream);
-        assert_int_equal(m.acts[2].dtype, stream);
+        assert_int_equal(m.acts[3].dtype, stream);
         assert_int_equal(b->acts[0][0].dtype, levels[i] == MP_O1 ? MP_F32 : stream); /* ln1 */
         assert_int_equal(b->acts[0][1].dtype, compute);                            /* qkv */
         assert_int_equal(b->layers[0][2].save.dtype, compute);                     /* probs */
@@ -238,6 +203,12 @@ static void test_opt_level_dtypes(void **state)
         assert_int_equal(mp_model_forward(&m, &x, true, &z), MP_OK);
         assert_int_equal(z->shape[0], 16);
         assert_int_equal(z->shape[1], 256);
+        mp_tensor dz = mp_tensor_alloc(z->dtype, 2, z->shape, MP_MEM_WORKSPACE);
+        for (int64_t e = 0; e < mp_tensor_numel(&dz); e++)
+            mp_store(dz.data, dz.dtype, (size_t)e, (double)(e % 7 - 3) / 64);
+        if (mp_model_backward(&m, &x, &dz) != MP_OK)
+            fail_msg("%s: %s", mp_opt_level_name(levels[i]), mp_error_message());
+        mp_tensor_free(&dz);
         mp_tensor_free(&x);
         mp_model_free(&m);
     }
@@ -261,6 +232,11 @@ static void test_refusals(void **state)
     mp_layer_spec e[1] = {spec("embedding", "wte")};
     e[0].out = 4;
     assert_int_equal(mp_model_plan(e, 1, in, 8, 1, &params, &acts), MP_EUSAGE); /* 8 ids/pos */
+    const int64_t ids[3] = {1, 4, 1};
+    mp_layer_spec late[2] = {spec("posembed", "pos"), spec("embedding", "wte")};
+    late[1].out = 4;
+    assert_int_equal(mp_model_plan(late, 2, ids, 8, 1, &params, &acts), MP_EUSAGE);
+    assert_non_null(strstr(mp_error_message(), "wte: an embedding must be the first layer"));
 }
 
 int main(void)
