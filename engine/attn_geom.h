@@ -27,6 +27,18 @@ static inline bool mp_attn_shaped(const mp_tensor *t, int64_t n, int64_t h, int6
            t->shape[3] == last;
 }
 
+/* The rules of attention over `tokens` positions of `features` = 3D columns (q, k, v) each:
+ * at least one position, D >= 1 a multiple of heads >= 1. The layer checks a model's shapes with
+ * them, the ops each call's. */
+static inline bool mp_attn_fits(int64_t heads, int64_t tokens, int64_t features)
+{
+    return features >= 3 && features % 3 == 0 && tokens >= 1 && heads >= 1 &&
+           (features / 3) % heads == 0;
+}
+
+/* Whether p is a dropout probability of attention, in [0, 1). */
+static inline bool mp_attn_dropout_ok(double p) { return p >= 0 && p < 1; }
+
 /* Fills *g from d, qkv (N, H, W, 3D), probs (N, heads, T, T) and out (N, H, W, D) (the forward's
  * output or backward's dout); false when a shape does not match, heads < 1 or does not divide
  * D, D or T is 0, or dropout_p is outside [0, 1). N may be 0 (nothing to do). */
@@ -34,15 +46,13 @@ static inline bool mp_attn_geometry(const mp_attn_desc *d, const mp_tensor *qkv,
                                     const mp_tensor *probs, const mp_tensor *out,
                                     mp_attn_geom *g)
 {
-    if (qkv->ndim != 4 || qkv->shape[3] % 3 != 0 || d->heads < 1 ||
-        !(d->dropout_p >= 0 && d->dropout_p < 1))
+    if (qkv->ndim != 4 || !mp_attn_dropout_ok(d->dropout_p) ||
+        !mp_attn_fits(d->heads, qkv->shape[1] * qkv->shape[2], qkv->shape[3]))
         return false;
     g->N = qkv->shape[0];
     g->T = qkv->shape[1] * qkv->shape[2];
     g->D = qkv->shape[3] / 3;
     g->heads = d->heads;
-    if (g->T < 1 || g->D < 1 || g->D % g->heads != 0)
-        return false;
     g->dh = g->D / g->heads;
     return mp_attn_shaped(out, g->N, qkv->shape[1], qkv->shape[2], g->D) &&
            mp_attn_shaped(probs, g->N, g->heads, g->T, g->T);

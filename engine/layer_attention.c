@@ -2,6 +2,7 @@
  * transformer block, y (N, H, W, D) from qkv (N, H, W, 3D) over the H W tokens of each sample,
  * with its probabilities (heads, T, T) per sample kept for backward (mp_layer.save). Dropout on
  * the probabilities draws its mask, like the dropout layer's, from (seed, step 2^32 + i). */
+#include "engine/attn_geom.h"
 #include "engine/layer.h"
 
 #define MP_ATTN_STEP_STRIDE ((uint64_t)1 << 32)
@@ -46,11 +47,11 @@ mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *na
                                   const int64_t in_shape[3], int heads, bool causal, double p)
 {
     int64_t width = in_shape[2] / 3, tokens = in_shape[0] * in_shape[1];
-    if (in_shape[2] % 3 != 0 || heads < 1 || width % heads != 0 || tokens < 1)
+    if (!mp_attn_fits(heads, tokens, in_shape[2]))
         return mp_fail(MP_EUSAGE, "layer %s: attention needs 3 D features per token (q, k, v), "
                        "D a multiple of the %d heads (got %lld)", name, heads,
                        (long long)in_shape[2]);
-    if (!(p >= 0 && p < 1))
+    if (!mp_attn_dropout_ok(p))
         return mp_fail(MP_EUSAGE, "layer %s: attention dropout must be in [0, 1) (got %g)",
                        name, p);
     mp_layer_begin(l, &mp_attention_class, ops, name, in_shape, width);

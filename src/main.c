@@ -241,6 +241,9 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
         mp_status st = mp_train_evaluate(t, &loss, &accuracy);
         if (st != MP_OK)
             rc = fail_midway(t->comm, st);
+        else if (t->comm->rank == 0 && mp_dataset_label_len(&t->test) > 1)
+            printf("%s: test loss %.6f (%.6f bits per byte)\ntest accuracy: %.4f\n",
+                   cli->checkpoint, loss, mp_metrics_bpb(loss), accuracy);
         else if (t->comm->rank == 0)
             printf("%s: test loss %.4f\ntest accuracy: %.4f\n", cli->checkpoint, loss,
                    accuracy);

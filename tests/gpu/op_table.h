@@ -89,6 +89,13 @@ void op_add(op_case c, const char *op, int ndt, int ndim, const char *fmt, ...)
 
 /* Frees every pair of the list (cleared ones are skipped). */
 void op_free(mp_gpu_pair *const *pairs, int n);
+
+/* Element i of the pair's host side, as a double. */
+double op_hv(const mp_gpu_pair *p, int64_t i);
+
+/* A malloc'd array of n doubles (n + 1, so n may be 0), zeroed; fails the test when out of
+ * memory. */
+double *op_zeros(int64_t n);
 #define OP_FREE(...)                                                          \
     op_free((mp_gpu_pair *const[]){__VA_ARGS__},                             \
             (int)(sizeof((mp_gpu_pair *const[]){__VA_ARGS__}) / sizeof(mp_gpu_pair *)))

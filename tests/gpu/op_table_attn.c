@@ -18,19 +18,6 @@
 static const mp_dtype F32 = MP_F32, F16 = MP_F16, BF16 = MP_BF16;
 static const double U = 0x1p-24; /* FP32's unit roundoff */
 
-/* Element i of the pair's host side. */
-static double hv(const mp_gpu_pair *p, int64_t i)
-{
-    return mp_load(p->host.data, p->host.dtype, (size_t)i);
-}
-
-static double *zeros(int64_t n)
-{
-    double *a = calloc((size_t)n + 1, sizeof *a);
-    assert_non_null(a);
-    return a;
-}
-
 /* The case's geometry and the dropout multiplier of (n, h, i, j). */
 typedef struct attn_dims {
     int64_t N, T, D, heads, dh, ld;
@@ -84,7 +71,7 @@ static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, double *bp
     attn_dims g = dims_of(c);
     mp_dtype w = c->dt[0], pdt = c->dt[1];
     bool own_p = d->dropout_p > 0 || pdt != w;
-    double *s = zeros(g.T), *es = zeros(g.T), *p = zeros(g.T);
+    double *s = op_zeros(g.T), *es = op_zeros(g.T), *p = op_zeros(g.T);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t h = 0; h < g.heads; h++)
             for (int64_t i = 0; i < g.T; i++) {
@@ -93,8 +80,8 @@ static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, double *bp
                 for (int64_t j = 0; j < lim; j++) {
                     double acc = 0, abs = 0;
                     for (int64_t k = 0; k < g.dh; k++) {
-                        double t = hv(qkv, qi + h * g.dh + k) *
-                                   hv(qkv, (n * g.T + j) * g.ld + g.D + h * g.dh + k);
+                        double t = op_hv(qkv, qi + h * g.dh + k) *
+                                   op_hv(qkv, (n * g.T + j) * g.ld + g.D + h * g.dh + k);
                         acc += t, abs += fabs(t);
                     }
                     s[j] = acc * g.scale;
@@ -113,7 +100,7 @@ static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, double *bp
                     double e = 0, top = 0;
                     for (int64_t j = 0; j < lim; j++) {
                         double pj = p[j] / sum * mult_of(d, &g, n, h, i, j);
-                        double vj = fabs(hv(qkv, (n * g.T + j) * g.ld + 2 * g.D + h * g.dh + k));
+                        double vj = fabs(op_hv(qkv, (n * g.T + j) * g.ld + 2 * g.D + h * g.dh + k));
                         e += (eP + 2 * mp_test_eps(pdt) + (own_p ? 2 * mp_test_eps(w) : 0)) *
                              pj * vj;
                         top = fmax(top, pj * vj);
@@ -135,7 +122,8 @@ static void run_attn_forward(const op_case *c)
     mp_gpu_pair probs = mp_gpu_poisoned(c->dt[1], 4, ps), out = mp_gpu_poisoned(c->dt[2], 4, os);
     OP_BOTH(c, attention_forward, &c->u.attn, OP_T(&qkv), OP_T(&probs), OP_T(&out));
     if (!c->refused) {
-        double *bp = zeros(mp_tensor_numel(&probs.host)), *bo = zeros(mp_tensor_numel(&out.host));
+        double *bp = op_zeros(mp_tensor_numel(&probs.host));
+        double *bo = op_zeros(mp_tensor_numel(&out.host));
         attn_fwd_bounds(c, &qkv, bp, bo);
         mp_gpu_check_each(&probs, bp, mp_gpu_rtol(c->dt[1]), "%s: probs", c->name);
         mp_gpu_check_each(&out, bo, mp_gpu_rtol(c->dt[2]), "%s: out", c->name);
@@ -160,7 +148,8 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
     double ew = 2 * mp_test_eps(w), eo = c->dt[2] != w ? ew : 0;
     bool own_p = d->dropout_p > 0 || c->dt[1] != w;
     int64_t tt = g.T * g.T;
-    double *P = zeros(tt), *PP = zeros(tt), *eP = zeros(tt), *dS = zeros(tt), *eS = zeros(tt);
+    double *P = op_zeros(tt), *PP = op_zeros(tt), *eP = op_zeros(tt);
+    double *dS = op_zeros(tt), *eS = op_zeros(tt);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t h = 0; h < g.heads; h++) {
             for (int64_t i = 0; i < g.T; i++) {
@@ -170,11 +159,11 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
                 for (int64_t j = 0; j < lim; j++) {
                     double mult = mult_of(d, &g, n, h, i, j), acc = 0, abs = 0;
                     for (int64_t k = 0; k < g.dh; k++) {
-                        double t = hv(dout, (n * g.T + i) * g.D + h * g.dh + k) *
-                                   hv(qkv, (n * g.T + j) * g.ld + 2 * g.D + h * g.dh + k);
+                        double t = op_hv(dout, (n * g.T + i) * g.D + h * g.dh + k) *
+                                   op_hv(qkv, (n * g.T + j) * g.ld + 2 * g.D + h * g.dh + k);
                         acc += t, abs += fabs(t);
                     }
-                    P[i * g.T + j] = hv(probs, ((n * g.heads + h) * g.T + i) * g.T + j);
+                    P[i * g.T + j] = op_hv(probs, ((n * g.heads + h) * g.T + i) * g.T + j);
                     PP[i * g.T + j] = P[i * g.T + j] * mult;
                     eP[i * g.T + j] = own_p ? ew * PP[i * g.T + j] : 0;
                     dp[j] = acc * mult;
@@ -197,9 +186,9 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
                 for (int64_t k = 0; k < g.dh; k++) {
                     double ev = 0, av = 0, eq = 0, aq = 0, ek = 0, ak = 0;
                     for (int64_t o = 0; o < g.T; o++) {
-                        double dO = fabs(hv(dout, (n * g.T + o) * g.D + h * g.dh + k));
-                        double kk = fabs(hv(qkv, (n * g.T + o) * g.ld + g.D + h * g.dh + k));
-                        double qq = fabs(hv(qkv, (n * g.T + o) * g.ld + h * g.dh + k));
+                        double dO = fabs(op_hv(dout, (n * g.T + o) * g.D + h * g.dh + k));
+                        double kk = fabs(op_hv(qkv, (n * g.T + o) * g.ld + g.D + h * g.dh + k));
+                        double qq = fabs(op_hv(qkv, (n * g.T + o) * g.ld + h * g.dh + k));
                         ev += (eP[o * g.T + t] + eo * PP[o * g.T + t]) * dO; /* dV[t] */
                         av += PP[o * g.T + t] * dO;
                         eq += eS[t * g.T + o] * kk; /* dQ[t] */
@@ -239,7 +228,7 @@ static void run_attn_backward(const op_case *c)
     OP_BOTH(c, attention_backward, &c->u.attn, OP_T(&qkv), OP_T(&probs), OP_T(&dout),
             OP_T(&dqkv));
     if (!c->refused) {
-        double *bx = zeros(mp_tensor_numel(&dqkv.host));
+        double *bx = op_zeros(mp_tensor_numel(&dqkv.host));
         attn_bwd_bounds(c, &qkv, &probs, &dout, bx);
         mp_gpu_check_each(&dqkv, bx, mp_gpu_rtol(c->dt[3]), "%s: dqkv", c->name);
         free(bx);

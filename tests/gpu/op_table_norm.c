@@ -18,26 +18,12 @@ static const mp_dtype F32 = MP_F32, F16 = MP_F16, BF16 = MP_BF16;
 static const double U = 0x1p-24; /* FP32's unit roundoff */
 static const double LN_EPS = 1e-5;
 
-/* Element i of the pair's host side. */
-static double hv(const mp_gpu_pair *p, int64_t i)
-{
-    return mp_load(p->host.data, p->host.dtype, (size_t)i);
-}
-
-/* A malloc'd array of n doubles, zeroed. */
-static double *zeros(int64_t n)
-{
-    double *a = calloc((size_t)n + 1, sizeof *a);
-    assert_non_null(a);
-    return a;
-}
-
 /* x (rows, C) of dtype dt: U(-1, 1) plus a row offset of -3.5, 0.5 or 4.5, so the mean matters. */
 static mp_gpu_pair ln_input(mp_dtype dt, const int64_t *shape, mp_rng *r)
 {
     mp_gpu_pair x = mp_gpu_random(dt, 2, shape, r, -1, 1);
     for (int64_t i = 0; i < shape[0] * shape[1]; i++)
-        mp_store(x.host.data, dt, (size_t)i, hv(&x, i) + 4.0 * (double)(i / shape[1] % 3) - 3.5);
+        mp_store(x.host.data, dt, (size_t)i, op_hv(&x, i) + 4.0 * (double)(i / shape[1] % 3) - 3.5);
     mp_gpu_upload(&x);
     return x;
 }
@@ -56,12 +42,12 @@ static ln_row ln_row_bound(const mp_gpu_pair *x, int64_t r, int64_t C)
 {
     double mean = 0, M = 0, D = 0, var = 0;
     for (int64_t j = 0; j < C; j++) {
-        mean += hv(x, r * C + j);
-        M = fmax(M, fabs(hv(x, r * C + j)));
+        mean += op_hv(x, r * C + j);
+        M = fmax(M, fabs(op_hv(x, r * C + j)));
     }
     mean /= (double)C;
     for (int64_t j = 0; j < C; j++) {
-        double d = hv(x, r * C + j) - mean;
+        double d = op_hv(x, r * C + j) - mean;
         var += d * d;
         D = fmax(D, fabs(d));
     }
@@ -89,12 +75,12 @@ static void run_ln_forward(const op_case *c)
     mp_gpu_pair b = mp_gpu_random(c->dt[1], 1, &C, &r, -1, 1);
     mp_gpu_pair y = mp_gpu_poisoned(c->dt[2], 2, c->shape);
     OP_BOTH(c, layernorm_forward, LN_EPS, OP_T(&x), OP_T(&g), OP_T(&b), OP_T(&y));
-    double *atol = zeros(rows * C);
+    double *atol = op_zeros(rows * C);
     for (int64_t i = 0; i < rows; i++) {
         ln_row e = ln_row_bound(&x, i, C);
         for (int64_t j = 0; j < C; j++) {
-            double gj = fabs(hv(&g, j));
-            atol[i * C + j] = 2 * (gj * e.e_x + 4 * U * (e.X * gj + fabs(hv(&b, j))));
+            double gj = fabs(op_hv(&g, j));
+            atol[i * C + j] = 2 * (gj * e.e_x + 4 * U * (e.X * gj + fabs(op_hv(&b, j))));
         }
     }
     mp_gpu_check_each(&y, atol, mp_gpu_rtol(c->dt[2]), "%s: y", c->name);
@@ -119,13 +105,13 @@ static void run_ln_backward(const op_case *c)
     mp_gpu_pair dg = mp_gpu_poisoned(pt, 1, &C), db = mp_gpu_poisoned(pt, 1, &C);
     OP_BOTH(c, layernorm_backward, LN_EPS, OP_T(&x), OP_T(&dy), OP_T(&g),
             c->u.no_dx ? NULL : OP_T(&dx), OP_T(&dg), OP_T(&db));
-    double *ax = zeros(rows * C), *ag = zeros(C), xmax = 0;
+    double *ax = op_zeros(rows * C), *ag = op_zeros(C), xmax = 0;
     for (int64_t i = 0; i < rows; i++) {
         ln_row e = ln_row_bound(&x, i, C);
         double G = 0;
         for (int64_t j = 0; j < C; j++) {
-            G = fmax(G, fabs(hv(&dy, i * C + j) * hv(&g, j)));
-            ag[j] += fabs(hv(&dy, i * C + j)) * 2 * e.e_x;
+            G = fmax(G, fabs(op_hv(&dy, i * C + j) * op_hv(&g, j)));
+            ag[j] += fabs(op_hv(&dy, i * C + j)) * 2 * e.e_x;
         }
         double e1 = mp_gpu_atol(C, G) / (double)C + 2 * U * G;
         double e2 = mp_gpu_atol(C, G * e.X) / (double)C + G * e.e_x + 2 * U * G * e.X;
@@ -164,9 +150,9 @@ static void run_gelu_forward(const op_case *c)
     mp_rng_seed(&r, 603, c->seed);
     int64_t n = c->shape[0];
     mp_gpu_pair x = mp_gpu_random(c->dt[0], 1, &n, &r, -4, 4), y = {0}, *out = &x;
-    double *atol = zeros(n);
+    double *atol = op_zeros(n);
     for (int64_t i = 0; i < n; i++)
-        atol[i] = gelu_atol(hv(&x, i), 1, false);
+        atol[i] = gelu_atol(op_hv(&x, i), 1, false);
     if (!c->u.ew.in_place) {
         y = mp_gpu_poisoned(c->dt[1], 1, &n);
         out = &y;
@@ -185,9 +171,9 @@ static void run_gelu_backward(const op_case *c)
     int64_t n = c->shape[0];
     mp_gpu_pair x = mp_gpu_random(c->dt[0], 1, &n, &r, -4, 4);
     mp_gpu_pair dy = mp_gpu_random(c->dt[1], 1, &n, &r, -1, 1), dx = {0}, *out = &dy;
-    double *atol = zeros(n);
+    double *atol = op_zeros(n);
     for (int64_t i = 0; i < n; i++)
-        atol[i] = gelu_atol(hv(&x, i), hv(&dy, i), true);
+        atol[i] = gelu_atol(op_hv(&x, i), op_hv(&dy, i), true);
     if (!c->u.ew.in_place) {
         dx = mp_gpu_poisoned(c->dt[2], 1, &n);
         out = &dx;

@@ -68,6 +68,18 @@ void op_free(mp_gpu_pair *const *pairs, int n)
         mp_gpu_pair_free(pairs[i]);
 }
 
+double op_hv(const mp_gpu_pair *p, int64_t i)
+{
+    return mp_load(p->host.data, p->host.dtype, (size_t)i);
+}
+
+double *op_zeros(int64_t n)
+{
+    double *a = calloc((size_t)n + 1, sizeof *a);
+    assert_non_null(a);
+    return a;
+}
+
 static void run_case(void **state)
 {
     const op_case *c = *state;

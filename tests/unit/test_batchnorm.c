@@ -19,16 +19,6 @@
 
 static const mp_ops *ops;
 
-/* A tensor of dtype dt filled with U(lo, hi) (zeros when r is NULL). */
-static mp_tensor rand_t(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, double lo,
-                        double hi)
-{
-    mp_tensor t = mp_tensor_alloc(dt, ndim, shape, MP_MEM_WORKSPACE);
-    for (int64_t i = 0; r && i < mp_tensor_numel(&t); i++)
-        mp_store(t.data, dt, (size_t)i, lo + (hi - lo) * mp_rng_uniform(r));
-    return t;
-}
-
 static double *f64(const mp_tensor *t) { return t->data; }
 
 /* Binds the layer's parameters (random weight in [0.5, 1.5), bias in [-1, 1)) and buffers
@@ -37,11 +27,11 @@ static void bind_state(mp_layer *l, mp_dtype dt, mp_rng *r)
 {
     for (int j = 0; j < l->nparams; j++) {
         double lo = j == 0 ? 0.5 : -1.0;
-        l->w[j] = rand_t(dt, l->param_ndim[j], l->param_shape[j], r, lo, lo + 1.0);
-        l->dw[j] = rand_t(dt, l->param_ndim[j], l->param_shape[j], NULL, 0, 0);
+        l->w[j] = mp_test_rand(dt, l->param_ndim[j], l->param_shape[j], r, lo, lo + 1.0);
+        l->dw[j] = mp_test_rand(dt, l->param_ndim[j], l->param_shape[j], NULL, 0, 0);
     }
     for (int j = 0; j < l->nbuffers; j++) {
-        l->buf[j] = rand_t(dt, 1, &l->buffer_numel[j], NULL, 0, 0);
+        l->buf[j] = mp_test_rand(dt, 1, &l->buffer_numel[j], NULL, 0, 0);
         for (int64_t i = 0; i < l->buffer_numel[j]; i++)
             mp_store(l->buf[j].data, dt, (size_t)i, l->buffer_init[j]);
     }
@@ -94,8 +84,10 @@ static void gradcheck(const int64_t in[3], int64_t n, uint64_t seed)
     mp_rng_seed(&rng, seed, 0);
     bind_state(&l, MP_F64, &rng);
     int64_t s[4] = {n, in[0], in[1], in[2]};
-    mp_tensor x = rand_t(MP_F64, 4, s, &rng, -2, 3), y = rand_t(MP_F64, 4, s, NULL, 0, 0);
-    mp_tensor r = rand_t(MP_F64, 4, s, &rng, -1, 1), dx = rand_t(MP_F64, 4, s, NULL, 0, 0);
+    mp_tensor x = mp_test_rand(MP_F64, 4, s, &rng, -2, 3), y = mp_test_rand(MP_F64, 4, s, NULL, 0,
+                               0);
+    mp_tensor r = mp_test_rand(MP_F64, 4, s, &rng, -1, 1), dx = mp_test_rand(MP_F64, 4, s, NULL, 0,
+                               0);
     loss(&l, &x, &y, &r);
     assert_int_equal(l.cls->backward(&l, &x, &y, &r, &dx), MP_OK);
     check_fd(&l, &x, &y, &r, &x, &dx);
@@ -256,8 +248,8 @@ static void run_bn(mp_dtype dt, const double *xv, const double *dyv, const doubl
         mp_store(l.w[1].data, pt, (size_t)c, b[c]);
     }
     int64_t s[4] = {RUN_N, RUN_H, RUN_W, RUN_C};
-    mp_tensor x = rand_t(dt, 4, s, NULL, 0, 0), dy = rand_t(dt, 4, s, NULL, 0, 0);
-    mp_tensor y = rand_t(dt, 4, s, NULL, 0, 0), dx = rand_t(dt, 4, s, NULL, 0, 0);
+    mp_tensor x = mp_test_rand(dt, 4, s, NULL, 0, 0), dy = mp_test_rand(dt, 4, s, NULL, 0, 0);
+    mp_tensor y = mp_test_rand(dt, 4, s, NULL, 0, 0), dx = mp_test_rand(dt, 4, s, NULL, 0, 0);
     for (int i = 0; i < RUN_M * RUN_C; i++) {
         mp_store(x.data, dt, (size_t)i, xv[i]);
         mp_store(dy.data, dt, (size_t)i, dyv[i]);
@@ -361,9 +353,11 @@ static void test_backward_gets_layer_eps(void **state)
     mp_rng_seed(&rng, 5, 0);
     bind_state(&l, MP_F64, &rng);
     int64_t s[4] = {3, 2, 2, 3};
-    mp_tensor x = rand_t(MP_F64, 4, s, &rng, -2, 3), y = rand_t(MP_F64, 4, s, NULL, 0, 0);
-    mp_tensor dy = rand_t(MP_F64, 4, s, &rng, -1, 1), dx = rand_t(MP_F64, 4, s, NULL, 0, 0);
-    mp_tensor dx2 = rand_t(MP_F64, 4, s, NULL, 0, 0);
+    mp_tensor x = mp_test_rand(MP_F64, 4, s, &rng, -2, 3), y = mp_test_rand(MP_F64, 4, s, NULL, 0,
+                               0);
+    mp_tensor dy = mp_test_rand(MP_F64, 4, s, &rng, -1, 1), dx = mp_test_rand(MP_F64, 4, s, NULL,
+                                0, 0);
+    mp_tensor dx2 = mp_test_rand(MP_F64, 4, s, NULL, 0, 0);
     backward_calls = 0;
     assert_int_equal(l.cls->forward(&l, &x, &y, true), MP_OK);
     assert_int_equal(l.cls->backward(&l, &x, &y, &dy, &dx), MP_OK);

@@ -21,16 +21,6 @@
 
 static const mp_ops *ops;
 
-/* A tensor of dtype dt filled with U(lo, hi) (zeros when r is NULL). */
-static mp_tensor rand_t(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, double lo,
-                        double hi)
-{
-    mp_tensor t = mp_tensor_alloc(dt, ndim, shape, MP_MEM_WORKSPACE);
-    for (int64_t i = 0; r && i < mp_tensor_numel(&t); i++)
-        mp_store(t.data, dt, (size_t)i, lo + (hi - lo) * mp_rng_uniform(r));
-    return t;
-}
-
 static double *f64(const mp_tensor *t) { return t->data; }
 
 /* The elements of t as doubles (malloc'd). */
@@ -99,20 +89,22 @@ static void ln_gradcheck(int64_t rows, int64_t C, uint64_t seed)
     mp_rng_seed(&r, seed, 0);
     const int64_t xs[3] = {rows, 1, C};
     fd_set s = {.loss = ln_loss};
-    s.in[0] = rand_t(MP_F64, 3, xs, &r, -2, 3);
-    s.in[1] = rand_t(MP_F64, 1, &C, &r, 0.5, 1.5);
-    s.in[2] = rand_t(MP_F64, 1, &C, &r, -1, 1);
-    s.y = rand_t(MP_F64, 3, xs, NULL, 0, 0);
-    s.w = rand_t(MP_F64, 3, xs, &r, -1, 1);
-    mp_tensor dx = rand_t(MP_F64, 3, xs, NULL, 0, 0), dg = rand_t(MP_F64, 1, &C, NULL, 0, 0);
-    mp_tensor db = rand_t(MP_F64, 1, &C, NULL, 0, 0);
+    s.in[0] = mp_test_rand(MP_F64, 3, xs, &r, -2, 3);
+    s.in[1] = mp_test_rand(MP_F64, 1, &C, &r, 0.5, 1.5);
+    s.in[2] = mp_test_rand(MP_F64, 1, &C, &r, -1, 1);
+    s.y = mp_test_rand(MP_F64, 3, xs, NULL, 0, 0);
+    s.w = mp_test_rand(MP_F64, 3, xs, &r, -1, 1);
+    mp_tensor dx = mp_test_rand(MP_F64, 3, xs, NULL, 0, 0), dg = mp_test_rand(MP_F64, 1, &C, NULL,
+                                0, 0);
+    mp_tensor db = mp_test_rand(MP_F64, 1, &C, NULL, 0, 0);
     assert_int_equal(ops->layernorm_backward(LN_EPS, &s.in[0], &s.w, &s.in[1], &dx, &dg, &db),
                      MP_OK);
     check_fd(&s, &s.in[0], &dx);
     check_fd(&s, &s.in[1], &dg);
     check_fd(&s, &s.in[2], &db);
     /* without dx: the same parameter gradients, bit for bit, written over what was there */
-    mp_tensor dg2 = rand_t(MP_F64, 1, &C, &r, 5, 6), db2 = rand_t(MP_F64, 1, &C, &r, 5, 6);
+    mp_tensor dg2 = mp_test_rand(MP_F64, 1, &C, &r, 5, 6), db2 = mp_test_rand(MP_F64, 1, &C, &r, 5,
+                                 6);
     assert_int_equal(ops->layernorm_backward(LN_EPS, &s.in[0], &s.w, &s.in[1], NULL, &dg2,
                                              &db2),
                      MP_OK);
@@ -146,16 +138,16 @@ static void test_gelu_gradcheck(void **state)
     mp_rng_seed(&r, 4, 0);
     int64_t n = 41;
     fd_set s = {.loss = gelu_loss};
-    s.in[0] = rand_t(MP_F64, 1, &n, NULL, 0, 0);
+    s.in[0] = mp_test_rand(MP_F64, 1, &n, NULL, 0, 0);
     for (int64_t i = 0; i < n; i++) /* -6 .. 6 and a little off the grid */
         f64(&s.in[0])[i] = -6 + 12 * (double)i / (double)(n - 1) + 0.01 * mp_rng_uniform(&r);
-    s.y = rand_t(MP_F64, 1, &n, NULL, 0, 0);
-    s.w = rand_t(MP_F64, 1, &n, &r, -1, 1);
-    mp_tensor dx = rand_t(MP_F64, 1, &n, NULL, 0, 0);
+    s.y = mp_test_rand(MP_F64, 1, &n, NULL, 0, 0);
+    s.w = mp_test_rand(MP_F64, 1, &n, &r, -1, 1);
+    mp_tensor dx = mp_test_rand(MP_F64, 1, &n, NULL, 0, 0);
     assert_int_equal(ops->gelu_backward(&s.in[0], &s.w, &dx), MP_OK);
     check_fd(&s, &s.in[0], &dx);
     /* in place (dx is dy): the same bits */
-    mp_tensor g = rand_t(MP_F64, 1, &n, NULL, 0, 0);
+    mp_tensor g = mp_test_rand(MP_F64, 1, &n, NULL, 0, 0);
     memcpy(g.data, s.w.data, (size_t)n * sizeof(double));
     assert_int_equal(ops->gelu_backward(&s.in[0], &g, &g), MP_OK);
     assert_memory_equal(g.data, dx.data, (size_t)n * sizeof(double));
@@ -180,17 +172,17 @@ static void test_embedding_gradcheck(void **state)
     const double idv[7] = {3, 0, 3, 1, 3, 4, 0};
     const int64_t R = 7, V = 6, D = 3, ts[2] = {V, D}, ys[2] = {R, D};
     fd_set s = {.loss = emb_loss};
-    s.in[0] = rand_t(MP_F32, 1, &R, NULL, 0, 0);
+    s.in[0] = mp_test_rand(MP_F32, 1, &R, NULL, 0, 0);
     for (int64_t i = 0; i < R; i++)
         mp_store(s.in[0].data, MP_F32, (size_t)i, idv[i]);
-    s.in[1] = rand_t(MP_F64, 2, ts, &r, -1, 1);
-    s.y = rand_t(MP_F64, 2, ys, NULL, 0, 0);
-    s.w = rand_t(MP_F64, 2, ys, &r, -1, 1);
-    mp_tensor dt = rand_t(MP_F64, 2, ts, &r, 5, 6); /* overwritten */
+    s.in[1] = mp_test_rand(MP_F64, 2, ts, &r, -1, 1);
+    s.y = mp_test_rand(MP_F64, 2, ys, NULL, 0, 0);
+    s.w = mp_test_rand(MP_F64, 2, ys, &r, -1, 1);
+    mp_tensor dt = mp_test_rand(MP_F64, 2, ts, &r, 5, 6); /* overwritten */
     assert_int_equal(ops->embedding_backward(&s.in[0], &s.w, false, &dt), MP_OK);
     check_fd(&s, &s.in[1], &dt);
     /* accumulate: the old value is the first term, then the rows in increasing r */
-    mp_tensor acc = rand_t(MP_F64, 2, ts, &r, -1, 1);
+    mp_tensor acc = mp_test_rand(MP_F64, 2, ts, &r, -1, 1);
     double want[18];
     memcpy(want, acc.data, sizeof want);
     for (int64_t i = 0; i < R; i++)
@@ -234,8 +226,10 @@ static void test_layernorm_forward_values(void **state)
             mp_dtype dt = dts[k], pt = half_params ? dt : MP_F32;
             if (half_params && k < 2)
                 continue;
-            mp_tensor x = rand_t(dt, 2, shape, &r, 1, 4), y = rand_t(dt, 2, shape, NULL, 0, 0);
-            mp_tensor g = rand_t(pt, 1, &C, &r, 0.5, 1.5), b = rand_t(pt, 1, &C, &r, -1, 1);
+            mp_tensor x = mp_test_rand(dt, 2, shape, &r, 1, 4), y = mp_test_rand(dt, 2, shape,
+                                       NULL, 0, 0);
+            mp_tensor g = mp_test_rand(pt, 1, &C, &r, 0.5, 1.5), b = mp_test_rand(pt, 1, &C, &r,
+                                       -1, 1);
             assert_int_equal(ops->layernorm_forward(LN_EPS, &x, &g, &b, &y), MP_OK);
             double *xv = values(&x), *gv = values(&g), *bv = values(&b), *yv = values(&y);
             double want[6 * 37];
@@ -266,16 +260,17 @@ static void test_layernorm_fp16_statistics(void **state)
     mp_rng r;
     mp_rng_seed(&r, 7, 0);
     const int64_t C = 64, rows = 2, shape[2] = {rows, C};
-    mp_tensor x16 = rand_t(MP_F16, 2, shape, NULL, 0, 0);
-    mp_tensor x32 = rand_t(MP_F32, 2, shape, NULL, 0, 0);
+    mp_tensor x16 = mp_test_rand(MP_F16, 2, shape, NULL, 0, 0);
+    mp_tensor x32 = mp_test_rand(MP_F32, 2, shape, NULL, 0, 0);
     for (int64_t i = 0; i < rows * C; i++) {
         double v = 1996 + (double)(i % 8) + (i >= C ? 40 : 0);
         mp_store(x16.data, MP_F16, (size_t)i, v);
         mp_store(x32.data, MP_F32, (size_t)i, v);
     }
-    mp_tensor g = rand_t(MP_F32, 1, &C, &r, 0.5, 1.5), b = rand_t(MP_F32, 1, &C, &r, -1, 1);
-    mp_tensor y16 = rand_t(MP_F16, 2, shape, NULL, 0, 0);
-    mp_tensor y32 = rand_t(MP_F16, 2, shape, NULL, 0, 0);
+    mp_tensor g = mp_test_rand(MP_F32, 1, &C, &r, 0.5, 1.5), b = mp_test_rand(MP_F32, 1, &C, &r,
+                               -1, 1);
+    mp_tensor y16 = mp_test_rand(MP_F16, 2, shape, NULL, 0, 0);
+    mp_tensor y32 = mp_test_rand(MP_F16, 2, shape, NULL, 0, 0);
     assert_int_equal(ops->layernorm_forward(LN_EPS, &x16, &g, &b, &y16), MP_OK);
     assert_int_equal(ops->layernorm_forward(LN_EPS, &x32, &g, &b, &y32), MP_OK);
     double *xv = values(&x16), *gv = values(&g), *bv = values(&b), *yv = values(&y16);
@@ -284,11 +279,13 @@ static void test_layernorm_fp16_statistics(void **state)
     assert_close(yv, want, (size_t)(rows * C), 1e-3, 2 * mp_test_eps(MP_F16));
     assert_memory_equal(y16.data, y32.data, (size_t)(rows * C) * 2);
 
-    mp_tensor dy = rand_t(MP_F16, 2, shape, &r, -1, 1);
-    mp_tensor dx16 = rand_t(MP_F16, 2, shape, NULL, 0, 0);
-    mp_tensor dx32 = rand_t(MP_F16, 2, shape, NULL, 0, 0);
-    mp_tensor dg16 = rand_t(MP_F32, 1, &C, NULL, 0, 0), dg32 = rand_t(MP_F32, 1, &C, NULL, 0, 0);
-    mp_tensor db16 = rand_t(MP_F32, 1, &C, NULL, 0, 0), db32 = rand_t(MP_F32, 1, &C, NULL, 0, 0);
+    mp_tensor dy = mp_test_rand(MP_F16, 2, shape, &r, -1, 1);
+    mp_tensor dx16 = mp_test_rand(MP_F16, 2, shape, NULL, 0, 0);
+    mp_tensor dx32 = mp_test_rand(MP_F16, 2, shape, NULL, 0, 0);
+    mp_tensor dg16 = mp_test_rand(MP_F32, 1, &C, NULL, 0, 0), dg32 = mp_test_rand(MP_F32, 1, &C,
+                                  NULL, 0, 0);
+    mp_tensor db16 = mp_test_rand(MP_F32, 1, &C, NULL, 0, 0), db32 = mp_test_rand(MP_F32, 1, &C,
+                                  NULL, 0, 0);
     assert_int_equal(ops->layernorm_backward(LN_EPS, &x16, &dy, &g, &dx16, &dg16, &db16), MP_OK);
     assert_int_equal(ops->layernorm_backward(LN_EPS, &x32, &dy, &g, &dx32, &dg32, &db32), MP_OK);
     assert_memory_equal(dx16.data, dx32.data, (size_t)(rows * C) * 2);
@@ -325,7 +322,7 @@ static void test_gelu_forward_values(void **state)
     const mp_dtype dts[4] = {MP_F64, MP_F32, MP_F16, MP_BF16};
     for (int k = 0; k < 4; k++) {
         mp_dtype dt = dts[k];
-        mp_tensor x = rand_t(dt, 1, &n, NULL, 0, 0), y = rand_t(dt, 1, &n, NULL, 0, 0);
+        mp_tensor x = mp_test_rand(dt, 1, &n, NULL, 0, 0), y = mp_test_rand(dt, 1, &n, NULL, 0, 0);
         for (int64_t i = 0; i < n; i++)
             mp_store(x.data, dt, (size_t)i, -6 + 0.05 * (double)i);
         assert_int_equal(ops->gelu_forward(&x, &y), MP_OK);
@@ -357,11 +354,13 @@ static void test_embedding_forward_values(void **state)
     mp_rng r;
     mp_rng_seed(&r, 8, 0);
     const int64_t R = 9, V = 13, D = 5, ts[2] = {V, D}, ys[2] = {R, D};
-    mp_tensor ids = rand_t(MP_BF16, 1, &R, NULL, 0, 0);
+    mp_tensor ids = mp_test_rand(MP_BF16, 1, &R, NULL, 0, 0);
     for (int64_t i = 0; i < R; i++)
         mp_store(ids.data, MP_BF16, (size_t)i, (double)((i * 5 + 3) % V));
-    mp_tensor t32 = rand_t(MP_F32, 2, ts, &r, -100, 100), t64 = rand_t(MP_F64, 2, ts, &r, -1, 1);
-    mp_tensor y16 = rand_t(MP_F16, 2, ys, NULL, 0, 0), y64 = rand_t(MP_F64, 2, ys, NULL, 0, 0);
+    mp_tensor t32 = mp_test_rand(MP_F32, 2, ts, &r, -100, 100), t64 = mp_test_rand(MP_F64, 2, ts,
+                                 &r, -1, 1);
+    mp_tensor y16 = mp_test_rand(MP_F16, 2, ys, NULL, 0, 0), y64 = mp_test_rand(MP_F64, 2, ys,
+                                 NULL, 0, 0);
     assert_int_equal(ops->embedding_forward(&ids, &t32, &y16), MP_OK);
     assert_int_equal(ops->embedding_forward(&ids, &t64, &y64), MP_OK);
     for (int64_t i = 0; i < R; i++)
@@ -384,11 +383,12 @@ static void test_embedding_refuses_bad_ids(void **state)
     const double bad[5] = {5, -1, 2.5, NAN, INFINITY};
     const mp_dtype dts[3] = {MP_F32, MP_F16, MP_F64};
     const int64_t R = 4, V = 5, D = 3, ts[2] = {V, D}, ys[2] = {R, D};
-    mp_tensor table = rand_t(MP_F32, 2, ts, NULL, 0, 0), y = rand_t(MP_F32, 2, ys, NULL, 0, 0);
-    mp_tensor dy = rand_t(MP_F32, 2, ys, NULL, 0, 0);
+    mp_tensor table = mp_test_rand(MP_F32, 2, ts, NULL, 0, 0), y = mp_test_rand(MP_F32, 2, ys,
+                                   NULL, 0, 0);
+    mp_tensor dy = mp_test_rand(MP_F32, 2, ys, NULL, 0, 0);
     for (int k = 0; k < 5; k++)
         for (int d = 0; d < 3; d++) {
-            mp_tensor ids = rand_t(dts[d], 1, &R, NULL, 0, 0);
+            mp_tensor ids = mp_test_rand(dts[d], 1, &R, NULL, 0, 0);
             for (int64_t i = 0; i < R; i++)
                 mp_store(ids.data, dts[d], (size_t)i, i == (k % 4) ? bad[k] : (double)i);
             for (int64_t i = 0; i < V * D; i++)
@@ -422,7 +422,8 @@ static void test_embedding_backward_order(void **state)
     mp_rng r;
     mp_rng_seed(&r, 9, 0);
     const int64_t R = 1000, V = 7, D = 5, ts[2] = {V, D}, ys[2] = {R, D};
-    mp_tensor ids = rand_t(MP_F16, 1, &R, NULL, 0, 0), dy = rand_t(MP_F32, 2, ys, NULL, 0, 0);
+    mp_tensor ids = mp_test_rand(MP_F16, 1, &R, NULL, 0, 0), dy = mp_test_rand(MP_F32, 2, ys, NULL,
+                                 0, 0);
     for (int64_t i = 0; i < R; i++)
         mp_store(ids.data, MP_F16, (size_t)i, (double)mp_rng_below(&r, V - 1)); /* V-1 unused */
     for (int64_t i = 0; i < R * D; i++)
@@ -431,7 +432,8 @@ static void test_embedding_backward_order(void **state)
     for (int k = 0; k < 2; k++)
         for (int acc = 0; acc < 2; acc++) {
             mp_dtype dt = dts[k];
-            mp_tensor a = rand_t(dt, 2, ts, &r, -1, 1), b = rand_t(dt, 2, ts, NULL, 0, 0);
+            mp_tensor a = mp_test_rand(dt, 2, ts, &r, -1, 1), b = mp_test_rand(dt, 2, ts, NULL, 0,
+                                       0);
             memcpy(b.data, a.data, (size_t)mp_tensor_bytes(&a));
             float sum[35];
             for (int64_t i = 0; i < V * D; i++)
@@ -441,7 +443,7 @@ static void test_embedding_backward_order(void **state)
                 for (int64_t d = 0; d < D; d++)
                     sum[v * D + d] += ((float *)dy.data)[i * D + d];
             }
-            mp_tensor want = rand_t(dt, 2, ts, NULL, 0, 0);
+            mp_tensor want = mp_test_rand(dt, 2, ts, NULL, 0, 0);
             mp_convert(want.data, dt, sum, MP_F32, (size_t)(V * D));
             assert_int_equal(ops->embedding_backward(&ids, &dy, acc, &a), MP_OK);
             assert_int_equal(ops->embedding_backward(&ids, &dy, acc, &b), MP_OK);
@@ -467,9 +469,12 @@ static void test_refused_shapes(void **state)
 {
     (void)state;
     const int64_t xs[2] = {3, 5}, four = 4, five = 5, six = 6, ys[2] = {3, 4};
-    mp_tensor x = rand_t(MP_F32, 2, xs, NULL, 0, 0), y = rand_t(MP_F32, 2, xs, NULL, 0, 0);
-    mp_tensor g4 = rand_t(MP_F32, 1, &four, NULL, 0, 0), g5 = rand_t(MP_F32, 1, &five, NULL, 0, 0);
-    mp_tensor g6 = rand_t(MP_F32, 1, &six, NULL, 0, 0), y4 = rand_t(MP_F32, 2, ys, NULL, 0, 0);
+    mp_tensor x = mp_test_rand(MP_F32, 2, xs, NULL, 0, 0), y = mp_test_rand(MP_F32, 2, xs, NULL, 0,
+                               0);
+    mp_tensor g4 = mp_test_rand(MP_F32, 1, &four, NULL, 0, 0), g5 = mp_test_rand(MP_F32, 1, &five,
+                                NULL, 0, 0);
+    mp_tensor g6 = mp_test_rand(MP_F32, 1, &six, NULL, 0, 0), y4 = mp_test_rand(MP_F32, 2, ys,
+                                NULL, 0, 0);
     assert_int_equal(ops->layernorm_forward(LN_EPS, &x, &g4, &g4, &y), MP_EINTERNAL);
     assert_non_null(strstr(mp_error_message(), "layernorm_forward"));
     assert_int_equal(ops->layernorm_forward(LN_EPS, &x, &g5, &g6, &y), MP_EINTERNAL);

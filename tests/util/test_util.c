@@ -82,3 +82,12 @@ int mp_test_run(const char *cmd, char *out, size_t cap)
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+mp_tensor mp_test_rand(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, double lo,
+                       double hi)
+{
+    mp_tensor t = mp_tensor_alloc(dt, ndim, shape, MP_MEM_WORKSPACE);
+    for (int64_t i = 0; r && i < mp_tensor_numel(&t); i++)
+        mp_store(t.data, dt, (size_t)i, lo + (hi - lo) * mp_rng_uniform(r));
+    return t;
+}

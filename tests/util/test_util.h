@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include "engine/dtype.h"
+#include "engine/rng.h"
+#include "engine/tensor.h"
 
 /* Fails the test unless |a[i] - ref[i]| <= atol + rtol * |ref[i]| for every i (NaN fails);
  * the message names the first bad index and both values. */
@@ -21,6 +23,11 @@ void mp_assert_close_impl(const double *a, const double *ref, size_t n, double a
 /* The unit roundoff of dt (2^-11 fp16, 2^-8 bf16, 2^-24 FP32, 2^-53 FP64): the base of the
  * tolerances of tests that compare a dtype's results with FP64. */
 double mp_test_eps(mp_dtype dt);
+
+/* A tensor of dtype dt (mp_tensor_alloc, workspace) filled with U(lo, hi) drawn from r, or
+ * zeros when r is NULL; free with mp_tensor_free. */
+mp_tensor mp_test_rand(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, double lo,
+                       double hi);
 
 /* A fresh empty directory for this test: $MPDIST_TEST_TMP/<name>.<pid> (or under /tmp).
  * Returns a static buffer. */
