@@ -28,9 +28,6 @@
 /* Rows per block under the causal mask. */
 enum { MP_ATTN_BLOCK = 32 };
 
-static _Thread_local void *mp_attn_ws;
-static _Thread_local size_t mp_attn_ws_bytes;
-
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 
 /* Working memory: parts of the given byte sizes, each 64-byte aligned, from one block. */
@@ -39,12 +36,7 @@ static void workspace(int n, const size_t *bytes, void **part)
     size_t total = 0;
     for (int i = 0; i < n; i++)
         total += round64(bytes[i]);
-    if (total > mp_attn_ws_bytes) {
-        mp_free(mp_attn_ws);
-        mp_attn_ws = mp_alloc(total, MP_MEM_WORKSPACE);
-        mp_attn_ws_bytes = total;
-    }
-    char *p = mp_attn_ws;
+    char *p = mp_cpu_workspace(MP_CPU_WS_ATTN, total);
     for (int i = 0; i < n; i++) {
         part[i] = p;
         p += round64(bytes[i]);

@@ -29,18 +29,7 @@ typedef struct conv_plan {
     int64_t chunk;           /* images per chunk */
 } conv_plan;
 
-static _Thread_local void *mp_conv_ws;
-static _Thread_local size_t mp_conv_ws_bytes;
-
-static void *workspace(size_t bytes)
-{
-    if (bytes > mp_conv_ws_bytes) {
-        mp_free(mp_conv_ws);
-        mp_conv_ws = mp_alloc(bytes, MP_MEM_WORKSPACE);
-        mp_conv_ws_bytes = bytes;
-    }
-    return mp_conv_ws;
-}
+static void *workspace(size_t bytes) { return mp_cpu_workspace(MP_CPU_WS_CONV, bytes); }
 
 static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 

@@ -34,6 +34,18 @@ static inline double mp_st_f64(double v) { return v; }
 #define MP_OP(ret, op, params) ret mp_cpu_##op params;
 #include "engine/op_list.h"
 
+/* The CPU ops' working memory: one block per slot and thread that only grows (mp_alloc, counted
+ * as workspace), so steady-state training steps allocate nothing. An op uses its own slots,
+ * so an op that calls another keeps its block. */
+typedef enum mp_cpu_ws {
+    MP_CPU_WS_GEMM, MP_CPU_WS_CONV, MP_CPU_WS_ATTN, MP_CPU_WS_NORM, MP_CPU_WS_EMBED_IDS,
+    MP_CPU_WS_EMBED_ACC, MP_CPU_WS_N
+} mp_cpu_ws;
+
+/* At least `bytes` of slot `slot`'s block for this thread, 64-byte aligned, contents
+ * unspecified (zero it where needed); valid until the next call for the same slot. */
+void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes);
+
 /* Counts a result handed to the host (mp_ops_counters.reads). */
 void mp_cpu_count_read(void);
 

@@ -5,7 +5,8 @@
  * occurrence, with an accumulator row (FP32; FP64 when dy or dtable is FP64) that starts at
  * dtable's old row (accumulate) or 0 and adds dy's rows in increasing r, then rounds it once
  * into dtable; rows of ids that do not occur are zeroed (or left alone when accumulating).
- * Deterministic; the buffers (V slot numbers, a row per distinct id) come from mp_alloc. */
+ * Deterministic; the buffers (V slot numbers, a row per distinct id) are the backend's
+ * grow-only workspace (mp_cpu_workspace). */
 #include <math.h>
 #include <string.h>
 
@@ -65,8 +66,9 @@ mp_status mp_cpu_embedding_forward(const mp_tensor *ids, const mp_tensor *table,
                               int64_t V, int64_t D)                                         \
     {                                                                                       \
         int64_t R = mp_tensor_numel(ids);                                                   \
-        ACC *acc = mp_alloc(((size_t)used * (size_t)D + (size_t)D) * sizeof(ACC),           \
-                            MP_MEM_WORKSPACE);                                              \
+        ACC *acc = mp_cpu_workspace(MP_CPU_WS_EMBED_ACC,                                     \
+                                    ((size_t)used * (size_t)D + (size_t)D) * sizeof(ACC));  \
+        memset(acc, 0, (size_t)used * (size_t)D * sizeof(ACC));                             \
         ACC *row = acc + used * D;                                                          \
         for (int64_t v = 0; accumulate && v < V; v++)                                       \
             if (slot[v])                                                                    \
@@ -89,7 +91,6 @@ mp_status mp_cpu_embedding_forward(const mp_tensor *ids, const mp_tensor *table,
             else if (!accumulate)                                                           \
                 memset(at(dtable, v * D), 0, (size_t)D * mp_dtype_size(dtable->dtype));    \
         }                                                                                   \
-        mp_free(acc);                                                                       \
     }
 MP_EMB_BWD(float, f32, MP_F32)
 MP_EMB_BWD(double, f64, MP_F64)
@@ -101,13 +102,13 @@ mp_status mp_cpu_embedding_backward(const mp_tensor *ids, const mp_tensor *dy, b
     MP_CPU_REQUIRE(dtable->ndim >= 1, "embedding_backward");
     int64_t V = dtable->shape[0], D = width(dtable);
     MP_CPU_REQUIRE(mp_tensor_numel(dy) == R * D, "embedding_backward");
-    int64_t *slot = mp_alloc((size_t)V * sizeof(int64_t), MP_MEM_WORKSPACE), used = 0;
+    int64_t *slot = mp_cpu_workspace(MP_CPU_WS_EMBED_IDS, (size_t)V * sizeof(int64_t) + 1);
+    int64_t used = 0;
+    memset(slot, 0, (size_t)V * sizeof(int64_t));
     for (int64_t r = 0; r < R; r++) {
         int64_t v = id_at(ids, r, V);
-        if (v < 0) {
-            mp_free(slot);
+        if (v < 0)
             return bad_id("embedding_backward", ids, r, V);
-        }
         if (!slot[v])
             slot[v] = ++used;
     }
@@ -115,6 +116,5 @@ mp_status mp_cpu_embedding_backward(const mp_tensor *ids, const mp_tensor *dy, b
         emb_bwd_f64(ids, dy, accumulate, dtable, slot, used, V, D);
     else
         emb_bwd_f32(ids, dy, accumulate, dtable, slot, used, V, D);
-    mp_free(slot);
     return MP_OK;
 }

@@ -7,18 +7,6 @@
 #include "engine/alloc.h"
 #include "engine/backend_cpu/cpu.h"
 
-static _Thread_local float *mp_gemm_ws;
-static _Thread_local size_t mp_gemm_ws_floats;
-
-static float *workspace(size_t floats)
-{
-    if (floats > mp_gemm_ws_floats) {
-        mp_free(mp_gemm_ws);
-        mp_gemm_ws = mp_alloc(floats * sizeof(float), MP_MEM_WORKSPACE);
-        mp_gemm_ws_floats = floats;
-    }
-    return mp_gemm_ws;
-}
 
 static const float *as_f32(const mp_tensor *t, float *scratch)
 {
@@ -49,7 +37,7 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
     size_t na = a->dtype == MP_F32 ? 0 : (size_t)(ar * ac);
     size_t nb = b->dtype == MP_F32 ? 0 : (size_t)(br * bc);
     size_t nc = c->dtype == MP_F32 ? 0 : (size_t)(m * n);
-    float *ws = workspace(na + nb + nc + 1);
+    float *ws = mp_cpu_workspace(MP_CPU_WS_GEMM, (na + nb + nc + 1) * sizeof(float));
     const float *fa = as_f32(a, ws), *fb = as_f32(b, ws + na);
     float *fc = c->dtype == MP_F32 ? c->data : ws + na + nb;
     if (c->dtype != MP_F32 && beta != 0.0)

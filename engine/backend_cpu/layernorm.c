@@ -7,8 +7,10 @@
  * Row sums go in 8 lanes (element j into lane j % 8, lanes added in a fixed tree), which the
  * compiler vectorises; dgamma and dbeta add the rows in order 0, 1, ...: deterministic. Backward
  * recomputes a row's statistics with forward's function on the same values, so they are
- * forward's bits. The buffers (a few rows of C accumulators) come from mp_alloc per call. */
+ * forward's bits. The buffers (a few rows of C accumulators) are the backend's grow-only
+ * workspace (mp_cpu_workspace). */
 #include <math.h>
+#include <string.h>
 
 #include "engine/alloc.h"
 #include "engine/backend_cpu/cpu.h"
@@ -65,7 +67,7 @@ static void *at(const mp_tensor *t, int64_t off)
     static void ln_fwd_##SFX(double eps, const mp_tensor *x, const mp_tensor *gamma,        \
                              const mp_tensor *beta, mp_tensor *y, int64_t rows, int64_t C)  \
     {                                                                                       \
-        ACC *g = mp_alloc(3 * (size_t)C * sizeof(ACC), MP_MEM_WORKSPACE);                   \
+        ACC *g = mp_cpu_workspace(MP_CPU_WS_NORM, 3 * (size_t)C * sizeof(ACC));              \
         ACC *b = g + C, *v = b + C;                                                         \
         mp_convert(g, ADT, gamma->data, gamma->dtype, (size_t)C);                           \
         mp_convert(b, ADT, beta->data, beta->dtype, (size_t)C);                             \
@@ -76,14 +78,14 @@ static void *at(const mp_tensor *t, int64_t off)
                 v[j] = v[j] * invstd * g[j] + b[j];                                         \
             mp_convert(at(y, r * C), y->dtype, v, ADT, (size_t)C);                          \
         }                                                                                   \
-        mp_free(g);                                                                         \
     }                                                                                       \
     static void ln_bwd_##SFX(double eps, const mp_tensor *x, const mp_tensor *dy,           \
                              const mp_tensor *gamma, mp_tensor *dx, mp_tensor *dgamma,      \
                              mp_tensor *dbeta, int64_t rows, int64_t C)                     \
     {                                                                                       \
-        ACC *g = mp_alloc(6 * (size_t)C * sizeof(ACC), MP_MEM_WORKSPACE);                   \
+        ACC *g = mp_cpu_workspace(MP_CPU_WS_NORM, 6 * (size_t)C * sizeof(ACC));              \
         ACC *v = g + C, *d = v + C, *gg = d + C, *sg = gg + C, *sb = sg + C;                \
+        memset(sg, 0, 2 * (size_t)C * sizeof(ACC));                                         \
         mp_convert(g, ADT, gamma->data, gamma->dtype, (size_t)C);                           \
         for (int64_t r = 0; r < rows; r++) {                                                \
             mp_convert(v, ADT, at(x, r * C), x->dtype, (size_t)C);                          \
@@ -105,7 +107,6 @@ static void *at(const mp_tensor *t, int64_t off)
         }                                                                                   \
         mp_convert(dgamma->data, dgamma->dtype, sg, ADT, (size_t)C);                        \
         mp_convert(dbeta->data, dbeta->dtype, sb, ADT, (size_t)C);                          \
-        mp_free(g);                                                                         \
     }
 MP_LN_KERNELS(float, f32, MP_F32, sqrtf)
 MP_LN_KERNELS(double, f64, MP_F64, sqrt)

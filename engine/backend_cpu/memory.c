@@ -14,6 +14,19 @@ void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat) { return mp_alloc(bytes, ca
 
 void mp_cpu_mem_free(void *p) { mp_free(p); }
 
+static _Thread_local void *mp_cpu_ws_block[MP_CPU_WS_N];
+static _Thread_local size_t mp_cpu_ws_bytes[MP_CPU_WS_N];
+
+void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes)
+{
+    if (bytes > mp_cpu_ws_bytes[slot]) {
+        mp_free(mp_cpu_ws_block[slot]);
+        mp_cpu_ws_block[slot] = mp_alloc(bytes, MP_MEM_WORKSPACE);
+        mp_cpu_ws_bytes[slot] = bytes;
+    }
+    return mp_cpu_ws_block[slot];
+}
+
 mp_status mp_cpu_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
