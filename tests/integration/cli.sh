@@ -61,6 +61,12 @@ dry=$("$MPDIST" "$TMP/gpt_layers.cfg" --dry-run --set data.path="$TMP/corpus.txt
 grep -q '^total parameters: 21472$' <<<"$dry" && grep -Eq '^blocks.0 +transformer +\(N, 1, 16, 32\) +12704$' <<<"$dry" ||
   { echo "FAIL: gpt as model.layers dry run"; echo "$dry"; exit 1; }
 
+# A classifier on text, and a language model on images: the outputs per sample do not match
+# the labels per sample.
+expect_exit 2 "the model gives 1 outputs per sample \(a classifier\) but the data has 16 labels" \
+  "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --dry-run "${gpt[@]}" --set model.preset=mlp
+expect_exit 2 "the model gives 784 outputs per sample \(one per position\) but the data has 1 labels" \
+  "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.preset=gpt --set model.depth=1
 expect_exit 2 "no config file" "$MPDIST"
 expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --frobnicate
 expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set
