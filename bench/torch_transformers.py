@@ -9,7 +9,9 @@ so a state_dict maps 1:1; tokens are the H*W positions of mpdist's NHWC activati
        holds the byte ids, labels are the next bytes; loss = mean cross-entropy over N*T tokens.
   vit  28x28x1 image -> patch: Conv2d kernel 7 stride 7 with bias (none when a checkpoint has
        no patch.bias) -> 16 tokens of D -> + pos (16, D) -> L pre-LN blocks, not causal ->
-       ln_f -> mean over tokens -> head (10, D).
+       ln_f -> mean over tokens -> head (10, D). With the conv stem (model.stem "conv"):
+       stem.conv1..3 Conv2d 3x3 stride 2 pad 1 without bias (32, 64, 128 channels), each with
+       stem.bn1..3 BatchNorm2d (eps 1e-5, momentum 0.1) and ReLU, to 4x4; patch is a 1x1 Conv2d.
   block  h = x + drop(attn.proj(attn(attn.qkv(ln1(x)))));  y = h + drop(mlp.proj(gelu_tanh(
          mlp.fc(ln2(h))))); qkv rows [q | k | v], head h uses columns h*dh .. (h+1)*dh - 1 of
          each; attention dropout on the probabilities; LayerNorm eps 1e-5.
@@ -75,6 +77,7 @@ def arg_parser():
     t.add_argument("--dim", type=int, default=128, help="model.dim, the token width")
     t.add_argument("--depth", type=int, default=4)
     t.add_argument("--heads", type=int, default=4)
+    t.add_argument("--stem", choices=("patch", "conv"), default="patch", help="vit: model.stem")
     t.add_argument("--context", type=int, default=128, help="gpt: bytes per window (T)")
     t.add_argument("--dropout", type=float, default=None, help="default: gpt 0.1, vit 0")
     t.add_argument("--lr", type=float, default=1e-3)
@@ -391,8 +394,16 @@ class Vit(nn.Module):
     """mpdist's `vit`: images (N, C, H, W) -> logits (N, classes)."""
 
     def __init__(self, image=28, channels=1, patch=7, width=128, depth=4, heads=4, dropout=0.0,
-                 classes=10, patch_bias=True):
+                 classes=10, patch_bias=True, stem=False):
         super().__init__()
+        self.stem = None
+        if stem:  # three 3x3 stride-2 convolutions: 28 -> 14 -> 7 -> 4
+            self.stem, c = nn.ModuleDict(), channels
+            for i, k in enumerate((32, 64, 128), 1):
+                self.stem["conv%d" % i] = nn.Conv2d(c, k, 3, stride=2, padding=1, bias=False)
+                self.stem["bn%d" % i] = nn.BatchNorm2d(k, eps=1e-5, momentum=0.1)
+                c, image = k, (image - 1) // 2 + 1
+            channels, patch = c, 1
         self.patch = nn.Conv2d(channels, width, patch, stride=patch, bias=patch_bias)
         self.pos = PosEmbedding((image // patch) ** 2, width)
         self.blocks = nn.ModuleList(Block(width, heads, False, dropout) for _ in range(depth))
@@ -401,6 +412,8 @@ class Vit(nn.Module):
         init_embeddings(self)
 
     def forward(self, x):
+        for i in range(1, 4) if self.stem is not None else ():
+            x = F.relu(self.stem["bn%d" % i](self.stem["conv%d" % i](x)))
         h = self.patch(x).flatten(2).transpose(1, 2)  # (N, tokens, D), tokens in (h, w) order
         h = h + self.pos.weight
         for b in self.blocks:
@@ -414,6 +427,10 @@ def model_from_arrays(preset, arrays, heads, dropout=0.0):
     if preset == "gpt":
         context, width = arrays["wpe.weight"].shape
         return Gpt(context, width, depth, heads, dropout, tied="head.weight" not in arrays)
+    if preset == "vit" and "stem.conv1.weight" in arrays:  # 28x28 images through the stem
+        return Vit(28, arrays["stem.conv1.weight"].shape[3], 1, arrays["patch.weight"].shape[0],
+                   depth, heads, dropout, arrays["head.weight"].shape[0], "patch.bias" in arrays,
+                   stem=True)
     if preset == "vit":
         width, patch, _, channels = arrays["patch.weight"].shape
         side = int(round(math.sqrt(arrays["pos.weight"].shape[0]))) * patch
@@ -428,6 +445,9 @@ def load_arrays(model, arrays):
     state = {k: torch.from_numpy(v) for k, v in arrays.items()}
     state = {k: v.permute(0, 3, 1, 2).contiguous() if v.dim() == 4 else v
              for k, v in state.items()}
+    for k in model.state_dict():  # BatchNorm's step counter, which mpdist does not keep
+        if k.endswith("num_batches_tracked"):
+            state.setdefault(k, torch.tensor(0))
     model.load_state_dict(state, strict=True)
 
 
@@ -470,7 +490,7 @@ def train(a):
     else:
         data = ImageData(a.data or FMNIST, a.mean, a.std, 0, a.test_limit)
         p = 0.0 if a.dropout is None else a.dropout
-        model = Vit(width=a.dim, depth=a.depth, heads=a.heads, dropout=p)
+        model = Vit(width=a.dim, depth=a.depth, heads=a.heads, dropout=p, stem=a.stem == "conv")
         tokens = 1
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
     model.train()

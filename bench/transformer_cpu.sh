@@ -28,6 +28,7 @@
 #   MPDIST_TCPU_BATCH      samples per step (default gpt 16, vit 64)
 #   MPDIST_TCPU_DIM, _DEPTH, _HEADS   model.dim, depth, heads (default the presets': 128, 4, 4)
 #   MPDIST_TCPU_CONTEXT    gpt: data.context, bytes per window (default 128)
+#   MPDIST_TCPU_STEM       vit: model.stem, conv (default, as configs/fashion-mnist-vit.cfg) or patch
 #   MPDIST_TCPU_LR         Adam's learning rate (default 0.001); MPDIST_TCPU_TEST (default 256)
 #   MPDIST_TCPU_THREADS    threads of each framework (default 2)
 #   MPDIST_TCPU_TIMEOUT    seconds per run (default 900)
@@ -51,6 +52,7 @@ steps=${MPDIST_TCPU_STEPS:-60}
 every=${MPDIST_TCPU_EVERY:-10}
 dim=${MPDIST_TCPU_DIM:-128} depth=${MPDIST_TCPU_DEPTH:-4} heads=${MPDIST_TCPU_HEADS:-4}
 context=${MPDIST_TCPU_CONTEXT:-128}
+stem=${MPDIST_TCPU_STEM:-conv}
 lr=${MPDIST_TCPU_LR:-0.001}
 ntest=${MPDIST_TCPU_TEST:-256}
 threads=${MPDIST_TCPU_THREADS:-2}
@@ -82,7 +84,7 @@ config() {
     model="preset = \"gpt\"; dim = $dim; depth = $depth; heads = $heads; dropout = 0.1;"
   else
     data="format = \"idx\"; path = \"$fmnist\";"
-    model="preset = \"vit\"; dim = $dim; depth = $depth; heads = $heads; dropout = 0.0;"
+    model="preset = \"vit\"; dim = $dim; depth = $depth; heads = $heads; dropout = 0.0; stem = \"$stem\";"
   fi
   cat <<EOF
 # bench/transformer_cpu.sh: $1, batch $2, $steps steps
@@ -133,7 +135,7 @@ for model in "${models[@]}"; do
     args=(--model "$model" --batch "$batch" --steps "$steps" --every "$every" --threads "$threads"
           --dim "$dim" --depth "$depth" --heads "$heads" --lr "$lr" --seed 42 --test-limit "$ntest")
     if [ "$model" = gpt ]; then args+=(--dropout 0.1); else args+=(--dropout 0); fi
-    if [ "$model" = gpt ]; then args+=(--context "$context" --data "$fortunes"); else args+=(--data "$fmnist"); fi
+    if [ "$model" = gpt ]; then args+=(--context "$context" --data "$fortunes"); else args+=(--data "$fmnist" --stem "$stem"); fi
     timeout "$tmo" "$py" bench/torch_transformers.py train "${args[@]}" >"$out/$tag.log" 2>&1 || rc=$?
     j=$(grep '^{"framework"' "$out/$tag.log" | tail -1 || true)
     if [ "$rc" = 0 ] && [ -n "$j" ]; then

@@ -110,13 +110,36 @@ static int blocks(mp_layer_spec *specs, int n, const mp_preset_args *a, bool cau
     return n;
 }
 
+/* Xiao et al.'s convolutional stem ("Early convolutions help transformers see better"): three
+ * 3x3 stride-2 convolutions (32, 64, 128 channels, each with BatchNorm and ReLU) take 28x28 to
+ * 4x4; the caller's 1x1 convolution then gives the tokens their width. */
+static void conv_stem(mp_layer_spec *specs, int *n)
+{
+    for (int i = 0; i < 3; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "stem.conv%d", i + 1);
+        mp_layer_spec *c = add(specs, n, "conv2d", name);
+        c->out = 32 << i;
+        c->kernel = 3;
+        c->stride = 2;
+        c->pad = 1;
+        c->bias = false;
+        snprintf(name, sizeof name, "stem.bn%d", i + 1);
+        add(specs, n, "batchnorm", name);
+        snprintf(name, sizeof name, "stem.relu%d", i + 1);
+        add(specs, n, "relu", name);
+    }
+}
+
 static int vit_specs(const mp_preset_args *a, int64_t num_classes, mp_layer_spec *specs)
 {
     int n = 0;
+    if (a->conv_stem)
+        conv_stem(specs, &n);
     mp_layer_spec *patch = add(specs, &n, "conv2d", "patch");
     patch->out = a->dim;
-    patch->kernel = 7;
-    patch->stride = 7;
+    patch->kernel = a->conv_stem ? 1 : a->patch ? a->patch : 7;
+    patch->stride = patch->kernel;
     add(specs, &n, "posembed", "pos");
     if ((n = blocks(specs, n, a, false)) < 0)
         return -1;

@@ -2,6 +2,7 @@
 #ifndef MP_PRESETS_H
 #define MP_PRESETS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine/model.h"
@@ -14,6 +15,8 @@ typedef struct mp_preset_args {
     int64_t cardinality, width; /* resnext */
     double dropout;        /* wrn, vit, gpt */
     int64_t dim, heads;    /* vit, gpt: token width and attention heads */
+    int64_t patch;         /* vit: patch side; 0: 7 */
+    bool conv_stem;        /* vit: a convolutional stem instead of the patch convolution */
 } mp_preset_args;
 
 /* Writes the layer specs of preset `name` with num_classes outputs into specs (room for
@@ -31,9 +34,12 @@ typedef struct mp_preset_args {
  *   resnext   Xie et al.'s CIFAR ResNeXt: conv 64 - bn - relu, three stages of n bottleneck
  *             blocks (256, 512, 1024 channels; inner width cardinality x width x 2^stage;
  *             depth = 9n + 2), global average pool, linear;
- *   vit       a Vision Transformer for 28x28 images: a 7x7 stride-7 convolution into 16 patch
- *             tokens of width dim, a position embedding, depth (0: 4) pre-LN transformer blocks
- *             with `heads` heads, LayerNorm, mean over the tokens, linear;
+ *   vit       a Vision Transformer for 28x28 images: tokens of width dim from a patch x patch
+ *             convolution of stride patch (0: 7, 16 tokens; 4: 49 tokens), or with conv_stem
+ *             from three 3x3 stride-2 convolutions with BatchNorm and ReLU (32, 64, 128
+ *             channels, 4x4 = 16 tokens) and a 1x1 convolution; a position embedding, depth
+ *             (0: 4) pre-LN transformer blocks with `heads` heads, LayerNorm, mean over the
+ *             tokens, linear;
  *   gpt       a byte-level GPT over (1, T, 1) token ids: token embedding (num_classes x dim),
  *             position embedding, dropout, depth (0: 4) causal blocks, LayerNorm, a per-token
  *             head tied to the token embedding (num_classes logits per token). */

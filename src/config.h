@@ -39,6 +39,8 @@ typedef struct mp_config {
         int64_t depth, widen, cardinality, width; /* resnet20, wrn, resnext */
         double dropout;                           /* wrn, vit, gpt */
         int64_t dim, heads;                       /* vit, gpt */
+        int64_t patch;                            /* vit */
+        char stem[8];                             /* vit: "patch" | "conv" */
         mp_layer_spec layers[MP_MAX_LAYERS];
         int nlayers;                     /* > 0 when model.layers was given */
     } model;
@@ -122,6 +124,10 @@ bool mp_config_given(const mp_config *c, const char *path);
 /* Where the key at `path` ("model.depth", or "model.layers.[N]" for a layer's group) was given,
  * as a message prefix "FILE:LINE: KEY" or "--set KEY"; NULL if it was not. Owned by c. */
 const char *mp_config_where(const mp_config *c, const char *path);
+
+/* The preset model's layer specs (room for MP_MAX_LAYERS) from the model.* keys: their count,
+ * or -1 with mp_preset_specs's MP_EUSAGE message ("model.depth: ..."). */
+int mp_config_preset_specs(const mp_config *c, mp_layer_spec *specs);
 
 /* Prints the resolved configuration (every key, defaults included) in libconfig syntax. */
 void mp_config_print(const mp_config *c, FILE *out);

@@ -83,7 +83,7 @@ const mp_key mp_config_keys[] = {
      .meaning = "Built-in model: mlp (model.hidden), cnn (2 conv + pooling + FC), cnn_bn (with "
                 "BatchNorm), resnet20 (CIFAR ResNet, model.depth), wrn (Wide ResNet, model.depth "
                 "and widen), resnext (CIFAR ResNeXt, model.depth, cardinality, width), vit (Vision "
-                "Transformer on 7x7 patches, model.depth, dim, heads, dropout), gpt (byte-level "
+                "Transformer on patches, model.depth, dim, heads, patch, dropout), gpt (byte-level "
                 "causal transformer for data.format \"text\", the same keys). Becomes "
                 "\"custom\" when model.layers is given (not both)."},
     {"model.hidden", MP_KEY_INT_ARRAY, "[256, 128]", GE(1), LE(1000000), .flags = MP_KEY_PRESET,
@@ -106,6 +106,14 @@ const mp_key mp_config_keys[] = {
      .meaning = "vit, gpt: token width (a multiple of model.heads)."},
     {"model.heads", MP_KEY_INT, "4", GE(1), LE(1024), .flags = MP_KEY_PRESET, CF(model.heads),
      .meaning = "vit, gpt: attention heads."},
+    {"model.patch", MP_KEY_INT, "7", GE(1), LE(28), .flags = MP_KEY_PRESET, CF(model.patch),
+     .meaning = "vit: side of the square patches (stride = side) of the 28x28 image: 7 gives "
+                "16 tokens, 4 gives 49; pixels past the last whole patch are not seen."},
+    {"model.stem", MP_KEY_STRING, "\"patch\"", ONE_OF("patch", "conv"), .flags = MP_KEY_PRESET,
+     CF(model.stem),
+     .meaning = "vit: how images become tokens: patch (one convolution, model.patch) or conv "
+                "(Xiao et al.'s stem: three 3x3 stride-2 convolutions with BatchNorm and ReLU, "
+                "32, 64, 128 channels, to 4x4 = 16 tokens, then a 1x1 convolution)."},
     {"model.layers", MP_KEY_LAYERS, NULL, CF(model.layers), COUNT(model.nlayers, MP_MAX_LAYERS),
      .meaning = "Custom model replacing the preset: a list of layer groups (1 to 64), "
                 "e.g. ({ type = \"linear\"; out = 10; })."},

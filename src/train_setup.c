@@ -149,10 +149,7 @@ mp_status mp_train_model_specs(const mp_config *c, mp_layer_spec *specs, int *n)
         memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)*n);
         return MP_OK;
     }
-    mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
-                         c->model.cardinality, c->model.width, c->model.dropout,
-                         c->model.dim, c->model.heads};
-    *n = mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs);
+    *n = mp_config_preset_specs(c, specs);
     if (*n < 0)
         return mp_fail(MP_EUSAGE, "%s: %s", c->path, mp_error_message());
     return MP_OK;

@@ -41,9 +41,13 @@ grep -Eq '^layers.0 +conv2d +\(N, 14, 14, 8\) +200$' <<<"$dry" && grep -Eq '^lay
 # The transformer presets and the same GPT written as model.layers: layer tables, parameter
 # counts (the tied head has none), the opt-level line with the norm layers.
 dry=$("$MPDIST" "$SRC/configs/fashion-mnist-vit.cfg" --dry-run --set amp.opt_level=O1)
-grep -Eq '^blocks.3 +transformer +\(N, 4, 4, 128\) +198272$' <<<"$dry" && grep -Eq '^pool +gavgpool +\(N, 128\) +0$' <<<"$dry" &&
-  grep -q '^total parameters: 803082$' <<<"$dry" && grep -q "norm layers' params fp32, LayerNorm output fp32" <<<"$dry" ||
+grep -Eq '^stem.conv3 +conv2d +\(N, 4, 4, 128\) +73728$' <<<"$dry" && grep -Eq '^patch +conv2d +\(N, 4, 4, 128\) +16512$' <<<"$dry" &&
+  grep -Eq '^blocks.3 +transformer +\(N, 4, 4, 128\) +198272$' <<<"$dry" && grep -Eq '^pool +gavgpool +\(N, 128\) +0$' <<<"$dry" &&
+  grep -q '^total parameters: 906090$' <<<"$dry" && grep -q "norm layers' params fp32, LayerNorm output fp32" <<<"$dry" ||
   { echo "FAIL: vit dry run"; echo "$dry"; exit 1; }
+dry=$("$MPDIST" "$SRC/configs/fashion-mnist-vit.cfg" --dry-run --set model.stem=patch --set model.patch=4)
+grep -Eq '^patch +conv2d +\(N, 7, 7, 128\) +2176$' <<<"$dry" && grep -q '^total parameters: 803082$' <<<"$dry" ||
+  { echo "FAIL: vit dry run with 4x4 patches"; echo "$dry"; exit 1; }
 for i in $(seq 400); do echo "$i: the quick brown fox jumps over the lazy dog."; done >"$TMP/corpus.txt"
 gpt=(--set data.path="$TMP/corpus.txt" --set data.context=16 --set model.dim=32 --set model.depth=1 --set model.heads=2)
 dry=$("$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --dry-run "${gpt[@]}" --set amp.opt_level=O2)

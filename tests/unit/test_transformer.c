@@ -159,6 +159,17 @@ static void test_preset_counts(void **state)
     int64_t d = 128;
     int64_t vit = (49 * d + d) + 16 * d + 4 * block_params(d) + 2 * d + (d * 10 + 10);
     assert_int_equal(preset_params("vit", &pa, img, 10), vit);
+    pa.patch = 4; /* 49 tokens of 4x4 pixels: 33 d fewer patch weights, 33 d more positions */
+    mp_layer_spec specs[MP_MAX_LAYERS];
+    assert_true(mp_preset_specs("vit", &pa, 10, specs) > 0);
+    assert_int_equal(specs[0].kernel, 4);
+    assert_int_equal(specs[0].stride, 4);
+    assert_int_equal(preset_params("vit", &pa, img, 10), vit);
+    /* The convolutional stem: 3x3 convolutions 1-32-64-128 without bias, three BatchNorms,
+     * a 1x1 convolution to d, 16 positions. */
+    pa.conv_stem = true;
+    int64_t stem = 9 * (32 + 32 * 64 + 64 * 128) + 2 * (32 + 64 + 128) + (128 * d + d);
+    assert_int_equal(preset_params("vit", &pa, img, 10), vit - (49 * d + d) + stem);
     int64_t gpt = 256 * d + 128 * d + 4 * block_params(d) + 2 * d; /* the head is tied */
     assert_int_equal(preset_params("gpt", &pa, txt, 256), gpt);
 }
