@@ -63,23 +63,29 @@ mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, m
             int64_t shape[1] = {p->groups[g].total};
             s->wirebuf[g] = mp_tensor_new(ops, s->wire[g], 1, shape, MP_MEM_GRADS);
         }
-        if (!ops->host_memory && p->groups[g].total > 0 && comm->size > 1 &&
-            !mp_comm_has_device(comm))
-            s->host[g] = mp_alloc((size_t)p->groups[g].total * wire_bytes[g], MP_MEM_WORKSPACE);
+    }
+    for (int g = 0; g < MP_NGROUPS && cfg->accumulate; g++) {
+        const mp_tensor *grad = &p->groups[g].grad;
+        int64_t shape[1] = {p->groups[g].total};
+        if (shape[0] > 0)
+            s->acc[g] = mp_tensor_new(ops, grad->dtype == MP_F64 ? MP_F64 : MP_F32, 1, shape,
+                                      MP_MEM_GRADS);
     }
     s->buckets = mp_alloc((size_t)(p->count + MP_NGROUPS) * sizeof *s->buckets, MP_MEM_WORKSPACE);
     s->nbuckets = mp_buckets_plan(p, wire_bytes, cfg->bucket_bytes, cfg->first_bucket_bytes,
                                   s->buckets);
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
-        snprintf(b->what, sizeof b->what, "allreduce of gradient bucket %d/%d (%s, %lld elements)",
-                 i + 1, s->nbuckets, mp_dtype_name(s->wire[b->group]), (long long)(b->hi - b->lo));
+        snprintf(b->what, sizeof b->what, "%s of gradient bucket %d/%d (%s, %lld elements)",
+                 cfg->shard ? "reduce-scatter" : "allreduce", i + 1, s->nbuckets,
+                 mp_dtype_name(s->wire[b->group]), (long long)(b->hi - b->lo));
     }
     return MP_OK;
 }
 
-void mp_grad_sync_begin(mp_grad_sync *s)
+void mp_grad_sync_begin(mp_grad_sync *s, bool accumulated)
 {
+    s->add_acc = accumulated && s->cfg.accumulate;
     s->next = 0;
     s->t_first = 0.0;
     for (int i = 0; i < s->nbuckets; i++)
@@ -93,33 +99,65 @@ static mp_tensor slice(const mp_tensor *flat, int64_t lo, int64_t hi)
     return mp_tensor_view(base, flat->dtype, 1, shape);
 }
 
+/* The part of bucket b that reaches the ranks: all of it, or with cfg.shard this rank's piece
+ * of it (elements of the group's buffer). */
+static void received(const mp_grad_sync *s, const mp_bucket *b, int64_t *lo, int64_t *hi)
+{
+    *lo = b->lo;
+    *hi = b->hi;
+    if (!s->cfg.shard)
+        return;
+    const mp_param_group *g = &s->params->groups[b->group];
+    *lo = g->lo > *lo ? g->lo : *lo;
+    *hi = g->lo + g->n < *hi ? g->lo + g->n : *hi;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 static mp_status start_bucket(mp_grad_sync *s, int i)
 {
     mp_bucket *b = &s->buckets[i];
     mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
+    if (s->add_acc) {
+        mp_tensor a = slice(&s->acc[b->group], b->lo, b->hi);
+        MP_TRY(s->ops->add(&g, &a, &g));
+    }
+    if (s->comm->size == 1)
+        return MP_OK;
     if (s->wirebuf[b->group].data) {
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
     }
-    if (mp_comm_has_device(s->comm)) /* NCCL sums the device buffer after what is queued */
-        return mp_comm_device_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo),
-                                              s->wire[b->group], MP_REDOP_SUM, b->what,
-                                              &b->ticket);
-    if (s->host[b->group]) { /* MPI sums a host copy (copy_out waits for backward so far) */
-        void *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
-        MP_TRY(s->ops->copy_out(h, w.data, (size_t)mp_tensor_bytes(&w)));
-        w.data = h;
-    }
     if (s->t_first == 0.0)
         s->t_first = mp_now();
-    return mp_comm_allreduce_start(s->comm, w.data, (size_t)(b->hi - b->lo), s->wire[b->group],
-                                   MP_REDOP_SUM, b->what, &b->ticket);
+    size_t n = (size_t)(b->hi - b->lo);
+    mp_coll coll = s->cfg.shard ? mp_coll_blocks(MP_COLL_REDUCE_SCATTER, w.data, n,
+                                                 s->wire[b->group],
+                                                 (size_t)s->params->groups[b->group].n,
+                                                 (size_t)b->lo, b->what)
+                                : mp_coll_of(MP_COLL_ALLREDUCE, w.data, n, s->wire[b->group],
+                                             MP_REDOP_SUM, b->what);
+    return mp_comm_coll_start(s->comm, s->ops, &coll, &b->ticket);
+}
+
+mp_status mp_grad_sync_accumulate(mp_grad_sync *s, bool first)
+{
+    if (!s->cfg.accumulate)
+        return mp_fail(MP_EINTERNAL, "comm: gradient accumulation was not set up");
+    for (int g = 0; g < MP_NGROUPS; g++) {
+        const mp_tensor *grad = &s->params->groups[g].grad;
+        if (!s->acc[g].data)
+            continue;
+        MP_TRY(first ? s->ops->convert(grad, &s->acc[g])
+                     : s->ops->add(&s->acc[g], grad, &s->acc[g]));
+    }
+    return MP_OK;
 }
 
 mp_status mp_grad_sync_ready(void *arg, int first_param)
 {
     mp_grad_sync *s = arg;
-    if (s->comm->size == 1 || !s->cfg.overlap)
+    if (!s->cfg.overlap || (s->comm->size == 1 && !s->add_acc))
         return MP_OK;
     while (s->next < s->nbuckets && s->buckets[s->next].first_param >= first_param)
         MP_TRY(start_bucket(s, s->next++));
@@ -129,28 +167,27 @@ mp_status mp_grad_sync_ready(void *arg, int first_param)
 mp_status mp_grad_sync_finish(mp_grad_sync *s)
 {
     s->comm_ms = s->exposed_ms = 0.0;
-    if (s->comm->size == 1 || s->nbuckets == 0)
+    if (s->nbuckets == 0 || (s->comm->size == 1 && !s->add_acc))
         return MP_OK;
     s->t_backward = mp_now();
     while (s->next < s->nbuckets)
         MP_TRY(start_bucket(s, s->next++));
-    bool device = mp_comm_has_device(s->comm);
-    uint64_t last = s->buckets[s->nbuckets - 1].ticket;
-    MP_TRY(device ? mp_comm_device_order(s->comm, last) : mp_comm_wait(s->comm, last));
+    if (s->comm->size == 1)
+        return MP_OK;
+    bool waited = false;
+    MP_TRY(mp_comm_coll_order(s->comm, s->buckets[s->nbuckets - 1].ticket, &waited));
     double done = mp_now();
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
-        mp_tensor g = slice(&s->params->groups[b->group].grad, b->lo, b->hi), w = g;
-        if (s->wirebuf[b->group].data)
-            w = slice(&s->wirebuf[b->group], b->lo, b->hi);
-        if (s->host[b->group]) {
-            const char *h = (char *)s->host[b->group] + b->lo * (int64_t)mp_dtype_size(w.dtype);
-            MP_TRY(s->ops->copy_in(w.data, h, (size_t)mp_tensor_bytes(&w)));
-        }
-        if (w.data != g.data)
+        int64_t lo, hi;
+        received(s, b, &lo, &hi);
+        if (s->wirebuf[b->group].data && hi > lo) {
+            mp_tensor g = slice(&s->params->groups[b->group].grad, lo, hi);
+            mp_tensor w = slice(&s->wirebuf[b->group], lo, hi);
             MP_TRY(s->ops->convert(&w, &g));
+        }
     }
-    if (device) /* the host never waited: the times are not known */
+    if (!waited) /* the host never waited: the times are not known */
         return MP_OK;
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
@@ -167,28 +204,14 @@ double mp_grad_sync_post_scale(const mp_grad_sync *s)
     return s->comm->size > 1 ? s->cfg.predivide / s->comm->size : 1.0;
 }
 
-/* Frees the host mirrors (see buckets.h). */
-static void drop_host(mp_grad_sync *s)
-{
-    for (int g = 0; g < MP_NGROUPS; g++) {
-        mp_free(s->host[g]);
-        s->host[g] = NULL;
-    }
-}
-
-void mp_grad_sync_use_device(mp_grad_sync *s)
-{
-    if (mp_comm_has_device(s->comm))
-        drop_host(s);
-}
-
 void mp_grad_sync_free(mp_grad_sync *s)
 {
     for (int g = 0; g < MP_NGROUPS; g++) {
-        if (s->ops)
+        if (s->ops) {
             mp_tensor_delete(s->ops, &s->wirebuf[g]);
+            mp_tensor_delete(s->ops, &s->acc[g]);
+        }
     }
-    drop_host(s);
     mp_free(s->buckets);
     s->buckets = NULL;
     s->nbuckets = 0;

@@ -10,7 +10,14 @@
  * it, which keeps large fp16 sums finite. Both divisions are the caller's, folded into scales it
  * applies anyway: the pre-division into the loss gradient (mp_grad_sync_pre_scale), so backward
  * itself produces gradient / f and a rank's half gradients overflow no sooner than one rank's
- * with the global batch; the post-division into the unscaling (mp_grad_sync_post_scale). */
+ * with the global batch; the post-division into the unscaling (mp_grad_sync_post_scale).
+ * With cfg.shard (ZeRO-1) a bucket is reduce-scattered instead: each rank receives the sum of
+ * the part of it that lies in its own block of the group (params->groups[g].lo, .n), and the
+ * rest of its gradient buffer is not summed (zero or as it was: padding stays zero). With
+ * cfg.accumulate the micro-batches of an accumulation window before the last add their
+ * gradients to an FP32 accumulator (mp_grad_sync_accumulate) and nothing travels; in the last
+ * one each bucket adds the accumulator to its gradients just before it travels (or, with one
+ * rank, it would). */
 #ifndef MP_BUCKETS_H
 #define MP_BUCKETS_H
 
@@ -35,6 +42,8 @@ typedef struct mp_grad_sync_config {
     int wire;         /* an mp_dtype for every group, or -1: each group's gradient dtype */
     double predivide; /* f > 0; 1 = none */
     bool overlap;     /* start buckets during backward (else all after it) */
+    bool shard;       /* reduce-scatter to the ranks' blocks of each group (ZeRO-1) */
+    bool accumulate;  /* keep an accumulator for micro-batches (gradient accumulation) */
 } mp_grad_sync_config;
 
 typedef struct mp_grad_sync {
@@ -44,15 +53,15 @@ typedef struct mp_grad_sync {
     mp_grad_sync_config cfg;
     mp_dtype wire[MP_NGROUPS];
     mp_tensor wirebuf[MP_NGROUPS]; /* (total) in the wire dtype when it is not the gradient's */
-    void *host[MP_NGROUPS];        /* (total) wire-dtype host copy that MPI sums when the
-                                      backend's memory is not the host's (several ranks, no
-                                      device collectives) */
+    mp_tensor acc[MP_NGROUPS];     /* (total) FP32 (FP64 for FP64 gradients): the sum of the
+                                      window's earlier micro-batches (cfg.accumulate) */
+    bool add_acc;                  /* this step's buckets add acc to their gradients first */
     mp_bucket *buckets;            /* sorted by first_param, highest first: the start order */
     int nbuckets, next;            /* next: the first bucket not started this step */
     double t_first, t_backward;    /* this step: first start, end of backward (seconds) */
     double comm_ms, exposed_ms;    /* the last finished step: first start to all summed, and
-                                      the part of it after backward (not hidden); 0 with
-                                      device collectives, where the host never waits */
+                                      the part of it after backward (not hidden); 0 where
+                                      the host does not wait for them (NCCL) */
 } mp_grad_sync;
 
 /* Plans the buckets of p's groups (see the file comment) with `wire_bytes[g]` bytes an element
@@ -62,28 +71,31 @@ int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int
                     int64_t first_bucket_bytes, mp_bucket *out);
 
 /* Sets up buckets over p's gradients; `ops` is the backend that owns the buffers (conversion
- * to and from the wire dtype). The host mirrors MPI needs are not made when the communicator
- * already has its device transport (else mp_grad_sync_use_device frees them). Not collective. MP_EUSAGE for a bad configuration. */
+ * to and from the wire dtype; the communicator's data plane routes the sums by its memory). Not
+ * collective. MP_EUSAGE for a bad configuration. */
 mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, mp_params *p,
                             const mp_grad_sync_config *cfg);
 
-/* The communicator has opened its device transport (NCCL) after mp_grad_sync_init: frees the
- * host mirrors, which NCCL does not use. Nothing when it has none. Not collective. */
-void mp_grad_sync_use_device(mp_grad_sync *s);
+/* Begins a step, the last micro-batch of its window: no bucket started; with `accumulated`
+ * (cfg.accumulate, and earlier micro-batches went to mp_grad_sync_accumulate) every bucket adds
+ * the accumulator to its gradients before it travels. */
+void mp_grad_sync_begin(mp_grad_sync *s, bool accumulated);
 
-/* Begins a step: no bucket started. */
-void mp_grad_sync_begin(mp_grad_sync *s);
+/* A micro-batch before the last of its window finished backward (announcing no bucket): its
+ * gradients are added to the accumulator in FP32, the window's first replacing what it held.
+ * Queued work only; nothing travels. MP_EINTERNAL without cfg.accumulate. */
+mp_status mp_grad_sync_accumulate(mp_grad_sync *s, bool first);
 
 /* Backward has written the final gradients of parameters first_param..count-1: starts every
  * bucket that is now complete (with overlap on). Collective in effect: every rank must see the
  * same calls. Matches mp_model's grads_ready (arg = the mp_grad_sync). */
 mp_status mp_grad_sync_ready(void *s, int first_param);
 
-/* Backward is over: starts the buckets not started yet, waits for all (under the watchdog) and
- * leaves each group's gradient buffer holding the sum over ranks. With device collectives
- * (mp_comm_has_device) nothing waits on the host: the compute stream is made to wait for the
- * sums (mp_comm_device_order), so the ops queued after this call see them; comm_ms and
- * exposed_ms are then 0, since measuring them would need host waits. */
+/* Backward is over: starts the buckets not started yet and leaves each group's gradient buffer
+ * (with cfg.shard: the rank's block of it) holding the sum over ranks for the ops queued after
+ * this call (mp_comm_coll_order). Where the
+ * host waits for the sums (under the watchdog) comm_ms and exposed_ms measure them; on a device
+ * transport with a stream of its own the host does not wait and they are 0. */
 mp_status mp_grad_sync_finish(mp_grad_sync *s);
 
 /* The factor to fold into the loss gradient: 1 / predivide (1 with one rank). */
@@ -93,7 +105,7 @@ double mp_grad_sync_pre_scale(const mp_grad_sync *s);
  * predivide / world (1 with one rank, where nothing is divided). */
 double mp_grad_sync_post_scale(const mp_grad_sync *s);
 
-/* Frees the buckets and wire buffers. */
+/* Frees the buckets, wire buffers and accumulator. */
 void mp_grad_sync_free(mp_grad_sync *s);
 
 #endif

@@ -1,7 +1,7 @@
 /* MPI start-up, ranks and hosts, and the collectives over the transport. Errors are returned
  * (MPI_ERRORS_RETURN on our duplicates) and become MP_ECOMM with the check macro's message.
  * Waiting (and the watchdog) is in comm/watchdog.c. */
-#include "comm/comm.h"
+#include "comm/comm_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,11 +94,8 @@ const char *mp_comm_host(const mp_comm *c, int rank)
     return c->hosts && rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
 }
 
-/* Starts *coll on the transport once it has room (waiting for the oldest collective under the
- * watchdog when MP_TRANSPORT_DEPTH are in flight). */
-static mp_status start(mp_comm *c, mp_coll *coll, const char *what, uint64_t *ticket)
+mp_status mp_comm_host_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
 {
-    snprintf(coll->what, sizeof coll->what, "%s", what);
     if (c->broken) /* the failure's message stays the one to print */
         return MP_ECOMM;
     if (c->issued >= MP_TRANSPORT_DEPTH)
@@ -111,8 +108,8 @@ static mp_status start(mp_comm *c, mp_coll *coll, const char *what, uint64_t *ti
 mp_status mp_comm_allreduce_start(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
                                   const char *what, uint64_t *ticket)
 {
-    mp_coll coll = {.kind = MP_COLL_ALLREDUCE, .buf = buf, .count = n, .dtype = dt, .op = op};
-    return start(c, &coll, what, ticket);
+    mp_coll coll = mp_coll_of(MP_COLL_ALLREDUCE, buf, n, dt, op, what);
+    return mp_comm_coll_start(c, NULL, &coll, ticket);
 }
 
 mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
@@ -123,17 +120,13 @@ mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_red
     return mp_comm_wait(c, ticket);
 }
 
-static mp_status run_blocking(mp_comm *c, mp_coll *coll, const char *what)
-{
-    uint64_t ticket;
-    MP_TRY(start(c, coll, what, &ticket));
-    return mp_comm_wait(c, ticket);
-}
-
 mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what)
 {
-    mp_coll coll = {.kind = MP_COLL_BCAST, .buf = buf, .count = bytes, .root = root};
-    return run_blocking(c, &coll, what);
+    mp_coll coll = mp_coll_of(MP_COLL_BCAST, buf, bytes, MP_F32, MP_REDOP_SUM, what);
+    coll.root = root;
+    uint64_t ticket;
+    MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
+    return mp_comm_wait(c, ticket);
 }
 
 mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter)
@@ -172,6 +165,7 @@ void mp_comm_free(mp_comm *c)
     if (c->tx.ops && !c->broken) { /* a broken one's worker may be stuck inside MPI */
         c->tx.ops->close(c->tx.self);
         c->tx.ops = NULL;
+        mp_comm_stage_free(c); /* after close: no collective works on the blocks any more */
     }
     if (!fin) {
         if (c->sum_f16 != MPI_OP_NULL)

@@ -1,14 +1,15 @@
 /* Ranks and collectives (DESIGN §1, comm/): MPI start-up with thread support, world and local
  * ranks, every rank's host name, and the collectives the step needs. Collectives are started on
- * the communicator's transport (comm/transport.h), which runs them in the order they were
- * started on its own stream of execution (a worker thread over MPI on CPUs; a CUDA stream with
- * NCCL on GPUs), and waited for under the watchdog: a collective that does not finish within
- * timeout_s fails with MP_ECOMM and a message naming the operation, the step and the ranks that
- * did not arrive. The host collectives (mp_comm_allreduce_start, ...) run on `tx` (MPI, host
- * memory); after mp_comm_use_device the device collectives (mp_comm_device_*) run on `dtx`
- * (NCCL, device memory), with its own tickets, ordered on the compute stream and watched by the
- * NCCL transport's own watchdog (comm/transport_nccl.h). Every function is collective over all
- * ranks, in the same order on every rank, unless it says otherwise. */
+ * a transport (comm/transport.h), which runs them in the order they were started on its own
+ * stream of execution (a worker thread over MPI on CPUs; a CUDA stream with NCCL on GPUs), and
+ * waited for under the watchdog: a collective that does not finish within timeout_s fails with
+ * MP_ECOMM and a message naming the operation, the step and the ranks that did not arrive.
+ * One API, the data plane (mp_comm_coll_start, _order, _wait): all-reduce, reduce-scatter,
+ * all-gather and broadcast on the memory of any backend, which picks its route itself: `tx`
+ * (MPI) for host memory; `dtx` (NCCL, or a second MPI transport) once mp_comm_use_device opened
+ * it; else `tx` through host copies. mp_comm_allreduce, mp_comm_bcast and their kin are its
+ * blocking forms on host memory. Every function is collective
+ * over all ranks, in the same order on every rank, unless it says otherwise. */
 #ifndef MP_COMM_H
 #define MP_COMM_H
 
@@ -19,6 +20,7 @@
 
 #include "comm/transport.h"
 #include "engine/check.h"
+#include "engine/ops.h"
 #include "engine/dtype.h"
 #include "engine/status.h"
 
@@ -55,6 +57,7 @@ typedef struct mp_comm {
     uint64_t dissued;           /* the last ticket started on dtx */
     bool broken;                /* a collective failed or timed out: nothing more is started,
                                    and the job must end with mp_comm_abort */
+    struct mp_comm_stage *stage; /* host copies of data collectives in flight (comm/coll.c) */
 } mp_comm;
 
 /* Initialises MPI with thread support (if not yet), duplicates MPI_COMM_WORLD with
@@ -71,19 +74,18 @@ mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base);
 /* Host name of `rank` (not collective). */
 const char *mp_comm_host(const mp_comm *c, int rank);
 
-/* Starts an in-place reduction over all ranks of n elements of dt at buf (memory of the
- * transport's device); `what` names it in messages ("allreduce of gradient bucket 3/7").
- * Half types sum in FP32 and round once per combination. *ticket identifies it for
- * mp_comm_wait. Not blocking. */
+/* Host-memory forms of mp_comm_coll_start: an in-place reduction over all ranks of n elements
+ * of dt at buf; `what` names it in messages ("sum of the test loss"). Half types sum in FP32 and
+ * round once per combination. *ticket identifies it for mp_comm_wait. Not blocking. */
 mp_status mp_comm_allreduce_start(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
                                   const char *what, uint64_t *ticket);
 
-/* Waits for every collective started up to `ticket` (not collective itself). MP_ECOMM when one
- * failed, or when timeout_s passes (the watchdog's message; c->report says whether this rank
- * should print it). */
+/* Waits for every host-route collective started up to `ticket` (not collective itself).
+ * MP_ECOMM when one failed, or when timeout_s passes (the watchdog's message; c->report says
+ * whether this rank should print it). */
 mp_status mp_comm_wait(mp_comm *c, uint64_t ticket);
 
-/* Blocking forms: start, then wait. */
+/* Blocking forms on host memory: start, then wait. */
 mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,
                             const char *what);
 mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what);
@@ -114,21 +116,37 @@ void mp_comm_drop_device(mp_comm *c);
 /* Whether device collectives are available (mp_comm_use_device succeeded). Not collective. */
 bool mp_comm_has_device(const mp_comm *c);
 
-/* Starts an in-place reduction over all ranks of n elements of dt at dev_buf (device memory),
- * ordered after the work queued on the compute stream so far; `what` names it in messages.
- * *ticket identifies it for mp_comm_device_order and mp_comm_device_wait. Never more than
- * MP_TRANSPORT_DEPTH are outstanding: the oldest is waited for first (on the host, under
- * timeout_s). MP_ECOMM once a device collective failed. */
-mp_status mp_comm_device_allreduce_start(mp_comm *c, void *dev_buf, size_t n, mp_dtype dt,
-                                         mp_redop op, const char *what, uint64_t *ticket);
+/* The data plane: collectives on the memory of a compute backend, one call whatever the memory
+ * and the transport. `mem` is the backend that owns coll->buf (NULL: host memory): host memory
+ * (mem->host_memory) goes to the host transport; other memory to the device transport when it
+ * is open (NCCL, or the staged CPU backend's second MPI transport), else through a host copy
+ * that MPI works on (copied out when the collective starts, which waits for the ops queued
+ * before it, and back in when mp_comm_coll_order or mp_comm_coll_wait reaches it). The result
+ * is the same bytes on every route. *ticket identifies the collective for the two calls below
+ * (waiting for one waits for those started before it on its route). MP_ECOMM once a collective
+ * failed; MP_EINTERNAL for a block collective with elements no rank owns. */
+mp_status mp_comm_coll_start(mp_comm *c, const mp_ops *mem, const mp_coll *coll,
+                             uint64_t *ticket);
 
-/* Makes the compute stream wait for every device collective up to `ticket` (0: none); the host
- * does not wait. Not collective. */
-mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket);
+/* An all-reduce (op) or a broadcast (bytes, root 0) over buf, named `what` in messages (cut to
+ * fit). */
+mp_coll mp_coll_of(mp_coll_kind kind, void *buf, size_t count, mp_dtype dt, mp_redop op,
+                   const char *what);
 
-/* The host waits for every device collective up to `ticket`, at most timeout_s. MP_ECOMM when
- * one failed or the time passed (the NCCL watchdog usually ends the job first). Not collective. */
-mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket);
+/* A reduce-scatter (sum) or all-gather over count elements of buf, which starts at element
+ * `base` of a buffer cut into rank blocks of `block` elements (see mp_coll). */
+mp_coll mp_coll_blocks(mp_coll_kind kind, void *buf, size_t count, mp_dtype dt, size_t block,
+                       size_t base, const char *what);
+
+/* Makes work queued on the compute stream after this call see the results of every data
+ * collective up to `ticket`: on a device transport with a stream of its own the stream waits and
+ * the host does not (*waited false); otherwise the host waits, under the watchdog, and copies
+ * host results back (*waited true). Not collective. */
+mp_status mp_comm_coll_order(mp_comm *c, uint64_t ticket, bool *waited);
+
+/* The host waits for every data collective up to `ticket` (results copied back to the backend
+ * where they went through the host), at most timeout_s per collective. Not collective. */
+mp_status mp_comm_coll_wait(mp_comm *c, uint64_t ticket);
 
 /* Not collective: ends every rank at once with `code` (MPI_Abort), so none hangs; the device
  * transport's communicator is aborted first. Callable from any thread. */

@@ -1,4 +1,4 @@
-/* The device collectives of mp_comm (comm.h) on c->dtx: the NCCL transport on a GPU, or, for a
+/* The device transport of mp_comm (comm.h), c->dtx: the NCCL transport on a GPU, or, for a
  * backend whose memory is host memory it declares device-like (the staged CPU backend), a
  * second MPI transport over a duplicate of the world, so that the device path (buckets summed in
  * place, the agreement and the ordering on the compute stream, the transport's lifetime) runs
@@ -6,7 +6,7 @@
  * the host ones: never more than MP_TRANSPORT_DEPTH started and not seen finished, so the
  * transport's start never blocks; a failure marks the communicator broken (the job must end
  * with mp_comm_abort) and this rank as the one to report it. */
-#include "comm/comm.h"
+#include "comm/comm_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,27 +67,25 @@ static mp_status need_device(const mp_comm *c, const char *what)
     return MP_OK;
 }
 
-mp_status mp_comm_device_allreduce_start(mp_comm *c, void *dev_buf, size_t n, mp_dtype dt,
-                                         mp_redop op, const char *what, uint64_t *ticket)
+mp_status mp_comm_device_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
 {
-    MP_TRY(need_device(c, what));
+    MP_TRY(need_device(c, coll->what));
     if (c->broken) /* the failure's message stays the one to print */
         return MP_ECOMM;
-    mp_coll coll = {.kind = MP_COLL_ALLREDUCE, .buf = dev_buf, .count = n, .dtype = dt, .op = op};
-    snprintf(coll.what, sizeof coll.what, "%s", what);
     if (c->dissued >= MP_TRANSPORT_DEPTH)
         MP_TRY(mp_comm_device_wait(c, c->dissued - MP_TRANSPORT_DEPTH + 1));
-    mp_status st = c->dtx.ops->start(c->dtx.self, &coll, ticket);
+    mp_status st = c->dtx.ops->start(c->dtx.self, coll, ticket);
     if (st != MP_OK)
         return broken(c, st);
     c->dissued = *ticket;
     return MP_OK;
 }
 
-mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket)
+mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket, bool *waited)
 {
     MP_TRY(need_device(c, "ordering the compute stream"));
-    if (!c->dtx.ops->order) /* the compute stream is the host's: it waits */
+    *waited = !c->dtx.ops->order;
+    if (*waited) /* the compute stream is the host's: it waits */
         return mp_comm_device_wait(c, ticket);
     mp_status st = c->dtx.ops->order(c->dtx.self, ticket);
     return st == MP_OK ? MP_OK : broken(c, st);

@@ -20,18 +20,66 @@ typedef enum mp_redop { MP_REDOP_SUM, MP_REDOP_MAX } mp_redop;
  * (it first waits, under the watchdog, for the oldest), so start never blocks. */
 #define MP_TRANSPORT_DEPTH 256
 
-typedef enum mp_coll_kind { MP_COLL_ALLREDUCE, MP_COLL_BCAST } mp_coll_kind;
+typedef enum mp_coll_kind {
+    MP_COLL_ALLREDUCE,      /* buf: count elements, each replaced by its reduction over ranks */
+    MP_COLL_BCAST,          /* buf: count bytes, root's on every rank */
+    MP_COLL_REDUCE_SCATTER, /* buf: count elements in rank blocks (mp_coll_piece); afterwards
+                               each rank's piece holds the sum over ranks of that piece, and the
+                               rest of buf on that rank is not summed: each element holds zero or
+                               what it held before (so zero stays zero: gradient padding) */
+    MP_COLL_ALLGATHER       /* buf: count elements in rank blocks; afterwards every rank holds
+                               each rank's piece as that rank had it */
+} mp_coll_kind;
 
-/* One collective as it is queued. */
+/* One collective as it is queued; every kind works in place. The block kinds see buf as a slice
+ * of a larger buffer cut into blocks of `block` elements, block r belonging to rank r (a ZeRO
+ * shard), buf starting at element `base` of it: a gradient bucket anywhere in a flat buffer, or
+ * (base 0, count = size x block) the whole buffer, NCCL's in-place ncclReduceScatter and
+ * ncclAllGather. Every element of buf must have an owner: base + count <= size x block. */
 typedef struct mp_coll {
     mp_coll_kind kind;
-    void *buf;       /* in place; the transport's memory */
-    size_t count;    /* elements of dtype (allreduce), bytes (bcast) */
-    mp_dtype dtype;  /* allreduce */
-    mp_redop op;     /* allreduce */
+    void *buf;       /* the transport's memory */
+    size_t count;    /* elements of dtype; bytes for bcast */
+    mp_dtype dtype;  /* not bcast */
+    mp_redop op;     /* allreduce; reduce-scatter sums */
     int root;        /* bcast */
+    size_t block, base; /* reduce-scatter, all-gather: see above */
     char what[96];   /* for messages */
 } mp_coll;
+
+/* Rank `rank`'s piece of a block collective's buf: elements [*lo, *lo + *n), empty (n 0) when
+ * buf does not reach into its block. */
+static inline void mp_coll_piece(const mp_coll *c, int rank, size_t *lo, size_t *n)
+{
+    size_t from = (size_t)rank * c->block, to = from + c->block, end = c->base + c->count;
+    from = from > c->base ? from : c->base;
+    to = to < end ? to : end;
+    *lo = from - c->base;
+    *n = to > from ? to - from : 0;
+    if (*n == 0)
+        *lo = 0;
+}
+
+/* Whether a block collective's buf is the whole blocked buffer (base 0, size x block). */
+static inline bool mp_coll_whole(const mp_coll *c, int size)
+{
+    return c->base == 0 && c->count == (size_t)size * c->block;
+}
+
+/* The bytes of buf a collective covers, [*lo, *lo + *bytes), that it reads (`result` false) or
+ * leaves defined (`result` true) on rank `rank`: all of it, except the rank's own piece for what
+ * an all-gather reads and what a reduce-scatter leaves. */
+static inline void mp_coll_span(const mp_coll *c, int rank, bool result, size_t *lo,
+                                size_t *bytes)
+{
+    size_t elem = c->kind == MP_COLL_BCAST ? 1 : mp_dtype_size(c->dtype), n = c->count;
+    *lo = 0;
+    if ((c->kind == MP_COLL_ALLGATHER && !result) ||
+        (c->kind == MP_COLL_REDUCE_SCATTER && result))
+        mp_coll_piece(c, rank, lo, &n);
+    *lo *= elem;
+    *bytes = n * elem;
+}
 
 typedef struct mp_transport_ops {
     const char *name; /* "mpi", "nccl" */

@@ -28,22 +28,31 @@ typedef struct mpi_transport {
     char message[1024];
 } mpi_transport;
 
-static mp_status run_allreduce(const mp_comm *c, MPI_Comm world, const mp_coll *op)
+/* MPI's datatype and reduction for op->dtype and op->op: half types travel as two-byte words
+ * summed by comm/halfsum.c's ops (in FP32, rounded once). */
+static mp_status mpi_type_op(const mp_comm *c, const mp_coll *op, MPI_Datatype *type,
+                             MPI_Op *mop)
 {
-    MPI_Datatype type;
-    MPI_Op mop;
     switch (op->dtype) {
-    case MP_F32: type = MPI_FLOAT; break;
-    case MP_F64: type = MPI_DOUBLE; break;
-    default: type = c->half_word; break;
+    case MP_F32: *type = MPI_FLOAT; break;
+    case MP_F64: *type = MPI_DOUBLE; break;
+    default: *type = c->half_word; break;
     }
     if (op->dtype == MP_F16 || op->dtype == MP_BF16) {
         if (op->op != MP_REDOP_SUM)
             return mp_fail(MP_EINTERNAL, "%s: only sums of half types are supported", op->what);
-        mop = op->dtype == MP_F16 ? c->sum_f16 : c->sum_bf16;
+        *mop = op->dtype == MP_F16 ? c->sum_f16 : c->sum_bf16;
     } else {
-        mop = op->op == MP_REDOP_SUM ? MPI_SUM : MPI_MAX;
+        *mop = op->op == MP_REDOP_SUM ? MPI_SUM : MPI_MAX;
     }
+    return MP_OK;
+}
+
+static mp_status run_allreduce(const mp_comm *c, MPI_Comm world, const mp_coll *op)
+{
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op mop = MPI_OP_NULL;
+    MP_TRY(mpi_type_op(c, op, &type, &mop));
     char *p = op->buf;
     size_t n = op->count, elem = mp_dtype_size(op->dtype);
     while (n > 0) {
@@ -53,6 +62,60 @@ static mp_status run_allreduce(const mp_comm *c, MPI_Comm world, const mp_coll *
         n -= (size_t)chunk;
     }
     return MP_OK;
+}
+
+/* The block collectives with counts[r] elements at displs[r] for rank r (its piece): the pieces
+ * tile buf in rank order, so they are where MPI's in-place MPI_Allgatherv reads them, and MPI's
+ * in-place MPI_Reduce_scatter leaves a rank's sum at the start of buf, from where it moves to
+ * the rank's piece (where NCCL leaves it); the rest of buf, which MPI may have used as scratch,
+ * is zeroed (transport.h). */
+static mp_status run_pieces(const mp_comm *c, MPI_Comm world, const mp_coll *op,
+                            const int *counts, const int *displs)
+{
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op mop = MPI_OP_NULL;
+    MP_TRY(mpi_type_op(c, op, &type, &mop));
+    if (op->kind == MP_COLL_ALLGATHER) {
+        MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, counts, displs,
+                                 type, world));
+        return MP_OK;
+    }
+    MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, op->buf, counts, type, mop, world));
+    size_t elem = mp_dtype_size(op->dtype), all = op->count * elem;
+    size_t lo = (size_t)displs[c->rank] * elem, n = (size_t)counts[c->rank] * elem;
+    char *buf = op->buf;
+    if (lo > 0 && n > 0)
+        memmove(buf + lo, buf, n);
+    memset(buf, 0, lo);
+    memset(buf + lo + n, 0, all - lo - n);
+    return MP_OK;
+}
+
+/* A block collective in parts of at most INT_MAX elements (MPI's counts are ints), each itself
+ * a block collective over its slice of buf. */
+static mp_status run_blocks(const mp_comm *c, MPI_Comm world, const mp_coll *op)
+{
+    int *counts = malloc(2 * (size_t)c->size * sizeof *counts);
+    if (!counts)
+        return mp_fail(MP_EINTERNAL, "%s: out of host memory", op->what);
+    int *displs = counts + c->size;
+    size_t elem = mp_dtype_size(op->dtype);
+    mp_status st = MP_OK;
+    for (size_t off = 0; off < op->count && st == MP_OK; off += (size_t)INT_MAX) {
+        mp_coll part = *op;
+        part.buf = (char *)op->buf + off * elem;
+        part.count = op->count - off < (size_t)INT_MAX ? op->count - off : (size_t)INT_MAX;
+        part.base = op->base + off;
+        for (int r = 0; r < c->size; r++) {
+            size_t lo, n;
+            mp_coll_piece(&part, r, &lo, &n);
+            counts[r] = (int)n;
+            displs[r] = (int)lo;
+        }
+        st = run_pieces(c, world, &part, counts, displs);
+    }
+    free(counts);
+    return st;
 }
 
 static mp_status run_bcast(MPI_Comm world, const mp_coll *op)
@@ -70,8 +133,9 @@ static mp_status run_bcast(MPI_Comm world, const mp_coll *op)
 
 static mp_status run(const mpi_transport *t, const mp_coll *op)
 {
-    mp_status st = op->kind == MP_COLL_BCAST ? run_bcast(t->world, op)
-                                             : run_allreduce(t->comm, t->world, op);
+    mp_status st = op->kind == MP_COLL_BCAST       ? run_bcast(t->world, op)
+                   : op->kind == MP_COLL_ALLREDUCE ? run_allreduce(t->comm, t->world, op)
+                                                   : run_blocks(t->comm, t->world, op);
     if (st != MP_OK)
         return mp_fail(st, "%s failed: %s", op->what, mp_error_message());
     return MP_OK;

@@ -3,7 +3,7 @@
 
 mp_seq mp_block_child(mp_block *b, int i)
 {
-    mp_seq s = {b->layers[i], b->n[i], b->acts[i], b->xcast[i]};
+    mp_seq s = {b->layers[i], b->n[i], b->acts[i], b->xcast[i], false};
     return s;
 }
 

@@ -93,6 +93,8 @@ struct mp_layer {
     double dropout_p;   /* dropout */
     uint64_t seed;      /* dropout: the run's seed, set by the owner */
     int64_t step;       /* dropout: the training step, set by the owner before forward */
+    bool recomputing;   /* set while a forward runs again in backward (recomputation):
+                           BatchNorm then leaves its running statistics alone */
     mp_block *block;    /* composite layers: their child sequences (owned), else NULL */
 };
 
@@ -103,6 +105,8 @@ typedef struct mp_seq {
     int n;
     mp_tensor *acts;  /* (n): each layer's output (max_batch, ...) */
     mp_tensor *xcast; /* (n): empty unless the layer's input is cast */
+    bool recompute;   /* its composite layers run their forward again before their backward,
+                         their inner storage being shared (the model's, model.recompute) */
 } mp_seq;
 
 #define MP_BLOCK_MAX 8
@@ -124,6 +128,8 @@ struct mp_block {
     mp_tensor out_tmp; /* (max_batch, out_shape) in the output dtype, the class's own */
     mp_tensor in_tmp;  /* (max_batch, in_shape) in the input dtype, the class's own */
     bool post_relu;    /* residual: a ReLU after the sum */
+    bool shared;       /* its inner storage (the children's activations, gbuf, out_tmp,
+                          in_tmp) is a view of the model's recomputation arena, not its own */
 };
 
 /* Child i of a block as a sequence. */

@@ -32,7 +32,10 @@ static mp_status batchnorm_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y
                        "per channel (batch %lld of %lld x %lld)", l->name,
                        (long long)x4.shape[0], (long long)l->in_shape[0],
                        (long long)l->in_shape[1]);
-    return l->ops->batchnorm_forward(&l->bn, train, &x4, &l->w[0], &l->w[1],
+    mp_bn_args a = l->bn;
+    if (l->recomputing) /* the first forward updated them; momentum 0 leaves them exact */
+        a.momentum = 0.0;
+    return l->ops->batchnorm_forward(&a, train, &x4, &l->w[0], &l->w[1],
                                      &l->buf[BN_RUNNING_MEAN], &l->buf[BN_RUNNING_VAR],
                                      &l->buf[BN_SAVE_MEAN], &l->buf[BN_SAVE_INVSTD], &y4);
 }

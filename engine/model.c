@@ -2,6 +2,8 @@
 #include "engine/model.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/rng.h"
@@ -126,7 +128,7 @@ static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
 
 static mp_seq top(mp_model *m)
 {
-    mp_seq s = {m->layers, m->nlayers, m->acts, m->xcast};
+    mp_seq s = {m->layers, m->nlayers, m->acts, m->xcast, m->recompute};
     return s;
 }
 
@@ -134,12 +136,21 @@ mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in
                         int64_t num_classes, int64_t max_batch, int64_t *param_elems,
                         int64_t *act_elems)
 {
+    return mp_model_plan_recompute(specs, nspecs, in_shape, num_classes, max_batch, false,
+                                   param_elems, act_elems);
+}
+
+mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
+                                  const int64_t in_shape[3], int64_t num_classes,
+                                  int64_t max_batch, bool recompute, int64_t *param_elems,
+                                  int64_t *act_elems)
+{
     *param_elems = *act_elems = 0;
     if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
         return mp_fail(MP_EUSAGE, "model: needs 1 to %d layers (got %d)", MP_MAX_LAYERS, nspecs);
     static _Thread_local mp_layer l[MP_MAX_LAYERS];
     int64_t widest = mp_shape_numel(in_shape);
-    mp_seq s = {l, 0, NULL, NULL};
+    mp_seq s = {l, 0, NULL, NULL, recompute};
     mp_status st = build_layers(l, &s.n, NULL, specs, nspecs, in_shape, num_classes);
     for (int i = 0; i < s.n; i++)
         if (mp_shape_numel(l[i].out_shape) > widest)
@@ -170,7 +181,41 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
                          const int64_t in_shape[3], int64_t num_classes, int64_t max_batch,
                          const mp_amp_policy *amp)
 {
+    return mp_model_build_opts(m, ops, specs, nspecs, in_shape, num_classes, max_batch, amp,
+                               NULL);
+}
+
+/* The activations of m's layers (with recomputation the blocks' inner storage in one shared
+ * region, measured first) and the activation-gradient ping-pong. */
+static void alloc_activations(mp_model *m)
+{
+    mp_seq s = top(m);
+    int64_t widest = 0;
+    size_t elem = 0;
+    mp_arena arena = {0};
+    mp_seq_alloc(&s, &m->amp, m->input, m->max_batch, &widest, &elem,
+                 m->recompute ? &arena : NULL);
+    if (m->recompute && arena.size > 0) {
+        m->arena = m->ops->mem_alloc(arena.size, MP_MEM_ACTIVATIONS);
+        if (!m->arena) {
+            fprintf(stderr, "mpdist: %s\n", mp_error_message());
+            abort();
+        }
+        arena.base = m->arena;
+        mp_seq_place_blocks(&s, &m->amp, m->input, m->max_batch, &arena);
+    }
+    int64_t ds[2] = {m->max_batch, widest};
+    for (int i = 0; i < 2; i++) /* activation gradients: sized for the widest element */
+        m->dbuf[i] = mp_tensor_new(m->ops, mp_seq_scratch_dtype(elem), 2, ds, MP_MEM_ACTIVATIONS);
+}
+
+mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs,
+                              int nspecs, const int64_t in_shape[3], int64_t num_classes,
+                              int64_t max_batch, const mp_amp_policy *amp,
+                              const mp_model_opts *o)
+{
     memset(m, 0, sizeof *m);
+    m->recompute = o && o->recompute;
     if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
         return mp_fail(MP_EUSAGE, "model: needs 1 to %d layers (got %d)", MP_MAX_LAYERS, nspecs);
     m->ops = ops;
@@ -198,6 +243,8 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     }
     mp_group_spec groups[MP_NGROUPS] = {group_spec(&m->amp, MP_GROUP_WEIGHTS),
                                         group_spec(&m->amp, MP_GROUP_NORM)};
+    if (o && o->shard_size > 1)
+        mp_params_shard(&m->params, o->shard_rank, o->shard_size);
     mp_params_alloc(&m->params, m->ops, groups);
     /* FP32 statistics, FP64 for an FP64 model (gradient checks). */
     mp_dtype sdt = m->params.groups[MP_GROUP_NORM].spec.model == MP_F64 ? MP_F64 : MP_F32;
@@ -211,16 +258,11 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
     int k = 0;
     int64_t off = 0;
     for (int i = 0; i < m->nlayers; i++) { /* layer by layer, to note where each one starts */
-        mp_seq one = {&m->layers[i], 1, NULL, NULL};
+        mp_seq one = {&m->layers[i], 1, NULL, NULL, false};
         m->first_param[i] = k;
         mp_seq_bind(&one, &m->params, &k, &m->stats, &off);
     }
-    int64_t widest = 0;
-    size_t elem = 0;
-    mp_seq_alloc(&s, &m->amp, m->input, max_batch, &widest, &elem);
-    int64_t ds[2] = {max_batch, widest};
-    for (int i = 0; i < 2; i++) /* activation gradients: sized for the widest element */
-        m->dbuf[i] = mp_tensor_new(m->ops, mp_seq_scratch_dtype(elem), 2, ds, MP_MEM_ACTIVATIONS);
+    alloc_activations(m);
     return MP_OK;
 }
 
@@ -248,9 +290,17 @@ mp_status mp_model_stats_revert(mp_model *m, const mp_amp_state *st)
     return m->ops->amp_revert(st, &m->stats_saved, &m->stats);
 }
 
-mp_status mp_model_init(mp_model *m, uint64_t seed)
+void mp_model_seed(mp_model *m, uint64_t seed)
 {
     m->seed = seed;
+    mp_seq s = top(m);
+    int k = 0;
+    mp_seq_seed(&s, seed, &k);
+}
+
+mp_status mp_model_init(mp_model *m, uint64_t seed)
+{
+    mp_model_seed(m, seed);
     mp_seq s = top(m);
     int k = 0;
     return mp_seq_init(&s, &m->params, seed, &k);
@@ -336,5 +386,7 @@ void mp_model_free(mp_model *m)
         mp_tensor_delete(m->ops, &m->stats_saved);
     }
     mp_params_free(&m->params);
+    if (m->arena)
+        m->ops->mem_free(m->arena);
     memset(m, 0, sizeof *m);
 }

@@ -39,6 +39,14 @@ typedef struct mp_layer_spec {
     int64_t vocab;    /* embedding: vocabulary (0: the data's number of classes) */
 } mp_layer_spec;
 
+/* How a model is built beyond its layers: ZeRO-1 sharding of the parameters (mp_params_shard)
+ * and activation recomputation of its composite blocks. Zeroed: whole, no recomputation. */
+typedef struct mp_model_opts {
+    int shard_rank, shard_size; /* this rank among shard_size (0 or 1: unsharded) */
+    bool recompute;             /* model.recompute: blocks keep only their input and output,
+                                   and run their forward again before their backward */
+} mp_model_opts;
+
 typedef struct mp_model {
     const mp_ops *ops;
     mp_amp_policy amp;
@@ -56,6 +64,9 @@ typedef struct mp_model {
     mp_dtype input;                 /* dtype of the batches (FP32 token ids for an embedding) */
     mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
     mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
+    bool recompute;                 /* the blocks recompute (mp_model_opts) */
+    void *arena;                    /* the blocks' shared inner storage when they recompute,
+                                       MP_MEM_ACTIVATIONS; NULL otherwise */
     mp_tensor logits;               /* view of the last forward's output (n positions,
                                        num_classes) */
     mp_tensor stats;                /* the persistent buffers (BatchNorm running statistics),
@@ -84,11 +95,26 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
                          const int64_t in_shape[3], int64_t num_classes, int64_t max_batch,
                          const mp_amp_policy *amp);
 
+/* mp_model_build with options o (NULL: as mp_model_build). Sharded, each rank holds the
+ * masters of its block only (mp_params_shard); recomputing, the activations inside the blocks
+ * take the largest block's storage once instead of every block's, and their gradients are
+ * bitwise those without recomputation. */
+mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs,
+                              int nspecs, const int64_t in_shape[3], int64_t num_classes,
+                              int64_t max_batch, const mp_amp_policy *amp,
+                              const mp_model_opts *o);
+
 /* Counts, without allocating, the parameter elements and activation elements (for batches of
  * max_batch) that mp_model_build would allocate. MP_EUSAGE for a bad spec, as mp_model_build. */
 mp_status mp_model_plan(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
                         int64_t num_classes, int64_t max_batch, int64_t *param_elems,
                         int64_t *act_elems);
+
+/* mp_model_plan for a model that recomputes its blocks (fewer activation elements) or not. */
+mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
+                                  const int64_t in_shape[3], int64_t num_classes,
+                                  int64_t max_batch, bool recompute, int64_t *param_elems,
+                                  int64_t *act_elems);
 
 /* Fills the specs for the "mlp" preset: linear(hidden[i]) + relu for each hidden size, then
  * linear(num_classes), named fc1, relu1, ..., fcK. Returns the number of specs written. */
@@ -98,8 +124,12 @@ int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,
 /* Initialises every parameter from `seed` (PyTorch's defaults: U(-1/sqrt(fan_in),
  * 1/sqrt(fan_in)) for linear and conv weights and biases, ones and zeros for BatchNorm), in FP32
  * masters rounded once into the model copy, and the buffers to their initial values;
- * identically on every rank. */
+ * identically on every rank (a sharded master takes its block of the same values). */
 mp_status mp_model_init(mp_model *m, uint64_t seed);
+
+/* Gives the layers their dropout seeds from the run's `seed` (mp_model_init does too): every rank
+ * draws the same masks for a step, whichever of them initialised the parameters. */
+void mp_model_seed(mp_model *m, uint64_t seed);
 
 /* The dtype of the batches the model takes (the policy's input dtype). */
 mp_dtype mp_model_input_dtype(const mp_model *m);

@@ -11,26 +11,27 @@ void mp_optimizer_init(mp_optimizer *o, const mp_ops *ops, mp_params *p,
     o->args = *hyper;
     bool adam = hyper->kind != MP_OPTIM_SGD;
     for (int k = 0; k < MP_NGROUPS; k++) {
-        const mp_tensor *u = mp_params_updated(p, k);
-        mp_dtype state = u->dtype == MP_F64 ? MP_F64 : MP_F32;
+        mp_tensor u = mp_params_updated(p, k);
+        mp_dtype state = u.dtype == MP_F64 ? MP_F64 : MP_F32;
         if (adam || hyper->momentum != 0.0)
-            o->slot1[k] = mp_tensor_new(ops, state, u->ndim, u->shape, MP_MEM_OPTIM);
+            o->slot1[k] = mp_tensor_new(ops, state, u.ndim, u.shape, MP_MEM_OPTIM);
         if (adam)
-            o->slot2[k] = mp_tensor_new(ops, state, u->ndim, u->shape, MP_MEM_OPTIM);
+            o->slot2[k] = mp_tensor_new(ops, state, u.ndim, u.shape, MP_MEM_OPTIM);
     }
 }
 
-/* The optim_step op over every group with o->args. */
+/* The optim_step op over every group's block with o->args. */
 static mp_status step_groups(mp_optimizer *o, mp_params *p, const mp_amp_state *st)
 {
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &p->groups[k];
-        if (g->total == 0)
+        if (g->n == 0)
             continue;
-        mp_tensor *param = mp_params_updated(p, k);
-        mp_tensor *copy = param->data != g->model.data ? &g->model : NULL;
-        MP_TRY(o->ops->optim_step(&o->args, st, param, copy, &g->grad,
-                                  o->slot1[k].data ? &o->slot1[k] : NULL,
+        mp_tensor param = mp_params_updated(p, k);
+        mp_tensor copy = mp_params_slice(&g->model, g->lo, g->lo + g->n);
+        mp_tensor grad = mp_params_slice(&g->grad, g->lo, g->lo + g->n);
+        MP_TRY(o->ops->optim_step(&o->args, st, &param, copy.data != param.data ? &copy : NULL,
+                                  &grad, o->slot1[k].data ? &o->slot1[k] : NULL,
                                   o->slot2[k].data ? &o->slot2[k] : NULL));
     }
     return MP_OK;

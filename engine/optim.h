@@ -1,6 +1,8 @@
 /* Optimizers over the flat parameter groups: one fused op call per group per step (unscale,
- * update the FP32 masters, write the half copy). The optimizer owns its state (slots counted
- * under MP_MEM_OPTIM), which a skipped step never touches. */
+ * update the FP32 masters, write the half copy), over the rank's block of each group when the
+ * parameters are sharded (ZeRO-1: the other blocks' model copies come from their owners). The
+ * optimizer owns its state (slots of the block's size, counted under MP_MEM_OPTIM), which a
+ * skipped step never touches. */
 #ifndef MP_OPTIM_H
 #define MP_OPTIM_H
 

@@ -78,11 +78,25 @@ int64_t mp_seq_stats_numel(const mp_seq *s)
 
 mp_dtype mp_seq_scratch_dtype(size_t elem) { return elem >= 8 ? MP_F64 : elem == 4 ? MP_F32 : MP_F16; }
 
-static mp_tensor batch_tensor(const mp_ops *ops, mp_dtype dt, int64_t max_batch,
+/* Storage of `bytes`-rounded shape (ndim, shape) in dt: fresh, or the next 64-byte aligned view
+ * of the arena (no storage yet while it is measured: arena->base NULL). */
+static mp_tensor take(const mp_ops *ops, mp_arena *arena, mp_dtype dt, int ndim,
+                      const int64_t *shape)
+{
+    if (!arena)
+        return mp_tensor_new(ops, dt, ndim, shape, MP_MEM_ACTIVATIONS);
+    mp_tensor t = mp_tensor_view(NULL, dt, ndim, shape);
+    if (arena->base)
+        t.data = arena->base + arena->off;
+    arena->off += ((size_t)mp_tensor_bytes(&t) + 63) / 64 * 64;
+    return t;
+}
+
+static mp_tensor batch_tensor(const mp_ops *ops, mp_arena *arena, mp_dtype dt, int64_t max_batch,
                               const int64_t shape[3])
 {
     int64_t s[4] = {max_batch, shape[0], shape[1], shape[2]};
-    return mp_tensor_new(ops, dt, 4, s, MP_MEM_ACTIVATIONS);
+    return take(ops, arena, dt, 4, s);
 }
 
 static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, size_t *elem)
@@ -93,59 +107,101 @@ static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, s
         *elem = mp_dtype_size(dt);
 }
 
+static mp_dtype alloc_seq(const mp_seq *s, const mp_amp_policy *a, mp_dtype in,
+                          int64_t max_batch, int64_t *widest, size_t *elem, mp_arena *arena,
+                          bool inner);
+
 /* A block's inner storage: its children's activations (each child takes an input of the
- * block's input dtype), gradient scratch sized for them, and the class's own tensors. */
-static mp_dtype alloc_block(mp_layer *l, const mp_amp_policy *a, mp_dtype in, int64_t max_batch)
+ * block's input dtype), gradient scratch sized for them, and the class's own tensors; all of
+ * it from the arena's start when there is one (then only one block's is live at a time). */
+static mp_dtype alloc_block(mp_layer *l, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
+                            mp_arena *arena)
 {
     mp_block *b = l->block;
     int64_t widest = mp_shape_numel(l->in_shape);
     size_t elem = mp_dtype_size(in);
     mp_dtype out = in;
+    b->shared = arena != NULL;
+    if (arena)
+        arena->off = 0;
     for (int c = 0; c < b->nchild; c++) {
         mp_seq child = mp_block_child(b, c);
-        mp_dtype dt = mp_seq_alloc(&child, a, in, max_batch, &widest, &elem);
+        mp_dtype dt = alloc_seq(&child, a, in, max_batch, &widest, &elem, arena, true);
         if (c == b->out_child)
             out = dt;
     }
     mp_dtype gdt = mp_seq_scratch_dtype(elem);
     int64_t gs[2] = {max_batch, widest};
     for (int i = 0; i < 2; i++)
-        b->gbuf[i] = mp_tensor_new(l->ops, gdt, 2, gs, MP_MEM_ACTIVATIONS);
-    b->out_tmp = batch_tensor(l->ops, out, max_batch, l->out_shape);
+        b->gbuf[i] = take(l->ops, arena, gdt, 2, gs);
+    b->out_tmp = batch_tensor(l->ops, arena, out, max_batch, l->out_shape);
     if (b->in_tmp_used)
-        b->in_tmp = batch_tensor(l->ops, in, max_batch, l->in_shape);
+        b->in_tmp = batch_tensor(l->ops, arena, in, max_batch, l->in_shape);
+    if (arena && arena->off > arena->size)
+        arena->size = arena->off;
     return out;
 }
 
-mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
-                      int64_t *widest, size_t *elem)
+/* mp_seq_alloc; `inner`: s is a block's child, whose storage comes from the arena if any. */
+static mp_dtype alloc_seq(const mp_seq *s, const mp_amp_policy *a, mp_dtype in,
+                          int64_t max_batch, int64_t *widest, size_t *elem, mp_arena *arena,
+                          bool inner)
 {
+    mp_arena *mine = inner ? arena : NULL;
     mp_dtype dt = in;
     raise_widest(s->n ? s->layers[0].in_shape : (int64_t[3]){1, 1, 1}, dt, widest, elem);
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
         if (l->cls->cast_input && dt != a->compute)
-            s->xcast[i] = batch_tensor(l->ops, a->compute, max_batch, l->in_shape);
+            s->xcast[i] = batch_tensor(l->ops, mine, a->compute, max_batch, l->in_shape);
         if (l->block)
-            dt = alloc_block(l, a, dt, max_batch);
+            dt = alloc_block(l, a, dt, max_batch, arena);
         else if (l->cls->out_dtype)
             dt = l->cls->out_dtype(l, a, dt);
-        s->acts[i] = batch_tensor(l->ops, dt, max_batch, l->out_shape);
+        s->acts[i] = batch_tensor(l->ops, mine, dt, max_batch, l->out_shape);
         if (mp_shape_numel(l->save_shape) > 0)
-            l->save = batch_tensor(l->ops, dt, max_batch, l->save_shape);
+            l->save = batch_tensor(l->ops, mine, dt, max_batch, l->save_shape);
         raise_widest(l->out_shape, dt, widest, elem);
     }
     return dt;
 }
 
+mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
+                      int64_t *widest, size_t *elem, mp_arena *arena)
+{
+    return alloc_seq(s, a, in, max_batch, widest, elem, arena, false);
+}
+
+void mp_seq_place_blocks(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
+                         mp_arena *arena)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->layers[i].block)
+            alloc_block(&s->layers[i], a, i == 0 ? in : s->acts[i - 1].dtype, max_batch, arena);
+}
+
+/* Whether parameter k's separate FP32 master is sharded (ZeRO-1). */
+static bool sharded_master(const mp_params *p, int k)
+{
+    const mp_param_group *g = &p->groups[p->views[k].group];
+    return mp_params_sharded(p) && g->master.data && g->master.data != g->model.data;
+}
+
 /* Fills parameter k's values: drawn on the host, copied into backend memory, and rounded into
- * the model copy when the values are its FP32 master. */
+ * the model copy when the values are its FP32 master. A sharded master takes its block's part
+ * of them from an FP32 copy of the whole parameter, which is rounded into the model copy the
+ * same way. */
 static mp_status init_param(mp_layer *l, int j, mp_params *p, uint64_t seed, int k)
 {
     mp_rng r;
     mp_rng_seed(&r, seed, 0x1000u + (uint64_t)k);
     double bound = 1.0 / sqrt(l->fan_in > 0 ? l->fan_in : 1.0);
-    mp_tensor master = mp_params_master(p, k);
+    int64_t from = 0, to = 0;
+    bool shard = sharded_master(p, k), part = shard && mp_params_block_part(p, k, &from, &to);
+    mp_tensor master = mp_params_master(p, k), whole = {0};
+    if (shard)
+        master = whole = mp_tensor_new(l->ops, MP_F32, l->w[j].ndim, l->w[j].shape,
+                                       MP_MEM_WORKSPACE);
     mp_tensor *dst = master.data ? &master : &l->w[j];
     int64_t n = mp_tensor_numel(&l->w[j]);
     size_t bytes = (size_t)mp_tensor_bytes(dst);
@@ -162,14 +218,37 @@ static mp_status init_param(mp_layer *l, int j, mp_params *p, uint64_t seed, int
     mp_free(host);
     if (st == MP_OK && dst->data != l->w[j].data)
         st = l->ops->convert(dst, &l->w[j]);
+    if (st == MP_OK && part) {
+        const mp_param_group *g = &p->groups[p->views[k].group];
+        st = l->ops->copy((float *)g->master.data + (from - g->lo),
+                          (float *)whole.data + (from - p->views[k].offset),
+                          (size_t)(to - from) * sizeof(float));
+    }
+    if (shard) {
+        if (st == MP_OK)
+            st = l->ops->sync(); /* the copies read `whole`, freed next */
+        mp_tensor_delete(l->ops, &whole);
+    }
     return st;
+}
+
+void mp_seq_seed(const mp_seq *s, uint64_t seed, int *k)
+{
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        l->seed = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(*k + 1)); /* per-layer dropout masks */
+        *k += l->nparams;
+        for (int c = 0; l->block && c < l->block->nchild; c++) {
+            mp_seq child = mp_block_child(l->block, c);
+            mp_seq_seed(&child, seed, k);
+        }
+    }
 }
 
 mp_status mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k)
 {
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
-        l->seed = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(*k + 1)); /* per-layer dropout masks */
         for (int j = 0; j < l->nparams; j++, (*k)++)
             MP_TRY(init_param(l, j, p, seed, *k));
         for (int j = 0; j < l->nbuffers; j++)
@@ -203,6 +282,15 @@ mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_
     return MP_OK;
 }
 
+/* Marks l and every layer inside it as running its forward again (or no longer). */
+static void set_recomputing(mp_layer *l, bool on)
+{
+    l->recomputing = on;
+    for (int c = 0; l->block && c < l->block->nchild; c++)
+        for (int i = 0; i < l->block->n[c]; i++)
+            set_recomputing(&l->block->layers[c][i], on);
+}
+
 mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,
                           mp_tensor *dx, mp_tensor scratch[2], const mp_layer_hook *done)
 {
@@ -214,6 +302,12 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
         if (s->xcast[i].data)
             xin = mp_tensor_batch(&s->xcast[i], n); /* already cast by forward */
         mp_tensor y = mp_tensor_batch(&s->acts[i], n);
+        if (s->recompute && l->block) { /* its inner activations, from its input again */
+            set_recomputing(l, true);
+            mp_status st = l->cls->forward(l, &xin, &y, true);
+            set_recomputing(l, false);
+            MP_TRY(st);
+        }
         mp_tensor *gxp = NULL;
         if (i > 0) {
             const mp_tensor *orig = &s->acts[i - 1];
@@ -257,8 +351,25 @@ void mp_seq_buffers(const mp_seq *s, const char *prefix, mp_named_tensor *out, i
     }
 }
 
+/* Activation elements of a block's inner storage, as alloc_block takes it. */
+static int64_t block_inner(const mp_layer *l, int64_t max_batch)
+{
+    int64_t widest = mp_shape_numel(l->in_shape), params = 0, acts = 0;
+    for (int c = 0; c < l->block->nchild; c++) {
+        mp_seq child = mp_block_child(l->block, c);
+        mp_seq_count(&child, max_batch, &params, &acts);
+        for (int k = 0; k < child.n; k++)
+            if (mp_shape_numel(child.layers[k].out_shape) > widest)
+                widest = mp_shape_numel(child.layers[k].out_shape);
+    }
+    /* as alloc_block: the gradient ping-pong, out_tmp and in_tmp */
+    int64_t in_tmp = l->block->in_tmp_used ? mp_shape_numel(l->in_shape) : 0;
+    return acts + max_batch * (2 * widest + mp_shape_numel(l->out_shape) + in_tmp);
+}
+
 void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts)
 {
+    int64_t shared = 0; /* recompute: the largest block's inner storage, once */
     for (int i = 0; i < s->n; i++) {
         const mp_layer *l = &s->layers[i];
         for (int j = 0; j < l->nparams; j++) {
@@ -269,30 +380,31 @@ void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *
         }
         *acts += max_batch * (mp_shape_numel(l->out_shape) + mp_shape_numel(l->save_shape));
         if (l->block) {
-            int64_t widest = mp_shape_numel(l->in_shape);
-            for (int c = 0; c < l->block->nchild; c++) {
+            int64_t inner = block_inner(l, max_batch);
+            for (int c = 0; c < l->block->nchild; c++) { /* the children's parameters */
                 mp_seq child = mp_block_child(l->block, c);
-                mp_seq_count(&child, max_batch, params, acts);
-                for (int k = 0; k < child.n; k++)
-                    if (mp_shape_numel(child.layers[k].out_shape) > widest)
-                        widest = mp_shape_numel(child.layers[k].out_shape);
+                int64_t unused = 0;
+                mp_seq_count(&child, max_batch, params, &unused);
             }
-            /* as alloc_block: the gradient ping-pong, out_tmp and in_tmp */
-            int64_t in_tmp = l->block->in_tmp_used ? mp_shape_numel(l->in_shape) : 0;
-            *acts += max_batch * (2 * widest + mp_shape_numel(l->out_shape) + in_tmp);
+            if (!s->recompute)
+                *acts += inner;
+            else if (inner > shared)
+                shared = inner;
         }
     }
+    *acts += shared;
 }
 
-void mp_seq_free(const mp_seq *s)
+/* mp_seq_free; `views`: the activation storage is the arena's, not to be freed. */
+static void free_seq(const mp_seq *s, bool views)
 {
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
-        if (s->acts)
+        if (s->acts && !views)
             mp_tensor_delete(l->ops, &s->acts[i]);
-        if (s->xcast)
+        if (s->xcast && !views)
             mp_tensor_delete(l->ops, &s->xcast[i]);
-        if (l->save.data)
+        if (l->save.data && !views)
             mp_tensor_delete(l->ops, &l->save);
         for (int j = 0; j < l->nbuffers; j++) {
             if (!l->buffer_persistent[j]) /* else a view of the model's statistics */
@@ -303,14 +415,18 @@ void mp_seq_free(const mp_seq *s)
             mp_block *b = l->block;
             for (int c = 0; c < b->nchild; c++) {
                 mp_seq child = mp_block_child(b, c);
-                mp_seq_free(&child);
+                free_seq(&child, b->shared);
             }
-            mp_tensor_delete(l->ops, &b->gbuf[0]);
-            mp_tensor_delete(l->ops, &b->gbuf[1]);
-            mp_tensor_delete(l->ops, &b->out_tmp);
-            mp_tensor_delete(l->ops, &b->in_tmp);
+            if (!b->shared) {
+                mp_tensor_delete(l->ops, &b->gbuf[0]);
+                mp_tensor_delete(l->ops, &b->gbuf[1]);
+                mp_tensor_delete(l->ops, &b->out_tmp);
+                mp_tensor_delete(l->ops, &b->in_tmp);
+            }
             free(b);
             l->block = NULL;
         }
     }
 }
+
+void mp_seq_free(const mp_seq *s) { free_seq(s, false); }

@@ -1,10 +1,14 @@
-/* The all-reduce sweep (see bench_comm.h). Each row: the communicator's in-place sum of `count`
- * elements of one dtype, and raw MPI_Allreduce over the same bytes with MPI's own type of that
- * width (MPI_FLOAT for fp32, MPI_INT16_T for the half types), timed alternately in rounds; a
- * row's time is the best round's mean, the slowest rank's; which of the two goes first
- * alternates from round to round, so neither gains from a warm cache or a quiet machine. busbw = algbw * 2(n-1)/n as in
- * nccl-tests. After timing, one more all-reduce of small integers (exact in any order) counts
- * wrong elements over all ranks. */
+/* The collective sweep (see bench_comm.h). Each row: the communicator's in-place collective
+ * (all-reduce or reduce-scatter summing, or all-gather) of `count` elements of one dtype on host
+ * memory, and the raw MPI call doing the same over the same bytes with MPI's own type of that
+ * width (MPI_FLOAT for fp32, MPI_INT16_T for the half types: MPI_Allreduce,
+ * MPI_Reduce_scatter_block, MPI_Allgather), timed alternately in rounds; a row's time is the
+ * best round's mean, the slowest rank's; which of the two goes first alternates from round to
+ * round, so neither gains from a warm cache or a quiet machine. As in nccl-tests, size is the
+ * whole buffer (a reduce-scatter's input, an all-gather's output: count elements, a multiple of
+ * the ranks), and busbw = algbw * 2(n-1)/n for all-reduce, algbw * (n-1)/n for the other two.
+ * After timing, one more collective of small integers (exact in any order) counts wrong
+ * elements over all ranks. */
 #include "src/bench_comm.h"
 
 #include <errno.h>
@@ -49,9 +53,44 @@ static mp_status parse_int(const char *opt, const char *v, int lo, int hi, int *
     return MP_OK;
 }
 
+static const struct {
+    const char *name, *title;
+    unsigned bit;
+    mp_coll_kind kind;
+} OPS[3] = {{"allreduce", "all-reduce (sum)", MP_BENCH_ALLREDUCE, MP_COLL_ALLREDUCE},
+            {"reduce_scatter", "reduce-scatter (sum)", MP_BENCH_REDUCE_SCATTER,
+             MP_COLL_REDUCE_SCATTER},
+            {"all_gather", "all-gather", MP_BENCH_ALLGATHER, MP_COLL_ALLGATHER}};
+
+/* --op: a comma-separated list of collective names, or "all". */
+static mp_status parse_ops(const char *v, unsigned *out)
+{
+    *out = 0;
+    char list[128];
+    snprintf(list, sizeof list, "%s", v);
+    char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        unsigned bit = strcmp(name, "all") == 0 ? MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER |
+                                                      MP_BENCH_ALLGATHER
+                                                : 0;
+        for (int k = 0; k < 3; k++)
+            bit |= strcmp(name, OPS[k].name) == 0 ? OPS[k].bit : 0;
+        if (!bit) {
+            *out = 0;
+            break;
+        }
+        *out |= bit;
+    }
+    if (*out == 0 || strlen(v) >= sizeof list)
+        return mp_fail(MP_EUSAGE, "bench-comm: --op takes allreduce, reduce_scatter, all_gather "
+                                  "or all, comma-separated, not '%s'", v);
+    return MP_OK;
+}
+
 mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first)
 {
-    *o = (mp_bench_comm_opts){1024, 16 << 20, 2, 20, 5, 3, false, MP_COMM_DEFAULT_TIMEOUT_S};
+    *o = (mp_bench_comm_opts){1024, 16 << 20, 2, 20, 5, 3, false, MP_COMM_DEFAULT_TIMEOUT_S,
+                              MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER};
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--csv") == 0) {
@@ -59,7 +98,7 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
             continue;
         }
         const char *known[] = {"-b", "--min-bytes", "-e", "--max-bytes", "-f", "--factor", "-n",
-                               "--iters", "-w", "--warmup", "-r", "--rounds", "--timeout"};
+                               "--iters", "-w", "--warmup", "-r", "--rounds", "--timeout", "--op"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             ok = ok || strcmp(a, known[k]) == 0;
@@ -81,6 +120,8 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
             MP_TRY(parse_int(a, v, 0, 1000000, &o->warmup));
         else if (strcmp(a, "-r") == 0 || strcmp(a, "--rounds") == 0)
             MP_TRY(parse_int(a, v, 1, 1000, &o->rounds));
+        else if (strcmp(a, "--op") == 0)
+            MP_TRY(parse_ops(v, &o->ops));
         else {
             MP_TRY(parse_int(a, v, 1, 604800, &t)); /* --timeout */
             o->timeout_s = t;
@@ -93,6 +134,7 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
 }
 
 typedef struct row {
+    int op; /* index into OPS */
     int64_t bytes, count;
     mp_dtype dt;
     double us, raw_us;
@@ -104,37 +146,64 @@ static const char *type_name(mp_dtype dt)
     return dt == MP_F32 ? "float" : dt == MP_F16 ? "half" : "bfloat16";
 }
 
-/* Mean seconds per all-reduce over o->iters after o->warmup, the slowest rank's. Like
+/* The communicator's collective of row r over buf (host memory, whole blocked buffer). */
+static mp_coll coll_of(const mp_comm *c, const row *r, void *buf, const char *what)
+{
+    mp_coll_kind kind = OPS[r->op].kind;
+    if (kind == MP_COLL_ALLREDUCE)
+        return mp_coll_of(kind, buf, (size_t)r->count, r->dt, MP_REDOP_SUM, what);
+    return mp_coll_blocks(kind, buf, (size_t)r->count, r->dt, (size_t)(r->count / c->size), 0,
+                          what);
+}
+
+/* Mean seconds per collective over o->iters after o->warmup, the slowest rank's. Like
  * nccl-tests on a stream, the iterations are queued back to back on the transport and waited
  * for once. */
 static mp_status time_ours(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r, double *s)
 {
     uint64_t ticket = 0;
+    mp_coll coll = coll_of(c, r, buf, "bench-comm collective");
     for (int i = 0; i < o->warmup; i++)
-        MP_TRY(mp_comm_allreduce_start(c, buf, (size_t)r->count, r->dt, MP_REDOP_SUM,
-                                       "bench-comm all-reduce", &ticket));
+        MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
     if (ticket)
-        MP_TRY(mp_comm_wait(c, ticket));
+        MP_TRY(mp_comm_coll_wait(c, ticket));
     MPI_CHECK(MPI_Barrier(c->world));
     *s = MPI_Wtime();
     for (int i = 0; i < o->iters; i++)
-        MP_TRY(mp_comm_allreduce_start(c, buf, (size_t)r->count, r->dt, MP_REDOP_SUM,
-                                       "bench-comm all-reduce", &ticket));
-    MP_TRY(mp_comm_wait(c, ticket));
+        MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
+    MP_TRY(mp_comm_coll_wait(c, ticket));
     *s = (MPI_Wtime() - *s) / o->iters;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_MAX, c->world));
     return MP_OK;
 }
 
-static mp_status time_raw(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r, double *s)
+/* One raw MPI call doing row r's collective in place over buf. */
+static mp_status raw_call(mp_comm *c, void *buf, const row *r)
 {
     MPI_Datatype type = r->dt == MP_F32 ? MPI_FLOAT : MPI_INT16_T;
+    int n = (int)r->count, block = (int)(r->count / c->size);
+    switch (OPS[r->op].kind) {
+    case MP_COLL_REDUCE_SCATTER:
+        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, block, type, MPI_SUM, c->world));
+        break;
+    case MP_COLL_ALLGATHER:
+        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, block, type, c->world));
+        break;
+    default:
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, MPI_SUM, c->world));
+        break;
+    }
+    return MP_OK;
+}
+
+static mp_status time_raw(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r, double *s)
+{
     for (int i = 0; i < o->warmup; i++)
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)r->count, type, MPI_SUM, c->world));
+        MP_TRY(raw_call(c, buf, r));
     MPI_CHECK(MPI_Barrier(c->world));
     *s = MPI_Wtime();
     for (int i = 0; i < o->iters; i++)
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, (int)r->count, type, MPI_SUM, c->world));
+        MP_TRY(raw_call(c, buf, r));
     *s = (MPI_Wtime() - *s) / o->iters;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_MAX, c->world));
     return MP_OK;
@@ -143,18 +212,36 @@ static mp_status time_raw(mp_comm *c, const mp_bench_comm_opts *o, void *buf, ro
 /* Small integers whose sum over up to 85 ranks is below 256: exact in every dtype, any order. */
 static double input(int64_t i, int rank) { return (double)((i % 3) + (rank % 2)); }
 
+/* What element i holds after the check's collective: the sum over ranks, or (all-gather) the
+ * owner's input. */
+static double expected(const mp_comm *c, const row *r, int64_t i)
+{
+    if (OPS[r->op].kind == MP_COLL_ALLGATHER)
+        return input(i, (int)(i / (r->count / c->size)));
+    double want = 0;
+    for (int k = 0; k < c->size; k++)
+        want += input(i, k);
+    return want;
+}
+
 static mp_status check(mp_comm *c, void *buf, row *r)
 {
-    for (int64_t i = 0; i < r->count; i++)
-        mp_store(buf, r->dt, (size_t)i, input(i, c->rank));
-    MP_TRY(mp_comm_allreduce(c, buf, (size_t)r->count, r->dt, MP_REDOP_SUM, "bench-comm check"));
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < r->count; i++) {
-        double want = 0;
-        for (int k = 0; k < c->size; k++)
-            want += input(i, k);
-        wrong += mp_load(buf, r->dt, (size_t)i) != want;
+    int64_t block = r->count / c->size, lo = 0, hi = r->count;
+    for (int64_t i = 0; i < r->count; i++) /* an all-gather must overwrite the -1 */
+        mp_store(buf, r->dt, (size_t)i,
+                 OPS[r->op].kind == MP_COLL_ALLGATHER && i / block != c->rank ? -1.0
+                                                                              : input(i, c->rank));
+    uint64_t ticket;
+    mp_coll coll = coll_of(c, r, buf, "bench-comm check");
+    MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
+    MP_TRY(mp_comm_coll_wait(c, ticket));
+    if (OPS[r->op].kind == MP_COLL_REDUCE_SCATTER) { /* only the rank's block is defined */
+        lo = c->rank * block;
+        hi = lo + block;
     }
+    int64_t wrong = 0;
+    for (int64_t i = lo; i < hi; i++)
+        wrong += mp_load(buf, r->dt, (size_t)i) != expected(c, r, i);
     MPI_CHECK(MPI_Allreduce(&wrong, &r->wrong, 1, MPI_INT64_T, MPI_SUM, c->world));
     return MP_OK;
 }
@@ -177,43 +264,87 @@ static mp_status measure(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row
     return check(c, buf, r);
 }
 
-static void print_row(FILE *out, const row *r, int n, bool csv)
+/* nccl-tests' bus bandwidth factor of the row's collective on n ranks. */
+static double bus_factor(const row *r, int n)
 {
-    double bus = 2.0 * (n - 1) / n;
-    double alg = (double)r->bytes / r->us / 1e3, raw = (double)r->bytes / r->raw_us / 1e3;
-    const char *rawt = r->dt == MP_F32 ? "float" : "int16";
-    if (csv)
-        fprintf(out, "%lld,%lld,%s,sum,%.2f,%.3f,%.3f,%lld,%s,%.2f,%.3f,%.3f,%.3f\n",
-                (long long)r->bytes, (long long)r->count, type_name(r->dt), r->us, alg, alg * bus,
-                (long long)r->wrong, rawt, r->raw_us, raw, raw * bus, alg / raw);
-    else
-        fprintf(out, "%12lld %12lld %9s   sum %10.1f %7.2f %7.2f %6lld   %6s %10.1f %7.2f %7.2f "
-                     "%6.2f\n",
-                (long long)r->bytes, (long long)r->count, type_name(r->dt), r->us, alg, alg * bus,
-                (long long)r->wrong, rawt, r->raw_us, raw, raw * bus, alg / raw);
+    return (OPS[r->op].kind == MP_COLL_ALLREDUCE ? 2.0 : 1.0) * (n - 1) / n;
 }
 
-static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *o)
+static void print_row(FILE *out, const row *r, int n, bool csv)
+{
+    double bus = bus_factor(r, n);
+    double alg = (double)r->bytes / r->us / 1e3, raw = (double)r->bytes / r->raw_us / 1e3;
+    const char *rawt = r->dt == MP_F32 ? "float" : "int16";
+    const char *redop = OPS[r->op].kind == MP_COLL_ALLGATHER ? "none" : "sum";
+    if (csv)
+        fprintf(out, "%s,%lld,%lld,%s,%s,%.2f,%.3f,%.3f,%lld,%s,%.2f,%.3f,%.3f,%.3f\n",
+                OPS[r->op].name, (long long)r->bytes, (long long)r->count, type_name(r->dt),
+                redop, r->us, alg, alg * bus, (long long)r->wrong, rawt, r->raw_us, raw,
+                raw * bus, alg / raw);
+    else
+        fprintf(out, "%12lld %12lld %9s %5s %10.1f %7.2f %7.2f %6lld   %6s %10.1f %7.2f %7.2f "
+                     "%6.2f\n",
+                (long long)r->bytes, (long long)r->count, type_name(r->dt), redop, r->us, alg,
+                alg * bus, (long long)r->wrong, rawt, r->raw_us, raw, raw * bus, alg / raw);
+}
+
+static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *o, int op)
 {
     if (o->csv) {
-        fprintf(out, "size_bytes,count,type,redop,time_us,algbw_gbs,busbw_gbs,wrong,raw_type,"
-                     "raw_time_us,raw_algbw_gbs,raw_busbw_gbs,busbw_ratio\n");
+        if (op < 0)
+            fprintf(out, "op,size_bytes,count,type,redop,time_us,algbw_gbs,busbw_gbs,wrong,"
+                         "raw_type,raw_time_us,raw_algbw_gbs,raw_busbw_gbs,busbw_ratio\n");
         return;
     }
+    if (op < 0)
+        return;
     int hosts = 1;
     for (int r = 1; r < c->size; r++)
         hosts += strcmp(mp_comm_host(c, r), mp_comm_host(c, r - 1)) != 0;
+    static const char *raw[3] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather"};
     fprintf(out,
-            "# mpdist bench-comm: in-place all-reduce (sum), %d ranks on %d host%s, transport "
+            "# mpdist bench-comm: in-place %s, %d ranks on %d host%s, transport "
             "%s; %d iterations after %d warm-up, best of %d alternating rounds\n"
             "#\n"
             "#                                          ---- mpdist communicator ----          "
-            "---- raw MPI_Allreduce, same bytes ----\n"
+            "---- raw %s, same bytes ----\n"
             "#       size        count      type redop       time   algbw   busbw #wrong     "
             "type       time   algbw   busbw  ratio\n"
             "#        (B)   (elements)                       (us)  (GB/s)  (GB/s)            "
             "           (us)  (GB/s)  (GB/s)\n",
-            c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters, o->warmup, o->rounds);
+            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters,
+            o->warmup, o->rounds, raw[op]);
+}
+
+/* The rows of collective `op` in one dtype; adds their wrong elements to *wrong. */
+static mp_status sweep(mp_comm *c, const mp_bench_comm_opts *o, void *buf, int op, mp_dtype dt,
+                       FILE *out, int64_t *wrong)
+{
+    double sum[2] = {0, 0};
+    int nbig = 0;
+    for (int64_t b = o->min_bytes; b <= o->max_bytes; b *= o->factor) {
+        row r = {.op = op, .dt = dt};
+        r.count = b / (int64_t)mp_dtype_size(dt);
+        if (OPS[op].kind != MP_COLL_ALLREDUCE)
+            r.count -= r.count % c->size; /* whole blocks */
+        if (r.count < 1 || r.count > 2147483647LL)
+            continue;
+        r.bytes = r.count * (int64_t)mp_dtype_size(dt);
+        MP_TRY(measure(c, o, buf, &r));
+        *wrong += r.wrong;
+        if (c->rank == 0)
+            print_row(out, &r, c->size, o->csv);
+        if (r.bytes >= 1048576) {
+            sum[0] += (double)r.bytes / r.us / 1e3 * bus_factor(&r, c->size);
+            sum[1] += (double)r.bytes / r.raw_us / 1e3 * bus_factor(&r, c->size);
+            nbig++;
+        }
+    }
+    if (c->rank == 0 && !o->csv && nbig > 0)
+        fprintf(out, "# Avg bus bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
+                     "%.3f GB/s, ratio %.3f\n",
+                OPS[op].name, type_name(dt), sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
+    return MP_OK;
 }
 
 mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out)
@@ -222,34 +353,16 @@ mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out)
     c->timeout_s = o->timeout_s;
     void *buf = mp_alloc((size_t)o->max_bytes, MP_MEM_WORKSPACE);
     if (c->rank == 0)
-        print_header(out, c, o);
+        print_header(out, c, o, -1);
     mp_status st = MP_OK;
     int64_t wrong = 0;
-    for (int k = 0; k < 3 && st == MP_OK; k++) {
-        double sum[2] = {0, 0}, bus = 2.0 * (c->size - 1) / c->size;
-        int nbig = 0;
-        for (int64_t b = o->min_bytes; b <= o->max_bytes && st == MP_OK; b *= o->factor) {
-            row r = {.bytes = b, .dt = types[k]};
-            r.count = b / (int64_t)mp_dtype_size(types[k]);
-            if (r.count < 1 || r.count > 2147483647LL)
-                continue;
-            r.bytes = r.count * (int64_t)mp_dtype_size(types[k]);
-            st = measure(c, o, buf, &r);
-            if (st != MP_OK)
-                break;
-            wrong += r.wrong;
-            if (c->rank == 0)
-                print_row(out, &r, c->size, o->csv);
-            if (r.bytes >= 1048576) {
-                sum[0] += (double)r.bytes / r.us / 1e3 * bus;
-                sum[1] += (double)r.bytes / r.raw_us / 1e3 * bus;
-                nbig++;
-            }
-        }
-        if (c->rank == 0 && !o->csv && nbig > 0)
-            fprintf(out, "# Avg bus bandwidth, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
-                         "%.3f GB/s, ratio %.3f\n",
-                    type_name(types[k]), sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
+    for (int op = 0; op < 3 && st == MP_OK; op++) {
+        if (!(o->ops & OPS[op].bit))
+            continue;
+        if (c->rank == 0)
+            print_header(out, c, o, op);
+        for (int k = 0; k < 3 && st == MP_OK; k++)
+            st = sweep(c, o, buf, op, types[k], out, &wrong);
     }
     mp_free(buf);
     if (st == MP_OK && wrong > 0)

@@ -1,6 +1,6 @@
-/* `mpdist bench-comm`: an all-reduce sweep in nccl-tests' format through the communicator (the
- * path gradients take: the transport's worker, the half sums) beside raw MPI_Allreduce on the
- * same bytes, measured alternately in one run. */
+/* `mpdist bench-comm`: sweeps of all-reduce, reduce-scatter and all-gather in nccl-tests' format
+ * through the communicator (the path gradients and ZeRO shards take: the transport's worker, the
+ * half sums) beside the raw MPI call on the same bytes, measured alternately in one run. */
 #ifndef MP_BENCH_COMM_H
 #define MP_BENCH_COMM_H
 
@@ -17,7 +17,10 @@ typedef struct mp_bench_comm_opts {
     int rounds;                   /* -r: alternating rounds; the best round counts */
     bool csv;                     /* --csv: CSV instead of the table */
     double timeout_s;             /* --timeout: the watchdog's limit */
+    unsigned ops;                 /* --op: MP_BENCH_* bits, the collectives swept */
 } mp_bench_comm_opts;
+
+enum { MP_BENCH_ALLREDUCE = 1, MP_BENCH_REDUCE_SCATTER = 2, MP_BENCH_ALLGATHER = 4 };
 
 /* Parses argv[first..argc) into *o (defaults first). MP_EUSAGE with a message for a bad option.
  * Not collective. */

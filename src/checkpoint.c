@@ -73,7 +73,8 @@ static mp_status write_meta(mp_h5w *w, const mp_trainer *t, const mp_resume_poin
     MP_TRY(mp_h5w_attr_string(w, "/meta", "opt_level", c->amp.opt_level));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "half", c->amp.half));
     MP_TRY(mp_h5w_attr_int(w, "/meta", "world_size", t->comm->size));
-    MP_TRY(mp_h5w_attr_int(w, "/meta", "global_batch", c->data.batch_size * t->comm->size));
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "global_batch",
+                           c->data.batch_size * t->comm->size * t->accum));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "mpdist_version", MPDIST_VERSION));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "model", c->model.preset));
     return mp_h5w_attr_string(w, "/meta", "config", c->text ? c->text : "");
@@ -141,6 +142,7 @@ static mp_status write_state(mp_h5w *w, const mp_trainer *t, const mp_resume_poi
     MP_TRY(mp_h5w_attr_int(w, "/data", "epoch", at->epoch));
     MP_TRY(mp_h5w_attr_int(w, "/data", "position", at->position));
     MP_TRY(mp_h5w_attr_int(w, "/data", "batch_size", t->cfg->data.batch_size));
+    MP_TRY(mp_h5w_attr_int(w, "/data", "accum_steps", t->accum));
     MP_TRY(mp_h5w_attr_int(w, "/data", "world_size", t->comm->size));
     return mp_h5w_attr_int(w, "/data", "dataset_size", t->train.count);
 }
@@ -249,8 +251,9 @@ static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs
     for (int k = 0; k < MP_NGROUPS; k++) { /* the half copies, as the optimizer writes them */
         mp_param_group *g = &p->groups[k];
         if (g->master.data && g->master.data != g->model.data)
-            mp_convert(g->model.data, g->model.dtype, g->master.data, g->master.dtype,
-                       (size_t)g->total);
+            mp_convert((char *)g->model.data + (size_t)g->lo * mp_dtype_size(g->model.dtype),
+                       g->model.dtype, g->master.data, g->master.dtype,
+                       (size_t)mp_tensor_numel(&g->master));
     }
     member_check mc = {r, "/params", m, bufs, nbufs}; /* nothing more than the model */
     MP_TRY(mp_h5r_members(r, "/params", known_member, &mc));
@@ -544,17 +547,6 @@ typedef struct shared_header {
     int64_t opt_steps;
 } shared_header;
 
-static mp_status bcast_tensor(mp_trainer *t, mp_tensor *x, const char *what)
-{
-    if (!x->data)
-        return MP_OK;
-    mp_host_swap hs;
-    MP_TRY(mp_host_begin(&hs, t->ops, &x, 1, t->comm->rank == 0));
-    mp_status st = mp_comm_bcast(t->comm, x->data, (size_t)mp_tensor_bytes(x), 0, what);
-    mp_status end = mp_host_end(&hs, st == MP_OK && t->comm->rank != 0);
-    return st != MP_OK ? st : end;
-}
-
 mp_status mp_checkpoint_share(mp_trainer *t)
 {
     MP_TRY(mp_train_sync(t));
@@ -572,8 +564,8 @@ mp_status mp_checkpoint_share(mp_trainer *t)
         return MP_OK;
     MP_TRY(mp_train_sync_buffers(t));
     for (int k = 0; k < MP_NGROUPS; k++) {
-        MP_TRY(bcast_tensor(t, &t->opt.slot1[k], "broadcast of the optimizer state"));
-        MP_TRY(bcast_tensor(t, &t->opt.slot2[k], "broadcast of the optimizer state"));
+        MP_TRY(mp_train_bcast(t, &t->opt.slot1[k], "broadcast of the optimizer state"));
+        MP_TRY(mp_train_bcast(t, &t->opt.slot2[k], "broadcast of the optimizer state"));
     }
     return MP_OK;
 }

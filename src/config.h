@@ -41,6 +41,7 @@ typedef struct mp_config {
         int64_t dim, heads;                       /* vit, gpt */
         int64_t patch;                            /* vit */
         char stem[8];                             /* vit: "patch" | "conv" */
+        bool recompute;                  /* composite blocks recompute their activations */
         mp_layer_spec layers[MP_MAX_LAYERS];
         int nlayers;                     /* > 0 when model.layers was given */
     } model;
@@ -62,6 +63,7 @@ typedef struct mp_config {
         bool nesterov;
         double beta1, beta2, eps;
         double clip_grad_norm; /* 0 = no clipping */
+        int64_t zero;          /* ZeRO stage: 0 or 1 (sharded masters and optimizer state) */
     } optim;
     struct {
         char type[16];      /* "constant" | "step" | "cosine" | "linear" */
@@ -73,6 +75,7 @@ typedef struct mp_config {
     struct {
         int64_t epochs;
         int64_t max_steps; /* 0 = no limit; stops the run after this many steps */
+        int64_t accum_steps; /* micro-batches per optimizer step (gradient accumulation) */
         uint64_t seed;
         int64_t eval_every; /* epochs between test evaluations; 0 = only at the end */
         double label_smoothing; /* of the training loss */

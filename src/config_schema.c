@@ -114,6 +114,12 @@ const mp_key mp_config_keys[] = {
      .meaning = "vit: how images become tokens: patch (one convolution, model.patch) or conv "
                 "(Xiao et al.'s stem: three 3x3 stride-2 convolutions with BatchNorm and ReLU, "
                 "32, 64, 128 channels, to 4x4 = 16 tokens, then a 1x1 convolution)."},
+    {"model.recompute", MP_KEY_BOOL, "false", CF(model.recompute),
+     .meaning = "Activation recomputation of the composite blocks (residual and transformer "
+                "blocks): forward keeps only each block's input and output, and backward runs "
+                "the block's forward again first, so the blocks' inner activations share one "
+                "block's storage. Gradients are bitwise those without it (dropout masks repeat; "
+                "BatchNorm statistics are updated once); about one more forward's compute."},
     {"model.layers", MP_KEY_LAYERS, NULL, CF(model.layers), COUNT(model.nlayers, MP_MAX_LAYERS),
      .meaning = "Custom model replacing the preset: a list of layer groups (1 to 64), "
                 "e.g. ({ type = \"linear\"; out = 10; })."},
@@ -181,6 +187,12 @@ const mp_key mp_config_keys[] = {
      .meaning = "Adam/AdamW: added to the denominator."},
     {"optim.clip_grad_norm", MP_KEY_FLOAT, "0.0", GE(0), CF(optim.clip_grad_norm),
      .meaning = "Clip the global norm of the unscaled gradients to this; 0 = off."},
+    {"optim.zero", MP_KEY_INT, "0", GE(0), LE(1), CF(optim.zero),
+     .meaning = "ZeRO stage (DeepSpeed's name): 1 shards the FP32 master weights and the "
+                "optimizer state over the ranks (each owns a contiguous 1/N of every flat "
+                "parameter group), gradients are reduce-scattered instead of all-reduced, each "
+                "rank steps its block and the updated weights are all-gathered; checkpoints "
+                "still hold whole tensors. 0 = every rank holds everything."},
 
     {"schedule.type", MP_KEY_STRING, "\"constant\"",
      ONE_OF("constant", "step", "cosine", "linear"), CF(schedule.type),
@@ -197,6 +209,13 @@ const mp_key mp_config_keys[] = {
 
     {"train.epochs", MP_KEY_INT, "10", GE(1), LE(100000), CF(train.epochs),
      .meaning = "Passes over the training set."},
+    {"train.accum_steps", MP_KEY_INT, "1", GE(1), LE(4096), CF(train.accum_steps),
+     .meaning = "Micro-batches of data.batch_size per optimizer step on each rank (gradient "
+                "accumulation; the global batch is batch_size x ranks x accum_steps): "
+                "gradients travel once, after the last micro-batch (DDP's no_sync), each "
+                "micro-batch's loss gradient is divided by their number, and the schedule, "
+                "step counts, metrics and checkpoints count optimizer steps; an epoch's last "
+                "step takes the micro-batches left."},
     {"train.max_steps", MP_KEY_INT, "0", GE(0), CF(train.max_steps),
      .meaning = "Stop after this many steps; 0 = no limit."},
     {"train.seed", MP_KEY_INT, "42", GE(0), CF(train.seed),

@@ -89,11 +89,19 @@ static int fail_together(const mp_comm *comm, mp_status st)
 static void print_banner(const mp_trainer *t, const mp_config *c)
 {
     printf("mpdist %s: %d rank%s, backend %s, opt level %s, model %s (%lld parameters), "
-           "%lld steps (%lld per epoch), global batch %lld\n",
+           "%lld steps (%lld per epoch), global batch %lld",
            MPDIST_VERSION, t->comm->size, t->comm->size > 1 ? "s" : "", t->ops->name,
            c->amp.opt_level, c->model.preset, (long long)mp_params_numel(&t->model.params),
            (long long)t->total_steps, (long long)t->steps_per_epoch,
-           (long long)(c->data.batch_size * t->comm->size));
+           (long long)(c->data.batch_size * t->comm->size * t->accum));
+    if (t->accum > 1)
+        printf(" (%lld micro-batches of %lld per rank a step)", (long long)t->accum,
+               (long long)c->data.batch_size);
+    if (mp_params_sharded(&t->model.params))
+        printf(", ZeRO-1: masters and optimizer state sharded over %d ranks", t->comm->size);
+    if (c->model.recompute)
+        printf(", blocks recomputed in backward");
+    printf("\n");
     mp_amp_print(&t->amp, stdout);
     fflush(stdout);
 }
@@ -143,13 +151,19 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     }
     char used[1100];
     snprintf(used, sizeof used, "%s", resume);
+    /* Sharded (optim.zero), rank 0 reads whole tensors and every rank keeps its block. */
+    int rc = agree(t->comm, mp_train_gather(t));
+    if (rc != 0)
+        return rc;
     mp_status st = MP_OK;
     if (t->comm->rank == 0)
         st = strcmp(resume, "auto") == 0 ? mp_checkpoint_load_auto(t, used, sizeof used)
                                          : mp_checkpoint_load(t, resume);
-    int rc = agree(t->comm, st);
+    rc = agree(t->comm, st);
     if (rc == 0)
         rc = agree(t->comm, mp_checkpoint_share(t));
+    if (rc == 0)
+        rc = agree(t->comm, mp_train_ungather(t, true));
     if (rc != 0 || t->comm->rank != 0)
         return rc;
     const mp_resume_point *at = &t->start;
@@ -159,13 +173,13 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     }
     printf("resumed from %s: step %lld, epoch %lld, %lld samples into it\n", used,
            (long long)at->step, (long long)at->epoch + 1, (long long)at->position);
-    int64_t gb = cfg->data.batch_size * t->comm->size;
+    int64_t gb = cfg->data.batch_size * t->comm->size * t->accum;
     if (at->global_batch != gb)
         printf("note: the checkpoint was written with global batch %lld (%lld ranks), this run "
-               "has %lld (%d ranks): the rest of the epoch is re-sharded and step counts and "
-               "the schedule follow the new batch\n",
+               "has %lld (%d ranks, %lld micro-batches a step): the rest of the epoch is "
+               "re-sharded and step counts and the schedule follow the new batch\n",
                (long long)at->global_batch, (long long)at->world_size, (long long)gb,
-               t->comm->size);
+               t->comm->size, (long long)t->accum);
     return 0;
 }
 
@@ -231,11 +245,15 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 /* mpdist eval on a set-up trainer: rank 0 loads the weights, all evaluate. The exit code. */
 static int evaluate(mp_trainer *t, const mp_cli *cli)
 {
-    int rc = agree(t->comm, t->comm->rank == 0
+    int rc = agree(t->comm, mp_train_gather(t)); /* sharded: loaded whole, then each block */
+    if (rc == 0)
+        rc = agree(t->comm, t->comm->rank == 0
                                 ? mp_checkpoint_load_weights(&t->model, cli->checkpoint)
                                 : MP_OK);
     if (rc == 0)
         rc = agree(t->comm, mp_train_sync(t));
+    if (rc == 0)
+        rc = agree(t->comm, mp_train_ungather(t, true));
     double loss = 0.0, accuracy = 0.0;
     if (rc == 0) {
         mp_status st = mp_train_evaluate(t, &loss, &accuracy);

@@ -24,9 +24,9 @@ typedef struct mp_window {
  * copies it as a matter of course) and agrees, with one MAX over ranks of (sum of squares,
  * found_inf, stop, fill, bad_labels), on whether the step is skipped, the norm it clips with,
  * the scaler's margin rule and whether the run stops: every rank takes the same decision even
- * when a rank's gradients went bad after the sum, and all stop at the same step. On a
- * device transport (NCCL) the reduction stays on the device; the MPI transport reduces a host
- * copy, or the state itself when the backend's memory is the host's. */
+ * when a rank's gradients went bad after the sum, and all stop at the same step. Sharded
+ * (ZeRO-1), each rank's sum of squares covers its block, so they are summed first. The state
+ * lives in backend memory: the data plane reduces it where it is (NCCL) or a host copy. */
 static mp_status agree(mp_trainer *t)
 {
     double req = (double)mp_signal_pending();
@@ -41,19 +41,17 @@ static mp_status agree(mp_trainer *t)
         return MP_OK;
     static const char what[] =
         "agreement on found_inf, the gradient norm, the gradient fill and stop signals";
-    double *v = &t->st->sumsq;
-    if (mp_comm_has_device(t->comm)) {
-        uint64_t ticket;
-        MP_TRY(mp_comm_device_allreduce_start(t->comm, v, MP_AMP_AGREE, MP_F64, MP_REDOP_MAX,
-                                              what, &ticket));
-        return mp_comm_device_order(t->comm, ticket);
+    uint64_t ticket;
+    bool waited;
+    if (mp_params_sharded(&t->model.params)) { /* each rank checked its block: sum the norms */
+        mp_coll sum = mp_coll_of(MP_COLL_ALLREDUCE, &t->st->sumsq, 1, MP_F64, MP_REDOP_SUM,
+                                 "sum of the gradient norm's squares over the shards");
+        MP_TRY(mp_comm_coll_start(t->comm, t->ops, &sum, &ticket));
     }
-    if (t->ops->host_memory)
-        return mp_comm_allreduce(t->comm, v, MP_AMP_AGREE, MP_F64, MP_REDOP_MAX, what);
-    double h[MP_AMP_AGREE];
-    MP_TRY(t->ops->copy_out(h, v, sizeof h));
-    MP_TRY(mp_comm_allreduce(t->comm, h, MP_AMP_AGREE, MP_F64, MP_REDOP_MAX, what));
-    return t->ops->copy_in(v, h, sizeof h);
+    mp_coll coll = mp_coll_of(MP_COLL_ALLREDUCE, &t->st->sumsq, MP_AMP_AGREE, MP_F64,
+                              MP_REDOP_MAX, what);
+    MP_TRY(mp_comm_coll_start(t->comm, t->ops, &coll, &ticket));
+    return mp_comm_coll_order(t->comm, ticket, &waited);
 }
 
 /* Whether tensor x (any dtype, on the device) holds an inf or NaN. */
@@ -66,15 +64,20 @@ static bool nonfinite(mp_trainer *t, const mp_tensor *x, mp_status *st)
     return bad;
 }
 
-/* The first parameter (in model order) whose gradient holds an inf or NaN, for the message
+/* The first parameter (in model order) whose gradient holds an inf or NaN in this rank's block
+ * (all of it unsharded: the rest of a sharded gradient buffer is not summed), for the message
  * when the run diverges. */
 static const char *first_overflow(mp_trainer *t)
 {
+    const mp_params *p = &t->model.params;
     mp_status st = MP_OK;
-    for (int i = 0; i < t->model.params.count && st == MP_OK; i++) {
-        mp_tensor g = mp_params_grad(&t->model.params, i);
-        if (nonfinite(t, &g, &st))
-            return t->model.params.views[i].name;
+    for (int i = 0; i < p->count && st == MP_OK; i++) {
+        int64_t lo, hi;
+        if (!mp_params_block_part(p, i, &lo, &hi))
+            continue;
+        mp_tensor part = mp_params_slice(&p->groups[p->views[i].group].grad, lo, hi);
+        if (nonfinite(t, &part, &st))
+            return p->views[i].name;
     }
     return "(none: the overflow was on another rank)";
 }
@@ -91,20 +94,41 @@ static double half_limit(const mp_trainer *t, int k)
     return limit;
 }
 
-/* The fused unscale-and-check into the state, the agreement, the optimizer step (skipped on the
- * device when found_inf is set) and the scaler update: queued work only, no host wait on a
+/* Sharded (ZeRO-1): every rank's updated block of the model copies to every rank. */
+static mp_status gather_weights(mp_trainer *t)
+{
+    uint64_t ticket = 0;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &t->model.params.groups[k];
+        if (g->total == 0)
+            continue;
+        mp_coll c = mp_coll_blocks(MP_COLL_ALLGATHER, g->model.data, (size_t)g->total,
+                                   g->model.dtype, (size_t)g->n, 0,
+                                   "all-gather of the updated weights");
+        MP_TRY(mp_comm_coll_start(t->comm, t->ops, &c, &ticket));
+    }
+    bool waited;
+    return ticket ? mp_comm_coll_order(t->comm, ticket, &waited) : MP_OK;
+}
+
+/* The fused unscale-and-check into the state (of this rank's block when sharded), the
+ * agreement, the optimizer step (skipped on the device when found_inf is set), the scaler
+ * update and, sharded, the all-gather of the weights: queued work only, no host wait on a
  * device transport. */
 static mp_status apply_gradients(mp_trainer *t, double lr)
 {
     double post = mp_grad_sync_post_scale(&t->sync);
-    for (int k = 0; k < MP_NGROUPS; k++)
-        MP_TRY(t->ops->amp_check(&t->model.params.groups[k].grad, post, half_limit(t, k),
-                                 t->st));
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &t->model.params.groups[k];
+        mp_tensor block = mp_params_slice(&g->grad, g->lo, g->lo + g->n);
+        MP_TRY(t->ops->amp_check(&block, post, half_limit(t, k), t->st));
+    }
     MP_TRY(agree(t));
     MP_TRY(mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
                                  t->cfg->optim.clip_grad_norm, t->st));
     MP_TRY(mp_model_stats_revert(&t->model, t->st));
-    return t->ops->amp_update(&t->scaler_cfg, t->st);
+    MP_TRY(t->ops->amp_update(&t->scaler_cfg, t->st));
+    return mp_params_sharded(&t->model.params) ? gather_weights(t) : MP_OK;
 }
 
 mp_status mp_train_read_state(mp_trainer *t)
@@ -160,55 +184,93 @@ static mp_status host_point(mp_trainer *t)
     return MP_OK;
 }
 
-/* One step. want_loss: the host waits for this step's loss (logging steps); host: the step
- * ends at a host point. Otherwise nothing here waits for the device. */
-static mp_status train_step(mp_trainer *t, double lr, bool want_loss, bool host, mp_window *w,
-                            mp_train_result *r, double *loss)
+/* The next micro-batch into x (batch n, in backend memory), dl (its loss gradient's rows) and
+ * labels. */
+static mp_status next_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const int32_t **labels,
+                            int64_t *n, mp_train_result *r)
 {
     const void *xdata;
+    double t0 = mp_now();
+    MP_TRY(mp_loader_next(t->loader, &xdata, labels, n));
+    r->input_wait_s += mp_now() - t0;
+    *x = mp_tensor_batch(&t->x, *n);
+    *dl = mp_tensor_batch(&t->dlogits, *n * t->model.positions);
+    if (t->ops->host_memory) {
+        x->data = (void *)xdata; /* the loader's slot: read-only here */
+        return MP_OK;
+    } /* from the loader's pinned slot, asynchronously: the fence keeps the loader from refilling
+         the slot before the copy has read it */
+    MP_TRY(t->ops->copy_in(x->data, xdata, (size_t)mp_tensor_bytes(x)));
+    MP_TRY(t->ops->copy_in(t->ydev, *labels,
+                           (size_t)(*n * mp_dataset_label_len(&t->train)) * sizeof(int32_t)));
+    MP_TRY(t->ops->fence_record(mp_loader_fence(t->loader)));
+    *labels = t->ydev;
+    return MP_OK;
+}
+
+/* Forward and backward of micro-batch i of `micro` in optimizer step `step`: its loss gradient
+ * divided by `micro`; the last one sends the gradients (with the earlier ones' added), the
+ * others add theirs to the accumulator. *loss: its loss when want_loss. */
+static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool want_loss,
+                             mp_window *w, mp_train_result *r, double *loss)
+{
+    mp_tensor x, dl;
     const int32_t *labels;
     int64_t n;
-    double t0 = mp_now();
-    MP_TRY(mp_loader_next(t->loader, &xdata, &labels, &n));
-    r->input_wait_s += mp_now() - t0;
-    mp_tensor x = mp_tensor_batch(&t->x, n);
-    mp_tensor dl = mp_tensor_batch(&t->dlogits, n * t->model.positions);
-    if (t->ops->host_memory) {
-        x.data = (void *)xdata; /* the loader's slot: read-only here */
-    } else { /* from the loader's pinned slot, asynchronously: the fence keeps the loader from
-                refilling the slot before the copy has read it */
-        MP_TRY(t->ops->copy_in(x.data, xdata, (size_t)mp_tensor_bytes(&x)));
-        MP_TRY(t->ops->copy_in(t->ydev, labels,
-                               (size_t)(n * mp_dataset_label_len(&t->train)) * sizeof(int32_t)));
-        MP_TRY(t->ops->fence_record(mp_loader_fence(t->loader)));
-        labels = t->ydev;
-    }
+    MP_TRY(next_batch(t, &x, &dl, &labels, &n, r));
     const mp_tensor *logits;
     mp_xent_result res = {0};
-    MP_TRY(mp_model_stats_save(&t->model)); /* put back if the step is skipped */
+    t->model.step = step * t->accum + i; /* each micro-batch its own dropout masks */
     if (t->before_forward)
-        t->before_forward(t, t->model.step, &x, t->hook_arg);
+        t->before_forward(t, step, &x, t->hook_arg);
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
     MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
-                                mp_grad_sync_pre_scale(&t->sync), t->st,
+                                mp_grad_sync_pre_scale(&t->sync) / micro, t->st,
                                 want_loss ? &res : NULL, &dl));
     if (t->before_backward)
-        t->before_backward(t, t->model.step, &dl, t->hook_arg);
-    mp_grad_sync_begin(&t->sync);
-    MP_TRY(mp_model_backward(&t->model, &x, &dl));
-    MP_TRY(mp_grad_sync_finish(&t->sync));
+        t->before_backward(t, step, &dl, t->hook_arg);
+    if (i + 1 < micro) { /* no_sync: nothing travels until the window's last micro-batch */
+        mp_status (*ready)(void *, int) = t->model.grads_ready;
+        t->model.grads_ready = NULL;
+        mp_status st = mp_model_backward(&t->model, &x, &dl);
+        t->model.grads_ready = ready;
+        MP_TRY(st);
+        MP_TRY(mp_grad_sync_accumulate(&t->sync, i == 0));
+    } else {
+        mp_grad_sync_begin(&t->sync, micro > 1);
+        MP_TRY(mp_model_backward(&t->model, &x, &dl));
+        MP_TRY(mp_grad_sync_finish(&t->sync));
+    }
+    w->images += n * t->comm->size;
+    *loss = res.loss;
+    return MP_OK;
+}
+
+/* One optimizer step `step` over `micro` micro-batches. want_loss: the host waits for this
+ * step's loss (logging steps; the mean over the micro-batches); host: the step ends at a host
+ * point. Otherwise nothing here waits for the device. */
+static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, bool want_loss,
+                            bool host, mp_window *w, mp_train_result *r, double *loss)
+{
+    double t0 = mp_now(), sum = 0.0;
+    MP_TRY(mp_model_stats_save(&t->model)); /* put back if the step is skipped */
+    for (int i = 0; i < micro; i++) {
+        double one = 0.0;
+        MP_TRY(micro_batch(t, step, i, micro, want_loss, w, r, &one));
+        sum += one;
+    }
+    t->model.step = step; /* what messages name */
     w->comm_ms += t->sync.comm_ms;
     w->exposed_ms += t->sync.exposed_ms;
     r->comm_exposed_s += 1e-3 * t->sync.exposed_ms;
     if (t->after_reduce)
-        t->after_reduce(t, t->model.step, t->hook_arg);
+        t->after_reduce(t, step, t->hook_arg);
     MP_TRY(apply_gradients(t, lr));
     if (host)
         MP_TRY(host_point(t));
     r->step_s += mp_now() - t0;
     w->steps++;
-    w->images += n * t->comm->size;
-    *loss = res.loss;
+    *loss = sum / micro;
     return MP_OK;
 }
 
@@ -317,24 +379,46 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
     return MP_OK;
 }
 
+/* The part of parameter i's separate FP32 master that this rank holds (all of it unsharded or
+ * gathered, what lies in its block when sharded); empty when the group has no separate master
+ * or the block does not reach the parameter. */
+static mp_tensor master_part(const mp_params *p, int i)
+{
+    const mp_param_group *g = &p->groups[p->views[i].group];
+    int64_t lo, hi;
+    if (!g->master.data || g->master.data == g->model.data || !mp_params_block_part(p, i, &lo, &hi))
+        return (mp_tensor){0};
+    return mp_params_slice(&g->master, lo - g->lo, hi - g->lo);
+}
+
 /* At an evaluation and before a checkpoint: MP_EDIVERGED naming the first parameter (model
  * copy or FP32 master) or BatchNorm statistic that holds an inf or NaN, so that a run whose
  * weights went bad never ends as done nor saves them. The parameters are the same on every rank
- * (a failure on them is reached together); the BatchNorm statistics are rank 0's own before a
+ * (a failure on them is reached together: sharded, each rank checks its block of the masters
+ * and one MAX agrees on the first); the BatchNorm statistics are rank 0's own before a
  * save (synchronised only before an evaluation), so a failure on them is not. */
 static mp_status check_finite(mp_trainer *t)
 {
     const mp_params *p = &t->model.params;
     mp_status st = MP_OK;
-    for (int i = 0; i < p->count; i++) {
-        mp_tensor v = mp_params_value(p, i), m = mp_params_master(p, i);
+    int bad = p->count; /* the first parameter with a bad value, in model order */
+    for (int i = 0; i < p->count && bad == p->count; i++) {
+        mp_tensor v = mp_params_value(p, i), m = master_part(p, i);
         if (nonfinite(t, &v, &st) || nonfinite(t, &m, &st))
-            return together(t, mp_fail(MP_EDIVERGED, "diverged: parameter %s holds inf or NaN "
-                                       "values at step %lld (the first one in model order; "
-                                       "learning rate, weight decay or data normalisation too "
-                                       "large?)", p->views[i].name,
-                                       (long long)t->model.step + 1));
+            bad = i;
     }
+    MP_TRY(st);
+    if (mp_params_sharded(p)) { /* each rank saw its block of the masters: the first of all */
+        double first = -(double)bad;
+        MP_TRY(mp_comm_allreduce(t->comm, &first, 1, MP_F64, MP_REDOP_MAX,
+                                 "agreement on the finiteness of the sharded masters"));
+        bad = (int)-first;
+    }
+    if (bad < p->count)
+        return together(t, mp_fail(MP_EDIVERGED, "diverged: parameter %s holds inf or NaN "
+                                   "values at step %lld (the first one in model order; "
+                                   "learning rate, weight decay or data normalisation too "
+                                   "large?)", p->views[bad].name, (long long)t->model.step + 1));
     mp_named_tensor bufs[MP_MAX_PARAMS];
     int nbufs = mp_model_buffers(&t->model, bufs, MP_MAX_PARAMS);
     for (int j = 0; j < nbufs && j < MP_MAX_PARAMS; j++)
@@ -407,12 +491,16 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
 
 /* Saves a checkpoint, then prunes older ones; rank 0 reports its size and write rate (gather,
  * write, fsync, rename and directory fsync: until the file is durable under its name; the
- * pruning after it is not counted). */
+ * pruning after it is not counted; sharded, the gathering too). */
 static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
 {
-    MP_TRY(check_finite(t));
     double t0 = mp_now();
-    MP_TRY(mp_checkpoint_save(t, at, r->checkpoint, sizeof r->checkpoint));
+    MP_TRY(mp_train_gather(t)); /* sharded: the file holds whole tensors */
+    mp_status st = check_finite(t);
+    if (st == MP_OK)
+        st = mp_checkpoint_save(t, at, r->checkpoint, sizeof r->checkpoint);
+    mp_status end = mp_train_ungather(t, false);
+    MP_TRY(st != MP_OK ? st : end);
     double dt = mp_now() - t0;
     mp_checkpoint_prune(t, at->step);
     struct stat sb;
@@ -459,22 +547,23 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;
         mp_sampler_set_epoch_at(&t->sampler, epoch, from);
         int64_t batches = mp_train_batches(t, t->sampler.count);
+        int64_t steps = mp_train_steps(t, t->sampler.count);
         int64_t take = batches * c->data.batch_size;
         mp_loader_start_epoch(t->loader, t->sampler.local,
                               take < t->sampler.count ? take : t->sampler.count, epoch);
-        for (int64_t b = 0; b < batches && step < t->total_steps && !t->stop; b++) {
+        for (int64_t b = 0; b < steps && step < t->total_steps && !t->stop; b++) {
             double lr = mp_schedule_lr(&t->sched, step), loss;
             int64_t before = w.images, next = step + 1;
-            bool end = b + 1 == batches;
+            int64_t done = (b + 1) * t->accum < batches ? (b + 1) * t->accum : batches;
+            bool end = b + 1 == steps;
             bool log = next % c->log.every == 0 || next == t->total_steps;
             bool eval = end && c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0;
             bool budget = c->train.step_budget > 0 && next - t->start.step >= c->train.step_budget;
             bool ckpt = c->checkpoint.dir[0] && c->checkpoint.every_steps > 0 &&
                         next % c->checkpoint.every_steps == 0;
             bool host = t->ops->host_memory || log || end || eval || budget || ckpt;
-            t->model.step = step;
             t->comm->step = step;
-            MP_TRY(train_step(t, lr, log, host, &w, r, &loss));
+            MP_TRY(train_step(t, step, (int)(done - b * t->accum), lr, log, host, &w, r, &loss));
             images += w.images - before;
             step = next;
             if (log)
@@ -488,7 +577,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
             }
             at = (mp_resume_point){.step = step,
                                    .epoch = end ? epoch + 1 : epoch,
-                                   .position = end ? 0 : from + (b + 1) * gb};
+                                   .position = end ? 0 : from + done * gb};
             MP_TRY(after_step(t, &at, r));
             if (t->step_end)
                 t->step_end(t, step - 1, t->hook_arg);

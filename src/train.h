@@ -50,6 +50,15 @@ typedef struct mp_resume_point {
     int64_t seed;
 } mp_resume_point;
 
+/* ZeRO-1's sharded state seen whole (mp_train_gather): while `on`, each group's separate master
+ * and optimizer slots point at whole-group copies (MP_MEM_WORKSPACE) and [lo, lo + n) spans the
+ * group; the rank's own blocks wait here. */
+typedef struct mp_zero_whole {
+    bool on;
+    mp_tensor master[MP_NGROUPS], slot1[MP_NGROUPS], slot2[MP_NGROUPS];
+    int64_t lo[MP_NGROUPS], n[MP_NGROUPS];
+} mp_zero_whole;
+
 typedef struct mp_trainer {
     const mp_config *cfg;
     mp_comm *comm;
@@ -60,6 +69,8 @@ typedef struct mp_trainer {
     mp_amp_policy amp;
     mp_model model;
     mp_grad_sync sync;      /* gradient buckets, summed over ranks during backward */
+    int64_t accum;          /* micro-batches per optimizer step (train.accum_steps) */
+    mp_zero_whole whole;    /* the sharded state gathered whole, when it is (optim.zero) */
     mp_optimizer opt;
     mp_schedule sched;
     mp_scaler_config scaler_cfg;
@@ -95,8 +106,9 @@ typedef struct mp_trainer {
     /* Test hooks, NULL in normal runs. before_forward may change this rank's batch x (on a
      * host-memory backend the loader's slot itself, refilled only after the step);
      * before_backward may change this rank's loss gradient
-     * (n, classes) before backward and the all-reduce carry it; after_reduce runs once the
-     * gradients are summed over ranks, before the overflow check and the optimizer step. The
+     * (n, classes) before backward and the all-reduce carry it (with accumulation: each
+     * micro-batch's); after_reduce runs once the gradients are summed over ranks (sharded: the
+     * rank's block of them), before the overflow check and the optimizer step. The
      * tensors are in the backend's memory: a hook that touches them on the host needs a CPU
      * backend (host_memory) or mp_host_begin/mp_host_end. */
     void (*before_forward)(struct mp_trainer *t, int64_t step, mp_tensor *x, void *arg);
@@ -131,6 +143,10 @@ mp_status mp_train_connect(mp_trainer *t);
  * on all ranks. */
 mp_status mp_train_sync(mp_trainer *t);
 
+/* Broadcasts rank 0's tensor x (backend memory; nothing when it has none) to every rank,
+ * through the communicator's data plane, and waits; `what` names it in messages. Collective. */
+mp_status mp_train_bcast(mp_trainer *t, mp_tensor *x, const char *what);
+
 /* Parts of the training state that live in the backend's memory. */
 enum { MP_STATE_PARAMS = 1, MP_STATE_OPTIM = 2, MP_STATE_BUFFERS = 4 };
 
@@ -157,9 +173,23 @@ mp_status mp_train_write_state(mp_trainer *t);
  * (loss scale, skipped steps, stop signals, divergence). */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
 
-/* Batches (optimizer steps) for `count` samples of this rank in one epoch: count / batch_size,
+/* Batches (micro-batches) for `count` samples of this rank in one epoch: count / batch_size,
  * rounded up unless data.drop_last, and at least one when count > 0. */
 int64_t mp_train_batches(const mp_trainer *t, int64_t count);
+
+/* Optimizer steps for `count` samples of this rank in one epoch: its batches in windows of
+ * train.accum_steps, the last window taking what is left. */
+int64_t mp_train_steps(const mp_trainer *t, int64_t count);
+
+/* ZeRO-1 (optim.zero = 1 on several ranks): makes every rank's separate FP32 masters and
+ * optimizer slots whole-group copies gathered from their owners, for the code that reads or
+ * writes the state by parameter (checkpoints, the finiteness check, a resume's broadcast).
+ * Collective; nothing when the state is not sharded or is whole already. */
+mp_status mp_train_gather(mp_trainer *t);
+
+/* Ends mp_train_gather: with `keep`, the rank's own block of the whole copies is copied into
+ * its shards first (after a resume wrote them); the copies are freed. Not collective. */
+mp_status mp_train_ungather(mp_trainer *t, bool keep);
 
 /* Plans the steps of a resumed run (t->start set): the rest of the start epoch as the sampler
  * re-shards it over the current ranks, then whole epochs, up to train.max_steps; the schedule

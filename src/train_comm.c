@@ -26,7 +26,6 @@ mp_status mp_train_connect(mp_trainer *t)
     if (use_nccl || staged) {
         MP_TRY(mp_comm_use_device(c, t->device, use_nccl ? t->ops->queue() : NULL));
         t->device_comm = true;
-        mp_grad_sync_use_device(&t->sync);
     }
     if (staged && !use_nccl)
         snprintf(why + strlen(why), sizeof why - strlen(why),

@@ -111,12 +111,17 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
 {
     const mp_config *c = t->cfg;
     int64_t params = 0, acts = 0;
-    mp_status st = mp_model_plan(specs, n, in_shape, c->data.num_classes, c->data.batch_size,
-                                 &params, &acts);
+    mp_status st = mp_model_plan_recompute(specs, n, in_shape, c->data.num_classes,
+                                           c->data.batch_size, c->model.recompute, &params,
+                                           &acts);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
-    double copies = strcmp(c->optim.name, "sgd") != 0 ? 4.0 : c->optim.momentum != 0.0 ? 3.0 : 2.0;
-    copies += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
+    /* weights and gradients, then the optimizer's slots and the masters, which ZeRO-1 shards,
+     * and the accumulator */
+    double slots = strcmp(c->optim.name, "sgd") != 0 ? 2.0 : c->optim.momentum != 0.0 ? 1.0 : 0.0;
+    slots += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
+    double copies = 2.0 + slots / (c->optim.zero > 0 ? t->comm->size : 1);
+    copies += c->train.accum_steps > 1 ? 1.0 : 0.0;
     double need = 4.0 * ((double)params * copies + (double)acts);
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
     int64_t device = t->ops->mem_free_bytes();
@@ -163,8 +168,12 @@ static mp_status build_model(mp_trainer *t)
     MP_TRY(mp_train_model_specs(c, specs, &n));
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));
-    mp_status st = mp_model_build(&t->model, t->ops, specs, n, in_shape, c->data.num_classes,
-                                  c->data.batch_size, &t->amp);
+    bool zero = c->optim.zero > 0 && t->comm->size > 1;
+    mp_model_opts mo = {.shard_rank = zero ? t->comm->rank : 0,
+                        .shard_size = zero ? t->comm->size : 1,
+                        .recompute = c->model.recompute};
+    mp_status st = mp_model_build_opts(&t->model, t->ops, specs, n, in_shape,
+                                       c->data.num_classes, c->data.batch_size, &t->amp, &mo);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
     if (t->model.positions != mp_dataset_label_len(&t->train))
@@ -173,7 +182,8 @@ static mp_status build_model(mp_trainer *t)
                        t->model.positions > 1 ? "one per position" : "a classifier",
                        (long long)mp_dataset_label_len(&t->train),
                        mp_dataset_label_len(&t->train) > 1 ? "one per token" : "one per image");
-    if (t->comm->rank == 0)
+    mp_model_seed(&t->model, c->train.seed); /* every rank's dropout masks follow the seed */
+    if (t->comm->rank == 0 || zero) /* sharded: every rank fills its block of the masters */
         MP_TRY(mp_model_init(&t->model, c->train.seed));
     t->nbufs = mp_model_buffers(&t->model, t->bufs, MP_MAX_PARAMS);
     if (t->nbufs > MP_MAX_PARAMS)
@@ -205,32 +215,28 @@ int mp_train_state_tensors(mp_trainer *t, unsigned parts, mp_tensor **out)
     return n;
 }
 
-/* Rank 0's initial parameters to every rank, through host copies when the backend's memory is
- * not the host's. */
-static mp_status bcast_params(mp_trainer *t)
+mp_status mp_train_bcast(mp_trainer *t, mp_tensor *x, const char *what)
 {
-    for (int k = 0; k < MP_NGROUPS; k++) {
-        mp_param_group *g = &t->model.params.groups[k];
-        MP_TRY(mp_comm_bcast(t->comm, g->model.data, (size_t)mp_tensor_bytes(&g->model), 0,
-                             "broadcast of the initial parameters"));
-        if (g->master.data && g->master.data != g->model.data)
-            MP_TRY(mp_comm_bcast(t->comm, g->master.data, (size_t)mp_tensor_bytes(&g->master), 0,
-                                 "broadcast of the initial master weights"));
-    }
-    return MP_OK;
+    if (!x->data)
+        return MP_OK;
+    mp_coll c = mp_coll_of(MP_COLL_BCAST, x->data, (size_t)mp_tensor_bytes(x), MP_F32,
+                           MP_REDOP_SUM, what);
+    uint64_t ticket;
+    MP_TRY(mp_comm_coll_start(t->comm, t->ops, &c, &ticket));
+    return mp_comm_coll_wait(t->comm, ticket);
 }
 
 mp_status mp_train_sync(mp_trainer *t)
 {
     if (t->comm->size == 1)
         return MP_OK;
-    mp_tensor *ts[2 * MP_NGROUPS];
-    mp_host_swap hs;
-    MP_TRY(mp_host_begin(&hs, t->ops, ts, mp_train_state_tensors(t, MP_STATE_PARAMS, ts),
-                         t->comm->rank == 0));
-    mp_status st = bcast_params(t);
-    mp_status end = mp_host_end(&hs, st == MP_OK && t->comm->rank != 0);
-    return st != MP_OK ? st : end;
+    for (int k = 0; k < MP_NGROUPS; k++) {
+        mp_param_group *g = &t->model.params.groups[k];
+        MP_TRY(mp_train_bcast(t, &g->model, "broadcast of the initial parameters"));
+        if (g->master.data != g->model.data && g->n == g->total) /* not a rank's own block */
+            MP_TRY(mp_train_bcast(t, &g->master, "broadcast of the initial master weights"));
+    }
+    return MP_OK;
 }
 
 int64_t mp_train_batches(const mp_trainer *t, int64_t count)
@@ -240,13 +246,18 @@ int64_t mp_train_batches(const mp_trainer *t, int64_t count)
     return n < 1 && count > 0 ? 1 : n;
 }
 
+int64_t mp_train_steps(const mp_trainer *t, int64_t count)
+{
+    return (mp_train_batches(t, count) + t->accum - 1) / t->accum;
+}
+
 void mp_train_replan(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     const mp_resume_point *at = &t->start;
     if (at->world_size == 0)
         return;
-    int64_t first = mp_train_batches(t, mp_sampler_share(&t->sampler, at->position));
+    int64_t first = mp_train_steps(t, mp_sampler_share(&t->sampler, at->position));
     int64_t total = at->step;
     if (at->epoch < c->train.epochs)
         total += first + (c->train.epochs - at->epoch - 1) * t->steps_per_epoch;
@@ -259,7 +270,7 @@ void mp_train_replan(mp_trainer *t)
 static void plan_steps(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
-    int64_t n = mp_train_batches(t, t->sampler.num_local);
+    int64_t n = mp_train_steps(t, t->sampler.num_local);
     t->steps_per_epoch = n > 1 ? n : 1;
     t->total_steps = t->steps_per_epoch * c->train.epochs;
     if (c->train.max_steps > 0 && c->train.max_steps < t->total_steps)
@@ -335,6 +346,8 @@ static mp_status setup_buckets(mp_trainer *t)
         .wire = mp_dtype_parse(c->comm.grad_dtype, &wire) == 0 ? (int)wire : -1,
         .predivide = c->comm.predivide > 0 ? c->comm.predivide : (double)t->comm->size,
         .overlap = c->comm.overlap,
+        .shard = mp_params_sharded(&t->model.params),
+        .accumulate = t->accum > 1,
     };
     MP_TRY(mp_grad_sync_init(&t->sync, t->comm, t->ops, &t->model.params, &sc));
     t->model.grads_ready = mp_grad_sync_ready;
@@ -370,6 +383,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
         mp_backend_cpu_threads(share > 0 ? share : 1);
     }
     comm->timeout_s = cfg->comm.timeout_s;
+    t->accum = cfg->train.accum_steps > 0 ? cfg->train.accum_steps : 1;
     setup_amp(t);
     MP_TRY(load_data(t));
     MP_TRY(build_model(t));
@@ -426,6 +440,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
 
 void mp_train_free(mp_trainer *t)
 {
+    mp_train_ungather(t, false);
     if (t->device_comm) /* before the buckets the collectives read are freed */
         mp_comm_drop_device(t->comm);
     mp_progress_finish(&t->progress);

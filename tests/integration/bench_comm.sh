@@ -1,34 +1,52 @@
 #!/usr/bin/env bash
-# mpdist bench-comm on 2 ranks (small sizes, few iterations): nccl-tests' table with a row per
-# size and type for fp32, fp16 and bf16, no wrong elements, busbw = algbw * 2(n-1)/n, the
-# average lines, the same rows as CSV; bad options are one-line usage errors (exit 2).
+# mpdist bench-comm on 2 ranks (small sizes, few iterations): nccl-tests' tables, one per
+# collective (all-reduce, reduce-scatter, all-gather), with a row per size and type for fp32,
+# fp16 and bf16, no wrong elements, busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n, the
+# average lines, the same rows as CSV, --op choosing the collectives; bad options are one-line
+# usage errors (exit 2).
 source "$(dirname "$0")/common.bash"
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 16K -f 4 -n 2 -w 1 -r 1 >"$TMP/table" 2>&1 ||
   { echo "FAIL: bench-comm exited $?"; cat "$TMP/table"; exit 1; }
-for type in float half bfloat16; do
-  rows=$(awk -v t=$type '!/^#/ && $3 == t' "$TMP/table" | wc -l)
-  [ "$rows" = 3 ] || { echo "FAIL: $rows rows of $type (want 3)"; cat "$TMP/table"; failures=$((failures + 1)); }
+for op in all-reduce reduce-scatter all-gather; do
+  for type in float half bfloat16; do
+    rows=$(awk -v o="$op" -v t=$type '/^# mpdist bench-comm: in-place/ { cur = $5; sub(/,$/, "", cur) } !/^#/ && cur == o && $3 == t' "$TMP/table" | wc -l)
+    [ "$rows" = 3 ] || { echo "FAIL: $rows rows of $op $type (want 3)"; cat "$TMP/table"; failures=$((failures + 1)); }
+  done
 done
-# columns: size count type redop time algbw busbw #wrong rawtype time algbw busbw ratio
-awk '!/^#/ { if ($8 != 0) bad = bad "wrong elements: " $0 "\n";
+# columns: size count type redop time algbw busbw #wrong rawtype time algbw busbw ratio; on 2
+# ranks busbw = algbw (all-reduce) or algbw / 2 (the other two), both printed to 0.01
+awk '/^# mpdist bench-comm: in-place/ { f = $5 == "all-reduce" ? 1 : 0.5; raw = $0 }
+     !/^#/ { if ($8 != 0) bad = bad "wrong elements: " $0 "\n";
              if ($1 != $2 * ($3 == "float" ? 4 : 2)) bad = bad "size != count * bytes: " $0 "\n";
-             if ($7 < 0.995 * $6 || $7 > 1.005 * $6) bad = bad "busbw != algbw * 2(n-1)/n: " $0 "\n" }
+             if ($7 < 0.995 * f * $6 - 0.005 || $7 > 1.005 * f * $6 + 0.005) bad = bad "busbw != algbw * factor: " $0 "\n";
+             if ($4 != (f == 1 ? "sum" : (raw ~ /reduce-scatter/ ? "sum" : "none"))) bad = bad "redop: " $0 "\n" }
      END { printf "%s", bad; exit bad != "" }' "$TMP/table" || failures=$((failures + 1))
+grep -q 'raw MPI_Reduce_scatter_block, same bytes' "$TMP/table" && grep -q 'raw MPI_Allgather, same bytes' "$TMP/table" ||
+  { echo "FAIL: no raw MPI_Reduce_scatter_block and MPI_Allgather columns"; failures=$((failures + 1)); }
 grep -q '^# Avg bus bandwidth, half, sizes >= 1 MiB' "$TMP/table" &&
   { echo "FAIL: an average over sizes >= 1 MiB with none measured"; failures=$((failures + 1)); }
 mpirun -np 2 "$MPDIST" bench-comm -b 512K -e 1M -n 1 -w 0 -r 1 >"$TMP/big" 2>&1
-grep -Eq '^# Avg bus bandwidth, half, sizes >= 1 MiB: communicator [0-9.]+ GB/s, raw [0-9.]+ GB/s, ratio [0-9.]+$' "$TMP/big" ||
-  { echo "FAIL: no fp16 average line"; cat "$TMP/big"; failures=$((failures + 1)); }
+for op in allreduce reduce_scatter all_gather; do
+  grep -Eq "^# Avg bus bandwidth, $op, half, sizes >= 1 MiB: communicator [0-9.]+ GB/s, raw [0-9.]+ GB/s, ratio [0-9.]+\$" "$TMP/big" ||
+    { echo "FAIL: no $op fp16 average line"; cat "$TMP/big"; failures=$((failures + 1)); }
+done
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -n 1 -w 0 -r 1 --csv >"$TMP/csv" 2>&1
-head -1 "$TMP/csv" | grep -q '^size_bytes,count,type,redop,time_us,algbw_gbs,busbw_gbs,wrong,' ||
+head -1 "$TMP/csv" | grep -q '^op,size_bytes,count,type,redop,time_us,algbw_gbs,busbw_gbs,wrong,' ||
   { echo "FAIL: CSV header"; cat "$TMP/csv"; failures=$((failures + 1)); }
-[ "$(tail -n +2 "$TMP/csv" | grep -c ',sum,')" = 9 ] || { echo "FAIL: CSV rows"; cat "$TMP/csv"; failures=$((failures + 1)); }
+for op in allreduce,.*,sum reduce_scatter,.*,sum all_gather,.*,none; do
+  [ "$(tail -n +2 "$TMP/csv" | grep -c "^$op,")" = 9 ] || { echo "FAIL: CSV rows of $op"; cat "$TMP/csv"; failures=$((failures + 1)); }
+done
+mpirun -np 3 "$MPDIST" bench-comm -b 1K -e 4K -n 1 -w 0 -r 1 --csv --op reduce_scatter,all_gather >"$TMP/csv3" 2>&1
+[ "$(tail -n +2 "$TMP/csv3" | grep -c '^reduce_scatter,')" = 9 ] && [ "$(tail -n +2 "$TMP/csv3" | grep -c '^all_gather,')" = 9 ] &&
+  ! grep -q '^allreduce,' "$TMP/csv3" && awk -F, 'NR > 1 && $9 != 0 { exit 1 }' "$TMP/csv3" ||
+  { echo "FAIL: --op on 3 ranks"; cat "$TMP/csv3"; failures=$((failures + 1)); }
 
 expect_exit 2 "bench-comm: -b takes a size" mpirun -np 2 "$MPDIST" bench-comm -b 1Q
 expect_exit 2 "bench-comm: -b \(8192\) is larger than -e \(1024\)" "$MPDIST" bench-comm -b 8K -e 1K
 expect_exit 2 "bench-comm: unknown option '--fast'" "$MPDIST" bench-comm --fast
 expect_exit 2 "bench-comm: -n takes an integer" "$MPDIST" bench-comm -n 0
 expect_exit 2 "bench-comm: -e needs a value" "$MPDIST" bench-comm -e
+expect_exit 2 "bench-comm: --op takes allreduce, reduce_scatter, all_gather or all" "$MPDIST" bench-comm --op allreduce,bcast
 finish

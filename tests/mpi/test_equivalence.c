@@ -28,23 +28,6 @@ typedef struct run_result {
     int64_t n;
 } run_result;
 
-static void read_losses(const char *path, double *loss)
-{
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    char line[4096];
-    int k = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, "\"type\":\"step\"")) {
-            const char *p = strstr(line, "\"loss\":");
-            assert_non_null(p);
-            assert_true(k < STEPS);
-            loss[k++] = strtod(p + 7, NULL);
-        }
-    fclose(f);
-    assert_int_equal(k, STEPS);
-}
-
 static void run(mp_comm *c, const char *level, run_result *out)
 {
     char dir[512], path[600], metrics[600], text[2048];
@@ -69,7 +52,7 @@ static void run(mp_comm *c, const char *level, run_result *out)
     assert_int_equal(mp_train_open_outputs(&t), MP_OK);
     if (c->size > 1)
         assert_true(t.sync.nbuckets >= 3); /* the test is about several buckets */
-    mp_tensor *w = mp_params_updated(&t.model.params, MP_GROUP_WEIGHTS);
+    mp_tensor wt = mp_params_updated(&t.model.params, MP_GROUP_WEIGHTS), *w = &wt;
     out->n = mp_tensor_numel(w);
     out->weights = malloc((size_t)out->n * sizeof(double));
     out->init = malloc((size_t)out->n * sizeof(double));
@@ -83,7 +66,7 @@ static void run(mp_comm *c, const char *level, run_result *out)
     mp_train_free(&t);
     mp_config_free(&cfg);
     if (c->rank == 0)
-        read_losses(metrics, out->loss);
+        mp_test_read_losses(metrics, out->loss, STEPS);
 }
 
 static double max_abs_diff(const double *a, const double *b, int64_t n)

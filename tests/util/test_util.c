@@ -91,3 +91,20 @@ mp_tensor mp_test_rand(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, d
         mp_store(t.data, dt, (size_t)i, lo + (hi - lo) * mp_rng_uniform(r));
     return t;
 }
+
+void mp_test_read_losses(const char *path, double *loss, int n)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[4096];
+    int k = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "\"type\":\"step\"")) {
+            const char *p = strstr(line, "\"loss\":");
+            assert_non_null(p);
+            assert_true(k < n);
+            loss[k++] = strtod(p + 7, NULL);
+        }
+    fclose(f);
+    assert_int_equal(k, n);
+}

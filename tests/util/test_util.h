@@ -36,6 +36,10 @@ const char *mp_test_dir(const char *name);
 /* Writes len bytes to path (raw, or gzip-compressed when gz != 0); fails the test on error. */
 void mp_test_write_file(const char *path, const void *data, size_t len, int gz);
 
+/* Reads the losses of the "step" records of the metrics file at path into loss[0..n); fails the
+ * test unless there are exactly n. */
+void mp_test_read_losses(const char *path, double *loss, int n);
+
 /* Runs a shell command, captures its combined output (up to cap-1 bytes, NUL-terminated) into
  * out and returns its exit status (-1 if it did not exit normally). */
 int mp_test_run(const char *cmd, char *out, size_t cap);
