@@ -4,10 +4,11 @@
 # recomputation (model.recompute) off and on, each run STEPS steps. Prints and writes
 #   bench/results/memory.txt, memory.csv  bytes per rank by category: the peaks of rank 0's
 #                                          allocator counters (the summary record's mem_bytes)
-#   bench/results/zero_speed.txt, .csv     images/s of each run (recompute off), the median of
-#                                          ROUNDS rounds in which every configuration runs once,
-#                                          in turn, and ZeRO-1's ratio to the unsharded run on
-#                                          the same ranks
+#   bench/results/zero_speed.txt, .csv     images/s with recompute off: the median of the step
+#                                          records' rates (windows of 10 steps, the first of each
+#                                          run left out: start-up) over ROUNDS rounds in which
+#                                          every configuration runs once, in turn, and ZeRO-1's
+#                                          ratio to the unsharded run on the same ranks
 # and checks the goals: masters plus optimizer state per rank with ZeRO-1 at most 1/N of the
 # one-rank figure plus 5%; activations with recomputation at most half of those without;
 # ZeRO-1 at least 0.95x the unsharded images/s on the same ranks (exit 1 when one is missed,
@@ -15,7 +16,7 @@
 # so their throughput is that of oversubscribed ranks; the ratio is what is measured.
 # Usage: bench/memory.sh [-- extra mpdist args]
 #   MPDIST_BENCH_BUILD   build directory holding mpdist (default: build, built by launch/build.sh)
-#   MPDIST_MEM_STEPS     steps per run (default 40); MPDIST_MEM_ROUNDS rounds (default 3)
+#   MPDIST_MEM_STEPS     steps per run (default 50); MPDIST_MEM_ROUNDS rounds (default 5)
 #   MPDIST_MEM_RANKS     rank counts (default "1 2 4")
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
@@ -28,8 +29,8 @@ fi
 source launch/env.sh
 [ "${1:-}" = -- ] && shift
 extra=("$@")
-steps=${MPDIST_MEM_STEPS:-40}
-rounds=${MPDIST_MEM_ROUNDS:-3}
+steps=${MPDIST_MEM_STEPS:-50}
+rounds=${MPDIST_MEM_ROUNDS:-5}
 read -r -a ranks <<<"${MPDIST_MEM_RANKS:-1 2 4}"
 out=runs/bench-memory
 mkdir -p "$out" bench/results
@@ -64,7 +65,7 @@ failed=0
 for k in $(seq "$rounds"); do
   for c in "${configs[@]}"; do
     set -- $c
-    [ "$3" = true ] && [ "$k" -gt 1 ] && continue # recomputation: its bytes once, no timing
+    [ "$k" -gt 1 ] && { [ "$3" = true ] || [ "$1" = 1 ]; } && continue # bytes once; timing: ZeRO on and off
     run "$1" "$2" "$3" "$k" || failed=1
   done
 done
@@ -90,17 +91,18 @@ for c in "${configs[@]}"; do
     >>bench/results/memory.txt
 done
 {
-  echo "# ZeRO-1 throughput: resnet20, Adam, O2 fp16, batch 32 per rank, $steps steps; images/s, median of $rounds alternating rounds"
+  echo "# ZeRO-1 throughput: resnet20, Adam, O2 fp16, batch 32 per rank, $steps steps a run; images/s, the median of the 10-step windows after the first of $rounds alternating rounds"
   echo "# $host"
   printf '%5s %12s %12s %7s\n' ranks unsharded zero1 ratio
 } >bench/results/zero_speed.txt
 echo "ranks,unsharded_images_per_s,zero1_images_per_s,ratio" >bench/results/zero_speed.csv
+rates() { grep '"type":"step"' "$1" | tail -n +2 | sed -n 's/.*"images_per_s":\([0-9.e+-]*\).*/\1/p'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 goals=0
 for np in "${ranks[@]}"; do
   [ "$np" = 1 ] && continue
-  u=$(for k in $(seq "$rounds"); do num images_per_s "$(grep '"type":"summary"' "$out/$np-0-false-$k.jsonl")"; done | median)
-  z=$(for k in $(seq "$rounds"); do num images_per_s "$(grep '"type":"summary"' "$out/$np-1-false-$k.jsonl")"; done | median)
+  u=$(for k in $(seq "$rounds"); do rates "$out/$np-0-false-$k.jsonl"; done | median)
+  z=$(for k in $(seq "$rounds"); do rates "$out/$np-1-false-$k.jsonl"; done | median)
   ratio=$(awk -v u="$u" -v z="$z" 'BEGIN { printf "%.3f", z / u }')
   printf '%5d %12.1f %12.1f %7s\n' "$np" "$u" "$z" "$ratio" >>bench/results/zero_speed.txt
   echo "$np,$u,$z,$ratio" >>bench/results/zero_speed.csv

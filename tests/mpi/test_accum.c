@@ -62,13 +62,10 @@ static void run(const char *level, int accum, bool overflow, run_result *out)
              "comm: { bucket_mb = 0.002; first_bucket_mb = 0.0005; };\n"
              "log: { progress = \"none\"; every = 1; metrics = \"%s\"; };\n",
              BATCH / accum, level, STEPS, accum, metrics);
-    mp_test_write_file(path, text, strlen(text), 0);
     mp_config cfg;
     mp_trainer t;
-    if (mp_config_load(&cfg, path, NULL, 0) != MP_OK || mp_train_setup(&t, &cfg, &comm) != MP_OK)
-        fail_msg("%s", mp_error_message());
-    assert_int_equal(mp_train_sync(&t), MP_OK);
-    assert_int_equal(mp_train_open_outputs(&t), MP_OK);
+    mp_test_trainer(&comm, path, text, &cfg, &t);
+    mp_test_trainer_start(&t);
     out->calls = 0;
     t.before_backward = overflow ? overflow_hook : count_hook;
     t.hook_arg = out;

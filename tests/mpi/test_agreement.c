@@ -60,13 +60,10 @@ static void test_every_rank_takes_the_same_decisions(void **state)
              "comm: { bucket_mb = 0.004; first_bucket_mb = 0.0005; };\n"
              "log: { progress = \"none\"; };\n",
              STEPS);
-    mp_test_write_file(path, text, strlen(text), 0);
     mp_config cfg;
     mp_trainer t;
-    if (mp_config_load(&cfg, path, NULL, 0) != MP_OK || mp_train_setup(&t, &cfg, &comm) != MP_OK)
-        fail_msg("%s", mp_error_message());
-    assert_int_equal(mp_train_sync(&t), MP_OK);
-    assert_int_equal(mp_train_open_outputs(&t), MP_OK);
+    mp_test_trainer(&comm, path, text, &cfg, &t);
+    mp_test_trainer_start(&t);
     assert_true(t.sync.nbuckets >= 2);
 
     static fire f;

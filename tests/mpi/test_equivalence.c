@@ -43,13 +43,10 @@ static void run(mp_comm *c, const char *level, run_result *out)
              "comm: { bucket_mb = 0.002; first_bucket_mb = 0.0005; };\n"
              "log: { progress = \"none\"; every = 1; metrics = \"%s\"; };\n",
              GLOBAL_BATCH / c->size, level, STEPS, metrics);
-    mp_test_write_file(path, text, strlen(text), 0);
     mp_config cfg;
     mp_trainer t;
-    if (mp_config_load(&cfg, path, NULL, 0) != MP_OK || mp_train_setup(&t, &cfg, c) != MP_OK)
-        fail_msg("%s", mp_error_message());
-    assert_int_equal(mp_train_sync(&t), MP_OK);
-    assert_int_equal(mp_train_open_outputs(&t), MP_OK);
+    mp_test_trainer(c, path, text, &cfg, &t);
+    mp_test_trainer_start(&t);
     if (c->size > 1)
         assert_true(t.sync.nbuckets >= 3); /* the test is about several buckets */
     mp_tensor wt = mp_params_updated(&t.model.params, MP_GROUP_WEIGHTS), *w = &wt;

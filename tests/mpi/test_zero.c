@@ -92,16 +92,13 @@ static void run(const char *level, const char *optim, int zero, bool inf, double
              "log: { progress = \"none\"; every = 1; metrics = \"%s\"; };\n",
              level, optim, strcmp(optim, "sgd") == 0 ? 0.05 : ADAM_LR, zero, clip, STEPS,
              metrics);
-    mp_test_write_file(path, text, strlen(text), 0);
     mp_config cfg;
     mp_trainer t;
-    if (mp_config_load(&cfg, path, NULL, 0) != MP_OK || mp_train_setup(&t, &cfg, &comm) != MP_OK)
-        fail_msg("%s", mp_error_message());
+    mp_test_trainer(&comm, path, text, &cfg, &t);
     assert_int_equal(mp_params_sharded(&t.model.params), zero > 0);
     out->master_bytes = mp_mem_current(MP_MEM_MASTER);
     out->optim_bytes = mp_mem_current(MP_MEM_OPTIM);
-    assert_int_equal(mp_train_sync(&t), MP_OK);
-    assert_int_equal(mp_train_open_outputs(&t), MP_OK);
+    mp_test_trainer_start(&t);
     if (inf)
         t.after_reduce = inject_inf;
     mp_train_result r;

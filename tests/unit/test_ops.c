@@ -104,6 +104,7 @@ static void f64_params(mp_params *params, double *p, double *g, int64_t n)
     int64_t s[1] = {n};
     memset(params, 0, sizeof *params);
     params->groups[0].total = n;
+    params->groups[0].n = n;
     params->groups[0].model = mp_tensor_view(p, MP_F64, 1, s);
     params->groups[0].master = params->groups[0].model;
     params->groups[0].grad = mp_tensor_view(g, MP_F64, 1, s);

@@ -44,3 +44,17 @@ void mp_test_same_everywhere(const mp_comm *comm, const void *buf, size_t n, con
     assert_int_equal(MPI_Bcast(&bad, 1, MPI_INT, 0, comm->world), MPI_SUCCESS);
     assert_int_equal(bad, 0);
 }
+
+void mp_test_trainer(mp_comm *c, const char *path, const char *text, mp_config *cfg,
+                     mp_trainer *t)
+{
+    mp_test_write_file(path, text, strlen(text), 0);
+    if (mp_config_load(cfg, path, NULL, 0) != MP_OK || mp_train_setup(t, cfg, c) != MP_OK)
+        fail_msg("%s", mp_error_message());
+}
+
+void mp_test_trainer_start(mp_trainer *t)
+{
+    assert_int_equal(mp_train_sync(t), MP_OK);
+    assert_int_equal(mp_train_open_outputs(t), MP_OK);
+}
