@@ -4,11 +4,13 @@
 # recomputation (model.recompute) off and on, each run STEPS steps. Prints and writes
 #   bench/results/memory.txt, memory.csv  bytes per rank by category: the peaks of rank 0's
 #                                          allocator counters (the summary record's mem_bytes)
-#   bench/results/zero_speed.txt, .csv     images/s with recompute off: the median of the step
-#                                          records' rates (windows of 10 steps, the first of each
-#                                          run left out: start-up) over ROUNDS rounds in which
-#                                          every configuration runs once, in turn, and ZeRO-1's
-#                                          ratio to the unsharded run on the same ranks
+#   bench/results/zero_speed.txt, .csv     images/s with recompute off: a run's rate is the median
+#                                          of its step records' (windows of 10 steps, the first
+#                                          left out: start-up); ROUNDS rounds run every timed
+#                                          configuration once, odd rounds in order, even rounds in
+#                                          reverse (ABBA: a slow drift of the machine cancels);
+#                                          ZeRO-1's ratio to the unsharded run on the same ranks is
+#                                          the median of the rounds' ratios (min-max beside it)
 # and checks the goals: masters plus optimizer state per rank with ZeRO-1 at most 1/N of the
 # one-rank figure plus 5%; activations with recomputation at most half of those without;
 # ZeRO-1 at least 0.95x the unsharded images/s on the same ranks (exit 1 when one is missed,
@@ -63,7 +65,12 @@ for np in "${ranks[@]}"; do
 done
 failed=0
 for k in $(seq "$rounds"); do
-  for c in "${configs[@]}"; do
+  order=("${configs[@]}")
+  if [ $((k % 2)) = 0 ]; then # ABBA: even rounds run in reverse, so a slow drift cancels
+    order=()
+    for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[$i]}"); done
+  fi
+  for c in "${order[@]}"; do
     set -- $c
     [ "$k" -gt 1 ] && { [ "$3" = true ] || [ "$1" = 1 ]; } && continue # bytes once; timing: ZeRO on and off
     run "$1" "$2" "$3" "$k" || failed=1
@@ -91,21 +98,28 @@ for c in "${configs[@]}"; do
     >>bench/results/memory.txt
 done
 {
-  echo "# ZeRO-1 throughput: resnet20, Adam, O2 fp16, batch 32 per rank, $steps steps a run; images/s, the median of the 10-step windows after the first of $rounds alternating rounds"
+  echo "# ZeRO-1 throughput: resnet20, Adam, O2 fp16, batch 32 per rank, $steps steps a run; images/s of a run: the median of its"
+  echo "# 10-step windows after the first; $rounds rounds, each running both (ABBA order); medians over the rounds, ratio: the median"
+  echo "# of the rounds' zero1/unsharded ratios (min-max beside it)"
   echo "# $host"
-  printf '%5s %12s %12s %7s\n' ranks unsharded zero1 ratio
+  printf '%5s %12s %12s %7s %13s\n' ranks unsharded zero1 ratio ratio_range
 } >bench/results/zero_speed.txt
-echo "ranks,unsharded_images_per_s,zero1_images_per_s,ratio" >bench/results/zero_speed.csv
+echo "ranks,unsharded_images_per_s,zero1_images_per_s,ratio,ratio_min,ratio_max" >bench/results/zero_speed.csv
 rates() { grep '"type":"step"' "$1" | tail -n +2 | sed -n 's/.*"images_per_s":\([0-9.e+-]*\).*/\1/p'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 goals=0
 for np in "${ranks[@]}"; do
   [ "$np" = 1 ] && continue
-  u=$(for k in $(seq "$rounds"); do rates "$out/$np-0-false-$k.jsonl"; done | median)
-  z=$(for k in $(seq "$rounds"); do rates "$out/$np-1-false-$k.jsonl"; done | median)
-  ratio=$(awk -v u="$u" -v z="$z" 'BEGIN { printf "%.3f", z / u }')
-  printf '%5d %12.1f %12.1f %7s\n' "$np" "$u" "$z" "$ratio" >>bench/results/zero_speed.txt
-  echo "$np,$u,$z,$ratio" >>bench/results/zero_speed.csv
+  us=() zs=() ratios=()
+  for k in $(seq "$rounds"); do
+    u=$(rates "$out/$np-0-false-$k.jsonl" | median) z=$(rates "$out/$np-1-false-$k.jsonl" | median)
+    us+=("$u") zs+=("$z") ratios+=("$(awk -v u="$u" -v z="$z" 'BEGIN { printf "%.4f", z / u }')")
+  done
+  u=$(printf '%s\n' "${us[@]}" | median) z=$(printf '%s\n' "${zs[@]}" | median)
+  ratio=$(printf '%s\n' "${ratios[@]}" | median | awk '{ printf "%.3f", $1 }')
+  lo=$(printf '%s\n' "${ratios[@]}" | sort -g | head -1) hi=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
+  printf '%5d %12.1f %12.1f %7s %6.3f-%.3f\n' "$np" "$u" "$z" "$ratio" "$lo" "$hi" >>bench/results/zero_speed.txt
+  echo "$np,$u,$z,$ratio,$lo,$hi" >>bench/results/zero_speed.csv
   awk -v r="$ratio" 'BEGIN { exit !(r >= 0.95) }' || { echo "goal missed: ZeRO-1 on $np ranks at ${ratio}x the unsharded images/s (goal >= 0.95)"; goals=1; }
   one=${mo[1-0-false]:-0} mine=${mo[$np-1-false]:-0}
   awk -v one="$one" -v mine="$mine" -v n="$np" 'BEGIN { exit !(one > 0 && mine <= one / n * 1.05) }' ||
