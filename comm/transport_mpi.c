@@ -26,6 +26,8 @@ typedef struct mpi_transport {
     bool stop;
     mp_status failed;
     char message[1024];
+    int *counts; /* 2 x the ranks: a block collective's counts, then its displacements; reused,
+                    as one collective runs at a time (the worker's, or the caller's inline) */
 } mpi_transport;
 
 /* MPI's datatype and reduction for op->dtype and op->op: half types travel as two-byte words
@@ -92,12 +94,9 @@ static mp_status run_pieces(const mp_comm *c, MPI_Comm world, const mp_coll *op,
 }
 
 /* A block collective in parts of at most INT_MAX elements (MPI's counts are ints), each itself
- * a block collective over its slice of buf. */
-static mp_status run_blocks(const mp_comm *c, MPI_Comm world, const mp_coll *op)
+ * a block collective over its slice of buf; counts: scratch of 2 x the ranks ints. */
+static mp_status run_blocks(const mp_comm *c, MPI_Comm world, const mp_coll *op, int *counts)
 {
-    int *counts = malloc(2 * (size_t)c->size * sizeof *counts);
-    if (!counts)
-        return mp_fail(MP_EINTERNAL, "%s: out of host memory", op->what);
     int *displs = counts + c->size;
     size_t elem = mp_dtype_size(op->dtype);
     mp_status st = MP_OK;
@@ -114,7 +113,6 @@ static mp_status run_blocks(const mp_comm *c, MPI_Comm world, const mp_coll *op)
         }
         st = run_pieces(c, world, &part, counts, displs);
     }
-    free(counts);
     return st;
 }
 
@@ -135,7 +133,7 @@ static mp_status run(const mpi_transport *t, const mp_coll *op)
 {
     mp_status st = op->kind == MP_COLL_BCAST       ? run_bcast(t->world, op)
                    : op->kind == MP_COLL_ALLREDUCE ? run_allreduce(t->comm, t->world, op)
-                                                   : run_blocks(t->comm, t->world, op);
+                                                   : run_blocks(t->comm, t->world, op, t->counts);
     if (st != MP_OK)
         return mp_fail(st, "%s failed: %s", op->what, mp_error_message());
     return MP_OK;
@@ -244,6 +242,7 @@ static void close_transport(void *self)
     pthread_cond_destroy(&t->work);
     pthread_cond_destroy(&t->done);
     pthread_mutex_destroy(&t->mu);
+    free(t->counts);
     free(t);
 }
 
@@ -256,8 +255,13 @@ static const mp_transport_ops mpi_ops = {.name = "mpi",
 mp_status mp_transport_mpi_open(mp_transport *tx, const mp_comm *c, MPI_Comm world)
 {
     mpi_transport *t = calloc(1, sizeof *t);
-    if (!t)
+    int *counts = calloc(2 * (size_t)c->size, sizeof *counts);
+    if (!t || !counts) {
+        free(t);
+        free(counts);
         return mp_fail(MP_EINTERNAL, "comm: out of host memory for the transport");
+    }
+    t->counts = counts;
     t->comm = c;
     t->world = world;
     t->threaded = c->thread_level >= MPI_THREAD_SERIALIZED;

@@ -89,14 +89,6 @@ static void run(const char *level, int accum, bool overflow, run_result *out)
         mp_test_read_losses(metrics, out->loss, STEPS);
 }
 
-static double max_abs_diff(const double *a, const double *b, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs(a[i] - b[i]));
-    return m;
-}
-
 static void free_run(run_result *r)
 {
     free(r->weights);
@@ -112,11 +104,11 @@ static void test_o0_four_micro_batches(void **state)
     run("O0", 1, false, &one);
     run("O0", 4, false, &four);
     double eps = 2 * mp_test_eps(MP_F32);
-    double moved = max_abs_diff(one.weights, one.init, one.n);
+    double moved = mp_test_max_abs_diff(one.weights, one.init, one.n);
     if (comm.rank == 0) {
         printf("accumulation on %d ranks: loss %.4f -> %.4f, weights max diff %.3g of the largest "
                "update %.3g\n", comm.size, one.loss[0], one.loss[STEPS - 1],
-               max_abs_diff(one.weights, four.weights, one.n), moved);
+               mp_test_max_abs_diff(one.weights, four.weights, one.n), moved);
         assert_true(one.loss[STEPS - 1] < 0.8 * one.loss[0]); /* it trained */
         assert_close(four.loss, one.loss, STEPS, 0, 64 * eps);
     }

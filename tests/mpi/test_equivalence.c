@@ -66,14 +66,6 @@ static void run(mp_comm *c, const char *level, run_result *out)
         mp_test_read_losses(metrics, out->loss, STEPS);
 }
 
-static double max_abs_diff(const double *a, const double *b, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        m = fmax(m, fabs(a[i] - b[i]));
-    return m;
-}
-
 /* Runs `level` on all ranks and, on rank 0, alone with the global batch. The loss curves must
  * agree within loss_rtol, and every weight within w_tol times the largest change training made
  * to any weight (differences in the updates are what data parallelism can introduce). */
@@ -86,8 +78,8 @@ static void compare(const char *level, double loss_rtol, double w_tol)
         assert_int_equal(mp_comm_init_on(&self, MPI_COMM_SELF), MP_OK);
         run(&self, level, &one);
         mp_comm_free(&self);
-        double moved = max_abs_diff(one.weights, one.init, one.n);
-        double wdiff = max_abs_diff(many.weights, one.weights, one.n);
+        double moved = mp_test_max_abs_diff(one.weights, one.init, one.n);
+        double wdiff = mp_test_max_abs_diff(many.weights, one.weights, one.n);
         double ldiff = 0;
         for (int k = 0; k < STEPS; k++)
             ldiff = fmax(ldiff, fabs(many.loss[k] - one.loss[k]) / one.loss[k]);

@@ -92,6 +92,14 @@ mp_tensor mp_test_rand(mp_dtype dt, int ndim, const int64_t *shape, mp_rng *r, d
     return t;
 }
 
+double mp_test_max_abs_diff(const double *a, const double *b, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, fabs(a[i] - b[i]));
+    return m;
+}
+
 void mp_test_read_losses(const char *path, double *loss, int n)
 {
     FILE *f = fopen(path, "r");

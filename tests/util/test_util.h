@@ -40,6 +40,9 @@ void mp_test_write_file(const char *path, const void *data, size_t len, int gz);
  * test unless there are exactly n. */
 void mp_test_read_losses(const char *path, double *loss, int n);
 
+/* The largest |a[i] - b[i]| over i < n (0 for n 0). */
+double mp_test_max_abs_diff(const double *a, const double *b, int64_t n);
+
 /* Runs a shell command, captures its combined output (up to cap-1 bytes, NUL-terminated) into
  * out and returns its exit status (-1 if it did not exit normally). */
 int mp_test_run(const char *cmd, char *out, size_t cap);
