@@ -116,14 +116,14 @@ def stages(block, cin, widths, per):
     return layers
 
 
-def build(model, classes=10):
+def build(model, classes=10, channels=3):
     if model == "resnet20":
-        body = [conv3x3(3, 16, 1), nn.BatchNorm2d(16), nn.ReLU(inplace=True)]
+        body = [conv3x3(channels, 16, 1), nn.BatchNorm2d(16), nn.ReLU(inplace=True)]
         body += stages(Basic, 16, (16, 32, 64), (20 - 2) // 6)
         last = 64
     else:  # wrn16-4
         k = 4
-        body = [conv3x3(3, 16, 1)]
+        body = [conv3x3(channels, 16, 1)]
         body += stages(Wide, 16, (16 * k, 32 * k, 64 * k), (16 - 4) // 6)
         body += [nn.BatchNorm2d(64 * k), nn.ReLU(inplace=True)]
         last = 64 * k

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/profile.h"
 #include "engine/rng.h"
 
 mp_status mp_seq_declare(const mp_seq *s, mp_params *p, const char *prefix)
@@ -272,10 +273,16 @@ mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_
         in = cur;
         if (s->xcast[i].data) {
             in = mp_tensor_batch(&s->xcast[i], n);
+            double mark = train ? mp_profile_begin() : 0.0;
             MP_TRY(l->ops->convert(&cur, &in));
+            if (train)
+                mp_profile_end(mark, "cast", MP_PROF_FORWARD);
         }
         y = mp_tensor_batch(&s->acts[i], n);
+        double mark = train ? mp_profile_begin() : 0.0;
         MP_TRY(l->cls->forward(l, &in, &y, train));
+        if (train)
+            mp_profile_end(mark, l->cls->type, MP_PROF_FORWARD);
         cur = y;
     }
     *out = cur;
@@ -304,7 +311,9 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
         mp_tensor y = mp_tensor_batch(&s->acts[i], n);
         if (s->recompute && l->block) { /* its inner activations, from its input again */
             set_recomputing(l, true);
+            double mark = mp_profile_begin();
             mp_status st = l->cls->forward(l, &xin, &y, true);
+            mp_profile_end(mark, "recompute", MP_PROF_BACKWARD);
             set_recomputing(l, false);
             MP_TRY(st);
         }
@@ -317,9 +326,14 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
         } else {
             gxp = dx;
         }
+        double mark = mp_profile_begin();
         MP_TRY(l->cls->backward(l, &xin, &y, &g, gxp));
-        if (done)
+        mp_profile_end(mark, l->cls->type, MP_PROF_BACKWARD);
+        if (done) {
+            mark = mp_profile_begin();
             MP_TRY(done->fn(done->arg, i));
+            mp_profile_end(mark, "gradient buckets", MP_PROF_BACKWARD);
+        }
         if (i > 0)
             g = gx;
     }

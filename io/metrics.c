@@ -224,6 +224,11 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
         for (int i = 0; mem && i < n; i++)
             if (r->mem_names[i])
                 cJSON_AddNumberToObject(mem, r->mem_names[i], (double)r->mem_bytes[i]);
+        cJSON *prof = r->n_prof > 0 ? cJSON_AddObjectToObject(o, "profile_ms") : NULL;
+        if (prof)
+            cJSON_AddNumberToObject(prof, "step", r->prof_step_ms);
+        for (int i = 0; prof && i < r->n_prof && i < 64; i++)
+            cJSON_AddNumberToObject(prof, r->prof_name[i], r->prof_ms[i]);
     }
     record_end(m, o);
 }

@@ -45,6 +45,11 @@ typedef struct mp_summary_record {
     const char *amp_weights, *amp_compute, *amp_norm, *amp_grads; /* dtype names */
     bool amp_master_weights, amp_keep_batchnorm_fp32;
     double amp_loss_scale;     /* 0 = dynamic */
+    /* log.profile: n_prof entries (0: none), "<op> <phase>" and milliseconds per step, written
+     * as the object "profile_ms" with the step's own as "step". */
+    int n_prof;
+    char prof_name[64][40];
+    double prof_ms[64], prof_step_ms;
 } mp_summary_record;
 
 /* Bits per byte of a byte-level model whose mean cross-entropy (in nats per byte) is `loss`:

@@ -102,6 +102,7 @@ typedef struct mp_config {
         char metrics[512]; /* JSON Lines path; "" = none */
         int64_t every;     /* steps between step records and plain progress lines */
         char progress[8];  /* "auto" | "bar" | "plain" | "none" */
+        bool profile;      /* time every op of the training steps (engine/profile.h) */
     } log;
     char *text; /* the resolved configuration in libconfig syntax, owned */
     uint64_t given[4]; /* bit i: mp_config_keys[i] was in the file or a --set */

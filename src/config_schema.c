@@ -282,6 +282,11 @@ const mp_key mp_config_keys[] = {
     {"log.progress", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "bar", "plain", "none"),
      CF(log.progress),
      .meaning = "Progress display: auto (bar on a terminal, else plain), bar, plain, none."},
+    {"log.profile", MP_KEY_BOOL, "false", CF(log.profile),
+     .meaning = "Time every op of the training steps by kind and phase (the first step left "
+                "out): a table on rank 0's output at the end and \"profile_ms\" in the summary "
+                "record. On a GPU the device is synchronised around every op, which slows the "
+                "run."},
 };
 const int mp_config_nkeys = (int)(sizeof mp_config_keys / sizeof mp_config_keys[0]);
 

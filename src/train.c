@@ -11,9 +11,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/profile.h"
 #include "src/checkpoint.h"
 #include "src/signals.h"
 #include "src/train.h"
+
+/* Runs CALL (an mp_status expression) timed in the profile as (KIND, step phase), and returns
+ * from the caller when it fails. */
+#define PROFILED(KIND, CALL)                                                                 \
+    do {                                                                                     \
+        double mark_ = mp_profile_begin();                                                   \
+        mp_status st_ = (CALL);                                                              \
+        mp_profile_end(mark_, KIND, MP_PROF_STEP);                                           \
+        MP_TRY(st_);                                                                         \
+    } while (0)
 
 typedef struct mp_window {
     double t0, comm_ms, exposed_ms;
@@ -121,14 +132,16 @@ static mp_status apply_gradients(mp_trainer *t, double lr)
     for (int k = 0; k < MP_NGROUPS; k++) {
         mp_param_group *g = &t->model.params.groups[k];
         mp_tensor block = mp_params_slice(&g->grad, g->lo, g->lo + g->n);
-        MP_TRY(t->ops->amp_check(&block, post, half_limit(t, k), t->st));
+        PROFILED("unscale+check", t->ops->amp_check(&block, post, half_limit(t, k), t->st));
     }
-    MP_TRY(agree(t));
-    MP_TRY(mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
-                                 t->cfg->optim.clip_grad_norm, t->st));
-    MP_TRY(mp_model_stats_revert(&t->model, t->st));
-    MP_TRY(t->ops->amp_update(&t->scaler_cfg, t->st));
-    return mp_params_sharded(&t->model.params) ? gather_weights(t) : MP_OK;
+    PROFILED("agreement", agree(t));
+    PROFILED("optimizer", mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
+                                                t->cfg->optim.clip_grad_norm, t->st));
+    PROFILED("bn statistics", mp_model_stats_revert(&t->model, t->st));
+    PROFILED("scaler", t->ops->amp_update(&t->scaler_cfg, t->st));
+    if (mp_params_sharded(&t->model.params))
+        PROFILED("weight all-gather", gather_weights(t));
+    return MP_OK;
 }
 
 mp_status mp_train_read_state(mp_trainer *t)
@@ -217,16 +230,16 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
     mp_tensor x, dl;
     const int32_t *labels;
     int64_t n;
-    MP_TRY(next_batch(t, &x, &dl, &labels, &n, r));
+    PROFILED("data", next_batch(t, &x, &dl, &labels, &n, r));
     const mp_tensor *logits;
     mp_xent_result res = {0};
     t->model.step = step * t->accum + i; /* each micro-batch its own dropout masks */
     if (t->before_forward)
         t->before_forward(t, step, &x, t->hook_arg);
     MP_TRY(mp_model_forward(&t->model, &x, true, &logits));
-    MP_TRY(t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
-                                mp_grad_sync_pre_scale(&t->sync) / micro, t->st,
-                                want_loss ? &res : NULL, &dl));
+    PROFILED("loss", t->ops->softmax_xent(logits, labels, t->cfg->train.label_smoothing,
+                                          mp_grad_sync_pre_scale(&t->sync) / micro, t->st,
+                                          want_loss ? &res : NULL, &dl));
     if (t->before_backward)
         t->before_backward(t, step, &dl, t->hook_arg);
     if (i + 1 < micro) { /* no_sync: nothing travels until the window's last micro-batch */
@@ -235,11 +248,11 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
         mp_status st = mp_model_backward(&t->model, &x, &dl);
         t->model.grads_ready = ready;
         MP_TRY(st);
-        MP_TRY(mp_grad_sync_accumulate(&t->sync, i == 0));
+        PROFILED("accumulate", mp_grad_sync_accumulate(&t->sync, i == 0));
     } else {
         mp_grad_sync_begin(&t->sync, micro > 1);
         MP_TRY(mp_model_backward(&t->model, &x, &dl));
-        MP_TRY(mp_grad_sync_finish(&t->sync));
+        PROFILED("gradient sync wait", mp_grad_sync_finish(&t->sync));
     }
     w->images += n * t->comm->size;
     *loss = res.loss;
@@ -252,8 +265,8 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
 static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, bool want_loss,
                             bool host, mp_window *w, mp_train_result *r, double *loss)
 {
-    double t0 = mp_now(), sum = 0.0;
-    MP_TRY(mp_model_stats_save(&t->model)); /* put back if the step is skipped */
+    double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin();
+    PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if the step is skipped */
     for (int i = 0; i < micro; i++) {
         double one = 0.0;
         MP_TRY(micro_batch(t, step, i, micro, want_loss, w, r, &one));
@@ -267,7 +280,8 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
         t->after_reduce(t, step, t->hook_arg);
     MP_TRY(apply_gradients(t, lr));
     if (host)
-        MP_TRY(host_point(t));
+        PROFILED("host point", host_point(t));
+    mp_profile_step_end(mark);
     r->step_s += mp_now() - t0;
     w->steps++;
     *loss = sum / micro;
@@ -481,6 +495,17 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .amp_keep_batchnorm_fp32 = t->amp.keep_batchnorm_fp32,
         .amp_loss_scale = t->amp.loss_scale,
     };
+    int64_t steps = 0;
+    double step_s = 0.0;
+    const mp_prof_entry *e = mp_profile_entries(&s.n_prof, &steps, &step_s);
+    for (int i = 0; c->log.profile && steps > 0 && i < s.n_prof; i++) {
+        snprintf(s.prof_name[i], sizeof s.prof_name[i], "%s %s", e[i].kind,
+                 mp_prof_phase_name(e[i].phase));
+        s.prof_ms[i] = 1e3 * e[i].s / (double)steps;
+    }
+    if (!c->log.profile || steps == 0)
+        s.n_prof = 0;
+    s.prof_step_ms = steps > 0 ? 1e3 * step_s / (double)steps : 0.0;
     for (int i = 0; i < MP_MEM_NCAT && i < 8; i++) {
         s.mem_names[i] = mp_mem_cat_name((mp_mem_cat)i);
         s.mem_bytes[i] = mp_mem_peak((mp_mem_cat)i);
@@ -542,6 +567,8 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     mp_resume_point at = t->start;
     double rate = 0.0; /* images/s of the last logged window, shown by the bar in between */
     t->stop = false;
+    if (c->log.profile)
+        mp_profile_start(t->ops);
     MP_TRY(mp_train_write_state(t));
     for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;
@@ -583,6 +610,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
                 t->step_end(t, step - 1, t->hook_arg);
         }
     }
+    mp_profile_stop();
     r->wall_s = mp_now() - start;
     r->steps = step;
     r->skipped_steps = t->scaler.skipped_steps;

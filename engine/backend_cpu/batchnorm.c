@@ -4,13 +4,19 @@
  * the running statistics. Arithmetic is FP32 (FP64 for FP64 x) whatever the dtype of x;
  * x, y, dy and dx share one dtype, and dx may be NULL (parameter gradients only); the
  * per-channel tensors (gamma, beta, statistics) may have any dtype and are read and written
- * once per channel. Channels are processed in blocks of MP_BN_CBLOCK so each pass streams over
- * x once with the block's accumulators on the stack: no allocation, deterministic order. */
+ * once per channel. Each pass walks x in memory order a tile of whole rows (of all C channels)
+ * at a time, half tiles widened in bulk (mp_convert) and results rounded back in bulk, with one
+ * accumulator per channel (workspace): every channel adds its rows in row order, so the sums do
+ * not depend on the tiling. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
 
-#define MP_BN_CBLOCK 64
+/* Elements of a tile of rows: at least one row. */
+#define MP_BN_TILE 4096
+
+/* The dtype of accumulator type ACC (float or double). */
+#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
 
 static double ld(const mp_tensor *t, int64_t c) { return mp_load(t->data, t->dtype, (size_t)c); }
 
@@ -28,56 +34,84 @@ static bool channels_last(const mp_tensor *x, int64_t C)
     return x->ndim >= 1 && C >= 1 && x->shape[x->ndim - 1] == C && mp_tensor_numel(x) % C == 0;
 }
 
+/* Element `off` of t's storage. */
+static void *elem(const mp_tensor *t, int64_t off)
+{
+    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
+}
+
+/* Rows [m0, m0 + r) of t (rows of C) in the accumulator type: t's storage when it is of that
+ * type, else widened into buf. */
+#define ROWS(ACC, t, m0, r, C, buf)                                                          \
+    ((t)->dtype == ACC_DTYPE(ACC)                                                            \
+         ? (const ACC *)elem(t, (m0) * (C))                                                  \
+         : (mp_convert((buf), ACC_DTYPE(ACC), elem(t, (m0) * (C)), (t)->dtype,               \
+                       (size_t)((r) * (C))),                                                 \
+            (const ACC *)(buf)))
+
+/* For each tile of R rows of M: m0, r (its rows) in scope. */
+#define FOR_TILES(M, R, m0, r)                                                               \
+    for (int64_t m0 = 0, r = (M) < (R) ? (M) : (R); m0 < (M);                               \
+         m0 += r, r = (M) - m0 < (R) ? (M) - m0 : (R))
+
 #define BN_FWD(T, ACC, LD, ST, a, train, x, gamma, beta, rm, rv, sm, si, y, M, C)              \
     do {                                                                                      \
-        const T *xx = (x)->data;                                                              \
-        T *yy = (y)->data;                                                                    \
+        (void)sizeof(T);                                                                      \
+        (void)LD;                                                                             \
+        (void)ST;                                                                             \
+        const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
+        ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(R * (C) + 4 * (C)) * sizeof(ACC)); \
+        ACC *mean = buf + R * (C), *scale = mean + (C), *shift = scale + (C), *s = shift + (C); \
         const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
-        for (int64_t c0 = 0; c0 < (C); c0 += MP_BN_CBLOCK) {                                  \
-            int64_t nc = (C) - c0 < MP_BN_CBLOCK ? (C) - c0 : MP_BN_CBLOCK;                   \
-            ACC mean[MP_BN_CBLOCK], scale[MP_BN_CBLOCK], shift[MP_BN_CBLOCK];                 \
-            if (train) {                                                                      \
-                ACC s[MP_BN_CBLOCK];                                                          \
-                for (int64_t j = 0; j < nc; j++)                                              \
-                    s[j] = 0;                                                                 \
-                for (int64_t m = 0; m < (M); m++)                                             \
-                    for (int64_t j = 0; j < nc; j++)                                          \
-                        s[j] += LD(xx[m * (C) + c0 + j]);                                     \
-                for (int64_t j = 0; j < nc; j++) {                                            \
-                    mean[j] = s[j] / (ACC)(M);                                                \
-                    s[j] = 0;                                                                 \
-                }                                                                             \
-                for (int64_t m = 0; m < (M); m++)                                             \
-                    for (int64_t j = 0; j < nc; j++) {                                        \
-                        ACC d = LD(xx[m * (C) + c0 + j]) - mean[j];                           \
-                        s[j] += d * d;                                                        \
-                    }                                                                         \
-                for (int64_t j = 0; j < nc; j++) {                                            \
-                    int64_t c = c0 + j;                                                       \
-                    ACC var = s[j] / (ACC)(M);                                                \
-                    ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                     \
-                    ACC unbiased = s[j] / (ACC)((M) - 1);                                     \
-                    st(sm, c, (double)mean[j]);                                               \
-                    st(si, c, (double)invstd);                                                \
-                    st(rm, c, (double)(((ACC)1 - mom) * (ACC)ld(rm, c) + mom * mean[j]));     \
-                    st(rv, c, (double)(((ACC)1 - mom) * (ACC)ld(rv, c) + mom * unbiased));    \
-                    scale[j] = invstd * (ACC)ld(gamma, c);                                    \
-                }                                                                             \
-            } else {                                                                          \
-                for (int64_t j = 0; j < nc; j++) {                                            \
-                    int64_t c = c0 + j;                                                       \
-                    mean[j] = (ACC)ld(rm, c);                                                 \
-                    ACC invstd = (ACC)1 / (ACC)sqrt((double)((ACC)ld(rv, c) + eps));          \
-                    scale[j] = invstd * (ACC)ld(gamma, c);                                    \
-                }                                                                             \
+        if (train) {                                                                          \
+            for (int64_t c = 0; c < (C); c++)                                                 \
+                s[c] = 0;                                                                     \
+            FOR_TILES(M, R, m0, r) {                                                          \
+                const ACC *v = ROWS(ACC, x, m0, r, C, buf);                                   \
+                for (int64_t m = 0; m < r; m++, v += (C))                                     \
+                    for (int64_t c = 0; c < (C); c++)                                         \
+                        s[c] += v[c];                                                         \
             }                                                                                 \
-            for (int64_t j = 0; j < nc; j++)                                                  \
-                shift[j] = (ACC)ld(beta, c0 + j);                                             \
-            for (int64_t m = 0; m < (M); m++)                                                 \
-                for (int64_t j = 0; j < nc; j++) {                                            \
-                    int64_t i = m * (C) + c0 + j;                                             \
-                    yy[i] = ST((LD(xx[i]) - mean[j]) * scale[j] + shift[j]);                  \
-                }                                                                             \
+            for (int64_t c = 0; c < (C); c++) {                                               \
+                mean[c] = s[c] / (ACC)(M);                                                    \
+                s[c] = 0;                                                                     \
+            }                                                                                 \
+            FOR_TILES(M, R, m0, r) {                                                          \
+                const ACC *v = ROWS(ACC, x, m0, r, C, buf);                                   \
+                for (int64_t m = 0; m < r; m++, v += (C))                                     \
+                    for (int64_t c = 0; c < (C); c++) {                                       \
+                        ACC d = v[c] - mean[c];                                               \
+                        s[c] += d * d;                                                        \
+                    }                                                                         \
+            }                                                                                 \
+            for (int64_t c = 0; c < (C); c++) {                                               \
+                ACC var = s[c] / (ACC)(M);                                                    \
+                ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
+                ACC unbiased = s[c] / (ACC)((M) - 1);                                         \
+                st(sm, c, (double)mean[c]);                                                   \
+                st(si, c, (double)invstd);                                                    \
+                st(rm, c, (double)(((ACC)1 - mom) * (ACC)ld(rm, c) + mom * mean[c]));         \
+                st(rv, c, (double)(((ACC)1 - mom) * (ACC)ld(rv, c) + mom * unbiased));        \
+                scale[c] = invstd * (ACC)ld(gamma, c);                                        \
+            }                                                                                 \
+        } else {                                                                              \
+            for (int64_t c = 0; c < (C); c++) {                                               \
+                mean[c] = (ACC)ld(rm, c);                                                     \
+                ACC invstd = (ACC)1 / (ACC)sqrt((double)((ACC)ld(rv, c) + eps));              \
+                scale[c] = invstd * (ACC)ld(gamma, c);                                        \
+            }                                                                                 \
+        }                                                                                     \
+        for (int64_t c = 0; c < (C); c++)                                                     \
+            shift[c] = (ACC)ld(beta, c);                                                      \
+        FOR_TILES(M, R, m0, r) {                                                              \
+            const ACC *v = ROWS(ACC, x, m0, r, C, buf);                                       \
+            ACC *o = (y)->dtype == ACC_DTYPE(ACC) ? (ACC *)elem(y, m0 * (C)) : buf;           \
+            for (int64_t m = 0; m < r; m++)                                                   \
+                for (int64_t c = 0; c < (C); c++)                                             \
+                    o[m * (C) + c] = (v[m * (C) + c] - mean[c]) * scale[c] + shift[c];        \
+            if (o == buf)                                                                     \
+                mp_convert(elem(y, m0 * (C)), (y)->dtype, buf, ACC_DTYPE(ACC),                \
+                           (size_t)(r * (C)));                                                \
         }                                                                                     \
     } while (0)
 
@@ -106,41 +140,49 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
  * gamma invstd / M (M dy - sum(dy) - xhat sum(dy xhat)); dgamma = sum(dy xhat), dbeta = sum(dy). */
 #define BN_BWD(T, ACC, LD, ST, x, dy, gamma, sm, si, dx, dgamma, dbeta, M, C)                  \
     do {                                                                                      \
-        const T *xx = (x)->data, *dd = (dy)->data;                                            \
-        T *out = (dx) ? (T *)(dx)->data : NULL;                                               \
-        for (int64_t c0 = 0; c0 < (C); c0 += MP_BN_CBLOCK) {                                  \
-            int64_t nc = (C) - c0 < MP_BN_CBLOCK ? (C) - c0 : MP_BN_CBLOCK;                   \
-            ACC mean[MP_BN_CBLOCK], invstd[MP_BN_CBLOCK], sdy[MP_BN_CBLOCK], sdx[MP_BN_CBLOCK]; \
-            for (int64_t j = 0; j < nc; j++) {                                                \
-                mean[j] = (ACC)ld(sm, c0 + j);                                                \
-                invstd[j] = (ACC)ld(si, c0 + j);                                              \
-                sdy[j] = sdx[j] = 0;                                                          \
-            }                                                                                 \
-            for (int64_t m = 0; m < (M); m++)                                                 \
-                for (int64_t j = 0; j < nc; j++) {                                            \
-                    int64_t i = m * (C) + c0 + j;                                             \
-                    ACC g = LD(dd[i]);                                                        \
-                    sdy[j] += g;                                                              \
-                    sdx[j] += g * ((LD(xx[i]) - mean[j]) * invstd[j]);                        \
+        (void)sizeof(T);                                                                      \
+        (void)LD;                                                                             \
+        (void)ST;                                                                             \
+        const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
+        ACC *xb = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(2 * R * (C) + 5 * (C)) * sizeof(ACC)); \
+        ACC *gb = xb + R * (C), *mean = gb + R * (C), *invstd = mean + (C);                   \
+        ACC *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);                            \
+        for (int64_t c = 0; c < (C); c++) {                                                   \
+            mean[c] = (ACC)ld(sm, c);                                                         \
+            invstd[c] = (ACC)ld(si, c);                                                       \
+            sdy[c] = sdx[c] = 0;                                                              \
+        }                                                                                     \
+        FOR_TILES(M, R, m0, r) {                                                              \
+            const ACC *v = ROWS(ACC, x, m0, r, C, xb), *g = ROWS(ACC, dy, m0, r, C, gb);      \
+            for (int64_t m = 0; m < r; m++, v += (C), g += (C))                               \
+                for (int64_t c = 0; c < (C); c++) {                                           \
+                    sdy[c] += g[c];                                                           \
+                    sdx[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                          \
                 }                                                                             \
-            for (int64_t j = 0; j < nc; j++) {                                                \
-                st(dgamma, c0 + j, (double)sdx[j]);                                           \
-                st(dbeta, c0 + j, (double)sdy[j]);                                            \
+        }                                                                                     \
+        for (int64_t c = 0; c < (C); c++) {                                                   \
+            st(dgamma, c, (double)sdx[c]);                                                    \
+            st(dbeta, c, (double)sdy[c]);                                                     \
+        }                                                                                     \
+        if (dx) {                                                                             \
+            for (int64_t c = 0; c < (C); c++) {                                               \
+                k[c] = (ACC)ld(gamma, c) * invstd[c];                                         \
+                sdy[c] /= (ACC)(M);                                                           \
+                sdx[c] /= (ACC)(M);                                                           \
             }                                                                                 \
-            if (!out)                                                                         \
-                continue;                                                                     \
-            ACC k[MP_BN_CBLOCK];                                                              \
-            for (int64_t j = 0; j < nc; j++) {                                                \
-                k[j] = (ACC)ld(gamma, c0 + j) * invstd[j];                                    \
-                sdy[j] /= (ACC)(M);                                                           \
-                sdx[j] /= (ACC)(M);                                                           \
+            FOR_TILES(M, R, m0, r) {                                                          \
+                const ACC *v = ROWS(ACC, x, m0, r, C, xb), *g = ROWS(ACC, dy, m0, r, C, gb);  \
+                ACC *o = (dx)->dtype == ACC_DTYPE(ACC) ? (ACC *)elem(dx, m0 * (C)) : xb;      \
+                for (int64_t m = 0; m < r; m++)                                               \
+                    for (int64_t c = 0; c < (C); c++) {                                       \
+                        int64_t i = m * (C) + c;                                              \
+                        ACC xhat = (v[i] - mean[c]) * invstd[c];                              \
+                        o[i] = k[c] * (g[i] - sdy[c] - xhat * sdx[c]);                        \
+                    }                                                                         \
+                if (o == xb)                                                                  \
+                    mp_convert(elem(dx, m0 * (C)), (dx)->dtype, xb, ACC_DTYPE(ACC),           \
+                               (size_t)(r * (C)));                                            \
             }                                                                                 \
-            for (int64_t m = 0; m < (M); m++)                                                 \
-                for (int64_t j = 0; j < nc; j++) {                                            \
-                    int64_t i = m * (C) + c0 + j;                                             \
-                    ACC xhat = (LD(xx[i]) - mean[j]) * invstd[j];                             \
-                    out[i] = ST(k[j] * (LD(dd[i]) - sdy[j] - xhat * sdx[j]));                 \
-                }                                                                             \
         }                                                                                     \
     } while (0)
 

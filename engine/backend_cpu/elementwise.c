@@ -1,7 +1,8 @@
 /* Elementwise and row-broadcast ops on the CPU: bias add and its gradient, ReLU forward and
  * backward, scale, fill, convert. Each kernel is written once for every dtype, and its arithmetic
- * is engine/elem_rule.h's, which the CUDA kernels run too. The bias ops walk rows in memory
- * order and convert half data in bulk (mp_convert) per tile. */
+ * is engine/elem_rule.h's, which the CUDA kernels run too. The kernels walk memory in order in
+ * tiles of MP_BIAS_BLOCK elements, half tiles widened and rounded back in bulk (mp_convert: F16C
+ * or AVX2 where the CPU has them), so the loops over the accumulator type vectorise. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/elem_rule.h"
 
@@ -128,12 +129,31 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
     return MP_OK;
 }
 
+/* Tile i0 of MP_BIAS_BLOCK elements of t in the accumulator type: t's storage when it is of that
+ * type, else widened into buf. */
+#define TILE_IN(ACC, t, i0, len, buf)                                                      \
+    ((t)->dtype == ACC_DTYPE(ACC)                                                          \
+         ? (const ACC *)at(t, i0)                                                          \
+         : (mp_convert((buf), ACC_DTYPE(ACC), at(t, i0), (t)->dtype, (size_t)(len)),       \
+            (const ACC *)(buf)))
+
+/* y = relu(x) a tile at a time: half tiles widened in bulk, the rule applied, rounded back in
+ * bulk (exactly: ReLU returns one of its inputs or zero). */
 #define RELU_FWD(T, ACC, LD, ST, x, y, n)                                          \
     do {                                                                           \
-        const T *xx = (x)->data;                                                   \
-        T *yy = (y)->data;                                                         \
-        for (int64_t i = 0; i < (n); i++)                                          \
-            yy[i] = ST(mp_relu(LD(xx[i])));                                        \
+        ACC buf[MP_BIAS_BLOCK];                                                    \
+        (void)sizeof(T);                                                           \
+        (void)LD;                                                                  \
+        (void)ST;                                                                  \
+        for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
+            int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
+            const ACC *v = TILE_IN(ACC, x, i0, len, buf);                          \
+            ACC *o = (y)->dtype == ACC_DTYPE(ACC) ? (ACC *)at(y, i0) : buf;        \
+            for (int64_t i = 0; i < len; i++)                                      \
+                o[i] = mp_relu(v[i]);                                              \
+            if (o == buf)                                                          \
+                mp_convert(at(y, i0), (y)->dtype, buf, ACC_DTYPE(ACC), (size_t)len); \
+        }                                                                          \
     } while (0)
 
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
@@ -144,12 +164,21 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
     return MP_OK;
 }
 
+/* dx = dy where y passes, else zero: y widened a tile at a time in bulk, dy's elements copied as
+ * they are. */
 #define RELU_BWD(T, ACC, LD, ST, y, dy, dx, n)                                     \
     do {                                                                           \
-        const T *yy = (y)->data, *dd = (dy)->data;                                 \
+        ACC buf[MP_BIAS_BLOCK];                                                    \
+        const T *dd = (dy)->data;                                                  \
         T *out = (dx)->data;                                                       \
-        for (int64_t i = 0; i < (n); i++)                                          \
-            out[i] = mp_relu_passes(LD(yy[i])) ? dd[i] : ST((ACC)0);               \
+        const T zero = ST((ACC)0);                                                 \
+        (void)LD;                                                                  \
+        for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
+            int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
+            const ACC *v = TILE_IN(ACC, y, i0, len, buf);                          \
+            for (int64_t i = 0; i < len; i++)                                      \
+                out[i0 + i] = mp_relu_passes(v[i]) ? dd[i0 + i] : zero;            \
+        }                                                                          \
     } while (0)
 
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx)
@@ -161,12 +190,22 @@ mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tenso
     return MP_OK;
 }
 
+/* x *= alpha a tile at a time, half tiles widened and rounded back in bulk. */
 #define SCALE(T, ACC, LD, ST, x, alpha, n)                                         \
     do {                                                                           \
-        T *xx = (x)->data;                                                         \
-        ACC a = (ACC)(alpha);                                                      \
-        for (int64_t i = 0; i < (n); i++)                                          \
-            xx[i] = ST(mp_scale(LD(xx[i]), a));                                    \
+        ACC buf[MP_BIAS_BLOCK];                                                    \
+        const ACC a = (ACC)(alpha);                                                \
+        (void)sizeof(T);                                                           \
+        (void)LD;                                                                  \
+        (void)ST;                                                                  \
+        for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
+            int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
+            ACC *v = (ACC *)TILE_IN(ACC, x, i0, len, buf);                         \
+            for (int64_t i = 0; i < len; i++)                                      \
+                v[i] = mp_scale(v[i], a);                                          \
+            if (v == buf)                                                          \
+                mp_convert(at(x, i0), (x)->dtype, buf, ACC_DTYPE(ACC), (size_t)len); \
+        }                                                                          \
     } while (0)
 
 mp_status mp_cpu_scale(mp_tensor *x, double alpha)

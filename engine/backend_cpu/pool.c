@@ -1,73 +1,101 @@
 /* 2-D max and average pooling on the CPU over NHWC tensors (mp_pool_desc). Max pooling ignores
  * padding, takes the first maximum of each window in row-major order (a NaN wins over numbers,
  * so it propagates) and routes the gradient to it; average pooling divides by the full window
- * area, padded zeros included (PyTorch's count_include_pad=True). Backward gathers, for each
- * input element, the contributions of every window covering it in an accumulator and rounds
- * once, so overlapping windows do not round repeatedly in half precision; dx must not alias x
- * or dy. x, y, dy and dx share one dtype. Channels are processed in blocks of MP_POOL_CBLOCK
- * with the accumulators on the stack. */
-#include <math.h>
-
+ * area, padded zeros included (PyTorch's count_include_pad=True). x, y, dy and dx share one
+ * dtype; dx must not alias x or dy.
+ *
+ * One image at a time: half data is widened in bulk (mp_convert) into the accumulator type, the
+ * windows run over whole channel rows (loops the compiler vectorises), and results are rounded
+ * once, in bulk. Backward scatters: each window's gradient goes to its maximum (or, averaging,
+ * to every element of it) in an accumulator per input element, the windows taken in row-major
+ * order, so an element covered by several windows adds their contributions in the same order as
+ * a gather over the windows covering it would, and rounds once. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/pool_geom.h"
 
-#define MP_POOL_CBLOCK 64
+/* The dtype of accumulator type ACC (float or double). */
+#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+/* Whether v replaces best as a window's maximum: larger, or the first NaN. */
+#define MAX_TAKES(v, best) ((v) > (best) || ((v) != (v) && (best) == (best)))
 
-/* best[j], at[j] = the first maximum of the window [hs, he) x [ws, we) of channel c0 + j of
- * image xn (H, W, C), and its flat position h * W + w. NaN beats any number. */
-#define WINDOW_MAX(ACC, LD, xn, g, hs, he, ws, we, c0, nc, best, at)                          \
+/* best[c], at[c] (when at is not NULL) = the first maximum of channel c over the window
+ * [hs, he) x [ws, we) of image xn (H, W, C) in the accumulator type, and its flat position
+ * h * W + w. */
+#define WINDOW_MAX(ACC, xn, g, hs, he, ws, we, best, at)                                      \
     do {                                                                                      \
-        for (int64_t j = 0; j < (nc); j++) {                                                  \
-            best[j] = LD((xn)[((hs) * (g)->W + (ws)) * (g)->C + (c0) + j]);                   \
-            at[j] = (hs) * (g)->W + (ws);                                                     \
-        }                                                                                     \
+        const int64_t wc_ = (g)->C;                                                            \
+        const ACC *first_ = (xn) + ((hs) * (g)->W + (ws)) * wc_;                               \
+        for (int64_t c = 0; c < wc_; c++)                                                      \
+            best[c] = first_[c];                                                              \
+        if (at)                                                                               \
+            for (int64_t c = 0; c < wc_; c++)                                                  \
+                at[c] = (int32_t)((hs) * (g)->W + (ws));                                      \
         for (int64_t hh = (hs); hh < (he); hh++)                                              \
-            for (int64_t ww = (ws); ww < (we); ww++)                                          \
-                for (int64_t j = 0; j < (nc); j++) {                                          \
-                    ACC v = LD((xn)[(hh * (g)->W + ww) * (g)->C + (c0) + j]);                 \
-                    if (v > best[j] || (isnan(v) && !isnan(best[j]))) {                       \
-                        best[j] = v;                                                          \
-                        at[j] = hh * (g)->W + ww;                                             \
+            for (int64_t ww = (hh == (hs) ? (ws) + 1 : (ws)); ww < (we); ww++) {              \
+                const ACC *v_ = (xn) + (hh * (g)->W + ww) * wc_;                               \
+                const int32_t pos_ = (int32_t)(hh * (g)->W + ww);                             \
+                if (at)                                                                       \
+                    for (int64_t c = 0; c < wc_; c++) {                                        \
+                        bool take_ = MAX_TAKES(v_[c], best[c]);                               \
+                        best[c] = take_ ? v_[c] : best[c];                                    \
+                        at[c] = take_ ? pos_ : at[c];                                         \
                     }                                                                         \
-                }                                                                             \
+                else                                                                          \
+                    for (int64_t c = 0; c < wc_; c++)                                          \
+                        best[c] = MAX_TAKES(v_[c], best[c]) ? v_[c] : best[c];                \
+            }                                                                                 \
     } while (0)
+
+/* Image n of t (per-image `len` elements) in the accumulator type: t's own storage when it is
+ * of that type, else widened into buf. */
+#define WIDEN(ACC, t, n, len, buf)                                                           \
+    ((t)->dtype == ACC_DTYPE(ACC)                                                            \
+         ? (const ACC *)(t)->data + (n) * (len)                                              \
+         : (mp_convert((buf), ACC_DTYPE(ACC),                                                \
+                       (const char *)(t)->data + (size_t)((n) * (len)) * mp_dtype_size((t)->dtype), \
+                       (t)->dtype, (size_t)(len)),                                           \
+            (const ACC *)(buf)))
+
+/* Rounds len accumulators into image n of t (per-image len elements). */
+#define NARROW(ACC, t, n, len, acc)                                                          \
+    mp_convert((char *)(t)->data + (size_t)((n) * (len)) * mp_dtype_size((t)->dtype),        \
+               (t)->dtype, (acc), ACC_DTYPE(ACC), (size_t)(len))
 
 #define POOL_FWD(T, ACC, LD, ST, is_max, g, x, y)                                             \
     do {                                                                                      \
-        const T *xx = (x)->data;                                                              \
-        T *yy = (y)->data;                                                                    \
+        (void)sizeof(T);                                                                      \
+        (void)LD;                                                                             \
+        (void)ST;                                                                             \
+        const int64_t in_ = (g)->H * (g)->W * (g)->C, out_ = (g)->P * (g)->Q * (g)->C;        \
+        ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL, (size_t)(in_ + out_) * sizeof(ACC));     \
+        ACC *ybuf = xbuf + in_;                                                               \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
-            const T *xn = xx + n * (g)->H * (g)->W * (g)->C;                                  \
+            const ACC *xn = WIDEN(ACC, x, n, in_, xbuf);                                      \
             for (int64_t p = 0; p < (g)->P; p++)                                              \
                 for (int64_t q = 0; q < (g)->Q; q++) {                                        \
                     int64_t hs, he, ws, we;                                                   \
                     mp_pool_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);              \
                     mp_pool_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);              \
-                    T *out = yy + ((n * (g)->P + p) * (g)->Q + q) * (g)->C;                   \
-                    for (int64_t c0 = 0; c0 < (g)->C; c0 += MP_POOL_CBLOCK) {                 \
-                        int64_t nc = min64((g)->C - c0, MP_POOL_CBLOCK);                      \
-                        ACC acc[MP_POOL_CBLOCK];                                              \
-                        int64_t at[MP_POOL_CBLOCK];                                           \
-                        if (is_max) {                                                         \
-                            WINDOW_MAX(ACC, LD, xn, g, hs, he, ws, we, c0, nc, acc, at);      \
-                            (void)at; /* the position matters only to backward */            \
-                        } else {                                                              \
-                            for (int64_t j = 0; j < nc; j++)                                  \
-                                acc[j] = 0;                                                   \
-                            for (int64_t hh = hs; hh < he; hh++)                              \
-                                for (int64_t ww = ws; ww < we; ww++)                          \
-                                    for (int64_t j = 0; j < nc; j++)                          \
-                                        acc[j] += LD(xn[(hh * (g)->W + ww) * (g)->C + c0 + j]); \
-                            for (int64_t j = 0; j < nc; j++)                                  \
-                                acc[j] /= area;                                               \
-                        }                                                                     \
-                        for (int64_t j = 0; j < nc; j++)                                      \
-                            out[c0 + j] = ST(acc[j]);                                         \
+                    ACC *o = ybuf + (p * (g)->Q + q) * (g)->C;                                \
+                    if (is_max) {                                                             \
+                        int32_t *none = NULL;                                                 \
+                        WINDOW_MAX(ACC, xn, g, hs, he, ws, we, o, none);                      \
+                        continue;                                                             \
                     }                                                                         \
+                    for (int64_t c = 0; c < (g)->C; c++)                                      \
+                        o[c] = 0;                                                             \
+                    for (int64_t hh = hs; hh < he; hh++)                                      \
+                        for (int64_t ww = ws; ww < we; ww++) {                                \
+                            const ACC *v = xn + (hh * (g)->W + ww) * (g)->C;                  \
+                            for (int64_t c = 0; c < (g)->C; c++)                              \
+                                o[c] += v[c];                                                 \
+                        }                                                                     \
+                    for (int64_t c = 0; c < (g)->C; c++)                                      \
+                        o[c] /= area;                                                         \
                 }                                                                             \
+            NARROW(ACC, y, n, out_, ybuf);                                                    \
         }                                                                                     \
     } while (0)
 
@@ -82,43 +110,44 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
 
 #define POOL_BWD(T, ACC, LD, ST, is_max, g, x, dy, dx)                                        \
     do {                                                                                      \
-        const T *xx = (x)->data, *dd = (dy)->data;                                            \
-        T *out = (dx)->data;                                                                  \
+        (void)sizeof(T);                                                                      \
+        (void)LD;                                                                             \
+        (void)ST;                                                                             \
+        const int64_t in_ = (g)->H * (g)->W * (g)->C, out_ = (g)->P * (g)->Q * (g)->C;        \
+        const int64_t C_ = (g)->C;                                                            \
+        size_t accs_ = (size_t)(2 * in_ + out_ + C_), ints_ = (size_t)C_;                     \
+        ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL, accs_ * sizeof(ACC) + ints_ * 4);        \
+        ACC *acc = xbuf + in_, *gbuf = acc + in_, *best = gbuf + out_;                        \
+        int32_t *at = (int32_t *)(best + C_);                                                 \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
-            const T *xn = xx + n * (g)->H * (g)->W * (g)->C;                                  \
-            for (int64_t h = 0; h < (g)->H; h++)                                              \
-                for (int64_t w = 0; w < (g)->W; w++) {                                        \
-                    int64_t plo, phi, qlo, qhi;                                               \
-                    mp_pool_covering(h, (g)->sh, (g)->ph, (g)->kh, (g)->P, &plo, &phi);               \
-                    mp_pool_covering(w, (g)->sw, (g)->pw, (g)->kw, (g)->Q, &qlo, &qhi);               \
-                    T *o = out + ((n * (g)->H + h) * (g)->W + w) * (g)->C;                    \
-                    for (int64_t c0 = 0; c0 < (g)->C; c0 += MP_POOL_CBLOCK) {                 \
-                        int64_t nc = min64((g)->C - c0, MP_POOL_CBLOCK);                      \
-                        ACC acc[MP_POOL_CBLOCK], best[MP_POOL_CBLOCK];                        \
-                        int64_t at[MP_POOL_CBLOCK];                                           \
-                        for (int64_t j = 0; j < nc; j++)                                      \
-                            acc[j] = 0;                                                       \
-                        for (int64_t p = plo; p <= phi; p++)                                  \
-                            for (int64_t q = qlo; q <= qhi; q++) {                            \
-                                const T *g_ = dd + ((n * (g)->P + p) * (g)->Q + q) * (g)->C;  \
-                                if (!(is_max)) {                                              \
-                                    for (int64_t j = 0; j < nc; j++)                          \
-                                        acc[j] += LD(g_[c0 + j]);                             \
-                                    continue;                                                 \
-                                }                                                             \
-                                int64_t hs, he, ws, we;                                       \
-                                mp_pool_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);  \
-                                mp_pool_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);  \
-                                WINDOW_MAX(ACC, LD, xn, g, hs, he, ws, we, c0, nc, best, at); \
-                                for (int64_t j = 0; j < nc; j++)                              \
-                                    if (at[j] == h * (g)->W + w)                              \
-                                        acc[j] += LD(g_[c0 + j]);                             \
-                            }                                                                 \
-                        for (int64_t j = 0; j < nc; j++)                                      \
-                            o[c0 + j] = ST((is_max) ? acc[j] : acc[j] / area);                \
+            const ACC *xn = (is_max) ? WIDEN(ACC, x, n, in_, xbuf) : NULL;                    \
+            const ACC *gn = WIDEN(ACC, dy, n, out_, gbuf);                                    \
+            for (int64_t i = 0; i < in_; i++)                                                 \
+                acc[i] = 0;                                                                   \
+            for (int64_t p = 0; p < (g)->P; p++)                                              \
+                for (int64_t q = 0; q < (g)->Q; q++) {                                        \
+                    int64_t hs, he, ws, we;                                                   \
+                    mp_pool_span(p, (g)->sh, (g)->ph, (g)->kh, (g)->H, &hs, &he);              \
+                    mp_pool_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);              \
+                    const ACC *gw = gn + (p * (g)->Q + q) * C_;                               \
+                    if (is_max) {                                                             \
+                        WINDOW_MAX(ACC, xn, g, hs, he, ws, we, best, at);                     \
+                        for (int64_t c = 0; c < C_; c++)                                      \
+                            acc[(int64_t)at[c] * C_ + c] += gw[c];                            \
+                        continue;                                                             \
                     }                                                                         \
+                    for (int64_t hh = hs; hh < he; hh++)                                      \
+                        for (int64_t ww = ws; ww < we; ww++) {                                \
+                            ACC *o = acc + (hh * (g)->W + ww) * C_;                           \
+                            for (int64_t c = 0; c < C_; c++)                                  \
+                                o[c] += gw[c];                                                \
+                        }                                                                     \
                 }                                                                             \
+            if (!(is_max))                                                                    \
+                for (int64_t i = 0; i < in_; i++)                                             \
+                    acc[i] /= area;                                                           \
+            NARROW(ACC, dx, n, in_, acc);                                                     \
         }                                                                                     \
     } while (0)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A tiny gpt trained by mpdist loads into PyTorch (bench/torch_transformers.py, Debian's
+# A tiny gpt trained by mpdist loads into PyTorch (bench/torch_models.py, Debian's
 # python3-torch and python3-h5py): the checkpoint's arrays map 1:1 onto the PyTorch module
 # (strict load_state_dict), and on the same data PyTorch computes the losses mpdist computed:
 #   - the validation loss of the final checkpoint equals the last eval record's (1e-4 relative)
@@ -13,7 +13,7 @@ source "$(dirname "$0")/common.bash"
 PY=${MPDIST_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import torch, h5py, numpy' 2>/dev/null ||
   { echo "skip: $PY cannot import torch, h5py and numpy (Debian: python3-torch python3-h5py)"; exit 77; }
-TT=$SRC/bench/torch_transformers.py
+TT=$SRC/bench/torch_models.py
 F=/usr/share/games/fortunes/fortunes
 [ -f "$F" ] || { echo "skip: $F missing (Debian package fortunes)"; exit 77; }
 

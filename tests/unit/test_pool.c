@@ -1,5 +1,6 @@
 /* Pooling: forward against a naive reference that walks every window position (padding
- * included) for max and average pooling in every dtype, FP64 finite-difference checks of the
+ * included) for max and average pooling in every dtype, backward bitwise as pool.c pins its
+ * rounding (an FP32 sum per input element in window order, rounded once), FP64 finite-difference checks of the
  * layers' backward (average with padding, global average, max on inputs kept away from ties),
  * first-maximum routing on ties checked exactly, NaN propagation, and the layers' output shapes
  * and errors. */
@@ -94,6 +95,53 @@ static void naive_pool_backward(const mp_pool_desc *d, const double *x, const do
                 }
 }
 
+/* dx as the CPU backend rounds it (engine/backend_cpu/pool.c): for each input element, the sum in
+ * the accumulator type (FP64 for FP64, else FP32) of the dy of every window that routes to it
+ * (its first maximum, or every element of the window when averaging), the windows taken in
+ * row-major order, divided by the area when averaging, then rounded once to dt. dy holds values
+ * of dt. */
+static void pinned_backward(const mp_pool_desc *d, const double *x, const double *dy, int64_t N,
+                            int64_t H, int64_t W, int64_t C, int64_t P, int64_t Q, mp_dtype dt,
+                            double *dx)
+{
+    static double y[4096];
+    static int64_t arg[4096];
+    naive_pool(d, x, N, H, W, C, P, Q, y, arg);
+    double area = (double)(d->window[0] * d->window[1]);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t w = 0; w < W; w++)
+                for (int64_t c = 0; c < C; c++) {
+                    int64_t i = ((n * H + h) * W + w) * C + c;
+                    float acc32 = 0;
+                    double acc64 = 0;
+                    for (int64_t p = 0; p < P; p++)
+                        for (int64_t q = 0; q < Q; q++) {
+                            int64_t h0 = p * d->stride[0] - d->pad[0];
+                            int64_t w0 = q * d->stride[1] - d->pad[1];
+                            int64_t o = ((n * P + p) * Q + q) * C + c;
+                            bool in = h >= h0 && h < h0 + d->window[0] && w >= w0 &&
+                                      w < w0 + d->window[1];
+                            if (!in || (d->max && arg[o] != i))
+                                continue;
+                            acc32 += (float)dy[o];
+                            acc64 += dy[o];
+                        }
+                    if (!d->max) {
+                        acc32 /= (float)area;
+                        acc64 /= area;
+                    }
+                    if (dt == MP_F64)
+                        dx[i] = acc64;
+                    else if (dt == MP_F32)
+                        dx[i] = acc32;
+                    else if (dt == MP_F16)
+                        dx[i] = mp_f16_to_f32(mp_f32_to_f16(acc32));
+                    else
+                        dx[i] = mp_bf16_to_f32(mp_f32_to_bf16(acc32));
+                }
+}
+
 /* A layer's forward and backward in dtype dt on the given FP64 values (exact in dt), read back
  * as FP64. */
 static void run_layer(mp_layer *l, mp_dtype dt, int64_t n, const double *xv, const double *dyv,
@@ -127,7 +175,7 @@ static void run_layer(mp_layer *l, mp_dtype dt, int64_t n, const double *xv, con
 static void test_against_naive(void **state)
 {
     (void)state;
-    static double xv[4096], dyv[4096], y[4096], dx[4096], ry[4096], rdx[4096];
+    static double xv[4096], dyv[4096], y[4096], dx[4096], ry[4096], rdx[4096], pdx[4096];
     struct {
         int64_t H, W, C;
         mp_pool_desc d;
@@ -173,6 +221,11 @@ static void test_against_naive(void **state)
             else
                 assert_close(y, ry, (size_t)ny, 1e-12, e);
             assert_close(dx, rdx, (size_t)nx, dts[d] == MP_F64 ? 1e-15 : 16 * 0x1p-24, e);
+            pinned_backward(&cases[k].d, xv, dyv, n, in[0], in[1], C, P, Q, dts[d], pdx);
+            for (int64_t i = 0; i < nx; i++)
+                if (memcmp(&dx[i], &pdx[i], sizeof dx[i]) != 0)
+                    fail_msg("case %zu %s: dx[%lld] = %.17g, the pinned rounding gives %.17g", k,
+                             mp_dtype_name(dts[d]), (long long)i, dx[i], pdx[i]);
         }
     }
 }

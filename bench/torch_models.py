@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""PyTorch twins of mpdist's transformer presets (gpt, vit), of the data they train on, and of
-their checkpoints: for bench/transformer_cpu.sh and tests/integration/torch_load_gpt.sh.
+"""PyTorch twins of mpdist's presets (mlp, cnn_bn, resnet20, gpt, vit), of the data they train
+on, and of the transformers' checkpoints: for bench/cpu_speed.sh and
+tests/integration/torch_load_gpt.sh.
 
-Models (engine/presets.c; parameter names are the checkpoint's dataset names,
-so a state_dict maps 1:1; tokens are the H*W positions of mpdist's NHWC activations):
+Models (engine/presets.c; for gpt and vit the parameter names are the checkpoint's dataset
+names, so a state_dict maps 1:1; tokens are the H*W positions of mpdist's NHWC activations):
+  mlp       28x28x1 image flattened -> Linear + ReLU per --hidden width -> Linear (10).
+  cnn_bn    conv3x3 32 (pad 1, no bias) - bn - relu - maxpool 2, conv3x3 64 - bn - relu -
+            maxpool 2, flatten, fc 128 - relu - dropout 0.25 - fc 10.
+  resnet20  bench/pytorch_ref.py's, on one input channel.
   gpt  bytes -> wte (256, D) + wpe (T, D) -> drop -> L pre-LN blocks, causal -> ln_f ->
        logits = h wte^T (tied; untied: head.weight (256, D), head.bias). Per sample x (1, T, 1)
        holds the byte ids, labels are the next bytes; loss = mean cross-entropy over N*T tokens.
@@ -36,7 +41,7 @@ Data, as mpdist reads it with one rank:
 Commands (each prints one line of JSON):
   train  trains a fresh model with Adam (betas 0.9/0.999, eps 1e-8, no weight decay, constant
          lr) for --steps steps, timing windows of --every steps: samples_per_s and
-         tokens_per_s are the median over the windows after the first (as bench/transformer_cpu.sh
+         tokens_per_s are the median over the windows after the first (as bench/cpu_speed.sh
          reads mpdist's step records); final_loss is the last step's loss, test_loss the mean
          over the first --test-limit validation windows (or test images).
   eval   loads an mpdist checkpoint (or export: fp16 and bf16 values are read as FP32) and
@@ -44,8 +49,8 @@ Commands (each prints one line of JSON):
          the data and model settings taken from the file's resolved config; --train-step S
          instead gives the loss of the batch mpdist trained on at step S (1-based, dropout off).
 Usage:
-  python3 bench/torch_transformers.py train --model gpt --batch 16 --steps 60 --threads 2
-  python3 bench/torch_transformers.py eval --checkpoint runs/gpt/ckpt-00000100.h5
+  python3 bench/torch_models.py train --model gpt --batch 16 --steps 60 --threads 2
+  python3 bench/torch_models.py eval --checkpoint runs/gpt/ckpt-00000100.h5
 """
 import argparse
 import gzip
@@ -69,7 +74,8 @@ def arg_parser():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train a fresh model and time it")
-    t.add_argument("--model", choices=("gpt", "vit"), default="gpt")
+    t.add_argument("--model", choices=("mlp", "cnn_bn", "resnet20", "gpt", "vit"), default="gpt")
+    t.add_argument("--hidden", default="512,256", help="mlp: the hidden widths")
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--steps", type=int, default=60)
     t.add_argument("--every", type=int, default=10, help="steps per timing window")
@@ -174,7 +180,7 @@ def text_files(path):
     if os.path.isfile(path):
         return [path]
     if not os.path.isdir(path):
-        raise SystemExit("torch_transformers: %s: no such file or directory" % path)
+        raise SystemExit("torch_models: %s: no such file or directory" % path)
     out = []
 
     def walk(d):
@@ -203,7 +209,7 @@ class TextData:
         self.ntrain = train_len // T - 1
         self.ntest = (val_len - 1) // T if val_len > 0 else 0
         if self.ntrain < 1 or self.ntest < 1:
-            raise SystemExit("torch_transformers: %s: %d bytes are too few for context %d"
+            raise SystemExit("torch_models: %s: %d bytes are too few for context %d"
                              % (path, total, T))
         if 0 < train_limit < self.ntrain:
             self.ntrain = train_limit
@@ -229,7 +235,7 @@ def read_idx(path, magic):
     with gzip.open(path) if os.path.exists(path) else open(path[:-3], "rb") as f:
         raw = f.read()
     if int.from_bytes(raw[:4], "big") != magic:
-        raise SystemExit("torch_transformers: %s: not an IDX file" % path)
+        raise SystemExit("torch_models: %s: not an IDX file" % path)
     ndim = magic & 0xFF
     dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
     return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
@@ -301,7 +307,7 @@ try:
     import torch.nn as nn
     import torch.nn.functional as F
 except ImportError as exc:
-    print("torch_transformers: cannot import numpy and torch (%s)" % exc, file=sys.stderr)
+    print("torch_models: cannot import numpy and torch (%s)" % exc, file=sys.stderr)
     sys.exit(1)
 
 
@@ -390,6 +396,27 @@ class Gpt(nn.Module):
         return F.linear(h, self.wte.weight) if self.head is None else self.head(h)
 
 
+def image_model(name, hidden, dropout):
+    """mlp, cnn_bn or resnet20 for 28x28x1 images and 10 classes (PyTorch's default init)."""
+    if name == "mlp":
+        layers, fan = [nn.Flatten()], 28 * 28
+        for w in hidden:
+            layers += [nn.Linear(fan, w), nn.ReLU()]
+            fan = w
+        return nn.Sequential(*layers, nn.Linear(fan, 10))
+    if name == "cnn_bn":
+        layers, c = [], 1
+        for k in (32, 64):
+            layers += [nn.Conv2d(c, k, 3, padding=1, bias=False), nn.BatchNorm2d(k), nn.ReLU(),
+                       nn.MaxPool2d(2)]
+            c = k
+        return nn.Sequential(*layers, nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+                             nn.Dropout(0.25 if dropout is None else dropout), nn.Linear(128, 10))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pytorch_ref
+    return pytorch_ref.build("resnet20", channels=1)
+
+
 class Vit(nn.Module):
     """mpdist's `vit`: images (N, C, H, W) -> logits (N, classes)."""
 
@@ -436,7 +463,7 @@ def model_from_arrays(preset, arrays, heads, dropout=0.0):
         side = int(round(math.sqrt(arrays["pos.weight"].shape[0]))) * patch
         return Vit(side, channels, patch, width, depth, heads, dropout,
                    arrays["head.weight"].shape[0], "patch.bias" in arrays)
-    raise SystemExit("torch_transformers: model %r is not gpt or vit" % preset)
+    raise SystemExit("torch_models: model %r is not gpt or vit" % preset)
 
 
 def load_arrays(model, arrays):
@@ -487,10 +514,14 @@ def train(a):
         p = 0.1 if a.dropout is None else a.dropout
         model = Gpt(a.context, a.dim, a.depth, a.heads, p)
         tokens = a.context
-    else:
+    elif a.model == "vit":
         data = ImageData(a.data or FMNIST, a.mean, a.std, 0, a.test_limit)
         p = 0.0 if a.dropout is None else a.dropout
         model = Vit(width=a.dim, depth=a.depth, heads=a.heads, dropout=p, stem=a.stem == "conv")
+        tokens = 1
+    else:
+        data = ImageData(a.data or FMNIST, a.mean, a.std, 0, a.test_limit)
+        model = image_model(a.model, [int(w) for w in a.hidden.split(",") if w], a.dropout)
         tokens = 1
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
     model.train()
@@ -523,7 +554,7 @@ def eval_checkpoint(a):
     cfg, preset = meta.get("config", ""), meta.get("model", "")
     heads = config_value(cfg, "model.heads")
     if heads is None:
-        raise SystemExit("torch_transformers: %s: no model.heads in its config" % a.checkpoint)
+        raise SystemExit("torch_models: %s: no model.heads in its config" % a.checkpoint)
     model = model_from_arrays(preset, arrays, int(heads))
     load_arrays(model, arrays)
     path = a.data or config_value(cfg, "data.path")

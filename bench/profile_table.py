@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Prints the per-op table of an mpdist summary record (log.profile's "profile_ms") as markdown:
+one row per op and phase, slowest first, with milliseconds per step and share of the step, the
+time in no op, and the largest share of one op (forward and backward together) other than
+GEMM/convolution (conv2d, linear).
+
+Usage: python3 bench/profile_table.py SUMMARY_JSON   (the summary record's line)
+"""
+import json
+import sys
+
+GEMM = ("conv2d", "linear")
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__.strip().splitlines()[-1])
+    prof = dict(json.loads(sys.argv[1]).get("profile_ms", {}))
+    step = prof.pop("step", 0.0)
+    if not step:
+        print("(no profile: the run had log.profile off, or no step after the first)")
+        return
+    print("| op | phase | ms/step | share |")
+    print("|---|---|---:|---:|")
+    for key, ms in sorted(prof.items(), key=lambda kv: -kv[1]):
+        op, phase = key.rsplit(" ", 1)
+        print("| %s | %s | %.2f | %.1f%% |" % (op, phase, ms, 100 * ms / step))
+    rest = step - sum(prof.values())
+    print("| (between ops) | step | %.2f | %.1f%% |" % (rest, 100 * rest / step))
+    kinds = {}
+    for key, ms in prof.items():
+        op = key.rsplit(" ", 1)[0]
+        kinds[op] = kinds.get(op, 0.0) + ms
+    worst = max(((ms, op) for op, ms in kinds.items() if op not in GEMM), default=(0.0, "none"))
+    print()
+    print("step %.2f ms; the largest op other than GEMM/convolution: %s at %.1f%%"
+          % (step, worst[1], 100 * worst[0] / step))
+
+
+if __name__ == "__main__":
+    main()

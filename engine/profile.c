@@ -1,0 +1,148 @@
+/* The per-op profile (see profile.h). Invariants: depth counts the ops begun and not ended;
+ * child[d] holds the seconds of the ops that ended at depth d + 1 since the op at depth d began,
+ * which end() takes off that op's own time. */
+#include "engine/profile.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/clock.h"
+
+#define MP_PROFILE_DEPTH 32
+
+static struct {
+    bool on, warm; /* warm: the first step has ended */
+    const mp_ops *ops;
+    int n, depth;
+    double child[MP_PROFILE_DEPTH + 1];
+    mp_prof_entry e[MP_PROFILE_MAX];
+    int64_t steps;
+    double step_s;
+} prof;
+
+static double now_synced(void)
+{
+    if (prof.ops && prof.ops->sync)
+        (void)prof.ops->sync(); /* a failure shows at the op's own next check */
+    return mp_now();
+}
+
+void mp_profile_start(const mp_ops *ops)
+{
+    memset(&prof, 0, sizeof prof);
+    prof.ops = ops;
+    prof.on = true;
+}
+
+void mp_profile_stop(void) { prof.on = false; }
+
+bool mp_profile_on(void) { return prof.on; }
+
+/* Zeroes the figures, keeping the profile on and warm. */
+static void reset_warm(void)
+{
+    const mp_ops *ops = prof.ops;
+    bool on = prof.on;
+    memset(&prof, 0, sizeof prof);
+    prof.ops = ops;
+    prof.on = on;
+    prof.warm = true;
+}
+
+double mp_profile_begin(void)
+{
+    if (!prof.on)
+        return 0.0;
+    double t = now_synced();
+    if (prof.depth < MP_PROFILE_DEPTH)
+        prof.child[++prof.depth] = 0.0;
+    return t;
+}
+
+static mp_prof_entry *entry(const char *kind, mp_prof_phase phase)
+{
+    for (int i = 0; i < prof.n; i++)
+        if (prof.e[i].phase == phase && strcmp(prof.e[i].kind, kind) == 0)
+            return &prof.e[i];
+    if (prof.n == MP_PROFILE_MAX) { /* full: the last entry takes the rest */
+        mp_prof_entry *last = &prof.e[MP_PROFILE_MAX - 1];
+        snprintf(last->kind, sizeof last->kind, "(other kinds)");
+        return last;
+    }
+    mp_prof_entry *e = &prof.e[prof.n++];
+    snprintf(e->kind, sizeof e->kind, "%s", kind);
+    e->phase = phase;
+    return e;
+}
+
+void mp_profile_end(double mark, const char *kind, mp_prof_phase phase)
+{
+    if (!prof.on || prof.depth == 0)
+        return;
+    double el = now_synced() - mark;
+    double own = el - prof.child[prof.depth];
+    prof.depth--;
+    prof.child[prof.depth] += el;
+    mp_prof_entry *e = entry(kind, phase);
+    e->s += own;
+    e->calls++;
+}
+
+void mp_profile_step_end(double mark)
+{
+    if (!prof.on)
+        return;
+    double el = now_synced() - mark;
+    if (!prof.warm) {
+        reset_warm();
+        return;
+    }
+    prof.step_s += el;
+    prof.steps++;
+    prof.depth = 0;
+    prof.child[0] = 0.0;
+}
+
+const mp_prof_entry *mp_profile_entries(int *n, int64_t *steps, double *step_s)
+{
+    *n = prof.n;
+    *steps = prof.steps;
+    *step_s = prof.step_s;
+    return prof.e;
+}
+
+const char *mp_prof_phase_name(mp_prof_phase p)
+{
+    return p == MP_PROF_FORWARD ? "forward" : p == MP_PROF_BACKWARD ? "backward" : "step";
+}
+
+static int by_time(const void *a, const void *b)
+{
+    double x = ((const mp_prof_entry *)a)->s, y = ((const mp_prof_entry *)b)->s;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void mp_profile_print(FILE *f, const char *who)
+{
+    if (prof.steps == 0) {
+        fprintf(f, "profile (%s): no step after the first to count\n", who);
+        return;
+    }
+    mp_prof_entry e[MP_PROFILE_MAX];
+    memcpy(e, prof.e, sizeof e[0] * (size_t)prof.n);
+    qsort(e, (size_t)prof.n, sizeof e[0], by_time);
+    double per = 1e3 / (double)prof.steps, step_ms = prof.step_s * per, ops_ms = 0.0;
+    fprintf(f, "profile (%s): %lld steps after the first, %.2f ms a step\n", who,
+            (long long)prof.steps, step_ms);
+    fprintf(f, "%-24s %-9s %10s %7s %11s\n", "op", "phase", "ms/step", "share", "calls/step");
+    for (int i = 0; i < prof.n; i++) {
+        double ms = e[i].s * per;
+        ops_ms += ms;
+        fprintf(f, "%-24s %-9s %10.3f %6.1f%% %11.1f\n", e[i].kind,
+                mp_prof_phase_name(e[i].phase), ms, step_ms > 0 ? 100.0 * ms / step_ms : 0.0,
+                (double)e[i].calls / (double)prof.steps);
+    }
+    double rest = step_ms - ops_ms;
+    fprintf(f, "%-24s %-9s %10.3f %6.1f%%\n", "(between ops)", "step", rest,
+            step_ms > 0 ? 100.0 * rest / step_ms : 0.0);
+}

@@ -1,0 +1,63 @@
+/* The per-op profile of training steps (log.profile): wall time by op kind ("conv2d",
+ * "batchnorm", "cast", "loss", "optimizer", ...) and phase (forward, backward, step), from the
+ * host clock, each op's time exclusive of the ops nested in it (a residual block's own time is
+ * its sum; its inner layers count under their own kinds). While it is on, every begin and end
+ * first waits for the backend's queue (ops->sync), so on a GPU the times are the ops' own and the
+ * run is slower; the CPU's ops are synchronous, and the cost is two clock reads an op. One
+ * profile per process, kept by the thread that runs the model (the transports' threads do not
+ * time into it). */
+#ifndef MP_PROFILE_H
+#define MP_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/ops.h"
+
+#define MP_PROFILE_MAX 64
+
+typedef enum mp_prof_phase { MP_PROF_FORWARD, MP_PROF_BACKWARD, MP_PROF_STEP } mp_prof_phase;
+
+typedef struct mp_prof_entry {
+    char kind[24];
+    mp_prof_phase phase;
+    double s;      /* exclusive seconds */
+    int64_t calls;
+} mp_prof_entry;
+
+/* Turns the profile on with everything at zero; ops is the backend it waits for. */
+void mp_profile_start(const mp_ops *ops);
+
+/* Turns it off (its figures stay readable). */
+void mp_profile_stop(void);
+
+/* Whether it is on. */
+bool mp_profile_on(void);
+
+/* Starts timing an op (or a training step); returns the mark for mp_profile_end (0 when off). */
+double mp_profile_begin(void);
+
+/* Ends the op begun at `mark`: its time less that of the ops begun inside it is added to
+ *  (kind, phase); kind is copied (23 characters at most).
+ * Past MP_PROFILE_MAX (kind, phase) pairs the last entry, renamed "(other kinds)", takes the
+ * rest. Nothing when off. */
+void mp_profile_end(double mark, const char *kind, mp_prof_phase phase);
+
+/* Ends a training step begun at `mark` (with mp_profile_begin, outside any op): adds its wall
+ * time to the steps' total and counts it. The first step after mp_profile_start is warm-up
+ * (workspaces grow, caches are cold): its figures are dropped instead. */
+void mp_profile_step_end(double mark);
+
+/* The entries in first-seen order (*n of them), and the steps' count and total seconds. */
+const mp_prof_entry *mp_profile_entries(int *n, int64_t *steps, double *step_s);
+
+/* Prints the table to f: one row per (kind, phase), slowest first, with milliseconds per step,
+ * its share of the step time and calls per step, then the time in no op ("(between ops)"); a
+ * line saying so when no step was counted. `who` names the process ("rank 0"). */
+void mp_profile_print(FILE *f, const char *who);
+
+/* The name of a phase: "forward", "backward", "step". */
+const char *mp_prof_phase_name(mp_prof_phase p);
+
+#endif
