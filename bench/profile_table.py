@@ -6,16 +6,16 @@ GEMM/convolution (conv2d, linear).
 
 Usage: python3 bench/profile_table.py SUMMARY_JSON   (the summary record's line)
 """
+import argparse
 import json
-import sys
 
 GEMM = ("conv2d", "linear")
 
 
 def main():
-    if len(sys.argv) != 2:
-        raise SystemExit(__doc__.strip().splitlines()[-1])
-    prof = dict(json.loads(sys.argv[1]).get("profile_ms", {}))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("summary", help="the summary record's JSON line")
+    prof = dict(json.loads(p.parse_args().summary).get("profile_ms", {}))
     step = prof.pop("step", 0.0)
     if not step:
         print("(no profile: the run had log.profile off, or no step after the first)")

@@ -1,6 +1,7 @@
 /* The per-op profile (see profile.h). Invariants: depth counts the ops begun and not ended;
- * child[d] holds the seconds of the ops that ended at depth d + 1 since the op at depth d began,
- * which end() takes off that op's own time. */
+ * for d up to MP_PROFILE_DEPTH, child[d] holds the seconds of the ops that ended at depth d + 1
+ * since the op at depth d began, which end() takes off that op's own time (deeper ops count
+ * their whole time). */
 #include "engine/profile.h"
 
 #include <stdlib.h>
@@ -54,13 +55,15 @@ double mp_profile_begin(void)
     if (!prof.on)
         return 0.0;
     double t = now_synced();
-    if (prof.depth < MP_PROFILE_DEPTH)
-        prof.child[++prof.depth] = 0.0;
+    if (++prof.depth <= MP_PROFILE_DEPTH)
+        prof.child[prof.depth] = 0.0;
     return t;
 }
 
-static mp_prof_entry *entry(const char *kind, mp_prof_phase phase)
+static mp_prof_entry *entry(const char *name, mp_prof_phase phase)
 {
+    char kind[sizeof prof.e[0].kind]; /* as stored, so a long name finds its entry */
+    snprintf(kind, sizeof kind, "%s", name);
     for (int i = 0; i < prof.n; i++)
         if (prof.e[i].phase == phase && strcmp(prof.e[i].kind, kind) == 0)
             return &prof.e[i];
@@ -80,9 +83,10 @@ void mp_profile_end(double mark, const char *kind, mp_prof_phase phase)
     if (!prof.on || prof.depth == 0)
         return;
     double el = now_synced() - mark;
-    double own = el - prof.child[prof.depth];
+    double own = prof.depth <= MP_PROFILE_DEPTH ? el - prof.child[prof.depth] : el;
     prof.depth--;
-    prof.child[prof.depth] += el;
+    if (prof.depth <= MP_PROFILE_DEPTH)
+        prof.child[prof.depth] += el;
     mp_prof_entry *e = entry(kind, phase);
     e->s += own;
     e->calls++;

@@ -569,6 +569,8 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     t->stop = false;
     if (c->log.profile)
         mp_profile_start(t->ops);
+    else
+        mp_profile_stop(); /* an earlier run in this process that failed may have left it on */
     MP_TRY(mp_train_write_state(t));
     for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;

@@ -30,11 +30,11 @@
             best[c] = first_[c];                                                              \
         if (at)                                                                               \
             for (int64_t c = 0; c < wc_; c++)                                                  \
-                at[c] = (int32_t)((hs) * (g)->W + (ws));                                      \
+                at[c] = (hs) * (g)->W + (ws);                                      \
         for (int64_t hh = (hs); hh < (he); hh++)                                              \
             for (int64_t ww = (hh == (hs) ? (ws) + 1 : (ws)); ww < (we); ww++) {              \
                 const ACC *v_ = (xn) + (hh * (g)->W + ww) * wc_;                               \
-                const int32_t pos_ = (int32_t)(hh * (g)->W + ww);                             \
+                const int64_t pos_ = hh * (g)->W + ww;                             \
                 if (at)                                                                       \
                     for (int64_t c = 0; c < wc_; c++) {                                        \
                         bool take_ = MAX_TAKES(v_[c], best[c]);                               \
@@ -80,7 +80,7 @@
                     mp_pool_span(q, (g)->sw, (g)->pw, (g)->kw, (g)->W, &ws, &we);              \
                     ACC *o = ybuf + (p * (g)->Q + q) * (g)->C;                                \
                     if (is_max) {                                                             \
-                        int32_t *none = NULL;                                                 \
+                        int64_t *none = NULL;                                                 \
                         WINDOW_MAX(ACC, xn, g, hs, he, ws, we, o, none);                      \
                         continue;                                                             \
                     }                                                                         \
@@ -115,10 +115,11 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
         (void)ST;                                                                             \
         const int64_t in_ = (g)->H * (g)->W * (g)->C, out_ = (g)->P * (g)->Q * (g)->C;        \
         const int64_t C_ = (g)->C;                                                            \
-        size_t accs_ = (size_t)(2 * in_ + out_ + C_), ints_ = (size_t)C_;                     \
-        ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL, accs_ * sizeof(ACC) + ints_ * 4);        \
-        ACC *acc = xbuf + in_, *gbuf = acc + in_, *best = gbuf + out_;                        \
-        int32_t *at = (int32_t *)(best + C_);                                                 \
+        size_t accs_ = (size_t)(2 * in_ + out_ + C_);                                         \
+        int64_t *at = mp_cpu_workspace(MP_CPU_WS_POOL,                                        \
+                                       (size_t)C_ * sizeof(int64_t) + accs_ * sizeof(ACC));   \
+        ACC *xbuf = (ACC *)(at + C_), *acc = xbuf + in_, *gbuf = acc + in_;                   \
+        ACC *best = gbuf + out_;                                                              \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
             const ACC *xn = (is_max) ? WIDEN(ACC, x, n, in_, xbuf) : NULL;                    \
@@ -134,7 +135,7 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
                     if (is_max) {                                                             \
                         WINDOW_MAX(ACC, xn, g, hs, he, ws, we, best, at);                     \
                         for (int64_t c = 0; c < C_; c++)                                      \
-                            acc[(int64_t)at[c] * C_ + c] += gw[c];                            \
+                            acc[at[c] * C_ + c] += gw[c];                            \
                         continue;                                                             \
                     }                                                                         \
                     for (int64_t hh = hs; hh < he; hh++)                                      \
