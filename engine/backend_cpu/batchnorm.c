@@ -15,9 +15,6 @@
 /* Elements of a tile of rows: at least one row. */
 #define MP_BN_TILE 4096
 
-/* The dtype of accumulator type ACC (float or double). */
-#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
-
 static double ld(const mp_tensor *t, int64_t c) { return mp_load(t->data, t->dtype, (size_t)c); }
 
 static void st(mp_tensor *t, int64_t c, double v) { mp_store(t->data, t->dtype, (size_t)c, v); }
@@ -33,21 +30,6 @@ static bool channels_last(const mp_tensor *x, int64_t C)
 {
     return x->ndim >= 1 && C >= 1 && x->shape[x->ndim - 1] == C && mp_tensor_numel(x) % C == 0;
 }
-
-/* Element `off` of t's storage. */
-static void *elem(const mp_tensor *t, int64_t off)
-{
-    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
-}
-
-/* Rows [m0, m0 + r) of t (rows of C) in the accumulator type: t's storage when it is of that
- * type, else widened into buf. */
-#define ROWS(ACC, t, m0, r, C, buf)                                                          \
-    ((t)->dtype == ACC_DTYPE(ACC)                                                            \
-         ? (const ACC *)elem(t, (m0) * (C))                                                  \
-         : (mp_convert((buf), ACC_DTYPE(ACC), elem(t, (m0) * (C)), (t)->dtype,               \
-                       (size_t)((r) * (C))),                                                 \
-            (const ACC *)(buf)))
 
 /* For each tile of R rows of M: m0, r (its rows) in scope. */
 #define FOR_TILES(M, R, m0, r)                                                               \
@@ -67,7 +49,7 @@ static void *elem(const mp_tensor *t, int64_t off)
             for (int64_t c = 0; c < (C); c++)                                                 \
                 s[c] = 0;                                                                     \
             FOR_TILES(M, R, m0, r) {                                                          \
-                const ACC *v = ROWS(ACC, x, m0, r, C, buf);                                   \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                       \
                 for (int64_t m = 0; m < r; m++, v += (C))                                     \
                     for (int64_t c = 0; c < (C); c++)                                         \
                         s[c] += v[c];                                                         \
@@ -77,7 +59,7 @@ static void *elem(const mp_tensor *t, int64_t off)
                 s[c] = 0;                                                                     \
             }                                                                                 \
             FOR_TILES(M, R, m0, r) {                                                          \
-                const ACC *v = ROWS(ACC, x, m0, r, C, buf);                                   \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                       \
                 for (int64_t m = 0; m < r; m++, v += (C))                                     \
                     for (int64_t c = 0; c < (C); c++) {                                       \
                         ACC d = v[c] - mean[c];                                               \
@@ -104,13 +86,13 @@ static void *elem(const mp_tensor *t, int64_t off)
         for (int64_t c = 0; c < (C); c++)                                                     \
             shift[c] = (ACC)ld(beta, c);                                                      \
         FOR_TILES(M, R, m0, r) {                                                              \
-            const ACC *v = ROWS(ACC, x, m0, r, C, buf);                                       \
-            ACC *o = (y)->dtype == ACC_DTYPE(ACC) ? (ACC *)elem(y, m0 * (C)) : buf;           \
+            const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                           \
+            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : buf;    \
             for (int64_t m = 0; m < r; m++)                                                   \
                 for (int64_t c = 0; c < (C); c++)                                             \
                     o[m * (C) + c] = (v[m * (C) + c] - mean[c]) * scale[c] + shift[c];        \
             if (o == buf)                                                                     \
-                mp_convert(elem(y, m0 * (C)), (y)->dtype, buf, ACC_DTYPE(ACC),                \
+                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC),         \
                            (size_t)(r * (C)));                                                \
         }                                                                                     \
     } while (0)
@@ -153,7 +135,8 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
             sdy[c] = sdx[c] = 0;                                                              \
         }                                                                                     \
         FOR_TILES(M, R, m0, r) {                                                              \
-            const ACC *v = ROWS(ACC, x, m0, r, C, xb), *g = ROWS(ACC, dy, m0, r, C, gb);      \
+            const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                            \
+            const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                           \
             for (int64_t m = 0; m < r; m++, v += (C), g += (C))                               \
                 for (int64_t c = 0; c < (C); c++) {                                           \
                     sdy[c] += g[c];                                                           \
@@ -171,8 +154,10 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                 sdx[c] /= (ACC)(M);                                                           \
             }                                                                                 \
             FOR_TILES(M, R, m0, r) {                                                          \
-                const ACC *v = ROWS(ACC, x, m0, r, C, xb), *g = ROWS(ACC, dy, m0, r, C, gb);  \
-                ACC *o = (dx)->dtype == ACC_DTYPE(ACC) ? (ACC *)elem(dx, m0 * (C)) : xb;      \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                        \
+                const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                       \
+                ACC *o = (dx)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(dx, m0 * (C))     \
+                                                               : xb;                               \
                 for (int64_t m = 0; m < r; m++)                                               \
                     for (int64_t c = 0; c < (C); c++) {                                       \
                         int64_t i = m * (C) + c;                                              \
@@ -180,7 +165,7 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                         o[i] = k[c] * (g[i] - sdy[c] - xhat * sdx[c]);                        \
                     }                                                                         \
                 if (o == xb)                                                                  \
-                    mp_convert(elem(dx, m0 * (C)), (dx)->dtype, xb, ACC_DTYPE(ACC),           \
+                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, xb, MP_CPU_ACC_DTYPE(ACC),    \
                                (size_t)(r * (C)));                                            \
             }                                                                                 \
         }                                                                                     \

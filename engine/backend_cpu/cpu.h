@@ -22,6 +22,30 @@ static inline double mp_st_f64(double v) { return v; }
     case MP_BF16: KERNEL(uint16_t, float, mp_bf16_to_f32, mp_f32_to_bf16, __VA_ARGS__); break; \
     }
 
+/* The dtype of accumulator type ACC: MP_F64 for double, MP_F32 for float. */
+#define MP_CPU_ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
+
+/* Element `off` of tensor t's storage, whatever its dtype. */
+static inline void *mp_cpu_at(const mp_tensor *t, int64_t off)
+{
+    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
+}
+
+/* Elements [off, off + n) of t in dtype acc (MP_F32 or MP_F64): t's own storage when t has that
+ * dtype, else widened into buf (mp_convert's bulk paths), which is returned. */
+static inline const void *mp_cpu_widen(const mp_tensor *t, int64_t off, int64_t n, mp_dtype acc,
+                                       void *buf)
+{
+    if (t->dtype == acc)
+        return mp_cpu_at(t, off);
+    mp_convert(buf, acc, mp_cpu_at(t, off), t->dtype, (size_t)n);
+    return buf;
+}
+
+/* mp_cpu_widen into accumulator type ACC (a kernel's), as a pointer to ACC. */
+#define MP_CPU_WIDEN(ACC, t, off, n, buf) \
+    ((const ACC *)mp_cpu_widen(t, off, n, MP_CPU_ACC_DTYPE(ACC), buf))
+
 /* Fails with MP_EINTERNAL naming the op when cond is false. */
 #define MP_CPU_REQUIRE(cond, op)                                                        \
     do {                                                                                \

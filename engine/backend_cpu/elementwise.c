@@ -8,15 +8,6 @@
 
 enum { MP_BIAS_BLOCK = 1024 };
 
-/* The dtype of accumulator type ACC (float or double). */
-#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
-
-/* Element `off` of tensor t's storage, whatever its dtype. */
-static void *at(const mp_tensor *t, int64_t off)
-{
-    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
-}
-
 /* Row loops of the bias ops for accumulator type ACC: v (nr, len) += b (len) row by row, and
  * acc (len) += each row of v (nr, len) in row order. The arrays never overlap (restrict) and the
  * columns go in groups of 8 that the compiler vectorises at -O2; each element sees the same
@@ -65,17 +56,17 @@ MP_BIAS_ROWS(double, f64)
 #define BIAS_ADD(T, ACC, LD, ST, y, b, rows, cols)                                         \
     do {                                                                                   \
         ACC bb[MP_BIAS_BLOCK], ybuf[MP_BIAS_BLOCK];                                        \
-        const mp_dtype adt = ACC_DTYPE(ACC);                                               \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                               \
         BIAS_TILES(rows, cols, cw, rpb);                                                   \
         (void)sizeof(T);                                                                   \
         (void)LD;                                                                          \
         (void)ST;                                                                          \
         for (int64_t j0 = 0; j0 < (cols); j0 += cw) {                                      \
             int64_t len = (cols) - j0 < cw ? (cols) - j0 : cw;                             \
-            mp_convert(bb, adt, at(b, j0), (b)->dtype, (size_t)len);                       \
+            mp_convert(bb, adt, mp_cpu_at(b, j0), (b)->dtype, (size_t)len);                       \
             for (int64_t r0 = 0; r0 < (rows); r0 += rpb) {                                 \
                 int64_t nr = (rows) - r0 < rpb ? (rows) - r0 : rpb;                        \
-                void *tile = at(y, r0 * (cols) + j0);                                      \
+                void *tile = mp_cpu_at(y, r0 * (cols) + j0);                                      \
                 ACC *v = (y)->dtype == adt ? tile : ybuf;                                  \
                 if (v == ybuf)                                                             \
                     mp_convert(ybuf, adt, tile, (y)->dtype, (size_t)(nr * len));           \
@@ -100,7 +91,7 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
 #define BIAS_GRAD(T, ACC, LD, ST, dy, db, rows, cols)                                      \
     do {                                                                                   \
         ACC acc[MP_BIAS_BLOCK], dbuf[MP_BIAS_BLOCK];                                       \
-        const mp_dtype adt = ACC_DTYPE(ACC);                                               \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                               \
         BIAS_TILES(rows, cols, cw, rpb);                                                   \
         (void)sizeof(T);                                                                   \
         (void)LD;                                                                          \
@@ -111,13 +102,13 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
                 acc[j] = 0;                                                                \
             for (int64_t r0 = 0; r0 < (rows); r0 += rpb) {                                 \
                 int64_t nr = (rows) - r0 < rpb ? (rows) - r0 : rpb;                        \
-                const void *tile = at(dy, r0 * (cols) + j0);                               \
+                const void *tile = mp_cpu_at(dy, r0 * (cols) + j0);                               \
                 const ACC *v = (dy)->dtype == adt ? tile : dbuf;                           \
                 if (v == dbuf)                                                             \
                     mp_convert(dbuf, adt, tile, (dy)->dtype, (size_t)(nr * len));          \
                 sum_rows(acc, v, nr, len);                                                 \
             }                                                                              \
-            mp_convert(at(db, j0), (db)->dtype, acc, adt, (size_t)len);                    \
+            mp_convert(mp_cpu_at(db, j0), (db)->dtype, acc, adt, (size_t)len);                    \
         }                                                                                  \
     } while (0)
 
@@ -129,14 +120,6 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
     return MP_OK;
 }
 
-/* Tile i0 of MP_BIAS_BLOCK elements of t in the accumulator type: t's storage when it is of that
- * type, else widened into buf. */
-#define TILE_IN(ACC, t, i0, len, buf)                                                      \
-    ((t)->dtype == ACC_DTYPE(ACC)                                                          \
-         ? (const ACC *)at(t, i0)                                                          \
-         : (mp_convert((buf), ACC_DTYPE(ACC), at(t, i0), (t)->dtype, (size_t)(len)),       \
-            (const ACC *)(buf)))
-
 /* y = relu(x) a tile at a time: half tiles widened in bulk, the rule applied, rounded back in
  * bulk (exactly: ReLU returns one of its inputs or zero). */
 #define RELU_FWD(T, ACC, LD, ST, x, y, n)                                          \
@@ -147,12 +130,12 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
         (void)ST;                                                                  \
         for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
             int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
-            const ACC *v = TILE_IN(ACC, x, i0, len, buf);                          \
-            ACC *o = (y)->dtype == ACC_DTYPE(ACC) ? (ACC *)at(y, i0) : buf;        \
+            const ACC *v = MP_CPU_WIDEN(ACC, x, i0, len, buf);                          \
+            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, i0) : buf;        \
             for (int64_t i = 0; i < len; i++)                                      \
                 o[i] = mp_relu(v[i]);                                              \
             if (o == buf)                                                          \
-                mp_convert(at(y, i0), (y)->dtype, buf, ACC_DTYPE(ACC), (size_t)len); \
+                mp_convert(mp_cpu_at(y, i0), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC), (size_t)len); \
         }                                                                          \
     } while (0)
 
@@ -175,7 +158,7 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
         (void)LD;                                                                  \
         for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
             int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
-            const ACC *v = TILE_IN(ACC, y, i0, len, buf);                          \
+            const ACC *v = MP_CPU_WIDEN(ACC, y, i0, len, buf);                          \
             for (int64_t i = 0; i < len; i++)                                      \
                 out[i0 + i] = mp_relu_passes(v[i]) ? dd[i0 + i] : zero;            \
         }                                                                          \
@@ -200,11 +183,11 @@ mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tenso
         (void)ST;                                                                  \
         for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
             int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
-            ACC *v = (ACC *)TILE_IN(ACC, x, i0, len, buf);                         \
+            ACC *v = (ACC *)MP_CPU_WIDEN(ACC, x, i0, len, buf);                         \
             for (int64_t i = 0; i < len; i++)                                      \
                 v[i] = mp_scale(v[i], a);                                          \
             if (v == buf)                                                          \
-                mp_convert(at(x, i0), (x)->dtype, buf, ACC_DTYPE(ACC), (size_t)len); \
+                mp_convert(mp_cpu_at(x, i0), (x)->dtype, buf, MP_CPU_ACC_DTYPE(ACC), (size_t)len); \
         }                                                                          \
     } while (0)
 

@@ -13,12 +13,6 @@
 #include "engine/alloc.h"
 #include "engine/backend_cpu/cpu.h"
 
-/* Element `off` of tensor t's storage, whatever its dtype. */
-static void *at(const mp_tensor *t, int64_t off)
-{
-    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
-}
-
 /* The row width D of a table (V, D...): the product of its dimensions after the first. */
 static int64_t width(const mp_tensor *t)
 {
@@ -53,8 +47,8 @@ mp_status mp_cpu_embedding_forward(const mp_tensor *ids, const mp_tensor *table,
         if (id_at(ids, r, V) < 0)
             return bad_id("embedding_forward", ids, r, V);
     for (int64_t r = 0; r < R; r++)
-        mp_convert(at(y, r * D), y->dtype, at(table, id_at(ids, r, V) * D), table->dtype,
-                   (size_t)D);
+        mp_convert(mp_cpu_at(y, r * D), y->dtype, mp_cpu_at(table, id_at(ids, r, V) * D),
+                   table->dtype, (size_t)D);
     return MP_OK;
 }
 
@@ -72,24 +66,24 @@ mp_status mp_cpu_embedding_forward(const mp_tensor *ids, const mp_tensor *table,
         ACC *row = acc + used * D;                                                          \
         for (int64_t v = 0; accumulate && v < V; v++)                                       \
             if (slot[v])                                                                    \
-                mp_convert(acc + (slot[v] - 1) * D, ADT, at(dtable, v * D), dtable->dtype,  \
+                mp_convert(acc + (slot[v] - 1) * D, ADT, mp_cpu_at(dtable, v * D), dtable->dtype,  \
                            (size_t)D);                                                      \
         for (int64_t r = 0; r < R; r++) {                                                   \
             ACC *a = acc + (slot[id_at(ids, r, V)] - 1) * D;                                \
             const ACC *g = row;                                                             \
             if (dy->dtype == ADT)                                                           \
-                g = at(dy, r * D);                                                          \
+                g = mp_cpu_at(dy, r * D);                                                          \
             else                                                                            \
-                mp_convert(row, ADT, at(dy, r * D), dy->dtype, (size_t)D);                  \
+                mp_convert(row, ADT, mp_cpu_at(dy, r * D), dy->dtype, (size_t)D);                  \
             for (int64_t j = 0; j < D; j++)                                                 \
                 a[j] += g[j];                                                               \
         }                                                                                   \
         for (int64_t v = 0; v < V; v++) {                                                   \
             if (slot[v])                                                                    \
-                mp_convert(at(dtable, v * D), dtable->dtype, acc + (slot[v] - 1) * D, ADT,  \
+                mp_convert(mp_cpu_at(dtable, v * D), dtable->dtype, acc + (slot[v] - 1) * D, ADT,  \
                            (size_t)D);                                                      \
             else if (!accumulate)                                                           \
-                memset(at(dtable, v * D), 0, (size_t)D * mp_dtype_size(dtable->dtype));    \
+                memset(mp_cpu_at(dtable, v * D), 0, (size_t)D * mp_dtype_size(dtable->dtype));    \
         }                                                                                   \
     }
 MP_EMB_BWD(float, f32, MP_F32)

@@ -13,9 +13,6 @@
 #include "engine/backend_cpu/cpu.h"
 #include "engine/pool_geom.h"
 
-/* The dtype of accumulator type ACC (float or double). */
-#define ACC_DTYPE(ACC) (sizeof(ACC) == sizeof(double) ? MP_F64 : MP_F32)
-
 /* Whether v replaces best as a window's maximum: larger, or the first NaN. */
 #define MAX_TAKES(v, best) ((v) > (best) || ((v) != (v) && (best) == (best)))
 
@@ -47,21 +44,6 @@
             }                                                                                 \
     } while (0)
 
-/* Image n of t (per-image `len` elements) in the accumulator type: t's own storage when it is
- * of that type, else widened into buf. */
-#define WIDEN(ACC, t, n, len, buf)                                                           \
-    ((t)->dtype == ACC_DTYPE(ACC)                                                            \
-         ? (const ACC *)(t)->data + (n) * (len)                                              \
-         : (mp_convert((buf), ACC_DTYPE(ACC),                                                \
-                       (const char *)(t)->data + (size_t)((n) * (len)) * mp_dtype_size((t)->dtype), \
-                       (t)->dtype, (size_t)(len)),                                           \
-            (const ACC *)(buf)))
-
-/* Rounds len accumulators into image n of t (per-image len elements). */
-#define NARROW(ACC, t, n, len, acc)                                                          \
-    mp_convert((char *)(t)->data + (size_t)((n) * (len)) * mp_dtype_size((t)->dtype),        \
-               (t)->dtype, (acc), ACC_DTYPE(ACC), (size_t)(len))
-
 #define POOL_FWD(T, ACC, LD, ST, is_max, g, x, y)                                             \
     do {                                                                                      \
         (void)sizeof(T);                                                                      \
@@ -72,7 +54,7 @@
         ACC *ybuf = xbuf + in_;                                                               \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
-            const ACC *xn = WIDEN(ACC, x, n, in_, xbuf);                                      \
+            const ACC *xn = MP_CPU_WIDEN(ACC, x, n * in_, in_, xbuf);                              \
             for (int64_t p = 0; p < (g)->P; p++)                                              \
                 for (int64_t q = 0; q < (g)->Q; q++) {                                        \
                     int64_t hs, he, ws, we;                                                   \
@@ -95,7 +77,8 @@
                     for (int64_t c = 0; c < (g)->C; c++)                                      \
                         o[c] /= area;                                                         \
                 }                                                                             \
-            NARROW(ACC, y, n, out_, ybuf);                                                    \
+            mp_convert(mp_cpu_at(y, n * out_), (y)->dtype, ybuf, MP_CPU_ACC_DTYPE(ACC),            \
+                       (size_t)out_);                                                              \
         }                                                                                     \
     } while (0)
 
@@ -122,8 +105,8 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
         ACC *best = gbuf + out_;                                                              \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
-            const ACC *xn = (is_max) ? WIDEN(ACC, x, n, in_, xbuf) : NULL;                    \
-            const ACC *gn = WIDEN(ACC, dy, n, out_, gbuf);                                    \
+            const ACC *xn = (is_max) ? MP_CPU_WIDEN(ACC, x, n * in_, in_, xbuf) : NULL;            \
+            const ACC *gn = MP_CPU_WIDEN(ACC, dy, n * out_, out_, gbuf);                           \
             for (int64_t i = 0; i < in_; i++)                                                 \
                 acc[i] = 0;                                                                   \
             for (int64_t p = 0; p < (g)->P; p++)                                              \
@@ -148,7 +131,8 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
             if (!(is_max))                                                                    \
                 for (int64_t i = 0; i < in_; i++)                                             \
                     acc[i] /= area;                                                           \
-            NARROW(ACC, dx, n, in_, acc);                                                     \
+            mp_convert(mp_cpu_at(dx, n * in_), (dx)->dtype, acc, MP_CPU_ACC_DTYPE(ACC),            \
+                       (size_t)in_);                                                               \
         }                                                                                     \
     } while (0)
 

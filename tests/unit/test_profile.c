@@ -20,6 +20,15 @@ static void nap(double seconds)
     }
 }
 
+/* The number of entries; *steps the steps counted. */
+static int entries(int64_t *steps)
+{
+    int n;
+    double s;
+    mp_profile_entries(&n, steps, &s);
+    return n;
+}
+
 static const mp_prof_entry *find(const char *kind, mp_prof_phase phase)
 {
     int n;
@@ -90,11 +99,8 @@ static void test_long_kinds_and_deep_nesting(void **state)
         mp_profile_end(after, "after", MP_PROF_STEP);
         mp_profile_step_end(m);
     }
-    int n;
     int64_t steps;
-    double s;
-    mp_profile_entries(&n, &steps, &s);
-    assert_int_equal(n, 3); /* top, the long kind once, after */
+    assert_int_equal(entries(&steps), 3); /* top, the long kind once, after */
     assert_int_equal(steps, 2);
     char stored[24] = {0};
     memcpy(stored, longer, sizeof stored - 1); /* the name as the entry keeps it */
@@ -114,11 +120,8 @@ static void test_off_counts_nothing(void **state)
     assert_true(m == 0.0);
     mp_profile_end(m, "x", MP_PROF_FORWARD);
     mp_profile_step_end(m);
-    int n;
     int64_t steps;
-    double s;
-    mp_profile_entries(&n, &steps, &s);
-    assert_int_equal(n, 0);
+    assert_int_equal(entries(&steps), 0);
     assert_int_equal(steps, 0);
 }
 
