@@ -22,7 +22,10 @@
 # side by side). final loss: the last step's training loss; test: mean loss over the first TEST
 # test samples (validation windows for gpt). The initial weights differ, drawn by each framework.
 # Writes runs/bench-cpu/table.md, profile.md, raw.csv and each run's log, config and metrics.
-# Exits 1 when a run failed (after writing the tables), 2 when it cannot start.
+# Then it checks issue 21's goals: mpdist O0 at least 1.3x PyTorch for mlp, cnn_bn and resnet20;
+# each half level at least 0.85x O0 for cnn_bn and resnet20; no op other than GEMM/convolution
+# above 15% of a cnn_bn step at any level measured. Exits 1 when a run failed or a goal is missed
+# (after writing the tables), 2 when it cannot start.
 #
 # Usage: bench/cpu_speed.sh [MODEL...] [-- extra mpdist args]   (MODEL: mlp, cnn_bn, resnet20,
 #        gpt, vit; default mlp cnn_bn resnet20)
@@ -39,6 +42,9 @@
 #   MPDIST_TCPU_LR         Adam's learning rate (default 0.001); MPDIST_TCPU_TEST (default 256)
 #   MPDIST_TCPU_THREADS    threads of each framework (default 2)
 #   MPDIST_TCPU_TIMEOUT    seconds per run (default 900)
+#   MPDIST_CPU_REPORT      1: run nothing, print the tables and check the goals from the runs
+#                          already in runs/bench-cpu (give the same models, levels, REPEATS
+#                          and STEPS)
 #   MPDIST_PYTHON          the python with PyTorch (default /usr/bin/python3, Debian's
 #                          python3-torch)
 set -euo pipefail
@@ -88,7 +94,9 @@ source launch/env.sh
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 mkdir -p "$out"
 raw=$out/raw.csv
-echo "model,round,framework,status,samples_per_s,tokens_per_s,final_loss,test_loss,log" >"$raw"
+report=${MPDIST_CPU_REPORT:-0}
+[ "$report" = 1 ] && { [ -s "$raw" ] || die "MPDIST_CPU_REPORT=1: no $raw to report from"; }
+[ "$report" = 1 ] || echo "model,round,framework,status,samples_per_s,tokens_per_s,final_loss,test_loss,log" >"$raw"
 
 batch_of() { case $1 in gpt) echo "${MPDIST_TCPU_BATCH:-16}" ;; vit) echo "${MPDIST_TCPU_BATCH:-64}" ;; *) echo "${MPDIST_TCPU_BATCH:-128}" ;; esac; }
 # fw_of LEVEL: the framework column of a level ("mpdist-O0", "mpdist-O2-fp16")
@@ -174,6 +182,7 @@ run_torch() {
 }
 
 for model in "${models[@]}"; do
+  [ "$report" = 1 ] && break
   for round in $(seq 1 "$repeats"); do
     for l in "${levels[@]}"; do run_mpdist "$model" "$round" "$l"; done
     run_torch "$model" "$round"
@@ -241,9 +250,29 @@ loss() { awk -F, -v m="$1" -v f="$2" '$1 == m && $3 == f && $4 == "ok"' "$raw" |
   done
 } | tee "$out/profile.md"
 echo "(tables: $out/table.md, $out/profile.md; every run: $raw; logs, configs and metrics: $out/)"
+goals=0
+miss() { echo "goal missed: $*"; goals=1; }
+at_least() { awk -v r="$1" -v g="$2" 'BEGIN { exit !(r != "" && r + 0 >= g) }'; }
+for model in "${models[@]}"; do
+  case $model in mlp | cnn_bn | resnet20) ;; *) continue ;; esac
+  r=$(ratio "$model" mpdist-O0 pytorch)
+  at_least "$r" 1.3 || miss "$model: mpdist O0 at ${r:-no}x PyTorch's FP32 images/s (goal >= 1.3)"
+  [ "$model" = mlp ] && continue
+  for l in "${levels[@]}"; do
+    f=$(fw_of "$l")
+    [ "$f" = mpdist-O0 ] && continue
+    r=$(ratio "$model" "$f" mpdist-O0)
+    at_least "$r" 0.85 || miss "$model: ${f#mpdist-} at ${r:-no}x of O0's images/s (goal >= 0.85)"
+  done
+done
+while read -r level share; do
+  miss "cnn_bn, $level: an op other than GEMM/convolution takes $share of a step (goal <= 15%)"
+done < <(awk '/^[a-z0-9_]+, .*:$/ { m = $1; lv = $2; sub(/:$/, "", lv) }
+              m == "cnn_bn," && /the largest op other than/ { v = $NF; sub(/%/, "", v); if (v + 0 > 15) print lv, $NF }' "$out/profile.md")
 failed=$(awk -F, 'NR > 1 && $4 != "ok"' "$raw" | wc -l)
 if [ "$failed" -ne 0 ]; then
   echo "cpu_speed: $failed runs failed:" >&2
   awk -F, 'NR > 1 && $4 != "ok" { print "  " $1 " round " $2 " " $3 ": " $4 " (" $9 ")" }' "$raw" >&2
   exit 1
 fi
+exit "$goals"
