@@ -14,6 +14,7 @@
 #   MPDIST_GPU_DRY=1          stop after unpacking and checking the environment (no build)
 #   MPDIST_GPU_PREFIX         where the packages are unpacked (default /tmp/mpdist-deps; emptied first)
 #   CMAKE_CUDA_ARCHITECTURES  default 90 (H100/H200)
+#   MPDIST_GPU_CTEST_TIMEOUT  seconds for all the gpu tests together (default 1800)
 #   MPDIST_GPU_TRAIN=0        skip the training run
 #   MPDIST_GPU_TRAIN_ARGS     extra arguments for mpdist, e.g. "--set amp.opt_level=O2"
 #   MPDIST_GPU_TRAIN_TIMEOUT  seconds (default 300)
@@ -279,7 +280,8 @@ fi
 
 do_tests() {
   cd "$build"
-  ctest -L gpu --output-on-failure --no-tests=error | tee gpu-ctest.log
+  timeout -k 10 "${MPDIST_GPU_CTEST_TIMEOUT:-1800}" ctest -L gpu --output-on-failure --no-tests=error |
+    tee gpu-ctest.log
 }
 if [ "$build_state" = ok ]; then
   echo "== ctest -L gpu"
