@@ -70,3 +70,10 @@ int64_t mp_mem_current(mp_mem_cat cat) { return atomic_load(&mp_cur[cat]); }
 int64_t mp_mem_peak(mp_mem_cat cat) { return atomic_load(&mp_peak[cat]); }
 
 int64_t mp_mem_peak_total(void) { return atomic_load(&mp_peak_total); }
+
+void mp_mem_reset_peaks(void)
+{
+    for (int c = 0; c < MP_MEM_NCAT; c++)
+        atomic_store(&mp_peak[c], atomic_load(&mp_cur[c]));
+    atomic_store(&mp_peak_total, atomic_load(&mp_cur_total));
+}

@@ -40,4 +40,8 @@ int64_t mp_mem_peak(mp_mem_cat cat);
 /* The most bytes ever held in all categories together. */
 int64_t mp_mem_peak_total(void);
 
+/* Starts the peaks again from what each category (and the total) holds now, so that a later
+ * mp_mem_peak measures one phase (mpdist eval's evaluation, say). */
+void mp_mem_reset_peaks(void);
+
 #endif

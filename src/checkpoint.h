@@ -69,8 +69,12 @@ mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_
 mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *verb);
 
 /* Writes an export file of `in`'s weights in dtype `dt` (MP_F32, MP_F16 or MP_BF16) to
- * `out`, with its /meta (config and model description) and kind "export". */
-mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt);
+ * `out`, with its /meta (config and model description) and kind "export". With keep_bn_fp32
+ * the BatchNorm layers' parameters and running statistics stay FP32 (a BatchNorm layer: a
+ * prefix P with a buffer P.running_mean; its parameters are P.weight and P.bias). /meta gets
+ * attribute "batchnorm_dtype" when the model has BatchNorm layers. LayerNorm's parameters are
+ * written in dt. */
+mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32);
 
 /* Prints a checkpoint's meta, parameter table (name, shape, dtype, norm), buffers, scaler and
  * optimizer summary, reading every dataset (so a corrupt one fails with its name). */

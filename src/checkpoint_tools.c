@@ -65,11 +65,15 @@ static mp_status read_all(mp_h5r *r, const char *path, int *ndim, int64_t *shape
 static const char *const export_strings[] = {"opt_level", "half", "model", "config"};
 static const char *const export_ints[] = {"step", "epoch", "world_size", "global_batch"};
 
-static mp_status export_meta(mp_h5r *r, mp_h5w *w, mp_dtype dt)
+/* /meta of the export: `in`'s, with kind "export", the dtype and, when the model has BatchNorm
+ * layers (has_bn), their dtype bn_dt. */
+static mp_status export_meta(mp_h5r *r, mp_h5w *w, mp_dtype dt, bool has_bn, mp_dtype bn_dt)
 {
     MP_TRY(mp_h5w_attr_int(w, "/meta", "format_version", MP_CKPT_FORMAT));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "kind", "export"));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "dtype", mp_dtype_name(dt)));
+    if (has_bn)
+        MP_TRY(mp_h5w_attr_string(w, "/meta", "batchnorm_dtype", mp_dtype_name(bn_dt)));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "mpdist_version", MPDIST_VERSION));
     for (size_t i = 0; i < sizeof export_strings / sizeof export_strings[0]; i++) {
         char *v = NULL;
@@ -86,7 +90,35 @@ static mp_status export_meta(mp_h5r *r, mp_h5w *w, mp_dtype dt)
     return MP_OK;
 }
 
-static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, mp_dtype dt)
+/* Whether `name` (P.x) belongs to a BatchNorm layer: one of whose buffers is P.running_mean. */
+static bool batchnorm_member(const name_list *buffers, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot)
+        return false;
+    int prefix = (int)(dot - name);
+    for (int i = 0; i < buffers->n; i++)
+        if (strncmp(buffers->names[i], name, (size_t)prefix) == 0 &&
+            strcmp(buffers->names[i] + prefix, ".running_mean") == 0)
+            return true;
+    return false;
+}
+
+/* Whether /buffers (its names) holds a BatchNorm layer's running statistics. */
+static bool has_bn(const name_list *buffers)
+{
+    for (int i = 0; i < buffers->n; i++) {
+        const char *dot = strrchr(buffers->names[i], '.');
+        if (dot && strcmp(dot, ".running_mean") == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Copies every dataset of `group` in dtype dt, those of BatchNorm layers (by `buffers`, the
+ * names in /buffers) in bn_dt. */
+static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const name_list *buffers,
+                              mp_dtype dt, mp_dtype bn_dt)
 {
     name_list l;
     MP_TRY(list_group(r, group, strcmp(group, "/buffers") == 0, &l));
@@ -100,25 +132,34 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, mp_dtype 
         double *x = NULL;
         st = read_all(r, path, &ndim, shape, &stored, &x, &numel);
         if (st == MP_OK)
-            st = mp_h5w_array(w, path, dt, ndim, shape, x, MP_F64);
+            st = mp_h5w_array(w, path, batchnorm_member(buffers, l.names[i]) ? bn_dt : dt, ndim,
+                              shape, x, MP_F64);
         mp_free(x);
     }
     free(l.names);
     return st;
 }
 
-mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt)
+mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32)
 {
     mp_h5r *r;
     MP_TRY(mp_checkpoint_open(in, &r, NULL));
+    mp_dtype bn_dt = keep_bn_fp32 ? MP_F32 : dt;
+    name_list buffers;
+    mp_status st = list_group(r, "/buffers", true, &buffers);
+    if (st != MP_OK) {
+        mp_h5r_close(r);
+        return st;
+    }
     mp_h5w *w = NULL;
-    mp_status st = mp_h5w_open(&w, out, 0);
+    st = mp_h5w_open(&w, out, 0);
     if (st == MP_OK)
-        st = export_meta(r, w, dt);
+        st = export_meta(r, w, dt, has_bn(&buffers), bn_dt);
     if (st == MP_OK)
-        st = export_group(r, w, "/params", dt);
+        st = export_group(r, w, "/params", &buffers, dt, bn_dt);
     if (st == MP_OK)
-        st = export_group(r, w, "/buffers", dt);
+        st = export_group(r, w, "/buffers", &buffers, dt, bn_dt);
+    free(buffers.names);
     mp_h5r_close(r);
     if (st != MP_OK) {
         mp_h5w_abort(w);

@@ -21,7 +21,7 @@ void mp_cli_usage(FILE *out)
     fputs("usage: mpdist [train] CONFIG.cfg [--set key.path=value]... [--resume PATH|auto]\n"
           "                                  [--dry-run]\n"
           "       mpdist eval CONFIG.cfg --checkpoint FILE.h5 [--set key.path=value]...\n"
-          "       mpdist export FILE.h5 OUT.h5 [--dtype fp16|bf16|fp32]\n"
+          "       mpdist export FILE.h5 OUT.h5 [--dtype fp16|bf16|fp32] [--keep-batchnorm-fp32]\n"
           "       mpdist inspect FILE.h5\n"
           "       mpdist sample CONFIG.cfg --checkpoint FILE.h5 [--prompt TEXT] [--tokens N]\n"
           "                     [--temperature T] [--seed S] [--set key.path=value]...\n"
@@ -44,7 +44,9 @@ void mp_cli_usage(FILE *out)
           "  train                 train (the default); SIGTERM or SIGUSR1 stop it at the next\n"
           "                        step with a checkpoint\n"
           "  eval                  test-set accuracy of a checkpoint (full or exported)\n"
-          "  export                weights only, in one dtype (fp16 is about half the size)\n"
+          "  export                weights only, in one dtype (fp16 is about half the size),\n"
+          "                        but BatchNorm's parameters and running statistics in FP32\n"
+          "                        with --keep-batchnorm-fp32\n"
           "  inspect               meta, parameter table, scaler and optimizer of a checkpoint;\n"
           "                        every dataset's checksum is verified\n"
           "  sample                text from a language model's checkpoint (data.format\n"
@@ -150,11 +152,14 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
     case MP_CMD_EXPORT:
         if (npos != 2)
             return mp_fail(MP_EUSAGE, "usage: mpdist export FILE.h5 OUT.h5 [--dtype "
-                                      "fp16|bf16|fp32]");
+                                      "fp16|bf16|fp32] [--keep-batchnorm-fp32]");
         if (strcmp(cli->dtype, "fp16") != 0 && strcmp(cli->dtype, "bf16") != 0 &&
             strcmp(cli->dtype, "fp32") != 0)
             return mp_fail(MP_EUSAGE, "--dtype: must be fp16, bf16 or fp32 (got '%s')",
                            cli->dtype);
+        if (cli->keep_bn_fp32 && strcmp(cli->dtype, "fp32") == 0)
+            return mp_fail(MP_EUSAGE, "--keep-batchnorm-fp32: the export is FP32 already (it "
+                                      "goes with --dtype fp16 or bf16)");
         break;
     case MP_CMD_INSPECT:
         if (npos != 1)
@@ -229,6 +234,9 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
         } else if (is_option(a, "--dtype")) {
             MP_TRY(only_for(cli, MP_CMD_EXPORT, "--dtype", "export"));
             MP_TRY(take_value(argc, argv, &i, "--dtype", &cli->dtype));
+        } else if (strcmp(a, "--keep-batchnorm-fp32") == 0) {
+            MP_TRY(only_for(cli, MP_CMD_EXPORT, "--keep-batchnorm-fp32", "export"));
+            cli->keep_bn_fp32 = true;
         } else if (a[0] == '-' && a[1] != '\0') {
             return mp_fail(MP_EUSAGE, "unknown option '%s' (see mpdist --help)", a);
         } else if (npos < max_pos) {

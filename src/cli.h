@@ -38,6 +38,7 @@ typedef struct mp_cli {
     double temperature;               /* sample: --temperature T, finite, >= 0 (default 1) */
     uint64_t seed;                    /* sample: --seed S (default 0) */
     const char *dtype;                /* export: --dtype fp16|bf16|fp32 (default fp16) */
+    bool keep_bn_fp32;                /* export: --keep-batchnorm-fp32 */
     int rest;                         /* bench-comm: index of its first option in argv */
 } mp_cli;
 

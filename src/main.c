@@ -8,6 +8,7 @@
 
 #include "comm/comm.h"
 #include "comm/launch_check.h"
+#include "engine/alloc.h"
 #include "engine/profile.h"
 #include "io/ckpt_dir.h"
 #include "src/bench_comm.h"
@@ -245,6 +246,19 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     return rc;
 }
 
+/* The evaluation's speed (its first round of batches left out) and rank 0's bytes during it:
+ * the weights and buffers it holds, and the most its activations and workspace held (the
+ * activations are sized for training at data.batch_size; the gradients, optimizer state and
+ * masters of the trainer eval sets up are left out). */
+static void print_eval_speed(const mp_eval_speed *s)
+{
+    printf("eval: %lld samples in %.3f s, %.1f samples/s; bytes: weights %lld, activations %lld, "
+           "workspace %lld\n", (long long)s->samples, s->seconds,
+           s->seconds > 0 ? (double)s->samples / s->seconds : 0.0,
+           (long long)mp_mem_current(MP_MEM_WEIGHTS), (long long)mp_mem_peak(MP_MEM_ACTIVATIONS),
+           (long long)mp_mem_peak(MP_MEM_WORKSPACE));
+}
+
 /* mpdist eval on a set-up trainer: rank 0 loads the weights, all evaluate. The exit code. */
 static int evaluate(mp_trainer *t, const mp_cli *cli)
 {
@@ -259,7 +273,11 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
         rc = agree(t->comm, mp_train_ungather(t, true));
     double loss = 0.0, accuracy = 0.0;
     if (rc == 0) {
-        mp_status st = mp_train_evaluate(t, &loss, &accuracy);
+        mp_eval_speed speed;
+        mp_mem_reset_peaks(); /* the evaluation's own peaks, not the set-up's or the load's */
+        mp_status st = mp_train_evaluate_timed(t, &loss, &accuracy, &speed);
+        if (st == MP_OK && t->comm->rank == 0)
+            print_eval_speed(&speed);
         if (st != MP_OK)
             rc = fail_midway(t->comm, st);
         else if (t->comm->rank == 0 && mp_dataset_label_len(&t->test) > 1)
@@ -314,10 +332,10 @@ static int file_command(const mp_cli *cli)
     } else {
         mp_dtype dt = MP_F16;
         mp_dtype_parse(cli->dtype, &dt);
-        st = mp_checkpoint_export(cli->config, cli->output, dt);
+        st = mp_checkpoint_export(cli->config, cli->output, dt, cli->keep_bn_fp32);
         if (st == MP_OK)
-            printf("exported the weights of %s to %s in %s\n", cli->config, cli->output,
-                   cli->dtype);
+            printf("exported the weights of %s to %s in %s%s\n", cli->config, cli->output,
+                   cli->dtype, cli->keep_bn_fp32 ? ", BatchNorm in fp32" : "");
     }
     fflush(stdout);
     return st == MP_OK ? 0 : report(st);

@@ -353,7 +353,15 @@ mp_status mp_train_sync_buffers(mp_trainer *t)
 
 mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
 {
+    mp_eval_speed speed;
+    return mp_train_evaluate_timed(t, loss, accuracy, &speed);
+}
+
+mp_status mp_train_evaluate_timed(mp_trainer *t, double *loss, double *accuracy,
+                                  mp_eval_speed *speed)
+{
     const mp_config *c = t->cfg;
+    double t0 = mp_now(), t_first = 0.0;
     MP_TRY(mp_train_sync_buffers(t));
     int64_t b = c->data.batch_size;
     int64_t *idx = mp_alloc((size_t)b * sizeof *idx, MP_MEM_WORKSPACE);
@@ -383,11 +391,17 @@ mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
         sums[0] += res.loss * (double)rows;
         sums[1] += (double)res.correct;
         sums[2] += (double)rows;
+        if (t_first == 0.0)
+            t_first = mp_now(); /* its result read: the first batch is done */
     }
     mp_free(idx);
     MP_TRY(st);
     if (t->comm->size > 1)
         MP_TRY(mp_comm_allreduce(t->comm, sums, 3, MP_F64, MP_REDOP_SUM, "sum of the test loss"));
+    int64_t first = b * t->comm->size < t->test.count ? b * t->comm->size : t->test.count;
+    bool warm = first < t->test.count && t_first > 0.0;
+    speed->samples = warm ? t->test.count - first : t->test.count;
+    speed->seconds = mp_now() - (warm ? t_first : t0);
     *loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     *accuracy = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
     return MP_OK;

@@ -205,6 +205,17 @@ mp_status mp_train_sync_buffers(mp_trainer *t);
 /* Evaluates the model on the test split, sharded over ranks; collective. */
 mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy);
 
+/* How fast an evaluation ran: `samples` (of all ranks) in `seconds` of this rank's wall time,
+ * the first round of batches (one per rank: warm-up) left out unless it was the only one. */
+typedef struct mp_eval_speed {
+    int64_t samples;
+    double seconds;
+} mp_eval_speed;
+
+/* mp_train_evaluate that also measures its speed into *speed. */
+mp_status mp_train_evaluate_timed(mp_trainer *t, double *loss, double *accuracy,
+                                  mp_eval_speed *speed);
+
 /* Frees everything setup allocated (safe after a failed setup). */
 void mp_train_free(mp_trainer *t);
 

@@ -371,17 +371,27 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     return MP_OK;
 }
 
+/* The CPU libraries' threads per rank, one setting for OpenBLAS and oneDNN: OPENBLAS_NUM_THREADS
+ * when it is a positive integer, else the host's cores shared by its ranks. */
+static int cpu_threads(const mp_comm *comm)
+{
+    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    char *end = NULL;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v && end != v && *end == '\0' && n >= 1 && n <= 4096)
+        return (int)n;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
+    return share > 0 ? share : 1;
+}
+
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
 {
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
     t->comm = comm;
     MP_TRY(open_backend(t));
-    if (!getenv("OPENBLAS_NUM_THREADS")) { /* the cores shared by this host's ranks */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
-        mp_backend_cpu_threads(share > 0 ? share : 1);
-    }
+    mp_backend_cpu_threads(cpu_threads(comm));
     comm->timeout_s = cfg->comm.timeout_s;
     t->accum = cfg->train.accum_steps > 0 ? cfg->train.accum_steps : 1;
     setup_amp(t);

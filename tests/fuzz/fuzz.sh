@@ -56,8 +56,8 @@ fuzz_one() {
      $([ "$jobs" -gt 1 ] && echo "-jobs=$jobs -workers=$jobs") >log.txt 2>&1) || rc=$?
   local after execs crashes
   after=$(ls "$work/corpus" | wc -l)
-  execs=$(grep -ho 'stat::number_of_executed_units: *[0-9]*' "$work"/log.txt "$work"/fuzz-*.log \
-          2>/dev/null | awk '{s += $2} END {print s + 0}')
+  execs=$({ grep -ho 'stat::number_of_executed_units: *[0-9]*' "$work"/log.txt "$work"/fuzz-*.log \
+            2>/dev/null || true; } | awk '{s += $2} END {print s + 0}') # no fuzz-*.log with one job
   crashes=$(ls "$work" | grep -c -E '^(crash|leak|timeout|oom)-' || true)
   printf '%-12s %8s %12s %8s %8s %8s\n' "$t" "$seconds" "$execs" "$before" "$after" "$crashes" \
     >"$work/result"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoint files from the outside (issue 5): h5dump reads them; mpdist inspect prints the
-# parameter table; export writes weights in fp16/bf16/fp32 (fp16 at most 0.52x the fp32 file)
-# and mpdist eval on an export matches the full checkpoint's accuracy within 0.2 points (an MLP,
-# and cnn_bn whose BatchNorm statistics travel in /buffers); damaged, truncated, foreign and
+# parameter table; export writes weights in fp16/bf16/fp32 (fp16 at most 0.52x the fp32 file),
+# or fp16 with BatchNorm in FP32 (--keep-batchnorm-fp32), and mpdist eval on an export matches
+# the full checkpoint's accuracy within 0.2 points (an MLP, and cnn_bn whose BatchNorm
+# statistics travel in /buffers; the FP32-BatchNorm export at O3); damaged, truncated, foreign and
 # exported files are refused with exit 4 and the file or dataset named.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
@@ -82,6 +83,30 @@ for src in mlp cnn; do
   echo "ok: $src fp16 export is $(awk -v a=$s16 -v b=$s32 'BEGIN { printf "%.3f", a / b }')x the fp32 export"
 done
 
+# --keep-batchnorm-fp32: BatchNorm's parameters and running statistics stay FP32, the rest is
+# fp16 (an MLP has none: all fp16); eval of it at O3 with FP32 BatchNorm is within 0.2 points of
+# the checkpoint and prints its speed and bytes.
+check "export fp16 bn32" "$MPDIST" export "$CNN" "$TMP/cnn-fp16bn.h5" --dtype fp16 --keep-batchnorm-fp32
+grep -q "in fp16, BatchNorm in fp32" "$TMP/out" || { echo "FAIL: export's line"; cat "$TMP/out"; exit 1; }
+h5dump -a /meta/batchnorm_dtype "$TMP/cnn-fp16bn.h5" | grep -q '"fp32"' || { echo "FAIL: /meta/batchnorm_dtype is not fp32"; exit 1; }
+check "inspect fp16 bn32" "$MPDIST" inspect "$TMP/cnn-fp16bn.h5"
+for want in '^  bn1.weight +\[32\] +fp32 ' '^  bn2.bias +\[64\] +fp32 ' '^  bn1.running_var +\[32\] +fp32 ' \
+            '^  bn2.running_mean +\[64\] +fp32 ' '^  conv1.weight +\[[0-9, ]+\] +fp16 ' '^  fc1.bias +\[128\] +fp16 '; do
+  grep -Eq "$want" "$TMP/out" || { echo "FAIL: the fp16 export with FP32 BatchNorm lacks /$want/"; cat "$TMP/out"; exit 1; }
+done
+[ "$(grep -Ec '^  [a-z0-9_.]+ +\[[0-9, ]+\] +fp32 ' "$TMP/out")" = 8 ] || { echo "FAIL: not 8 FP32 rows"; cat "$TMP/out"; exit 1; }
+check "export mlp fp16 bn32" "$MPDIST" export "$MLP" "$TMP/mlp-fp16bn.h5" --dtype fp16 --keep-batchnorm-fp32
+check "inspect mlp fp16 bn32" "$MPDIST" inspect "$TMP/mlp-fp16bn.h5"
+! grep -Eq ' fp32 ' "$TMP/out" || { echo "FAIL: an MLP has no BatchNorm, yet FP32 rows"; cat "$TMP/out"; exit 1; }
+! h5dump -a /meta/batchnorm_dtype "$TMP/mlp-fp16bn.h5" >/dev/null 2>&1 || { echo "FAIL: an MLP's export names a BatchNorm dtype"; exit 1; }
+check "eval fp16 bn32" mpirun -np 2 "$MPDIST" eval "$CFG" "${COMMON[@]}" --set model.preset=cnn_bn \
+  --set data.train_limit=1024 --set amp.opt_level=O3 --set amp.keep_batchnorm_fp32=true --checkpoint "$TMP/cnn-fp16bn.h5"
+awk -v a="$(acc)" -v b="$trained_cnn" 'BEGIN { d = a - b; exit !(d <= 0.002 && d >= -0.002) }' ||
+  { echo "FAIL: cnn fp16 export with FP32 BatchNorm: accuracy $(acc) at O3, checkpoint $trained_cnn"; exit 1; }
+grep -Eq '^eval: [1-9][0-9]* samples in [0-9.]+ s, [0-9.]+ samples/s; bytes: weights [1-9][0-9]*, activations [1-9][0-9]*, workspace [0-9]+$' "$TMP/out" ||
+  { echo "FAIL: eval's speed line"; cat "$TMP/out"; exit 1; }
+echo "ok: cnn fp16 export with FP32 BatchNorm: 8 FP32 arrays, accuracy $(acc) at O3 (checkpoint $trained_cnn)"
+
 # Damaged and foreign files: exit 4, one error line naming the file or the dataset.
 cp "$MLP" "$TMP/flip.h5"
 h5dump -d /params/fc2.weight -b LE -o "$TMP/raw.bin" "$MLP" >/dev/null
@@ -111,6 +136,8 @@ expect_exit 2 "checkpoint.dir .*/mlp already holds checkpoints of a run \(newest
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/mlp\""
 expect_exit 2 "resume \"auto\" needs checkpoint.dir" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume auto
 expect_exit 2 "--dtype: must be fp16, bf16 or fp32 \(got 'fp8'\)" "$MPDIST" export "$MLP" "$TMP/y.h5" --dtype fp8
+expect_exit 2 "--keep-batchnorm-fp32: the export is FP32 already" "$MPDIST" export "$MLP" "$TMP/y.h5" --dtype fp32 --keep-batchnorm-fp32
+expect_exit 2 "--keep-batchnorm-fp32 is an option of mpdist export" "$MPDIST" eval "$CFG" --checkpoint "$MLP" --keep-batchnorm-fp32
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5" "$MPDIST" eval "$CFG"
 expect_exit 2 "--checkpoint is an option of mpdist eval" "$MPDIST" "$CFG" --checkpoint "$MLP"
 finish

@@ -289,7 +289,7 @@ static void test_newer_format(void **state)
     assert_int_equal(mp_h5w_commit(w), MP_OK);
     assert_int_equal(mp_checkpoint_inspect(path, stderr), MP_ECKPT);
     assert_non_null(strstr(mp_error_message(), "format version 2 is newer than this mpdist"));
-    assert_int_equal(mp_checkpoint_export(path, "/dev/null/x.h5", MP_F16), MP_ECKPT);
+    assert_int_equal(mp_checkpoint_export(path, "/dev/null/x.h5", MP_F16, false), MP_ECKPT);
     assert_non_null(strstr(mp_error_message(), "format version 2 is newer"));
 }
 

@@ -1,6 +1,6 @@
 /* Byte accounting: the allocator's own counters for the cnn_bn preset (28x28x1 inputs, batch 64,
  * SGD with momentum) match the sizes the architecture implies, computed here by hand, at O0 and
- * O2; and O2 needs at most 0.55x O0's activation + weight + gradient bytes. */
+ * O2; and O2 needs at most 0.55x O0's activation + weight + gradient bytes; peaks can be reset. */
 #include "tests/util/test_util.h"
 
 #include <string.h>
@@ -87,8 +87,32 @@ static void test_counters_match_the_architecture(void **state)
     assert_int_equal(mp_mem_current(MP_MEM_WEIGHTS), 0);
 }
 
+/* mp_mem_reset_peaks starts every peak again from what is held: a block freed before it no
+ * longer counts, one allocated after it does. */
+static void test_reset_peaks(void **state)
+{
+    (void)state;
+    int64_t held = mp_mem_current(MP_MEM_WORKSPACE);
+    void *big = mp_alloc(1 << 20, MP_MEM_WORKSPACE);
+    assert_true(mp_mem_peak(MP_MEM_WORKSPACE) >= held + (1 << 20));
+    mp_free(big);
+    mp_mem_reset_peaks();
+    assert_int_equal(mp_mem_peak(MP_MEM_WORKSPACE), held);
+    assert_int_equal(mp_mem_peak_total(), mp_mem_current(MP_MEM_WEIGHTS) +
+                                              mp_mem_current(MP_MEM_MASTER) +
+                                              mp_mem_current(MP_MEM_GRADS) +
+                                              mp_mem_current(MP_MEM_OPTIM) +
+                                              mp_mem_current(MP_MEM_ACTIVATIONS) +
+                                              mp_mem_current(MP_MEM_DATA) + held);
+    void *small = mp_alloc(4096, MP_MEM_WORKSPACE);
+    assert_int_equal(mp_mem_peak(MP_MEM_WORKSPACE), held + 4096);
+    mp_free(small);
+    assert_int_equal(mp_mem_peak(MP_MEM_WORKSPACE), held + 4096);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_counters_match_the_architecture)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_counters_match_the_architecture),
+                                       cmocka_unit_test(test_reset_peaks)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
