@@ -47,3 +47,17 @@ endif()
 
 find_library(MATH_LIBRARY m)
 find_package(Threads REQUIRED)
+
+# oneDNN (Debian's libdnnl-dev, with its OpenMP runtime) runs the CPU backend's FP32
+# convolutions; without it (not installed, or MPDIST_DNNL=OFF) they run as im2col + OpenBLAS,
+# which also stays the FP64 path of the gradient checks.
+option(MPDIST_DNNL "Use oneDNN for the CPU backend's FP32 convolutions when it is found" ON)
+set(MPDIST_HAVE_DNNL OFF)
+if(MPDIST_DNNL)
+  find_package(dnnl CONFIG QUIET)
+  find_package(OpenMP COMPONENTS C QUIET)
+  if(dnnl_FOUND AND OpenMP_C_FOUND)
+    set(MPDIST_HAVE_DNNL ON)
+  endif()
+endif()
+message(STATUS "mpdist: oneDNN convolutions ${MPDIST_HAVE_DNNL} (libdnnl-dev; else im2col + OpenBLAS)")

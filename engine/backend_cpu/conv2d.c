@@ -1,7 +1,8 @@
 /* 2-D convolution on the CPU: x (N, H, W, C), w (K, R, S, C / G), y (N, P, Q, K).
  * Each op runs in a working precision, FP32 (FP64 for FP64 tensors): tensors stored in another
  * type are converted whole, once, into a per-thread workspace that only grows (counted as
- * MP_MEM_WORKSPACE). Per chunk of images and per group, im2col gathers the NHWC patches into a
+ * MP_MEM_WORKSPACE). FP32 work goes to oneDNN where it is built in (conv_dnnl.c); FP64 work,
+ * and FP32 work oneDNN cannot take, runs here: per chunk of images and per group, im2col gathers the NHWC patches into a
  * (rows, R * S * C/G) matrix and OpenBLAS sgemm/dgemm multiplies it with the group's weights;
  * backward data scatters the patch gradients back with col2im. A 1x1 kernel with unit stride
  * and no padding reads x as the patch matrix directly. Chunking and summation order are fixed,
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "engine/alloc.h"
+#include "engine/backend_cpu/conv_dnnl.h"
 #include "engine/backend_cpu/cpu.h"
 #include "engine/conv_geom.h"
 
@@ -187,11 +189,15 @@ static size_t y_off(const conv_plan *pl, int64_t n0, int64_t grp)
     return (size_t)(n0 * g->p * g->q * g->k + grp * g->kg) * pl->esz;
 }
 
-/* Bytes of the patch matrix of one chunk (0 on the direct path). */
-static size_t col_bytes(const conv_plan *pl)
+/* The patch matrix of one chunk, in its own workspace slot (NULL on the direct path), asked
+ * for only when im2col runs. */
+static char *col_matrix(const conv_plan *pl)
 {
     const mp_conv_geom *g = &pl->g;
-    return pl->direct ? 0 : round64((size_t)(pl->chunk * g->p * g->q * pl->kdim) * pl->esz);
+    if (pl->direct)
+        return NULL;
+    return mp_cpu_workspace(MP_CPU_WS_CONV_COL,
+                            round64((size_t)(pl->chunk * g->p * g->q * pl->kdim) * pl->esz));
 }
 
 mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
@@ -203,9 +209,15 @@ mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const
     if (g->n == 0)
         return MP_OK;
     size_t bx = work_bytes(&pl, x), bw = work_bytes(&pl, w), by = work_bytes(&pl, y);
-    char *ws = workspace(bx + bw + by + col_bytes(&pl) + 64);
+    char *ws = workspace(bx + bw + by + 64);
     const char *xw = as_work(&pl, x, ws, true), *ww = as_work(&pl, w, ws + bx, true);
-    char *yw = as_work(&pl, y, ws + bx + bw, false), *col = ws + bx + bw + by;
+    char *yw = as_work(&pl, y, ws + bx + bw, false);
+    if (!pl.f64 &&
+        mp_cpu_dnnl_conv(MP_DNNL_FWD, d, g, (const float *)xw, (const float *)ww, (float *)yw)) {
+        store_work(&pl, y, yw);
+        return MP_OK;
+    }
+    char *col = col_matrix(&pl);
     int64_t pq = g->p * g->q;
     for (int64_t n0 = 0; n0 < g->n; n0 += pl.chunk) {
         int64_t nb = g->n - n0 < pl.chunk ? g->n - n0 : pl.chunk;
@@ -231,9 +243,15 @@ mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy
     if (g->n == 0)
         return MP_OK;
     size_t bdy = work_bytes(&pl, dy), bw = work_bytes(&pl, w), bdx = work_bytes(&pl, dx);
-    char *ws = workspace(bdy + bw + bdx + col_bytes(&pl) + 64);
+    char *ws = workspace(bdy + bw + bdx + 64);
     const char *dyw = as_work(&pl, dy, ws, true), *ww = as_work(&pl, w, ws + bdy, true);
-    char *dxw = as_work(&pl, dx, ws + bdy + bw, false), *col = ws + bdy + bw + bdx;
+    char *dxw = as_work(&pl, dx, ws + bdy + bw, false);
+    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_DATA, d, g, (const float *)dyw,
+                                    (const float *)ww, (float *)dxw)) {
+        store_work(&pl, dx, dxw);
+        return MP_OK;
+    }
+    char *col = col_matrix(&pl);
     if (!pl.direct)
         memset(dxw, 0, (size_t)mp_tensor_numel(dx) * pl.esz);
     int64_t pq = g->p * g->q;
@@ -262,13 +280,19 @@ mp_status mp_cpu_conv2d_backward_filter(const mp_conv_desc *d, const mp_tensor *
     MP_TRY(conv_setup(d, x, dw, dy, "conv2d_backward_filter", &pl));
     const mp_conv_geom *g = &pl.g;
     size_t bx = work_bytes(&pl, x), bdy = work_bytes(&pl, dy), bdw = work_bytes(&pl, dw);
-    char *ws = workspace(bx + bdy + bdw + col_bytes(&pl) + 64);
-    char *dww = as_work(&pl, dw, ws + bx + bdy, false), *col = ws + bx + bdy + bdw;
+    char *ws = workspace(bx + bdy + bdw + 64);
+    char *dww = as_work(&pl, dw, ws + bx + bdy, false);
     if (g->n == 0) {
         memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
         return MP_OK;
     }
     const char *xw = as_work(&pl, x, ws, true), *dyw = as_work(&pl, dy, ws + bx, true);
+    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_WEIGHTS, d, g, (const float *)xw,
+                                    (const float *)dyw, (float *)dww)) {
+        store_work(&pl, dw, dww);
+        return MP_OK;
+    }
+    char *col = col_matrix(&pl);
     int64_t pq = g->p * g->q;
     for (int64_t n0 = 0; n0 < g->n; n0 += pl.chunk) {
         int64_t nb = g->n - n0 < pl.chunk ? g->n - n0 : pl.chunk;

@@ -1,6 +1,9 @@
 /* The CPU backend's op table. */
 #include <cblas.h>
 #include <pthread.h>
+#ifdef MPDIST_HAVE_DNNL
+#include <omp.h>
+#endif
 
 #include "engine/backend_cpu/cpu.h"
 
@@ -29,4 +32,10 @@ const mp_ops *mp_backend_cpu_staged(void)
     return &mp_cpu_staged_ops;
 }
 
-void mp_backend_cpu_threads(int n) { openblas_set_num_threads(n); }
+void mp_backend_cpu_threads(int n)
+{
+    openblas_set_num_threads(n);
+#ifdef MPDIST_HAVE_DNNL
+    omp_set_num_threads(n); /* oneDNN's threads */
+#endif
+}

@@ -1,0 +1,299 @@
+/* FP32 convolutions through oneDNN (what PyTorch runs on CPUs): forward, backward data and
+ * backward weights of NHWC tensors with KRSC filters (oneDNN's nhwc and ohwi, or gohwi with
+ * groups), direct algorithm (no Winograd: the arithmetic stays a sum of products in FP32), on
+ * the OpenMP threads mp_backend_cpu_threads sets. oneDNN's fast kernels want the filter in
+ * their own blocked layout: the primitive chooses it, and a reorder copies the KRSC filter in
+ * (forward, backward data) or the filter gradient out (backward weights). A primitive is made
+ * once per kind and geometry and kept in a small per-thread table; its scratchpad and the
+ * reordered filter come from the CPU workspace (counted, grow-only), so steady-state steps
+ * allocate nothing. A geometry for which oneDNN offers only its reference kernels ("ref:", far
+ * slower than im2col) is left to im2col. oneDNN fixes the summation order
+ * for a shape and thread count, so results repeat bit for bit; they differ from im2col's in the
+ * last bits (another order of the same FP32 sums). Without oneDNN at build time, with
+ * MPDIST_CPU_CONV=im2col in the environment, or when oneDNN has no implementation for a
+ * geometry, mp_cpu_dnnl_conv returns false and the caller runs im2col. */
+#include "engine/backend_cpu/conv_dnnl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend_cpu/cpu.h"
+
+#ifdef MPDIST_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+
+enum { MP_DNNL_CACHE = 64 };
+
+typedef struct dnnl_key {
+    int kind;
+    mp_conv_geom g;
+    int stride[2], pad[2], dilation[2];
+} dnnl_key;
+
+typedef struct dnnl_entry {
+    dnnl_key key;
+    dnnl_primitive_t prim;      /* NULL: oneDNN has no fast implementation (im2col runs) */
+    dnnl_memory_t mem[3];       /* the three tensors' memories (filter: KRSC), handles per call */
+    dnnl_primitive_t reorder;   /* the filter between KRSC and the primitive's layout, or NULL */
+    dnnl_memory_t wmem;         /* the filter in the primitive's layout (with reorder) */
+    size_t wbytes;
+    dnnl_memory_t scratch;
+    size_t scratch_bytes;
+} dnnl_entry;
+
+static dnnl_engine_t mp_dnnl_engine;
+static bool mp_dnnl_on;
+static _Thread_local dnnl_stream_t mp_dnnl_stream;
+static _Thread_local dnnl_entry mp_dnnl_cache[MP_DNNL_CACHE];
+static _Thread_local int mp_dnnl_used, mp_dnnl_next;
+
+static void dnnl_open(void)
+{
+    const char *v = getenv("MPDIST_CPU_CONV");
+    if (v && strcmp(v, "im2col") == 0)
+        return;
+    mp_dnnl_on = dnnl_engine_create(&mp_dnnl_engine, dnnl_cpu, 0) == dnnl_success;
+}
+
+/* The memory descriptor of tensor `which` (0: image side, 1: filter, 2: output side); the
+ * filter in format `any` when `any`, else KRSC. */
+static dnnl_status_t tensor_md(const mp_conv_geom *g, int which, bool any, dnnl_memory_desc_t *md)
+{
+    if (which == 0) {
+        dnnl_dims_t d = {g->n, g->c, g->h, g->w};
+        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_nhwc);
+    }
+    if (which == 2) {
+        dnnl_dims_t d = {g->n, g->k, g->p, g->q};
+        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_nhwc);
+    }
+    if (g->groups == 1) {
+        dnnl_dims_t d = {g->k, g->c, g->r, g->s};
+        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_ohwi);
+    }
+    dnnl_dims_t d = {g->groups, g->kg, g->cg, g->r, g->s};
+    return dnnl_memory_desc_init_by_tag(md, 5, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_gohwi);
+}
+
+/* The primitive descriptor of key k (hint: the forward one, for the backward kinds). */
+static dnnl_status_t make_pd(const dnnl_key *k, dnnl_primitive_attr_t attr,
+                             const_dnnl_primitive_desc_t hint, dnnl_primitive_desc_t *pd,
+                             int kind)
+{
+    const mp_conv_geom *g = &k->g;
+    dnnl_memory_desc_t x, w, y;
+    dnnl_status_t s;
+    if ((s = tensor_md(g, 0, false, &x)) != dnnl_success ||
+        (s = tensor_md(g, 1, true, &w)) != dnnl_success ||
+        (s = tensor_md(g, 2, false, &y)) != dnnl_success)
+        return s;
+    dnnl_dims_t strides = {k->stride[0], k->stride[1]};
+    dnnl_dims_t dil = {k->dilation[0] - 1, k->dilation[1] - 1};
+    dnnl_dims_t pl = {k->pad[0], k->pad[1]};
+    /* the right padding that gives P: it is negative where the last rows are never reached */
+    dnnl_dims_t pr = {(g->p - 1) * k->stride[0] + (g->r - 1) * k->dilation[0] + 1 - g->h - k->pad[0],
+                      (g->q - 1) * k->stride[1] + (g->s - 1) * k->dilation[1] + 1 - g->w - k->pad[1]};
+    dnnl_convolution_desc_t cd;
+    if (kind == MP_DNNL_FWD)
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training,
+                                                       dnnl_convolution_direct, &x, &w, NULL, &y,
+                                                       strides, dil, pl, pr);
+    else if (kind == MP_DNNL_BWD_DATA)
+        s = dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &x, &w,
+                                                             &y, strides, dil, pl, pr);
+    else
+        s = dnnl_dilated_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &x,
+                                                                &w, NULL, &y, strides, dil, pl, pr);
+    if (s != dnnl_success)
+        return s;
+    return dnnl_primitive_desc_create(pd, &cd, attr, mp_dnnl_engine, hint);
+}
+
+static void free_entry(dnnl_entry *e)
+{
+    dnnl_key key = e->key;
+    if (e->prim)
+        dnnl_primitive_destroy(e->prim);
+    if (e->reorder)
+        dnnl_primitive_destroy(e->reorder);
+    for (int i = 0; i < 3; i++)
+        if (e->mem[i])
+            dnnl_memory_destroy(e->mem[i]);
+    if (e->wmem)
+        dnnl_memory_destroy(e->wmem);
+    if (e->scratch)
+        dnnl_memory_destroy(e->scratch);
+    memset(e, 0, sizeof *e);
+    e->key = key;
+}
+
+/* When the primitive pd wants the filter in another layout than KRSC (user), the memory for it
+ * and the reorder between the two: KRSC into it (forward, backward data) or out of it (backward
+ * weights). */
+static bool make_reorder(dnnl_entry *e, const_dnnl_primitive_desc_t pd,
+                         const dnnl_memory_desc_t *user)
+{
+    bool grad = e->key.kind == MP_DNNL_BWD_WEIGHTS;
+    const dnnl_memory_desc_t *want =
+        dnnl_primitive_desc_query_md(pd, grad ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
+    if (!want)
+        return false;
+    if (dnnl_memory_desc_equal(want, user))
+        return true;
+    e->wbytes = dnnl_memory_desc_get_size(want);
+    dnnl_primitive_desc_t rpd = NULL;
+    bool ok = dnnl_memory_create(&e->wmem, want, mp_dnnl_engine, DNNL_MEMORY_NONE) ==
+                  dnnl_success &&
+              dnnl_reorder_primitive_desc_create(&rpd, grad ? want : user, mp_dnnl_engine,
+                                                 grad ? user : want, mp_dnnl_engine, NULL) ==
+                  dnnl_success &&
+              dnnl_primitive_create(&e->reorder, rpd) == dnnl_success;
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    return ok;
+}
+
+/* Fills entry e for key k: its primitive (left NULL where oneDNN has no fast one) and memories. */
+static void make_entry(const dnnl_key *k, dnnl_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    e->key = *k;
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+        return;
+    dnnl_primitive_desc_t fwd = NULL, pd = NULL;
+    bool ok = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+                  dnnl_success &&
+              make_pd(k, attr, NULL, &fwd, MP_DNNL_FWD) == dnnl_success;
+    if (ok && k->kind != MP_DNNL_FWD)
+        ok = make_pd(k, attr, fwd, &pd, k->kind) == dnnl_success;
+    else if (ok)
+        pd = fwd, fwd = NULL;
+    dnnl_primitive_attr_destroy(attr);
+    if (fwd)
+        dnnl_primitive_desc_destroy(fwd);
+    const char *impl = NULL;
+    ok = ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+         impl && strncmp(impl, "ref", 3) != 0;
+    dnnl_memory_desc_t md[3];
+    for (int i = 0; i < 3; i++)
+        ok = ok && tensor_md(&k->g, i, false, &md[i]) == dnnl_success &&
+             dnnl_memory_create(&e->mem[i], &md[i], mp_dnnl_engine, DNNL_MEMORY_NONE) ==
+                 dnnl_success;
+    if (ok)
+        ok = make_reorder(e, pd, &md[1]);
+    if (!ok) {
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+        free_entry(e);
+        return;
+    }
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (ok && e->scratch_bytes > 0)
+        ok = dnnl_memory_create(&e->scratch, smd, mp_dnnl_engine, DNNL_MEMORY_NONE) ==
+             dnnl_success;
+    if (ok)
+        ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    dnnl_primitive_desc_destroy(pd);
+    if (!ok)
+        free_entry(e);
+}
+
+/* The table's entry for k, made on first use (the oldest is replaced when the table is full). */
+static dnnl_entry *entry_for(const dnnl_key *k)
+{
+    for (int i = 0; i < mp_dnnl_used; i++)
+        if (memcmp(&mp_dnnl_cache[i].key, k, sizeof *k) == 0)
+            return &mp_dnnl_cache[i];
+    int slot = mp_dnnl_used < MP_DNNL_CACHE ? mp_dnnl_used++ : mp_dnnl_next;
+    if (mp_dnnl_used == MP_DNNL_CACHE)
+        mp_dnnl_next = (slot + 1) % MP_DNNL_CACHE;
+    free_entry(&mp_dnnl_cache[slot]);
+    make_entry(k, &mp_dnnl_cache[slot]);
+    return &mp_dnnl_cache[slot];
+}
+
+bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, const mp_conv_desc *d, const mp_conv_geom *g,
+                      const float *a, const float *b, float *out)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, dnnl_open);
+    if (!mp_dnnl_on || g->n == 0)
+        return false;
+    if (!mp_dnnl_stream &&
+        dnnl_stream_create(&mp_dnnl_stream, mp_dnnl_engine, dnnl_stream_default_flags) !=
+            dnnl_success)
+        return false;
+    dnnl_key k;
+    memset(&k, 0, sizeof k); /* padding bytes too: keys are compared with memcmp */
+    k.kind = (int)kind;
+    k.g = *g;
+    for (int i = 0; i < 2; i++) {
+        k.stride[i] = d->stride[i];
+        k.pad[i] = d->pad[i];
+        k.dilation[i] = d->dilation[i];
+    }
+    dnnl_entry *e = entry_for(&k);
+    if (!e->prim)
+        return false;
+    /* the memories in tensor order (image side, filter, output side) and each one's role */
+    const void *in[3];
+    int roles[3];
+    if (kind == MP_DNNL_FWD) {
+        in[0] = a, in[1] = b, in[2] = out;
+        roles[0] = DNNL_ARG_SRC, roles[1] = DNNL_ARG_WEIGHTS, roles[2] = DNNL_ARG_DST;
+    } else if (kind == MP_DNNL_BWD_DATA) {
+        in[0] = out, in[1] = b, in[2] = a;
+        roles[0] = DNNL_ARG_DIFF_SRC, roles[1] = DNNL_ARG_WEIGHTS, roles[2] = DNNL_ARG_DIFF_DST;
+    } else {
+        in[0] = a, in[1] = out, in[2] = b;
+        roles[0] = DNNL_ARG_SRC, roles[1] = DNNL_ARG_DIFF_WEIGHTS, roles[2] = DNNL_ARG_DIFF_DST;
+    }
+    /* one workspace block: the filter in the primitive's layout, then the scratchpad */
+    size_t wbytes = (e->wbytes + 63) & ~(size_t)63;
+    char *ws = mp_cpu_workspace(MP_CPU_WS_DNNL, wbytes + e->scratch_bytes + 64);
+    dnnl_exec_arg_t args[4];
+    for (int i = 0; i < 3; i++) {
+        if (dnnl_memory_set_data_handle_v2(e->mem[i], (void *)in[i], mp_dnnl_stream) !=
+            dnnl_success)
+            return false;
+        args[i] = (dnnl_exec_arg_t){roles[i], e->mem[i]};
+    }
+    int nargs = 3;
+    if (e->scratch) {
+        if (dnnl_memory_set_data_handle_v2(e->scratch, ws + wbytes, mp_dnnl_stream) !=
+            dnnl_success)
+            return false;
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
+    }
+    if (e->reorder) { /* the primitive sees the filter in its own layout */
+        if (dnnl_memory_set_data_handle_v2(e->wmem, ws, mp_dnnl_stream) != dnnl_success)
+            return false;
+        args[1].memory = e->wmem;
+        dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->mem[1]}, {DNNL_ARG_TO, e->wmem}};
+        if (kind != MP_DNNL_BWD_WEIGHTS &&
+            dnnl_primitive_execute(e->reorder, mp_dnnl_stream, 2, r) != dnnl_success)
+            return false;
+    }
+    if (dnnl_primitive_execute(e->prim, mp_dnnl_stream, nargs, args) != dnnl_success)
+        return false;
+    if (e->reorder && kind == MP_DNNL_BWD_WEIGHTS) {
+        dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->wmem}, {DNNL_ARG_TO, e->mem[1]}};
+        if (dnnl_primitive_execute(e->reorder, mp_dnnl_stream, 2, r) != dnnl_success)
+            return false;
+    }
+    return dnnl_stream_wait(mp_dnnl_stream) == dnnl_success;
+}
+
+#else
+
+bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, const mp_conv_desc *d, const mp_conv_geom *g,
+                      const float *a, const float *b, float *out)
+{
+    (void)kind, (void)d, (void)g, (void)a, (void)b, (void)out;
+    return false;
+}
+
+#endif
