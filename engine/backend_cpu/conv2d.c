@@ -1,7 +1,8 @@
 /* 2-D convolution on the CPU: x (N, H, W, C), w (K, R, S, C / G), y (N, P, Q, K).
  * Each op runs in a working precision, FP32 (FP64 for FP64 tensors): tensors stored in another
  * type are converted whole, once, into a per-thread workspace that only grows (counted as
- * MP_MEM_WORKSPACE). FP32 work goes to oneDNN where it is built in (conv_dnnl.c); FP64 work,
+ * MP_MEM_WORKSPACE). FP32 work goes to oneDNN where it is built in (conv_dnnl.c), and so do half
+ * tensors of one dtype, unconverted, where oneDNN has fast kernels for them (bf16); FP64 work,
  * and FP32 work oneDNN cannot take, runs here: per chunk of images and per group, im2col gathers the NHWC patches into a
  * (rows, R * S * C/G) matrix and OpenBLAS sgemm/dgemm multiplies it with the group's weights;
  * backward data scatters the patch gradients back with col2im. A 1x1 kernel with unit stride
@@ -200,20 +201,29 @@ static char *col_matrix(const conv_plan *pl)
                             round64((size_t)(pl->chunk * g->p * g->q * pl->kdim) * pl->esz));
 }
 
+/* Half tensors all of one dtype go to oneDNN as they are (no widening, no workspace) when it
+ * has fast kernels for them: out from a and b as mp_cpu_dnnl_conv says. */
+static bool native_half(const conv_plan *pl, mp_dnnl_kind kind, const mp_conv_desc *d,
+                        const mp_tensor *a, const mp_tensor *b, mp_tensor *out)
+{
+    mp_dtype dt = out->dtype;
+    return (dt == MP_F16 || dt == MP_BF16) && a->dtype == dt && b->dtype == dt &&
+           mp_cpu_dnnl_conv(kind, dt, d, &pl->g, a->data, b->data, out->data);
+}
+
 mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
                                 mp_tensor *y)
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, x, w, y, "conv2d_forward", &pl));
     const mp_conv_geom *g = &pl.g;
-    if (g->n == 0)
+    if (g->n == 0 || native_half(&pl, MP_DNNL_FWD, d, x, w, y))
         return MP_OK;
     size_t bx = work_bytes(&pl, x), bw = work_bytes(&pl, w), by = work_bytes(&pl, y);
     char *ws = workspace(bx + bw + by + 64);
     const char *xw = as_work(&pl, x, ws, true), *ww = as_work(&pl, w, ws + bx, true);
     char *yw = as_work(&pl, y, ws + bx + bw, false);
-    if (!pl.f64 &&
-        mp_cpu_dnnl_conv(MP_DNNL_FWD, d, g, (const float *)xw, (const float *)ww, (float *)yw)) {
+    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_FWD, MP_F32, d, g, xw, ww, yw)) {
         store_work(&pl, y, yw);
         return MP_OK;
     }
@@ -240,14 +250,13 @@ mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy
     conv_plan pl;
     MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
     const mp_conv_geom *g = &pl.g;
-    if (g->n == 0)
+    if (g->n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
         return MP_OK;
     size_t bdy = work_bytes(&pl, dy), bw = work_bytes(&pl, w), bdx = work_bytes(&pl, dx);
     char *ws = workspace(bdy + bw + bdx + 64);
     const char *dyw = as_work(&pl, dy, ws, true), *ww = as_work(&pl, w, ws + bdy, true);
     char *dxw = as_work(&pl, dx, ws + bdy + bw, false);
-    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_DATA, d, g, (const float *)dyw,
-                                    (const float *)ww, (float *)dxw)) {
+    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_DATA, MP_F32, d, g, dyw, ww, dxw)) {
         store_work(&pl, dx, dxw);
         return MP_OK;
     }
@@ -279,16 +288,17 @@ mp_status mp_cpu_conv2d_backward_filter(const mp_conv_desc *d, const mp_tensor *
     conv_plan pl;
     MP_TRY(conv_setup(d, x, dw, dy, "conv2d_backward_filter", &pl));
     const mp_conv_geom *g = &pl.g;
-    size_t bx = work_bytes(&pl, x), bdy = work_bytes(&pl, dy), bdw = work_bytes(&pl, dw);
-    char *ws = workspace(bx + bdy + bdw + 64);
-    char *dww = as_work(&pl, dw, ws + bx + bdy, false);
     if (g->n == 0) {
         memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
         return MP_OK;
     }
+    if (native_half(&pl, MP_DNNL_BWD_WEIGHTS, d, x, dy, dw))
+        return MP_OK;
+    size_t bx = work_bytes(&pl, x), bdy = work_bytes(&pl, dy), bdw = work_bytes(&pl, dw);
+    char *ws = workspace(bx + bdy + bdw + 64);
+    char *dww = as_work(&pl, dw, ws + bx + bdy, false);
     const char *xw = as_work(&pl, x, ws, true), *dyw = as_work(&pl, dy, ws + bx, true);
-    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_WEIGHTS, d, g, (const float *)xw,
-                                    (const float *)dyw, (float *)dww)) {
+    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_WEIGHTS, MP_F32, d, g, xw, dyw, dww)) {
         store_work(&pl, dw, dww);
         return MP_OK;
     }

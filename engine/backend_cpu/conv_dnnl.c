@@ -1,4 +1,6 @@
-/* FP32 convolutions through oneDNN (what PyTorch runs on CPUs): forward, backward data and
+/* Convolutions through oneDNN (what PyTorch runs on CPUs): FP32, and half tensors as they are
+ * where oneDNN has fast kernels for them (bf16 on CPUs with AVX512-BF16 or AMX: exact products
+ * summed in FP32, each result rounded once, the CPU reference's rule). Forward, backward data and
  * backward weights of NHWC tensors with KRSC filters (oneDNN's nhwc and ohwi, or gohwi with
  * groups), direct algorithm (no Winograd: the arithmetic stays a sum of products in FP32), on
  * the OpenMP threads mp_backend_cpu_threads sets. oneDNN's fast kernels want the filter in
@@ -26,7 +28,7 @@
 enum { MP_DNNL_CACHE = 64 };
 
 typedef struct dnnl_key {
-    int kind;
+    int kind, dtype;
     mp_conv_geom g;
     int stride[2], pad[2], dilation[2];
 } dnnl_key;
@@ -56,24 +58,26 @@ static void dnnl_open(void)
     mp_dnnl_on = dnnl_engine_create(&mp_dnnl_engine, dnnl_cpu, 0) == dnnl_success;
 }
 
-/* The memory descriptor of tensor `which` (0: image side, 1: filter, 2: output side); the
- * filter in format `any` when `any`, else KRSC. */
-static dnnl_status_t tensor_md(const mp_conv_geom *g, int which, bool any, dnnl_memory_desc_t *md)
+/* The memory descriptor of tensor `which` (0: image side, 1: filter, 2: output side) of key k;
+ * the filter in format `any` when `any`, else KRSC. */
+static dnnl_status_t tensor_md(const dnnl_key *k, int which, bool any, dnnl_memory_desc_t *md)
 {
+    const mp_conv_geom *g = &k->g;
+    dnnl_data_type_t t = k->dtype == MP_F16 ? dnnl_f16 : k->dtype == MP_BF16 ? dnnl_bf16 : dnnl_f32;
     if (which == 0) {
         dnnl_dims_t d = {g->n, g->c, g->h, g->w};
-        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_nhwc);
+        return dnnl_memory_desc_init_by_tag(md, 4, d, t, dnnl_nhwc);
     }
     if (which == 2) {
         dnnl_dims_t d = {g->n, g->k, g->p, g->q};
-        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_nhwc);
+        return dnnl_memory_desc_init_by_tag(md, 4, d, t, dnnl_nhwc);
     }
     if (g->groups == 1) {
         dnnl_dims_t d = {g->k, g->c, g->r, g->s};
-        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_ohwi);
+        return dnnl_memory_desc_init_by_tag(md, 4, d, t, any ? dnnl_format_tag_any : dnnl_ohwi);
     }
     dnnl_dims_t d = {g->groups, g->kg, g->cg, g->r, g->s};
-    return dnnl_memory_desc_init_by_tag(md, 5, d, dnnl_f32, any ? dnnl_format_tag_any : dnnl_gohwi);
+    return dnnl_memory_desc_init_by_tag(md, 5, d, t, any ? dnnl_format_tag_any : dnnl_gohwi);
 }
 
 /* The primitive descriptor of key k (hint: the forward one, for the backward kinds). */
@@ -84,9 +88,9 @@ static dnnl_status_t make_pd(const dnnl_key *k, dnnl_primitive_attr_t attr,
     const mp_conv_geom *g = &k->g;
     dnnl_memory_desc_t x, w, y;
     dnnl_status_t s;
-    if ((s = tensor_md(g, 0, false, &x)) != dnnl_success ||
-        (s = tensor_md(g, 1, true, &w)) != dnnl_success ||
-        (s = tensor_md(g, 2, false, &y)) != dnnl_success)
+    if ((s = tensor_md(k, 0, false, &x)) != dnnl_success ||
+        (s = tensor_md(k, 1, true, &w)) != dnnl_success ||
+        (s = tensor_md(k, 2, false, &y)) != dnnl_success)
         return s;
     dnnl_dims_t strides = {k->stride[0], k->stride[1]};
     dnnl_dims_t dil = {k->dilation[0] - 1, k->dilation[1] - 1};
@@ -178,7 +182,7 @@ static void make_entry(const dnnl_key *k, dnnl_entry *e)
          impl && strncmp(impl, "ref", 3) != 0;
     dnnl_memory_desc_t md[3];
     for (int i = 0; i < 3; i++)
-        ok = ok && tensor_md(&k->g, i, false, &md[i]) == dnnl_success &&
+        ok = ok && tensor_md(k, i, false, &md[i]) == dnnl_success &&
              dnnl_memory_create(&e->mem[i], &md[i], mp_dnnl_engine, DNNL_MEMORY_NONE) ==
                  dnnl_success;
     if (ok)
@@ -215,8 +219,8 @@ static dnnl_entry *entry_for(const dnnl_key *k)
     return &mp_dnnl_cache[slot];
 }
 
-bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, const mp_conv_desc *d, const mp_conv_geom *g,
-                      const float *a, const float *b, float *out)
+bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
+                      const mp_conv_geom *g, const void *a, const void *b, void *out)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, dnnl_open);
@@ -229,6 +233,7 @@ bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, const mp_conv_desc *d, const mp_conv_ge
     dnnl_key k;
     memset(&k, 0, sizeof k); /* padding bytes too: keys are compared with memcmp */
     k.kind = (int)kind;
+    k.dtype = (int)dt;
     k.g = *g;
     for (int i = 0; i < 2; i++) {
         k.stride[i] = d->stride[i];
@@ -289,10 +294,10 @@ bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, const mp_conv_desc *d, const mp_conv_ge
 
 #else
 
-bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, const mp_conv_desc *d, const mp_conv_geom *g,
-                      const float *a, const float *b, float *out)
+bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
+                      const mp_conv_geom *g, const void *a, const void *b, void *out)
 {
-    (void)kind, (void)d, (void)g, (void)a, (void)b, (void)out;
+    (void)kind, (void)dt, (void)d, (void)g, (void)a, (void)b, (void)out;
     return false;
 }
 
