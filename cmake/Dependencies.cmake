@@ -56,7 +56,9 @@ set(MPDIST_HAVE_DNNL OFF)
 if(MPDIST_DNNL)
   find_package(dnnl CONFIG QUIET)
   find_package(OpenMP COMPONENTS C QUIET)
-  if(dnnl_FOUND AND OpenMP_C_FOUND)
+  # Debian's libdnnl runs on GNU OpenMP: the thread count set through omp_set_num_threads
+  # reaches it only when we link the same runtime (GCC's), not clang's libomp.
+  if(dnnl_FOUND AND OpenMP_C_FOUND AND "gomp" IN_LIST OpenMP_C_LIB_NAMES)
     set(MPDIST_HAVE_DNNL ON)
   endif()
 endif()

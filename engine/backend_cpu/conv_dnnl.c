@@ -1,12 +1,14 @@
 /* Convolutions through oneDNN (what PyTorch runs on CPUs): FP32, and half tensors as they are
  * where oneDNN has fast kernels for them (bf16 on CPUs with AVX512-BF16 or AMX: exact products
- * summed in FP32, each result rounded once, the CPU reference's rule). Forward, backward data and
+ * summed in FP32, each result rounded once, the CPU reference's rule, except that these
+ * instructions flush bf16 subnormals to zero). Forward, backward data and
  * backward weights of NHWC tensors with KRSC filters (oneDNN's nhwc and ohwi, or gohwi with
  * groups), direct algorithm (no Winograd: the arithmetic stays a sum of products in FP32), on
  * the OpenMP threads mp_backend_cpu_threads sets. oneDNN's fast kernels want the filter in
  * their own blocked layout: the primitive chooses it, and a reorder copies the KRSC filter in
  * (forward, backward data) or the filter gradient out (backward weights). A primitive is made
- * once per kind and geometry and kept in a small per-thread table; its scratchpad and the
+ * once per kind, dtype, geometry and thread count and kept in a per-thread table (256 entries,
+ * least recently used replaced); its scratchpad and the
  * reordered filter come from the CPU workspace (counted, grow-only), so steady-state steps
  * allocate nothing. A geometry for which oneDNN offers only its reference kernels ("ref:", far
  * slower than im2col) is left to im2col. oneDNN fixes the summation order
@@ -22,16 +24,21 @@
 #include "engine/backend_cpu/cpu.h"
 
 #ifdef MPDIST_HAVE_DNNL
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_version.h>
 #include <pthread.h>
 
-enum { MP_DNNL_CACHE = 64 };
+enum { MP_DNNL_CACHE = 256 };
 
+/* oneDNN fixes a primitive's thread count when it is made: the count is part of the key. */
 typedef struct dnnl_key {
     int kind, dtype;
     mp_conv_geom g;
     int stride[2], pad[2], dilation[2];
+    int threads, unused;
 } dnnl_key;
+_Static_assert(sizeof(dnnl_key) == 136, "dnnl_key has no padding: keys are compared with memcmp");
 
 typedef struct dnnl_entry {
     dnnl_key key;
@@ -42,13 +49,15 @@ typedef struct dnnl_entry {
     size_t wbytes;
     dnnl_memory_t scratch;
     size_t scratch_bytes;
+    int64_t used;               /* the call count when last used (least recently used goes) */
 } dnnl_entry;
 
 static dnnl_engine_t mp_dnnl_engine;
 static bool mp_dnnl_on;
 static _Thread_local dnnl_stream_t mp_dnnl_stream;
 static _Thread_local dnnl_entry mp_dnnl_cache[MP_DNNL_CACHE];
-static _Thread_local int mp_dnnl_used, mp_dnnl_next;
+static _Thread_local int mp_dnnl_used;
+static _Thread_local int64_t mp_dnnl_calls;
 
 static void dnnl_open(void)
 {
@@ -205,17 +214,26 @@ static void make_entry(const dnnl_key *k, dnnl_entry *e)
         free_entry(e);
 }
 
-/* The table's entry for k, made on first use (the oldest is replaced when the table is full). */
+/* The table's entry for k, made on first use (the least recently used is replaced when the
+ * table is full). */
 static dnnl_entry *entry_for(const dnnl_key *k)
 {
+    mp_dnnl_calls++;
     for (int i = 0; i < mp_dnnl_used; i++)
-        if (memcmp(&mp_dnnl_cache[i].key, k, sizeof *k) == 0)
+        if (memcmp(&mp_dnnl_cache[i].key, k, sizeof *k) == 0) {
+            mp_dnnl_cache[i].used = mp_dnnl_calls;
             return &mp_dnnl_cache[i];
-    int slot = mp_dnnl_used < MP_DNNL_CACHE ? mp_dnnl_used++ : mp_dnnl_next;
-    if (mp_dnnl_used == MP_DNNL_CACHE)
-        mp_dnnl_next = (slot + 1) % MP_DNNL_CACHE;
+        }
+    int slot = 0;
+    if (mp_dnnl_used < MP_DNNL_CACHE)
+        slot = mp_dnnl_used++;
+    else
+        for (int i = 1; i < MP_DNNL_CACHE; i++)
+            if (mp_dnnl_cache[i].used < mp_dnnl_cache[slot].used)
+                slot = i;
     free_entry(&mp_dnnl_cache[slot]);
     make_entry(k, &mp_dnnl_cache[slot]);
+    mp_dnnl_cache[slot].used = mp_dnnl_calls;
     return &mp_dnnl_cache[slot];
 }
 
@@ -226,6 +244,10 @@ bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
     pthread_once(&once, dnnl_open);
     if (!mp_dnnl_on || g->n == 0)
         return false;
+#if DNNL_VERSION_MAJOR < 3
+    if (dt == MP_F16)
+        return false; /* 2.x has reference fp16 convolutions only: no table slots spent on them */
+#endif
     if (!mp_dnnl_stream &&
         dnnl_stream_create(&mp_dnnl_stream, mp_dnnl_engine, dnnl_stream_default_flags) !=
             dnnl_success)
@@ -234,6 +256,7 @@ bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
     memset(&k, 0, sizeof k); /* padding bytes too: keys are compared with memcmp */
     k.kind = (int)kind;
     k.dtype = (int)dt;
+    k.threads = omp_get_max_threads();
     k.g = *g;
     for (int i = 0; i < 2; i++) {
         k.stride[i] = d->stride[i];

@@ -11,7 +11,7 @@ typedef enum mp_dnnl_kind { MP_DNNL_FWD, MP_DNNL_BWD_DATA, MP_DNNL_BWD_WEIGHTS }
 
 /* One convolution of descriptor d and geometry g (N >= 1) through oneDNN, on contiguous NHWC /
  * KRSC buffers all of dtype dt (MP_F32, MP_F16 or MP_BF16; halves are multiplied exactly and
- * summed in FP32, each result rounded once): MP_DNNL_FWD out (y) = conv(a (x), b (w));
+ * summed in FP32, each result rounded once; bf16 subnormals flushed): MP_DNNL_FWD out (y) = conv(a (x), b (w));
  * MP_DNNL_BWD_DATA out (dx) from a (dy) and b (w); MP_DNNL_BWD_WEIGHTS out (dw) from a (x) and
  * b (dy). out is overwritten. False, with out unspecified, when oneDNN is not built in,
  * MPDIST_CPU_CONV=im2col is set, or oneDNN has no fast implementation for the geometry and
