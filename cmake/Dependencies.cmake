@@ -48,13 +48,18 @@ endif()
 find_library(MATH_LIBRARY m)
 find_package(Threads REQUIRED)
 
-# oneDNN (Debian's libdnnl-dev, with its OpenMP runtime) runs the CPU backend's FP32
-# convolutions; without it (not installed, or MPDIST_DNNL=OFF) they run as im2col + OpenBLAS,
+# oneDNN (Debian's libdnnl-dev and ocl-icd-opencl-dev, with its OpenMP runtime) runs the CPU
+# backend's FP32 and bf16 convolutions; without it (not installed, or MPDIST_DNNL=OFF) they run as im2col + OpenBLAS,
 # which also stays the FP64 path of the gradient checks.
 option(MPDIST_DNNL "Use oneDNN for the CPU backend's FP32 convolutions when it is found" ON)
 set(MPDIST_HAVE_DNNL OFF)
 if(MPDIST_DNNL)
-  find_package(dnnl CONFIG QUIET)
+  # Debian's dnnl-config.cmake asks for OpenCL as REQUIRED (its GPU runtime): without
+  # ocl-icd-opencl-dev it would stop the configuration, so oneDNN is looked for only with it.
+  find_package(OpenCL QUIET)
+  if(OpenCL_FOUND)
+    find_package(dnnl CONFIG QUIET)
+  endif()
   find_package(OpenMP COMPONENTS C QUIET)
   # Debian's libdnnl runs on GNU OpenMP: the thread count set through omp_set_num_threads
   # reaches it only when we link the same runtime (GCC's), not clang's libomp.
@@ -62,4 +67,4 @@ if(MPDIST_DNNL)
     set(MPDIST_HAVE_DNNL ON)
   endif()
 endif()
-message(STATUS "mpdist: oneDNN convolutions ${MPDIST_HAVE_DNNL} (libdnnl-dev; else im2col + OpenBLAS)")
+message(STATUS "mpdist: oneDNN convolutions ${MPDIST_HAVE_DNNL} (libdnnl-dev, ocl-icd-opencl-dev; else im2col + OpenBLAS)")
