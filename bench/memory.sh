@@ -9,8 +9,13 @@
 #                                          left out: start-up); ROUNDS rounds run every timed
 #                                          configuration once, odd rounds in order, even rounds in
 #                                          reverse (ABBA: a slow drift of the machine cancels);
-#                                          ZeRO-1's ratio to the unsharded run on the same ranks is
-#                                          the median of the rounds' ratios (min-max beside it)
+#                                          ZeRO-1's ratio to the unsharded run on the same ranks:
+#                                          the median of the rounds' ratios (min-max beside it),
+#                                          and the ratio of the two configurations' best rounds
+#                                          (interference on a shared machine only ever slows a run
+#                                          down, so a configuration's fastest round is closest to
+#                                          its own cost, as in bench-comm's best of rounds); the
+#                                          goal counts as met only when both reach it
 # and checks the goals: masters plus optimizer state per rank with ZeRO-1 at most 1/N of the
 # one-rank figure plus 5%; activations with recomputation at most half of those without;
 # ZeRO-1 at least 0.95x the unsharded images/s on the same ranks (exit 1 when one is missed,
@@ -18,7 +23,7 @@
 # so their throughput is that of oversubscribed ranks; the ratio is what is measured.
 # Usage: bench/memory.sh [-- extra mpdist args]
 #   MPDIST_BENCH_BUILD   build directory holding mpdist (default: build, built by launch/build.sh)
-#   MPDIST_MEM_STEPS     steps per run (default 50); MPDIST_MEM_ROUNDS rounds (default 5)
+#   MPDIST_MEM_STEPS     steps per run (default 60); MPDIST_MEM_ROUNDS rounds (default 9)
 #   MPDIST_MEM_RANKS     rank counts (default "1 2 4")
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
@@ -31,8 +36,8 @@ fi
 source launch/env.sh
 [ "${1:-}" = -- ] && shift
 extra=("$@")
-steps=${MPDIST_MEM_STEPS:-50}
-rounds=${MPDIST_MEM_ROUNDS:-5}
+steps=${MPDIST_MEM_STEPS:-60}
+rounds=${MPDIST_MEM_ROUNDS:-9}
 read -r -a ranks <<<"${MPDIST_MEM_RANKS:-1 2 4}"
 out=runs/bench-memory
 mkdir -p "$out" bench/results
@@ -99,12 +104,13 @@ for c in "${configs[@]}"; do
 done
 {
   echo "# ZeRO-1 throughput: resnet20, Adam, O2 fp16, batch 32 per rank, $steps steps a run; images/s of a run: the median of its"
-  echo "# 10-step windows after the first; $rounds rounds, each running both (ABBA order); medians over the rounds, ratio: the median"
-  echo "# of the rounds' zero1/unsharded ratios (min-max beside it)"
+  echo "# 10-step windows after the first; $rounds rounds, each running both (ABBA order); medians over the rounds; median_ratio: the"
+  echo "# median of the rounds' zero1/unsharded ratios (min-max beside it); best: each configuration's fastest round; best_ratio:"
+  echo "# zero1's best over the unsharded best; the goal (>= 0.95) needs both ratios"
   echo "# $host"
-  printf '%5s %12s %12s %7s %13s\n' ranks unsharded zero1 ratio ratio_range
+  printf '%5s %12s %12s %12s %13s %12s %12s %10s\n' ranks unsharded zero1 median_ratio ratio_range unsharded_best zero1_best best_ratio
 } >bench/results/zero_speed.txt
-echo "ranks,unsharded_images_per_s,zero1_images_per_s,ratio,ratio_min,ratio_max" >bench/results/zero_speed.csv
+echo "ranks,unsharded_images_per_s,zero1_images_per_s,median_ratio,ratio_min,ratio_max,unsharded_best,zero1_best,best_ratio" >bench/results/zero_speed.csv
 rates() { grep '"type":"step"' "$1" | tail -n +2 | sed -n 's/.*"images_per_s":\([0-9.e+-]*\).*/\1/p'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 goals=0
@@ -118,9 +124,12 @@ for np in "${ranks[@]}"; do
   u=$(printf '%s\n' "${us[@]}" | median) z=$(printf '%s\n' "${zs[@]}" | median)
   ratio=$(printf '%s\n' "${ratios[@]}" | median | awk '{ printf "%.3f", $1 }')
   lo=$(printf '%s\n' "${ratios[@]}" | sort -g | head -1) hi=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
-  printf '%5d %12.1f %12.1f %7s %6.3f-%.3f\n' "$np" "$u" "$z" "$ratio" "$lo" "$hi" >>bench/results/zero_speed.txt
-  echo "$np,$u,$z,$ratio,$lo,$hi" >>bench/results/zero_speed.csv
-  awk -v r="$ratio" 'BEGIN { exit !(r >= 0.95) }' || { echo "goal missed: ZeRO-1 on $np ranks at ${ratio}x the unsharded images/s (goal >= 0.95)"; goals=1; }
+  ub=$(printf '%s\n' "${us[@]}" | sort -g | tail -1) zb=$(printf '%s\n' "${zs[@]}" | sort -g | tail -1)
+  best=$(awk -v u="$ub" -v z="$zb" 'BEGIN { printf "%.3f", z / u }')
+  printf '%5d %12.1f %12.1f %12s %6.3f-%.3f %12.1f %12.1f %10s\n' "$np" "$u" "$z" "$ratio" "$lo" "$hi" "$ub" "$zb" "$best" >>bench/results/zero_speed.txt
+  echo "$np,$u,$z,$ratio,$lo,$hi,$ub,$zb,$best" >>bench/results/zero_speed.csv
+  awk -v r="$ratio" -v b="$best" 'BEGIN { exit !(r >= 0.95 && b >= 0.95) }' ||
+    { echo "goal missed: ZeRO-1 on $np ranks at ${ratio}x (median of rounds) and ${best}x (best rounds) the unsharded images/s (goal >= 0.95 for both)"; goals=1; }
   one=${mo[1-0-false]:-0} mine=${mo[$np-1-false]:-0}
   awk -v one="$one" -v mine="$mine" -v n="$np" 'BEGIN { exit !(one > 0 && mine <= one / n * 1.05) }' ||
     { echo "goal missed: masters + optimizer state on $np ranks $mine bytes, more than 1/$np of $one plus 5%"; goals=1; }
