@@ -11,7 +11,8 @@
 # other than GEMM/convolution (conv2d, linear, attention's matmuls are inside "attention").
 #
 # How: for each model, REPEATS rounds of (mpdist at every level, PyTorch), alternating so that
-# all see the same machine state. mpdist is one process (mpirun -np 1) with OMP_NUM_THREADS and
+# all see the same machine state. mpdist is one process (mpirun -np 1 --bind-to none: mpirun
+# would bind one rank to one core, where its threads would take turns) with OMP_NUM_THREADS and
 # OPENBLAS_NUM_THREADS = THREADS (plus its one loader thread); PyTorch runs
 # torch.set_num_threads(THREADS). Both train with Adam (lr LR, betas 0.9/0.999, eps 1e-8, no
 # weight decay, constant lr) and dropout as the preset has it (cnn_bn 0.25, gpt 0.1, others 0).
@@ -145,7 +146,7 @@ run_mpdist() {
   config "$1" "$(batch_of "$1")" "$m" "$lv" "$hf" >"$out/$1-$fw.cfg"
   rm -f "$m"
   echo "== $1 round $2: $fw" >&2
-  timeout "$tmo" mpirun -np 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS "$build/mpdist" \
+  timeout "$tmo" mpirun -np 1 --bind-to none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS "$build/mpdist" \
     "$out/$1-$fw.cfg" ${extra[@]+"${extra[@]}"} >"$out/$tag.log" 2>&1 || rc=$?
   s=$(grep '"type":"summary"' "$m" 2>/dev/null || true)
   windows=$(grep -c '"type":"step"' "$m" 2>/dev/null || true)

@@ -22,7 +22,8 @@
 #   MPDIST_INF_STEPS     training steps (default: cnn_bn 469 (one epoch), resnet20 200, resnext 60)
 #   MPDIST_INF_TEST      test images evaluated (default: cnn_bn 10000, resnet20 5000, resnext 1000)
 #   MPDIST_INF_ROUNDS    rounds of the three evaluations (default 3)
-#   MPDIST_INF_THREADS   OpenBLAS/OpenMP threads of the one process (default 2)
+#   MPDIST_INF_THREADS   OpenBLAS/OpenMP threads of the one process (default 2; mpirun runs it
+#                        with --bind-to none, so they have as many cores)
 #   MPDIST_INF_RETRAIN   0: keep a checkpoint already in runs/bench-inf/MODEL (default 1: train)
 #   MPDIST_INF_TIMEOUT   seconds per run (default 1800)
 set -euo pipefail
@@ -93,7 +94,7 @@ for m in "${models[@]}"; do
   if [ "$retrain" = 1 ] || ! ls "$out/$m"/ckpt-*.h5 >/dev/null 2>&1; then
     rm -rf "${out:?}/$m"
     echo "== $m: training $(steps_of "$m") steps at O0"
-    timeout "$tmo" mpirun -np 1 "$build/mpdist" "$cfg" ${extra[@]+"${extra[@]}"} >"$out/$m-train.log" 2>&1 ||
+    timeout "$tmo" mpirun -np 1 --bind-to none "$build/mpdist" "$cfg" ${extra[@]+"${extra[@]}"} >"$out/$m-train.log" 2>&1 ||
       { echo "inference: $m: training failed (see $out/$m-train.log)" >&2; failed=1; continue; }
   fi
   ckpt=$(ls "$out/$m"/ckpt-*.h5 | tail -1)
@@ -107,7 +108,7 @@ for m in "${models[@]}"; do
       log=$out/$m-$mode-r$r.log
       read -ra lv <<<"$(level_of "$mode")"
       status=ok
-      timeout "$tmo" mpirun -np 1 "$build/mpdist" eval "$cfg" --checkpoint "$out/$m-$mode.h5" "${lv[@]}" \
+      timeout "$tmo" mpirun -np 1 --bind-to none "$build/mpdist" eval "$cfg" --checkpoint "$out/$m-$mode.h5" "${lv[@]}" \
         ${extra[@]+"${extra[@]}"} >"$log" 2>&1 || { status=failed; failed=1; }
       acc=$(sed -n 's/^test accuracy: //p' "$log" | tail -1)
       read -r ips w a ws <<<"$(sed -nE 's/^eval: [0-9]+ samples in [0-9.]+ s, ([0-9.]+) samples\/s; bytes: weights ([0-9]+), activations ([0-9]+), workspace ([0-9]+)$/\1 \2 \3 \4/p' "$log")"

@@ -51,6 +51,29 @@ find_package(Threads REQUIRED)
 # oneDNN (Debian's libdnnl-dev and ocl-icd-opencl-dev, with its OpenMP runtime) runs the CPU
 # backend's FP32 and bf16 convolutions; without it (not installed, or MPDIST_DNNL=OFF) they run as im2col + OpenBLAS,
 # which also stays the FP64 path of the gradient checks.
+# OpenMP spreads the CPU backend's element-wise, pooling and BatchNorm loops over the rank's
+# threads (engine/backend_cpu/parallel.h); without it they run on one thread.
+find_package(OpenMP COMPONENTS C QUIET)
+message(STATUS "mpdist: OpenMP for the CPU backend's loops ${OpenMP_C_FOUND}")
+
+# OpenBLAS's OpenMP build (Debian's libopenblas0-openmp) runs its GEMMs on the same OpenMP
+# threads as the backend's loops and oneDNN. The default pthread build keeps threads of its own:
+# while they spin after a GEMM, OpenMP's threads wait for the next loop, and the other way round,
+# so on 2 cores an MLP step took 2-3x as long. The OpenMP build is linked by its path, which
+# leaves the system's libopenblas alternative as it is; without it, the pthread build serves.
+option(MPDIST_OPENBLAS_OPENMP "Link OpenBLAS's OpenMP build when it is installed" ON)
+set(MP_OPENBLAS PkgConfig::OPENBLAS)
+if(MPDIST_OPENBLAS_OPENMP AND OpenMP_C_FOUND AND "gomp" IN_LIST OpenMP_C_LIB_NAMES)
+  find_library(MP_OPENBLAS_OPENMP_LIB NAMES libopenblas.so.0 openblas
+               PATHS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp NO_DEFAULT_PATH)
+  if(MP_OPENBLAS_OPENMP_LIB)
+    add_library(mp_openblas INTERFACE)
+    target_include_directories(mp_openblas INTERFACE ${OPENBLAS_INCLUDE_DIRS})
+    target_link_libraries(mp_openblas INTERFACE ${MP_OPENBLAS_OPENMP_LIB})
+    set(MP_OPENBLAS mp_openblas)
+  endif()
+endif()
+message(STATUS "mpdist: OpenBLAS ${MP_OPENBLAS} (libopenblas0-openmp: ${MP_OPENBLAS_OPENMP_LIB})")
 option(MPDIST_DNNL "Use oneDNN for the CPU backend's FP32 convolutions when it is found" ON)
 set(MPDIST_HAVE_DNNL OFF)
 if(MPDIST_DNNL)
@@ -60,7 +83,6 @@ if(MPDIST_DNNL)
   if(OpenCL_FOUND)
     find_package(dnnl CONFIG QUIET)
   endif()
-  find_package(OpenMP COMPONENTS C QUIET)
   # Debian's libdnnl runs on GNU OpenMP: the thread count set through omp_set_num_threads
   # reaches it only when we link the same runtime (GCC's), not clang's libomp.
   if(dnnl_FOUND AND OpenMP_C_FOUND AND "gomp" IN_LIST OpenMP_C_LIB_NAMES)

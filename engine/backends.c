@@ -72,6 +72,17 @@ mp_status mp_backend_open(const char *device, const mp_backend_options *o, const
     return MP_OK;
 }
 
+/* Whether OpenBLAS runs its generic SSE3 kernels (the core type it falls back to for a CPU it
+ * does not know, as 0.3.21 does for Sapphire Rapids) on an x86 CPU with AVX2. */
+static bool generic_blas_on_avx2(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return strcmp(openblas_get_corename(), "Prescott") == 0 && __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
 void mp_backends_info(FILE *out)
 {
 #ifdef MPDIST_HAVE_CUDA
@@ -80,6 +91,10 @@ void mp_backends_info(FILE *out)
     fprintf(out, "backends: cpu (built without CUDA)\n");
 #endif
     fprintf(out, "blas: %s\n", openblas_get_config());
+    if (generic_blas_on_avx2())
+        fprintf(out, "blas: OpenBLAS did not recognise this CPU and runs its generic SSE3 "
+                     "(Prescott) kernels; OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) "
+                     "in the environment picks faster ones\n");
 #ifdef MPDIST_HAVE_CUDA
     mp_cuda_info(out);
 #endif

@@ -105,8 +105,9 @@ const mp_ops *mp_backend_cpu(void);
  * MPDIST_CPU_STAGED=1. */
 const mp_ops *mp_backend_cpu_staged(void);
 
-/* Sets the number of threads the CPU backend's libraries use in this process (n >= 1): the
- * BLAS threads (OpenBLAS) and, for the calling thread's ops, oneDNN's OpenMP threads. */
+/* Sets the number of threads the CPU backend uses in this process (n >= 1): the BLAS threads
+ * (OpenBLAS) and, for the calling thread's ops, the OpenMP threads of oneDNN and of the
+ * backend's own parallel loops. */
 void mp_backend_cpu_threads(int n);
 
 #endif

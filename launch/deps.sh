@@ -11,8 +11,8 @@ check=0
 [ "${1:-}" != --check ] || { check=1; shift; }
 
 packages=(gcc make cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
-          libcmocka-dev libconfig-dev zlib1g-dev libopenblas-dev libcjson-dev libdnnl-dev
-          ocl-icd-opencl-dev
+          libcmocka-dev libconfig-dev zlib1g-dev libopenblas-dev libopenblas0-openmp libcjson-dev
+          libdnnl-dev ocl-icd-opencl-dev
           dataset-fashion-mnist fortunes "$@")
 
 if [ "$check" = 1 ] && ! command -v dpkg-query >/dev/null; then

@@ -99,6 +99,8 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
     if (t->accum > 1)
         printf(" (%lld micro-batches of %lld per rank a step)", (long long)t->accum,
                (long long)c->data.batch_size);
+    if (t->ops->host_memory)
+        printf(", %d CPU thread%s per rank", t->cpu_threads, t->cpu_threads > 1 ? "s" : "");
     if (mp_params_sharded(&t->model.params))
         printf(", ZeRO-1: masters and optimizer state sharded over %d ranks", t->comm->size);
     if (c->model.recompute)

@@ -88,6 +88,7 @@ typedef struct mp_trainer {
                                memory (x's own storage on the CPU) */
     double mean[3], std[3]; /* per-channel normalisation */
     int device;             /* the CUDA device of this rank, -1 on the CPU */
+    int cpu_threads;        /* the CPU libraries' threads per rank (mp_backend_cpu_threads) */
     bool device_comm;       /* mp_train_connect opened comm's device transport (NCCL) */
     int64_t steps_per_epoch, total_steps;
     mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, made equal to

@@ -1,6 +1,8 @@
 /* Setting up a training run from a validated config: what this build can run, the data, the
  * model with identical initial parameters on every rank, optimizer, schedule and outputs. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -371,8 +373,11 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     return MP_OK;
 }
 
-/* The CPU libraries' threads per rank, one setting for OpenBLAS and oneDNN: OPENBLAS_NUM_THREADS
- * when it is a positive integer, else the host's cores shared by its ranks. */
+/* The CPU libraries' threads per rank, one setting for OpenBLAS, oneDNN and the backend's own
+ * loops: OPENBLAS_NUM_THREADS when it is a positive integer, else the host's cores shared by its
+ * ranks, and no more than the cores this process may run on (a launcher that binds a rank to
+ * one core, as mpirun does for 1 or 2 ranks, gets one thread there, not threads that take turns
+ * on that core). */
 static int cpu_threads(const mp_comm *comm)
 {
     const char *v = getenv("OPENBLAS_NUM_THREADS");
@@ -382,6 +387,10 @@ static int cpu_threads(const mp_comm *comm)
         return (int)n;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) < share)
+        share = CPU_COUNT(&mine);
     return share > 0 ? share : 1;
 }
 
@@ -391,7 +400,8 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
     t->cfg = cfg;
     t->comm = comm;
     MP_TRY(open_backend(t));
-    mp_backend_cpu_threads(cpu_threads(comm));
+    t->cpu_threads = cpu_threads(comm);
+    mp_backend_cpu_threads(t->cpu_threads);
     comm->timeout_s = cfg->comm.timeout_s;
     t->accum = cfg->train.accum_steps > 0 ? cfg->train.accum_steps : 1;
     setup_amp(t);

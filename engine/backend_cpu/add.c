@@ -3,19 +3,30 @@
  * and y may have different dtypes; y may alias a or b when the dtypes match. The sum is
  * engine/elem_rule.h's, as on the GPU. */
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/elem_rule.h"
 
+enum { MP_ADD_BLOCK = 1024 };
+
+/* A tile at a time (the tiles spread over the threads): a's and b's tiles widened in bulk to the
+ * accumulator type, added, and rounded back in bulk when y is a half type. */
 #define ADD(T, ACC, LD, ST, a, b, y, n)                                                   \
     do {                                                                                  \
-        T *yy = (y)->data;                                                                \
-        if ((a)->dtype == (y)->dtype && (b)->dtype == (y)->dtype) {                       \
-            const T *aa = (a)->data, *bb = (b)->data;                                     \
-            for (int64_t i = 0; i < (n); i++)                                             \
-                yy[i] = ST(mp_add(LD(aa[i]), LD(bb[i])));                                 \
-        } else {                                                                          \
-            for (int64_t i = 0; i < (n); i++)                                             \
-                yy[i] = ST(mp_add((ACC)mp_load((a)->data, (a)->dtype, (size_t)i),         \
-                                  (ACC)mp_load((b)->data, (b)->dtype, (size_t)i)));       \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                       \
+        (void)sizeof(T);                                                                  \
+        (void)LD;                                                                         \
+        (void)ST;                                                                         \
+        MP_CPU_PARALLEL_FOR(n)                                                            \
+        for (int64_t i0 = 0; i0 < (n); i0 += MP_ADD_BLOCK) {                              \
+            ACC abuf[MP_ADD_BLOCK], bbuf[MP_ADD_BLOCK];                                   \
+            int64_t len = (n) - i0 < MP_ADD_BLOCK ? (n) - i0 : MP_ADD_BLOCK;              \
+            const ACC *va = MP_CPU_WIDEN(ACC, a, i0, len, abuf);                          \
+            const ACC *vb = MP_CPU_WIDEN(ACC, b, i0, len, bbuf);                          \
+            ACC *o = (y)->dtype == adt ? (ACC *)mp_cpu_at(y, i0) : abuf;                  \
+            for (int64_t i = 0; i < len; i++)                                             \
+                o[i] = mp_add(va[i], vb[i]);                                              \
+            if (o == abuf)                                                                \
+                mp_convert(mp_cpu_at(y, i0), (y)->dtype, abuf, adt, (size_t)len);         \
         }                                                                                 \
     } while (0)
 

@@ -7,10 +7,12 @@
  * once per channel. Each pass walks x in memory order a tile of whole rows (of all C channels)
  * at a time, half tiles widened in bulk (mp_convert) and results rounded back in bulk, with one
  * accumulator per channel (workspace): every channel adds its rows in row order, so the sums do
- * not depend on the tiling. */
+ * not depend on the tiling or the threads. The sums run in stripes of channels, one per thread;
+ * the element-wise passes in tiles of rows, spread over the threads. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 
 /* Elements of a tile of rows: at least one row. */
 #define MP_BN_TILE 4096
@@ -31,10 +33,81 @@ static bool channels_last(const mp_tensor *x, int64_t C)
     return x->ndim >= 1 && C >= 1 && x->shape[x->ndim - 1] == C && mp_tensor_numel(x) % C == 0;
 }
 
-/* For each tile of R rows of M: m0, r (its rows) in scope. */
-#define FOR_TILES(M, R, m0, r)                                                               \
-    for (int64_t m0 = 0, r = (M) < (R) ? (M) : (R); m0 < (M);                               \
-         m0 += r, r = (M) - m0 < (R) ? (M) - m0 : (R))
+/* Tiles of R rows of M, for a loop header: m0 its first row, r = bn_rows(M, R, m0) its rows. */
+static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 < R ? M - m0 : R; }
+
+/* The per-channel sums of the training passes for accumulator type ACC, over x (M, C) in tiles
+ * of R rows: s[c] = sum of x[m][c] (mean NULL), or of (x[m][c] - mean[c])^2; and, for backward,
+ * sdy[c] = sum of dy[m][c], sdx[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c]. Channels go
+ * in stripes (mp_cpu_stripes), one per thread, and every channel adds its rows in row order, so
+ * the sums are those of one thread. Half tiles are widened whole by each stripe's thread into its
+ * own block. */
+#define MP_BN_SUMS(ACC, SFX)                                                                  \
+    static void bn_sums_##SFX(const mp_tensor *x, int64_t M, int64_t C, int64_t R,            \
+                              const ACC *mean, ACC *s)                                        \
+    {                                                                                         \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
+        int64_t w;                                                                            \
+        const int64_t ns = mp_cpu_stripes(C, &w);                                             \
+        MP_CPU_PARALLEL_FOR(ns > 1 ? M * C : 0)                                               \
+        for (int64_t k = 0; k < ns; k++) {                                                    \
+            const int64_t c0 = k * w, c1 = c0 + w < C ? c0 + w : C;                           \
+            ACC *buf = x->dtype == adt ? NULL                                                 \
+                                       : mp_cpu_workspace(MP_CPU_WS_BN_TILE,                  \
+                                                          (size_t)(R * C) * sizeof(ACC));     \
+            for (int64_t c = c0; c < c1; c++)                                                 \
+                s[c] = 0;                                                                     \
+            for (int64_t m0 = 0; m0 < M; m0 += R) {                                           \
+                const int64_t r = bn_rows(M, R, m0);                                          \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, buf);                      \
+                for (int64_t m = 0; m < r; m++, v += C) {                                     \
+                    if (mean)                                                                 \
+                        for (int64_t c = c0; c < c1; c++) {                                   \
+                            ACC d = v[c] - mean[c];                                           \
+                            s[c] += d * d;                                                    \
+                        }                                                                     \
+                    else                                                                      \
+                        for (int64_t c = c0; c < c1; c++)                                     \
+                            s[c] += v[c];                                                     \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    static void bn_grad_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M,        \
+                                   int64_t C, int64_t R, const ACC *mean, const ACC *invstd,  \
+                                   ACC *sdy, ACC *sdx)                                        \
+    {                                                                                         \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
+        int64_t w;                                                                            \
+        const int64_t ns = mp_cpu_stripes(C, &w);                                             \
+        MP_CPU_PARALLEL_FOR(ns > 1 ? M * C : 0)                                               \
+        for (int64_t k = 0; k < ns; k++) {                                                    \
+            const int64_t c0 = k * w, c1 = c0 + w < C ? c0 + w : C;                           \
+            ACC *xb = x->dtype == adt ? NULL                                                  \
+                                      : mp_cpu_workspace(MP_CPU_WS_BN_TILE,                   \
+                                                         (size_t)(2 * R * C) * sizeof(ACC));  \
+            ACC *gb = xb ? xb + R * C : NULL;                                                 \
+            for (int64_t c = c0; c < c1; c++)                                                 \
+                sdy[c] = sdx[c] = 0;                                                          \
+            for (int64_t m0 = 0; m0 < M; m0 += R) {                                           \
+                const int64_t r = bn_rows(M, R, m0);                                          \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, xb);                       \
+                const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * C, r * C, gb);                      \
+                for (int64_t m = 0; m < r; m++, v += C, g += C)                               \
+                    for (int64_t c = c0; c < c1; c++) {                                       \
+                        sdy[c] += g[c];                                                       \
+                        sdx[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                      \
+                    }                                                                         \
+            }                                                                                 \
+        }                                                                                     \
+    }
+MP_BN_SUMS(float, f32)
+MP_BN_SUMS(double, f64)
+#define bn_sums(x, M, C, R, mean, s) \
+    _Generic((s), float *: bn_sums_f32, double *: bn_sums_f64)(x, M, C, R, mean, s)
+#define bn_grad_sums(x, dy, M, C, R, mean, invstd, sdy, sdx)                     \
+    _Generic((sdy), float *: bn_grad_sums_f32, double *: bn_grad_sums_f64)(      \
+        x, dy, M, C, R, mean, invstd, sdy, sdx)
 
 #define BN_FWD(T, ACC, LD, ST, a, train, x, gamma, beta, rm, rv, sm, si, y, M, C)              \
     do {                                                                                      \
@@ -42,30 +115,14 @@ static bool channels_last(const mp_tensor *x, int64_t C)
         (void)LD;                                                                             \
         (void)ST;                                                                             \
         const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
-        ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(R * (C) + 4 * (C)) * sizeof(ACC)); \
-        ACC *mean = buf + R * (C), *scale = mean + (C), *shift = scale + (C), *s = shift + (C); \
+        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(4 * (C)) * sizeof(ACC));          \
+        ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C);                      \
         const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
         if (train) {                                                                          \
+            bn_sums(x, M, C, R, (const ACC *)NULL, s);                                        \
             for (int64_t c = 0; c < (C); c++)                                                 \
-                s[c] = 0;                                                                     \
-            FOR_TILES(M, R, m0, r) {                                                          \
-                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                       \
-                for (int64_t m = 0; m < r; m++, v += (C))                                     \
-                    for (int64_t c = 0; c < (C); c++)                                         \
-                        s[c] += v[c];                                                         \
-            }                                                                                 \
-            for (int64_t c = 0; c < (C); c++) {                                               \
                 mean[c] = s[c] / (ACC)(M);                                                    \
-                s[c] = 0;                                                                     \
-            }                                                                                 \
-            FOR_TILES(M, R, m0, r) {                                                          \
-                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                       \
-                for (int64_t m = 0; m < r; m++, v += (C))                                     \
-                    for (int64_t c = 0; c < (C); c++) {                                       \
-                        ACC d = v[c] - mean[c];                                               \
-                        s[c] += d * d;                                                        \
-                    }                                                                         \
-            }                                                                                 \
+            bn_sums(x, M, C, R, (const ACC *)mean, s);                                        \
             for (int64_t c = 0; c < (C); c++) {                                               \
                 ACC var = s[c] / (ACC)(M);                                                    \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
@@ -85,14 +142,17 @@ static bool channels_last(const mp_tensor *x, int64_t C)
         }                                                                                     \
         for (int64_t c = 0; c < (C); c++)                                                     \
             shift[c] = (ACC)ld(beta, c);                                                      \
-        FOR_TILES(M, R, m0, r) {                                                              \
-            const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                           \
-            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : buf;    \
+        MP_CPU_PARALLEL_FOR((M) * (C))                                                        \
+        for (int64_t m0 = 0; m0 < (M); m0 += R) {                                             \
+            const int64_t r = bn_rows(M, R, m0);                                              \
+            ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(R * (C)) * sizeof(ACC));  \
+            const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                      \
+            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : buf; \
             for (int64_t m = 0; m < r; m++)                                                   \
                 for (int64_t c = 0; c < (C); c++)                                             \
                     o[m * (C) + c] = (v[m * (C) + c] - mean[c]) * scale[c] + shift[c];        \
             if (o == buf)                                                                     \
-                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC),         \
+                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC),    \
                            (size_t)(r * (C)));                                                \
         }                                                                                     \
     } while (0)
@@ -126,23 +186,13 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
         (void)LD;                                                                             \
         (void)ST;                                                                             \
         const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
-        ACC *xb = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(2 * R * (C) + 5 * (C)) * sizeof(ACC)); \
-        ACC *gb = xb + R * (C), *mean = gb + R * (C), *invstd = mean + (C);                   \
-        ACC *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);                            \
+        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(5 * (C)) * sizeof(ACC));          \
+        ACC *invstd = mean + (C), *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);      \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             mean[c] = (ACC)ld(sm, c);                                                         \
             invstd[c] = (ACC)ld(si, c);                                                       \
-            sdy[c] = sdx[c] = 0;                                                              \
         }                                                                                     \
-        FOR_TILES(M, R, m0, r) {                                                              \
-            const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                            \
-            const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                           \
-            for (int64_t m = 0; m < r; m++, v += (C), g += (C))                               \
-                for (int64_t c = 0; c < (C); c++) {                                           \
-                    sdy[c] += g[c];                                                           \
-                    sdx[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                          \
-                }                                                                             \
-        }                                                                                     \
+        bn_grad_sums(x, dy, M, C, R, (const ACC *)mean, (const ACC *)invstd, sdy, sdx);       \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             st(dgamma, c, (double)sdx[c]);                                                    \
             st(dbeta, c, (double)sdy[c]);                                                     \
@@ -153,11 +203,16 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                 sdy[c] /= (ACC)(M);                                                           \
                 sdx[c] /= (ACC)(M);                                                           \
             }                                                                                 \
-            FOR_TILES(M, R, m0, r) {                                                          \
-                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                        \
-                const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                       \
-                ACC *o = (dx)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(dx, m0 * (C))     \
-                                                               : xb;                               \
+            MP_CPU_PARALLEL_FOR((M) * (C))                                                    \
+            for (int64_t m0 = 0; m0 < (M); m0 += R) {                                         \
+                const int64_t r = bn_rows(M, R, m0);                                          \
+                ACC *xb = mp_cpu_workspace(MP_CPU_WS_BN_TILE,                                 \
+                                           (size_t)(2 * R * (C)) * sizeof(ACC));              \
+                ACC *gb = xb + R * (C);                                                       \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                   \
+                const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                  \
+                ACC *o = (dx)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(dx, m0 * (C)) \
+                                                               : xb;                          \
                 for (int64_t m = 0; m < r; m++)                                               \
                     for (int64_t c = 0; c < (C); c++) {                                       \
                         int64_t i = m * (C) + c;                                              \
@@ -165,8 +220,8 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                         o[i] = k[c] * (g[i] - sdy[c] - xhat * sdx[c]);                        \
                     }                                                                         \
                 if (o == xb)                                                                  \
-                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, xb, MP_CPU_ACC_DTYPE(ACC),    \
-                               (size_t)(r * (C)));                                            \
+                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, xb,                      \
+                               MP_CPU_ACC_DTYPE(ACC), (size_t)(r * (C)));                     \
             }                                                                                 \
         }                                                                                     \
     } while (0)

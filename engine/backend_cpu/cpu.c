@@ -1,7 +1,7 @@
 /* The CPU backend's op table. */
 #include <cblas.h>
 #include <pthread.h>
-#ifdef MPDIST_HAVE_DNNL
+#ifdef _OPENMP
 #include <omp.h>
 #endif
 
@@ -35,7 +35,7 @@ const mp_ops *mp_backend_cpu_staged(void)
 void mp_backend_cpu_threads(int n)
 {
     openblas_set_num_threads(n);
-#ifdef MPDIST_HAVE_DNNL
-    omp_set_num_threads(n); /* oneDNN's threads */
+#ifdef _OPENMP
+    omp_set_num_threads(n); /* our parallel loops' and oneDNN's threads */
 #endif
 }

@@ -63,7 +63,8 @@ static inline const void *mp_cpu_widen(const mp_tensor *t, int64_t off, int64_t 
  * so an op that calls another keeps its block. */
 typedef enum mp_cpu_ws {
     MP_CPU_WS_GEMM, MP_CPU_WS_CONV, MP_CPU_WS_ATTN, MP_CPU_WS_NORM, MP_CPU_WS_EMBED_IDS,
-    MP_CPU_WS_EMBED_ACC, MP_CPU_WS_POOL, MP_CPU_WS_BN, MP_CPU_WS_DNNL, MP_CPU_WS_CONV_COL,
+    MP_CPU_WS_EMBED_ACC, MP_CPU_WS_POOL, MP_CPU_WS_BN, MP_CPU_WS_BN_TILE, MP_CPU_WS_DNNL,
+    MP_CPU_WS_CONV_COL,
     MP_CPU_WS_N
 } mp_cpu_ws;
 

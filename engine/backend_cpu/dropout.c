@@ -3,6 +3,7 @@
  * NaN still propagate, as in PyTorch, so an overflow is not hidden from the loss scaler. y may
  * alias x. */
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/dropout_mask.h"
 
 #define DROPOUT(T, ACC, LD, ST, p, seed, offset, x, y, n)                                     \
@@ -12,6 +13,7 @@
         const uint64_t key = mp_dropout_key(seed);                                            \
         const uint64_t thr = mp_dropout_threshold(p);                                         \
         const ACC scale = (ACC)(1.0 / (1.0 - (p)));                                           \
+        MP_CPU_PARALLEL_FOR(n)                                                                \
         for (int64_t i = 0; i < (n); i++) {                                                   \
             bool keep = mp_dropout_keep(key, (offset) + (uint64_t)i, thr);                    \
             yy[i] = ST(LD(xx[i]) * (keep ? scale : (ACC)0));                                  \

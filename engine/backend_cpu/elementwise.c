@@ -2,8 +2,10 @@
  * backward, scale, fill, convert. Each kernel is written once for every dtype, and its arithmetic
  * is engine/elem_rule.h's, which the CUDA kernels run too. The kernels walk memory in order in
  * tiles of MP_BIAS_BLOCK elements, half tiles widened and rounded back in bulk (mp_convert: F16C
- * or AVX2 where the CPU has them), so the loops over the accumulator type vectorise. */
+ * or AVX2 where the CPU has them), so the loops over the accumulator type vectorise. The tiles
+ * of the element-wise ops spread over the threads (parallel.h); bias_grad's sums stay on one. */
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/elem_rule.h"
 
 enum { MP_BIAS_BLOCK = 1024 };
@@ -55,7 +57,7 @@ MP_BIAS_ROWS(double, f64)
  * is not in the accumulator type, and each element is rounded once, as LD(y) + b then ST. */
 #define BIAS_ADD(T, ACC, LD, ST, y, b, rows, cols)                                         \
     do {                                                                                   \
-        ACC bb[MP_BIAS_BLOCK], ybuf[MP_BIAS_BLOCK];                                        \
+        ACC bb[MP_BIAS_BLOCK];                                                             \
         const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                               \
         BIAS_TILES(rows, cols, cw, rpb);                                                   \
         (void)sizeof(T);                                                                   \
@@ -64,7 +66,9 @@ MP_BIAS_ROWS(double, f64)
         for (int64_t j0 = 0; j0 < (cols); j0 += cw) {                                      \
             int64_t len = (cols) - j0 < cw ? (cols) - j0 : cw;                             \
             mp_convert(bb, adt, mp_cpu_at(b, j0), (b)->dtype, (size_t)len);                       \
+            MP_CPU_PARALLEL_FOR((rows) * len)                                              \
             for (int64_t r0 = 0; r0 < (rows); r0 += rpb) {                                 \
+                ACC ybuf[MP_BIAS_BLOCK];                                                   \
                 int64_t nr = (rows) - r0 < rpb ? (rows) - r0 : rpb;                        \
                 void *tile = mp_cpu_at(y, r0 * (cols) + j0);                                      \
                 ACC *v = (y)->dtype == adt ? tile : ybuf;                                  \
@@ -124,11 +128,12 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
  * bulk (exactly: ReLU returns one of its inputs or zero). */
 #define RELU_FWD(T, ACC, LD, ST, x, y, n)                                          \
     do {                                                                           \
-        ACC buf[MP_BIAS_BLOCK];                                                    \
         (void)sizeof(T);                                                           \
         (void)LD;                                                                  \
         (void)ST;                                                                  \
+        MP_CPU_PARALLEL_FOR(n)                                                     \
         for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
+            ACC buf[MP_BIAS_BLOCK];                                                \
             int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
             const ACC *v = MP_CPU_WIDEN(ACC, x, i0, len, buf);                          \
             ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, i0) : buf;        \
@@ -151,16 +156,21 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
  * they are. */
 #define RELU_BWD(T, ACC, LD, ST, y, dy, dx, n)                                     \
     do {                                                                           \
-        ACC buf[MP_BIAS_BLOCK];                                                    \
         const T *dd = (dy)->data;                                                  \
         T *out = (dx)->data;                                                       \
         const T zero = ST((ACC)0);                                                 \
         (void)LD;                                                                  \
+        MP_CPU_PARALLEL_FOR(n)                                                     \
         for (int64_t i0 = 0; i0 < (n); i0 += MP_BIAS_BLOCK) {                      \
+            ACC buf[MP_BIAS_BLOCK];                                                \
             int64_t len = (n) - i0 < MP_BIAS_BLOCK ? (n) - i0 : MP_BIAS_BLOCK;     \
-            const ACC *v = MP_CPU_WIDEN(ACC, y, i0, len, buf);                          \
-            for (int64_t i = 0; i < len; i++)                                      \
-                out[i0 + i] = mp_relu_passes(v[i]) ? dd[i0 + i] : zero;            \
+            const ACC *v = MP_CPU_WIDEN(ACC, y, i0, len, buf);                     \
+            const T *d = dd + i0;                                                  \
+            T *o = out + i0;                                                       \
+            for (int64_t i = 0; i < len; i++) {                                    \
+                T g = d[i];                                                        \
+                o[i] = mp_relu_passes(v[i]) ? g : zero;                            \
+            }                                                                      \
         }                                                                          \
     } while (0)
 

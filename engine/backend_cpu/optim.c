@@ -6,11 +6,14 @@
  * or other operands are widened with one bulk mp_convert per block into a stack buffer and
  * results rounded back with one bulk mp_convert, which gives the same bits as converting
  * element by element. The SGD loops run in groups of 8 that the compiler vectorises; every
- * element sees the same operations in the same order either way. */
+ * element sees the same operations in the same order either way. The update's blocks spread
+ * over the threads (each element's arithmetic is its own); the statistics pass, a sum, runs on
+ * one thread in element order. */
 #include <math.h>
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/check_rule.h"
 #include "engine/optim_rule.h"
 
@@ -81,10 +84,11 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
                             mp_tensor *copy, const mp_tensor *g, mp_tensor *s1,              \
                             mp_tensor *s2, int64_t n)                                        \
     {                                                                                        \
-        ACC wbuf[MP_OPTIM_BLOCK], gbuf[MP_OPTIM_BLOCK];                                      \
         const mp_optim_coef_##SFX c = mp_optim_coef_##SFX##_make(a, st);                     \
         bool adam = a->kind != MP_OPTIM_SGD;                                                 \
+        MP_CPU_PARALLEL_FOR(n)                                                               \
         for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) {                                    \
+            ACC wbuf[MP_OPTIM_BLOCK], gbuf[MP_OPTIM_BLOCK];                                  \
             size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
             ACC *w = load_block(p, o, len, ADT, wbuf);                                       \
             const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \

@@ -4,13 +4,19 @@
  * area, padded zeros included (PyTorch's count_include_pad=True). x, y, dy and dx share one
  * dtype; dx must not alias x or dy.
  *
- * One image at a time: half data is widened in bulk (mp_convert) into the accumulator type, the
- * windows run over whole channel rows (loops the compiler vectorises), and results are rounded
- * once, in bulk. Backward scatters: each window's gradient goes to its maximum (or, averaging,
- * to every element of it) in an accumulator per input element, the windows taken in row-major
- * order, so an element covered by several windows adds their contributions in the same order as
- * a gather over the windows covering it would, and rounds once. */
+ * One image at a time (the images spread over the threads, each wholly on one): half data is
+ * widened in bulk (mp_convert) into the accumulator type, the windows run over whole channel
+ * rows (loops the compiler vectorises), and results are rounded once, in bulk. Backward
+ * scatters: each window's gradient goes to its maximum (or, averaging, to every element of it)
+ * in an accumulator per input element, the windows taken in row-major order, so an element
+ * covered by several windows adds their contributions in the same order as a gather over the
+ * windows covering it would, and rounds once. Max pooling whose windows tile
+ * the input exactly (2x2 stride 2, the common case) finds each window's maximum from y instead,
+ * in one pass without the accumulator, with the same bits. */
+#include <string.h>
+
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/pool_geom.h"
 
 /* Whether v replaces best as a window's maximum: larger, or the first NaN. */
@@ -50,10 +56,11 @@
         (void)LD;                                                                             \
         (void)ST;                                                                             \
         const int64_t in_ = (g)->H * (g)->W * (g)->C, out_ = (g)->P * (g)->Q * (g)->C;        \
-        ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL, (size_t)(in_ + out_) * sizeof(ACC));     \
-        ACC *ybuf = xbuf + in_;                                                               \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
+        MP_CPU_PARALLEL_FOR((g)->N * in_)                                                     \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
+            ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL, (size_t)(in_ + out_) * sizeof(ACC)); \
+            ACC *ybuf = xbuf + in_;                                                           \
             const ACC *xn = MP_CPU_WIDEN(ACC, x, n * in_, in_, xbuf);                              \
             for (int64_t p = 0; p < (g)->P; p++)                                              \
                 for (int64_t q = 0; q < (g)->Q; q++) {                                        \
@@ -99,12 +106,13 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
         const int64_t in_ = (g)->H * (g)->W * (g)->C, out_ = (g)->P * (g)->Q * (g)->C;        \
         const int64_t C_ = (g)->C;                                                            \
         size_t accs_ = (size_t)(2 * in_ + out_ + C_);                                         \
-        int64_t *at = mp_cpu_workspace(MP_CPU_WS_POOL,                                        \
-                                       (size_t)C_ * sizeof(int64_t) + accs_ * sizeof(ACC));   \
-        ACC *xbuf = (ACC *)(at + C_), *acc = xbuf + in_, *gbuf = acc + in_;                   \
-        ACC *best = gbuf + out_;                                                              \
         const ACC area = (ACC)((g)->kh * (g)->kw);                                            \
+        MP_CPU_PARALLEL_FOR((g)->N * in_)                                                     \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
+            int64_t *at = mp_cpu_workspace(MP_CPU_WS_POOL,                                    \
+                                           (size_t)C_ * sizeof(int64_t) + accs_ * sizeof(ACC)); \
+            ACC *xbuf = (ACC *)(at + C_), *acc = xbuf + in_, *gbuf = acc + in_;               \
+            ACC *best = gbuf + out_;                                                          \
             const ACC *xn = (is_max) ? MP_CPU_WIDEN(ACC, x, n * in_, in_, xbuf) : NULL;            \
             const ACC *gn = MP_CPU_WIDEN(ACC, dy, n * out_, out_, gbuf);                           \
             for (int64_t i = 0; i < in_; i++)                                                 \
@@ -136,6 +144,82 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
         }                                                                                     \
     } while (0)
 
+/* One element row of a tiled max-pool window for accumulator type ACC (UINT: its bits): od[c] =
+ * 0 + g[c] where v[c] is the window's maximum m[c] and no earlier element of the window was
+ * (taken[c] == 0; it becomes all ones), else +0. v[c] is the maximum when its bits are m[c]'s,
+ * or when both are NaN: the forward took the first element of the window with the maximum's
+ * value, so no earlier element has its bits, and the first NaN when there is one. Integer masks
+ * and no branches, so the compiler vectorises it (GCC does not if-convert float comparisons). */
+#define MP_POOL_ROUTE(ACC, UINT, SFX, ABS, INF, QNAN)                                         \
+    static inline UINT key_##SFX(UINT u) { return (u & (ABS)) > (INF) ? (QNAN) : u; }         \
+    static void route_##SFX(ACC *restrict od, UINT *restrict taken, const ACC *restrict v,    \
+                            const ACC *restrict m, const ACC *restrict g, int64_t C)          \
+    {                                                                                         \
+        for (int64_t c = 0; c < C; c++) {                                                     \
+            UINT vb, mb, gb, o;                                                               \
+            ACC gs = (ACC)0 + g[c];                                                           \
+            memcpy(&vb, &v[c], sizeof vb);                                                    \
+            memcpy(&mb, &m[c], sizeof mb);                                                    \
+            memcpy(&gb, &gs, sizeof gb);                                                      \
+            UINT hit = (UINT)0 - (UINT)(key_##SFX(vb) == key_##SFX(mb));                      \
+            hit &= ~taken[c];                                                                 \
+            o = gb & hit;                                                                     \
+            memcpy(&od[c], &o, sizeof o);                                                     \
+            taken[c] |= hit;                                                                  \
+        }                                                                                     \
+    }
+MP_POOL_ROUTE(float, uint32_t, f32, UINT32_C(0x7fffffff), UINT32_C(0x7f800000),
+              UINT32_C(0x7fc00000))
+MP_POOL_ROUTE(double, uint64_t, f64, UINT64_C(0x7fffffffffffffff), UINT64_C(0x7ff0000000000000),
+              UINT64_C(0x7ff8000000000000))
+#define route(od, taken, v, m, g, C)                                                          \
+    _Generic((od), float *: route_f32, double *: route_f64)(od, (void *)(taken), v, m, g, C)
+
+/* Max-pool backward where the windows tile x exactly (stride = window, no padding, H = P kh,
+ * W = Q kw), one pass with no accumulator: each input element belongs to one window, and gets
+ * 0 + the window's gradient when it is the window's first maximum (the first element, in
+ * row-major order, equal to the window's output y, or the first NaN when y is NaN: the element
+ * the forward took), else 0 — the values the scatter gives, bit for bit. */
+#define POOL_BWD_TILED(T, ACC, LD, ST, g, x, y, dy, dx)                                       \
+    do {                                                                                      \
+        (void)sizeof(T);                                                                      \
+        (void)LD;                                                                             \
+        (void)ST;                                                                             \
+        const int64_t in_ = (g)->H * (g)->W * (g)->C, out_ = (g)->P * (g)->Q * (g)->C;        \
+        const int64_t C_ = (g)->C;                                                            \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
+        MP_CPU_PARALLEL_FOR((g)->N * in_)                                                     \
+        for (int64_t n = 0; n < (g)->N; n++) {                                                \
+            ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL,                                      \
+                                         (size_t)(2 * in_ + 2 * out_ + C_) * sizeof(ACC));    \
+            ACC *obuf = xbuf + in_, *ybuf = obuf + in_, *gbuf = ybuf + out_;                  \
+            ACC *taken = gbuf + out_;                                                         \
+            const ACC *xn = MP_CPU_WIDEN(ACC, x, n * in_, in_, xbuf);                         \
+            const ACC *yn = MP_CPU_WIDEN(ACC, y, n * out_, out_, ybuf);                       \
+            const ACC *gn = MP_CPU_WIDEN(ACC, dy, n * out_, out_, gbuf);                      \
+            ACC *o = (dx)->dtype == adt ? (ACC *)mp_cpu_at(dx, n * in_) : obuf;               \
+            for (int64_t p = 0; p < (g)->P; p++)                                              \
+                for (int64_t q = 0; q < (g)->Q; q++) {                                        \
+                    const ACC *m = yn + (p * (g)->Q + q) * C_, *gw = gn + (p * (g)->Q + q) * C_; \
+                    memset(taken, 0, (size_t)C_ * sizeof(ACC));                               \
+                    for (int64_t hh = p * (g)->kh; hh < (p + 1) * (g)->kh; hh++)              \
+                        for (int64_t ww = q * (g)->kw; ww < (q + 1) * (g)->kw; ww++) {        \
+                            const int64_t at_ = (hh * (g)->W + ww) * C_;                      \
+                            route(o + at_, taken, xn + at_, m, gw, C_);                       \
+                        }                                                                     \
+                }                                                                             \
+            if (o == obuf)                                                                    \
+                mp_convert(mp_cpu_at(dx, n * in_), (dx)->dtype, obuf, adt, (size_t)in_);      \
+        }                                                                                     \
+    } while (0)
+
+/* Whether max pooling's windows tile x exactly (POOL_BWD_TILED applies). */
+static bool tiles_exactly(const mp_pool_desc *d, const mp_pool_geom *g)
+{
+    return d->max && g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0 &&
+           g->H == g->P * g->kh && g->W == g->Q * g->kw;
+}
+
 mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
                                const mp_tensor *dy, mp_tensor *dx)
 {
@@ -145,6 +229,10 @@ mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const 
                    "pool_backward");
     MP_CPU_REQUIRE(mp_pool_shaped(dx, &g, g.H, g.W), "pool_backward");
     MP_CPU_REQUIRE(dy->dtype == x->dtype && dx->dtype == x->dtype, "pool_backward");
-    MP_CPU_DISPATCH(x->dtype, POOL_BWD, d->max, &g, x, dy, dx);
+    if (tiles_exactly(d, &g)) {
+        MP_CPU_DISPATCH(x->dtype, POOL_BWD_TILED, &g, x, y, dy, dx);
+    } else {
+        MP_CPU_DISPATCH(x->dtype, POOL_BWD, d->max, &g, x, dy, dx);
+    }
     return MP_OK;
 }
