@@ -59,7 +59,7 @@ message(STATUS "mpdist: OpenMP for the CPU backend's loops ${OpenMP_C_FOUND}")
 # OpenBLAS's OpenMP build (Debian's libopenblas0-openmp) runs its GEMMs on the same OpenMP
 # threads as the backend's loops and oneDNN. The default pthread build keeps threads of its own:
 # while they spin after a GEMM, OpenMP's threads wait for the next loop, and the other way round,
-# so on 2 cores an MLP step took 2-3x as long. The OpenMP build is linked by its path, which
+# so on 2 cores an MLP step took about twice as long. The OpenMP build is linked by its path, which
 # leaves the system's libopenblas alternative as it is; without it, the pthread build serves.
 option(MPDIST_OPENBLAS_OPENMP "Link OpenBLAS's OpenMP build when it is installed" ON)
 set(MP_OPENBLAS PkgConfig::OPENBLAS)

@@ -168,7 +168,8 @@ MP_OP(mp_status, batchnorm_backward, (const mp_bn_args *a, const mp_tensor *x, c
                                       mp_tensor *dgamma, mp_tensor *dbeta))
 
 /* Pooling (mp_pool_desc): forward, and dx from x, y and dy (max pooling routes each dy to
- * the first maximum of its window; average pooling spreads it evenly). */
+ * the first maximum of its window; average pooling spreads it evenly). y must be
+ * pool_forward's output for x, in x's dtype: a backend may find the maxima from it. */
 MP_OP(mp_status, pool_forward, (const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y))
 MP_OP(mp_status, pool_backward, (const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
                                  const mp_tensor *dy, mp_tensor *dx))

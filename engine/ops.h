@@ -107,7 +107,8 @@ const mp_ops *mp_backend_cpu_staged(void);
 
 /* Sets the number of threads the CPU backend uses in this process (n >= 1): the BLAS threads
  * (OpenBLAS) and, for the calling thread's ops, the OpenMP threads of oneDNN and of the
- * backend's own parallel loops. */
+ * backend's own parallel loops (an OpenMP setting is per thread: another thread that runs ops
+ * calls this itself). */
 void mp_backend_cpu_threads(int n);
 
 #endif

@@ -1,6 +1,8 @@
 /* Setting up a training run from a validated config: what this build can run, the data, the
  * model with identical initial parameters on every rank, optimizer, schedule and outputs. */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_ALLOC */
+#endif
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -387,10 +389,16 @@ static int cpu_threads(const mp_comm *comm)
         return (int)n;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
-    cpu_set_t mine;
-    CPU_ZERO(&mine);
-    if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) < share)
-        share = CPU_COUNT(&mine);
+    long ids = sysconf(_SC_NPROCESSORS_CONF);
+    int count = ids > CPU_SETSIZE ? (int)ids : CPU_SETSIZE;
+    cpu_set_t *mine = CPU_ALLOC(count);
+    if (mine) {
+        size_t bytes = CPU_ALLOC_SIZE(count);
+        CPU_ZERO_S(bytes, mine);
+        if (sched_getaffinity(0, bytes, mine) == 0 && CPU_COUNT_S(bytes, mine) < share)
+            share = CPU_COUNT_S(bytes, mine);
+        CPU_FREE(mine);
+    }
     return share > 0 ? share : 1;
 }
 

@@ -228,7 +228,8 @@ mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const 
     MP_CPU_REQUIRE(mp_pool_shaped(y, &g, g.P, g.Q) && mp_pool_shaped(dy, &g, g.P, g.Q),
                    "pool_backward");
     MP_CPU_REQUIRE(mp_pool_shaped(dx, &g, g.H, g.W), "pool_backward");
-    MP_CPU_REQUIRE(dy->dtype == x->dtype && dx->dtype == x->dtype, "pool_backward");
+    MP_CPU_REQUIRE(y->dtype == x->dtype && dy->dtype == x->dtype && dx->dtype == x->dtype,
+                   "pool_backward");
     if (tiles_exactly(d, &g)) {
         MP_CPU_DISPATCH(x->dtype, POOL_BWD_TILED, &g, x, y, dy, dx);
     } else {

@@ -274,6 +274,36 @@ static void test_max_ties_route_to_first(void **state)
     }
 }
 
+/* Windows that tile the input (2x2, stride 2: the one-pass backward) route as the scatter does,
+ * in every dtype: equal values to the first; -0 before +0 to the -0; the first of two NaNs; the
+ * first of two equal maxima; and a -0 gradient arrives as +0 (0 + dy), as everywhere else. */
+static void test_tiled_max_routing(void **state)
+{
+    (void)state;
+    int64_t in[3] = {4, 4, 1};
+    mp_pool_desc d = desc(2, 2, 2, 2, 0, 0, true);
+    mp_layer l;
+    assert_int_equal(mp_layer_pool_init(&l, ops, "pool", in, &d), MP_OK);
+    const double x[16] = {1.5, 1.5, -0.0, 0.0, 1.5, 1.5, -1, -2, 1, NAN, 1, 3, NAN, 5, 3, 2};
+    const double dy[4] = {2.5, 4, 8, -0.0};
+    double want[16] = {0};
+    want[0] = 2.5; /* window (0,0): all equal, the first */
+    want[2] = 4;   /* window (0,1): -0 then +0, the first */
+    want[9] = 8;   /* window (1,0): the first NaN */
+    const mp_dtype dts[] = {MP_F64, MP_F32, MP_F16, MP_BF16};
+    for (int k = 0; k < 4; k++) {
+        double y[4], dx[16];
+        run_layer(&l, dts[k], 1, x, dy, y, dx);
+        assert_true(isnan(y[2]) && y[3] == 3);
+        for (int i = 0; i < 16; i++) {
+            if (memcmp(&dx[i], &want[i], sizeof dx[i]) != 0)
+                fail_msg("%s: dx[%d] = %g, want %g (window maxima routed as the scatter does)",
+                         mp_dtype_name(dts[k]), i, dx[i], want[i]);
+        }
+        assert_false(signbit(dx[11])); /* window (1,1): its first 3, with dy -0, gets +0 */
+    }
+}
+
 /* A NaN in a window makes the max NaN (as PyTorch), in any position of the window. */
 static void test_max_propagates_nan(void **state)
 {
@@ -423,6 +453,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_naive),
         cmocka_unit_test(test_max_ties_route_to_first),
+        cmocka_unit_test(test_tiled_max_routing),
         cmocka_unit_test(test_max_propagates_nan),
         cmocka_unit_test(test_gradcheck_avg_padded),
         cmocka_unit_test(test_gradcheck_global_avg),
