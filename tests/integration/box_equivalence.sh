@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# labels: integration cluster
+# serial
+# A cluster in a box (issue 22, cluster/box): 2 hosts x 2 ranks, Open MPI between the hosts'
+# network namespaces over TCP (a host's own two ranks share memory), trains bitwise as 1 host x
+# 4 ranks: the same metrics to the last digit (timings aside) and the same parameters in the
+# final checkpoint. The inter-host traffic crossed the bridge: its ports counted at least the
+# gradients' all-reduce bytes. Skipped (77) where network namespaces cannot be made; the box is
+# torn down however the test ends.
+source "$(dirname "$0")/common.bash"
+box=$SRC/cluster/box
+trap 'bash "$box/down.sh"; rm -rf "$TMP"' EXIT
+rc=0
+bash "$box/up.sh" 2 || rc=$?
+[ "$rc" = 77 ] && { echo "skipped: network namespaces cannot be made here"; exit 77; }
+[ "$rc" = 0 ] || { echo "FAIL: cluster/box/up.sh 2 exited $rc"; exit 1; }
+
+steps=30
+run() { # run NAME MPIRUN-ARGS...: trains the MLP for $steps steps with metrics and a checkpoint
+  local name=$1
+  shift
+  timeout 300 mpirun "$@" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" \
+    --set data.train_limit=6000 --set data.test_limit=1000 --set train.max_steps=$steps \
+    --set log.every=5 --set "log.metrics=\"$TMP/$name.jsonl\"" \
+    --set "checkpoint.dir=\"$TMP/$name\"" >"$TMP/$name.out" 2>&1 ||
+    { echo "FAIL: run $name exited $?"; cat "$TMP/$name.out"; exit 1; }
+  sed -E 's/"time_s":\{[^}]*\},?//g; s/"(images_per_s|step_ms|comm_ms|comm_hidden|wall_s)":[^,}]*,?//g' \
+    "$TMP/$name.jsonl" >"$TMP/$name.cmp"
+}
+bytes() { echo $(($(cat /sys/class/net/mpbv1/statistics/tx_bytes) + $(cat /sys/class/net/mpbv1/statistics/rx_bytes))); }
+
+before=$(bytes)
+run box --host h1:2,h2:2 --mca plm_rsh_agent "$box/exec.sh" --mca btl self,vader,tcp \
+  --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24
+crossed=$(($(bytes) - before))
+run one -np 4
+grep -q '"world_size":4' "$TMP/box.jsonl" || { echo "FAIL: the box run did not have 4 ranks"; exit 1; }
+# Every step sums the model's FP32 gradients over the 4 ranks: each host's partial sum has to
+# cross to the other host, at least the gradients' bytes a step.
+params=$(sed -n 's/.*model mlp (\([0-9]*\) parameters).*/\1/p' "$TMP/box.out")
+[ -n "$params" ] || { echo "FAIL: no parameter count in the box run's start-up line"; exit 1; }
+need=$((steps * params * 4))
+expect_ok "the hosts' traffic crossed the bridge ($crossed bytes, at least $need)" test "$crossed" -ge "$need"
+expect_ok "metrics of 2 hosts x 2 ranks equal 1 host x 4 ranks" cmp "$TMP/box.cmp" "$TMP/one.cmp"
+params() { h5dump -g /params "$(ls "$1"/ckpt-*.h5 | tail -1)" | tail -n +2; } # not the file name
+expect_ok "final parameters equal" cmp <(params "$TMP/box") <(params "$TMP/one")
+finish
