@@ -37,77 +37,59 @@ static bool channels_last(const mp_tensor *x, int64_t C)
 static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 < R ? M - m0 : R; }
 
 /* The per-channel sums of the training passes for accumulator type ACC, over x (M, C) in tiles
- * of R rows: s[c] = sum of x[m][c] (mean NULL), or of (x[m][c] - mean[c])^2; and, for backward,
- * sdy[c] = sum of dy[m][c], sdx[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c]. Channels go
- * in stripes (mp_cpu_stripes), one per thread, and every channel adds its rows in row order, so
- * the sums are those of one thread. Half tiles are widened whole by each stripe's thread into its
- * own block. */
+ * of R rows: without dy, s[c] = sum of x[m][c] (mean NULL) or of (x[m][c] - mean[c])^2; with dy
+ * (backward), s[c] = sum of dy[m][c] and s2[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c].
+ * Channels go in stripes (mp_cpu_stripes), one per thread, and every channel adds its rows in
+ * row order, so the sums are those of one thread. Half tiles are widened whole by each stripe's
+ * thread into its own block. */
 #define MP_BN_SUMS(ACC, SFX)                                                                  \
-    static void bn_sums_##SFX(const mp_tensor *x, int64_t M, int64_t C, int64_t R,            \
-                              const ACC *mean, ACC *s)                                        \
+    static void bn_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
+                              int64_t R, const ACC *mean, const ACC *invstd, ACC *s, ACC *s2) \
     {                                                                                         \
         const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
+        const int64_t tiles = dy ? 2 : 1;                                                     \
         int64_t w;                                                                            \
         const int64_t ns = mp_cpu_stripes(C, &w);                                             \
         MP_CPU_PARALLEL_FOR(ns > 1 ? M * C : 0)                                               \
         for (int64_t k = 0; k < ns; k++) {                                                    \
             const int64_t c0 = k * w, c1 = c0 + w < C ? c0 + w : C;                           \
-            ACC *buf = x->dtype == adt ? NULL                                                 \
-                                       : mp_cpu_workspace(MP_CPU_WS_BN_TILE,                  \
-                                                          (size_t)(R * C) * sizeof(ACC));     \
+            ACC *xb = x->dtype == adt && (!dy || dy->dtype == adt)                            \
+                          ? NULL                                                              \
+                          : mp_cpu_workspace(MP_CPU_WS_BN_TILE,                               \
+                                             (size_t)(tiles * R * C) * sizeof(ACC));          \
+            ACC *gb = xb && dy ? xb + R * C : NULL;                                           \
             for (int64_t c = c0; c < c1; c++)                                                 \
                 s[c] = 0;                                                                     \
+            for (int64_t c = c0; dy && c < c1; c++)                                           \
+                s2[c] = 0;                                                                    \
             for (int64_t m0 = 0; m0 < M; m0 += R) {                                           \
                 const int64_t r = bn_rows(M, R, m0);                                          \
-                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, buf);                      \
+                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, xb);                       \
+                const ACC *g = dy ? MP_CPU_WIDEN(ACC, dy, m0 * C, r * C, gb) : NULL;          \
                 for (int64_t m = 0; m < r; m++, v += C) {                                     \
-                    if (mean)                                                                 \
+                    if (dy) {                                                                 \
+                        for (int64_t c = c0; c < c1; c++) {                                   \
+                            s[c] += g[c];                                                     \
+                            s2[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                   \
+                        }                                                                     \
+                        g += C;                                                               \
+                    } else if (mean) {                                                        \
                         for (int64_t c = c0; c < c1; c++) {                                   \
                             ACC d = v[c] - mean[c];                                           \
                             s[c] += d * d;                                                    \
                         }                                                                     \
-                    else                                                                      \
+                    } else {                                                                  \
                         for (int64_t c = c0; c < c1; c++)                                     \
                             s[c] += v[c];                                                     \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-    }                                                                                         \
-    static void bn_grad_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M,        \
-                                   int64_t C, int64_t R, const ACC *mean, const ACC *invstd,  \
-                                   ACC *sdy, ACC *sdx)                                        \
-    {                                                                                         \
-        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
-        int64_t w;                                                                            \
-        const int64_t ns = mp_cpu_stripes(C, &w);                                             \
-        MP_CPU_PARALLEL_FOR(ns > 1 ? M * C : 0)                                               \
-        for (int64_t k = 0; k < ns; k++) {                                                    \
-            const int64_t c0 = k * w, c1 = c0 + w < C ? c0 + w : C;                           \
-            ACC *xb = x->dtype == adt ? NULL                                                  \
-                                      : mp_cpu_workspace(MP_CPU_WS_BN_TILE,                   \
-                                                         (size_t)(2 * R * C) * sizeof(ACC));  \
-            ACC *gb = xb ? xb + R * C : NULL;                                                 \
-            for (int64_t c = c0; c < c1; c++)                                                 \
-                sdy[c] = sdx[c] = 0;                                                          \
-            for (int64_t m0 = 0; m0 < M; m0 += R) {                                           \
-                const int64_t r = bn_rows(M, R, m0);                                          \
-                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, xb);                       \
-                const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * C, r * C, gb);                      \
-                for (int64_t m = 0; m < r; m++, v += C, g += C)                               \
-                    for (int64_t c = c0; c < c1; c++) {                                       \
-                        sdy[c] += g[c];                                                       \
-                        sdx[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                      \
                     }                                                                         \
+                }                                                                             \
             }                                                                                 \
         }                                                                                     \
     }
 MP_BN_SUMS(float, f32)
 MP_BN_SUMS(double, f64)
-#define bn_sums(x, M, C, R, mean, s) \
-    _Generic((s), float *: bn_sums_f32, double *: bn_sums_f64)(x, M, C, R, mean, s)
-#define bn_grad_sums(x, dy, M, C, R, mean, invstd, sdy, sdx)                     \
-    _Generic((sdy), float *: bn_grad_sums_f32, double *: bn_grad_sums_f64)(      \
-        x, dy, M, C, R, mean, invstd, sdy, sdx)
+#define bn_sums(x, dy, M, C, R, mean, invstd, s, s2)                                          \
+    _Generic((s), float *: bn_sums_f32, double *: bn_sums_f64)(x, dy, M, C, R, mean, invstd, s, s2)
 
 #define BN_FWD(T, ACC, LD, ST, a, train, x, gamma, beta, rm, rv, sm, si, y, M, C)              \
     do {                                                                                      \
@@ -119,10 +101,10 @@ MP_BN_SUMS(double, f64)
         ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C);                      \
         const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
         if (train) {                                                                          \
-            bn_sums(x, M, C, R, (const ACC *)NULL, s);                                        \
+            bn_sums(x, NULL, M, C, R, (const ACC *)NULL, (const ACC *)NULL, s, s);        \
             for (int64_t c = 0; c < (C); c++)                                                 \
                 mean[c] = s[c] / (ACC)(M);                                                    \
-            bn_sums(x, M, C, R, (const ACC *)mean, s);                                        \
+            bn_sums(x, NULL, M, C, R, (const ACC *)mean, (const ACC *)NULL, s, s);        \
             for (int64_t c = 0; c < (C); c++) {                                               \
                 ACC var = s[c] / (ACC)(M);                                                    \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
@@ -192,7 +174,7 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
             mean[c] = (ACC)ld(sm, c);                                                         \
             invstd[c] = (ACC)ld(si, c);                                                       \
         }                                                                                     \
-        bn_grad_sums(x, dy, M, C, R, (const ACC *)mean, (const ACC *)invstd, sdy, sdx);       \
+        bn_sums(x, dy, M, C, R, (const ACC *)mean, (const ACC *)invstd, sdy, sdx);       \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             st(dgamma, c, (double)sdx[c]);                                                    \
             st(dbeta, c, (double)sdy[c]);                                                     \
