@@ -6,7 +6,7 @@
 # 4 ranks: the same metrics to the last digit (timings aside) and the same parameters in the
 # final checkpoint. The inter-host traffic crossed the bridge: its ports counted at least the
 # gradients' all-reduce bytes. Skipped (77) where network namespaces cannot be made; the box is
-# torn down however the test ends.
+# torn down however the test ends. The box scripts' usage errors exit 2 with one line.
 source "$(dirname "$0")/common.bash"
 box=$SRC/cluster/box
 trap 'bash "$box/down.sh"; rm -rf "$TMP"' EXIT
@@ -14,6 +14,30 @@ rc=0
 bash "$box/up.sh" 2 || rc=$?
 [ "$rc" = 77 ] && { echo "skipped: network namespaces cannot be made here"; exit 77; }
 [ "$rc" = 0 ] || { echo "FAIL: cluster/box/up.sh 2 exited $rc"; exit 1; }
+
+# usage_error CODE REGEX CMD...: CMD exits CODE with one line on stderr matching REGEX
+usage_error() {
+  local want=$1 regex=$2 rc=0
+  shift 2
+  timeout 20 "$@" >"$TMP/uout" 2>"$TMP/uerr" || rc=$?
+  if [ "$rc" = "$want" ] && [ "$(wc -l <"$TMP/uerr")" = 1 ] && grep -Eq -- "$regex" "$TMP/uerr"; then
+    echo "ok: exit $rc: $(cat "$TMP/uerr")"
+  else
+    echo "FAIL: $* -> exit $rc (want $want), stderr:"; sed 's/^/    /' "$TMP/uerr"
+    failures=$((failures + 1))
+  fi
+}
+usage_error 2 'N must be 2, 3 or 4' bash "$box/up.sh" 5
+usage_error 2 'unknown option --bogus' bash "$box/up.sh" 2 --bogus
+usage_error 2 'not a box host: node1' bash "$box/exec.sh" node1 true
+usage_error 2 'h4 is not up' bash "$box/exec.sh" h4 true
+usage_error 2 'unknown option --bogus' bash "$box/shape.sh" 1 --bogus 1
+usage_error 2 'host h7 is not up' bash "$box/shape.sh" 7 --rate 1gbit
+rc=0
+bash "$box/shape.sh" 1 --delay 1ms 2>"$TMP/uerr" || rc=$?
+expect_ok "a delay is shaped, or refused with 77 and a message where the kernel has no netem" \
+  test "$rc" = 0 -o "$rc" = 77 -a -s "$TMP/uerr"
+bash "$box/shape.sh" 1 # clears it
 
 steps=30
 run() { # run NAME MPIRUN-ARGS...: trains the MLP for $steps steps with metrics and a checkpoint
