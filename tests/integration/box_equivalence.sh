@@ -54,8 +54,7 @@ run() { # run NAME MPIRUN-ARGS...: trains the MLP for $steps steps with metrics 
 bytes() { echo $(($(cat /sys/class/net/mpbv1/statistics/tx_bytes) + $(cat /sys/class/net/mpbv1/statistics/rx_bytes))); }
 
 before=$(bytes)
-run box --host h1:2,h2:2 --mca plm_rsh_agent "$box/exec.sh" --mca btl self,vader,tcp \
-  --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24
+run box --host h1:2,h2:2 $("$box/mpirun-args")
 crossed=$(($(bytes) - before))
 run one -np 4
 grep -q '"world_size":4' "$TMP/box.jsonl" || { echo "FAIL: the box run did not have 4 ranks"; exit 1; }

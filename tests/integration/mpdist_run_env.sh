@@ -52,4 +52,29 @@ check "Slurm job: the caller's own settings are kept" "srun --mpi=pmix $MPDIST a
 if grep -q 'development settings' "$TMP/err"; then
   echo "FAIL: a Slurm run mentions development settings"; failures=$((failures + 1))
 fi
+
+# A launcher that outlives a rank's communication failure (mpirun waiting on a daemon it cannot
+# reach; tests/integration/box_faults.sh makes the real one) is ended MPDIST_HANG_GRACE_S later
+# with exit 6; its stderr passes through unchanged.
+hung=$TMP/hung
+mkdir -p "$hung"
+printf '#!/bin/sh
+echo "mpdist: error: comm: timed out after 5 s (comm.timeout_s) in x at step 3; ranks that did not arrive: 1 (h2)" >&2
+exec sleep 60
+' >"$hung/mpirun"
+chmod +x "$hung/mpirun"
+rc=0
+t0=$SECONDS
+PATH="$hung:$PATH" MPDIST_BIN=$MPDIST MPDIST_HANG_GRACE_S=2 timeout 30 "$SRC/launch/mpdist-run" -n 2 a.cfg 2>"$TMP/err" || rc=$?
+took=$((SECONDS - t0))
+if [ "$rc" = 6 ] && [ "$took" -le 5 ] && grep -q '^mpdist: error: comm: timed out' "$TMP/err" &&
+   grep -q '^mpdist-run: a rank reported a communication failure and the launcher is still running 2 s later' "$TMP/err"; then
+  echo "ok: a launcher hung after a comm error is ended with exit 6 after $took s"
+else
+  echo "FAIL: hung launcher: exit $rc after $took s"; sed 's/^/    stderr: /' "$TMP/err"
+  failures=$((failures + 1))
+fi
+expect_exit_usage=$(MPDIST_BIN=$MPDIST MPDIST_HANG_GRACE_S=x "$SRC/launch/mpdist-run" a.cfg 2>&1 >/dev/null; echo "rc=$?")
+expect_ok "MPDIST_HANG_GRACE_S=x: exit 2 and a message" \
+  grep -q "MPDIST_HANG_GRACE_S must be a whole number.*rc=2" <<<"$(tr '\n' ' ' <<<"$expect_exit_usage")"
 finish
