@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the one-node Slurm that start.sh started in DIR: slurmd, slurmctld, then munged, by the
+# Stops the Slurm that start.sh started in DIR: the slurmds, slurmctld, then munged, by the
 # PIDs in their PID files, waiting for each to exit (SIGKILL after 10 s). Jobs still running are
 # ended with the daemons. Quiet when nothing runs.
 # Usage: cluster/local-slurm/stop.sh [DIR]      (DIR default /tmp/mpdist-slurm)
@@ -20,7 +20,7 @@ stop() { # PIDFILE
 if [ -f "$dir/slurm.conf" ]; then
   SLURM_CONF=$dir/slurm.conf scancel --state=RUNNING -u "$(id -un)" 2>/dev/null || true
 fi
-stop "$dir/slurmd.pid"
+for f in "$dir"/slurmd-*.pid; do stop "$f"; done
 stop "$dir/slurmctld.pid"
 stop "$dir/munge/munged.pid"
 exit 0
