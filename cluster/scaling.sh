@@ -18,6 +18,13 @@
 #                     wait for them; default: launch/mpdist-run here
 #   --link-gbs B --link-us L   the model's link bandwidth (GB/s) and latency (us) for its
 #                     predictions at 8, 64 and 512 ranks (default 25 and 5: 200 Gb/s InfiniBand)
+#   --box "2 4"       instead: the study on the cluster box (cluster/box, needs root), one rank
+#                     per host, for each host count and each --link; Open MPI's ring all-reduce
+#                     (the algorithm the model describes); per link and host count `mpdist
+#                     bench-comm` calibrates the model (cluster/scaling_box.py); writes box.csv,
+#                     box.md, box_allreduce.png, box_efficiency.png and runs/
+#   --link R[/D]      a link of the box: rate R (tc, e.g. 1gbit) and one-way delay D (e.g.
+#                     0.2ms; needs netem); repeatable (default: 200mbit and 1gbit)
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 home=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +33,7 @@ usage() { sed -n '/^# Usage:/,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 config=$1
 shift
 ranks="1 2 4" opts="O0 O2" mode=weak batch=64 steps=200 out=$home/bench/results/scaling submit=0
-link_gbs=25 link_us=5
+link_gbs=25 link_us=5 box='' box_links=()
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -39,6 +46,8 @@ while [ $# -gt 0 ]; do
     --submit) submit=1; shift ;;
     --link-gbs) link_gbs=$2; shift 2 ;;
     --link-us) link_us=$2; shift 2 ;;
+    --box) box=$2; shift 2 ;;
+    --link) box_links+=("$2"); shift 2 ;;
     -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage ;;
@@ -54,6 +63,8 @@ done
 command -v gnuplot >/dev/null || die "gnuplot not found (launch/deps.sh gnuplot-nox)"
 mkdir -p "$out/runs"
 out=$(cd "$out" && pwd)
+gp() { gnuplot -e "set terminal pngcairo size 800,500 font ',10'; set datafile separator ','; set key left top; set grid; $1"; }
+[ -z "$box" ] || { source "$home/cluster/scaling_box.bash"; exit 0; }
 
 # One run per opt level and rank count: metrics in runs/OPT-N.jsonl, output in runs/OPT-N.log.
 jobs=()
@@ -83,7 +94,6 @@ done
 python3 "$home/cluster/scaling_model.py" --runs "$out/runs" --opts "$opts" --ranks "$ranks" \
   --mode "$mode" --link-gbs "$link_gbs" --link-us "$link_us" --out "$out" --config "$config"
 
-gp() { gnuplot -e "set terminal pngcairo size 800,500 font ',10'; set datafile separator ','; set key left top; set grid; $1"; }
 plots_t="" plots_e="" i=0
 for o in $opts; do
   i=$((i + 1))

@@ -34,5 +34,13 @@ if [ ${#netem[@]} -gt 0 ]; then
   add netem "${netem[@]}" ${rate:+rate "$rate"} 2>/dev/null ||
     { echo "cluster/box/shape.sh: this kernel has no netem (sch_netem): --delay and --loss cannot be shaped here" >&2; exit 77; }
 elif [ -n "$rate" ]; then
-  add tbf rate "$rate" burst 256kb latency 50ms
+  # A bucket of 2 ms at the rate (16 KB at least, for the kernel's timer): a larger one lets
+  # messages up to its size through unshaped, so small all-reduces would not see the rate.
+  [[ $rate =~ ^([0-9]+)([kmg]?)bit$ ]] ||
+    { echo "cluster/box/shape.sh: --rate: give bits per second as N[k|m|g]bit (got '$rate')" >&2; exit 2; }
+  bytes_s=$((BASH_REMATCH[1] / 8))
+  case ${BASH_REMATCH[2]} in k) bytes_s=$((bytes_s * 1000)) ;; m) bytes_s=$((bytes_s * 1000000)) ;; g) bytes_s=$((bytes_s * 1000000000)) ;; esac
+  burst=$((bytes_s / 500))
+  [ "$burst" -ge 16384 ] || burst=16384
+  add tbf rate "$rate" burst "$burst" latency 50ms
 fi

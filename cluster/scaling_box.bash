@@ -1,0 +1,68 @@
+# The box mode of cluster/scaling.sh (sourced by it, after its options are read: config, opts,
+# batch, steps, out, extra, box, box_links, home, die, gp). For each link and host count: the box
+# with that many hosts and the link on each, `mpdist bench-comm` over its all-reduce (the
+# calibration), then training at each opt level, one rank per host; then the single-rank
+# baselines, the model (cluster/scaling_box.py) and the plots. The box is torn down at the end,
+# also on failure.
+[ ${#box_links[@]} -gt 0 ] || box_links=(200mbit 1gbit)
+for h in $box; do
+  [[ $h =~ ^[2-4]$ ]] || die "--box: host counts are 2, 3 or 4 (got '$h')"
+done
+for l in "${box_links[@]}"; do
+  [[ $l =~ ^[0-9]+[kmg]?bit(/[0-9.]+m?s)?$ ]] || die "--link: give RATE or RATE/DELAY, e.g. 1gbit/0.2ms (got '$l')"
+done
+boxdir=$home/cluster/box
+source "$home/launch/env.sh" # the box is a local set-up: Open MPI as root, as mpdist-run does here
+trap 'bash "$boxdir/down.sh"' EXIT
+# Open MPI's ring all-reduce: its own choice changes with the size and the rank count (a 2-rank
+# all-reduce is not a ring), and the model is that of a ring.
+ring="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"
+train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.jsonl, log runs/NAME.log
+  rm -f "$out/runs/$1.jsonl"
+  "$home/launch/mpdist-run" -n "$2" "$config" --set "amp.opt_level=$o" --set "data.batch_size=$batch" \
+    --set "train.max_steps=$steps" --set log.progress=plain --set "log.every=10" \
+    --set "log.metrics=\"$out/runs/$1.jsonl\"" "${extra[@]}" >"$out/runs/$1.log" 2>&1 ||
+    { tail -5 "$out/runs/$1.log" >&2; die "run $1 failed (log: $out/runs/$1.log)"; }
+}
+# The sweep brackets the gradients: G/4 to 2G by factors of 2, with G the FP32 gradient bytes
+# (a multiple of 64), so both FP32 (G) and half gradients (G/2) have sizes at half, once and
+# twice theirs.
+nparam=$("${MPDIST_BIN:-$home/build/mpdist}" "$config" --dry-run "${extra[@]}" 2>&1 | sed -n 's/^total parameters: //p')
+[[ $nparam =~ ^[0-9]+$ ]] || die "cannot read the parameter count from mpdist --dry-run of $config"
+g=$((nparam * 4 / 64 * 64))
+names=()
+for l in "${box_links[@]}"; do
+  name=${l//\//-}
+  names+=("$name")
+  rate=${l%%/*} delay=
+  [ "$rate" = "$l" ] || delay=${l#*/}
+  for h in $box; do
+    bash "$boxdir/up.sh" "$h" --rate "$rate" ${delay:+--delay "$delay"} >/dev/null ||
+      die "cannot start the box with $h hosts and link $l (cluster/box/up.sh)"
+    hosts=$(seq -s, -f 'h%g:1' "$h")
+    echo "scaling: box, $h hosts, link $l: bench-comm"
+    # shellcheck disable=SC2046 # the options are words
+    timeout 900 mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
+      bench-comm --op allreduce -b $((g / 4)) -e $((g * 2)) -f 2 -n 5 -w 1 -r 3 --csv \
+      >"$out/runs/bench-$name-$h.csv" 2>"$out/runs/bench-$name-$h.log" ||
+      die "bench-comm failed (log: $out/runs/bench-$name-$h.log)"
+    for o in $opts; do
+      echo "scaling: box, $h hosts, link $l: $o"
+      MPDIST_MPIRUN_ARGS="--host $hosts $("$boxdir/mpirun-args") $ring" train "$name-$o-$h" "$h"
+    done
+    bash "$boxdir/down.sh"
+  done
+done
+for o in $opts; do
+  echo "scaling: $o on 1 rank (the baseline)"
+  train "$o-1" 1
+done
+python3 "$home/cluster/scaling_box.py" --runs "$out/runs" --opts "$opts" --hosts "$box" \
+  --links "${names[*]}" --out "$out" --config "$config"
+# box.csv columns: 1 link, 2 opt, 3 hosts, 11 measured all-reduce ms, 12 model ms, 14 efficiency,
+# 15 model efficiency
+lab="stringcolumn(1).' '.stringcolumn(2).' x'.stringcolumn(3)"
+gp "set output '$out/box_allreduce.png'; set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30; set yrange [0.1:*]; plot '$out/box.csv' using 11:xtic($lab) skip 1 title 'measured', '' using 12 skip 1 title 'model'"
+gp "set output '$out/box_efficiency.png'; set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30; set yrange [0:1.1]; plot '$out/box.csv' using 14:xtic($lab) skip 1 title 'measured', '' using 15 skip 1 title 'model'"
+cat "$out/box.md"
+echo "scaling: $out/box.csv, box.md, box_allreduce.png, box_efficiency.png"

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The scaling study on the cluster box (cluster/scaling.sh --box): the alpha-beta model of a ring
+all-reduce, calibrated on the same links by `mpdist bench-comm`, beside the all-reduce time that
+training measured.
+
+For each link setting L and host count n (one rank per host), runs/bench-L-n.csv holds the
+bench-comm sweep (all-reduce, communicator time per size and dtype) and runs/L-OPT-n.jsonl the
+training metrics; runs/OPT-1.jsonl is the single-rank baseline. For the dtype of the gradients,
+a weighted least-squares line t(s) = A + B s through the sweep's sizes from half to twice the
+gradients' bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2:
+relative errors count) gives the ring's
+    alpha = A / (2 (n - 1)),   beta = B n / (2 (n - 1)),
+so that k buckets of G gradient bytes take
+    t(n) = 2 (n - 1) k alpha + 2 (n - 1) / n * G beta.
+The measured all-reduce time is the median over the step records (the first left out) of
+comm_ms, the time from the first bucket's start to all summed. The prediction of the weak-
+scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute and input time per step
+(no overlap with backward assumed).
+Writes box.csv and box.md (with the points where the model misses by more than 15%).
+"""
+import argparse, csv, json, math, os, re, statistics
+
+p = argparse.ArgumentParser()
+for a in ("--runs", "--opts", "--hosts", "--links", "--out", "--config"):
+    p.add_argument(a, required=True)
+a = p.parse_args()
+opts, hosts, links = a.opts.split(), sorted(int(n) for n in a.hosts.split()), a.links.split()
+GRAD = {"fp32": (4, "float"), "fp16": (2, "half"), "bf16": (2, "bfloat16")}
+
+
+def records(path):
+    if not os.path.exists(path):
+        raise SystemExit(f"scaling: {path} is missing")
+    return [json.loads(l) for l in open(path)]
+
+
+def summary(path):
+    s = [r for r in records(path) if r["type"] == "summary"]
+    if not s:
+        raise SystemExit(f"scaling: no summary record in {path}")
+    return s[-1]
+
+
+def log_info(path):
+    log = open(path).read()
+    m, g = re.search(r"\((\d+) parameters\)", log), re.search(r"global batch (\d+)", log)
+    if not (m and g):
+        raise SystemExit(f"scaling: no parameter count or global batch in {path}")
+    return int(m.group(1)), int(g.group(1))
+
+
+def bucket_mb():
+    m = re.search(r"bucket_mb\s*=\s*([0-9.]+)", open(a.config).read())
+    return float(m.group(1)) if m else 25.0
+
+
+def fit(path, dtype, g):
+    """A, B (s, s/byte) of t = A + B s through the sweep's rows of dtype with sizes from g/2 to
+    2g, weights 1/t^2."""
+    rows = [(float(r["size_bytes"]), float(r["time_us"]) * 1e-6)
+            for r in csv.DictReader(open(path)) if r["type"] == dtype and r["op"] == "allreduce"
+            and 0.45 * g <= float(r["size_bytes"]) <= 2.2 * g]
+    if len(rows) < 2:
+        raise SystemExit(f"scaling: fewer than 2 {dtype} all-reduce rows of {g / 2:.0f}-{2 * g:.0f} bytes in {path}")
+    w = [1 / t**2 for _, t in rows]
+    sw = sum(w)
+    mx = sum(wi * s for wi, (s, _) in zip(w, rows)) / sw
+    mt = sum(wi * t for wi, (_, t) in zip(w, rows)) / sw
+    b = sum(wi * (s - mx) * (t - mt) for wi, (s, t) in zip(w, rows)) / \
+        sum(wi * (s - mx) ** 2 for wi, (s, _) in zip(w, rows))
+    return mt - b * mx, b
+
+
+def per_step(s, key):
+    return 1e3 * s["time_s"][key] / s["steps"]
+
+
+rows = []
+for o in opts:
+    base = summary(f"{a.runs}/{o}-1.jsonl")
+    t1 = (base["time_s"]["compute"] + base["time_s"]["input_wait"]) / base["steps"]
+    _, gb1 = log_info(f"{a.runs}/{o}-1.log")
+    thr1 = base["steps"] * gb1 / base["time_s"]["steps"]
+    for link in links:
+        for n in hosts:
+            run = f"{a.runs}/{link}-{o}-{n}"
+            s = summary(f"{run}.jsonl")
+            nparam, gb = log_info(f"{run}.log")
+            gbytes, dtype = GRAD[s["amp"]["grads"]]
+            g = nparam * gbytes
+            k = max(1, math.ceil(g / (bucket_mb() * 2**20)))
+            A, B = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, g)
+            alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
+            pred = 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * g * beta
+            comm = [r["comm_ms"] for r in records(f"{run}.jsonl") if r["type"] == "step"][1:]
+            if not comm:
+                raise SystemExit(f"scaling: {run}.jsonl has fewer than 2 step records")
+            meas = statistics.median(comm) / 1e3
+            thr = s["steps"] * gb / s["time_s"]["steps"]
+            rows.append(dict(link=link, opt=o, hosts=n, grads=s["amp"]["grads"], grad_mb=g / 1e6,
+                             buckets=k, alpha_us=alpha * 1e6, beta_mbs=1e-6 / beta if beta > 0 else 0,
+                             step_ms=per_step(s, "steps"), exposed_ms=per_step(s, "comm_exposed"),
+                             meas_ms=meas * 1e3, pred_ms=pred * 1e3, err=pred / meas - 1,
+                             eff=thr / (n * thr1), pred_eff=t1 / (t1 + pred), t1_ms=t1 * 1e3))
+
+with open(f"{a.out}/box.csv", "w") as f:
+    keys = list(rows[0])
+    f.write(",".join(keys) + "\n")
+    for r in rows:
+        f.write(",".join(f"{r[k]:.4f}" if isinstance(r[k], float) else str(r[k]) for k in keys) + "\n")
+with open(f"{a.out}/box.md", "w") as f:
+    f.write(f"Weak scaling of {os.path.basename(a.config)} on the cluster box, one rank per host; "
+            "model: ring all-reduce, alpha and beta fitted to `mpdist bench-comm` on the same links\n\n")
+    f.write("| link | opt | hosts | grads | alpha us | beta MB/s | step ms | exposed comm ms | "
+            "all-reduce ms measured | model | model error | efficiency | model efficiency |\n"
+            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+    for r in rows:
+        f.write("| {link} | {opt} | {hosts} | {grads} {grad_mb:.2f} MB | {alpha_us:.0f} | {beta_mbs:.1f} | "
+                "{step_ms:.1f} | {exposed_ms:.1f} | {meas_ms:.1f} | {pred_ms:.1f} | {err:+.1%} | "
+                "{eff:.2f} | {pred_eff:.2f} |\n".format(**r))
+    bad = [r for r in rows if abs(r["err"]) > 0.15]
+    f.write(f"\nThe model is within 15% of the measured all-reduce time at {len(rows) - len(bad)} of "
+            f"{len(rows)} points.\n")
+    for r in bad:
+        f.write(f"\nMissed by {r['err']:+.0%}: {r['link']}, {r['opt']}, {r['hosts']} hosts.\n")
+    t1s = ", ".join(f"{o} {next(r['t1_ms'] for r in rows if r['opt'] == o):.1f} ms" for o in opts)
+    f.write(f"\nBaseline (1 rank, no communication): {t1s} of compute and input per step. "
+            "Efficiency: images/s over the host count times the baseline's; the model's: "
+            "t1 / (t1 + all-reduce), with no overlap.\n")
