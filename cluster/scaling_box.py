@@ -8,7 +8,7 @@ bench-comm sweep (all-reduce, communicator time per size and dtype) and runs/L-O
 training metrics; runs/OPT-1.jsonl is the single-rank baseline. For the dtype of the gradients,
 a weighted least-squares line t(s) = A + B s through the sweep's sizes from half to twice the
 gradients' bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2:
-relative errors count) gives the ring's
+relative errors count; A >= 0, else the line through the origin) gives the ring's
     alpha = A / (2 (n - 1)),   beta = B n / (2 (n - 1)),
 so that k buckets of G gradient bytes take
     t(n) = 2 (n - 1) k alpha + 2 (n - 1) / n * G beta.
@@ -68,7 +68,10 @@ def fit(path, dtype, g):
     mt = sum(wi * t for wi, (_, t) in zip(w, rows)) / sw
     b = sum(wi * (s - mx) * (t - mt) for wi, (s, t) in zip(w, rows)) / \
         sum(wi * (s - mx) ** 2 for wi, (s, _) in zip(w, rows))
-    return mt - b * mx, b
+    if mt - b * mx >= 0:
+        return mt - b * mx, b
+    # a latency is not negative: the best line through the origin
+    return 0.0, sum(wi * s * t for wi, (s, t) in zip(w, rows)) / sum(wi * s * s for wi, (s, _) in zip(w, rows))
 
 
 def per_step(s, key):
