@@ -20,11 +20,13 @@ Writes box.csv and box.md (with the points where the model misses by more than 1
 """
 import argparse, csv, json, math, os, re, statistics
 
-p = argparse.ArgumentParser()
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 for a in ("--runs", "--opts", "--hosts", "--links", "--out", "--config"):
     p.add_argument(a, required=True)
 a = p.parse_args()
 opts, hosts, links = a.opts.split(), sorted(int(n) for n in a.hosts.split()), a.links.split()
+if not (opts and hosts and links) or min(hosts) < 2:
+    raise SystemExit("scaling: --opts, --links and --hosts (2 or more each) must not be empty")
 GRAD = {"fp32": (4, "float"), "fp16": (2, "half"), "bf16": (2, "bfloat16")}
 
 
@@ -49,9 +51,14 @@ def log_info(path):
     return int(m.group(1)), int(g.group(1))
 
 
-def bucket_mb():
-    m = re.search(r"bucket_mb\s*=\s*([0-9.]+)", open(a.config).read())
-    return float(m.group(1)) if m else 25.0
+def buckets(g):
+    """How many buckets g gradient bytes fill: comm.first_bucket_mb, then comm.bucket_mb each
+    (the config's values or the defaults; bucket edges fall between parameters, so roughly)."""
+    text = open(a.config).read()
+    mb = lambda key, default: float(m.group(1)) if (m := re.search(
+        rf"(?<![a-z_]){key}\s*=\s*([0-9.]+)", text)) else default
+    first, rest = mb("first_bucket_mb", 1.0) * 2**20, mb("bucket_mb", 25.0) * 2**20
+    return 1 if g <= first else 1 + math.ceil((g - first) / rest)
 
 
 def fit(path, dtype, g):
@@ -68,10 +75,13 @@ def fit(path, dtype, g):
     mt = sum(wi * t for wi, (_, t) in zip(w, rows)) / sw
     b = sum(wi * (s - mx) * (t - mt) for wi, (s, t) in zip(w, rows)) / \
         sum(wi * (s - mx) ** 2 for wi, (s, _) in zip(w, rows))
-    if mt - b * mx >= 0:
-        return mt - b * mx, b
-    # a latency is not negative: the best line through the origin
-    return 0.0, sum(wi * s * t for wi, (s, t) in zip(w, rows)) / sum(wi * s * s for wi, (s, _) in zip(w, rows))
+    if mt - b * mx < 0:  # a latency is not negative: the best line through the origin
+        b = sum(wi * s * t for wi, (s, t) in zip(w, rows)) / sum(wi * s * s for wi, (s, _) in zip(w, rows))
+        return 0.0, b
+    if b <= 0:
+        raise SystemExit(f"scaling: the {dtype} all-reduce in {path} does not take longer for more bytes "
+                         "around the gradients' size; no beta to fit")
+    return mt - b * mx, b
 
 
 def per_step(s, key):
@@ -91,7 +101,7 @@ for o in opts:
             nparam, gb = log_info(f"{run}.log")
             gbytes, dtype = GRAD[s["amp"]["grads"]]
             g = nparam * gbytes
-            k = max(1, math.ceil(g / (bucket_mb() * 2**20)))
+            k = buckets(g)
             A, B = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, g)
             alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
             pred = 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * g * beta

@@ -10,7 +10,7 @@ host=${1:?usage: cluster/box/exec.sh hK COMMAND...}
 shift
 [[ "$host" =~ ^h([1-9])$ ]] || { echo "cluster/box/exec.sh: not a box host: $host" >&2; exit 2; }
 ns=mpbox-h${BASH_REMATCH[1]}
-ip netns list | grep -q "^$ns\b" || { echo "cluster/box/exec.sh: $host is not up (cluster/box/up.sh)" >&2; exit 2; }
+[ -e "/run/netns/$ns" ] || { echo "cluster/box/exec.sh: $host is not up (cluster/box/up.sh)" >&2; exit 2; }
 # nsenter, not `ip netns exec`: that one also mounts a sysfs of the namespace's own over /sys,
 # which hides /sys/fs/cgroup from slurmd (cluster/local-slurm --box).
 exec nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$*"' "$host" "$@"

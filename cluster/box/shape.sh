@@ -34,13 +34,13 @@ if [ ${#netem[@]} -gt 0 ]; then
   add netem "${netem[@]}" ${rate:+rate "$rate"} 2>/dev/null ||
     { echo "cluster/box/shape.sh: this kernel has no netem (sch_netem): --delay and --loss cannot be shaped here" >&2; exit 77; }
 elif [ -n "$rate" ]; then
-  # A bucket of 2 ms at the rate (16 KB at least, for the kernel's timer): a larger one lets
-  # messages up to its size through unshaped, so small all-reduces would not see the rate.
+  # A bucket of 0.25 ms at the rate (16 KB at least): a full bucket lets that many bytes through
+  # at once, and it fills while the ranks compute, so a larger one would let whole all-reduces
+  # of a small model cross unshaped, faster than the link.
   [[ $rate =~ ^([0-9]+)([kmg]?)bit$ ]] ||
     { echo "cluster/box/shape.sh: --rate: give bits per second as N[k|m|g]bit (got '$rate')" >&2; exit 2; }
-  bytes_s=$((BASH_REMATCH[1] / 8))
-  case ${BASH_REMATCH[2]} in k) bytes_s=$((bytes_s * 1000)) ;; m) bytes_s=$((bytes_s * 1000000)) ;; g) bytes_s=$((bytes_s * 1000000000)) ;; esac
-  burst=$((bytes_s / 500))
+  case ${BASH_REMATCH[2]} in k) unit=1000 ;; m) unit=1000000 ;; g) unit=1000000000 ;; *) unit=1 ;; esac
+  burst=$((BASH_REMATCH[1] * unit / 8 / 4000)) # bytes in 0.25 ms
   [ "$burst" -ge 16384 ] || burst=16384
   add tbf rate "$rate" burst "$burst" latency 50ms
 fi

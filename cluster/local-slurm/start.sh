@@ -9,6 +9,8 @@
 # files). Needs root. Prints the line to source for the clients (export SLURM_CONF=DIR/slurm.conf)
 # and writes it to DIR/env.sh. Stop with stop.sh DIR.
 # Usage: cluster/local-slurm/start.sh [DIR] [CPUS] [--box N]      (DIR default /tmp/mpdist-slurm)
+# Exit codes: 0 ready; 2 usage; 1 anything else (the message says what; whatever it started is
+# stopped again).
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,9 +28,12 @@ die() { echo "local-slurm: $*" >&2; exit 1; }
 for p in munged slurmctld slurmd sbatch; do
   command -v "$p" >/dev/null || die "$p not found: install slurm-wlm and munge (launch/deps.sh slurm-wlm munge)"
 done
-if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
-  die "already running in $dir (stop it with cluster/local-slurm/stop.sh $dir)"
-fi
+for f in "$dir"/slurmctld.pid "$dir"/slurmd*.pid; do
+  if [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; then
+    die "already running in $dir (stop it with cluster/local-slurm/stop.sh $dir)"
+  fi
+done
+trap 'bash "$here/stop.sh" "$dir" >&2' EXIT # until the nodes are ready
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 rm -rf "$dir/ctld" "$dir"/slurmd-* "$dir/munge" "$dir"/gpu[0-3] "$dir/gres.conf" "$dir"/h[1-4]
@@ -42,7 +47,7 @@ if [ "$box" = 0 ]; then
   conf_nodes+="\nPartitionName=local Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
 else
   box_dir=$(cd "$here/../box" && pwd)
-  ip netns list | grep -q "^mpbox-h$box\b" || die "the box has no host h$box: start it first (cluster/box/up.sh $box)"
+  [ -e "/run/netns/mpbox-h$box" ] || die "the box has no host h$box: start it first (cluster/box/up.sh $box)"
   ctl='localhost(10.77.0.1)' nodes=() conf_nodes="GresTypes=gpu"
   for k in $(seq "$box"); do
     nodes+=("h$k")
@@ -86,10 +91,9 @@ echo "export SLURM_CONF=$SLURM_CONF" >"$dir/env.sh"
 # Ready when every node is idle (a few seconds at most).
 for _ in $(seq 1 100); do
   state=$(sinfo -h -N -o %T 2>/dev/null | sort -u | tr '\n' ' ' || true)
-  [ "$(sinfo -h -N -o %T 2>/dev/null | grep -cv '^idle')" = 0 ] && [ -n "$state" ] &&
-    { echo "export SLURM_CONF=$SLURM_CONF"; exit 0; }
+  [ "$(sinfo -h -N -o %T 2>/dev/null | grep -cvx idle)" = 0 ] && [ -n "$state" ] &&
+    { trap - EXIT; echo "export SLURM_CONF=$SLURM_CONF"; exit 0; }
   sleep 0.2
 done
 echo "local-slurm: nodes not idle after 20 s (states: ${state:-none}); logs in $dir" >&2
-bash "$here/stop.sh" "$dir" >&2 || true
 exit 1

@@ -20,7 +20,7 @@ stop() { # PIDFILE
 if [ -f "$dir/slurm.conf" ]; then
   SLURM_CONF=$dir/slurm.conf scancel --state=RUNNING -u "$(id -un)" 2>/dev/null || true
 fi
-for f in "$dir"/slurmd-*.pid; do stop "$f"; done
+for f in "$dir"/slurmd-*.pid "$dir"/slurmd.pid; do stop "$f"; done # (slurmd.pid: before --box)
 stop "$dir/slurmctld.pid"
 stop "$dir/munge/munged.pid"
 exit 0

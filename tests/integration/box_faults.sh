@@ -13,7 +13,14 @@
 # Skipped (77) where network namespaces cannot be made; the box is torn down however it ends.
 source "$(dirname "$0")/common.bash"
 box=$SRC/cluster/box
-trap 'bash "$box/down.sh"; rm -rf "$TMP"' EXIT
+job=
+end_job() { # kills the job's mpdist-run and what it started (mpirun, tee) if they still run
+  [ -n "$job" ] || return 0
+  pkill -KILL -P "$job" 2>/dev/null || true
+  kill -KILL "$job" 2>/dev/null || true
+  return 0
+}
+trap 'end_job; bash "$box/down.sh"; rm -rf "$TMP"' EXIT
 TIMEOUT=5
 rc=0
 bash "$box/up.sh" 2 >/dev/null || rc=$?
@@ -45,7 +52,7 @@ start() {
     grep -q '"type":"step"' "$TMP/m.jsonl" 2>/dev/null && return 0
     sleep 0.1
   done
-  echo "FAIL: training did not start"; sed 's/^/    /' "$TMP/out"; kill -9 "$job"; exit 1
+  echo "FAIL: training did not start"; sed 's/^/    /' "$TMP/out"; exit 1
 }
 
 # fault NAME COMMAND...: starts a long run, runs COMMAND (the fault) and waits for the job's end;
@@ -57,7 +64,7 @@ fault() {
   local t0=$SECONDS
   "$@"
   timeout $((TIMEOUT + 60)) tail --pid="$job" -f /dev/null || true
-  kill -0 "$job" 2>/dev/null && kill -KILL "$job"
+  kill -0 "$job" 2>/dev/null && end_job
   rc=0
   wait "$job" || rc=$?
   local took=$((SECONDS - t0))
