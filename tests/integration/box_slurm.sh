@@ -30,16 +30,7 @@ steps=150
 args=(configs/fashion-mnist-mlp.cfg --set train.max_steps=$steps --set train.epochs=100
       --set data.train_limit=4096 --set data.test_limit=1000 --set log.every=20 --set log.progress=plain)
 
-# wait_job ID SECONDS: until the job has left the queue (requeues included); fails on timeout.
-wait_job() {
-  local end=$((SECONDS + $2))
-  while [ $SECONDS -lt $end ]; do
-    [ -n "$(squeue -h -j "$1" -o %T 2>/dev/null)" ] || return 0
-    sleep 1
-  done
-  echo "FAIL: job $1 still queued after $2 s"; squeue; scancel "$1"; failures=$((failures + 1))
-  return 1
-}
+source "$SRC/tests/integration/slurm_jobs.bash"
 # summary METRICS WORLD: the run's last summary has WORLD ranks and $steps steps, and its step
 # records rise to $steps
 summary() {

@@ -20,16 +20,7 @@ export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
 source launch/env.sh
 small=(--set data.train_limit=4096 --set data.test_limit=1000 --set log.progress=plain)
 
-# wait_job ID SECONDS: until the job has left the queue (requeues included); fails on timeout.
-wait_job() {
-  local end=$((SECONDS + $2))
-  while [ $SECONDS -lt $end ]; do
-    [ -n "$(squeue -h -j "$1" -o %T 2>/dev/null)" ] || return 0
-    sleep 1
-  done
-  echo "FAIL: job $1 still queued after $2 s"; squeue; scancel "$1"; failures=$((failures + 1))
-  return 1
-}
+source "$SRC/tests/integration/slurm_jobs.bash"
 
 echo "== single-node template, 4 tasks"
 job=$(sbatch --parsable -o "$TMP/one.out" cluster/slurm/mpdist-1node.sbatch \
