@@ -28,10 +28,10 @@ bash "$box/up.sh" 2 >/dev/null || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: cluster/box/up.sh 2 exited $rc"; exit 1; }
 export MPDIST_BIN=$MPDIST MPDIST_MPIRUN_ARGS="--host h1:2,h2:2 $("$box/mpirun-args")"
 
-ranks_left() { # the mpdist processes still on the box's hosts
-  local ns
-  for ns in mpbox-h1 mpbox-h2; do
-    ip netns pids "$ns" 2>/dev/null | while read -r p; do
+ranks_on() { # HOST...: the mpdist processes on these box hosts
+  local h
+  for h in "$@"; do
+    ip netns pids "mpbox-$h" 2>/dev/null | while read -r p; do
       [ "$(cat "/proc/$p/comm" 2>/dev/null)" = mpdist ] && echo "$p"
     done
   done
@@ -70,7 +70,7 @@ fault() {
   local took=$((SECONDS - t0))
   expect_ok "$name: the job ended in $took s (limit $((TIMEOUT + 10)) s)" test "$took" -le $((TIMEOUT + 10))
   sleep 1
-  expect_ok "$name: no rank left on either host" test -z "$(ranks_left)"
+  expect_ok "$name: no rank left on either host" test -z "$(ranks_on h1 h2)"
 }
 
 # a rank's watchdog message: the step, and the ranks that did not arrive, 2 and 3 on h2
@@ -116,12 +116,7 @@ exit6 "host died"
 restore
 
 echo "== (3) h2's ranks killed, its daemon alive"
-kill_ranks() {
-  ip netns pids mpbox-h2 | while read -r p; do
-    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = mpdist ] && kill -KILL "$p"
-  done
-  return 0
-}
+kill_ranks() { ranks_on h2 | xargs -r kill -KILL; }
 fault "ranks killed" kill_ranks
 if { [ "$rc" = 6 ] && names_h2 >/dev/null; } || { [ "$rc" != 0 ] && grep -Eaiq 'signal 9|killed' "$TMP/out"; }; then
   echo "ok: ranks killed: exit $rc: $(grep -Eai 'signal 9|killed|^mpdist: error' "$TMP/out" | head -1)"
