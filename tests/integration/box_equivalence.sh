@@ -6,7 +6,8 @@
 # 4 ranks: the same metrics to the last digit (timings aside) and the same parameters in the
 # final checkpoint. The inter-host traffic crossed the bridge: its ports counted at least the
 # gradients' all-reduce bytes. Skipped (77) where network namespaces cannot be made; the box is
-# torn down however the test ends. The box scripts' usage errors exit 2 with one line.
+# torn down however the test ends. The box scripts' usage errors (and those of local-slurm's and
+# scaling.sh's box modes) exit 2 with one line.
 source "$(dirname "$0")/common.bash"
 box=$SRC/cluster/box
 trap 'bash "$box/down.sh"; rm -rf "$TMP"' EXIT
@@ -33,6 +34,12 @@ usage_error 2 'not a box host: node1' bash "$box/exec.sh" node1 true
 usage_error 2 'h4 is not up' bash "$box/exec.sh" h4 true
 usage_error 2 'unknown option --bogus' bash "$box/shape.sh" 1 --bogus 1
 usage_error 2 'host h7 is not up' bash "$box/shape.sh" 7 --rate 1gbit
+usage_error 2 "give bits per second as N\[k\|m\|g\]bit \(got '1gb'\)" bash "$box/shape.sh" 1 --rate 1gb
+usage_error 2 "--box N: N must be 2, 3 or 4 \(got '5'\)" bash "$SRC/cluster/local-slurm/start.sh" "$TMP/sl" 8 --box 5
+usage_error 2 "--box: host counts are 2, 3 or 4 \(got '1'\)" \
+  bash "$SRC/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --box 1 --out "$TMP/study"
+usage_error 2 "--link: give RATE or RATE/DELAY, e.g. 1gbit/0.2ms \(got '1gb'\)" \
+  bash "$SRC/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --box 2 --link 1gb --out "$TMP/study"
 rc=0
 bash "$box/shape.sh" 1 --delay 1ms 2>"$TMP/uerr" || rc=$?
 expect_ok "a delay is shaped, or refused with 77 and a message where the kernel has no netem" \
