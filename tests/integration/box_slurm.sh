@@ -14,7 +14,8 @@ cd "$SRC"
 [ "$(id -u)" = 0 ] || { echo "FAIL: needs root to start slurmd"; exit 1; }
 box=$SRC/cluster/box
 slurm=$TMP/slurm
-trap 'bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; bash "$box/down.sh"; rm -rf "$TMP"' EXIT
+source "$SRC/tests/integration/slurm_jobs.bash"
+trap 'report_cores; bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; bash "$box/down.sh"; rm -rf "$TMP"' EXIT
 rc=0
 bash "$box/up.sh" 2 >/dev/null || rc=$?
 [ "$rc" = 77 ] && { echo "skipped: network namespaces cannot be made here"; exit 77; }
@@ -24,13 +25,13 @@ source "$slurm/env.sh"
 export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
 # As in tests/integration/slurm.sh: jobs run as root, 8 ranks on 2 cores.
 source launch/env.sh
+keep_cores
 # Slurm may send the signal up to 60 s early, so anywhere in the first 15 s here: 150 steps take
 # longer than that at 8 ranks on 2 cores (47 steps by 15 s on 2026-11-27).
 steps=150
 args=(configs/fashion-mnist-mlp.cfg --set train.max_steps=$steps --set train.epochs=100
       --set data.train_limit=4096 --set data.test_limit=1000 --set log.every=20 --set log.progress=plain)
 
-source "$SRC/tests/integration/slurm_jobs.bash"
 # summary METRICS WORLD: the run's last summary has WORLD ranks and $steps steps, and its step
 # records rise to $steps
 summary() {
@@ -88,4 +89,5 @@ fi
 echo "== (3) a launch mismatch across the hosts"
 expect_exit 2 "srun started 4 tasks without PMIx.*srun --mpi=pmix" \
   srun -N 2 -n 4 --mpi=none "$MPDIST" "${args[@]}"
+report_cores
 finish

@@ -10,7 +10,8 @@ source "$(dirname "$0")/common.bash"
 cd "$SRC"
 [ "$(id -u)" = 0 ] || { echo "FAIL: needs root to start slurmd"; exit 1; }
 slurm=$TMP/slurm
-trap 'bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; rm -rf "$TMP"' EXIT
+source "$SRC/tests/integration/slurm_jobs.bash"
+trap 'report_cores; bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; rm -rf "$TMP"' EXIT
 bash cluster/local-slurm/start.sh "$slurm" 8 >/dev/null
 source "$slurm/env.sh"
 export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
@@ -18,9 +19,8 @@ export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
 # runs its jobs as root with 4 tasks on 2 cores, so the test exports them itself (sbatch passes
 # the environment on to the jobs).
 source launch/env.sh
+keep_cores
 small=(--set data.train_limit=4096 --set data.test_limit=1000 --set log.progress=plain)
-
-source "$SRC/tests/integration/slurm_jobs.bash"
 
 echo "== single-node template, 4 tasks"
 job=$(sbatch --parsable -o "$TMP/one.out" cluster/slurm/mpdist-1node.sbatch \
@@ -69,4 +69,5 @@ s = [r for r in recs if r["type"] == "summary"]
 sys.exit(not (s and s[-1]["steps"] == 1000 and steps[-1] == 1000 and steps == sorted(steps)))
 P
 [ "$failures" = 0 ] || sed 's/^/    /' "$TMP/limit.out" | grep -v "^    step\|^    eval"
+report_cores
 finish
