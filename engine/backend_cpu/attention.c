@@ -294,7 +294,7 @@ mp_status mp_cpu_attention_forward(const mp_attn_desc *d, const mp_tensor *qkv,
     r.y = cy ? part[1] : out->data;
     r.a = part[2];
     if (cx)
-        mp_convert(part[0], r.wt, qkv->data, qkv->dtype, nx);
+        mp_cpu_convert_bulk(part[0], r.wt, qkv->data, qkv->dtype, nx);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t h = 0; h < g->heads; h++) {
             if (r.wt == MP_F64)
@@ -303,7 +303,7 @@ mp_status mp_cpu_attention_forward(const mp_attn_desc *d, const mp_tensor *qkv,
                 fwd_head_f32(&r, n, h);
         }
     if (cy)
-        mp_convert(out->data, out->dtype, part[1], r.wt, ny);
+        mp_cpu_convert_bulk(out->data, out->dtype, part[1], r.wt, ny);
     return MP_OK;
 }
 
@@ -329,9 +329,9 @@ mp_status mp_cpu_attention_backward(const mp_attn_desc *d, const mp_tensor *qkv,
     r.y = cd ? part[2] : dqkv->data;
     r.a = part[3], r.b = part[4], r.row = part[5];
     if (cx)
-        mp_convert(part[0], r.wt, qkv->data, qkv->dtype, nx);
+        mp_cpu_convert_bulk(part[0], r.wt, qkv->data, qkv->dtype, nx);
     if (co)
-        mp_convert(part[1], r.wt, dout->data, dout->dtype, ny);
+        mp_cpu_convert_bulk(part[1], r.wt, dout->data, dout->dtype, ny);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t h = 0; h < g->heads; h++) {
             if (r.wt == MP_F64)
@@ -340,6 +340,6 @@ mp_status mp_cpu_attention_backward(const mp_attn_desc *d, const mp_tensor *qkv,
                 bwd_head_f32(&r, n, h);
         }
     if (cd)
-        mp_convert(dqkv->data, dqkv->dtype, part[2], r.wt, nx);
+        mp_cpu_convert_bulk(dqkv->data, dqkv->dtype, part[2], r.wt, nx);
     return MP_OK;
 }

@@ -78,7 +78,7 @@ static char *as_work(const conv_plan *pl, const mp_tensor *t, char *scratch, boo
     if (t->dtype == (pl->f64 ? MP_F64 : MP_F32))
         return t->data;
     if (load)
-        mp_convert(scratch, MP_F32, t->data, t->dtype, (size_t)mp_tensor_numel(t));
+        mp_cpu_convert_bulk(scratch, MP_F32, t->data, t->dtype, (size_t)mp_tensor_numel(t));
     return scratch;
 }
 
@@ -86,7 +86,7 @@ static char *as_work(const conv_plan *pl, const mp_tensor *t, char *scratch, boo
 static void store_work(const conv_plan *pl, mp_tensor *t, const char *work)
 {
     if (work != (const char *)t->data)
-        mp_convert(t->data, t->dtype, work, pl->f64 ? MP_F64 : MP_F32,
+        mp_cpu_convert_bulk(t->data, t->dtype, work, pl->f64 ? MP_F64 : MP_F32,
                    (size_t)mp_tensor_numel(t));
 }
 

@@ -42,6 +42,11 @@ static inline const void *mp_cpu_widen(const mp_tensor *t, int64_t off, int64_t 
     return buf;
 }
 
+/* mp_convert of n elements (dst and src do not overlap), cut into contiguous pieces run on the
+ * rank's threads: the same bits as mp_convert, since each element converts on its own. For
+ * whole tensors outside a parallel loop; inside one it runs on the calling thread. */
+void mp_cpu_convert_bulk(void *dst, mp_dtype dt, const void *src, mp_dtype st, size_t n);
+
 /* mp_cpu_widen into accumulator type ACC (a kernel's), as a pointer to ACC. */
 #define MP_CPU_WIDEN(ACC, t, off, n, buf) \
     ((const ACC *)mp_cpu_widen(t, off, n, MP_CPU_ACC_DTYPE(ACC), buf))

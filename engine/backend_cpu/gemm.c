@@ -12,7 +12,7 @@ static const float *as_f32(const mp_tensor *t, float *scratch)
 {
     if (t->dtype == MP_F32)
         return t->data;
-    mp_convert(scratch, MP_F32, t->data, t->dtype, (size_t)mp_tensor_numel(t));
+    mp_cpu_convert_bulk(scratch, MP_F32, t->data, t->dtype, (size_t)mp_tensor_numel(t));
     return scratch;
 }
 
@@ -41,11 +41,11 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
     const float *fa = as_f32(a, ws), *fb = as_f32(b, ws + na);
     float *fc = c->dtype == MP_F32 ? c->data : ws + na + nb;
     if (c->dtype != MP_F32 && beta != 0.0)
-        mp_convert(fc, MP_F32, c->data, c->dtype, (size_t)(m * n));
+        mp_cpu_convert_bulk(fc, MP_F32, c->data, c->dtype, (size_t)(m * n));
     cblas_sgemm(CblasRowMajor, oa, ob, (int)m, (int)n, (int)k, (float)alpha, fa, (int)ac, fb,
                 (int)bc, (float)beta, fc, (int)n);
     if (c->dtype != MP_F32)
-        mp_convert(c->data, c->dtype, fc, MP_F32, (size_t)(m * n));
+        mp_cpu_convert_bulk(c->data, c->dtype, fc, MP_F32, (size_t)(m * n));
     return MP_OK;
 }
 
