@@ -4,7 +4,8 @@
 # 1 --bind-to none, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = THREADS). A run's rate is the
 # median of its step records' images_per_s after the first window (log.metrics, written by the
 # script to its own file); the table gives, per config, each build's median over the rounds
-# and the median of the rounds' B/A ratios with their range. For a change's effect where the
+# and the median of the rounds' B/A ratios with their range. Odd rounds run A first, even rounds
+# B first (ABBA), so neither always takes the colder start. For a change's effect where the
 # machine's speed drifts more than the change (bench/cpu_speed.sh writes configs to use:
 # runs/bench-cpu/MODEL-mpdist-LEVEL.cfg).
 #
@@ -12,7 +13,8 @@
 #   BUILD_A, BUILD_B   build directories holding mpdist
 #   MPDIST_AB_ROUNDS   rounds per config (default 3); MPDIST_AB_THREADS (default 2)
 #   MPDIST_AB_TIMEOUT  seconds per run (default 900)
-# Exits 1 when a run failed (the others are still run and shown), 2 on a usage error.
+# Exits 1 when a run failed (its reason and the end of its log are printed, the other runs are
+# still made and shown), 2 on a usage error.
 set -uo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 [ $# -ge 3 ] || { echo "usage: bench/ab_builds.sh BUILD_A BUILD_B CONFIG... [-- mpdist args] (see --help)" >&2; exit 2; }
@@ -20,25 +22,36 @@ a=$(realpath -m "$1") b=$(realpath -m "$2"); shift 2
 configs=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do configs+=("$(realpath -m "$1")"); shift; done
 [ "${1:-}" = -- ] && shift
 extra=("$@")
+[ ${#configs[@]} -gt 0 ] || { echo "usage: bench/ab_builds.sh BUILD_A BUILD_B CONFIG... [-- mpdist args] (see --help)" >&2; exit 2; }
 for d in "$a" "$b"; do [ -x "$d/mpdist" ] || { echo "ab_builds: no mpdist in $d" >&2; exit 2; }; done
 for c in "${configs[@]}"; do [ -f "$c" ] || { echo "ab_builds: no config $c" >&2; exit 2; }; done
-rounds=${MPDIST_AB_ROUNDS:-3} tmo=${MPDIST_AB_TIMEOUT:-900}
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ab_builds: MPDIST_AB_ROUNDS must be a positive integer, not '$rounds'" >&2; exit 2; }
-export OMP_NUM_THREADS=${MPDIST_AB_THREADS:-2} OPENBLAS_NUM_THREADS=${MPDIST_AB_THREADS:-2}
+rounds=${MPDIST_AB_ROUNDS:-3} tmo=${MPDIST_AB_TIMEOUT:-900} threads=${MPDIST_AB_THREADS:-2}
+for v in "MPDIST_AB_ROUNDS=$rounds" "MPDIST_AB_TIMEOUT=$tmo" "MPDIST_AB_THREADS=$threads"; do
+  [[ ${v#*=} =~ ^[1-9][0-9]*$ ]] || { echo "ab_builds: ${v%%=*} must be a positive integer, not '${v#*=}'" >&2; exit 2; }
+done
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 cd "$(dirname "$0")/.."
 source launch/env.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rc=0
-# rate BUILD CONFIG: one run's images/s, empty when it failed
+# rate BUILD CONFIG: one run's images/s; when there is none, why (on stderr, with the run's error
+# lines, else the end of its log) and nothing on stdout
 rate() {
+  local rc=0 steps
   rm -f "$tmp/m.jsonl"
   timeout "$tmo" mpirun -np 1 --bind-to none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS "$1/mpdist" \
-    "$2" --set log.metrics="\"$tmp/m.jsonl\"" ${extra[@]+"${extra[@]}"} >"$tmp/log" 2>&1 || return 0
-  grep '"type":"step"' "$tmp/m.jsonl" 2>/dev/null | tail -n +2 | python3 -c '
+    "$2" --set log.metrics="\"$tmp/m.jsonl\"" ${extra[@]+"${extra[@]}"} >"$tmp/log" 2>&1 || rc=$?
+  steps=$(grep -c '"type":"step"' "$tmp/m.jsonl" 2>/dev/null || true)
+  if [ "$rc" != 0 ] || [ "${steps:-0}" -lt 2 ]; then
+    { [ "$rc" = 124 ] && echo "ab_builds: $1/mpdist $2: no end after $tmo s (MPDIST_AB_TIMEOUT)" ||
+        echo "ab_builds: $1/mpdist $2: exit $rc, ${steps:-0} step record(s) (2 or more needed: the first window is dropped)"
+      { grep -m 3 'error' "$tmp/log" || tail -5 "$tmp/log"; } | sed 's/^/    /'; } >&2
+    return 0
+  fi
+  grep '"type":"step"' "$tmp/m.jsonl" | tail -n +2 | python3 -c '
 import json, statistics, sys
-r = [json.loads(l)["images_per_s"] for l in sys.stdin]
-print(round(statistics.median(r), 1) if r else "")'
+print(round(statistics.median(json.loads(l)["images_per_s"] for l in sys.stdin), 1))'
 }
 echo "# A: $a  B: $b"
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $OMP_NUM_THREADS threads; $rounds rounds; $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -46,7 +59,7 @@ printf '%-40s %10s %10s %10s %15s\n' config A_images/s B_images/s B/A_median B/A
 for c in "${configs[@]}"; do
   ra=() rb=() ratios=()
   for r in $(seq 1 "$rounds"); do
-    x=$(rate "$a" "$c") y=$(rate "$b" "$c")
+    if [ $((r % 2)) = 1 ]; then x=$(rate "$a" "$c") y=$(rate "$b" "$c"); else y=$(rate "$b" "$c") x=$(rate "$a" "$c"); fi
     if [ -z "$x" ] || [ -z "$y" ]; then
       echo "ab_builds: $c round $r: a run failed (A: ${x:-failed}, B: ${y:-failed})" >&2; rc=1; continue
     fi

@@ -132,7 +132,8 @@ MP_OP(mp_status, scale, (mp_tensor *x, double alpha))
 /* Every element of x = value (rounded to x's dtype). */
 MP_OP(mp_status, fill, (mp_tensor *x, double value))
 
-/* dst = src rounded to dst's dtype; equal numel. */
+/* dst = src rounded to dst's dtype; equal numel. src and dst do not overlap, unless they are the
+ * same storage with the same dtype (a no-op): the CPU converts pieces on several threads. */
 MP_OP(mp_status, convert, (const mp_tensor *src, mp_tensor *dst))
 
 /* y = a + b elementwise (residual connections); equal numel, any dtypes. */

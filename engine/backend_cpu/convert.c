@@ -13,7 +13,7 @@ void mp_cpu_convert_bulk(void *dst, mp_dtype dt, const void *src, mp_dtype st, s
         piece = MP_CPU_GRAIN;
     int64_t pieces = (int64_t)((n + piece - 1) / piece);
     size_t dsz = mp_dtype_size(dt), ssz = mp_dtype_size(st);
-    MP_CPU_PARALLEL_FOR((int64_t)n)
+    MP_CPU_PARALLEL_FOR(pieces > 1 ? (int64_t)n : 0)
     for (int64_t i = 0; i < pieces; i++) {
         size_t off = (size_t)i * piece, len = n - off < piece ? n - off : piece;
         mp_convert((char *)dst + off * dsz, dt, (const char *)src + off * ssz, st, len);
