@@ -1,51 +1,184 @@
-/* Batch normalisation on the GPU through cuDNN's legacy API (cudnnBatchNormalizationForward
- * Training / ForwardInference / Backward) in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode over NHWC
- * tensors: per channel over (N, H, W). Plain SPATIAL on NHWC runs cuDNN's one-block-per-channel
- * kernels (bn_fw_tr_1C11 / bn_bw_1C11), which took 94% of the GPU time of a resnet20 step at
- * batch 512 on an H100 (ncu, 2026-11-24); PERSISTENT runs its NHWC kernels, 2.7x (O0) and 3.3x
- * (O2 fp16) the images/s of that step, and passes the comparison with the CPU reference in
- * tests/gpu/op_table_dnn.c. PyTorch makes the same choice for channels_last training. cuDNN
- * warns that the mode "imposes some limits on the range of values" (its FP32 sums of squares
- * of half inputs cannot overflow: 65504^2 x 2^24 elements is far below FP32's range). cuDNN's
- * semantics are PyTorch's, as the CPU reference's: the batch's biased variance normalises, the
- * running variance is updated with the unbiased one (running = (1 - momentum) running +
- * momentum batch, exponentialAverageFactor = momentum), and savedInvVariance is
- * 1 / sqrt(var + eps), our save_invstd. x, y, dy and dx share one dtype (FP32, fp16 or bf16);
- * x of any rank is seen as (N, H, W, C) when 4-D, else as (1, M, 1, C), which keeps N within
- * cuDNN's spatial-mode batch limits. cuDNN reads and writes the per-channel tensors in FP32
- * whatever x's dtype; one that is not FP32 (BatchNorm weights at O3 without
- * keep_batchnorm_fp32, or any mix in tests) goes through an FP32 scratch slot with
- * mp_cuda_convert, once each way, so it is rounded once as on the CPU. The scratch (6 C floats)
- * and an input-gradient scratch for dx == NULL are grown, never shrunk. Backward works from the
- * saved mean and inverse deviation and is given the forward's eps, as cuDNN asks ("same epsilon
- * as forward pass", cudnnBatchNormalizationBackward).
- * bf16 data (x, y, dy, dx) is widened into FP32 scratch slots (mp_cuda_operand) and the results
- * rounded once back, as PyTorch does: the legacy API documents FP32, FP64 and fp16 data only. */
+/* Batch normalisation on the GPU over (N, H, W) per channel of an NHWC tensor (x of any rank is
+ * seen as (M, C), C its last dimension), with our own kernels and the CPU reference's semantics
+ * and arithmetic (engine/backend_cpu/batchnorm.c): the batch mean, then the biased variance in a
+ * second pass over x - mean (no cancellation), invstd = 1 / sqrt(var + eps) (the square root in
+ * double, then rounded, as the CPU does), the running statistics updated with the unbiased
+ * variance (running = (1 - momentum) running + momentum batch), y = (x - mean) scale + beta with
+ * scale = invstd gamma; backward dgamma = sum(dy xhat), dbeta = sum(dy),
+ * dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M). All in FP32; every tensor is
+ * loaded and stored by its runtime dtype (engine/cast_rule.h), so FP32, fp16 and bf16 data and
+ * per-channel tensors of any of them need no conversion copies.
+ * Why not cuDNN: its legacy BatchNorm call in SPATIAL_PERSISTENT mode took 77% of a WRN-16-4
+ * step at batch 512 on an H200 (bench/results/gpu-h200-2026-11-27), the API is deprecated in
+ * cuDNN 9 and documents no bf16 data, and its fast NHWC path (the Ex calls) is fp16 only and
+ * wants a reserve space kept per layer from forward to backward, which the op table's contract
+ * has no place for. These kernels move the data 4 times forward (x three times, y once) and 5
+ * times backward (x and dy twice, dx once).
+ * Column sums (per channel over the M rows) are formed without atomics, as LayerNorm's parameter
+ * gradients are: blocks of 32 x 8 threads sum 32 channels over a chunk of rows (each thread a
+ * strided partial, the 8 added in order), and one thread per channel adds the chunks' partials
+ * in chunk order; the results are deterministic. The FP32 scratch (2 C floats a chunk and
+ * MP_BN_STATS C floats of per-channel values) is device memory grown on demand, never shrunk.
+ * Element-wise passes read each element once and write its result from the same thread, so y
+ * may alias x and dx may alias dy. */
 #include <limits.h>
 
 #include "engine/backend_cuda/cuda.h"
 
-#define MP_BN_MODE CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+enum { MP_BN_MAX_CHUNKS = 512, MP_BN_MIN_ROWS = 64, MP_BN_STATS = 5 };
 
-enum { MP_BN_SLOTS = 6 };
+/* What k_bn_part sums per channel j: x; (x - mean)^2; dy and dy (x - mean) invstd. */
+enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_DY };
 
-static cudnnTensorDescriptor_t mp_bn_xd, mp_bn_pd; /* data (x, y, dy, dx), per-channel */
-static float *mp_bn_params;                        /* MP_BN_SLOTS * mp_bn_params_c floats */
-static int64_t mp_bn_params_c;
-static void *mp_bn_dx;                             /* dx when the caller wants none */
-static size_t mp_bn_dx_bytes;
+static float *mp_bn_scratch;
+static size_t mp_bn_scratch_n;
 
-/* t as cuDNN's BatchNorm reads or writes it: t itself, or for bf16 an FP32 copy in scratch
- * `slot` (filled from t when `load`). */
-static mp_status data_work(const mp_tensor *t, int slot, bool load, mp_tensor *out)
+/* Chunk blockIdx.y's partial sums of channels blockIdx.x * 32 + threadIdx.x over its rows
+ * [chunk rows, min((chunk + 1) rows, M)): part[2 chunk C + j] (the first sum) and
+ * part[(2 chunk + 1) C + j] (the second, BN_SUM_DY only). mean and invstd are per-channel
+ * tensors of dtypes mt and it (invstd read by BN_SUM_DY only). Blocks of 32 x 8. */
+__global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const void *dy,
+                                 mp_dtype dyt, const void *mean, mp_dtype mt, const void *invstd,
+                                 mp_dtype it, float *part, int64_t M, int64_t C, int64_t rows)
 {
-    return mp_cuda_operand(t, t->dtype == MP_BF16 ? MP_F32 : t->dtype, slot, load, out);
+    __shared__ float p1[8][33], p2[8][33];
+    const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
+    const int64_t r1 = (chunk + 1) * rows < M ? (chunk + 1) * rows : M;
+    float s1 = 0.0f, s2 = 0.0f;
+    if (j < C) {
+        const float m = what == BN_SUM_X ? 0.0f : mp_elem_load_f32(mean, mt, j);
+        const float inv = what == BN_SUM_DY ? mp_elem_load_f32(invstd, it, j) : 0.0f;
+        for (int64_t r = chunk * rows + threadIdx.y; r < r1; r += 8) {
+            float v = mp_elem_load_f32(x, xt, r * C + j);
+            if (what == BN_SUM_X) {
+                s1 += v;
+            } else if (what == BN_SUM_SQ) {
+                float d = v - m;
+                s1 += d * d;
+            } else {
+                float g = mp_elem_load_f32(dy, dyt, r * C + j);
+                s1 += g;
+                s2 += g * ((v - m) * inv);
+            }
+        }
+    }
+    p1[threadIdx.y][threadIdx.x] = s1;
+    p2[threadIdx.y][threadIdx.x] = s2;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < C) {
+        float t1 = 0.0f, t2 = 0.0f;
+        for (int q = 0; q < 8; q++) {
+            t1 += p1[q][threadIdx.x];
+            t2 += p2[q][threadIdx.x];
+        }
+        part[2 * chunk * C + j] = t1;
+        if (what == BN_SUM_DY)
+            part[(2 * chunk + 1) * C + j] = t2;
+    }
 }
 
-/* Rounds a result computed in scratch back into t (nothing when it was t itself). */
-static mp_status data_out(const mp_tensor *work, mp_tensor *t)
+/* Sum k (0 or 1) of channel j over the chunks, added in chunk order. */
+__device__ static float chunk_sum(const float *part, int64_t chunks, int64_t C, int64_t j, int k)
 {
-    return work->data == t->data ? MP_OK : mp_cuda_convert(work, t);
+    float s = 0.0f;
+    for (int64_t c = 0; c < chunks; c++)
+        s += part[(2 * c + k) * C + j];
+    return s;
+}
+
+/* 1 / sqrt(var + eps) as the CPU reference rounds it. */
+__device__ static float bn_invstd(float var, float eps)
+{
+    return 1.0f / (float)sqrt((double)(var + eps));
+}
+
+/* The batch mean of channel j into st[j]. */
+__global__ static void k_bn_mean(const float *part, int64_t chunks, int64_t C, int64_t M,
+                                 float *st)
+{
+    MP_CUDA_FOR(j, C) st[j] = chunk_sum(part, chunks, C, j, 0) / (float)M;
+}
+
+/* Training statistics of channel j from the mean in st[j] and the chunks' sums of squares:
+ * save_mean, save_invstd, the running statistics, and st's scale (st[C + j]) and shift
+ * (st[2 C + j]) for k_bn_apply. */
+__global__ static void k_bn_train_stats(const float *part, int64_t chunks, int64_t C, int64_t M,
+                                        float eps, float mom, const void *g, mp_dtype gt,
+                                        const void *b, mp_dtype bt, void *rm, mp_dtype rmt,
+                                        void *rv, mp_dtype rvt, void *sm, mp_dtype smt, void *si,
+                                        mp_dtype sit, float *st)
+{
+    MP_CUDA_FOR(j, C)
+    {
+        float ss = chunk_sum(part, chunks, C, j, 0), mean = st[j];
+        float invstd = bn_invstd(ss / (float)M, eps), unbiased = ss / (float)(M - 1);
+        mp_elem_store_f32(sm, smt, j, mean);
+        mp_elem_store_f32(si, sit, j, invstd);
+        mp_elem_store_f32(rm, rmt, j, (1.0f - mom) * mp_elem_load_f32(rm, rmt, j) + mom * mean);
+        mp_elem_store_f32(rv, rvt, j,
+                          (1.0f - mom) * mp_elem_load_f32(rv, rvt, j) + mom * unbiased);
+        st[C + j] = invstd * mp_elem_load_f32(g, gt, j);
+        st[2 * C + j] = mp_elem_load_f32(b, bt, j);
+    }
+}
+
+/* Evaluation's per-channel values from the running statistics: st's mean, scale and shift. */
+__global__ static void k_bn_eval_stats(int64_t C, float eps, const void *g, mp_dtype gt,
+                                       const void *b, mp_dtype bt, const void *rm, mp_dtype rmt,
+                                       const void *rv, mp_dtype rvt, float *st)
+{
+    MP_CUDA_FOR(j, C)
+    {
+        st[j] = mp_elem_load_f32(rm, rmt, j);
+        st[C + j] = bn_invstd(mp_elem_load_f32(rv, rvt, j), eps) * mp_elem_load_f32(g, gt, j);
+        st[2 * C + j] = mp_elem_load_f32(b, bt, j);
+    }
+}
+
+/* y = (x - mean) scale + shift per element, from st's three per-channel rows. */
+__global__ static void k_bn_apply(const void *x, mp_dtype xt, void *y, mp_dtype yt, int64_t n,
+                                  int64_t C, const float *st)
+{
+    MP_CUDA_FOR(i, n)
+    {
+        unsigned c = (unsigned)i % (unsigned)C;
+        float v = mp_elem_load_f32(x, xt, i);
+        mp_elem_store_f32(y, yt, i, (v - st[c]) * st[C + c] + st[2 * C + c]);
+    }
+}
+
+/* Backward's per-channel values: dgamma, dbeta, and into st mean, invstd, gamma invstd,
+ * sum(dy) / M and sum(dy xhat) / M for k_bn_dx. */
+__global__ static void k_bn_bwd_stats(const float *part, int64_t chunks, int64_t C, int64_t M,
+                                      const void *g, mp_dtype gt, const void *sm, mp_dtype smt,
+                                      const void *si, mp_dtype sit, void *dg, mp_dtype dgt,
+                                      void *db, mp_dtype dbt, float *st)
+{
+    MP_CUDA_FOR(j, C)
+    {
+        float sdy = chunk_sum(part, chunks, C, j, 0), sdx = chunk_sum(part, chunks, C, j, 1);
+        float invstd = mp_elem_load_f32(si, sit, j);
+        mp_elem_store_f32(dg, dgt, j, sdx);
+        mp_elem_store_f32(db, dbt, j, sdy);
+        st[j] = mp_elem_load_f32(sm, smt, j);
+        st[C + j] = invstd;
+        st[2 * C + j] = mp_elem_load_f32(g, gt, j) * invstd;
+        st[3 * C + j] = sdy / (float)M;
+        st[4 * C + j] = sdx / (float)M;
+    }
+}
+
+/* dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M) per element. */
+__global__ static void k_bn_dx(const void *x, mp_dtype xt, const void *dy, mp_dtype dyt, void *dx,
+                               mp_dtype dxt, int64_t n, int64_t C, const float *st)
+{
+    MP_CUDA_FOR(i, n)
+    {
+        unsigned c = (unsigned)i % (unsigned)C;
+        float xhat = (mp_elem_load_f32(x, xt, i) - st[c]) * st[C + c];
+        float g = mp_elem_load_f32(dy, dyt, i);
+        mp_elem_store_f32(dx, dxt, i, st[2 * C + c] * (g - st[3 * C + c] - xhat * st[4 * C + c]));
+    }
 }
 
 /* A per-channel tensor of C elements (NULL allowed when `optional`). */
@@ -60,68 +193,39 @@ static bool channels_last(const mp_tensor *x, int64_t C)
     return x->ndim >= 1 && C >= 1 && x->shape[x->ndim - 1] == C && mp_tensor_numel(x) % C == 0;
 }
 
-/* Sets the data descriptor for x (dtype, shape as in the file comment) and derives the
- * per-channel one. x has M >= 1 rows of C <= INT_MAX channels. */
-static mp_status bn_descriptors(const mp_tensor *x, int64_t C)
+/* The column sums' layout for M >= 1 rows of C channels: *chunks chunks of *rows rows (at most
+ * MP_BN_MAX_CHUNKS chunks, of at least MP_BN_MIN_ROWS rows unless M is smaller), and the
+ * scratch: *part (2 C floats a chunk) followed by *st (MP_BN_STATS C floats). */
+static mp_status bn_layout(int64_t M, int64_t C, int64_t *chunks, int64_t *rows, float **part,
+                           float **st)
 {
-    if (!mp_bn_xd)
-        CUDNN_CHECK(cudnnCreateTensorDescriptor(&mp_bn_xd));
-    if (!mp_bn_pd)
-        CUDNN_CHECK(cudnnCreateTensorDescriptor(&mp_bn_pd));
-    int64_t n = 1, h = mp_tensor_numel(x) / C, w = 1;
-    if (x->ndim == 4)
-        n = x->shape[0], h = x->shape[1], w = x->shape[2];
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(mp_bn_xd, CUDNN_TENSOR_NHWC, mp_cudnn_dtype(x->dtype),
-                                           (int)n, (int)C, (int)h, (int)w));
-    CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(mp_bn_pd, mp_bn_xd, MP_BN_MODE));
-    return MP_OK;
-}
-
-/* The FP32 scratch for C channels (MP_BN_SLOTS slots of C floats). */
-static mp_status params_scratch(int64_t C)
-{
-    if (C <= mp_bn_params_c)
-        return MP_OK;
-    mp_cuda_mem_free(mp_bn_params);
-    mp_bn_params_c = 0;
-    mp_bn_params = (float *)mp_cuda_mem_alloc((size_t)(MP_BN_SLOTS * C) * sizeof(float),
-                                              MP_MEM_WORKSPACE);
-    if (!mp_bn_params)
-        return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
-    mp_bn_params_c = C;
-    return MP_OK;
-}
-
-/* Per-channel tensor t (C elements, or NULL) as cuDNN's FP32 pointer: t's own data when it is
- * FP32, else slot `slot` of the scratch, filled from t when `load`. *work describes it. */
-static mp_status param_in(const mp_tensor *t, int64_t C, int slot, bool load, mp_tensor *work)
-{
-    if (!t) {
-        work->data = NULL;
-        return MP_OK;
+    int64_t n = (M + MP_BN_MIN_ROWS - 1) / MP_BN_MIN_ROWS;
+    n = n < (int64_t)MP_BN_MAX_CHUNKS ? n : (int64_t)MP_BN_MAX_CHUNKS;
+    *rows = (M + n - 1) / n;
+    *chunks = (M + *rows - 1) / *rows;
+    size_t need = (size_t)((2 * *chunks + MP_BN_STATS) * C);
+    if (need > mp_bn_scratch_n) {
+        mp_cuda_mem_free(mp_bn_scratch);
+        mp_bn_scratch_n = 0;
+        mp_bn_scratch = (float *)mp_cuda_mem_alloc(need * sizeof(float), MP_MEM_WORKSPACE);
+        if (!mp_bn_scratch)
+            return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
+        mp_bn_scratch_n = need;
     }
-    *work = *t;
-    if (t->dtype == MP_F32)
-        return MP_OK;
-    MP_TRY(params_scratch(C));
-    work->dtype = MP_F32;
-    work->data = mp_bn_params + (int64_t)slot * C;
-    return load ? mp_cuda_convert(t, work) : MP_OK;
-}
-
-/* MP_EINTERNAL naming op unless eps is one cuDNN takes (> 0 and >= CUDNN_BN_MIN_EPSILON). */
-static mp_status eps_ok(double eps, const char *op)
-{
-    if (!(eps > 0) || eps < CUDNN_BN_MIN_EPSILON)
-        return mp_fail(MP_EINTERNAL, "cuda %s: eps %g is not positive or is below cuDNN's "
-                       "minimum CUDNN_BN_MIN_EPSILON = %g", op, eps, (double)CUDNN_BN_MIN_EPSILON);
+    *part = mp_bn_scratch;
+    *st = mp_bn_scratch + 2 * *chunks * C;
     return MP_OK;
 }
 
-/* Rounds a per-channel result computed in scratch back into t (nothing when it was t itself). */
-static mp_status param_out(const mp_tensor *work, mp_tensor *t)
+/* Launches k_bn_part over x (and dy) of M rows, C channels. */
+static mp_status bn_part(int what, const mp_tensor *x, const mp_tensor *dy, const void *mean,
+                         mp_dtype mt, const void *invstd, mp_dtype it, float *part, int64_t M,
+                         int64_t C, int64_t chunks, int64_t rows)
 {
-    return t && work->data != t->data ? mp_cuda_convert(work, t) : MP_OK;
+    dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
+    MP_LAUNCH(k_bn_part, grid, dim3(32, 8), what, x->data, x->dtype, dy ? dy->data : NULL,
+              dy ? dy->dtype : MP_F32, mean, mt, invstd, it, part, M, C, rows);
+    return MP_OK;
 }
 
 extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
@@ -144,34 +248,27 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     MP_CUDA_REQUIRE(a->eps > 0 && a->momentum >= 0 && a->momentum <= 1, "batchnorm_forward");
     MP_CUDA_REQUIRE(M >= (train ? 2 : 1), "batchnorm_forward values per channel");
     MP_CUDA_REQUIRE(M * C <= INT_MAX, "batchnorm_forward");
-    MP_TRY(eps_ok(a->eps, "batchnorm_forward"));
-    mp_tensor xw, yw;
-    MP_TRY(data_work(x, 0, true, &xw));
-    MP_TRY(data_work(y, 1, false, &yw));
-    MP_TRY(bn_descriptors(&xw, C));
-    mp_tensor g, b, rm, rv, sm, si;
-    MP_TRY(param_in(gamma, C, 0, true, &g));
-    MP_TRY(param_in(beta, C, 1, true, &b));
-    MP_TRY(param_in(running_mean, C, 2, true, &rm));
-    MP_TRY(param_in(running_var, C, 3, true, &rv));
-    cudnnHandle_t dnn = mp_cuda_ctx_get()->dnn;
-    const float one = 1.0f, zero = 0.0f;
-    if (!train) {
-        CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-            dnn, MP_BN_MODE, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd, yw.data, mp_bn_pd, g.data,
-            b.data, rm.data, rv.data, a->eps));
-        return data_out(&yw, y);
+    int64_t chunks, rows;
+    float *part, *st;
+    MP_TRY(bn_layout(M, C, &chunks, &rows, &part, &st));
+    const float eps = (float)a->eps;
+    unsigned cb = mp_cuda_blocks(C);
+    if (train) {
+        MP_TRY(bn_part(BN_SUM_X, x, NULL, NULL, MP_F32, NULL, MP_F32, part, M, C, chunks, rows));
+        MP_LAUNCH(k_bn_mean, cb, 256, part, chunks, C, M, st);
+        MP_TRY(bn_part(BN_SUM_SQ, x, NULL, st, MP_F32, NULL, MP_F32, part, M, C, chunks, rows));
+        MP_LAUNCH(k_bn_train_stats, cb, 256, part, chunks, C, M, eps, (float)a->momentum,
+                  gamma->data, gamma->dtype, beta->data, beta->dtype, running_mean->data,
+                  running_mean->dtype, running_var->data, running_var->dtype, save_mean->data,
+                  save_mean->dtype, save_invstd->data, save_invstd->dtype, st);
+    } else {
+        MP_LAUNCH(k_bn_eval_stats, cb, 256, C, eps, gamma->data, gamma->dtype, beta->data,
+                  beta->dtype, running_mean->data, running_mean->dtype, running_var->data,
+                  running_var->dtype, st);
     }
-    MP_TRY(param_in(save_mean, C, 4, false, &sm));
-    MP_TRY(param_in(save_invstd, C, 5, false, &si));
-    CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-        dnn, MP_BN_MODE, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd, yw.data, mp_bn_pd, g.data,
-        b.data, a->momentum, rm.data, rv.data, a->eps, sm.data, si.data));
-    MP_TRY(data_out(&yw, y));
-    MP_TRY(param_out(&rm, running_mean));
-    MP_TRY(param_out(&rv, running_var));
-    MP_TRY(param_out(&sm, save_mean));
-    return param_out(&si, save_invstd);
+    MP_LAUNCH(k_bn_apply, mp_cuda_blocks(M * C), 256, x->data, x->dtype, y->data, y->dtype,
+              M * C, C, st);
+    return MP_OK;
 }
 
 extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
@@ -190,45 +287,24 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_te
     MP_CUDA_REQUIRE(per_channel(save_mean, C, false) && per_channel(save_invstd, C, false) &&
                         per_channel(dgamma, C, false) && per_channel(dbeta, C, false),
                     "batchnorm_backward");
+    MP_CUDA_REQUIRE(a->eps > 0, "batchnorm_backward"); /* as the CPU checks it */
     MP_CUDA_REQUIRE(M * C <= INT_MAX, "batchnorm_backward");
-    MP_TRY(eps_ok(a->eps, "batchnorm_backward"));
-    cudaStream_t stream = mp_cuda_ctx_get()->stream;
     if (M == 0) { /* empty batch: zero parameter gradients (all-zero bits in every dtype) */
+        cudaStream_t stream = mp_cuda_ctx_get()->stream;
         CUDA_CHECK(cudaMemsetAsync(dgamma->data, 0, (size_t)mp_tensor_bytes(dgamma), stream));
         CUDA_CHECK(cudaMemsetAsync(dbeta->data, 0, (size_t)mp_tensor_bytes(dbeta), stream));
         return MP_OK;
     }
-    mp_tensor xw, dyw, dxw;
-    MP_TRY(data_work(x, 0, true, &xw));
-    MP_TRY(data_work(dy, 1, true, &dyw));
+    int64_t chunks, rows;
+    float *part, *st;
+    MP_TRY(bn_layout(M, C, &chunks, &rows, &part, &st));
+    MP_TRY(bn_part(BN_SUM_DY, x, dy, save_mean->data, save_mean->dtype, save_invstd->data,
+                   save_invstd->dtype, part, M, C, chunks, rows));
+    MP_LAUNCH(k_bn_bwd_stats, mp_cuda_blocks(C), 256, part, chunks, C, M, gamma->data,
+              gamma->dtype, save_mean->data, save_mean->dtype, save_invstd->data,
+              save_invstd->dtype, dgamma->data, dgamma->dtype, dbeta->data, dbeta->dtype, st);
     if (dx)
-        MP_TRY(data_work(dx, 2, false, &dxw));
-    void *dxp = dx ? dxw.data : NULL;
-    if (!dxp) {
-        size_t bytes = (size_t)mp_tensor_bytes(&xw);
-        if (bytes > mp_bn_dx_bytes) {
-            mp_cuda_mem_free(mp_bn_dx);
-            mp_bn_dx_bytes = 0;
-            mp_bn_dx = mp_cuda_mem_alloc(bytes, MP_MEM_WORKSPACE);
-            if (!mp_bn_dx)
-                return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
-            mp_bn_dx_bytes = bytes;
-        }
-        dxp = mp_bn_dx;
-    }
-    MP_TRY(bn_descriptors(&xw, C));
-    mp_tensor g, sm, si, dg, db;
-    MP_TRY(param_in(gamma, C, 0, true, &g));
-    MP_TRY(param_in(save_mean, C, 1, true, &sm));
-    MP_TRY(param_in(save_invstd, C, 2, true, &si));
-    MP_TRY(param_in(dgamma, C, 3, false, &dg));
-    MP_TRY(param_in(dbeta, C, 4, false, &db));
-    const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnBatchNormalizationBackward(
-        mp_cuda_ctx_get()->dnn, MP_BN_MODE, &one, &zero, &one, &zero, mp_bn_xd, xw.data, mp_bn_xd,
-        dyw.data, mp_bn_xd, dxp, mp_bn_pd, g.data, dg.data, db.data, a->eps, sm.data, si.data));
-    if (dx)
-        MP_TRY(data_out(&dxw, dx));
-    MP_TRY(param_out(&dg, dgamma));
-    return param_out(&db, dbeta);
+        MP_LAUNCH(k_bn_dx, mp_cuda_blocks(M * C), 256, x->data, x->dtype, dy->data, dy->dtype,
+                  dx->data, dx->dtype, M * C, C, st);
+    return MP_OK;
 }

@@ -84,6 +84,14 @@ typedef struct bn_set {
 
 enum { BN_TRAIN, BN_EVAL, BN_BACKWARD };
 
+/* Above this many rows (an even number) x is not random: channel k holds the pairs
+ * centre_k +- d with centre_k = (k % 4) / 2 + 1/8 and d in {1/4, ..., 2}, so its sum
+ * (M centre_k) and its squared deviations (d^2) are multiples of 1/16 below 2^18, exact in
+ * FP32 whatever the order of the additions. Random data's sums of tens of thousands of rows
+ * differ by more than the 64u bound between the CPU's sequential order and the GPU's chunks;
+ * with exact sums a row missed or added anywhere still shows. |x| <= 3.625 and x != 0. */
+enum { BN_EXACT_ROWS = 4096 };
+
 static const mp_bn_args bn_args = {.eps = 1e-5, .momentum = 0.1};
 
 static void run_bn(const op_case *c, int op)
@@ -102,6 +110,14 @@ static void run_bn(const op_case *c, int op)
         double v = mp_load(t.x.host.data, xt, (size_t)i) + (double)(i % C % 4) / 2;
         mp_store(t.x.host.data, xt, (size_t)i, v != 0 ? v : 0.25);
     }
+    if (M > BN_EXACT_ROWS) /* statistics exact in FP32 in any order */
+        for (int64_t m = 0; m < M / 2; m++)
+            for (int64_t k = 0; k < C; k++) {
+                double centre = (double)(k % 4) / 2 + 0.125;
+                double d = (double)(1 + (m * 5 + k * 3) % 8) / 4;
+                mp_store(t.x.host.data, xt, (size_t)(m * C + k), centre + d);
+                mp_store(t.x.host.data, xt, (size_t)((m + M / 2) * C + k), centre - d);
+            }
     mp_gpu_upload(&t.x);
     t.g = mp_gpu_random(pt, 1, &C, &r, 0.5, 1.5);
     t.b = mp_gpu_random(pt, 1, &C, &r, -1, 1);
@@ -286,8 +302,11 @@ void op_cases_dnn(void)
     static const char *const bn_ops[3] = {"batchnorm_forward train", "batchnorm_forward eval",
                                           "batchnorm_backward"};
     static const op_runner bn_runs[3] = {run_bn_train, run_bn_eval, run_bn_backward};
-    const int64_t bn_shapes[3][4] = {{4, 5, 3, 7}, {2, 3, 4, 70}, {16, 1, 1, 37}};
-    for (int s = 0; s < 3; s++)
+    /* The last two span several chunks of the GPU's column sums (and 3 tiles of 32 channels; the
+     * cap on the chunks, with a last chunk shorter than the others). */
+    const int64_t bn_shapes[][4] = {{4, 5, 3, 7},     {2, 3, 4, 70},  {16, 1, 1, 37},
+                                    {8, 16, 16, 67}, {40, 30, 30, 5}};
+    for (int s = 0; s < (int)(sizeof bn_shapes / sizeof bn_shapes[0]); s++)
         for (int op = 0; op < 3; op++)
             for (int k = 0; k < NDT + 2; k++) { /* then half parameters: O3 */
                 op_case c = {.run = bn_runs[op], .dt = {k < NDT ? DTS[k] : DTS[k - 2],

@@ -158,7 +158,21 @@ __attribute__((format(printf, 4, 0))) static void check_guard(const mp_gpu_pair 
         }
 }
 
-/* mp_gpu_check with atol_each[i] (or atol when atol_each is NULL) as element i's atol. */
+/* The spacing of dt's subnormal numbers (its smallest positive value). */
+static double subnormal_ulp(mp_dtype dt)
+{
+    switch (dt) {
+    case MP_F16: return 0x1p-24;
+    case MP_BF16: return 0x1p-133;
+    case MP_F32: return 0x1p-149;
+    case MP_F64: break;
+    }
+    return 0x1p-1074;
+}
+
+/* mp_gpu_check with atol_each[i] (or atol when atol_each is NULL) as element i's atol. A
+ * rounding allowance (rtol > 0) also allows one ulp of dt's subnormals: two results rounded
+ * there are an absolute subnormal_ulp apart, which rtol |host| does not cover. */
 __attribute__((format(printf, 7, 0))) static void check_close(const mp_gpu_pair *p, double atol,
                                                                const double *atol_each,
                                                                double rtol, const char *file,
@@ -172,10 +186,11 @@ __attribute__((format(printf, 7, 0))) static void check_close(const mp_gpu_pair 
     size_t n = (size_t)mp_tensor_numel(&p->host), bad = n;
     assert_int_equal(p->dev.dtype, p->host.dtype);
     double *got = mp_gpu_values(&p->dev), g = 0, w = 0, a = atol;
+    const double sub = rtol > 0 ? subnormal_ulp(p->dev.dtype) : 0;
     for (size_t i = 0; i < n && bad == n; i++) {
         w = mp_load(p->host.data, p->host.dtype, i);
         g = got[i];
-        a = atol_each ? atol_each[i] : atol;
+        a = (atol_each ? atol_each[i] : atol) + sub;
         if (!(fabs(g - w) <= a + rtol * fabs(w)))
             bad = i;
     }
