@@ -26,6 +26,9 @@
 #                        with --bind-to none, so they have as many cores)
 #   MPDIST_INF_RETRAIN   0: keep a checkpoint already in runs/bench-inf/MODEL (default 1: train)
 #   MPDIST_INF_TIMEOUT   seconds per run (default 1800)
+#   MPDIST_INF_DATA      the Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)
+# The table's first line names the CPU, or the GPU (nvidia-smi) when the extra arguments set
+# amp.device=cuda (tests/gpu/run.sh runs it so with MPDIST_GPU_INF=1).
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
@@ -42,7 +45,7 @@ rounds=${MPDIST_INF_ROUNDS:-3}
 threads=${MPDIST_INF_THREADS:-2}
 retrain=${MPDIST_INF_RETRAIN:-1}
 tmo=${MPDIST_INF_TIMEOUT:-1800}
-fmnist=/usr/share/datasets/fashion-mnist
+fmnist=${MPDIST_INF_DATA:-/usr/share/datasets/fashion-mnist}
 out=runs/bench-inf
 modes=(fp32 fp16 fp16-bn32)
 
@@ -52,7 +55,7 @@ for m in "${models[@]}"; do
 done
 for v in rounds threads; do [ "${!v}" -ge 1 ] 2>/dev/null || die "$v must be an integer >= 1 (got '${!v}')"; done
 [ -x "$build/mpdist" ] || die "$build/mpdist not found (MPDIST_BENCH_BUILD=$build)"
-[ -e "$fmnist/t10k-images-idx3-ubyte.gz" ] || die "no Fashion-MNIST in $fmnist (launch/deps.sh installs it)"
+[ -e "$fmnist/t10k-images-idx3-ubyte.gz" ] || die "no Fashion-MNIST in $fmnist (launch/deps.sh installs it; MPDIST_INF_DATA names another)"
 # shellcheck source=launch/env.sh
 source launch/env.sh
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
@@ -120,7 +123,10 @@ for m in "${models[@]}"; do
 done
 
 {
-  echo "CPU: $(nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  case " ${extra[*]-} " in
+    *amp.device=cuda*) echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo unknown), CPU: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores; $(date -u +%Y-%m-%dT%H:%M:%SZ)" ;;
+    *) echo "CPU: $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) cores, $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%dT%H:%M:%SZ)" ;;
+  esac
   echo "Fashion-MNIST, trained at O0 (Adam, batch 128), evaluated at batch 128 on 1 process, $threads threads; median of $rounds rounds"
   echo
   echo "| model | mode | file bytes | file/fp32 | test accuracy | images/s | images/s / fp32 | bytes (MiB) | bytes/fp32 |"

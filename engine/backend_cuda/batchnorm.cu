@@ -1,26 +1,25 @@
 /* Batch normalisation on the GPU over (N, H, W) per channel of an NHWC tensor (x of any rank is
  * seen as (M, C), C its last dimension), with our own kernels and the CPU reference's semantics
- * and arithmetic (engine/backend_cpu/batchnorm.c): the batch mean, then the biased variance in a
- * second pass over x - mean (no cancellation), invstd = 1 / sqrt(var + eps) (the square root in
- * double, then rounded, as the CPU does), the running statistics updated with the unbiased
- * variance (running = (1 - momentum) running + momentum batch), y = (x - mean) scale + beta with
- * scale = invstd gamma; backward dgamma = sum(dy xhat), dbeta = sum(dy),
- * dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M). All in FP32; every tensor is
- * loaded and stored by its runtime dtype (engine/cast_rule.h), so FP32, fp16 and bf16 data and
- * per-channel tensors of any of them need no conversion copies.
+ * and FP32 operations (engine/backend_cpu/batchnorm.c), only the order of the column sums
+ * differing (so the bits match where the sums are exact): the batch mean, then the biased
+ * variance in a second pass over x - mean (no cancellation), invstd = 1 / sqrt(var + eps) (the
+ * square root in double, then rounded, as the CPU does), the running statistics updated with
+ * the unbiased variance (running = (1 - momentum) running + momentum batch),
+ * y = (x - mean) scale + beta with scale = invstd gamma; backward dgamma = sum(dy xhat),
+ * dbeta = sum(dy), dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M). All in FP32;
+ * every tensor is loaded and stored by its runtime dtype (engine/cast_rule.h), so FP32, fp16
+ * and bf16 data and per-channel tensors of any of them need no conversion copies.
  * Why not cuDNN: its legacy BatchNorm call in SPATIAL_PERSISTENT mode took 77% of a WRN-16-4
  * step at batch 512 on an H200 (bench/results/gpu-h200-2026-11-27), the API is deprecated in
  * cuDNN 9 and documents no bf16 data, and its fast NHWC path (the Ex calls) is fp16 only and
  * wants a reserve space kept per layer from forward to backward, which the op table's contract
- * has no place for. These kernels move the data 4 times forward (x three times, y once) and 5
- * times backward (x and dy twice, dx once).
+ * has no place for. These kernels move the data 4 times in a training forward (x three times, y
+ * once; evaluation twice) and 5 times backward (x and dy twice, dx once).
  * Column sums (per channel over the M rows) are formed without atomics, as LayerNorm's parameter
  * gradients are: blocks of 32 x 8 threads sum 32 channels over a chunk of rows (each thread a
  * strided partial, the 8 added in order), and one thread per channel adds the chunks' partials
  * in chunk order; the results are deterministic. The FP32 scratch (2 C floats a chunk and
- * MP_BN_STATS C floats of per-channel values) is device memory grown on demand, never shrunk.
- * Element-wise passes read each element once and write its result from the same thread, so y
- * may alias x and dx may alias dy. */
+ * MP_BN_STATS C floats of per-channel values) is device memory grown on demand, never shrunk. */
 #include <limits.h>
 
 #include "engine/backend_cuda/cuda.h"

@@ -75,21 +75,25 @@ static void run_conv_backward_filter(const op_case *c) { run_conv(c, 2); }
 
 /* Batch normalisation of x (n, h, w, c) in dt[0] with gamma, beta and their gradients in dt[1]
  * and the statistics in FP32. x is U(-2, 2) plus a channel offset (c % 4) / 2, so |x| <= 4 and
- * the mean matters. Each backend is within test_batchnorm.c's bound of the exact values (FP32
- * sums of M terms of size <= 4, then one rounding: 64u for per-element results and statistics,
- * M 8u for the parameter gradients), so the two are within twice that of each other. */
+ * the mean matters (beyond BN_EXACT_ROWS rows, pairs with exact sums: below). Each backend is
+ * within test_batchnorm.c's bound of the exact values (FP32 sums of M terms of size <= 4, then
+ * one rounding: 64u for per-element results and statistics, M 8u for the parameter gradients),
+ * so the two are within twice that of each other. */
 typedef struct bn_set {
     mp_gpu_pair x, dy, g, b, rm, rv, sm, si, y, dx, dg, db;
 } bn_set;
 
 enum { BN_TRAIN, BN_EVAL, BN_BACKWARD };
 
-/* Above this many rows (an even number) x is not random: channel k holds the pairs
- * centre_k +- d with centre_k = (k % 4) / 2 + 1/8 and d in {1/4, ..., 2}, so its sum
- * (M centre_k) and its squared deviations (d^2) are multiples of 1/16 below 2^18, exact in
- * FP32 whatever the order of the additions. Random data's sums of tens of thousands of rows
- * differ by more than the 64u bound between the CPU's sequential order and the GPU's chunks;
- * with exact sums a row missed or added anywhere still shows. |x| <= 3.625 and x != 0. */
+/* Above this many rows (an even number, at most 2^18) x is not random: channel k holds the
+ * pairs centre_k +- d with centre_k = (k % 4) / 2 + 1/8 and d in {1/4, ..., 2}, so every
+ * partial sum of x (multiples of 1/8 below 2^17) and of the squared deviations d^2 (multiples
+ * of 1/16 below 2^20) is exact in FP32 whatever the order of the additions, and the mean is
+ * centre_k exactly. Random data's sums of tens of thousands of rows differ by more than the 64u
+ * bound between the CPU's sequential order and the GPU's chunks. With exact sums both backends
+ * do the same FP32 operations on the same values (neither contracts into FMAs), so training's
+ * outputs must match bit for bit: a row missed or counted twice anywhere shows. |x| <= 3.625,
+ * x != 0, exact in fp16 and bf16. */
 enum { BN_EXACT_ROWS = 4096 };
 
 static const mp_bn_args bn_args = {.eps = 1e-5, .momentum = 0.1};
@@ -110,7 +114,9 @@ static void run_bn(const op_case *c, int op)
         double v = mp_load(t.x.host.data, xt, (size_t)i) + (double)(i % C % 4) / 2;
         mp_store(t.x.host.data, xt, (size_t)i, v != 0 ? v : 0.25);
     }
-    if (M > BN_EXACT_ROWS) /* statistics exact in FP32 in any order */
+    const bool exact = M > BN_EXACT_ROWS;
+    if (exact) { /* statistics exact in FP32 in any order */
+        assert_true(M % 2 == 0 && M <= (1 << 18));
         for (int64_t m = 0; m < M / 2; m++)
             for (int64_t k = 0; k < C; k++) {
                 double centre = (double)(k % 4) / 2 + 0.125;
@@ -118,6 +124,7 @@ static void run_bn(const op_case *c, int op)
                 mp_store(t.x.host.data, xt, (size_t)(m * C + k), centre + d);
                 mp_store(t.x.host.data, xt, (size_t)((m + M / 2) * C + k), centre - d);
             }
+    }
     mp_gpu_upload(&t.x);
     t.g = mp_gpu_random(pt, 1, &C, &r, 0.5, 1.5);
     t.b = mp_gpu_random(pt, 1, &C, &r, -1, 1);
@@ -153,7 +160,13 @@ static void run_bn(const op_case *c, int op)
         OP_BOTH(c, batchnorm_forward, &bn_args, op == BN_TRAIN, OP_T(&t.x), OP_T(&t.g),
                 OP_T(&t.b), OP_T(&t.rm), OP_T(&t.rv), OP_T(&t.sm), OP_T(&t.si), OP_T(&t.y));
     }
-    if (op == BN_TRAIN && !c->refused) {
+    if (op == BN_TRAIN && !c->refused && exact) { /* the same operations on the same sums */
+        mp_gpu_check_bits(&t.y, "%s: y", c->name);
+        mp_gpu_check_bits(&t.sm, "%s: save_mean", c->name);
+        mp_gpu_check_bits(&t.si, "%s: save_invstd", c->name);
+        mp_gpu_check_bits(&t.rm, "%s: running_mean", c->name);
+        mp_gpu_check_bits(&t.rv, "%s: running_var", c->name);
+    } else if (op == BN_TRAIN && !c->refused) {
         mp_gpu_check(&t.y, acc, mp_gpu_rtol(xt), "%s: y", c->name);
         mp_gpu_check(&t.sm, acc, 2 * 4 * u, "%s: save_mean", c->name);
         mp_gpu_check(&t.si, acc, 2 * 4 * u, "%s: save_invstd", c->name);

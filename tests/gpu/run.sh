@@ -26,6 +26,10 @@
 #                             resnet20 on synthetic data at O0-O3 against PyTorch, and issue 7's
 #                             goals); table to $OUT/gpu-step-table.txt and .csv. MPDIST_GPU_STEP_*
 #                             settings (models, batches, steps) pass through to it
+#   MPDIST_GPU_INF=1          then inference per precision on the GPU (bench/inference.sh with
+#                             --set amp.device=cuda: fp32, fp16 and fp16 with FP32 BatchNorm
+#                             exports of cnn_bn, resnet20 and resnext); table to
+#                             $OUT/gpu-inference.md. MPDIST_INF_* settings pass through to it
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 
@@ -47,6 +51,7 @@ start=$(date +%s)
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
+inference="not run (MPDIST_GPU_INF=1 runs it)"
 failures=0 build_rc=1 tests_rc=1 train_rc=1
 
 summary() {
@@ -56,7 +61,8 @@ summary() {
   echo
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
-    "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" "log:" "$log"
+    "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" "inference:" "$inference" \
+    "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -87,7 +93,7 @@ write_report() {
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
     printf '%-14s%s\n' "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" \
-      "log:" "$log" "result:" "$1"
+      "inference:" "$inference" "log:" "$log" "result:" "$1"
   } >"$report"
 }
 
@@ -386,4 +392,23 @@ if [ "${MPDIST_GPU_STEP:-0}" = 1 ] && [ "$build_state" = ok ]; then
   [ "$step_rc" -eq 0 ] || fail "gpu step benchmark: a run failed or a goal was missed"
 elif [ "${MPDIST_GPU_STEP:-0}" = 1 ]; then
   gpu_step="not run (build failed)"
+fi
+
+# bench/inference.sh on the GPU: each model trained at O0, exported three ways, evaluated.
+do_inference() {
+  MPDIST_BENCH_BUILD=$build MPDIST_INF_DATA=$data bash bench/inference.sh -- --set amp.device=cuda
+  [ -z "${OUT:-}" ] || cp runs/bench-inf/table.md "$OUT/gpu-inference.md"
+}
+if [ "${MPDIST_GPU_INF:-0}" = 1 ] && [ "$build_state" = ok ] && [ -n "$data" ]; then
+  echo "== inference per precision on the GPU: cnn_bn, resnet20, resnext"
+  inf_rc=1
+  step inf_rc do_inference
+  if [ "$inf_rc" -eq 0 ]; then
+    inference="ok (runs/bench-inf/table.md)"
+  else
+    inference="failed (exit $inf_rc; see runs/bench-inf/)"
+    fail "inference benchmark failed"
+  fi
+elif [ "${MPDIST_GPU_INF:-0}" = 1 ]; then
+  inference="not run (build failed or no Fashion-MNIST)"
 fi

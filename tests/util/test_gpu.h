@@ -86,7 +86,8 @@ void *mp_gpu_bytes(const mp_tensor *dev);
  * within |dev - host| <= atol + rtol |host| element by element, through assert_close, and its
  * guard is intact; the printf-style label (op, dtypes, case) is printed first when not. When
  * rtol > 0 (an allowance for rounding to neighbours) one ulp of the dtype's subnormals is added
- * to atol: there neighbours are an absolute 2^-24 apart in fp16, not a relative one. */
+ * to atol: there neighbours are an absolute 2^-24 apart in fp16, not a relative one (so an
+ * expected fp16 0 then also accepts +-2^-24). */
 void mp_gpu_check_impl(const mp_gpu_pair *p, double atol, double rtol, const char *file, int line,
                        const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 #define mp_gpu_check(p, atol, rtol, ...) \
