@@ -5,14 +5,16 @@
  * x, y, dy and dx share one dtype, and dx may be NULL (parameter gradients only); the
  * per-channel tensors (gamma, beta, statistics) may have any dtype and are read and written
  * once per channel. Each pass walks x in memory order a tile of whole rows (of all C channels)
- * at a time, half tiles widened in bulk (mp_convert) and results rounded back in bulk, with one
- * accumulator per channel (workspace): every channel adds its rows in row order, so the sums do
- * not depend on the tiling or the threads. The sums run in stripes of channels, one per thread;
- * the element-wise passes in tiles of rows, spread over the threads. */
+ * at a time, half tiles widened in bulk (mp_convert) and results rounded back in bulk. The
+ * per-channel sums add the rows in engine/bn_rule.h's order (chunks of rows, lanes within a
+ * chunk), the GPU's, so they depend neither on the tiling nor on the threads, and every
+ * statistic and gradient is the GPU's bits; the threads take whole chunks, and the element-wise
+ * passes tiles of rows. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/bn_rule.h"
 
 /* Elements of a tile of rows: at least one row. */
 #define MP_BN_TILE 4096
@@ -36,60 +38,90 @@ static bool channels_last(const mp_tensor *x, int64_t C)
 /* Tiles of R rows of M, for a loop header: m0 its first row, r = bn_rows(M, R, m0) its rows. */
 static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 < R ? M - m0 : R; }
 
-/* The per-channel sums of the training passes for accumulator type ACC, over x (M, C) in tiles
- * of R rows: without dy, s[c] = sum of x[m][c] (mean NULL) or of (x[m][c] - mean[c])^2; with dy
- * (backward), s[c] = sum of dy[m][c] and s2[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c].
- * Channels go in stripes (mp_cpu_stripes), one per thread, and every channel adds its rows in
- * row order, so the sums are those of one thread. Half tiles are widened whole by each stripe's
- * thread into its own block. */
+/* The per-channel sums of the training passes for accumulator type ACC over x (M, C), in the
+ * order of engine/bn_rule.h (the GPU's): without dy, s[c] = sum of x[m][c] (mean NULL) or of
+ * (x[m][c] - mean[c])^2; with dy (backward), s[c] = sum of dy[m][c] and s2[c] = sum of
+ * dy[m][c] (x[m][c] - mean[c]) invstd[c]. The threads take whole chunks (rows of all C channels)
+ * and write each chunk's sums into part (2 C a chunk); the chunks are then added in order, so
+ * the sums do not depend on the threads. Half rows are widened in tiles of a multiple of
+ * MP_BN_LANES rows into each thread's own block. */
 #define MP_BN_SUMS(ACC, SFX)                                                                  \
     static void bn_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
-                              int64_t R, const ACC *mean, const ACC *invstd, ACC *s, ACC *s2) \
+                              const ACC *mean, const ACC *invstd, ACC *part, ACC *s, ACC *s2) \
     {                                                                                         \
         const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
-        const int64_t tiles = dy ? 2 : 1;                                                     \
-        int64_t w;                                                                            \
-        const int64_t ns = mp_cpu_stripes(C, &w);                                             \
-        MP_CPU_PARALLEL_FOR(ns > 1 ? M * C : 0)                                               \
-        for (int64_t k = 0; k < ns; k++) {                                                    \
-            const int64_t c0 = k * w, c1 = c0 + w < C ? c0 + w : C;                           \
-            ACC *xb = x->dtype == adt && (!dy || dy->dtype == adt)                            \
-                          ? NULL                                                              \
-                          : mp_cpu_workspace(MP_CPU_WS_BN_TILE,                               \
-                                             (size_t)(tiles * R * C) * sizeof(ACC));          \
+        const bool wide = x->dtype != adt || (dy && dy->dtype != adt);                        \
+        int64_t rows;                                                                         \
+        const int64_t chunks = mp_bn_chunks(M, &rows), L = MP_BN_LANES;                       \
+        const int64_t R = MP_BN_TILE / C / L * L > L ? MP_BN_TILE / C / L * L : L;             \
+        MP_CPU_PARALLEL_FOR(chunks > 1 ? M * C : 0)                                           \
+        for (int64_t k = 0; k < chunks; k++) {                                                \
+            const int64_t r0 = k * rows, r1 = r0 + rows < M ? r0 + rows : M;                  \
+            ACC *lane = mp_cpu_workspace(MP_CPU_WS_BN_LANES, (size_t)(2 * L * C) * sizeof(ACC)); \
+            ACC *lane2 = lane + L * C;                                                        \
+            ACC *xb = wide ? mp_cpu_workspace(MP_CPU_WS_BN_TILE,                              \
+                                              (size_t)((dy ? 2 : 1) * R * C) * sizeof(ACC))   \
+                           : NULL;                                                            \
             ACC *gb = xb && dy ? xb + R * C : NULL;                                           \
-            for (int64_t c = c0; c < c1; c++)                                                 \
-                s[c] = 0;                                                                     \
-            for (int64_t c = c0; dy && c < c1; c++)                                           \
-                s2[c] = 0;                                                                    \
-            for (int64_t m0 = 0; m0 < M; m0 += R) {                                           \
-                const int64_t r = bn_rows(M, R, m0);                                          \
+            for (int64_t i = 0; i < 2 * L * C; i++)                                           \
+                lane[i] = 0;                                                                  \
+            for (int64_t m0 = r0; m0 < r1; m0 += R) {                                         \
+                const int64_t r = bn_rows(r1, R, m0);                                         \
                 const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, xb);                       \
                 const ACC *g = dy ? MP_CPU_WIDEN(ACC, dy, m0 * C, r * C, gb) : NULL;          \
                 for (int64_t m = 0; m < r; m++, v += C) {                                     \
+                    ACC *a = lane + (m0 + m - r0) % L * C, *a2 = a + L * C;                   \
                     if (dy) {                                                                 \
-                        for (int64_t c = c0; c < c1; c++) {                                   \
-                            s[c] += g[c];                                                     \
-                            s2[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                   \
+                        for (int64_t c = 0; c < C; c++) {                                     \
+                            a[c] += g[c];                                                     \
+                            a2[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                   \
                         }                                                                     \
                         g += C;                                                               \
                     } else if (mean) {                                                        \
-                        for (int64_t c = c0; c < c1; c++) {                                   \
+                        for (int64_t c = 0; c < C; c++) {                                     \
                             ACC d = v[c] - mean[c];                                           \
-                            s[c] += d * d;                                                    \
+                            a[c] += d * d;                                                    \
                         }                                                                     \
                     } else {                                                                  \
-                        for (int64_t c = c0; c < c1; c++)                                     \
-                            s[c] += v[c];                                                     \
+                        for (int64_t c = 0; c < C; c++)                                       \
+                            a[c] += v[c];                                                     \
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
+            ACC *t = part + 2 * k * C;                                                        \
+            for (int64_t c = 0; c < C; c++) {                                                 \
+                ACC u = 0, u2 = 0;                                                            \
+                for (int64_t q = 0; q < L; q++) {                                             \
+                    u += lane[q * C + c];                                                     \
+                    u2 += lane2[q * C + c];                                                   \
+                }                                                                             \
+                t[c] = u;                                                                     \
+                t[C + c] = u2;                                                                \
+            }                                                                                 \
+        }                                                                                     \
+        for (int64_t c = 0; c < C; c++) {                                                     \
+            ACC u = 0, u2 = 0;                                                                \
+            for (int64_t k = 0; k < chunks; k++) {                                            \
+                u += part[2 * k * C + c];                                                     \
+                u2 += part[(2 * k + 1) * C + c];                                              \
+            }                                                                                 \
+            s[c] = u;                                                                         \
+            if (dy)                                                                           \
+                s2[c] = u2;                                                                   \
         }                                                                                     \
     }
 MP_BN_SUMS(float, f32)
 MP_BN_SUMS(double, f64)
-#define bn_sums(x, dy, M, C, R, mean, invstd, s, s2)                                          \
-    _Generic((s), float *: bn_sums_f32, double *: bn_sums_f64)(x, dy, M, C, R, mean, invstd, s, s2)
+#define bn_sums(x, dy, M, C, mean, invstd, part, s, s2)                                       \
+    _Generic((s), float *: bn_sums_f32, double *: bn_sums_f64)(x, dy, M, C, mean, invstd, part, \
+                                                               s, s2)
+
+/* ACCs of the BN workspace: `n` C per-channel rows and the chunks' sums (2 C each). */
+static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
+{
+    int64_t rows;
+    return (size_t)((n + 2 * mp_bn_chunks(M, &rows)) * C) * acc;
+}
 
 #define BN_FWD(T, ACC, LD, ST, a, train, x, gamma, beta, rm, rv, sm, si, y, M, C)              \
     do {                                                                                      \
@@ -97,14 +129,14 @@ MP_BN_SUMS(double, f64)
         (void)LD;                                                                             \
         (void)ST;                                                                             \
         const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
-        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(4 * (C)) * sizeof(ACC));          \
-        ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C);                      \
+        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 4, sizeof(ACC)));        \
+        ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C), *part = s + (C);     \
         const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
         if (train) {                                                                          \
-            bn_sums(x, NULL, M, C, R, (const ACC *)NULL, (const ACC *)NULL, s, s);        \
+            bn_sums(x, NULL, M, C, (const ACC *)NULL, (const ACC *)NULL, part, s, s);         \
             for (int64_t c = 0; c < (C); c++)                                                 \
                 mean[c] = s[c] / (ACC)(M);                                                    \
-            bn_sums(x, NULL, M, C, R, (const ACC *)mean, (const ACC *)NULL, s, s);        \
+            bn_sums(x, NULL, M, C, (const ACC *)mean, (const ACC *)NULL, part, s, s);         \
             for (int64_t c = 0; c < (C); c++) {                                               \
                 ACC var = s[c] / (ACC)(M);                                                    \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
@@ -168,13 +200,13 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
         (void)LD;                                                                             \
         (void)ST;                                                                             \
         const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
-        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, (size_t)(5 * (C)) * sizeof(ACC));          \
+        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 5, sizeof(ACC)));        \
         ACC *invstd = mean + (C), *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);      \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             mean[c] = (ACC)ld(sm, c);                                                         \
             invstd[c] = (ACC)ld(si, c);                                                       \
         }                                                                                     \
-        bn_sums(x, dy, M, C, R, (const ACC *)mean, (const ACC *)invstd, sdy, sdx);       \
+        bn_sums(x, dy, M, C, (const ACC *)mean, (const ACC *)invstd, k + (C), sdy, sdx);      \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             st(dgamma, c, (double)sdx[c]);                                                    \
             st(dbeta, c, (double)sdy[c]);                                                     \

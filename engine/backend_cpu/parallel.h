@@ -37,15 +37,4 @@ static inline int mp_cpu_max_threads(void)
 #endif
 }
 
-/* Cuts `n` channels into stripes of a multiple of 16 channels (whole cache lines of FP32), at
- * most one per thread; returns their count and sets *width (the last stripe may be narrower). */
-static inline int64_t mp_cpu_stripes(int64_t n, int64_t *width)
-{
-    int64_t parts = mp_cpu_max_threads();
-    int64_t w = (n + parts - 1) / parts;
-    w = (w + 15) / 16 * 16;
-    *width = w > 0 ? w : 1;
-    return (n + *width - 1) / *width;
-}
-
 #endif

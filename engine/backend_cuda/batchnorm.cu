@@ -1,7 +1,7 @@
 /* Batch normalisation on the GPU over (N, H, W) per channel of an NHWC tensor (x of any rank is
  * seen as (M, C), C its last dimension), with our own kernels and the CPU reference's semantics
- * and FP32 operations (engine/backend_cpu/batchnorm.c), only the order of the column sums
- * differing (so the bits match where the sums are exact): the batch mean, then the biased
+ * and FP32 operations (engine/backend_cpu/batchnorm.c), its sums in the same order
+ * (engine/bn_rule.h), so that every result is the CPU's bits: the batch mean, then the biased
  * variance in a second pass over x - mean (no cancellation), invstd = 1 / sqrt(var + eps) (the
  * square root in double, then rounded, as the CPU does), the running statistics updated with
  * the unbiased variance (running = (1 - momentum) running + momentum batch),
@@ -15,16 +15,17 @@
  * wants a reserve space kept per layer from forward to backward, which the op table's contract
  * has no place for. These kernels move the data 4 times in a training forward (x three times, y
  * once; evaluation twice) and 5 times backward (x and dy twice, dx once).
- * Column sums (per channel over the M rows) are formed without atomics, as LayerNorm's parameter
- * gradients are: blocks of 32 x 8 threads sum 32 channels over a chunk of rows (each thread a
- * strided partial, the 8 added in order), and one thread per channel adds the chunks' partials
- * in chunk order; the results are deterministic. The FP32 scratch (2 C floats a chunk and
+ * Column sums (per channel over the M rows) are formed without atomics in engine/bn_rule.h's
+ * order, the CPU's: blocks of 32 x MP_BN_LANES threads sum 32 channels over a chunk of rows
+ * (thread y one lane, the lanes added in order), and one thread per channel adds the chunks'
+ * partials in chunk order; the results are deterministic and the CPU's bits. The FP32 scratch (2 C floats a chunk and
  * MP_BN_STATS C floats of per-channel values) is device memory grown on demand, never shrunk. */
 #include <limits.h>
 
 #include "engine/backend_cuda/cuda.h"
+#include "engine/bn_rule.h"
 
-enum { MP_BN_MAX_CHUNKS = 512, MP_BN_MIN_ROWS = 64, MP_BN_STATS = 5 };
+enum { MP_BN_STATS = 5 };
 
 /* What k_bn_part sums per channel j: x; (x - mean)^2; dy and dy (x - mean) invstd. */
 enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_DY };
@@ -35,19 +36,19 @@ static size_t mp_bn_scratch_n;
 /* Chunk blockIdx.y's partial sums of channels blockIdx.x * 32 + threadIdx.x over its rows
  * [chunk rows, min((chunk + 1) rows, M)): part[2 chunk C + j] (the first sum) and
  * part[(2 chunk + 1) C + j] (the second, BN_SUM_DY only). mean and invstd are per-channel
- * tensors of dtypes mt and it (invstd read by BN_SUM_DY only). Blocks of 32 x 8. */
+ * tensors of dtypes mt and it (invstd read by BN_SUM_DY only). Blocks of 32 x MP_BN_LANES. */
 __global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const void *dy,
                                  mp_dtype dyt, const void *mean, mp_dtype mt, const void *invstd,
                                  mp_dtype it, float *part, int64_t M, int64_t C, int64_t rows)
 {
-    __shared__ float p1[8][33], p2[8][33];
+    __shared__ float p1[MP_BN_LANES][33], p2[MP_BN_LANES][33];
     const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
     const int64_t r1 = (chunk + 1) * rows < M ? (chunk + 1) * rows : M;
     float s1 = 0.0f, s2 = 0.0f;
     if (j < C) {
         const float m = what == BN_SUM_X ? 0.0f : mp_elem_load_f32(mean, mt, j);
         const float inv = what == BN_SUM_DY ? mp_elem_load_f32(invstd, it, j) : 0.0f;
-        for (int64_t r = chunk * rows + threadIdx.y; r < r1; r += 8) {
+        for (int64_t r = chunk * rows + threadIdx.y; r < r1; r += MP_BN_LANES) {
             float v = mp_elem_load_f32(x, xt, r * C + j);
             if (what == BN_SUM_X) {
                 s1 += v;
@@ -66,7 +67,7 @@ __global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const voi
     __syncthreads();
     if (threadIdx.y == 0 && j < C) {
         float t1 = 0.0f, t2 = 0.0f;
-        for (int q = 0; q < 8; q++) {
+        for (int q = 0; q < MP_BN_LANES; q++) {
             t1 += p1[q][threadIdx.x];
             t2 += p2[q][threadIdx.x];
         }
@@ -192,16 +193,13 @@ static bool channels_last(const mp_tensor *x, int64_t C)
     return x->ndim >= 1 && C >= 1 && x->shape[x->ndim - 1] == C && mp_tensor_numel(x) % C == 0;
 }
 
-/* The column sums' layout for M >= 1 rows of C channels: *chunks chunks of *rows rows (at most
- * MP_BN_MAX_CHUNKS chunks, of at least MP_BN_MIN_ROWS rows unless M is smaller), and the
- * scratch: *part (2 C floats a chunk) followed by *st (MP_BN_STATS C floats). */
+/* The column sums' layout for M >= 1 rows of C channels: *chunks chunks of *rows rows
+ * (mp_bn_chunks), and the scratch: *part (2 C floats a chunk) followed by *st (MP_BN_STATS C
+ * floats). */
 static mp_status bn_layout(int64_t M, int64_t C, int64_t *chunks, int64_t *rows, float **part,
                            float **st)
 {
-    int64_t n = (M + MP_BN_MIN_ROWS - 1) / MP_BN_MIN_ROWS;
-    n = n < (int64_t)MP_BN_MAX_CHUNKS ? n : (int64_t)MP_BN_MAX_CHUNKS;
-    *rows = (M + n - 1) / n;
-    *chunks = (M + *rows - 1) / *rows;
+    *chunks = mp_bn_chunks(M, rows);
     size_t need = (size_t)((2 * *chunks + MP_BN_STATS) * C);
     if (need > mp_bn_scratch_n) {
         mp_cuda_mem_free(mp_bn_scratch);
@@ -222,7 +220,7 @@ static mp_status bn_part(int what, const mp_tensor *x, const mp_tensor *dy, cons
                          int64_t C, int64_t chunks, int64_t rows)
 {
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
-    MP_LAUNCH(k_bn_part, grid, dim3(32, 8), what, x->data, x->dtype, dy ? dy->data : NULL,
+    MP_LAUNCH(k_bn_part, grid, dim3(32, MP_BN_LANES), what, x->data, x->dtype, dy ? dy->data : NULL,
               dy ? dy->dtype : MP_F32, mean, mt, invstd, it, part, M, C, rows);
     return MP_OK;
 }
