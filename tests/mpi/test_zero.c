@@ -4,8 +4,9 @@
  * O2) trained for 20 steps sharded and unsharded on the same ranks ends with the same FP32
  * weights and optimizer state, and the same loss curve: bitwise on 2 ranks (a sum of two is the
  * same in any order, so reduce-scatter and all-reduce agree), within a few ulps of the dtype on
- * 4 (Adam: see adam_close), at O0 and O2 (fp16) with SGD (momentum) and Adam, and with
- * clipping by the global norm (summed over the shards) within FP32 ulps. An inf written into one rank's block of
+ * 4 (a few values further apart with Adam and with half gradients: see few_apart), at O0 and
+ * O2 (fp16) with SGD (momentum) and Adam, and with clipping by the global norm (summed over the
+ * shards) within FP32 ulps. An inf written into one rank's block of
  * the gradients after the sum skips that step on every rank, sharded as unsharded, and the runs
  * go on alike. The sharded run's masters and optimizer state are each rank's 1/N (the allocator
  * says so). */
@@ -129,13 +130,18 @@ static void run(const char *level, const char *optim, int zero, bool inf, double
         mp_test_read_losses(metrics, out->loss, STEPS);
 }
 
-/* Adam on 4 ranks: the sums of 4 gradients round in another order when reduce-scattered than
- * when all-reduced, and where a gradient's terms cancel to about an ulp its sign can differ;
+/* On 4 ranks the sums of 4 gradients round in another order when reduce-scattered than when
+ * all-reduced. Adam: where a gradient's terms cancel to about an ulp its sign can differ, and
  * Adam then steps that value by about +lr instead of -lr (m / sqrt(v) is near +-1 whatever the
- * magnitude), as plain SGD does not (test_equivalence uses SGD for this reason). So: the loss
- * curves within rtol, at most 0.1% of the values outside rtol of the largest, and none further
- * apart than 2 lr a step could take them. */
-static void adam_close(const run_result *shard, const run_result *whole, double rtol, double big)
+ * magnitude). SGD at O2 (half gradients): where the 4 terms are large and cancel, the two sums
+ * are an ulp of the terms apart, which can be many ulps of the result, and momentum adds that
+ * difference up over the steps (at most 1 / (1 - momentum) times). So: the loss curves within
+ * rtol, at most 0.1% of the values outside rtol of the largest, and none further apart than
+ * `limit` (2 lr a step for Adam; for SGD 10 times rtol of the largest value). On 2026-11-27,
+ * after BatchNorm's sums changed order, 1 of 114,798 values of O2 SGD was 1.1 times rtol of the
+ * largest apart (a momentum of the first layer's weights). */
+static void few_apart(const char *optim, const run_result *shard, const run_result *whole,
+                      double rtol, double big, double limit)
 {
     int64_t out = 0;
     double dmax = 0;
@@ -145,12 +151,12 @@ static void adam_close(const run_result *shard, const run_result *whole, double 
         dmax = fmax(dmax, d);
     }
     if (comm.rank == 0) {
-        printf("adam: %lld of %lld values outside rtol %.3g, max difference %.3g\n",
+        printf("%s: %lld of %lld values outside rtol %.3g, max difference %.3g\n", optim,
                (long long)out, (long long)whole->n, rtol, dmax);
         assert_close(shard->loss, whole->loss, STEPS, 0, rtol);
     }
     assert_true(out * 1000 <= whole->n);
-    assert_true(dmax <= 2 * ADAM_LR * STEPS);
+    assert_true(dmax <= limit);
 }
 
 /* Sharded against unsharded: bitwise on 2 ranks without clipping, else within rtol of each
@@ -177,12 +183,14 @@ static void compare(const char *level, const char *optim, bool inf, double clip,
                      (long long)whole.n);
         if (comm.rank == 0)
             assert_memory_equal(whole.loss, shard.loss, sizeof whole.loss);
-    } else if (strcmp(optim, "sgd") == 0) {
+    } else if (strcmp(optim, "sgd") == 0 && strcmp(level, "O0") == 0) {
         assert_close(shard.state, whole.state, (size_t)whole.n, rtol * big, rtol);
         if (comm.rank == 0)
             assert_close(shard.loss, whole.loss, STEPS, 0, rtol);
-    } else { /* Adam: see adam_close */
-        adam_close(&shard, &whole, rtol, big);
+    } else if (strcmp(optim, "sgd") == 0) { /* half gradients: see few_apart */
+        few_apart(optim, &shard, &whole, rtol, big, 10 * rtol * big);
+    } else {
+        few_apart(optim, &shard, &whole, rtol, big, 2 * ADAM_LR * STEPS);
     }
     mp_test_same_everywhere(&comm, shard.state, (size_t)shard.n * sizeof(double),
                             "the gathered state");
