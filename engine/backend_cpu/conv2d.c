@@ -87,7 +87,7 @@ static void store_work(const conv_plan *pl, mp_tensor *t, const char *work)
 {
     if (work != (const char *)t->data)
         mp_cpu_convert_bulk(t->data, t->dtype, work, pl->f64 ? MP_F64 : MP_F32,
-                   (size_t)mp_tensor_numel(t));
+                            (size_t)mp_tensor_numel(t));
 }
 
 /* c = op(a) * op(b) + beta c in the working precision; row-major. */

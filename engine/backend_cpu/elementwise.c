@@ -227,6 +227,7 @@ mp_status mp_cpu_fill(mp_tensor *x, double value)
 mp_status mp_cpu_convert(const mp_tensor *src, mp_tensor *dst)
 {
     MP_CPU_REQUIRE(mp_tensor_numel(src) == mp_tensor_numel(dst), "convert");
-    mp_cpu_convert_bulk(dst->data, dst->dtype, src->data, src->dtype, (size_t)mp_tensor_numel(src));
+    mp_cpu_convert_bulk(dst->data, dst->dtype, src->data, src->dtype,
+                        (size_t)mp_tensor_numel(src));
     return MP_OK;
 }

@@ -178,14 +178,7 @@ static mp_status scratch(int n, const size_t *bytes, char **part)
     size_t total = 0;
     for (int i = 0; i < n; i++)
         total += round256(bytes[i]);
-    if (total > mp_attn_buf_bytes) {
-        mp_cuda_mem_free(mp_attn_buf);
-        mp_attn_buf_bytes = 0;
-        mp_attn_buf = mp_cuda_mem_alloc(total, MP_MEM_WORKSPACE);
-        if (!mp_attn_buf)
-            return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
-        mp_attn_buf_bytes = total;
-    }
+    MP_TRY(mp_cuda_grow(&mp_attn_buf, &mp_attn_buf_bytes, total));
     char *p = (char *)mp_attn_buf;
     for (int i = 0; i < n; i++) {
         part[i] = bytes[i] ? p : NULL;

@@ -18,8 +18,8 @@
  * Column sums (per channel over the M rows) are formed without atomics in engine/bn_rule.h's
  * order, the CPU's: blocks of 32 x MP_BN_LANES threads sum 32 channels over a chunk of rows
  * (thread y one lane, the lanes added in order), and one thread per channel adds the chunks'
- * partials in chunk order; the results are deterministic and the CPU's bits. The FP32 scratch (2 C floats a chunk and
- * MP_BN_STATS C floats of per-channel values) is device memory grown on demand, never shrunk. */
+ * partials in chunk order; the results are deterministic and the CPU's bits. The FP32 scratch
+ * (2 C floats a chunk and MP_BN_STATS C floats of per-channel values) is mp_cuda_grow's. */
 #include <limits.h>
 
 #include "engine/backend_cuda/cuda.h"
@@ -30,8 +30,8 @@ enum { MP_BN_STATS = 5 };
 /* What k_bn_part sums per channel j: x; (x - mean)^2; dy and dy (x - mean) invstd. */
 enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_DY };
 
-static float *mp_bn_scratch;
-static size_t mp_bn_scratch_n;
+static void *mp_bn_scratch;
+static size_t mp_bn_scratch_bytes;
 
 /* Chunk blockIdx.y's partial sums of channels blockIdx.x * 32 + threadIdx.x over its rows
  * [chunk rows, min((chunk + 1) rows, M)): part[2 chunk C + j] (the first sum) and
@@ -200,17 +200,10 @@ static mp_status bn_layout(int64_t M, int64_t C, int64_t *chunks, int64_t *rows,
                            float **st)
 {
     *chunks = mp_bn_chunks(M, rows);
-    size_t need = (size_t)((2 * *chunks + MP_BN_STATS) * C);
-    if (need > mp_bn_scratch_n) {
-        mp_cuda_mem_free(mp_bn_scratch);
-        mp_bn_scratch_n = 0;
-        mp_bn_scratch = (float *)mp_cuda_mem_alloc(need * sizeof(float), MP_MEM_WORKSPACE);
-        if (!mp_bn_scratch)
-            return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
-        mp_bn_scratch_n = need;
-    }
-    *part = mp_bn_scratch;
-    *st = mp_bn_scratch + 2 * *chunks * C;
+    MP_TRY(mp_cuda_grow(&mp_bn_scratch, &mp_bn_scratch_bytes,
+                        (size_t)((2 * *chunks + MP_BN_STATS) * C) * sizeof(float)));
+    *part = (float *)mp_bn_scratch;
+    *st = *part + 2 * *chunks * C;
     return MP_OK;
 }
 

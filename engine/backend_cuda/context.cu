@@ -97,20 +97,26 @@ cudnnDataType_t mp_cudnn_dtype(mp_dtype dt)
 static void *mp_slot[MP_CUDA_SLOTS];
 static size_t mp_slot_bytes[MP_CUDA_SLOTS];
 
+mp_status mp_cuda_grow(void **block, size_t *have, size_t bytes)
+{
+    if (bytes <= *have)
+        return MP_OK;
+    mp_cuda_mem_free(*block);
+    *have = 0;
+    *block = mp_cuda_mem_alloc(bytes, MP_MEM_WORKSPACE);
+    if (!*block)
+        return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
+    *have = bytes;
+    return MP_OK;
+}
+
 mp_status mp_cuda_operand(const mp_tensor *t, mp_dtype dt, int slot, bool load, mp_tensor *out)
 {
     *out = *t;
     if (t->dtype == dt && (uintptr_t)t->data % 16 == 0)
         return MP_OK;
-    size_t bytes = (size_t)mp_tensor_numel(t) * mp_dtype_size(dt);
-    if (bytes > mp_slot_bytes[slot]) {
-        mp_cuda_mem_free(mp_slot[slot]);
-        mp_slot_bytes[slot] = 0;
-        mp_slot[slot] = mp_cuda_mem_alloc(bytes, MP_MEM_WORKSPACE);
-        if (!mp_slot[slot])
-            return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
-        mp_slot_bytes[slot] = bytes;
-    }
+    MP_TRY(mp_cuda_grow(&mp_slot[slot], &mp_slot_bytes[slot],
+                        (size_t)mp_tensor_numel(t) * mp_dtype_size(dt)));
     out->dtype = dt;
     out->data = mp_slot[slot];
     return load ? mp_cuda_convert(t, out) : MP_OK; /* a copy for equal dtypes */

@@ -47,6 +47,12 @@ mp_cuda_ctx *mp_cuda_ctx_get(void);
  * fits mp_cuda_ctx_get()->conv_ws_limit. */
 mp_status mp_cuda_conv_workspace(size_t bytes, void **ws);
 
+/* An op's device scratch grown on demand: *block holds at least `bytes` bytes (*have says how
+ * many it holds), counted as workspace and never shrunk. A smaller block is freed after the
+ * stream's work (mp_cuda_mem_free) and a new one allocated; MP_EINTERNAL, with *block NULL and
+ * *have 0, when that fails (mp_cuda_mem_alloc said why). */
+mp_status mp_cuda_grow(void **block, size_t *have, size_t bytes);
+
 /* t as a library call reads or writes it in dtype dt: t itself when it has dt and is 16-byte
  * aligned, else scratch `slot` (0 .. MP_CUDA_SLOTS-1, device memory grown on demand and never
  * shrunk, counted as workspace) viewed with t's shape, filled from t when `load`. An op uses

@@ -15,8 +15,8 @@
 
 enum { MP_LN_THREADS = 256, MP_LN_CHUNK = 256, MP_LN_MAX_GRID = 65535 };
 
-static float *mp_ln_scratch; /* backward's row statistics and column partials */
-static size_t mp_ln_scratch_n;
+static void *mp_ln_scratch; /* backward's row statistics and column partials */
+static size_t mp_ln_scratch_bytes;
 
 /* The sum over the block of each thread's v, the same bits in every thread: a butterfly within
  * each warp, then the warps' sums in warp order. sh holds 32 floats of shared memory. Every
@@ -156,15 +156,8 @@ __global__ static void k_ln_bwd_sum(const float *part, int64_t chunks, int64_t C
 /* The scratch of at least n floats. */
 static mp_status ln_scratch(size_t n, float **out)
 {
-    if (n > mp_ln_scratch_n) {
-        mp_cuda_mem_free(mp_ln_scratch);
-        mp_ln_scratch_n = 0;
-        mp_ln_scratch = (float *)mp_cuda_mem_alloc(n * sizeof(float), MP_MEM_WORKSPACE);
-        if (!mp_ln_scratch)
-            return MP_EINTERNAL; /* mp_cuda_mem_alloc said why */
-        mp_ln_scratch_n = n;
-    }
-    *out = mp_ln_scratch;
+    MP_TRY(mp_cuda_grow(&mp_ln_scratch, &mp_ln_scratch_bytes, n * sizeof(float)));
+    *out = (float *)mp_ln_scratch;
     return MP_OK;
 }
 
