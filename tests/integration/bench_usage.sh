@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The side-by-side and inference bench scripts refuse bad settings with exit 2 and one line on
+# stderr, before running anything: bench/ab_builds.sh without a config, with a build directory
+# that holds no mpdist, with a config that does not exist, or with a non-integer or zero
+# MPDIST_AB_ROUNDS / _THREADS / _TIMEOUT; bench/inference.sh with an unknown model, a
+# non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST. mpirun is a stub
+# that records any call, and none may be made.
+source "$(dirname "$0")/common.bash"
+cd "$SRC"
+stubs=$TMP/stubs
+mkdir -p "$stubs" "$TMP/empty"
+printf '#!/bin/sh\necho "mpirun $*" >>"%s/called"\nexit 97\n' "$TMP" >"$stubs/mpirun"
+chmod +x "$stubs/mpirun"
+build=$(dirname "$MPDIST")
+cfg=$SRC/configs/fashion-mnist-mlp.cfg
+
+# usage REGEX ENV... -- CMD...: exit 2, REGEX on stderr, nothing launched
+usage() {
+  local regex=$1 envs=() rc=0
+  shift
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  rm -f "$TMP/called"
+  env PATH="$stubs:$PATH" ${envs[@]+"${envs[@]}"} timeout 60 "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  if [ "$rc" = 2 ] && grep -Eq -- "$regex" "$TMP/err" && [ ! -e "$TMP/called" ]; then
+    echo "ok: ${envs[*]-} $*: exit 2: $(head -1 "$TMP/err")"
+  else
+    echo "FAIL: ${envs[*]-} $*: exit $rc (want 2), stderr want /$regex/:"
+    sed 's/^/    stderr: /' "$TMP/err" | head -5
+    [ ! -e "$TMP/called" ] || sed 's/^/    called: /' "$TMP/called"
+    failures=$((failures + 1))
+  fi
+}
+
+usage '^usage: bench/ab_builds.sh' -- bash bench/ab_builds.sh "$build" "$build"
+usage "^ab_builds: no mpdist in $TMP/empty\$" -- bash bench/ab_builds.sh "$TMP/empty" "$build" "$cfg"
+usage "^ab_builds: no config $TMP/none.cfg\$" -- bash bench/ab_builds.sh "$build" "$build" "$TMP/none.cfg"
+for v in MPDIST_AB_ROUNDS MPDIST_AB_THREADS MPDIST_AB_TIMEOUT; do
+  usage "^ab_builds: $v must be a positive integer, not '0'\$" "$v=0" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
+  usage "^ab_builds: $v must be a positive integer, not 'two'\$" "$v=two" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
+done
+
+usage "^inference: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" -- bash bench/inference.sh vgg
+usage '^inference: rounds must be an integer >= 1' "MPDIST_BENCH_BUILD=$build" MPDIST_INF_ROUNDS=x -- bash bench/inference.sh cnn_bn
+usage "^inference: no Fashion-MNIST in $TMP/empty " "MPDIST_BENCH_BUILD=$build" "MPDIST_INF_DATA=$TMP/empty" -- bash bench/inference.sh cnn_bn
+finish
