@@ -4,13 +4,14 @@
  * at run time, so the build needs no -mf16c): their round-to-nearest-even results equal the
  * portable ones for every non-NaN input, and any group of 8 holding a NaN goes through the
  * portable functions, so NaN payloads match too. The bf16 paths are branch-free loops over
- * fixed groups of 8 that the compiler vectorises. */
+ * fixed groups of 8 that the compiler vectorises (for AVX2 too: MP_VECTOR_CLONES). */
 #include "engine/dtype.h"
 
 #include <stdbool.h>
 #include <string.h>
 
 #include "engine/cast_rule.h"
+#include "engine/vector_clones.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -124,7 +125,7 @@ static inline uint16_t f32_to_bf16_select(float f)
     return (uint16_t)(((x + inc) >> 16) | (nan & 0x40u));
 }
 
-static void f32_to_bf16_bulk(uint16_t *dst, const float *src, size_t n)
+MP_VECTOR_CLONES static void f32_to_bf16_bulk(uint16_t *dst, const float *src, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -134,7 +135,7 @@ static void f32_to_bf16_bulk(uint16_t *dst, const float *src, size_t n)
         dst[i] = mp_f32_to_bf16(src[i]);
 }
 
-static void bf16_to_f32_bulk(float *dst, const uint16_t *src, size_t n)
+MP_VECTOR_CLONES static void bf16_to_f32_bulk(float *dst, const uint16_t *src, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)

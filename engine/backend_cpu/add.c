@@ -4,6 +4,7 @@
  * engine/elem_rule.h's, as on the GPU. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/vector_clones.h"
 #include "engine/elem_rule.h"
 
 enum { MP_ADD_BLOCK = 1024 };
@@ -30,6 +31,7 @@ enum { MP_ADD_BLOCK = 1024 };
         }                                                                                 \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y)
 {
     int64_t n = mp_tensor_numel(y);

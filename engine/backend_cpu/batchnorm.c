@@ -9,12 +9,14 @@
  * per-channel sums add the rows in engine/bn_rule.h's order (chunks of rows, lanes within a
  * chunk), the GPU's, so they depend neither on the tiling nor on the threads, and every
  * statistic and gradient is the GPU's bits; the threads take whole chunks, and the element-wise
- * passes tiles of rows. */
+ * passes tiles of rows. The kernels are compiled for AVX2 too (MP_VECTOR_CLONES, the same bits).
+ */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/bn_rule.h"
+#include "engine/vector_clones.h"
 
 /* Elements of a tile of rows: at least one row. */
 #define MP_BN_TILE 4096
@@ -46,6 +48,7 @@ static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 
  * the sums do not depend on the threads. Half rows are widened in tiles of a multiple of
  * MP_BN_LANES rows into each thread's own block. */
 #define MP_BN_SUMS(ACC, SFX)                                                                  \
+    MP_VECTOR_CLONES                                                                          \
     static void bn_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
                               const ACC *mean, const ACC *invstd, ACC *part, ACC *s, ACC *s2) \
     {                                                                                         \
@@ -171,6 +174,7 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         }                                                                                     \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_tensor *x,
                                    const mp_tensor *gamma, const mp_tensor *beta,
                                    mp_tensor *running_mean, mp_tensor *running_var,
@@ -240,6 +244,7 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
         }                                                                                     \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
                                     const mp_tensor *dy, const mp_tensor *gamma,
                                     const mp_tensor *save_mean, const mp_tensor *save_invstd,

@@ -4,6 +4,7 @@
  * alias x. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/vector_clones.h"
 #include "engine/dropout_mask.h"
 
 #define DROPOUT(T, ACC, LD, ST, p, seed, offset, x, y, n)                                     \
@@ -20,6 +21,7 @@
         }                                                                                     \
     } while (0)
 
+MP_VECTOR_CLONES
 static mp_status dropout(const char *op, double p, uint64_t seed, uint64_t offset,
                          const mp_tensor *x, mp_tensor *y)
 {

@@ -6,6 +6,7 @@
  * of the element-wise ops spread over the threads (parallel.h); bias_grad's sums stay on one. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/vector_clones.h"
 #include "engine/elem_rule.h"
 
 enum { MP_BIAS_BLOCK = 1024 };
@@ -15,6 +16,7 @@ enum { MP_BIAS_BLOCK = 1024 };
  * columns go in groups of 8 that the compiler vectorises at -O2; each element sees the same
  * additions in the same order either way. */
 #define MP_BIAS_ROWS(ACC, SFX)                                                             \
+    MP_VECTOR_CLONES                                                                       \
     static void add_rows_##SFX(ACC *restrict v, const ACC *restrict b, int64_t nr,         \
                                int64_t len)                                                \
     {                                                                                      \
@@ -27,6 +29,7 @@ enum { MP_BIAS_BLOCK = 1024 };
                 v[j] = mp_add_##SFX(v[j], b[j]);                                           \
         }                                                                                  \
     }                                                                                      \
+    MP_VECTOR_CLONES                                                                       \
     static void sum_rows_##SFX(ACC *restrict acc, const ACC *restrict v, int64_t nr,       \
                                int64_t len)                                                \
     {                                                                                      \
@@ -81,6 +84,7 @@ MP_BIAS_ROWS(double, f64)
         }                                                                                  \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
 {
     int64_t rows = y->shape[0], cols = mp_tensor_row(y);
@@ -116,6 +120,7 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
         }                                                                                  \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
 {
     int64_t rows = dy->shape[0], cols = mp_tensor_row(dy);
@@ -144,6 +149,7 @@ mp_status mp_cpu_bias_grad(const mp_tensor *dy, mp_tensor *db)
         }                                                                          \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
 {
     int64_t n = mp_tensor_numel(x);
@@ -174,6 +180,7 @@ mp_status mp_cpu_relu_forward(const mp_tensor *x, mp_tensor *y)
         }                                                                          \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tensor *dx)
 {
     int64_t n = mp_tensor_numel(y);
@@ -201,6 +208,7 @@ mp_status mp_cpu_relu_backward(const mp_tensor *y, const mp_tensor *dy, mp_tenso
         }                                                                          \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_scale(mp_tensor *x, double alpha)
 {
     int64_t n = mp_tensor_numel(x);

@@ -14,6 +14,7 @@
 
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/vector_clones.h"
 #include "engine/check_rule.h"
 #include "engine/optim_rule.h"
 
@@ -59,6 +60,7 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
  *   optim_SFX: the whole step, block by block, with conversions and the half copy;
  *   grad_stats_SFX: the statistics pass. */
 #define MP_OPTIM_KERNELS(ACC, ADT, SFX)                                                      \
+    MP_VECTOR_CLONES                                                                         \
     static void update_##SFX(const mp_optim_coef_##SFX *c, bool adam, ACC *restrict w,       \
                              const ACC *restrict g, ACC *restrict m1, ACC *restrict m2,      \
                              size_t len)                                                     \
@@ -80,6 +82,7 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
         }                                                                                    \
     }                                                                                        \
                                                                                              \
+    MP_VECTOR_CLONES                                                                         \
     static void optim_##SFX(const mp_optim_args *a, const mp_amp_state *st, mp_tensor *p,    \
                             mp_tensor *copy, const mp_tensor *g, mp_tensor *s1,              \
                             mp_tensor *s2, int64_t n)                                        \
@@ -101,6 +104,7 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
         }                                                                                    \
     }                                                                                        \
                                                                                              \
+    MP_VECTOR_CLONES                                                                         \
     static void grad_stats_##SFX(const mp_tensor *g, double mult, double *sumsq, bool *bad,  \
                                  double *amax, int64_t n)                                    \
     {                                                                                        \

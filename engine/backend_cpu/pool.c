@@ -17,6 +17,7 @@
 
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/vector_clones.h"
 #include "engine/pool_geom.h"
 
 /* Whether v replaces best as a window's maximum: larger, or the first NaN. */
@@ -89,6 +90,7 @@
         }                                                                                     \
     } while (0)
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tensor *y)
 {
     mp_pool_geom g;
@@ -152,6 +154,7 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
  * and no branches, so the compiler vectorises it (GCC does not if-convert float comparisons). */
 #define MP_POOL_ROUTE(ACC, UINT, SFX, ABS, INF, QNAN)                                         \
     static inline UINT key_##SFX(UINT u) { return (u & (ABS)) > (INF) ? (QNAN) : u; }         \
+    MP_VECTOR_CLONES                                                                          \
     static void route_##SFX(ACC *restrict od, UINT *restrict taken, const ACC *restrict v,    \
                             const ACC *restrict m, const ACC *restrict g, int64_t C)          \
     {                                                                                         \
@@ -220,6 +223,7 @@ static bool tiles_exactly(const mp_pool_desc *d, const mp_pool_geom *g)
            g->H == g->P * g->kh && g->W == g->Q * g->kw;
 }
 
+MP_VECTOR_CLONES
 mp_status mp_cpu_pool_backward(const mp_pool_desc *d, const mp_tensor *x, const mp_tensor *y,
                                const mp_tensor *dy, mp_tensor *dx)
 {
