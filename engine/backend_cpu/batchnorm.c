@@ -40,6 +40,36 @@ static bool channels_last(const mp_tensor *x, int64_t C)
 /* Tiles of R rows of M, for a loop header: m0 its first row, r = bn_rows(M, R, m0) its rows. */
 static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 < R ? M - m0 : R; }
 
+/* One row v (C channels) added into its lane a (and a2): the sum of v, of (v - mean)^2, or of
+ * g and g (v - mean) invstd. The arrays never overlap, which restrict tells the compiler so that
+ * it vectorises over the channels without a run-time overlap check per row. */
+#define MP_BN_ROWS(ACC, SFX)                                                                  \
+    static inline void bn_row_sum_##SFX(ACC *restrict a, const ACC *restrict v, int64_t C)   \
+    {                                                                                         \
+        for (int64_t c = 0; c < C; c++)                                                       \
+            a[c] += v[c];                                                                     \
+    }                                                                                         \
+    static inline void bn_row_sq_##SFX(ACC *restrict a, const ACC *restrict v,               \
+                                       const ACC *restrict mean, int64_t C)                   \
+    {                                                                                         \
+        for (int64_t c = 0; c < C; c++) {                                                     \
+            ACC d = v[c] - mean[c];                                                           \
+            a[c] += d * d;                                                                    \
+        }                                                                                     \
+    }                                                                                         \
+    static inline void bn_row_dy_##SFX(ACC *restrict a, ACC *restrict a2,                    \
+                                       const ACC *restrict v, const ACC *restrict g,          \
+                                       const ACC *restrict mean, const ACC *restrict invstd,  \
+                                       int64_t C)                                             \
+    {                                                                                         \
+        for (int64_t c = 0; c < C; c++) {                                                     \
+            a[c] += g[c];                                                                     \
+            a2[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                                   \
+        }                                                                                     \
+    }
+MP_BN_ROWS(float, f32)
+MP_BN_ROWS(double, f64)
+
 /* The per-channel sums of the training passes for accumulator type ACC over x (M, C), in the
  * order of engine/bn_rule.h (the GPU's): without dy, s[c] = sum of x[m][c] (mean NULL) or of
  * (x[m][c] - mean[c])^2; with dy (backward), s[c] = sum of dy[m][c] and s2[c] = sum of
@@ -73,21 +103,14 @@ static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 
                 const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * C, r * C, xb);                       \
                 const ACC *g = dy ? MP_CPU_WIDEN(ACC, dy, m0 * C, r * C, gb) : NULL;          \
                 for (int64_t m = 0; m < r; m++, v += C) {                                     \
-                    ACC *a = lane + (m0 + m - r0) % L * C, *a2 = a + L * C;                   \
+                    ACC *a = lane + (m0 + m - r0) % L * C;                                    \
                     if (dy) {                                                                 \
-                        for (int64_t c = 0; c < C; c++) {                                     \
-                            a[c] += g[c];                                                     \
-                            a2[c] += g[c] * ((v[c] - mean[c]) * invstd[c]);                   \
-                        }                                                                     \
+                        bn_row_dy_##SFX(a, a + L * C, v, g, mean, invstd, C);                 \
                         g += C;                                                               \
                     } else if (mean) {                                                        \
-                        for (int64_t c = 0; c < C; c++) {                                     \
-                            ACC d = v[c] - mean[c];                                           \
-                            a[c] += d * d;                                                    \
-                        }                                                                     \
+                        bn_row_sq_##SFX(a, v, mean, C);                                       \
                     } else {                                                                  \
-                        for (int64_t c = 0; c < C; c++)                                       \
-                            a[c] += v[c];                                                     \
+                        bn_row_sum_##SFX(a, v, C);                                            \
                     }                                                                         \
                 }                                                                             \
             }                                                                                 \
@@ -162,14 +185,15 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         MP_CPU_PARALLEL_FOR((M) * (C))                                                        \
         for (int64_t m0 = 0; m0 < (M); m0 += R) {                                             \
             const int64_t r = bn_rows(M, R, m0);                                              \
-            ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(R * (C)) * sizeof(ACC));  \
+            ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(2 * R * (C)) * sizeof(ACC)); \
+            ACC *ob = buf + R * (C); /* not over v: the compiler vectorises only then */         \
             const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                      \
-            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : buf; \
+            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : ob; \
             for (int64_t m = 0; m < r; m++)                                                   \
                 for (int64_t c = 0; c < (C); c++)                                             \
                     o[m * (C) + c] = (v[m * (C) + c] - mean[c]) * scale[c] + shift[c];        \
-            if (o == buf)                                                                     \
-                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC),    \
+            if (o == ob)                                                                      \
+                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, ob, MP_CPU_ACC_DTYPE(ACC),     \
                            (size_t)(r * (C)));                                                \
         }                                                                                     \
     } while (0)
@@ -225,20 +249,20 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
             for (int64_t m0 = 0; m0 < (M); m0 += R) {                                         \
                 const int64_t r = bn_rows(M, R, m0);                                          \
                 ACC *xb = mp_cpu_workspace(MP_CPU_WS_BN_TILE,                                 \
-                                           (size_t)(2 * R * (C)) * sizeof(ACC));              \
-                ACC *gb = xb + R * (C);                                                       \
+                                           (size_t)(3 * R * (C)) * sizeof(ACC));              \
+                ACC *gb = xb + R * (C), *ob = gb + R * (C);                                   \
                 const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                   \
                 const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                  \
                 ACC *o = (dx)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(dx, m0 * (C)) \
-                                                               : xb;                          \
+                                                               : ob;                          \
                 for (int64_t m = 0; m < r; m++)                                               \
                     for (int64_t c = 0; c < (C); c++) {                                       \
                         int64_t i = m * (C) + c;                                              \
                         ACC xhat = (v[i] - mean[c]) * invstd[c];                              \
                         o[i] = k[c] * (g[i] - sdy[c] - xhat * sdx[c]);                        \
                     }                                                                         \
-                if (o == xb)                                                                  \
-                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, xb,                      \
+                if (o == ob)                                                                  \
+                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, ob,                      \
                                MP_CPU_ACC_DTYPE(ACC), (size_t)(r * (C)));                     \
             }                                                                                 \
         }                                                                                     \
