@@ -125,7 +125,8 @@ static inline uint16_t f32_to_bf16_select(float f)
     return (uint16_t)(((x + inc) >> 16) | (nan & 0x40u));
 }
 
-MP_VECTOR_CLONES static void f32_to_bf16_bulk(uint16_t *dst, const float *src, size_t n)
+MP_VECTOR_CLONES
+static void f32_to_bf16_bulk(uint16_t *dst, const float *src, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -135,7 +136,8 @@ MP_VECTOR_CLONES static void f32_to_bf16_bulk(uint16_t *dst, const float *src, s
         dst[i] = mp_f32_to_bf16(src[i]);
 }
 
-MP_VECTOR_CLONES static void bf16_to_f32_bulk(float *dst, const uint16_t *src, size_t n)
+MP_VECTOR_CLONES
+static void bf16_to_f32_bulk(float *dst, const uint16_t *src, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)

@@ -11,13 +11,18 @@
  * backward (with NaN in some windows), the optimizer step (Adam with a half copy, SGD with
  * momentum, Nesterov, plain SGD) and the gradient statistics. The bf16 bulk conversions, the
  * other cloned loops, are checked against the element-wise definitions in test_convert_fast.
- * Without AVX2 both copies are the baseline and the tests say they are skipped. */
+ * Skipped, saying why, where the build makes no AVX2 copies or the CPU has no AVX2. On a CPU
+ * with AVX2 the library's own baseline copies never run; they are the same code as the copies
+ * compiled here. The sabotage that shows the test can fail: compile the copy of optim.c with
+ * "-mfma;-ffp-contract=fast" (a COMPILE_OPTIONS property in tests/CMakeLists.txt), and the
+ * optimizer outputs differ. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/vector_clones.h"
 #include "engine/rng.h"
 #include "engine/tensor.h"
 
@@ -37,12 +42,18 @@ static const mp_ops base = {.batchnorm_forward = mp_cpu_batchnorm_forward,
                             .optim_step = mp_cpu_optim_step,
                             .grad_stats = mp_cpu_grad_stats};
 
+/* Whether the library runs AVX2 copies here (else both sides are the same baseline code). */
 static bool have_avx2(void)
 {
-    if (__builtin_cpu_supports("avx2"))
-        return true;
-    print_message("the CPU has no AVX2: both copies are the baseline\n");
-    return false;
+    if (!MP_VECTOR_CLONES_ON) {
+        print_message("this build makes no AVX2 copies (engine/vector_clones.h)\n");
+        return false;
+    }
+    if (!__builtin_cpu_supports("avx2")) {
+        print_message("the CPU has no AVX2: the library runs its baseline copies\n");
+        return false;
+    }
+    return true;
 }
 
 static void same(const mp_tensor *a, const mp_tensor *b, const char *what, mp_dtype dt,
