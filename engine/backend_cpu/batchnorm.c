@@ -186,7 +186,7 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         for (int64_t m0 = 0; m0 < (M); m0 += R) {                                             \
             const int64_t r = bn_rows(M, R, m0);                                              \
             ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(2 * R * (C)) * sizeof(ACC)); \
-            ACC *ob = buf + R * (C); /* not over v: the compiler vectorises only then */         \
+            ACC *ob = buf + R * (C); /* the output tile, beside the widened input */           \
             const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                      \
             ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : ob; \
             for (int64_t m = 0; m < r; m++)                                                   \
