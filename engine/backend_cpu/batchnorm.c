@@ -185,15 +185,14 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         MP_CPU_PARALLEL_FOR((M) * (C))                                                        \
         for (int64_t m0 = 0; m0 < (M); m0 += R) {                                             \
             const int64_t r = bn_rows(M, R, m0);                                              \
-            ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(2 * R * (C)) * sizeof(ACC)); \
-            ACC *ob = buf + R * (C); /* the output tile, beside the widened input */           \
+            ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(R * (C)) * sizeof(ACC));  \
             const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                      \
-            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : ob; \
+            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : buf; \
             for (int64_t m = 0; m < r; m++)                                                   \
                 for (int64_t c = 0; c < (C); c++)                                             \
                     o[m * (C) + c] = (v[m * (C) + c] - mean[c]) * scale[c] + shift[c];        \
-            if (o == ob)                                                                      \
-                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, ob, MP_CPU_ACC_DTYPE(ACC),     \
+            if (o == buf)                                                                     \
+                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC),    \
                            (size_t)(r * (C)));                                                \
         }                                                                                     \
     } while (0)
@@ -249,20 +248,20 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
             for (int64_t m0 = 0; m0 < (M); m0 += R) {                                         \
                 const int64_t r = bn_rows(M, R, m0);                                          \
                 ACC *xb = mp_cpu_workspace(MP_CPU_WS_BN_TILE,                                 \
-                                           (size_t)(3 * R * (C)) * sizeof(ACC));              \
-                ACC *gb = xb + R * (C), *ob = gb + R * (C);                                   \
+                                           (size_t)(2 * R * (C)) * sizeof(ACC));              \
+                ACC *gb = xb + R * (C);                                                       \
                 const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                   \
                 const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                  \
                 ACC *o = (dx)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(dx, m0 * (C)) \
-                                                               : ob;                          \
+                                                               : xb;                          \
                 for (int64_t m = 0; m < r; m++)                                               \
                     for (int64_t c = 0; c < (C); c++) {                                       \
                         int64_t i = m * (C) + c;                                              \
                         ACC xhat = (v[i] - mean[c]) * invstd[c];                              \
                         o[i] = k[c] * (g[i] - sdy[c] - xhat * sdx[c]);                        \
                     }                                                                         \
-                if (o == ob)                                                                  \
-                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, ob,                      \
+                if (o == xb)                                                                  \
+                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, xb,                      \
                                MP_CPU_ACC_DTYPE(ACC), (size_t)(r * (C)));                     \
             }                                                                                 \
         }                                                                                     \

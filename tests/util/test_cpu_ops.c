@@ -1,0 +1,155 @@
+/* The CPU ops' seeded run and its byte-for-byte comparison (tests/util/test_cpu_ops.h). */
+#include "tests/util/test_util.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "tests/util/test_cpu_ops.h"
+
+enum { N = 4, H = 16, W = 16 };
+
+mp_tensor *mp_test_keep(mp_test_outputs *o, mp_tensor t)
+{
+    assert_true(o->n < MP_TEST_OPS_MAX);
+    o->t[o->n] = t;
+    return &o->t[o->n++];
+}
+
+static mp_pool_desc pool(int k, int s, int pad, bool max)
+{
+    mp_pool_desc d;
+    memset(&d, 0, sizeof d);
+    d.window[0] = d.window[1] = k;
+    d.stride[0] = d.stride[1] = s;
+    d.pad[0] = d.pad[1] = pad;
+    d.max = max;
+    return d;
+}
+
+static void element_wise(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r,
+                         mp_test_outputs *o)
+{
+    int64_t s[4] = {N, H, W, C};
+    mp_tensor x = mp_test_rand(dt, 4, s, r, -2, 2), b = mp_test_rand(dt, 4, s, r, -2, 2);
+    mp_tensor dy = mp_test_rand(dt, 4, s, r, -1, 1);
+    mp_tensor *y = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->relu_forward(&x, y), MP_OK);
+    mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->relu_backward(y, &dy, dx), MP_OK);
+    mp_tensor *sum = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->add(&x, &b, sum), MP_OK);
+    assert_int_equal(ops->add(sum, &dy, sum), MP_OK); /* in place */
+    assert_int_equal(ops->scale(sum, 0.37), MP_OK);
+    mp_tensor *d = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->dropout_forward(0.3, 77, 5, &x, d), MP_OK);
+    mp_tensor *dd = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->dropout_backward(0.3, 77, 5, &dy, dd), MP_OK);
+    int64_t rows[2] = {N * H * W, C}, bs[1] = {C};
+    mp_tensor bias = mp_test_rand(dt, 1, bs, r, -1, 1);
+    mp_tensor *yb = mp_test_keep(o, mp_test_rand(dt, 2, rows, r, -2, 2));
+    assert_int_equal(ops->bias_add(yb, &bias), MP_OK);
+    mp_tensor *db = mp_test_keep(o, mp_test_rand(dt, 1, bs, NULL, 0, 0));
+    assert_int_equal(ops->bias_grad(yb, db), MP_OK);
+    mp_tensor *all[] = {&x, &b, &dy, &bias};
+    for (int i = 0; i < 4; i++)
+        mp_tensor_free(all[i]);
+}
+
+static void pooling(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r, mp_test_outputs *o)
+{
+    int64_t s[4] = {N, H, W, C};
+    mp_tensor x = mp_test_rand(dt, 4, s, r, -2, 2);
+    for (int64_t i = 0; i < mp_tensor_numel(&x); i += 997) /* NaN in some windows */
+        mp_store(x.data, dt, (size_t)i, NAN);
+    mp_pool_desc ds[3] = {pool(2, 2, 0, true), pool(3, 2, 1, true), pool(3, 2, 1, false)};
+    for (int k = 0; k < 3; k++) {
+        int64_t P = (H + 2 * ds[k].pad[0] - ds[k].window[0]) / ds[k].stride[0] + 1;
+        int64_t ys[4] = {N, P, P, C};
+        mp_tensor *y = mp_test_keep(o, mp_test_rand(dt, 4, ys, NULL, 0, 0));
+        assert_int_equal(ops->pool_forward(&ds[k], &x, y), MP_OK);
+        mp_tensor dy = mp_test_rand(dt, 4, ys, r, -1, 1);
+        mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+        assert_int_equal(ops->pool_backward(&ds[k], &x, y, &dy, dx), MP_OK);
+        mp_tensor_free(&dy);
+    }
+    bool bad = false;
+    assert_int_equal(ops->grad_stats(&x, 1.0, &o->v[o->nv++], &bad), MP_OK);
+    assert_true(bad);
+    mp_tensor_free(&x);
+}
+
+static void batchnorm(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r, mp_test_outputs *o)
+{
+    mp_dtype pt = dt == MP_F64 ? MP_F64 : MP_F32;
+    int64_t s[4] = {N, H, W, C}, cs[1] = {C};
+    mp_bn_args a = {.eps = 1e-5, .momentum = 0.1};
+    mp_tensor x = mp_test_rand(dt, 4, s, r, -2, 3), dy = mp_test_rand(dt, 4, s, r, -1, 1);
+    mp_tensor g = mp_test_rand(pt, 1, cs, r, 0.5, 1.5), b = mp_test_rand(pt, 1, cs, r, -1, 1);
+    mp_tensor *rm = mp_test_keep(o, mp_test_rand(pt, 1, cs, r, -0.1, 0.1));
+    mp_tensor *rv = mp_test_keep(o, mp_test_rand(pt, 1, cs, r, 0.9, 1.1));
+    mp_tensor *sm = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    mp_tensor *si = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    mp_tensor *y = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->batchnorm_forward(&a, true, &x, &g, &b, rm, rv, sm, si, y), MP_OK);
+    mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    mp_tensor *dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    mp_tensor *db = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    assert_int_equal(ops->batchnorm_backward(&a, &x, &dy, &g, sm, si, dx, dg, db), MP_OK);
+    mp_tensor *ye = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->batchnorm_forward(&a, false, &x, &g, &b, rm, rv, NULL, NULL, ye),
+                     MP_OK);
+    mp_tensor *all[] = {&x, &dy, &g, &b};
+    for (int i = 0; i < 4; i++)
+        mp_tensor_free(all[i]);
+}
+
+static void optimizer(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs *o)
+{
+    mp_dtype pt = dt == MP_F64 ? MP_F64 : MP_F32;
+    int64_t n[1] = {100003};
+    mp_tensor gr = mp_test_rand(dt, 1, n, r, -1, 1);
+    for (int k = 0; k < 4; k++) { /* Adam; SGD with momentum, with Nesterov, plain */
+        mp_optim_args a = {.kind = k ? MP_OPTIM_SGD : MP_OPTIM_ADAM, .lr = 0.01,
+                           .weight_decay = 1e-4, .momentum = k == 3 ? 0 : 0.9,
+                           .nesterov = k == 2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                           .step = 3, .grad_scale = 0.5};
+        mp_tensor *w = mp_test_keep(o, mp_test_rand(pt, 1, n, r, -1, 1));
+        mp_tensor *copy = dt == pt ? NULL : mp_test_keep(o, mp_test_rand(dt, 1, n, NULL, 0, 0));
+        mp_tensor *m1 = k == 3 ? NULL : mp_test_keep(o, mp_test_rand(pt, 1, n, r, -0.1, 0.1));
+        mp_tensor m2 = mp_test_rand(pt, 1, n, r, 0, 0.01);
+        assert_int_equal(ops->optim_step(&a, NULL, w, copy, &gr, m1, k ? NULL : &m2), MP_OK);
+        mp_tensor_free(&m2);
+    }
+    bool bad = false;
+    assert_int_equal(ops->grad_stats(&gr, 0.25, &o->v[o->nv++], &bad), MP_OK);
+    assert_false(bad);
+    mp_tensor_free(&gr);
+}
+
+void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o)
+{
+    mp_rng r;
+    mp_rng_seed(&r, 2026, 0);
+    memset(o, 0, sizeof *o);
+    element_wise(ops, dt, C, &r, o);
+    pooling(ops, dt, C, &r, o);
+    batchnorm(ops, dt, C, &r, o);
+    batchnorm(ops, dt, 100, &r, o);
+    optimizer(ops, dt, &r, o);
+}
+
+void mp_test_outputs_same(mp_test_outputs *a, mp_test_outputs *b, const char *what, mp_dtype dt)
+{
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(a->nv, b->nv);
+    for (int i = 0; i < a->n; i++) {
+        assert_int_equal(mp_tensor_bytes(&a->t[i]), mp_tensor_bytes(&b->t[i]));
+        if (memcmp(a->t[i].data, b->t[i].data, (size_t)mp_tensor_bytes(&a->t[i])) != 0)
+            fail_msg("%s: output %d differs %s", mp_dtype_name(dt), i, what);
+        mp_tensor_free(&a->t[i]);
+        mp_tensor_free(&b->t[i]);
+    }
+    for (int i = 0; i < a->nv; i++)
+        if (memcmp(&a->v[i], &b->v[i], sizeof a->v[i]) != 0)
+            fail_msg("%s: scalar output %d differs %s", mp_dtype_name(dt), i, what);
+}

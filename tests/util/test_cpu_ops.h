@@ -1,0 +1,35 @@
+/* One run of the CPU backend's element-wise, pooling, BatchNorm and optimizer ops on seeded
+ * inputs, kept for a byte-for-byte comparison with another run: the same ops with another
+ * thread count (test_cpu_threads), or another compilation of them (test_isa_bits). Include
+ * after tests/util/test_util.h. */
+#ifndef MP_TEST_CPU_OPS_H
+#define MP_TEST_CPU_OPS_H
+
+#include "engine/ops.h"
+
+enum { MP_TEST_OPS_MAX = 64 };
+
+/* The outputs of one run, in a fixed order: tensors and scalars (the gradient statistics). */
+typedef struct mp_test_outputs {
+    mp_tensor t[MP_TEST_OPS_MAX];
+    double v[MP_TEST_OPS_MAX];
+    int n, nv;
+} mp_test_outputs;
+
+/* Adds t to o's tensors (o owns it from then on) and returns o's copy. */
+mp_tensor *mp_test_keep(mp_test_outputs *o, mp_tensor t);
+
+/* Fills o (emptied first) with the outputs of ops' relu_forward and _backward, add (and add in
+ * place), scale, dropout_forward and _backward, bias_add, bias_grad, max pooling (2x2 tiling, and
+ * 3x3 stride 2 padded) and average pooling forward and backward (NaN in some windows),
+ * batchnorm_forward (training, evaluation) and _backward at C and at 100 channels, optim_step
+ * (Adam with a half copy, SGD with momentum, with Nesterov, plain) and grad_stats (finite and
+ * with NaN), on inputs of dtype dt drawn from one seed: activations N H W C = 4 x 16 x 16 x C
+ * (BatchNorm's 1024 rows are 16 chunks of engine/bn_rule.h), the optimizer 100,003 elements. */
+void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o);
+
+/* Fails the test, naming `what`, dt and the output's index, unless a and b hold the same
+ * outputs byte for byte; frees both's tensors. */
+void mp_test_outputs_same(mp_test_outputs *a, mp_test_outputs *b, const char *what, mp_dtype dt);
+
+#endif
