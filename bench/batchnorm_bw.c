@@ -5,8 +5,8 @@
  * call timed with mp_now; prints the mean ms per step of forward and of backward (both layers
  * together) and the bytes a step must move at least (forward: x read three times, y written
  * once; backward: x and dy read twice, dx written once), with the rate that gives.
- * Usage: bench_batchnorm [THREADS (default 2)] [REPS (default 20)]. Any failure prints one line
- * on stderr and exits 2. */
+ * Usage: bench_batchnorm [THREADS (default 2)] [REPS (default 20)], integers 1-4096. A bad
+ * argument or any failure prints one line on stderr and exits 2. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,11 +38,22 @@ static void check(mp_status s, const char *what)
     }
 }
 
+/* argv[i] as an integer in [1, 4096], or `dflt` when there is no argv[i]; -1 when it is not. */
+static int count_arg(int argc, char **argv, int i, int dflt)
+{
+    if (i >= argc)
+        return dflt;
+    char *end = NULL;
+    long v = strtol(argv[i], &end, 10);
+    return end != argv[i] && *end == '\0' && v >= 1 && v <= 4096 ? (int)v : -1;
+}
+
 int main(int argc, char **argv)
 {
-    int threads = argc > 1 ? atoi(argv[1]) : 2, reps = argc > 2 ? atoi(argv[2]) : 20;
-    if (threads < 1 || reps < 1) {
-        fprintf(stderr, "bench_batchnorm: usage: bench_batchnorm [THREADS >= 1] [REPS >= 1]\n");
+    int threads = count_arg(argc, argv, 1, 2), reps = count_arg(argc, argv, 2, 20);
+    if (argc > 3 || threads < 1 || reps < 1) {
+        fprintf(stderr, "bench_batchnorm: usage: bench_batchnorm [THREADS] [REPS] (integers "
+                        "1-4096)\n");
         return 2;
     }
     const mp_ops *ops = mp_backend_cpu();

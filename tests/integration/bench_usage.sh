@@ -3,8 +3,9 @@
 # stderr, before running anything: bench/ab_builds.sh without a config, with a build directory
 # that holds no mpdist, with a config that does not exist, or with a non-integer or zero
 # MPDIST_AB_ROUNDS / _THREADS / _TIMEOUT; bench/inference.sh with an unknown model, a
-# non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST. mpirun is a stub
-# that records any call, and none may be made.
+# non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST; bench_batchnorm
+# with a zero, non-integer or trailing-junk count or a third argument. mpirun is a stub that
+# records any call, and none may be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -35,6 +36,10 @@ usage() {
 usage '^usage: bench/ab_builds.sh' -- bash bench/ab_builds.sh "$build" "$build"
 usage "^ab_builds: no mpdist in $TMP/empty\$" -- bash bench/ab_builds.sh "$TMP/empty" "$build" "$cfg"
 usage "^ab_builds: no config $TMP/none.cfg\$" -- bash bench/ab_builds.sh "$build" "$build" "$TMP/none.cfg"
+for args in "0" "two" "2x" "2 0" "2 20 1"; do
+  # shellcheck disable=SC2086 # the words are the arguments
+  usage '^bench_batchnorm: usage: bench_batchnorm' -- "$build/bench_batchnorm" $args
+done
 for v in MPDIST_AB_ROUNDS MPDIST_AB_THREADS MPDIST_AB_TIMEOUT; do
   usage "^ab_builds: $v must be a positive integer, not '0'\$" "$v=0" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
   usage "^ab_builds: $v must be a positive integer, not 'two'\$" "$v=two" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
