@@ -3,8 +3,8 @@
  * 128x14x14x64), in FP32, fp16 and bf16 with FP32 parameters and statistics, as O0 and O2 run
  * them. Each dtype: 2 warm-up steps, then REPS steps of both layers' forward and backward, each
  * call timed with mp_now; prints the mean ms per step of forward and of backward (both layers
- * together) and the bytes a step must move at least (forward: x read three times, y written
- * once; backward: x and dy read twice, dx written once), with the rate that gives.
+ * together) and the bytes a step moves (forward: x read twice, y written once; backward: x and
+ * dy read twice, dx written once), with the rate that gives.
  * Usage: bench_batchnorm [THREADS (default 2)] [REPS (default 20)], integers 1-4096. A bad
  * argument or any failure prints one line on stderr and exits 2. */
 #include <stdio.h>
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
                 }
             }
             double bytes = (double)mp_tensor_bytes(&x);
-            fb += 4 * bytes;
+            fb += 3 * bytes;
             bb += 5 * bytes;
             mp_tensor *all[4] = {&x, &dy, &y, &dx};
             for (int k = 0; k < 4; k++)

@@ -1,11 +1,12 @@
 /* Batch normalisation on the GPU over (N, H, W) per channel of an NHWC tensor (x of any rank is
  * seen as (M, C), C its last dimension), with our own kernels and the CPU reference's semantics
  * and FP32 operations (engine/backend_cpu/batchnorm.c), its sums in the same order
- * (engine/bn_rule.h), so that every result is the CPU's bits: the batch mean, then the biased
- * variance in a second pass over x - mean (no cancellation), invstd = 1 / sqrt(var + eps) (the
- * square root in double, then rounded, as the CPU does), the running statistics updated with
- * the unbiased variance (running = (1 - momentum) running + momentum batch),
- * y = (x - mean) scale + beta with scale = invstd gamma; backward dgamma = sum(dy xhat),
+ * (engine/bn_rule.h), so that every result is the CPU's bits: the batch mean and the biased
+ * variance by the rule's chunks (each chunk's sum, then its squares about its own mean in a
+ * second sweep that finds the chunk in L2, the chunks' terms added in order),
+ * invstd = 1 / sqrt(var + eps) (the square root in double, then rounded, as the CPU does), the
+ * running statistics updated with the unbiased variance
+ * (running = (1 - momentum) running + momentum batch), y = (x - mean) scale + beta with scale = invstd gamma; backward dgamma = sum(dy xhat),
  * dbeta = sum(dy), dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M). All in FP32;
  * every tensor is loaded and stored by its runtime dtype (engine/cast_rule.h), so FP32, fp16
  * and bf16 data and per-channel tensors of any of them need no conversion copies.
@@ -13,8 +14,8 @@
  * step at batch 512 on an H200 (bench/results/gpu-h200-2026-11-27), the API is deprecated in
  * cuDNN 9 and documents no bf16 data, and its fast NHWC path (the Ex calls) is fp16 only and
  * wants a reserve space kept per layer from forward to backward, which the op table's contract
- * has no place for. These kernels move the data 4 times in a training forward (x three times, y
- * once; evaluation twice) and 5 times backward (x and dy twice, dx once).
+ * has no place for. These kernels move the data 3 times in a training forward (x twice from
+ * memory, y once; evaluation twice) and 5 times backward (x and dy twice, dx once).
  * Column sums (per channel over the M rows) are formed without atomics in engine/bn_rule.h's
  * order, the CPU's: blocks of 32 x MP_BN_LANES threads sum 32 channels over a chunk of rows
  * (thread y one lane, the lanes added in order), and one thread per channel adds the chunks'
@@ -27,34 +28,34 @@
 
 enum { MP_BN_STATS = 5 };
 
-/* What k_bn_part sums per channel j: x; (x - mean)^2; dy and dy (x - mean) invstd. */
-enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_DY };
+/* What k_bn_part sums per channel j: x, then (x - the chunk's mean)^2; dy and
+ * dy (x - mean) invstd. */
+enum { BN_SUM_XQ, BN_SUM_DY };
 
 static void *mp_bn_scratch;
 static size_t mp_bn_scratch_bytes;
 
-/* Chunk blockIdx.y's partial sums of channels blockIdx.x * 32 + threadIdx.x over its rows
- * [chunk rows, min((chunk + 1) rows, M)): part[2 chunk C + j] (the first sum) and
- * part[(2 chunk + 1) C + j] (the second, BN_SUM_DY only). mean and invstd are per-channel
- * tensors of dtypes mt and it (invstd read by BN_SUM_DY only). Blocks of 32 x MP_BN_LANES. */
+/* Chunk blockIdx.y's two sums of channels blockIdx.x * 32 + threadIdx.x over its rows
+ * [chunk rows, min((chunk + 1) rows, M)), into part[2 chunk C + j] and part[(2 chunk + 1) C + j]:
+ * BN_SUM_XQ the sum of x, then, in a second sweep over the same rows (from L2 mostly), the sum
+ * of (x - the chunk's mean)^2 (engine/bn_rule.h's variance rule); BN_SUM_DY the sums of dy and
+ * of dy (x - mean) invstd, mean and invstd per-channel tensors of dtypes mt and it. Thread y is
+ * lane y of the rule, and the lanes are added in order. Blocks of 32 x MP_BN_LANES. */
 __global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const void *dy,
                                  mp_dtype dyt, const void *mean, mp_dtype mt, const void *invstd,
                                  mp_dtype it, float *part, int64_t M, int64_t C, int64_t rows)
 {
-    __shared__ float p1[MP_BN_LANES][33], p2[MP_BN_LANES][33];
+    __shared__ float p1[MP_BN_LANES][33], p2[MP_BN_LANES][33], cm[32];
     const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
-    const int64_t r1 = (chunk + 1) * rows < M ? (chunk + 1) * rows : M;
+    const int64_t n = mp_bn_chunk_n(M, rows, chunk), r0 = chunk * rows, r1 = r0 + n;
     float s1 = 0.0f, s2 = 0.0f;
     if (j < C) {
-        const float m = what == BN_SUM_X ? 0.0f : mp_elem_load_f32(mean, mt, j);
+        const float m = what == BN_SUM_DY ? mp_elem_load_f32(mean, mt, j) : 0.0f;
         const float inv = what == BN_SUM_DY ? mp_elem_load_f32(invstd, it, j) : 0.0f;
-        for (int64_t r = chunk * rows + threadIdx.y; r < r1; r += MP_BN_LANES) {
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += MP_BN_LANES) {
             float v = mp_elem_load_f32(x, xt, r * C + j);
-            if (what == BN_SUM_X) {
+            if (what == BN_SUM_XQ) {
                 s1 += v;
-            } else if (what == BN_SUM_SQ) {
-                float d = v - m;
-                s1 += d * d;
             } else {
                 float g = mp_elem_load_f32(dy, dyt, r * C + j);
                 s1 += g;
@@ -65,15 +66,34 @@ __global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const voi
     p1[threadIdx.y][threadIdx.x] = s1;
     p2[threadIdx.y][threadIdx.x] = s2;
     __syncthreads();
+    float t1 = 0.0f, t2 = 0.0f;
     if (threadIdx.y == 0 && j < C) {
-        float t1 = 0.0f, t2 = 0.0f;
         for (int q = 0; q < MP_BN_LANES; q++) {
             t1 += p1[q][threadIdx.x];
             t2 += p2[q][threadIdx.x];
         }
+        cm[threadIdx.x] = MP_BN_CHUNK_MEAN(float, t1, n);
+    }
+    if (what == BN_SUM_XQ) { /* the second sweep, about the chunk's mean */
+        __syncthreads();
+        s2 = 0.0f;
+        if (j < C) {
+            const float m = cm[threadIdx.x];
+            for (int64_t r = r0 + threadIdx.y; r < r1; r += MP_BN_LANES) {
+                float d = mp_elem_load_f32(x, xt, r * C + j) - m;
+                s2 += d * d;
+            }
+        }
+        p2[threadIdx.y][threadIdx.x] = s2;
+        __syncthreads();
+        t2 = 0.0f;
+        if (threadIdx.y == 0 && j < C)
+            for (int q = 0; q < MP_BN_LANES; q++)
+                t2 += p2[q][threadIdx.x];
+    }
+    if (threadIdx.y == 0 && j < C) {
         part[2 * chunk * C + j] = t1;
-        if (what == BN_SUM_DY)
-            part[(2 * chunk + 1) * C + j] = t2;
+        part[(2 * chunk + 1) * C + j] = t2;
     }
 }
 
@@ -92,25 +112,23 @@ __device__ static float bn_invstd(float var, float eps)
     return 1.0f / (float)sqrt((double)(var + eps));
 }
 
-/* The batch mean of channel j into st[j]. */
-__global__ static void k_bn_mean(const float *part, int64_t chunks, int64_t C, int64_t M,
-                                 float *st)
-{
-    MP_CUDA_FOR(j, C) st[j] = chunk_sum(part, chunks, C, j, 0) / (float)M;
-}
-
-/* Training statistics of channel j from the mean in st[j] and the chunks' sums of squares:
- * save_mean, save_invstd, the running statistics, and st's scale (st[C + j]) and shift
- * (st[2 C + j]) for k_bn_apply. */
-__global__ static void k_bn_train_stats(const float *part, int64_t chunks, int64_t C, int64_t M,
-                                        float eps, float mom, const void *g, mp_dtype gt,
-                                        const void *b, mp_dtype bt, void *rm, mp_dtype rmt,
-                                        void *rv, mp_dtype rvt, void *sm, mp_dtype smt, void *si,
-                                        mp_dtype sit, float *st)
+/* Training statistics of channel j from the chunks' sums (k_bn_part's BN_SUM_XQ), by
+ * engine/bn_rule.h's rule: save_mean, save_invstd, the running statistics, and st's mean
+ * (st[j]), scale (st[C + j]) and shift (st[2 C + j]) for k_bn_apply. */
+__global__ static void k_bn_train_stats(const float *part, int64_t chunks, int64_t rows,
+                                        int64_t C, int64_t M, float eps, float mom, const void *g,
+                                        mp_dtype gt, const void *b, mp_dtype bt, void *rm,
+                                        mp_dtype rmt, void *rv, mp_dtype rvt, void *sm,
+                                        mp_dtype smt, void *si, mp_dtype sit, float *st)
 {
     MP_CUDA_FOR(j, C)
     {
-        float ss = chunk_sum(part, chunks, C, j, 0), mean = st[j];
+        const float mean = chunk_sum(part, chunks, C, j, 0) / (float)M;
+        float ss = 0.0f;
+        for (int64_t k = 0; k < chunks; k++)
+            ss += MP_BN_CHUNK_DEV(float, part[2 * k * C + j], part[(2 * k + 1) * C + j],
+                                  mp_bn_chunk_n(M, rows, k), mean);
+        st[j] = mean;
         float invstd = bn_invstd(ss / (float)M, eps), unbiased = ss / (float)(M - 1);
         mp_elem_store_f32(sm, smt, j, mean);
         mp_elem_store_f32(si, sit, j, invstd);
@@ -244,10 +262,8 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     const float eps = (float)a->eps;
     unsigned cb = mp_cuda_blocks(C);
     if (train) {
-        MP_TRY(bn_part(BN_SUM_X, x, NULL, NULL, MP_F32, NULL, MP_F32, part, M, C, chunks, rows));
-        MP_LAUNCH(k_bn_mean, cb, 256, part, chunks, C, M, st);
-        MP_TRY(bn_part(BN_SUM_SQ, x, NULL, st, MP_F32, NULL, MP_F32, part, M, C, chunks, rows));
-        MP_LAUNCH(k_bn_train_stats, cb, 256, part, chunks, C, M, eps, (float)a->momentum,
+        MP_TRY(bn_part(BN_SUM_XQ, x, NULL, NULL, MP_F32, NULL, MP_F32, part, M, C, chunks, rows));
+        MP_LAUNCH(k_bn_train_stats, cb, 256, part, chunks, rows, C, M, eps, (float)a->momentum,
                   gamma->data, gamma->dtype, beta->data, beta->dtype, running_mean->data,
                   running_mean->dtype, running_var->data, running_var->dtype, save_mean->data,
                   save_mean->dtype, save_invstd->data, save_invstd->dtype, st);
