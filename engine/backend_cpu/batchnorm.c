@@ -43,8 +43,9 @@ static bool channels_last(const mp_tensor *x, int64_t C)
 /* Tiles of R rows of M, for a loop header: m0 its first row, r = bn_rows(M, R, m0) its rows. */
 static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 < R ? M - m0 : R; }
 
-/* Elements of a tile of the sums (a multiple of MP_BN_LANES rows, at least that many): a chunk
- * of up to this many elements is one tile, widened once for both sweeps of the statistics. */
+/* Elements of a tile of the forward statistics (a multiple of MP_BN_LANES rows, at least that
+ * many): a chunk of up to this many elements is one tile, widened once for both sweeps.
+ * Backward's tiles (x and dy) have MP_BN_TILE elements each. */
 #define MP_BN_SUM_TILE 16384
 
 /* What bn_tile adds: x; (x - mean)^2; g (x - mean) invstd (g: dy). */
@@ -152,7 +153,9 @@ MP_BN_DY_ROWS(double, f64)
  * (rows of all C channels) and write each chunk's two sums into part (2 C a chunk); the chunks
  * are then added in order, so the sums do not depend on the threads. Half rows are widened in
  * tiles of a multiple of MP_BN_LANES rows into each thread's own block; a chunk that is one tile
- * is widened once. */
+ * is widened once. Backward adds a widened tile (in L1) in two register-blocked sweeps and FP32
+ * data in place row by row (measured faster there: one sequential stream from memory); both
+ * give the rule's bits. */
 #define MP_BN_SUMS(ACC, SFX)                                                                  \
     MP_VECTOR_CLONES                                                                          \
     static void bn_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
@@ -195,16 +198,13 @@ MP_BN_DY_ROWS(double, f64)
                         bn_tile_##SFX(BN_SUM_X, lane, v, NULL, NULL, NULL, r, C);             \
                     }                                                                         \
                 }                                                                             \
-                ACC *u = t + (sweep ? C : 0);                                                 \
-                for (int64_t c = 0; c < 2 * C; c++)                                           \
-                    if (c < C || dy)                                                          \
-                        u[c] = 0;                                                             \
-                for (int64_t q = 0; q < L; q++)                                               \
-                    for (int64_t c = 0; c < C; c++) {                                         \
-                        u[c] += lane[q * C + c];                                              \
-                        if (dy)                                                               \
-                            u[C + c] += lane2[q * C + c];                                     \
-                    }                                                                         \
+                ACC *u = t + (sweep ? C : 0); /* the chunk's sum (sums): lanes in order */    \
+                const int64_t nu = dy ? 2 * C : C;                                            \
+                for (int64_t c = 0; c < nu; c++)                                              \
+                    u[c] = 0;                                                                 \
+                for (int64_t q = 0; q < L; q++) /* lane2 follows lane */                      \
+                    for (int64_t c = 0; c < nu; c++)                                          \
+                        u[c] += lane[(c < C ? q * C : (L + q - 1) * C) + c];                  \
                 if (!dy && !sweep)                                                            \
                     for (int64_t c = 0; c < C; c++)                                           \
                         t[C + c] = MP_BN_CHUNK_MEAN(ACC, t[c], r1 - r0);                      \

@@ -55,39 +55,14 @@ static bool have_avx2(void)
     return true;
 }
 
-/* ops' BatchNorm on x (M rows of C channels) of dtype dt with per-channel tensors of dtype pt,
- * inputs drawn from `seed`, into o: y, the running and saved statistics and dx, dgamma, dbeta
- * after a training forward and backward, dgamma and dbeta of a backward without dx, y of an
- * evaluation forward. */
+/* ops' BatchNorm (mp_test_cpu_bn_run) with inputs drawn from `seed`, into o (emptied first). */
 static void run_bn(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
                    uint64_t seed, mp_test_outputs *o)
 {
-    const mp_bn_args a = {.eps = 1e-5, .momentum = 0.1};
-    int64_t s[2] = {M, C}, cs[1] = {C};
     mp_rng r;
     mp_rng_seed(&r, 2027, seed);
     memset(o, 0, sizeof *o);
-    mp_tensor x = mp_test_rand(dt, 2, s, &r, -3, 5), dy = mp_test_rand(dt, 2, s, &r, -1, 1);
-    mp_tensor g = mp_test_rand(pt, 1, cs, &r, 0.5, 1.5), b = mp_test_rand(pt, 1, cs, &r, -1, 1);
-    mp_tensor *rm = mp_test_keep(o, mp_test_rand(pt, 1, cs, &r, -0.1, 0.1));
-    mp_tensor *rv = mp_test_keep(o, mp_test_rand(pt, 1, cs, &r, 0.9, 1.1));
-    mp_tensor *sm = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    mp_tensor *si = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    mp_tensor *y = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
-    assert_int_equal(ops->batchnorm_forward(&a, true, &x, &g, &b, rm, rv, sm, si, y), MP_OK);
-    mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
-    mp_tensor *dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    mp_tensor *db = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    assert_int_equal(ops->batchnorm_backward(&a, &x, &dy, &g, sm, si, dx, dg, db), MP_OK);
-    dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    db = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    assert_int_equal(ops->batchnorm_backward(&a, &x, &dy, &g, sm, si, NULL, dg, db), MP_OK);
-    mp_tensor *ye = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
-    assert_int_equal(ops->batchnorm_forward(&a, false, &x, &g, &b, rm, rv, NULL, NULL, ye),
-                     MP_OK);
-    mp_tensor *in[] = {&x, &dy, &g, &b};
-    for (int k = 0; k < 4; k++)
-        mp_tensor_free(in[k]);
+    mp_test_cpu_bn_run(ops, dt, pt, M, C, &r, o);
 }
 
 static void test_batchnorm_avx2_is_baseline(void **state)

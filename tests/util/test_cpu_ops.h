@@ -22,11 +22,17 @@ mp_tensor *mp_test_keep(mp_test_outputs *o, mp_tensor t);
 /* Fills o (emptied first) with the outputs of ops' relu_forward and _backward, add (and add in
  * place), scale, dropout_forward and _backward, bias_add, bias_grad, max pooling (2x2 tiling, and
  * 3x3 stride 2 padded) and average pooling forward and backward (NaN in some windows),
- * batchnorm_forward (training, evaluation) and _backward at C and at 100 channels, optim_step
- * (Adam with a half copy, SGD with momentum, with Nesterov, plain) and grad_stats (finite and
- * with NaN), on inputs of dtype dt drawn from one seed: activations N H W C = 4 x 16 x 16 x C
+ * BatchNorm (mp_test_cpu_bn_run) at C and at 100 channels, optim_step (Adam with a half copy,
+ * SGD with momentum, with Nesterov, plain) and grad_stats (finite and with NaN), on inputs of dtype dt drawn from one seed: activations N H W C = 4 x 16 x 16 x C
  * (BatchNorm's 1024 rows are 16 chunks of engine/bn_rule.h), the optimizer 100,003 elements. */
 void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o);
+
+/* Adds to o ops' BatchNorm on x (M rows of C channels, dtype dt) with per-channel tensors of
+ * dtype pt, inputs drawn from r: y, the running and saved statistics, dx, dgamma and dbeta of a
+ * training forward and backward, dgamma and dbeta of a backward without dx, y of an evaluation
+ * forward. */
+void mp_test_cpu_bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
+                        mp_rng *r, mp_test_outputs *o);
 
 /* Fails the test, naming `what`, dt and the output's index, unless a and b hold the same
  * outputs byte for byte; frees both's tensors. */
