@@ -4,7 +4,8 @@
  * them. Each dtype: 2 warm-up steps, then REPS steps of both layers' forward and backward, each
  * call timed with mp_now; prints the mean ms per step of forward and of backward (both layers
  * together) and the bytes a step moves (forward: x read twice, y written once; backward: x and
- * dy read twice, dx written once), with the rate that gives.
+ * dy read twice, dx written once), with the rate that gives; and, last, the mean ms of a
+ * backward without dx (parameter gradients only: the sums pass alone).
  * Usage: bench_batchnorm [THREADS (default 2)] [REPS (default 20)], integers 1-4096. A bad
  * argument or any failure prints one line on stderr and exits 2. */
 #include <stdio.h>
@@ -64,12 +65,12 @@ int main(int argc, char **argv)
     printf("# BatchNorm of cnn_bn (batch 128: 128x28x28x32 and 128x14x14x64), %d threads, "
            "%d steps after 2 warm-up\n",
            threads, reps);
-    printf("%-6s %12s %12s %14s %14s\n", "dtype", "fwd_ms", "bwd_ms", "fwd_GB/s_min",
-           "bwd_GB/s_min");
+    printf("%-6s %12s %12s %14s %14s %12s\n", "dtype", "fwd_ms", "bwd_ms", "fwd_GB/s_min",
+           "bwd_GB/s_min", "sums_ms");
     mp_rng r;
     mp_rng_seed(&r, 21, 0);
     for (int d = 0; d < 3; d++) {
-        double tf = 0, tb = 0, fb = 0, bb = 0;
+        double tf = 0, tb = 0, ts = 0, fb = 0, bb = 0;
         for (int s = 0; s < 2; s++) {
             int64_t C = shapes[s][3];
             mp_tensor x = filled(dts[d], 4, shapes[s], &r, -1, 1);
@@ -91,9 +92,14 @@ int main(int argc, char **argv)
                                               &pc[7]),
                       "batchnorm_backward");
                 double t2 = mp_now();
+                check(ops->batchnorm_backward(&a, &x, &dy, &pc[0], &pc[4], &pc[5], NULL, &pc[6],
+                                              &pc[7]),
+                      "batchnorm_backward");
+                double t3 = mp_now();
                 if (k >= 2) {
                     tf += t1 - t0;
                     tb += t2 - t1;
+                    ts += t3 - t2;
                 }
             }
             double bytes = (double)mp_tensor_bytes(&x);
@@ -107,8 +113,9 @@ int main(int argc, char **argv)
         }
         tf /= reps;
         tb /= reps;
-        printf("%-6s %12.3f %12.3f %14.1f %14.1f\n", mp_dtype_name(dts[d]), tf * 1e3, tb * 1e3,
-               fb / tf / 1e9, bb / tb / 1e9);
+        ts /= reps;
+        printf("%-6s %12.3f %12.3f %14.1f %14.1f %12.3f\n", mp_dtype_name(dts[d]), tf * 1e3,
+               tb * 1e3, fb / tf / 1e9, bb / tb / 1e9, ts * 1e3);
     }
     return 0;
 }

@@ -9,20 +9,26 @@
  * gradient is the GPU's bits; the threads take whole chunks, and the element-wise passes tiles
  * of rows. Training forward reads x from memory twice (the statistics, by bn_rule.h's chunk
  * rule: a chunk's sum, then its squares about its own mean while it is in cache; then the
- * normalisation) and writes y once; backward reads x and dy twice and writes dx once. Each pass
- * walks x in memory order a tile of whole rows (of all C channels) at a time, half tiles
- * widened in bulk (mp_convert) and results rounded back in bulk. The kernels are compiled for
- * AVX2 too (MP_VECTOR_CLONES, the same bits). */
+ * normalisation) and writes y once; backward reads x and dy twice and writes dx once. Every
+ * pass walks x in memory order, a block of channels one 32-byte vector wide at a time, and
+ * widens half values in registers where it uses them and rounds results there (vec8.h, with
+ * mp_convert's bits), so no pass converts into a buffer first. The kernels are compiled once per
+ * level of engine/backend_cpu/isa.h (the conversions by F16C and AVX512-BF16 where the CPU has
+ * them; every level gives the same bits) and picked at run time; FP64 runs at the baseline. */
 #include <math.h>
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/isa.h"
 #include "engine/backend_cpu/parallel.h"
+#include "engine/backend_cpu/vec8.h"
 #include "engine/bn_rule.h"
-#include "engine/vector_clones.h"
 
-/* Elements of a tile of rows: at least one row. */
+/* Elements of a tile of rows (at least one row): the element-wise passes' unit of work for the
+ * threads, and backward's sums', whose two sweeps over a tile of x and dy find it in L1. */
 #define MP_BN_TILE 4096
+
+#define BN_INLINE static inline __attribute__((always_inline))
 
 static double ld(const mp_tensor *t, int64_t c) { return mp_load(t->data, t->dtype, (size_t)c); }
 
@@ -43,10 +49,65 @@ static bool channels_last(const mp_tensor *x, int64_t C)
 /* Tiles of R rows of M, for a loop header: m0 its first row, r = bn_rows(M, R, m0) its rows. */
 static inline int64_t bn_rows(int64_t M, int64_t R, int64_t m0) { return M - m0 < R ? M - m0 : R; }
 
-/* Elements of a tile of the forward statistics (a multiple of MP_BN_LANES rows, at least that
- * many): a chunk of up to this many elements is one tile, widened once for both sweeps.
- * Backward's tiles (x and dy) have MP_BN_TILE elements each. */
-#define MP_BN_SUM_TILE 16384
+/* Rows of a tile of MP_BN_TILE elements of C channels: a multiple of `mult`, at least mult. */
+static inline int64_t bn_tile_rows(int64_t C, int64_t mult)
+{
+    const int64_t r = MP_BN_TILE / C / mult * mult;
+    return r > mult ? r : mult;
+}
+
+/* A vector of the accumulator type, 32 bytes: 8 floats, loaded from FP32, fp16 or bf16 storage
+ * (vec8.h, the level's conversions), or 4 doubles from FP64 storage. BN_VLD_<ACC>(ISA) and
+ * BN_VST_<ACC>(ISA) name the level's functions that load and store one at element o of p
+ * (dtype dt, a constant where they are inlined); bn_ld1_<ACC> and bn_st1_<ACC> do one element,
+ * for the channels left over. */
+typedef mp_v8f bn_vec_float;
+typedef double bn_vec_double __attribute__((vector_size(32)));
+
+#define BN_VLD_float(ISA) MP_V8_LOAD_##ISA
+#define BN_VST_float(ISA) MP_V8_STORE_##ISA
+#define BN_VLD_double(ISA) bn_vld_f64
+#define BN_VST_double(ISA) bn_vst_f64
+
+BN_INLINE float bn_ld1_float(mp_dtype dt, const void *p, int64_t o) { return mp_v8_load1(dt, p, o); }
+BN_INLINE void bn_st1_float(mp_dtype dt, void *p, int64_t o, float v) { mp_v8_store1(dt, p, o, v); }
+
+BN_INLINE bn_vec_double bn_vld_f64(mp_dtype dt, const void *p, int64_t o)
+{
+    (void)dt;
+    bn_vec_double v;
+    memcpy(&v, (const double *)p + o, sizeof v);
+    return v;
+}
+BN_INLINE void bn_vst_f64(mp_dtype dt, void *p, int64_t o, bn_vec_double v)
+{
+    (void)dt;
+    memcpy((double *)p + o, &v, sizeof v);
+}
+BN_INLINE double bn_ld1_double(mp_dtype dt, const void *p, int64_t o)
+{
+    (void)dt;
+    return ((const double *)p)[o];
+}
+BN_INLINE void bn_st1_double(mp_dtype dt, void *p, int64_t o, double v)
+{
+    (void)dt;
+    ((double *)p)[o] = v;
+}
+
+/* BN_BY_DTYPE_<ACC>(dt, F, args...): F(DT, args...) with DT the constant equal to dt, the storage
+ * dtypes of accumulator ACC (FP32, fp16 and bf16 for float; FP64 for double), so that an always
+ * inlined F is compiled once per dtype from one source. */
+#define BN_BY_DTYPE_float(dt, F, ...)                                                           \
+    do {                                                                                      \
+        if ((dt) == MP_F16)                                                                   \
+            F(MP_F16, __VA_ARGS__);                                                           \
+        else if ((dt) == MP_BF16)                                                             \
+            F(MP_BF16, __VA_ARGS__);                                                          \
+        else                                                                                  \
+            F(MP_F32, __VA_ARGS__);                                                           \
+    } while (0)
+#define BN_BY_DTYPE_double(dt, F, ...) F(MP_F64, __VA_ARGS__)
 
 /* What bn_tile adds: x; (x - mean)^2; g (x - mean) invstd (g: dy). */
 enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
@@ -66,34 +127,24 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
 /* A vector (or any object) dst loaded from the possibly unaligned p. */
 #define BN_LD(dst, p) memcpy(&(dst), (p), sizeof(dst))
 
-/* BN_TERM with x and g loaded as vectors of type VEC from v and g at element o. */
-#define BN_VTERM(VEC, what, a, v, g, o, mu, is)                                               \
-    do {                                                                                      \
-        VEC xv_, gv_ = {0};                                                                   \
-        BN_LD(xv_, (v) + (o));                                                                \
-        if ((what) == BN_SUM_GX)                                                              \
-            BN_LD(gv_, (g) + (o));                                                            \
-        BN_TERM(what, a, xv_, gv_, mu, is);                                                   \
-    } while (0)
-
-/* bn_tile_<SFX>: adds rows 0 .. r - 1 of v (and g), a tile of r rows of C channels whose first
- * row is a chunk's lane 0, into the lane sums lane[q C + c]: row i into lane i % MP_BN_LANES,
- * each lane in row order (engine/bn_rule.h). Per block of channels one 32-byte vector wide, the
- * lanes stay in registers for the whole tile (GCC's vector extension: element-wise IEEE
- * operations, the bits of the scalar loop); the last C % width channels go one at a time.
- * mean (BN_SUM_SQ, BN_SUM_GX), invstd and g (BN_SUM_GX) are read only where used. Always
- * inlined, so that `what` is a constant. */
-#define MP_BN_TILE_FN(ACC, SFX)                                                               \
-    typedef ACC bn_vec_##SFX __attribute__((vector_size(32)));                                \
-    static inline __attribute__((always_inline)) void bn_tile_##SFX(                          \
-        int what, ACC *restrict lane, const ACC *restrict v, const ACC *restrict g,           \
-        const ACC *restrict mean, const ACC *restrict invstd, int64_t r, int64_t C)           \
+/* bn_tile_<ACC>: adds rows 0 .. r - 1 of a tile of r rows of C channels, its first element at
+ * element `off` of v (and of g), whose first row is a chunk's lane 0, into the lane sums
+ * lane[q C + c]: row i into lane i % MP_BN_LANES, each lane in row order (engine/bn_rule.h).
+ * v and g have the storage dtype dt. Per block of channels one vector wide, the lanes stay in
+ * registers for the whole tile (GCC's vector extension: element-wise IEEE operations, the bits
+ * of the scalar loop); the last C % width channels go one at a time. mean (BN_SUM_SQ,
+ * BN_SUM_GX), invstd and g (BN_SUM_GX) are read only where used. Always inlined, so that `what`
+ * and dt are constants. */
+#define MP_BN_TILE_FN(ACC, ISA)                                                               \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_tile_##ACC##_##ISA(int what, mp_dtype dt, ACC *restrict lane, const void *v,    \
+                                 const void *g, int64_t off, const ACC *restrict mean,        \
+                                 const ACC *restrict invstd, int64_t r, int64_t C)            \
     {                                                                                         \
-        enum { L = MP_BN_LANES, W = (int)(sizeof(bn_vec_##SFX) / sizeof(ACC)) };              \
+        enum { L = MP_BN_LANES, W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };              \
         const bool gx = what == BN_SUM_GX;                                                    \
         int64_t c0 = 0;                                                                       \
         for (; c0 + W <= C; c0 += W) {                                                        \
-            bn_vec_##SFX mu = {0}, is = {0}, a[L];                                            \
+            bn_vec_##ACC mu = {0}, is = {0}, a[L];                                            \
             if (what != BN_SUM_X)                                                             \
                 BN_LD(mu, mean + c0);                                                         \
             if (gx)                                                                           \
@@ -103,34 +154,43 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
             int64_t i = 0;                                                                    \
             for (; i + L <= r; i += L) {                                                      \
                 _Pragma("GCC unroll 8") for (int q = 0; q < L; q++)                           \
-                    BN_VTERM(bn_vec_##SFX, what, a[q], v, g, (i + q) * C + c0, mu, is);       \
+                {                                                                             \
+                    const int64_t o = off + (i + q) * C + c0;                                 \
+                    const bn_vec_##ACC xv = BN_VLD_##ACC(ISA)(dt, v, o);                           \
+                    const bn_vec_##ACC gv = gx ? BN_VLD_##ACC(ISA)(dt, g, o) : xv;                 \
+                    BN_TERM(what, a[q], xv, gv, mu, is);                                      \
+                }                                                                             \
             }                                                                                 \
-            for (int q = 0; i < r; i++, q++)                                                  \
-                BN_VTERM(bn_vec_##SFX, what, a[q], v, g, i * C + c0, mu, is);                 \
+            for (int q = 0; i < r; i++, q++) {                                                \
+                const int64_t o = off + i * C + c0;                                           \
+                const bn_vec_##ACC xv = BN_VLD_##ACC(ISA)(dt, v, o);                               \
+                const bn_vec_##ACC gv = gx ? BN_VLD_##ACC(ISA)(dt, g, o) : xv;                     \
+                BN_TERM(what, a[q], xv, gv, mu, is);                                          \
+            }                                                                                 \
             for (int q = 0; q < L; q++)                                                       \
                 memcpy(lane + q * C + c0, &a[q], sizeof a[q]);                                \
         }                                                                                     \
         for (; c0 < C; c0++) {                                                                \
             const ACC mu = what != BN_SUM_X ? mean[c0] : 0, is = gx ? invstd[c0] : 0;         \
             for (int64_t i = 0; i < r; i++) {                                                 \
-                const int64_t o = i * C + c0;                                                 \
-                const ACC gv = gx ? g[o] : 0;                                                 \
-                BN_TERM(what, lane[i % L * C + c0], v[o], gv, mu, is);                        \
+                const int64_t o = off + i * C + c0;                                           \
+                const ACC xv = bn_ld1_##ACC(dt, v, o), gv = gx ? bn_ld1_##ACC(dt, g, o) : 0;  \
+                BN_TERM(what, lane[i % L * C + c0], xv, gv, mu, is);                          \
             }                                                                                 \
         }                                                                                     \
     }
-MP_BN_TILE_FN(float, f32)
-MP_BN_TILE_FN(double, f64)
 
-/* Backward's two lane sums over r rows of v and g (a tile whose first row is a chunk's lane 0),
- * row by row: row i's C channels into lane i % MP_BN_LANES of lane (sum of g) and lane2 (sum of
- * g (v - mean) invstd), in row order. The arrays never overlap, which restrict tells the
- * compiler so that it vectorises over the channels without a run-time overlap check. */
-#define MP_BN_DY_ROWS(ACC, SFX)                                                               \
-    static inline void bn_dy_rows_##SFX(ACC *restrict lane, ACC *restrict lane2,             \
-                                        const ACC *restrict v, const ACC *restrict g,         \
-                                        const ACC *restrict mean, const ACC *restrict invstd, \
-                                        int64_t r, int64_t C)                                 \
+/* Backward's two lane sums over r rows of v and g (a tile whose first row is a chunk's lane 0) in
+ * the accumulator's own dtype, row by row: row i's C channels into lane i % MP_BN_LANES of lane
+ * (sum of g) and lane2 (sum of g (v - mean) invstd), in row order: one sequential stream over
+ * both, measured faster than bn_tile's two sweeps where nothing is widened. The arrays never
+ * overlap, which restrict tells the compiler so that it vectorises over the channels without a
+ * run-time overlap check. Always inlined, so it gets the caller's level. */
+#define MP_BN_DY_ROWS(ACC)                                                                    \
+    BN_INLINE void bn_dy_rows_##ACC(ACC *restrict lane, ACC *restrict lane2,                 \
+                                    const ACC *restrict v, const ACC *restrict g,             \
+                                    const ACC *restrict mean, const ACC *restrict invstd,     \
+                                    int64_t r, int64_t C)                                     \
     {                                                                                         \
         for (int64_t i = 0; i < r; i++) {                                                     \
             ACC *restrict a = lane + i % MP_BN_LANES * C;                                     \
@@ -142,73 +202,72 @@ MP_BN_TILE_FN(double, f64)
             }                                                                                 \
         }                                                                                     \
     }
-MP_BN_DY_ROWS(float, f32)
-MP_BN_DY_ROWS(double, f64)
+MP_BN_DY_ROWS(float)
+MP_BN_DY_ROWS(double)
+
+/* One chunk's sums, rows r0 .. r1 - 1 of x (and dy), both of storage dtype dt, into t (2 C):
+ * without dy (forward), t[c] the chunk's sum and t[C + c] its sum of squares about its own mean
+ * (bn_rule.h's chunk rule: two sweeps over the chunk, the second from cache); with dy
+ * (backward), t[c] = sum of dy and t[C + c] = sum of dy (x - mean) invstd, a tile of R rows (a
+ * multiple of MP_BN_LANES) at a time, two sweeps over each. lane: 2 MP_BN_LANES C scratch. */
+#define MP_BN_CHUNK_FN(ACC, ISA)                                                              \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_chunk_##ACC##_##ISA(mp_dtype dt, const void *x, const void *dy, int64_t r0,     \
+                                  int64_t r1, int64_t R, int64_t C, const ACC *mean,          \
+                                  const ACC *invstd, ACC *lane, ACC *t)                       \
+    {                                                                                         \
+        ACC *lane2 = lane + MP_BN_LANES * C;                                                  \
+        for (int sweep = 0; sweep < (dy ? 1 : 2); sweep++) {                                  \
+            for (int64_t i = 0; i < 2 * MP_BN_LANES * C; i++)                                 \
+                lane[i] = 0;                                                                  \
+            if (!dy) {                                                                        \
+                const int64_t what = sweep ? BN_SUM_SQ : BN_SUM_X;                           \
+                bn_tile_##ACC##_##ISA(what, dt, lane, x, NULL, r0 * C, t + C, NULL, r1 - r0, C);      \
+            } else {                                                                          \
+                for (int64_t m0 = r0; m0 < r1; m0 += R) {                                     \
+                    const int64_t r = bn_rows(r1, R, m0);                                     \
+                    if (dt == MP_CPU_ACC_DTYPE(ACC)) {                                        \
+                        bn_dy_rows_##ACC(lane, lane2, (const ACC *)x + m0 * C,                \
+                                         (const ACC *)dy + m0 * C, mean, invstd, r, C);       \
+                    } else {                                                                  \
+                        bn_tile_##ACC##_##ISA(BN_SUM_X, dt, lane, dy, NULL, m0 * C, NULL,     \
+                                              NULL, r, C);                                    \
+                        bn_tile_##ACC##_##ISA(BN_SUM_GX, dt, lane2, x, dy, m0 * C, mean,      \
+                                              invstd, r, C);                                  \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+            ACC *u = t + (sweep ? C : 0); /* the chunk's sum (sums): lanes in order */        \
+            const int64_t nu = dy ? 2 * C : C;                                                \
+            for (int64_t c = 0; c < nu; c++)                                                  \
+                u[c] = 0;                                                                     \
+            for (int64_t q = 0; q < MP_BN_LANES; q++) /* lane2 follows lane */                \
+                for (int64_t c = 0; c < nu; c++)                                              \
+                    u[c] += lane[(c < C ? q * C : (MP_BN_LANES + q - 1) * C) + c];            \
+            if (!dy && !sweep)                                                                \
+                for (int64_t c = 0; c < C; c++)                                               \
+                    t[C + c] = MP_BN_CHUNK_MEAN(ACC, t[c], r1 - r0);                          \
+        }                                                                                     \
+    }
 
 /* The per-channel sums of the training passes for accumulator type ACC over x (M, C), in the
  * order of engine/bn_rule.h (the GPU's). Without dy (forward): s[c] the batch mean and s2[c] the
- * sum of squared deviations from it, by bn_rule.h's chunk rule (each chunk's sum, then its
- * squares about its own mean while it is in cache). With dy (backward): s[c] = sum of dy[m][c]
- * and s2[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c]. The threads take whole chunks
- * (rows of all C channels) and write each chunk's two sums into part (2 C a chunk); the chunks
- * are then added in order, so the sums do not depend on the threads. Half rows are widened in
- * tiles of a multiple of MP_BN_LANES rows into each thread's own block; a chunk that is one tile
- * is widened once. Backward adds a widened tile (in L1) in two register-blocked sweeps and FP32
- * data in place row by row (measured faster there: one sequential stream from memory); both
- * give the rule's bits. */
-#define MP_BN_SUMS(ACC, SFX)                                                                  \
-    MP_VECTOR_CLONES                                                                          \
-    static void bn_sums_##SFX(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
+ * sum of squared deviations from it, by bn_rule.h's chunk rule. With dy (backward): s[c] = sum
+ * of dy[m][c] and s2[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c]. The threads take whole
+ * chunks (bn_chunk) and write each chunk's two sums into part (2 C a chunk); the chunks are then
+ * added in order, so the sums do not depend on the threads. */
+#define MP_BN_SUMS(ACC, ISA)                                                                  \
+    MP_ISA_TARGET_##ISA static void bn_sums_##ACC##_##ISA(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
                               const ACC *mean, const ACC *invstd, ACC *part, ACC *s, ACC *s2) \
     {                                                                                         \
-        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                           \
-        const bool wide = x->dtype != adt || (dy && dy->dtype != adt);                        \
         int64_t rows;                                                                         \
-        const int64_t chunks = mp_bn_chunks(M, &rows), L = MP_BN_LANES;                       \
-        const int64_t E = dy ? MP_BN_TILE : MP_BN_SUM_TILE;                                  \
-        const int64_t R = E / C / L * L > L ? E / C / L * L : L;                              \
+        const int64_t chunks = mp_bn_chunks(M, &rows), R = bn_tile_rows(C, MP_BN_LANES);      \
         MP_CPU_PARALLEL_FOR(chunks > 1 ? M * C : 0)                                           \
         for (int64_t k = 0; k < chunks; k++) {                                                \
-            const int64_t r0 = k * rows, r1 = r0 + mp_bn_chunk_n(M, rows, k);                 \
-            ACC *lane = mp_cpu_workspace(MP_CPU_WS_BN_LANES, (size_t)(2 * L * C) * sizeof(ACC)); \
-            ACC *lane2 = lane + L * C, *t = part + 2 * k * C;                                 \
-            ACC *xb = wide ? mp_cpu_workspace(MP_CPU_WS_BN_TILE,                              \
-                                              (size_t)((dy ? 2 : 1) * R * C) * sizeof(ACC))   \
-                           : NULL;                                                            \
-            ACC *gb = xb && dy ? xb + R * C : NULL;                                           \
-            for (int sweep = 0; sweep < (dy ? 1 : 2); sweep++) {                              \
-                for (int64_t i = 0; i < 2 * L * C; i++)                                       \
-                    lane[i] = 0;                                                              \
-                for (int64_t m0 = r0; m0 < r1; m0 += R) {                                     \
-                    const int64_t r = bn_rows(r1, R, m0);                                     \
-                    const ACC *v = sweep && xb && r1 - r0 <= R                                \
-                                       ? xb                                                   \
-                                       : MP_CPU_WIDEN(ACC, x, m0 * C, r * C, xb);             \
-                    if (dy) {                                                                 \
-                        const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * C, r * C, gb);              \
-                        if (xb) {                                                             \
-                            bn_tile_##SFX(BN_SUM_X, lane, g, NULL, NULL, NULL, r, C);         \
-                            bn_tile_##SFX(BN_SUM_GX, lane2, v, g, mean, invstd, r, C);        \
-                        } else {                                                              \
-                            bn_dy_rows_##SFX(lane, lane2, v, g, mean, invstd, r, C);          \
-                        }                                                                     \
-                    } else if (sweep) {                                                       \
-                        bn_tile_##SFX(BN_SUM_SQ, lane, v, NULL, t + C, NULL, r, C);           \
-                    } else {                                                                  \
-                        bn_tile_##SFX(BN_SUM_X, lane, v, NULL, NULL, NULL, r, C);             \
-                    }                                                                         \
-                }                                                                             \
-                ACC *u = t + (sweep ? C : 0); /* the chunk's sum (sums): lanes in order */    \
-                const int64_t nu = dy ? 2 * C : C;                                            \
-                for (int64_t c = 0; c < nu; c++)                                              \
-                    u[c] = 0;                                                                 \
-                for (int64_t q = 0; q < L; q++) /* lane2 follows lane */                      \
-                    for (int64_t c = 0; c < nu; c++)                                          \
-                        u[c] += lane[(c < C ? q * C : (L + q - 1) * C) + c];                  \
-                if (!dy && !sweep)                                                            \
-                    for (int64_t c = 0; c < C; c++)                                           \
-                        t[C + c] = MP_BN_CHUNK_MEAN(ACC, t[c], r1 - r0);                      \
-            }                                                                                 \
+            ACC *lane = mp_cpu_workspace(MP_CPU_WS_BN_LANES,                                  \
+                                         (size_t)(2 * MP_BN_LANES * C) * sizeof(ACC));        \
+            BN_BY_DTYPE_##ACC(x->dtype, bn_chunk_##ACC##_##ISA, x->data, dy ? dy->data : NULL,        \
+                              k * rows, k * rows + mp_bn_chunk_n(M, rows, k), R, C, mean,     \
+                              invstd, lane, part + 2 * k * C);                                \
         }                                                                                     \
         for (int64_t c = 0; c < C; c++)                                                       \
             s[c] = s2[c] = 0;                                                                 \
@@ -227,11 +286,57 @@ MP_BN_DY_ROWS(double, f64)
                 s2[c] += MP_BN_CHUNK_DEV(ACC, part[2 * k * C + c], part[(2 * k + 1) * C + c], \
                                          mp_bn_chunk_n(M, rows, k), s[c]);                    \
     }
-MP_BN_SUMS(float, f32)
-MP_BN_SUMS(double, f64)
-#define bn_sums(x, dy, M, C, mean, invstd, part, s, s2)                                       \
-    _Generic((s), float *: bn_sums_f32, double *: bn_sums_f64)(x, dy, M, C, mean, invstd, part, \
-                                                               s, s2)
+
+/* The element-wise passes over rows m0 .. m0 + r - 1 of C channels, storage dtype dt, FP32 (or
+ * FP64) arithmetic per element, one rounding: bn_norm_<ACC> y = (x - mean) scale + shift;
+ * bn_dx_<ACC> dx = k (dy - sdy - (x - mean) invstd sdx). */
+#define MP_BN_ROWS_FN(ACC, ISA)                                                               \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_norm_##ACC##_##ISA(mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r,  \
+                                 int64_t C, const ACC *mean, const ACC *scale,                \
+                                 const ACC *shift)                                            \
+    {                                                                                         \
+        enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
+        for (int64_t m = m0; m < m0 + r; m++) {                                               \
+            int64_t c = 0;                                                                    \
+            for (; c + W <= C; c += W) {                                                      \
+                bn_vec_##ACC mu, sc, sh;                                                      \
+                BN_LD(mu, mean + c);                                                          \
+                BN_LD(sc, scale + c);                                                         \
+                BN_LD(sh, shift + c);                                                         \
+                const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                        \
+                BN_VST_##ACC(ISA)(dt, y, m * C + c, (v - mu) * sc + sh);                           \
+            }                                                                                 \
+            for (; c < C; c++)                                                                \
+                bn_st1_##ACC(dt, y, m * C + c,                                                \
+                             (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * scale[c] + shift[c]); \
+        }                                                                                     \
+    }                                                                                         \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_dx_##ACC##_##ISA(mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0, \
+                               int64_t r, int64_t C, const ACC *mean, const ACC *invstd,      \
+                               const ACC *k, const ACC *sdy, const ACC *sdx)                  \
+    {                                                                                         \
+        enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
+        for (int64_t m = m0; m < m0 + r; m++) {                                               \
+            int64_t c = 0;                                                                    \
+            for (; c + W <= C; c += W) {                                                      \
+                bn_vec_##ACC mu, is, kk, sg, sx;                                              \
+                BN_LD(mu, mean + c);                                                          \
+                BN_LD(is, invstd + c);                                                        \
+                BN_LD(kk, k + c);                                                             \
+                BN_LD(sg, sdy + c);                                                           \
+                BN_LD(sx, sdx + c);                                                           \
+                const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                        \
+                const bn_vec_##ACC g = BN_VLD_##ACC(ISA)(dt, dy, m * C + c);                       \
+                const bn_vec_##ACC xhat = (v - mu) * is;                                      \
+                BN_VST_##ACC(ISA)(dt, dx, m * C + c, kk * (g - sg - xhat * sx));                   \
+            }                                                                                 \
+            for (; c < C; c++) {                                                              \
+                const ACC xhat = (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * invstd[c];      \
+                const ACC g = bn_ld1_##ACC(dt, dy, m * C + c);                                \
+                bn_st1_##ACC(dt, dx, m * C + c, k[c] * (g - sdy[c] - xhat * sdx[c]));         \
+            }                                                                                 \
+        }                                                                                     \
+    }
 
 /* ACCs of the BN workspace: `n` C per-channel rows and the chunks' sums (2 C each). */
 static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
@@ -240,17 +345,20 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
     return (size_t)((n + 2 * mp_bn_chunks(M, &rows)) * C) * acc;
 }
 
-#define BN_FWD(T, ACC, LD, ST, a, train, x, gamma, beta, rm, rv, sm, si, y, M, C)              \
-    do {                                                                                      \
-        (void)sizeof(T);                                                                      \
-        (void)LD;                                                                             \
-        (void)ST;                                                                             \
-        const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
+/* Training or evaluation forward at level ISA for accumulator ACC (the dtypes of x it takes:
+ * BN_BY_DTYPE_<ACC>); the arguments are mp_cpu_batchnorm_forward's, checked. */
+#define MP_BN_FWD_FN(ACC, ISA)                                                                \
+    MP_ISA_TARGET_##ISA static void bn_forward_##ACC##_##ISA(                                 \
+        const mp_bn_args *a, bool train, const mp_tensor *x, const mp_tensor *gamma,          \
+        const mp_tensor *beta, mp_tensor *rm, mp_tensor *rv, mp_tensor *sm, mp_tensor *si,    \
+        mp_tensor *y, int64_t M, int64_t C)                                                   \
+    {                                                                                         \
+        const int64_t R = bn_tile_rows(C, 1);                                                 \
         ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 4, sizeof(ACC)));        \
         ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C), *part = s + (C);     \
         const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
         if (train) {                                                                          \
-            bn_sums(x, NULL, M, C, (const ACC *)NULL, (const ACC *)NULL, part, mean, s);      \
+            bn_sums_##ACC##_##ISA(x, NULL, M, C, NULL, NULL, part, mean, s);                          \
             for (int64_t c = 0; c < (C); c++) {                                               \
                 ACC var = s[c] / (ACC)(M);                                                    \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
@@ -271,21 +379,60 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         for (int64_t c = 0; c < (C); c++)                                                     \
             shift[c] = (ACC)ld(beta, c);                                                      \
         MP_CPU_PARALLEL_FOR((M) * (C))                                                        \
-        for (int64_t m0 = 0; m0 < (M); m0 += R) {                                             \
-            const int64_t r = bn_rows(M, R, m0);                                              \
-            ACC *buf = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(R * (C)) * sizeof(ACC));  \
-            const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), buf);                      \
-            ACC *o = (y)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(y, m0 * (C)) : buf; \
-            for (int64_t m = 0; m < r; m++)                                                   \
-                for (int64_t c = 0; c < (C); c++)                                             \
-                    o[m * (C) + c] = (v[m * (C) + c] - mean[c]) * scale[c] + shift[c];        \
-            if (o == buf)                                                                     \
-                mp_convert(mp_cpu_at(y, m0 * (C)), (y)->dtype, buf, MP_CPU_ACC_DTYPE(ACC),    \
-                           (size_t)(r * (C)));                                                \
-        }                                                                                     \
-    } while (0)
+        for (int64_t m0 = 0; m0 < (M); m0 += R)                                               \
+            BN_BY_DTYPE_##ACC((x)->dtype, bn_norm_##ACC##_##ISA, (x)->data, (y)->data, m0,            \
+                              bn_rows(M, R, m0), C, mean, scale, shift);                      \
+    }
 
-MP_VECTOR_CLONES
+/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), the closed form of
+ * gamma invstd / M (M dy - sum(dy) - xhat sum(dy xhat)); dgamma = sum(dy xhat), dbeta = sum(dy). */
+/* Backward at level ISA for accumulator ACC; the arguments are mp_cpu_batchnorm_backward's,
+ * checked. */
+#define MP_BN_BWD_FN(ACC, ISA)                                                                \
+    MP_ISA_TARGET_##ISA static void bn_backward_##ACC##_##ISA(                                \
+        const mp_tensor *x, const mp_tensor *dy, const mp_tensor *gamma, const mp_tensor *sm, \
+        const mp_tensor *si, mp_tensor *dx, mp_tensor *dgamma, mp_tensor *dbeta, int64_t M,   \
+        int64_t C)                                                                            \
+    {                                                                                         \
+        const int64_t R = bn_tile_rows(C, 1);                                                 \
+        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 5, sizeof(ACC)));        \
+        ACC *invstd = mean + (C), *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);      \
+        for (int64_t c = 0; c < (C); c++) {                                                   \
+            mean[c] = (ACC)ld(sm, c);                                                         \
+            invstd[c] = (ACC)ld(si, c);                                                       \
+        }                                                                                     \
+        bn_sums_##ACC##_##ISA(x, dy, M, C, mean, invstd, k + (C), sdy, sdx);                          \
+        for (int64_t c = 0; c < (C); c++) {                                                   \
+            st(dgamma, c, (double)sdx[c]);                                                    \
+            st(dbeta, c, (double)sdy[c]);                                                     \
+        }                                                                                     \
+        if (dx) {                                                                             \
+            for (int64_t c = 0; c < (C); c++) {                                               \
+                k[c] = (ACC)ld(gamma, c) * invstd[c];                                         \
+                sdy[c] /= (ACC)(M);                                                           \
+                sdx[c] /= (ACC)(M);                                                           \
+            }                                                                                 \
+            MP_CPU_PARALLEL_FOR((M) * (C))                                                    \
+            for (int64_t m0 = 0; m0 < (M); m0 += R)                                           \
+                BN_BY_DTYPE_##ACC((x)->dtype, bn_dx_##ACC##_##ISA, (x)->data, (dy)->data, (dx)->data, \
+                                  m0, bn_rows(M, R, m0), C, mean, invstd, k, sdy, sdx);       \
+        }                                                                                     \
+    }
+
+/* Every function above for accumulator ACC at level ISA: float at each level compiled, double
+ * (FP64 data, the gradient checks' reference) at the baseline. */
+#define MP_BN_LEVEL(ACC, ISA)                                                                 \
+    MP_BN_TILE_FN(ACC, ISA)                                                                   \
+    MP_BN_CHUNK_FN(ACC, ISA)                                                                  \
+    MP_BN_SUMS(ACC, ISA)                                                                      \
+    MP_BN_ROWS_FN(ACC, ISA)                                                                   \
+    MP_BN_FWD_FN(ACC, ISA)                                                                    \
+    MP_BN_BWD_FN(ACC, ISA)
+#define MP_BN_FLOAT_LEVEL(ISA) MP_BN_LEVEL(float, ISA)
+MP_ISA_LEVELS(MP_BN_FLOAT_LEVEL)
+MP_BN_LEVEL(double, BASE)
+
+
 mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_tensor *x,
                                    const mp_tensor *gamma, const mp_tensor *beta,
                                    mp_tensor *running_mean, mp_tensor *running_var,
@@ -302,60 +449,15 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                    "batchnorm_forward");
     MP_CPU_REQUIRE(a->eps > 0 && a->momentum >= 0 && a->momentum <= 1, "batchnorm_forward");
     MP_CPU_REQUIRE(M >= (train ? 2 : 1), "batchnorm_forward values per channel");
-    MP_CPU_DISPATCH(x->dtype, BN_FWD, a, train, x, gamma, beta, running_mean, running_var,
+    if (x->dtype == MP_F64)
+        bn_forward_double_BASE(a, train, x, gamma, beta, running_mean, running_var, save_mean,
+                               save_invstd, y, M, C);
+    else
+        MP_ISA_CALL(bn_forward_float, a, train, x, gamma, beta, running_mean, running_var,
                     save_mean, save_invstd, y, M, C);
     return MP_OK;
 }
 
-/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), the closed form of
- * gamma invstd / M (M dy - sum(dy) - xhat sum(dy xhat)); dgamma = sum(dy xhat), dbeta = sum(dy). */
-#define BN_BWD(T, ACC, LD, ST, x, dy, gamma, sm, si, dx, dgamma, dbeta, M, C)                  \
-    do {                                                                                      \
-        (void)sizeof(T);                                                                      \
-        (void)LD;                                                                             \
-        (void)ST;                                                                             \
-        const int64_t R = (C) >= MP_BN_TILE ? 1 : MP_BN_TILE / (C);                           \
-        ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 5, sizeof(ACC)));        \
-        ACC *invstd = mean + (C), *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);      \
-        for (int64_t c = 0; c < (C); c++) {                                                   \
-            mean[c] = (ACC)ld(sm, c);                                                         \
-            invstd[c] = (ACC)ld(si, c);                                                       \
-        }                                                                                     \
-        bn_sums(x, dy, M, C, (const ACC *)mean, (const ACC *)invstd, k + (C), sdy, sdx);      \
-        for (int64_t c = 0; c < (C); c++) {                                                   \
-            st(dgamma, c, (double)sdx[c]);                                                    \
-            st(dbeta, c, (double)sdy[c]);                                                     \
-        }                                                                                     \
-        if (dx) {                                                                             \
-            for (int64_t c = 0; c < (C); c++) {                                               \
-                k[c] = (ACC)ld(gamma, c) * invstd[c];                                         \
-                sdy[c] /= (ACC)(M);                                                           \
-                sdx[c] /= (ACC)(M);                                                           \
-            }                                                                                 \
-            MP_CPU_PARALLEL_FOR((M) * (C))                                                    \
-            for (int64_t m0 = 0; m0 < (M); m0 += R) {                                         \
-                const int64_t r = bn_rows(M, R, m0);                                          \
-                ACC *xb = mp_cpu_workspace(MP_CPU_WS_BN_TILE,                                 \
-                                           (size_t)(2 * R * (C)) * sizeof(ACC));              \
-                ACC *gb = xb + R * (C);                                                       \
-                const ACC *v = MP_CPU_WIDEN(ACC, x, m0 * (C), r * (C), xb);                   \
-                const ACC *g = MP_CPU_WIDEN(ACC, dy, m0 * (C), r * (C), gb);                  \
-                ACC *o = (dx)->dtype == MP_CPU_ACC_DTYPE(ACC) ? (ACC *)mp_cpu_at(dx, m0 * (C)) \
-                                                               : xb;                          \
-                for (int64_t m = 0; m < r; m++)                                               \
-                    for (int64_t c = 0; c < (C); c++) {                                       \
-                        int64_t i = m * (C) + c;                                              \
-                        ACC xhat = (v[i] - mean[c]) * invstd[c];                              \
-                        o[i] = k[c] * (g[i] - sdy[c] - xhat * sdx[c]);                        \
-                    }                                                                         \
-                if (o == xb)                                                                  \
-                    mp_convert(mp_cpu_at(dx, m0 * (C)), (dx)->dtype, xb,                      \
-                               MP_CPU_ACC_DTYPE(ACC), (size_t)(r * (C)));                     \
-            }                                                                                 \
-        }                                                                                     \
-    } while (0)
-
-MP_VECTOR_CLONES
 mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
                                     const mp_tensor *dy, const mp_tensor *gamma,
                                     const mp_tensor *save_mean, const mp_tensor *save_invstd,
@@ -372,7 +474,10 @@ mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
     MP_CPU_REQUIRE(per_channel(save_mean, C, false) && per_channel(save_invstd, C, false) &&
                        per_channel(dgamma, C, false) && per_channel(dbeta, C, false),
                    "batchnorm_backward");
-    MP_CPU_DISPATCH(x->dtype, BN_BWD, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+    if (x->dtype == MP_F64)
+        bn_backward_double_BASE(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, M, C);
+    else
+        MP_ISA_CALL(bn_backward_float, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                     M, C);
     return MP_OK;
 }

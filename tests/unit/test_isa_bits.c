@@ -1,25 +1,28 @@
-/* The CPU kernels compiled for AVX2 as well as for the baseline (engine/vector_clones.h) give
- * the baseline's bits. tests/CMakeLists.txt compiles second copies of the sources that use the
- * clones into this test, with the clones turned off and their ops renamed mp_isa_*: the
- * library's op table (the AVX2 copies where the CPU has AVX2) and those baseline copies run on
- * the same inputs and every output is compared byte for byte. BatchNorm: FP32, fp16, bf16 and
- * FP64 (half inputs with FP32 and with half per-channel tensors), training and evaluation
- * forward and backward (with and without dx), over channel counts inside, at and across the
- * vector widths and row counts from one lane to many chunks of engine/bn_rule.h. The rest: every
- * op of tests/util/test_cpu_ops.h in every dtype, with 37 channels (no vector width divides a
- * row, so the vector tails run). The bf16 bulk conversions, the
- * other cloned loops, are checked against the element-wise definitions in test_convert_fast.
- * Skipped, saying why, where the build makes no AVX2 copies or the CPU has no AVX2. On a CPU
- * with AVX2 the library's own baseline copies never run; they are the same code as the copies
- * compiled here. The sabotage that shows the test can fail: compile the copy of optim.c with
- * "-mfma;-ffp-contract=fast" (a COMPILE_OPTIONS property in tests/CMakeLists.txt), and the
- * optimizer outputs differ. */
+/* The CPU kernels compiled for wider vectors as well as for the baseline give the baseline's
+ * bits. tests/CMakeLists.txt compiles second copies of the sources that use them into this test,
+ * with the wider copies turned off and their ops renamed mp_isa_*: the library's op table and
+ * those baseline copies run on the same inputs and every output is compared byte for byte.
+ * BatchNorm, dispatched by level (engine/backend_cpu/isa.h, half conversions by the CPU's own
+ * instructions), runs at every level this CPU has, one after the other (mp_cpu_isa_cap): FP32,
+ * fp16, bf16 and FP64 (half inputs with FP32 and with half per-channel tensors), training and
+ * evaluation forward and backward (with and without dx), over channel counts inside, at and
+ * across the vector widths and row counts from one lane to many chunks of engine/bn_rule.h; and
+ * again with NaN, infinity, subnormal and out-of-range values among the inputs, so that the
+ * vectors that hold them take the portable rounding path. The rest (engine/vector_clones.h's
+ * AVX2 clones): every op of tests/util/test_cpu_ops.h in every dtype, with 37 channels (no
+ * vector width divides a row, so the vector tails run). The conversions themselves are checked
+ * against the element-wise definitions in test_convert_fast (mp_convert) and test_vec8 (the
+ * kernels' vector loads and stores). Skipped, saying why, where the build makes no wider copies
+ * or the CPU has no AVX2. The sabotage that shows the test can fail: compile the copy of
+ * optim.c with "-mfma;-ffp-contract=fast" (a COMPILE_OPTIONS property in tests/CMakeLists.txt),
+ * and the optimizer outputs differ. */
 #include "tests/util/test_util.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/isa.h"
 #include "engine/rng.h"
 #include "engine/tensor.h"
 #include "engine/vector_clones.h"
@@ -55,25 +58,25 @@ static bool have_avx2(void)
     return true;
 }
 
-/* ops' BatchNorm (mp_test_cpu_bn_run) with inputs drawn from `seed`, into o (emptied first). */
+/* ops' BatchNorm (mp_test_cpu_bn_run) with inputs drawn from `seed` (with special values when
+ * `specials`), into o (emptied first). */
 static void run_bn(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
-                   uint64_t seed, mp_test_outputs *o)
+                   uint64_t seed, bool specials, mp_test_outputs *o)
 {
     mp_rng r;
     mp_rng_seed(&r, 2027, seed);
     memset(o, 0, sizeof *o);
-    mp_test_cpu_bn_run(ops, dt, pt, M, C, &r, o);
+    (specials ? mp_test_cpu_bn_run_specials : mp_test_cpu_bn_run)(ops, dt, pt, M, C, &r, o);
 }
 
-static void test_batchnorm_avx2_is_baseline(void **state)
+/* BatchNorm at level `isa` (the library's copy) against the baseline copy, over the shapes and
+ * dtypes above; with special values among the inputs when `specials`. */
+static void bn_level_is_baseline(mp_isa isa, bool specials)
 {
-    (void)state;
-    if (!have_avx2())
-        skip();
-    mp_backend_cpu_threads(2);
     const mp_dtype dts[4] = {MP_F32, MP_F16, MP_BF16, MP_F64};
     const int64_t Cs[] = {1, 3, 8, 16, 17, 32, 64, 67}, Ms[] = {2, 7, 64, 65, 1000, 36001};
     uint64_t seed = 0;
+    mp_cpu_isa_cap(isa);
     for (int d = 0; d < 4; d++)
         for (size_t c = 0; c < sizeof Cs / sizeof *Cs; c++)
             for (size_t m = 0; m < sizeof Ms / sizeof *Ms; m++)
@@ -83,14 +86,27 @@ static void test_batchnorm_avx2_is_baseline(void **state)
                         continue;
                     mp_dtype pt = half_params ? dts[d] : dts[d] == MP_F64 ? MP_F64 : MP_F32;
                     mp_test_outputs l, i;
-                    run_bn(mp_backend_cpu(), dts[d], pt, Ms[m], Cs[c], seed, &l);
-                    run_bn(&base, dts[d], pt, Ms[m], Cs[c], seed++, &i);
-                    char what[96];
+                    run_bn(mp_backend_cpu(), dts[d], pt, Ms[m], Cs[c], seed, specials, &l);
+                    run_bn(&base, dts[d], pt, Ms[m], Cs[c], seed++, specials, &i);
+                    char what[128];
                     snprintf(what, sizeof what,
-                             "between the AVX2 and the baseline BatchNorm (M %lld, C %lld)",
-                             (long long)Ms[m], (long long)Cs[c]);
+                             "between level %d and the baseline BatchNorm (M %lld, C %lld%s)",
+                             (int)isa, (long long)Ms[m], (long long)Cs[c],
+                             specials ? ", special values" : "");
                     mp_test_outputs_same(&l, &i, what, dts[d]);
                 }
+    mp_cpu_isa_cap(MP_ISA_AVX512BF16);
+}
+
+static void test_batchnorm_levels_are_baseline(void **state)
+{
+    (void)state;
+    if (!have_avx2())
+        skip();
+    mp_backend_cpu_threads(2);
+    for (int isa = MP_ISA_AVX2; isa <= (int)mp_cpu_isa_max(); isa++)
+        for (int specials = 0; specials < 2; specials++)
+            bn_level_is_baseline((mp_isa)isa, specials);
     mp_backend_cpu_threads(1);
 }
 
@@ -112,7 +128,7 @@ static void test_other_ops_avx2_are_baseline(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_batchnorm_avx2_is_baseline),
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_batchnorm_levels_are_baseline),
                                        cmocka_unit_test(test_other_ops_avx2_are_baseline)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

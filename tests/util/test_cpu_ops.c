@@ -78,12 +78,33 @@ static void pooling(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r, mp_tes
     mp_tensor_free(&x);
 }
 
-void mp_test_cpu_bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
-                        mp_rng *r, mp_test_outputs *o)
+/* Writes mp_test_cpu_bn_run_specials's special values into x and dy (M rows of C channels). */
+static void bn_specials(mp_tensor *x, mp_tensor *dy, int64_t M, int64_t C)
+{
+    const mp_dtype dt = x->dtype;
+    const double tiny = dt == MP_F16 ? 3e-6 : 1e-39; /* subnormal in fp16; in FP32 and bf16 */
+    for (int64_t m = 0; m < M; m++) {
+        mp_store(dy->data, dt, (size_t)(m * C), tiny * (double)(1 + m % 3));
+        if (C > 9 && m % 5 == 1)
+            mp_store(x->data, dt, (size_t)(m * C + 9), NAN);
+        if (C > 2) {
+            mp_store(x->data, dt, (size_t)(m * C + 2), m % 2 ? 6e4 : -6e4);
+            mp_store(dy->data, dt, (size_t)(m * C + 2), 6e4);
+        }
+        if (C > 10 && m == M / 2)
+            mp_store(x->data, dt, (size_t)(m * C + 10), INFINITY);
+    }
+}
+
+/* mp_test_cpu_bn_run, with bn_specials's values among the inputs when `specials`. */
+static void bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C, mp_rng *r,
+                   bool specials, mp_test_outputs *o)
 {
     int64_t s[2] = {M, C}, cs[1] = {C};
     mp_bn_args a = {.eps = 1e-5, .momentum = 0.1};
     mp_tensor x = mp_test_rand(dt, 2, s, r, -2, 3), dy = mp_test_rand(dt, 2, s, r, -1, 1);
+    if (specials)
+        bn_specials(&x, &dy, M, C);
     mp_tensor g = mp_test_rand(pt, 1, cs, r, 0.5, 1.5), b = mp_test_rand(pt, 1, cs, r, -1, 1);
     mp_tensor *rm = mp_test_keep(o, mp_test_rand(pt, 1, cs, r, -0.1, 0.1));
     mp_tensor *rv = mp_test_keep(o, mp_test_rand(pt, 1, cs, r, 0.9, 1.1));
@@ -104,6 +125,18 @@ void mp_test_cpu_bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, 
     mp_tensor *all[] = {&x, &dy, &g, &b};
     for (int i = 0; i < 4; i++)
         mp_tensor_free(all[i]);
+}
+
+void mp_test_cpu_bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
+                        mp_rng *r, mp_test_outputs *o)
+{
+    bn_run(ops, dt, pt, M, C, r, false, o);
+}
+
+void mp_test_cpu_bn_run_specials(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M,
+                                 int64_t C, mp_rng *r, mp_test_outputs *o)
+{
+    bn_run(ops, dt, pt, M, C, r, true, o);
 }
 
 static void optimizer(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs *o)

@@ -34,6 +34,13 @@ void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outp
 void mp_test_cpu_bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
                         mp_rng *r, mp_test_outputs *o);
 
+/* mp_test_cpu_bn_run with special values among the inputs: channel 0 of dy subnormal (in fp16,
+ * FP32 and bf16: so is dx there), channel 2 of x and dy +-60000 (fp16's range edge: dx
+ * overflows there), and in the next vector of 8 channels, NaN (channel 9 of x, every fifth row)
+ * and infinity (channel 10 of x, one row): both make their channel's outputs NaN. */
+void mp_test_cpu_bn_run_specials(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M,
+                                 int64_t C, mp_rng *r, mp_test_outputs *o);
+
 /* Fails the test, naming `what`, dt and the output's index, unless a and b hold the same
  * outputs byte for byte; frees both's tensors. */
 void mp_test_outputs_same(mp_test_outputs *a, mp_test_outputs *b, const char *what, mp_dtype dt);
