@@ -6,11 +6,14 @@
  * together) and the bytes a step moves (forward: x read twice, y written once; backward: x and
  * dy read twice, dx written once), with the rate that gives; and, last, the mean ms of a
  * backward without dx (parameter gradients only: the sums pass alone).
- * Usage: bench_batchnorm [THREADS (default 2)] [REPS (default 20)], integers 1-4096. A bad
+ * Usage: bench_batchnorm [THREADS (default 2)] [REPS (default 20)] [LEVEL], integers 1-4096;
+ * LEVEL (0-3) caps the vector level of engine/backend_cpu/isa.h (0 BASE, 1 AVX2, 2 AVX512,
+ * 3 AVX512BF16; default: the CPU's highest), to compare the levels on one machine. A bad
  * argument or any failure prints one line on stderr and exits 2. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engine/backend_cpu/isa.h"
 #include "engine/clock.h"
 #include "engine/dtype.h"
 #include "engine/ops.h"
@@ -52,19 +55,23 @@ static int count_arg(int argc, char **argv, int i, int dflt)
 int main(int argc, char **argv)
 {
     int threads = count_arg(argc, argv, 1, 2), reps = count_arg(argc, argv, 2, 20);
-    if (argc > 3 || threads < 1 || reps < 1) {
-        fprintf(stderr, "bench_batchnorm: usage: bench_batchnorm [THREADS] [REPS] (integers "
-                        "1-4096)\n");
+    int level = argc > 3 && argv[3][0] >= '0' && argv[3][0] <= '3' && !argv[3][1]
+                    ? argv[3][0] - '0'
+                    : argc > 3 ? -1 : MP_ISA_AVX512BF16;
+    if (argc > 4 || threads < 1 || reps < 1 || level < 0) {
+        fprintf(stderr, "bench_batchnorm: usage: bench_batchnorm [THREADS] [REPS] [LEVEL] "
+                        "(integers 1-4096; LEVEL 0-3)\n");
         return 2;
     }
+    mp_cpu_isa_cap((mp_isa)level);
     const mp_ops *ops = mp_backend_cpu();
     mp_backend_cpu_threads(threads);
     const int64_t shapes[2][4] = {{128, 28, 28, 32}, {128, 14, 14, 64}};
     const mp_dtype dts[3] = {MP_F32, MP_F16, MP_BF16};
     const mp_bn_args a = {.eps = 1e-5, .momentum = 0.1};
     printf("# BatchNorm of cnn_bn (batch 128: 128x28x28x32 and 128x14x14x64), %d threads, "
-           "%d steps after 2 warm-up\n",
-           threads, reps);
+           "%d steps after 2 warm-up, vector level %d\n",
+           threads, reps, (int)mp_cpu_isa());
     printf("%-6s %12s %12s %14s %14s %12s\n", "dtype", "fwd_ms", "bwd_ms", "fwd_GB/s_min",
            "bwd_GB/s_min", "sums_ms");
     mp_rng r;

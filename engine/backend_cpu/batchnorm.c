@@ -69,7 +69,10 @@ typedef double bn_vec_double __attribute__((vector_size(32)));
 #define BN_VLD_double(ISA) bn_vld_f64
 #define BN_VST_double(ISA) bn_vst_f64
 
-BN_INLINE float bn_ld1_float(mp_dtype dt, const void *p, int64_t o) { return mp_v8_load1(dt, p, o); }
+BN_INLINE float bn_ld1_float(mp_dtype dt, const void *p, int64_t o)
+{
+    return mp_v8_load1(dt, p, o);
+}
 BN_INLINE void bn_st1_float(mp_dtype dt, void *p, int64_t o, float v) { mp_v8_store1(dt, p, o, v); }
 
 BN_INLINE bn_vec_double bn_vld_f64(mp_dtype dt, const void *p, int64_t o)
@@ -98,7 +101,7 @@ BN_INLINE void bn_st1_double(mp_dtype dt, void *p, int64_t o, double v)
 /* BN_BY_DTYPE_<ACC>(dt, F, args...): F(DT, args...) with DT the constant equal to dt, the storage
  * dtypes of accumulator ACC (FP32, fp16 and bf16 for float; FP64 for double), so that an always
  * inlined F is compiled once per dtype from one source. */
-#define BN_BY_DTYPE_float(dt, F, ...)                                                           \
+#define BN_BY_DTYPE_float(dt, F, ...)                                                         \
     do {                                                                                      \
         if ((dt) == MP_F16)                                                                   \
             F(MP_F16, __VA_ARGS__);                                                           \
@@ -107,7 +110,7 @@ BN_INLINE void bn_st1_double(mp_dtype dt, void *p, int64_t o, double v)
         else                                                                                  \
             F(MP_F32, __VA_ARGS__);                                                           \
     } while (0)
-#define BN_BY_DTYPE_double(dt, F, ...) F(MP_F64, __VA_ARGS__)
+#define BN_BY_DTYPE_double(dt, F, ...) ((void)(dt), F(MP_F64, __VA_ARGS__))
 
 /* What bn_tile adds: x; (x - mean)^2; g (x - mean) invstd (g: dy). */
 enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
@@ -136,9 +139,9 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
  * BN_SUM_GX), invstd and g (BN_SUM_GX) are read only where used. Always inlined, so that `what`
  * and dt are constants. */
 #define MP_BN_TILE_FN(ACC, ISA)                                                               \
-    MP_ISA_TARGET_##ISA BN_INLINE void bn_tile_##ACC##_##ISA(int what, mp_dtype dt, ACC *restrict lane, const void *v,    \
-                                 const void *g, int64_t off, const ACC *restrict mean,        \
-                                 const ACC *restrict invstd, int64_t r, int64_t C)            \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_tile_##ACC##_##ISA(                                 \
+        int what, mp_dtype dt, ACC *restrict lane, const void *v, const void *g, int64_t off, \
+        const ACC *restrict mean, const ACC *restrict invstd, int64_t r, int64_t C)           \
     {                                                                                         \
         enum { L = MP_BN_LANES, W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };              \
         const bool gx = what == BN_SUM_GX;                                                    \
@@ -156,15 +159,15 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
                 _Pragma("GCC unroll 8") for (int q = 0; q < L; q++)                           \
                 {                                                                             \
                     const int64_t o = off + (i + q) * C + c0;                                 \
-                    const bn_vec_##ACC xv = BN_VLD_##ACC(ISA)(dt, v, o);                           \
-                    const bn_vec_##ACC gv = gx ? BN_VLD_##ACC(ISA)(dt, g, o) : xv;                 \
+                    const bn_vec_##ACC xv = BN_VLD_##ACC(ISA)(dt, v, o);                      \
+                    const bn_vec_##ACC gv = gx ? BN_VLD_##ACC(ISA)(dt, g, o) : xv;            \
                     BN_TERM(what, a[q], xv, gv, mu, is);                                      \
                 }                                                                             \
             }                                                                                 \
             for (int q = 0; i < r; i++, q++) {                                                \
                 const int64_t o = off + i * C + c0;                                           \
-                const bn_vec_##ACC xv = BN_VLD_##ACC(ISA)(dt, v, o);                               \
-                const bn_vec_##ACC gv = gx ? BN_VLD_##ACC(ISA)(dt, g, o) : xv;                     \
+                const bn_vec_##ACC xv = BN_VLD_##ACC(ISA)(dt, v, o);                          \
+                const bn_vec_##ACC gv = gx ? BN_VLD_##ACC(ISA)(dt, g, o) : xv;                \
                 BN_TERM(what, a[q], xv, gv, mu, is);                                          \
             }                                                                                 \
             for (int q = 0; q < L; q++)                                                       \
@@ -187,7 +190,7 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
  * overlap, which restrict tells the compiler so that it vectorises over the channels without a
  * run-time overlap check. Always inlined, so it gets the caller's level. */
 #define MP_BN_DY_ROWS(ACC)                                                                    \
-    BN_INLINE void bn_dy_rows_##ACC(ACC *restrict lane, ACC *restrict lane2,                 \
+    BN_INLINE void bn_dy_rows_##ACC(ACC *restrict lane, ACC *restrict lane2,                  \
                                     const ACC *restrict v, const ACC *restrict g,             \
                                     const ACC *restrict mean, const ACC *restrict invstd,     \
                                     int64_t r, int64_t C)                                     \
@@ -205,35 +208,35 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
 MP_BN_DY_ROWS(float)
 MP_BN_DY_ROWS(double)
 
-/* One chunk's sums, rows r0 .. r1 - 1 of x (and dy), both of storage dtype dt, into t (2 C):
+/* bn_chunk_<ACC>_<ISA>: one chunk's sums, rows r0 .. r1 - 1 of x (and dy), both of storage
+ * dtype dt, into t (2 C), a tile of R rows (a multiple of MP_BN_LANES, so that each tile starts
+ * on lane 0; small enough for L1 while bn_tile walks it block of channels by block) at a time:
  * without dy (forward), t[c] the chunk's sum and t[C + c] its sum of squares about its own mean
- * (bn_rule.h's chunk rule: two sweeps over the chunk, the second from cache); with dy
- * (backward), t[c] = sum of dy and t[C + c] = sum of dy (x - mean) invstd, a tile of R rows (a
- * multiple of MP_BN_LANES) at a time, two sweeps over each. lane: 2 MP_BN_LANES C scratch. */
+ * (bn_rule.h's chunk rule: two sweeps over the chunk, the second from cache where the chunk
+ * fits); with dy (backward), t[c] = sum of dy and t[C + c] = sum of dy (x - mean) invstd, two
+ * sweeps over each tile. lane: 2 MP_BN_LANES C scratch. */
 #define MP_BN_CHUNK_FN(ACC, ISA)                                                              \
-    MP_ISA_TARGET_##ISA BN_INLINE void bn_chunk_##ACC##_##ISA(mp_dtype dt, const void *x, const void *dy, int64_t r0,     \
-                                  int64_t r1, int64_t R, int64_t C, const ACC *mean,          \
-                                  const ACC *invstd, ACC *lane, ACC *t)                       \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_chunk_dt_##ACC##_##ISA(                             \
+        mp_dtype dt, const void *x, const void *dy, int64_t r0, int64_t r1, int64_t R,        \
+        int64_t C, const ACC *mean, const ACC *invstd, ACC *lane, ACC *t)                     \
     {                                                                                         \
         ACC *lane2 = lane + MP_BN_LANES * C;                                                  \
         for (int sweep = 0; sweep < (dy ? 1 : 2); sweep++) {                                  \
             for (int64_t i = 0; i < 2 * MP_BN_LANES * C; i++)                                 \
                 lane[i] = 0;                                                                  \
-            if (!dy) {                                                                        \
-                const int64_t what = sweep ? BN_SUM_SQ : BN_SUM_X;                           \
-                bn_tile_##ACC##_##ISA(what, dt, lane, x, NULL, r0 * C, t + C, NULL, r1 - r0, C);      \
-            } else {                                                                          \
-                for (int64_t m0 = r0; m0 < r1; m0 += R) {                                     \
-                    const int64_t r = bn_rows(r1, R, m0);                                     \
-                    if (dt == MP_CPU_ACC_DTYPE(ACC)) {                                        \
-                        bn_dy_rows_##ACC(lane, lane2, (const ACC *)x + m0 * C,                \
-                                         (const ACC *)dy + m0 * C, mean, invstd, r, C);       \
-                    } else {                                                                  \
-                        bn_tile_##ACC##_##ISA(BN_SUM_X, dt, lane, dy, NULL, m0 * C, NULL,     \
-                                              NULL, r, C);                                    \
-                        bn_tile_##ACC##_##ISA(BN_SUM_GX, dt, lane2, x, dy, m0 * C, mean,      \
-                                              invstd, r, C);                                  \
-                    }                                                                         \
+            for (int64_t m0 = r0; m0 < r1; m0 += R) {                                         \
+                const int64_t r = bn_rows(r1, R, m0), o = m0 * C;                             \
+                if (!dy && !sweep) {                                                          \
+                    bn_tile_##ACC##_##ISA(BN_SUM_X, dt, lane, x, NULL, o, NULL, NULL, r, C);  \
+                } else if (!dy) {                                                             \
+                    bn_tile_##ACC##_##ISA(BN_SUM_SQ, dt, lane, x, NULL, o, t + C, NULL, r, C); \
+                } else if (dt == MP_CPU_ACC_DTYPE(ACC)) {                                     \
+                    bn_dy_rows_##ACC(lane, lane2, (const ACC *)x + o, (const ACC *)dy + o,    \
+                                     mean, invstd, r, C);                                     \
+                } else {                                                                      \
+                    bn_tile_##ACC##_##ISA(BN_SUM_X, dt, lane, dy, NULL, o, NULL, NULL, r, C); \
+                    bn_tile_##ACC##_##ISA(BN_SUM_GX, dt, lane2, x, dy, o, mean, invstd, r,    \
+                                          C);                                                 \
                 }                                                                             \
             }                                                                                 \
             ACC *u = t + (sweep ? C : 0); /* the chunk's sum (sums): lanes in order */        \
@@ -247,17 +250,126 @@ MP_BN_DY_ROWS(double)
                 for (int64_t c = 0; c < C; c++)                                               \
                     t[C + c] = MP_BN_CHUNK_MEAN(ACC, t[c], r1 - r0);                          \
         }                                                                                     \
+    }                                                                                         \
+    MP_ISA_TARGET_##ISA static void bn_chunk_##ACC##_##ISA(                                   \
+        mp_dtype dt, const void *x, const void *dy, int64_t r0, int64_t r1, int64_t R,        \
+        int64_t C, const ACC *mean, const ACC *invstd, ACC *lane, ACC *t)                     \
+    {                                                                                         \
+        BN_BY_DTYPE_##ACC(dt, bn_chunk_dt_##ACC##_##ISA, x, dy, r0, r1, R, C, mean, invstd,   \
+                          lane, t);                                                           \
     }
+
+/* The element-wise passes over rows m0 .. m0 + r - 1 of C channels, storage dtype dt, FP32 (or
+ * FP64) arithmetic per element, one rounding: bn_norm_<ACC>_<ISA> y = (x - mean) scale + shift;
+ * bn_dx_<ACC>_<ISA> dx = k (dy - sdy - (x - mean) invstd sdx). */
+#define MP_BN_ROWS_FN(ACC, ISA)                                                               \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_norm_dt_##ACC##_##ISA(                              \
+        mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,                \
+                                 const ACC *mean, const ACC *scale,                           \
+                                 const ACC *shift)                                            \
+    {                                                                                         \
+        enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
+        for (int64_t m = m0; m < m0 + r; m++) {                                               \
+            int64_t c = 0;                                                                    \
+            for (; c + W <= C; c += W) {                                                      \
+                bn_vec_##ACC mu, sc, sh;                                                      \
+                BN_LD(mu, mean + c);                                                          \
+                BN_LD(sc, scale + c);                                                         \
+                BN_LD(sh, shift + c);                                                         \
+                const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                   \
+                BN_VST_##ACC(ISA)(dt, y, m * C + c, (v - mu) * sc + sh);                      \
+            }                                                                                 \
+            for (; c < C; c++)                                                                \
+                bn_st1_##ACC(dt, y, m * C + c,                                                \
+                             (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * scale[c] + shift[c]); \
+        }                                                                                     \
+    }                                                                                         \
+    MP_ISA_TARGET_##ISA BN_INLINE void bn_dx_dt_##ACC##_##ISA(                                \
+        mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0, int64_t r,          \
+                               int64_t C, const ACC *mean, const ACC *invstd,                 \
+                               const ACC *k, const ACC *sdy, const ACC *sdx)                  \
+    {                                                                                         \
+        enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
+        for (int64_t m = m0; m < m0 + r; m++) {                                               \
+            int64_t c = 0;                                                                    \
+            for (; c + W <= C; c += W) {                                                      \
+                bn_vec_##ACC mu, is, kk, sg, sx;                                              \
+                BN_LD(mu, mean + c);                                                          \
+                BN_LD(is, invstd + c);                                                        \
+                BN_LD(kk, k + c);                                                             \
+                BN_LD(sg, sdy + c);                                                           \
+                BN_LD(sx, sdx + c);                                                           \
+                const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                   \
+                const bn_vec_##ACC g = BN_VLD_##ACC(ISA)(dt, dy, m * C + c);                  \
+                const bn_vec_##ACC xhat = (v - mu) * is;                                      \
+                BN_VST_##ACC(ISA)(dt, dx, m * C + c, kk * (g - sg - xhat * sx));              \
+            }                                                                                 \
+            for (; c < C; c++) {                                                              \
+                const ACC xhat = (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * invstd[c];      \
+                const ACC g = bn_ld1_##ACC(dt, dy, m * C + c);                                \
+                bn_st1_##ACC(dt, dx, m * C + c, k[c] * (g - sdy[c] - xhat * sdx[c]));         \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    MP_ISA_TARGET_##ISA static void bn_norm_##ACC##_##ISA(                                    \
+        mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,                \
+        const ACC *mean, const ACC *scale, const ACC *shift)                                  \
+    {                                                                                         \
+        BN_BY_DTYPE_##ACC(dt, bn_norm_dt_##ACC##_##ISA, x, y, m0, r, C, mean, scale, shift);  \
+    }                                                                                         \
+    MP_ISA_TARGET_##ISA static void bn_dx_##ACC##_##ISA(                                      \
+        mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0, int64_t r,          \
+        int64_t C, const ACC *mean, const ACC *invstd, const ACC *k, const ACC *sdy,          \
+        const ACC *sdx)                                                                       \
+    {                                                                                         \
+        BN_BY_DTYPE_##ACC(dt, bn_dx_dt_##ACC##_##ISA, x, dy, dx, m0, r, C, mean, invstd, k,   \
+                          sdy, sdx);                                                          \
+    }
+
+/* A level's kernels for accumulator ACC, called per chunk or tile of rows by the passes below
+ * (which run the threads: no OpenMP region is compiled for a level), and the table of them by
+ * level: float at every level compiled, double (FP64 data, the gradient checks' reference) at the
+ * baseline. bn_pick_<ACC>() is the level to use now. */
+#define MP_BN_LEVEL_TYPE(ACC)                                                                 \
+    typedef struct {                                                                          \
+        void (*chunk)(mp_dtype dt, const void *x, const void *dy, int64_t r0, int64_t r1,     \
+                      int64_t R, int64_t C, const ACC *mean, const ACC *invstd, ACC *lane,    \
+                      ACC *t);                                                                \
+        void (*norm)(mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,   \
+                     const ACC *mean, const ACC *scale, const ACC *shift);                    \
+        void (*dx)(mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0,          \
+                   int64_t r, int64_t C, const ACC *mean, const ACC *invstd, const ACC *k,    \
+                   const ACC *sdy, const ACC *sdx);                                           \
+    } bn_level_##ACC;
+MP_BN_LEVEL_TYPE(float)
+MP_BN_LEVEL_TYPE(double)
+
+#define MP_BN_LEVEL(ACC, ISA)                                                                 \
+    MP_BN_TILE_FN(ACC, ISA)                                                                   \
+    MP_BN_CHUNK_FN(ACC, ISA)                                                                  \
+    MP_BN_ROWS_FN(ACC, ISA)
+#define MP_BN_FLOAT_LEVEL(ISA) MP_BN_LEVEL(float, ISA)
+MP_ISA_LEVELS(MP_BN_FLOAT_LEVEL)
+MP_BN_LEVEL(double, BASE)
+
+#define BN_LEVEL_ROW(ACC, ISA) {bn_chunk_##ACC##_##ISA, bn_norm_##ACC##_##ISA, bn_dx_##ACC##_##ISA}
+#define BN_FLOAT_ROW(ISA) [MP_ISA_##ISA] = BN_LEVEL_ROW(float, ISA),
+static const bn_level_float bn_levels_float[] = {MP_ISA_LEVELS(BN_FLOAT_ROW)};
+static const bn_level_double bn_levels_double[] = {BN_LEVEL_ROW(double, BASE)};
+
+static const bn_level_float *bn_pick_float(void) { return &bn_levels_float[mp_cpu_isa_here()]; }
+static const bn_level_double *bn_pick_double(void) { return &bn_levels_double[0]; }
 
 /* The per-channel sums of the training passes for accumulator type ACC over x (M, C), in the
  * order of engine/bn_rule.h (the GPU's). Without dy (forward): s[c] the batch mean and s2[c] the
  * sum of squared deviations from it, by bn_rule.h's chunk rule. With dy (backward): s[c] = sum
  * of dy[m][c] and s2[c] = sum of dy[m][c] (x[m][c] - mean[c]) invstd[c]. The threads take whole
- * chunks (bn_chunk) and write each chunk's two sums into part (2 C a chunk); the chunks are then
- * added in order, so the sums do not depend on the threads. */
-#define MP_BN_SUMS(ACC, ISA)                                                                  \
-    MP_ISA_TARGET_##ISA static void bn_sums_##ACC##_##ISA(const mp_tensor *x, const mp_tensor *dy, int64_t M, int64_t C,  \
-                              const ACC *mean, const ACC *invstd, ACC *part, ACC *s, ACC *s2) \
+ * chunks (level L's chunk function) and write each chunk's two sums into part (2 C a chunk);
+ * the chunks are then added in order, so the sums do not depend on the threads. */
+#define MP_BN_SUMS(ACC)                                                                       \
+    static void bn_sums_##ACC(const bn_level_##ACC *L, const mp_tensor *x, const mp_tensor *dy, \
+                              int64_t M, int64_t C, const ACC *mean, const ACC *invstd,       \
+                              ACC *part, ACC *s, ACC *s2)                                     \
     {                                                                                         \
         int64_t rows;                                                                         \
         const int64_t chunks = mp_bn_chunks(M, &rows), R = bn_tile_rows(C, MP_BN_LANES);      \
@@ -265,9 +377,9 @@ MP_BN_DY_ROWS(double)
         for (int64_t k = 0; k < chunks; k++) {                                                \
             ACC *lane = mp_cpu_workspace(MP_CPU_WS_BN_LANES,                                  \
                                          (size_t)(2 * MP_BN_LANES * C) * sizeof(ACC));        \
-            BN_BY_DTYPE_##ACC(x->dtype, bn_chunk_##ACC##_##ISA, x->data, dy ? dy->data : NULL,        \
-                              k * rows, k * rows + mp_bn_chunk_n(M, rows, k), R, C, mean,     \
-                              invstd, lane, part + 2 * k * C);                                \
+            L->chunk(x->dtype, x->data, dy ? dy->data : NULL, k * rows,                       \
+                     k * rows + mp_bn_chunk_n(M, rows, k), R, C, mean, invstd, lane,          \
+                     part + 2 * k * C);                                                       \
         }                                                                                     \
         for (int64_t c = 0; c < C; c++)                                                       \
             s[c] = s2[c] = 0;                                                                 \
@@ -286,57 +398,8 @@ MP_BN_DY_ROWS(double)
                 s2[c] += MP_BN_CHUNK_DEV(ACC, part[2 * k * C + c], part[(2 * k + 1) * C + c], \
                                          mp_bn_chunk_n(M, rows, k), s[c]);                    \
     }
-
-/* The element-wise passes over rows m0 .. m0 + r - 1 of C channels, storage dtype dt, FP32 (or
- * FP64) arithmetic per element, one rounding: bn_norm_<ACC> y = (x - mean) scale + shift;
- * bn_dx_<ACC> dx = k (dy - sdy - (x - mean) invstd sdx). */
-#define MP_BN_ROWS_FN(ACC, ISA)                                                               \
-    MP_ISA_TARGET_##ISA BN_INLINE void bn_norm_##ACC##_##ISA(mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r,  \
-                                 int64_t C, const ACC *mean, const ACC *scale,                \
-                                 const ACC *shift)                                            \
-    {                                                                                         \
-        enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
-        for (int64_t m = m0; m < m0 + r; m++) {                                               \
-            int64_t c = 0;                                                                    \
-            for (; c + W <= C; c += W) {                                                      \
-                bn_vec_##ACC mu, sc, sh;                                                      \
-                BN_LD(mu, mean + c);                                                          \
-                BN_LD(sc, scale + c);                                                         \
-                BN_LD(sh, shift + c);                                                         \
-                const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                        \
-                BN_VST_##ACC(ISA)(dt, y, m * C + c, (v - mu) * sc + sh);                           \
-            }                                                                                 \
-            for (; c < C; c++)                                                                \
-                bn_st1_##ACC(dt, y, m * C + c,                                                \
-                             (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * scale[c] + shift[c]); \
-        }                                                                                     \
-    }                                                                                         \
-    MP_ISA_TARGET_##ISA BN_INLINE void bn_dx_##ACC##_##ISA(mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0, \
-                               int64_t r, int64_t C, const ACC *mean, const ACC *invstd,      \
-                               const ACC *k, const ACC *sdy, const ACC *sdx)                  \
-    {                                                                                         \
-        enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
-        for (int64_t m = m0; m < m0 + r; m++) {                                               \
-            int64_t c = 0;                                                                    \
-            for (; c + W <= C; c += W) {                                                      \
-                bn_vec_##ACC mu, is, kk, sg, sx;                                              \
-                BN_LD(mu, mean + c);                                                          \
-                BN_LD(is, invstd + c);                                                        \
-                BN_LD(kk, k + c);                                                             \
-                BN_LD(sg, sdy + c);                                                           \
-                BN_LD(sx, sdx + c);                                                           \
-                const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                        \
-                const bn_vec_##ACC g = BN_VLD_##ACC(ISA)(dt, dy, m * C + c);                       \
-                const bn_vec_##ACC xhat = (v - mu) * is;                                      \
-                BN_VST_##ACC(ISA)(dt, dx, m * C + c, kk * (g - sg - xhat * sx));                   \
-            }                                                                                 \
-            for (; c < C; c++) {                                                              \
-                const ACC xhat = (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * invstd[c];      \
-                const ACC g = bn_ld1_##ACC(dt, dy, m * C + c);                                \
-                bn_st1_##ACC(dt, dx, m * C + c, k[c] * (g - sdy[c] - xhat * sdx[c]));         \
-            }                                                                                 \
-        }                                                                                     \
-    }
+MP_BN_SUMS(float)
+MP_BN_SUMS(double)
 
 /* ACCs of the BN workspace: `n` C per-channel rows and the chunks' sums (2 C each). */
 static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
@@ -345,20 +408,21 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
     return (size_t)((n + 2 * mp_bn_chunks(M, &rows)) * C) * acc;
 }
 
-/* Training or evaluation forward at level ISA for accumulator ACC (the dtypes of x it takes:
- * BN_BY_DTYPE_<ACC>); the arguments are mp_cpu_batchnorm_forward's, checked. */
-#define MP_BN_FWD_FN(ACC, ISA)                                                                \
-    MP_ISA_TARGET_##ISA static void bn_forward_##ACC##_##ISA(                                 \
+/* Training or evaluation forward for accumulator ACC (the dtypes of x it takes: BN_BY_DTYPE_<ACC>)
+ * at the level bn_pick_<ACC>() picks; the arguments are mp_cpu_batchnorm_forward's, checked. */
+#define MP_BN_FWD_FN(ACC)                                                                     \
+    static void bn_forward_##ACC(                                                             \
         const mp_bn_args *a, bool train, const mp_tensor *x, const mp_tensor *gamma,          \
         const mp_tensor *beta, mp_tensor *rm, mp_tensor *rv, mp_tensor *sm, mp_tensor *si,    \
         mp_tensor *y, int64_t M, int64_t C)                                                   \
     {                                                                                         \
         const int64_t R = bn_tile_rows(C, 1);                                                 \
+        const bn_level_##ACC *L = bn_pick_##ACC();                                            \
         ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 4, sizeof(ACC)));        \
         ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C), *part = s + (C);     \
         const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
         if (train) {                                                                          \
-            bn_sums_##ACC##_##ISA(x, NULL, M, C, NULL, NULL, part, mean, s);                          \
+            bn_sums_##ACC(L, x, NULL, M, C, NULL, NULL, part, mean, s);                       \
             for (int64_t c = 0; c < (C); c++) {                                               \
                 ACC var = s[c] / (ACC)(M);                                                    \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
@@ -380,28 +444,28 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
             shift[c] = (ACC)ld(beta, c);                                                      \
         MP_CPU_PARALLEL_FOR((M) * (C))                                                        \
         for (int64_t m0 = 0; m0 < (M); m0 += R)                                               \
-            BN_BY_DTYPE_##ACC((x)->dtype, bn_norm_##ACC##_##ISA, (x)->data, (y)->data, m0,            \
-                              bn_rows(M, R, m0), C, mean, scale, shift);                      \
+            L->norm(x->dtype, x->data, y->data, m0, bn_rows(M, R, m0), C, mean, scale, shift); \
     }
 
 /* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), the closed form of
  * gamma invstd / M (M dy - sum(dy) - xhat sum(dy xhat)); dgamma = sum(dy xhat), dbeta = sum(dy). */
-/* Backward at level ISA for accumulator ACC; the arguments are mp_cpu_batchnorm_backward's,
- * checked. */
-#define MP_BN_BWD_FN(ACC, ISA)                                                                \
-    MP_ISA_TARGET_##ISA static void bn_backward_##ACC##_##ISA(                                \
+/* Backward for accumulator ACC at the level bn_pick_<ACC>() picks; the arguments are
+ * mp_cpu_batchnorm_backward's, checked. */
+#define MP_BN_BWD_FN(ACC)                                                                     \
+    static void bn_backward_##ACC(                                                            \
         const mp_tensor *x, const mp_tensor *dy, const mp_tensor *gamma, const mp_tensor *sm, \
         const mp_tensor *si, mp_tensor *dx, mp_tensor *dgamma, mp_tensor *dbeta, int64_t M,   \
         int64_t C)                                                                            \
     {                                                                                         \
         const int64_t R = bn_tile_rows(C, 1);                                                 \
+        const bn_level_##ACC *L = bn_pick_##ACC();                                            \
         ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 5, sizeof(ACC)));        \
         ACC *invstd = mean + (C), *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);      \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             mean[c] = (ACC)ld(sm, c);                                                         \
             invstd[c] = (ACC)ld(si, c);                                                       \
         }                                                                                     \
-        bn_sums_##ACC##_##ISA(x, dy, M, C, mean, invstd, k + (C), sdy, sdx);                          \
+        bn_sums_##ACC(L, x, dy, M, C, mean, invstd, k + (C), sdy, sdx);                       \
         for (int64_t c = 0; c < (C); c++) {                                                   \
             st(dgamma, c, (double)sdx[c]);                                                    \
             st(dbeta, c, (double)sdy[c]);                                                     \
@@ -414,24 +478,15 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
             }                                                                                 \
             MP_CPU_PARALLEL_FOR((M) * (C))                                                    \
             for (int64_t m0 = 0; m0 < (M); m0 += R)                                           \
-                BN_BY_DTYPE_##ACC((x)->dtype, bn_dx_##ACC##_##ISA, (x)->data, (dy)->data, (dx)->data, \
-                                  m0, bn_rows(M, R, m0), C, mean, invstd, k, sdy, sdx);       \
+                L->dx(x->dtype, x->data, dy->data, dx->data, m0, bn_rows(M, R, m0), C, mean,  \
+                      invstd, k, sdy, sdx);                                                   \
         }                                                                                     \
     }
 
-/* Every function above for accumulator ACC at level ISA: float at each level compiled, double
- * (FP64 data, the gradient checks' reference) at the baseline. */
-#define MP_BN_LEVEL(ACC, ISA)                                                                 \
-    MP_BN_TILE_FN(ACC, ISA)                                                                   \
-    MP_BN_CHUNK_FN(ACC, ISA)                                                                  \
-    MP_BN_SUMS(ACC, ISA)                                                                      \
-    MP_BN_ROWS_FN(ACC, ISA)                                                                   \
-    MP_BN_FWD_FN(ACC, ISA)                                                                    \
-    MP_BN_BWD_FN(ACC, ISA)
-#define MP_BN_FLOAT_LEVEL(ISA) MP_BN_LEVEL(float, ISA)
-MP_ISA_LEVELS(MP_BN_FLOAT_LEVEL)
-MP_BN_LEVEL(double, BASE)
-
+MP_BN_FWD_FN(float)
+MP_BN_FWD_FN(double)
+MP_BN_BWD_FN(float)
+MP_BN_BWD_FN(double)
 
 mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_tensor *x,
                                    const mp_tensor *gamma, const mp_tensor *beta,
@@ -449,12 +504,8 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
                    "batchnorm_forward");
     MP_CPU_REQUIRE(a->eps > 0 && a->momentum >= 0 && a->momentum <= 1, "batchnorm_forward");
     MP_CPU_REQUIRE(M >= (train ? 2 : 1), "batchnorm_forward values per channel");
-    if (x->dtype == MP_F64)
-        bn_forward_double_BASE(a, train, x, gamma, beta, running_mean, running_var, save_mean,
-                               save_invstd, y, M, C);
-    else
-        MP_ISA_CALL(bn_forward_float, a, train, x, gamma, beta, running_mean, running_var,
-                    save_mean, save_invstd, y, M, C);
+    (x->dtype == MP_F64 ? bn_forward_double : bn_forward_float)(
+        a, train, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y, M, C);
     return MP_OK;
 }
 
@@ -474,10 +525,8 @@ mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
     MP_CPU_REQUIRE(per_channel(save_mean, C, false) && per_channel(save_invstd, C, false) &&
                        per_channel(dgamma, C, false) && per_channel(dbeta, C, false),
                    "batchnorm_backward");
-    if (x->dtype == MP_F64)
-        bn_backward_double_BASE(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, M, C);
-    else
-        MP_ISA_CALL(bn_backward_float, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
-                    M, C);
+    (x->dtype == MP_F64 ? bn_backward_double : bn_backward_float)(x, dy, gamma, save_mean,
+                                                                  save_invstd, dx, dgamma, dbeta,
+                                                                  M, C);
     return MP_OK;
 }

@@ -5,11 +5,13 @@
  * even, and a NaN keeps its sign and top payload bits and becomes quiet. The one exception: the
  * F16C load quiets a signalling fp16 NaN, which any arithmetic on the value does anyway (the
  * kernels only do arithmetic on what they load). tests/unit/test_vec8.c checks every half and a
- * sweep of floats against those functions, at every level this CPU has.
- * Two sets: the portable one (mp_v8_load / mp_v8_store: GCC's vector extension, branch-free;
- * two 128-bit halves of SSE2 in a baseline build) and, for x86-64 built by GCC, ones for the
- * levels of mp_isa (engine/backend_cpu/isa.h) that use the CPU's conversion instructions: F16C
- * for fp16 at every level from AVX2 up, AVX512-BF16's VCVTNEPS2BF16 for bf16 stores. A kernel
+ * sweep of floats against those functions, at every level this CPU has. Like every FP32
+ * operation of the engine, they assume MXCSR as a program starts (round to nearest even, no
+ * flush to zero).
+ * Two sets: the portable one (mp_v8_load / mp_v8_store: the GCC and clang vector extension,
+ * branch-free; two 128-bit halves of SSE2 in a baseline x86-64 build) and, where isa.h compiles
+ * the levels, ones for its levels that use the CPU's conversion instructions: F16C for fp16 at
+ * every level from AVX2 up, AVX512-BF16's VCVTNEPS2BF16 for bf16 stores. A kernel
  * compiled for level ISA (MP_ISA_TARGET_<ISA>) calls MP_V8_LOAD_<ISA> and MP_V8_STORE_<ISA>.
  * dt is a constant where these are inlined, so each kernel gets one copy per dtype from one
  * source. */
@@ -40,7 +42,10 @@ typedef uint16_t mp_v8h __attribute__((vector_size(16)));
 #define MP_V8_INLINE static inline __attribute__((always_inline))
 
 /* a where mask (all ones or all zeros per element) is set, else b. */
-MP_V8_INLINE mp_v8u mp_v8u_pick(mp_v8u mask, mp_v8u a, mp_v8u b) { return (mask & a) | (~mask & b); }
+MP_V8_INLINE mp_v8u mp_v8u_pick(mp_v8u mask, mp_v8u a, mp_v8u b)
+{
+    return (mask & a) | (~mask & b);
+}
 
 /* fp16 bits (in the low 16 of each element) -> FP32 bits: mp_f16_to_f32. */
 MP_V8_INLINE mp_v8u mp_v8_f16_widen(mp_v8u h)
@@ -132,26 +137,36 @@ MP_V8_INLINE void mp_v8_store1(mp_dtype dt, void *p, int64_t i, float v)
 __attribute__((target("avx2,f16c"))) MP_V8_INLINE mp_v8f mp_v8_load_f16c(mp_dtype dt,
                                                                           const void *p, int64_t i)
 {
-    if (dt == MP_F32)
-        return mp_v8_load(dt, p, i);
-    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    const __m256 v = dt == MP_F16 ? _mm256_cvtph_ps(h)
-                                  : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     mp_v8f r;
+    if (dt == MP_F32) {
+        memcpy(&r, (const float *)p + i, sizeof r);
+        return r;
+    }
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    const __m256i bf = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    const __m256 v = dt == MP_F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(bf);
     memcpy(&r, &v, sizeof r);
     return r;
 }
 
 /* F16C and AVX2: a vector with no NaN is rounded by VCVTPS2PH (fp16) or by the rounding
- * increment alone (bf16: no NaN test per element); one holding a NaN goes through mp_v8_store
- * (VCVTPS2PH keeps other payload bits, and the increment can carry into a NaN's exponent). */
+ * increment alone (bf16: no NaN test per element); one holding a NaN is stored element by
+ * element by mp_v8_store1 (VCVTPS2PH keeps other payload bits; the increment can round a NaN with
+ * a small payload to infinity, or carry into the sign bit). */
 __attribute__((target("avx2,f16c"))) MP_V8_INLINE void mp_v8_store_f16c(mp_dtype dt, void *p,
                                                                          int64_t i, mp_v8f v)
 {
     __m256 f;
     memcpy(&f, &v, sizeof f);
-    if (dt == MP_F32 || _mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q))) {
-        mp_v8_store(dt, p, i, v);
+    if (dt == MP_F32) {
+        memcpy((float *)p + i, &v, sizeof v);
+        return;
+    }
+    if (_mm256_movemask_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q))) {
+        float e[8]; /* element by element: no vector crosses into code compiled without AVX */
+        memcpy(e, &v, sizeof e);
+        for (int j = 0; j < 8; j++)
+            mp_v8_store1(dt, p, i + j, e[j]);
         return;
     }
     __m128i h;
@@ -167,15 +182,21 @@ __attribute__((target("avx2,f16c"))) MP_V8_INLINE void mp_v8_store_f16c(mp_dtype
     _mm_storeu_si128((__m128i *)((uint16_t *)p + i), h);
 }
 
-/* AVX512-BF16: bf16 stores round with VCVTNEPS2BF16 unless the vector holds a NaN or a subnormal
- * (the instruction flushes subnormals), which go through mp_v8_store_f16c; other dtypes too. */
-__attribute__((target("arch=x86-64-v4,avx512bf16"))) MP_V8_INLINE void
+/* AVX512-BF16: bf16 stores round with VCVTNEPS2BF16 (which ignores MXCSR) unless the vector holds
+ * a NaN or a subnormal (the instruction flushes subnormals), which go through mp_v8_store_f16c;
+ * other dtypes too. The two are told by integer compares of the bits (VFPCLASSPS would take a
+ * subnormal for zero under MXCSR.DAZ). */
+__attribute__((target("avx2,f16c,avx512f,avx512vl,avx512bf16"))) MP_V8_INLINE void
 mp_v8_store_bf16ne(mp_dtype dt, void *p, int64_t i, mp_v8f v)
 {
     __m256 f;
     memcpy(&f, &v, sizeof f);
-    /* VFPCLASSPS categories: 0x01 quiet NaN, 0x20 subnormal, 0x80 signalling NaN */
-    if (dt != MP_BF16 || _mm256_fpclass_ps_mask(f, 0xa1)) {
+    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(f), _mm256_set1_epi32(0x7fffffff));
+    const __mmask8 nan = _mm256_cmpgt_epu32_mask(mag, _mm256_set1_epi32(0x7f800000));
+    /* subnormal: 0 < magnitude < 2^-126, i.e. magnitude - 1 < 0x007fffff unsigned */
+    const __mmask8 sub = _mm256_cmplt_epu32_mask(_mm256_sub_epi32(mag, _mm256_set1_epi32(1)),
+                                                 _mm256_set1_epi32(0x007fffff));
+    if (dt != MP_BF16 || (nan | sub)) {
         mp_v8_store_f16c(dt, p, i, v);
         return;
     }

@@ -5,9 +5,10 @@
  * set also in a scattered order so that NaNs and subnormals share vectors with ordinary values
  * (the levels that round a whole vector with one instruction send such vectors down the
  * portable path). Results must match bit for bit, NaNs included; the one allowance is the
- * documented one, an fp16 signalling NaN that an F16C load returns quiet. The sabotage that shows
- * the test can fail: drop the subnormal class (0x20) from mp_v8_store_bf16ne's VFPCLASSPS test,
- * and the AVX512BF16 level's bf16 stores flush subnormals to zero. */
+ * documented one, an fp16 signalling NaN that an F16C load returns quiet. The sabotages that
+ * show the test can fail: drop the subnormal test (`sub`) from mp_v8_store_bf16ne, and the AVX512BF16 level's
+ * bf16 stores flush subnormals to zero; drop the NaN test from mp_v8_store_f16c, and the AVX2
+ * level's bf16 stores turn some NaNs into infinities. */
 #include "tests/util/test_util.h"
 
 #include <stdbool.h>
