@@ -6,6 +6,8 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if MP_ISA_DISPATCH
 #include <cpuid.h>
@@ -47,6 +49,12 @@ mp_isa mp_cpu_isa_max(void)
 #else
         m = MP_ISA_BASE;
 #endif
+        /* MPDIST_CPU_ISA=base|avx2|avx512 lowers it, to compare the levels in a whole run */
+        static const char *const names[] = {"base", "avx2", "avx512"};
+        const char *v = getenv("MPDIST_CPU_ISA");
+        for (int i = 0; v && i < (int)(sizeof names / sizeof names[0]); i++)
+            if (strcmp(v, names[i]) == 0 && i < m)
+                m = i;
         atomic_store_explicit(&isa_max, m, memory_order_relaxed);
     }
     return (mp_isa)m;

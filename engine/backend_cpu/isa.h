@@ -36,7 +36,8 @@ typedef enum { MP_ISA_BASE, MP_ISA_AVX2, MP_ISA_AVX512, MP_ISA_AVX512BF16 } mp_i
 #endif
 
 /* The highest level this CPU (and its OS) supports, and of those this build compiles: BASE
- * without dispatch. Asked of the CPU once. */
+ * without dispatch. Asked of the CPU once; MPDIST_CPU_ISA=base, avx2 or avx512 in the
+ * environment lowers it (other values are ignored). */
 mp_isa mp_cpu_isa_max(void);
 
 /* The level the dispatched kernels use: mp_cpu_isa_max(), or less after mp_cpu_isa_cap. */
