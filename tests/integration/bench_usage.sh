@@ -4,8 +4,9 @@
 # that holds no mpdist, with a config that does not exist, or with a non-integer or zero
 # MPDIST_AB_ROUNDS / _THREADS / _TIMEOUT; bench/inference.sh with an unknown model, a
 # non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST; bench_batchnorm
-# with a zero, non-integer or trailing-junk count or a third argument. mpirun is a stub that
-# records any call, and none may be made.
+# with a zero, non-integer or trailing-junk count, a vector level outside 0-3 or a fourth
+# argument; bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
+# round count. mpirun is a stub that records any call, and none may be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -36,7 +37,7 @@ usage() {
 usage '^usage: bench/ab_builds.sh' -- bash bench/ab_builds.sh "$build" "$build"
 usage "^ab_builds: no mpdist in $TMP/empty\$" -- bash bench/ab_builds.sh "$TMP/empty" "$build" "$cfg"
 usage "^ab_builds: no config $TMP/none.cfg\$" -- bash bench/ab_builds.sh "$build" "$build" "$TMP/none.cfg"
-for args in "0" "two" "2x" "2 0" "2 20 1"; do
+for args in "0" "two" "2x" "2 0" "2 20 4" "2 20 x" "2 20 12" "2 20 1 1"; do
   # shellcheck disable=SC2086 # the words are the arguments
   usage '^bench_batchnorm: usage: bench_batchnorm' -- "$build/bench_batchnorm" $args
 done
@@ -44,6 +45,9 @@ for v in MPDIST_AB_ROUNDS MPDIST_AB_THREADS MPDIST_AB_TIMEOUT; do
   usage "^ab_builds: $v must be a positive integer, not '0'\$" "$v=0" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
   usage "^ab_builds: $v must be a positive integer, not 'two'\$" "$v=two" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
 done
+usage '^bn_levels_ab: usage: bench/bn_levels_ab.sh' -- bash bench/bn_levels_ab.sh "$build"
+usage "^bn_levels_ab: $TMP/empty/bench_batchnorm: not built\$" -- bash bench/bn_levels_ab.sh "$build" "$TMP/empty"
+usage "^bn_levels_ab: ROUNDS must be a positive integer, not '0'\$" -- bash bench/bn_levels_ab.sh "$build" "$build" 0
 
 usage "^inference: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" -- bash bench/inference.sh vgg
 usage '^inference: rounds must be an integer >= 1' "MPDIST_BENCH_BUILD=$build" MPDIST_INF_ROUNDS=x -- bash bench/inference.sh cnn_bn
