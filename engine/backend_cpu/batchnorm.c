@@ -208,6 +208,22 @@ enum { BN_SUM_X, BN_SUM_SQ, BN_SUM_GX };
 MP_BN_DY_ROWS(float)
 MP_BN_DY_ROWS(double)
 
+/* Whether level ISA widens half data with mp_convert into scratch of the accumulator type and runs
+ * the FP32 kernel on it (rounding the result back the same way), instead of converting in
+ * registers: the baseline on x86-64 (a CPU without AVX2, or a build without the levels), where
+ * mp_convert's F16C path and AVX2 bf16 loops (chosen at run time) beat vec8.h's portable code
+ * compiled for SSE2: fp16 BatchNorm 6x faster there, bf16 1.4x (bench_batchnorm, LEVEL 0). The
+ * same bits either way. */
+#if defined(__x86_64__)
+#define BN_HALF_BULK(ISA, dt) (MP_ISA_##ISA == MP_ISA_BASE && ((dt) == MP_F16 || (dt) == MP_BF16))
+#else
+#define BN_HALF_BULK(ISA, dt) false
+#endif
+
+/* n elements of half tensor data p (dtype dt) from element off, widened to ACC in scratch b. */
+#define BN_WIDEN(ACC, b, p, dt, off, n)                                                       \
+    mp_convert(b, MP_CPU_ACC_DTYPE(ACC), (const uint16_t *)(p) + (off), dt, (size_t)(n))
+
 /* bn_chunk_<ACC>_<ISA>: one chunk's sums, rows r0 .. r1 - 1 of x (and dy), both of storage
  * dtype dt, into t (2 C), a tile of R rows (a multiple of MP_BN_LANES, so that each tile starts
  * on lane 0; small enough for L1 while bn_tile walks it block of channels by block) at a time:
@@ -255,6 +271,17 @@ MP_BN_DY_ROWS(double)
         mp_dtype dt, const void *x, const void *dy, int64_t r0, int64_t r1, int64_t R,        \
         int64_t C, const ACC *mean, const ACC *invstd, ACC *lane, ACC *t)                     \
     {                                                                                         \
+        if (BN_HALF_BULK(ISA, dt)) { /* rows relative to the chunk: the same tiles and lanes */ \
+            const int64_t n = (r1 - r0) * C;                                                  \
+            const size_t bytes = (size_t)((dy ? 2 : 1) * n) * sizeof(ACC);                    \
+            ACC *b = mp_cpu_workspace(MP_CPU_WS_BN_TILE, bytes);                              \
+            BN_WIDEN(ACC, b, x, dt, r0 * C, n);                                               \
+            if (dy)                                                                           \
+                BN_WIDEN(ACC, b + n, dy, dt, r0 * C, n);                                      \
+            bn_chunk_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, dy ? b + n : NULL, 0, r1 - r0, \
+                                      R, C, mean, invstd, lane, t);                           \
+            return;                                                                           \
+        }                                                                                     \
         BN_BY_DTYPE_##ACC(dt, bn_chunk_dt_##ACC##_##ISA, x, dy, r0, r1, R, C, mean, invstd,   \
                           lane, t);                                                           \
     }
@@ -315,6 +342,15 @@ MP_BN_DY_ROWS(double)
         mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,                \
         const ACC *mean, const ACC *scale, const ACC *shift)                                  \
     {                                                                                         \
+        if (BN_HALF_BULK(ISA, dt)) {                                                          \
+            const int64_t n = r * C;                                                          \
+            ACC *b = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(2 * n) * sizeof(ACC));      \
+            BN_WIDEN(ACC, b, x, dt, m0 * C, n);                                               \
+            bn_norm_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, b + n, 0, r, C, mean, scale,   \
+                                     shift);                                                  \
+            mp_convert((uint16_t *)y + m0 * C, dt, b + n, MP_CPU_ACC_DTYPE(ACC), (size_t)n);  \
+            return;                                                                           \
+        }                                                                                     \
         BN_BY_DTYPE_##ACC(dt, bn_norm_dt_##ACC##_##ISA, x, y, m0, r, C, mean, scale, shift);  \
     }                                                                                         \
     MP_ISA_TARGET_##ISA static void bn_dx_##ACC##_##ISA(                                      \
@@ -322,6 +358,17 @@ MP_BN_DY_ROWS(double)
         int64_t C, const ACC *mean, const ACC *invstd, const ACC *k, const ACC *sdy,          \
         const ACC *sdx)                                                                       \
     {                                                                                         \
+        if (BN_HALF_BULK(ISA, dt)) {                                                          \
+            const int64_t n = r * C;                                                          \
+            ACC *b = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(3 * n) * sizeof(ACC));      \
+            BN_WIDEN(ACC, b, x, dt, m0 * C, n);                                               \
+            BN_WIDEN(ACC, b + n, dy, dt, m0 * C, n);                                          \
+            bn_dx_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, b + n, b + 2 * n, 0, r, C, mean, \
+                                   invstd, k, sdy, sdx);                                      \
+            mp_convert((uint16_t *)dx + m0 * C, dt, b + 2 * n, MP_CPU_ACC_DTYPE(ACC),         \
+                       (size_t)n);                                                            \
+            return;                                                                           \
+        }                                                                                     \
         BN_BY_DTYPE_##ACC(dt, bn_dx_dt_##ACC##_##ISA, x, dy, dx, m0, r, C, mean, invstd, k,   \
                           sdy, sdx);                                                          \
     }
