@@ -14,9 +14,17 @@ die() { echo "bn_levels_ab: $*" >&2; exit 2; }
 for b in "$1" "$2"; do [ -x "$b/bench_batchnorm" ] || die "$b/bench_batchnorm: not built"; done
 rounds=${3:-5}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer, not '$rounds'"
+# run BUILD LABEL [LEVEL]: one bench_batchnorm run's three dtype rows, each prefixed by LABEL (a
+# level's label is the level the bench reports it ran at, so a capped level the CPU lacks shows)
+run() {
+  local out label=$2
+  out=$("$1/bench_batchnorm" 2 30 ${3:+"$3"})
+  [ -z "${3:-}" ] || label=level$(sed -n '1s/.*vector level \([0-9]\).*/\1/p' <<<"$out")
+  tail -3 <<<"$out" | sed "s#^#$label #"
+}
 for r in $(seq "$rounds"); do
-  "$1/bench_batchnorm" 2 30 | tail -3 | sed "s#^#before #"
-  for l in 3 2 1 0; do "$2/bench_batchnorm" 2 30 $l | tail -3 | sed "s#^#level$l #"; done
+  run "$1" before
+  for l in 3 2 1 0; do run "$2" "" "$l"; done
 done | awk '{k=$1" "$2; if(!(k in f)||$3<f[k])f[k]=$3; if(!(k in g)||$4<g[k])g[k]=$4;
              if(!(k in h)||$7<h[k])h[k]=$7}
             END{for(k in f) printf "%-14s fwd %.3f bwd %.3f sums %s\n", k, f[k], g[k], h[k]}' | sort

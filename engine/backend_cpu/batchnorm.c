@@ -12,7 +12,8 @@
  * normalisation) and writes y once; backward reads x and dy twice and writes dx once. Every
  * pass walks x in memory order, a block of channels one 32-byte vector wide at a time, and
  * widens half values in registers where it uses them and rounds results there (vec8.h, with
- * mp_convert's bits), so no pass converts into a buffer first. The kernels are compiled once per
+ * mp_convert's bits), so no pass converts into a buffer first (except at the baseline level on
+ * x86-64: BN_HALF_BULK). The kernels are compiled once per
  * level of engine/backend_cpu/isa.h (the conversions by F16C and AVX512-BF16 where the CPU has
  * them; every level gives the same bits) and picked at run time; FP64 runs at the baseline. */
 #include <math.h>
@@ -211,18 +212,23 @@ MP_BN_DY_ROWS(double)
 /* Whether level ISA widens half data with mp_convert into scratch of the accumulator type and runs
  * the FP32 kernel on it (rounding the result back the same way), instead of converting in
  * registers: the baseline on x86-64 (a CPU without AVX2, or a build without the levels), where
- * mp_convert's F16C path and AVX2 bf16 loops (chosen at run time) beat vec8.h's portable code
- * compiled for SSE2: fp16 BatchNorm 6x faster there, bf16 1.4x (bench_batchnorm, LEVEL 0). The
- * same bits either way. */
-#if defined(__x86_64__)
+ * mp_convert's F16C path and bf16 loops (AVX2 clones) are picked at run time. Measured with the
+ * level capped on this project's AVX-512 VM (bench_batchnorm, LEVEL 0): fp16 BatchNorm 6x and
+ * bf16 1.4x faster than vec8.h's portable code compiled for SSE2; a CPU without F16C was not
+ * measured (mp_convert's fp16 is scalar there). The same bits either way; MP_BN_NO_HALF_BULK
+ * turns it off (test_isa_bits's copy, which compares the two paths). */
+#if defined(__x86_64__) && !defined(MP_BN_NO_HALF_BULK)
 #define BN_HALF_BULK(ISA, dt) (MP_ISA_##ISA == MP_ISA_BASE && ((dt) == MP_F16 || (dt) == MP_BF16))
 #else
 #define BN_HALF_BULK(ISA, dt) false
 #endif
 
-/* n elements of half tensor data p (dtype dt) from element off, widened to ACC in scratch b. */
+/* n elements of half tensor data p (dtype dt) from element off, widened to ACC in scratch b; and
+ * n results in b rounded back into p from element off. */
 #define BN_WIDEN(ACC, b, p, dt, off, n)                                                       \
     mp_convert(b, MP_CPU_ACC_DTYPE(ACC), (const uint16_t *)(p) + (off), dt, (size_t)(n))
+#define BN_NARROW(ACC, p, b, dt, off, n)                                                      \
+    mp_convert((uint16_t *)(p) + (off), dt, b, MP_CPU_ACC_DTYPE(ACC), (size_t)(n))
 
 /* bn_chunk_<ACC>_<ISA>: one chunk's sums, rows r0 .. r1 - 1 of x (and dy), both of storage
  * dtype dt, into t (2 C), a tile of R rows (a multiple of MP_BN_LANES, so that each tile starts
@@ -273,14 +279,16 @@ MP_BN_DY_ROWS(double)
     {                                                                                         \
         if (BN_HALF_BULK(ISA, dt)) { /* rows relative to the chunk: the same tiles and lanes */ \
             const int64_t n = (r1 - r0) * C;                                                  \
-            const size_t bytes = (size_t)((dy ? 2 : 1) * n) * sizeof(ACC);                    \
+            const size_t bytes = (size_t)((dy ? 2 : 1) * n) * sizeof(ACC);                   \
             ACC *b = mp_cpu_workspace(MP_CPU_WS_BN_TILE, bytes);                              \
             BN_WIDEN(ACC, b, x, dt, r0 * C, n);                                               \
             if (dy)                                                                           \
                 BN_WIDEN(ACC, b + n, dy, dt, r0 * C, n);                                      \
-            bn_chunk_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, dy ? b + n : NULL, 0, r1 - r0, \
-                                      R, C, mean, invstd, lane, t);                           \
-            return;                                                                           \
+            x = b;                                                                            \
+            dy = dy ? b + n : NULL;                                                           \
+            r1 -= r0;                                                                         \
+            r0 = 0;                                                                           \
+            dt = MP_CPU_ACC_DTYPE(ACC);                                                       \
         }                                                                                     \
         BN_BY_DTYPE_##ACC(dt, bn_chunk_dt_##ACC##_##ISA, x, dy, r0, r1, R, C, mean, invstd,   \
                           lane, t);                                                           \

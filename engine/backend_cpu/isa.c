@@ -1,7 +1,8 @@
 /* Run-time choice of the CPU backend's vector level (isa.h): what CPUID says the CPU has and
  * XGETBV says the OS saves (the AVX and AVX-512 register state), asked once. Read directly, so
  * that GCC and clang builds decide alike (clang 14's __builtin_cpu_supports does not know F16C).
- * Each level needs exactly the features its target attribute names (isa.h). */
+ * Each level needs the features its target attribute names (isa.h), and FMA for AVX-512 (which
+ * clang's avx512f implies). */
 #include "engine/backend_cpu/isa.h"
 
 #include <stdatomic.h>
@@ -32,7 +33,8 @@ static mp_isa probe(void)
     __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
     if (!all(xlo, 0x6) || !all(c, bit_AVX | bit_F16C) || !all(b7, bit_AVX2))
         return MP_ISA_BASE;
-    if (!all(xlo, 0xe6) || !all(b7, bit_AVX512F | bit_AVX512VL | bit_AVX512BW | bit_AVX512DQ))
+    if (!all(xlo, 0xe6) || !(c & bit_FMA) ||
+        !all(b7, bit_AVX512F | bit_AVX512VL | bit_AVX512BW | bit_AVX512DQ))
         return MP_ISA_AVX2;
     return a71 & bit_AVX512BF16 ? MP_ISA_AVX512BF16 : MP_ISA_AVX512;
 }

@@ -5,11 +5,11 @@
  * kernels whose copies differ in code and not only in the compiler's choice of instructions
  * (engine/vector_clones.h's clones), such as half conversions by the CPU's own instructions
  * (engine/backend_cpu/vec8.h). Every level gives the same bits. AVX2 is AVX2 with F16C; AVX512
- * adds AVX-512 F, VL, BW and DQ; AVX512BF16 adds AVX512-BF16 (no FMA anywhere, and the build's
- * -ffp-contract=off would keep a * b + c unfused anyway). Compiled on x86-64 by GCC 10 or later or
- * clang 12 or later, not when MP_NO_VECTOR_CLONES is defined (test_isa_bits's baseline copies);
- * elsewhere only BASE, whose fp16 conversions are the portable bit arithmetic of vec8.h (several
- * times slower than F16C). */
+ * adds AVX-512 F, VL, BW and DQ; AVX512BF16 adds AVX512-BF16 (clang's AVX-512 implies FMA, so
+ * the probe asks for it too; the build's -ffp-contract=off keeps a * b + c unfused). Compiled on
+ * x86-64 by GCC 10 or later or clang 12 or later, not when MP_NO_VECTOR_CLONES is defined
+ * (test_isa_bits's baseline copies); elsewhere only BASE (which, for BatchNorm on x86-64, widens
+ * half data in bulk with mp_convert's run-time F16C and AVX2 paths). */
 #ifndef MP_BACKEND_CPU_ISA_H
 #define MP_BACKEND_CPU_ISA_H
 

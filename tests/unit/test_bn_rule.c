@@ -3,7 +3,10 @@
  * its own mean, the chunks' deviation terms added in order) gives the same bytes as the op for
  * y, save_mean, save_invstd, the running statistics, dx, dgamma and dbeta, in FP32, fp16, bf16
  * (FP32 arithmetic) and FP64, on one chunk, many chunks with a short last one, and channel
- * counts below, at and off the vector width, on 1 and 2 threads. The GPU's kernels follow the
+ * counts below, at and off the vector width (at 100 channels a chunk spans two of the kernels'
+ * tiles), on 1 and 2 threads, at the CPU's vector level (engine/backend_cpu/isa.h;
+ * test_bn_rule_base runs it again at the baseline, MPDIST_CPU_ISA=base, and this checks the
+ * level it gets is the baseline). The GPU's kernels follow the
  * same rule (tests/gpu/op_table_dnn.c compares them with the CPU bit for bit), so this is what
  * makes the rule checkable on a machine without a GPU. */
 #include "tests/util/test_util.h"
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend_cpu/isa.h"
 #include "engine/bn_rule.h"
 #include "engine/ops.h"
 
@@ -163,10 +167,10 @@ static void sweep(int threads)
     mp_backend_cpu_threads(threads);
     /* one chunk; 4 chunks of 50; 47 chunks, the last 56 rows; 507 chunks of 79 */
     static const int64_t Ms[] = {5, 200, 3000, 40000};
-    static const int64_t Cs[] = {3, 8, 13, 37, 64};
+    static const int64_t Cs[] = {3, 8, 13, 37, 64, 100};
     static const mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16};
     for (int mi = 0; mi < 4; mi++)
-        for (int ci = 0; ci < 5; ci++) {
+        for (int ci = 0; ci < 6; ci++) {
             const int64_t M = Ms[mi], C = Cs[ci];
             if (M * C > 600000)
                 continue;
@@ -191,6 +195,13 @@ static void test_rule_two_threads(void **state)
 int main(void)
 {
     ops = mp_backend_cpu();
+    const char *want = getenv("MPDIST_CPU_ISA");
+    print_message("vector level %d (MPDIST_CPU_ISA %s)\n", (int)mp_cpu_isa(),
+                  want ? want : "unset");
+    if (want && strcmp(want, "base") == 0 && mp_cpu_isa() != MP_ISA_BASE) {
+        print_error("MPDIST_CPU_ISA=base did not lower the vector level\n");
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_one_thread),
         cmocka_unit_test(test_rule_two_threads),

@@ -1,14 +1,14 @@
 /* engine/backend_cpu/vec8.h's vector loads and stores against the element-wise functions of
- * dtype.h that define the semantics, at every level of isa.h this CPU has (the others are
- * reported and skipped): every fp16 and bf16 pattern widened, and narrowed: the boundary floats
- * of tests/util/test_floats.h, every bf16 midpoint and its neighbours, 2^20 random floats, each
- * set also in a scattered order so that NaNs and subnormals share vectors with ordinary values
- * (the levels that round a whole vector with one instruction send such vectors down the
- * portable path). Results must match bit for bit, NaNs included; the one allowance is the
- * documented one, an fp16 signalling NaN that an F16C load returns quiet. The sabotages that
- * show the test can fail: drop the subnormal test (`sub`) from mp_v8_store_bf16ne, and the AVX512BF16 level's
- * bf16 stores flush subnormals to zero; drop the NaN test from mp_v8_store_f16c, and the AVX2
- * level's bf16 stores turn some NaNs into infinities. */
+ * dtype.h that define the semantics, at every level of isa.h this CPU has (the others are reported
+ * and skipped): every fp16 and bf16 pattern widened, and narrowed: the boundary floats of
+ * tests/util/test_floats.h, every bf16 midpoint and its neighbours, 2^20 random floats, each set
+ * also in a scattered order so that NaNs and subnormals share vectors with ordinary values (the
+ * levels that round a whole vector with one instruction send such vectors down the portable path).
+ * Results must match bit for bit, NaNs included; the one allowance is the documented one, an fp16
+ * signalling NaN that an F16C load returns quiet. The sabotages that show the test can fail: drop
+ * the subnormal test (`sub`) from mp_v8_store_bf16ne, and the AVX512BF16 level's bf16 stores flush
+ * subnormals to zero; drop the NaN test from mp_v8_store_f16c, and the AVX2 level's bf16 stores
+ * turn some NaNs into infinities. */
 #include "tests/util/test_util.h"
 
 #include <stdbool.h>
@@ -54,7 +54,7 @@ static bool runs(const struct level *l)
 {
     if (l->isa <= mp_cpu_isa_max())
         return true;
-    print_message("level %s: not on this CPU, skipped\n", l->name);
+    print_message("level %s: not on this CPU (or capped by MPDIST_CPU_ISA), skipped\n", l->name);
     return false;
 }
 
