@@ -24,16 +24,6 @@
 #include "engine/backend_cpu/isa.h"
 #include "engine/dtype.h"
 
-/* The functions here, and a kernel's own helpers in the files that include this, pass 32-byte
- * vectors by value. Always inlined, they never make a call, so GCC's note that such a call would
- * pass them differently without AVX (-Wpsabi, in the baseline clone) does not apply; it is
- * silenced for the rest of the including file. */
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wpsabi"
-#elif defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-
 typedef float mp_v8f __attribute__((vector_size(32)));
 typedef uint32_t mp_v8u __attribute__((vector_size(32)));
 typedef int32_t mp_v8i __attribute__((vector_size(32)));
