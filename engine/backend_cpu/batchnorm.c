@@ -13,9 +13,9 @@
  * pass walks x in memory order, a block of channels one 32-byte vector wide at a time, and
  * widens half values in registers where it uses them and rounds results there (vec8.h, with
  * mp_convert's bits), so no pass converts into a buffer first (except at the baseline level on
- * x86-64: BN_HALF_BULK). The kernels are compiled once per
- * level of engine/backend_cpu/isa.h (the conversions by F16C and AVX512-BF16 where the CPU has
- * them; every level gives the same bits) and picked at run time; FP64 runs at the baseline. */
+ * x86-64: BN_HALF_BULK). The kernels are compiled once per level of engine/backend_cpu/isa.h
+ * (the conversions by F16C and AVX512-BF16 where the CPU has them; every level gives the same
+ * bits) and picked at run time; FP64 runs at the baseline. */
 #include <math.h>
 #include <string.h>
 
@@ -24,6 +24,7 @@
 #include "engine/backend_cpu/parallel.h"
 #include "engine/backend_cpu/vec8.h"
 #include "engine/bn_rule.h"
+#include "engine/cast_rule.h"
 
 /* Elements of a tile of rows (at least one row): the element-wise passes' unit of work for the
  * threads, and backward's sums', whose two sweeps over a tile of x and dy find it in L1. */
@@ -60,8 +61,8 @@ static inline int64_t bn_tile_rows(int64_t C, int64_t mult)
 /* A vector of the accumulator type, 32 bytes: 8 floats, loaded from FP32, fp16 or bf16 storage
  * (vec8.h, the level's conversions), or 4 doubles from FP64 storage. BN_VLD_<ACC>(ISA) and
  * BN_VST_<ACC>(ISA) name the level's functions that load and store one at element o of p
- * (dtype dt, a constant where they are inlined); bn_ld1_<ACC> and bn_st1_<ACC> do one element,
- * for the channels left over. */
+ * (dtype dt, a constant where they are inlined); bn_ld1_<ACC> and bn_st1_<ACC> do one element
+ * (engine/cast_rule.h's), for the channels left over. */
 typedef mp_v8f bn_vec_float;
 typedef double bn_vec_double __attribute__((vector_size(32)));
 
@@ -69,12 +70,10 @@ typedef double bn_vec_double __attribute__((vector_size(32)));
 #define BN_VST_float(ISA) MP_V8_STORE_##ISA
 #define BN_VLD_double(ISA) bn_vld_f64
 #define BN_VST_double(ISA) bn_vst_f64
-
-BN_INLINE float bn_ld1_float(mp_dtype dt, const void *p, int64_t o)
-{
-    return mp_v8_load1(dt, p, o);
-}
-BN_INLINE void bn_st1_float(mp_dtype dt, void *p, int64_t o, float v) { mp_v8_store1(dt, p, o, v); }
+#define bn_ld1_float(dt, p, o) mp_elem_load_f32(p, dt, o)
+#define bn_st1_float(dt, p, o, v) mp_elem_store_f32(p, dt, o, v)
+#define bn_ld1_double(dt, p, o) mp_elem_load_f64(p, dt, o)
+#define bn_st1_double(dt, p, o, v) mp_elem_store_f64(p, dt, o, v)
 
 BN_INLINE bn_vec_double bn_vld_f64(mp_dtype dt, const void *p, int64_t o)
 {
@@ -87,16 +86,6 @@ BN_INLINE void bn_vst_f64(mp_dtype dt, void *p, int64_t o, bn_vec_double v)
 {
     (void)dt;
     memcpy((double *)p + o, &v, sizeof v);
-}
-BN_INLINE double bn_ld1_double(mp_dtype dt, const void *p, int64_t o)
-{
-    (void)dt;
-    return ((const double *)p)[o];
-}
-BN_INLINE void bn_st1_double(mp_dtype dt, void *p, int64_t o, double v)
-{
-    (void)dt;
-    ((double *)p)[o] = v;
 }
 
 /* BN_BY_DTYPE_<ACC>(dt, F, args...): F(DT, args...) with DT the constant equal to dt, the storage
@@ -279,7 +268,7 @@ MP_BN_DY_ROWS(double)
     {                                                                                         \
         if (BN_HALF_BULK(ISA, dt)) { /* rows relative to the chunk: the same tiles and lanes */ \
             const int64_t n = (r1 - r0) * C;                                                  \
-            const size_t bytes = (size_t)((dy ? 2 : 1) * n) * sizeof(ACC);                   \
+            const size_t bytes = (size_t)((dy ? 2 : 1) * n) * sizeof(ACC);                    \
             ACC *b = mp_cpu_workspace(MP_CPU_WS_BN_TILE, bytes);                              \
             BN_WIDEN(ACC, b, x, dt, r0 * C, n);                                               \
             if (dy)                                                                           \
@@ -300,8 +289,7 @@ MP_BN_DY_ROWS(double)
 #define MP_BN_ROWS_FN(ACC, ISA)                                                               \
     MP_ISA_TARGET_##ISA BN_INLINE void bn_norm_dt_##ACC##_##ISA(                              \
         mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,                \
-                                 const ACC *mean, const ACC *scale,                           \
-                                 const ACC *shift)                                            \
+        const ACC *mean, const ACC *scale, const ACC *shift)                                  \
     {                                                                                         \
         enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
         for (int64_t m = m0; m < m0 + r; m++) {                                               \
@@ -321,8 +309,8 @@ MP_BN_DY_ROWS(double)
     }                                                                                         \
     MP_ISA_TARGET_##ISA BN_INLINE void bn_dx_dt_##ACC##_##ISA(                                \
         mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0, int64_t r,          \
-                               int64_t C, const ACC *mean, const ACC *invstd,                 \
-                               const ACC *k, const ACC *sdy, const ACC *sdx)                  \
+        int64_t C, const ACC *mean, const ACC *invstd, const ACC *k, const ACC *sdy,          \
+        const ACC *sdx)                                                                       \
     {                                                                                         \
         enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
         for (int64_t m = m0; m < m0 + r; m++) {                                               \
@@ -356,7 +344,7 @@ MP_BN_DY_ROWS(double)
             BN_WIDEN(ACC, b, x, dt, m0 * C, n);                                               \
             bn_norm_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, b + n, 0, r, C, mean, scale,   \
                                      shift);                                                  \
-            mp_convert((uint16_t *)y + m0 * C, dt, b + n, MP_CPU_ACC_DTYPE(ACC), (size_t)n);  \
+            BN_NARROW(ACC, y, b + n, dt, m0 * C, n);                                          \
             return;                                                                           \
         }                                                                                     \
         BN_BY_DTYPE_##ACC(dt, bn_norm_dt_##ACC##_##ISA, x, y, m0, r, C, mean, scale, shift);  \
@@ -373,8 +361,7 @@ MP_BN_DY_ROWS(double)
             BN_WIDEN(ACC, b + n, dy, dt, m0 * C, n);                                          \
             bn_dx_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, b + n, b + 2 * n, 0, r, C, mean, \
                                    invstd, k, sdy, sdx);                                      \
-            mp_convert((uint16_t *)dx + m0 * C, dt, b + 2 * n, MP_CPU_ACC_DTYPE(ACC),         \
-                       (size_t)n);                                                            \
+            BN_NARROW(ACC, dx, b + 2 * n, dt, m0 * C, n);                                     \
             return;                                                                           \
         }                                                                                     \
         BN_BY_DTYPE_##ACC(dt, bn_dx_dt_##ACC##_##ISA, x, dy, dx, m0, r, C, mean, invstd, k,   \
@@ -474,14 +461,14 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         const int64_t R = bn_tile_rows(C, 1);                                                 \
         const bn_level_##ACC *L = bn_pick_##ACC();                                            \
         ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 4, sizeof(ACC)));        \
-        ACC *scale = mean + (C), *shift = scale + (C), *s = shift + (C), *part = s + (C);     \
-        const ACC eps = (ACC)(a)->eps, mom = (ACC)(a)->momentum;                              \
+        ACC *scale = mean + C, *shift = scale + C, *s = shift + C, *part = s + C;             \
+        const ACC eps = (ACC)a->eps, mom = (ACC)a->momentum;                                  \
         if (train) {                                                                          \
             bn_sums_##ACC(L, x, NULL, M, C, NULL, NULL, part, mean, s);                       \
-            for (int64_t c = 0; c < (C); c++) {                                               \
-                ACC var = s[c] / (ACC)(M);                                                    \
+            for (int64_t c = 0; c < C; c++) {                                                 \
+                ACC var = s[c] / (ACC)M;                                                      \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)(var + eps));                         \
-                ACC unbiased = s[c] / (ACC)((M) - 1);                                         \
+                ACC unbiased = s[c] / (ACC)(M - 1);                                           \
                 st(sm, c, (double)mean[c]);                                                   \
                 st(si, c, (double)invstd);                                                    \
                 st(rm, c, (double)(((ACC)1 - mom) * (ACC)ld(rm, c) + mom * mean[c]));         \
@@ -489,23 +476,23 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
                 scale[c] = invstd * (ACC)ld(gamma, c);                                        \
             }                                                                                 \
         } else {                                                                              \
-            for (int64_t c = 0; c < (C); c++) {                                               \
+            for (int64_t c = 0; c < C; c++) {                                                 \
                 mean[c] = (ACC)ld(rm, c);                                                     \
                 ACC invstd = (ACC)1 / (ACC)sqrt((double)((ACC)ld(rv, c) + eps));              \
                 scale[c] = invstd * (ACC)ld(gamma, c);                                        \
             }                                                                                 \
         }                                                                                     \
-        for (int64_t c = 0; c < (C); c++)                                                     \
+        for (int64_t c = 0; c < C; c++)                                                       \
             shift[c] = (ACC)ld(beta, c);                                                      \
-        MP_CPU_PARALLEL_FOR((M) * (C))                                                        \
-        for (int64_t m0 = 0; m0 < (M); m0 += R)                                               \
+        MP_CPU_PARALLEL_FOR(M * C)                                                            \
+        for (int64_t m0 = 0; m0 < M; m0 += R)                                                 \
             L->norm(x->dtype, x->data, y->data, m0, bn_rows(M, R, m0), C, mean, scale, shift); \
     }
 
-/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), the closed form of
- * gamma invstd / M (M dy - sum(dy) - xhat sum(dy xhat)); dgamma = sum(dy xhat), dbeta = sum(dy). */
 /* Backward for accumulator ACC at the level bn_pick_<ACC>() picks; the arguments are
- * mp_cpu_batchnorm_backward's, checked. */
+ * mp_cpu_batchnorm_backward's, checked. dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)),
+ * the closed form of gamma invstd / M (M dy - sum(dy) - xhat sum(dy xhat));
+ * dgamma = sum(dy xhat), dbeta = sum(dy). */
 #define MP_BN_BWD_FN(ACC)                                                                     \
     static void bn_backward_##ACC(                                                            \
         const mp_tensor *x, const mp_tensor *dy, const mp_tensor *gamma, const mp_tensor *sm, \
@@ -515,24 +502,24 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
         const int64_t R = bn_tile_rows(C, 1);                                                 \
         const bn_level_##ACC *L = bn_pick_##ACC();                                            \
         ACC *mean = mp_cpu_workspace(MP_CPU_WS_BN, bn_ws_bytes(M, C, 5, sizeof(ACC)));        \
-        ACC *invstd = mean + (C), *sdy = invstd + (C), *sdx = sdy + (C), *k = sdx + (C);      \
-        for (int64_t c = 0; c < (C); c++) {                                                   \
+        ACC *invstd = mean + C, *sdy = invstd + C, *sdx = sdy + C, *k = sdx + C;              \
+        for (int64_t c = 0; c < C; c++) {                                                     \
             mean[c] = (ACC)ld(sm, c);                                                         \
             invstd[c] = (ACC)ld(si, c);                                                       \
         }                                                                                     \
-        bn_sums_##ACC(L, x, dy, M, C, mean, invstd, k + (C), sdy, sdx);                       \
-        for (int64_t c = 0; c < (C); c++) {                                                   \
+        bn_sums_##ACC(L, x, dy, M, C, mean, invstd, k + C, sdy, sdx);                         \
+        for (int64_t c = 0; c < C; c++) {                                                     \
             st(dgamma, c, (double)sdx[c]);                                                    \
             st(dbeta, c, (double)sdy[c]);                                                     \
         }                                                                                     \
         if (dx) {                                                                             \
-            for (int64_t c = 0; c < (C); c++) {                                               \
+            for (int64_t c = 0; c < C; c++) {                                                 \
                 k[c] = (ACC)ld(gamma, c) * invstd[c];                                         \
-                sdy[c] /= (ACC)(M);                                                           \
-                sdx[c] /= (ACC)(M);                                                           \
+                sdy[c] /= (ACC)M;                                                             \
+                sdx[c] /= (ACC)M;                                                             \
             }                                                                                 \
-            MP_CPU_PARALLEL_FOR((M) * (C))                                                    \
-            for (int64_t m0 = 0; m0 < (M); m0 += R)                                           \
+            MP_CPU_PARALLEL_FOR(M * C)                                                        \
+            for (int64_t m0 = 0; m0 < M; m0 += R)                                             \
                 L->dx(x->dtype, x->data, dy->data, dx->data, m0, bn_rows(M, R, m0), C, mean,  \
                       invstd, k, sdy, sdx);                                                   \
         }                                                                                     \

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "engine/backend_cpu/isa.h"
+#include "engine/cast_rule.h"
 #include "engine/dtype.h"
 
 typedef float mp_v8f __attribute__((vector_size(32)));
@@ -98,24 +99,6 @@ MP_V8_INLINE void mp_v8_store(mp_dtype dt, void *p, int64_t i, mp_v8f v)
     memcpy((uint16_t *)p + i, &h, sizeof h);
 }
 
-/* Element i of p (dtype dt: MP_F32, MP_F16 or MP_BF16) as FP32, and v stored rounded into
- * element i: the scalar tails of the kernels that use the vectors above. */
-MP_V8_INLINE float mp_v8_load1(mp_dtype dt, const void *p, int64_t i)
-{
-    if (dt == MP_F32)
-        return ((const float *)p)[i];
-    const uint16_t h = ((const uint16_t *)p)[i];
-    return dt == MP_BF16 ? mp_bf16_to_f32(h) : mp_f16_to_f32(h);
-}
-
-MP_V8_INLINE void mp_v8_store1(mp_dtype dt, void *p, int64_t i, float v)
-{
-    if (dt == MP_F32)
-        ((float *)p)[i] = v;
-    else
-        ((uint16_t *)p)[i] = dt == MP_BF16 ? mp_f32_to_bf16(v) : mp_f32_to_f16(v);
-}
-
 /* The levels' loads and stores (see the top of this file). */
 #define MP_V8_LOAD_BASE mp_v8_load
 #define MP_V8_STORE_BASE mp_v8_store
@@ -141,8 +124,8 @@ __attribute__((target("avx2,f16c"))) MP_V8_INLINE mp_v8f mp_v8_load_f16c(mp_dtyp
 
 /* F16C and AVX2: a vector with no NaN is rounded by VCVTPS2PH (fp16) or by the rounding
  * increment alone (bf16: no NaN test per element); one holding a NaN is stored element by
- * element by mp_v8_store1 (VCVTPS2PH keeps other payload bits; the increment can round a NaN with
- * a small payload to infinity, or carry into the sign bit). */
+ * element by engine/cast_rule.h's mp_elem_store_f32 (VCVTPS2PH keeps other payload bits; the
+ * increment can round a NaN with a small payload to infinity, or carry into the sign bit). */
 __attribute__((target("avx2,f16c"))) MP_V8_INLINE void mp_v8_store_f16c(mp_dtype dt, void *p,
                                                                          int64_t i, mp_v8f v)
 {
@@ -156,7 +139,7 @@ __attribute__((target("avx2,f16c"))) MP_V8_INLINE void mp_v8_store_f16c(mp_dtype
         float e[8]; /* element by element: no vector crosses into code compiled without AVX */
         memcpy(e, &v, sizeof e);
         for (int j = 0; j < 8; j++)
-            mp_v8_store1(dt, p, i + j, e[j]);
+            mp_elem_store_f32(p, dt, i + j, e[j]);
         return;
     }
     __m128i h;
