@@ -56,7 +56,10 @@ static mp_status batchnorm_backward(mp_layer *l, const mp_tensor *x, const mp_te
 }
 
 static const mp_layer_class mp_batchnorm_class = {
-    .type = "batchnorm", .forward = batchnorm_forward, .backward = batchnorm_backward};
+    .type = "batchnorm",
+    .forward = batchnorm_forward,
+    .backward = batchnorm_backward,
+    .inplace_backward = true};
 
 mp_status mp_layer_batchnorm_init(mp_layer *l, const mp_ops *ops, const char *name,
                                   const int64_t in_shape[3], double eps, double momentum)

@@ -159,8 +159,8 @@ MP_OP(mp_status, batchnorm_forward, (const mp_bn_args *a, bool train, const mp_t
                                      const mp_tensor *gamma, const mp_tensor *beta,
                                      mp_tensor *running_mean, mp_tensor *running_var,
                                      mp_tensor *save_mean, mp_tensor *save_invstd, mp_tensor *y))
-/* Gradients of training-mode batch normalisation: dx (NULL for none), dgamma, dbeta
- * (overwritten), from the save_mean/save_invstd of the training forward. `a` is the one
+/* Gradients of training-mode batch normalisation: dx (NULL for none; may alias dy), dgamma,
+ * dbeta (overwritten), from the save_mean/save_invstd of the training forward. `a` is the one
  * that forward was given (its eps must be > 0); the result depends only on the saved
  * statistics, and momentum is unused. */
 MP_OP(mp_status, batchnorm_backward, (const mp_bn_args *a, const mp_tensor *x, const mp_tensor *dy,

@@ -303,6 +303,7 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
 {
     int64_t n = x->shape[0];
     mp_tensor g = *dy, gx;
+    int held = -1; /* the scratch buffer g is in; -1: the caller's dy, never written */
     for (int i = s->n - 1; i >= 0; i--) {
         mp_layer *l = &s->layers[i];
         mp_tensor xin = i == 0 ? *x : mp_tensor_batch(&s->acts[i - 1], n);
@@ -320,7 +321,11 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
         mp_tensor *gxp = NULL;
         if (i > 0) {
             const mp_tensor *orig = &s->acts[i - 1];
-            gx = mp_tensor_view(scratch[i & 1].data, orig->dtype, orig->ndim, orig->shape);
+            const bool over = held >= 0 && l->cls->inplace_backward &&
+                              g.dtype == orig->dtype && mp_tensor_row(&g) == mp_tensor_row(orig);
+            if (!over)
+                held = held == 0 ? 1 : 0;
+            gx = mp_tensor_view(scratch[held].data, orig->dtype, orig->ndim, orig->shape);
             gx.shape[0] = n;
             gxp = &gx;
         } else {

@@ -66,7 +66,9 @@ typedef struct mp_layer_hook {
 
 /* Backward through s for the batch last passed to forward: parameter gradients, and dx (the
  * dtype and shape of x) unless NULL; scratch are two ping-pong buffers big enough for any
- * inner activation gradient. `done` (may be NULL) hears of each layer as it finishes. With
+ * inner activation gradient (a layer whose class allows it writes its dx over its dy when dy is
+ * in one of them, so the buffer is not read and written in full twice; dy itself is never
+ * written). `done` (may be NULL) hears of each layer as it finishes. With
  * s->recompute each composite layer first runs its training forward again from its input (the
  * same step, so the same dropout masks; BatchNorm's running statistics untouched). */
 mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *dy,

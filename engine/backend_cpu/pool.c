@@ -146,43 +146,83 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
         }                                                                                     \
     } while (0)
 
-/* One element row of a tiled max-pool window for accumulator type ACC (UINT: its bits): od[c] =
- * 0 + g[c] where v[c] is the window's maximum m[c] and no earlier element of the window was
- * (taken[c] == 0; it becomes all ones), else +0. v[c] is the maximum when its bits are m[c]'s,
- * or when both are NaN: the forward took the first element of the window with the maximum's
- * value, so no earlier element has its bits, and the first NaN when there is one. Integer masks
- * and no branches, so the compiler vectorises it (GCC does not if-convert float comparisons). */
+/* One output row of tiled max-pool windows (kh x kw, stride = window) for accumulator type ACC
+ * (UINT: its bits): for each window q of the row, element (a, b) of it (at od and v + ((a W + q kw
+ * + b) C) gets 0 + g[q C + c] in channel c where it is the window's maximum m[q C + c] and no
+ * earlier element of the window was, else +0. v[c] is the maximum when its bits are m[c]'s, or
+ * when both are NaN: the forward took the first element of the window with the maximum's value,
+ * so no earlier element has its bits, and the first NaN when there is one. A block of channels
+ * one 32-byte vector wide at a time (GCC's vector extension), the elements already taken held
+ * in a register across the window: integer masks and no branches; the last C % width channels
+ * one at a time, with the same operations. */
 #define MP_POOL_ROUTE(ACC, UINT, SFX, ABS, INF, QNAN)                                         \
+    typedef UINT vu_##SFX __attribute__((vector_size(32)));                                   \
+    typedef ACC vf_##SFX __attribute__((vector_size(32)));                                    \
     static inline UINT key_##SFX(UINT u) { return (u & (ABS)) > (INF) ? (QNAN) : u; }         \
-    MP_VECTOR_CLONES                                                                          \
-    static void route_##SFX(ACC *restrict od, UINT *restrict taken, const ACC *restrict v,    \
-                            const ACC *restrict m, const ACC *restrict g, int64_t C)          \
+    static inline vu_##SFX vkey_##SFX(vu_##SFX u)                                             \
     {                                                                                         \
-        for (int64_t c = 0; c < C; c++) {                                                     \
-            UINT vb, mb, gb, o;                                                               \
-            ACC gs = (ACC)0 + g[c];                                                           \
-            memcpy(&vb, &v[c], sizeof vb);                                                    \
-            memcpy(&mb, &m[c], sizeof mb);                                                    \
-            memcpy(&gb, &gs, sizeof gb);                                                      \
-            UINT hit = (UINT)0 - (UINT)(key_##SFX(vb) == key_##SFX(mb));                      \
-            hit &= ~taken[c];                                                                 \
-            o = gb & hit;                                                                     \
-            memcpy(&od[c], &o, sizeof o);                                                     \
-            taken[c] |= hit;                                                                  \
+        const vu_##SFX nan = (vu_##SFX)((u & (ABS)) > (INF));                                 \
+        return (u & ~nan) | ((UINT)(QNAN) & nan);                                             \
+    }                                                                                         \
+    MP_VECTOR_CLONES                                                                          \
+    static void route_##SFX(ACC *restrict od, const ACC *restrict v, const ACC *restrict m,   \
+                            const ACC *restrict g, int64_t Q, int64_t C, int64_t W,           \
+                            int64_t kh, int64_t kw)                                           \
+    {                                                                                         \
+        enum { VW = (int)(sizeof(vu_##SFX) / sizeof(UINT)) };                                 \
+        for (int64_t q = 0; q < Q; q++) {                                                     \
+            const int64_t w0 = q * kw * C, mq = q * C;                                        \
+            int64_t c = 0;                                                                    \
+            for (; c + VW <= C; c += VW) {                                                    \
+                vu_##SFX mb, gb, vb, taken = {0};                                             \
+                vf_##SFX gs;                                                                  \
+                memcpy(&mb, m + mq + c, sizeof mb);                                           \
+                memcpy(&gs, g + mq + c, sizeof gs);                                           \
+                gs = (ACC)0 + gs;                                                             \
+                memcpy(&gb, &gs, sizeof gb);                                                  \
+                mb = vkey_##SFX(mb);                                                          \
+                for (int64_t a = 0; a < kh; a++)                                              \
+                    for (int64_t b = 0; b < kw; b++) {                                        \
+                        const int64_t at = (a * W + b) * C + w0 + c;                          \
+                        memcpy(&vb, v + at, sizeof vb);                                       \
+                        const vu_##SFX hit = (vu_##SFX)(vkey_##SFX(vb) == mb) & ~taken;       \
+                        const vu_##SFX o = gb & hit;                                          \
+                        memcpy(od + at, &o, sizeof o);                                        \
+                        taken |= hit;                                                         \
+                    }                                                                         \
+            }                                                                                 \
+            for (; c < C; c++) {                                                              \
+                UINT mb, gb, vb, taken = 0;                                                   \
+                const ACC gs = (ACC)0 + g[mq + c];                                            \
+                memcpy(&mb, &m[mq + c], sizeof mb);                                           \
+                memcpy(&gb, &gs, sizeof gb);                                                  \
+                mb = key_##SFX(mb);                                                           \
+                for (int64_t a = 0; a < kh; a++)                                              \
+                    for (int64_t b = 0; b < kw; b++) {                                        \
+                        const int64_t at = (a * W + b) * C + w0 + c;                          \
+                        memcpy(&vb, &v[at], sizeof vb);                                       \
+                        const UINT hit = ((UINT)0 - (UINT)(key_##SFX(vb) == mb)) & ~taken;    \
+                        const UINT o = gb & hit;                                              \
+                        memcpy(&od[at], &o, sizeof o);                                        \
+                        taken |= hit;                                                         \
+                    }                                                                         \
+            }                                                                                 \
         }                                                                                     \
     }
 MP_POOL_ROUTE(float, uint32_t, f32, UINT32_C(0x7fffffff), UINT32_C(0x7f800000),
               UINT32_C(0x7fc00000))
 MP_POOL_ROUTE(double, uint64_t, f64, UINT64_C(0x7fffffffffffffff), UINT64_C(0x7ff0000000000000),
               UINT64_C(0x7ff8000000000000))
-#define route(od, taken, v, m, g, C)                                                          \
-    _Generic((od), float *: route_f32, double *: route_f64)(od, (void *)(taken), v, m, g, C)
+#define route(od, v, m, g, Q, C, W, kh, kw)                                                   \
+    _Generic((od), float *: route_f32, double *: route_f64)(od, v, m, g, Q, C, W, kh, kw)
 
 /* Max-pool backward where the windows tile x exactly (stride = window, no padding, H = P kh,
  * W = Q kw), one pass with no accumulator: each input element belongs to one window, and gets
  * 0 + the window's gradient when it is the window's first maximum (the first element, in
  * row-major order, equal to the window's output y, or the first NaN when y is NaN: the element
- * the forward took), else 0 — the values the scatter gives, bit for bit. */
+ * the forward took), else 0 — the values the scatter gives, bit for bit. A row of windows at a
+ * time; FP32 (FP64) data is read and written in place, half data widened and rounded back a
+ * whole image at a time. */
 #define POOL_BWD_TILED(T, ACC, LD, ST, g, x, y, dy, dx)                                       \
     do {                                                                                      \
         (void)sizeof(T);                                                                      \
@@ -194,23 +234,17 @@ MP_POOL_ROUTE(double, uint64_t, f64, UINT64_C(0x7fffffffffffffff), UINT64_C(0x7f
         MP_CPU_PARALLEL_FOR((g)->N * in_)                                                     \
         for (int64_t n = 0; n < (g)->N; n++) {                                                \
             ACC *xbuf = mp_cpu_workspace(MP_CPU_WS_POOL,                                      \
-                                         (size_t)(2 * in_ + 2 * out_ + C_) * sizeof(ACC));    \
+                                         (size_t)(2 * in_ + 2 * out_) * sizeof(ACC));         \
             ACC *obuf = xbuf + in_, *ybuf = obuf + in_, *gbuf = ybuf + out_;                  \
-            ACC *taken = gbuf + out_;                                                         \
             const ACC *xn = MP_CPU_WIDEN(ACC, x, n * in_, in_, xbuf);                         \
             const ACC *yn = MP_CPU_WIDEN(ACC, y, n * out_, out_, ybuf);                       \
             const ACC *gn = MP_CPU_WIDEN(ACC, dy, n * out_, out_, gbuf);                      \
             ACC *o = (dx)->dtype == adt ? (ACC *)mp_cpu_at(dx, n * in_) : obuf;               \
-            for (int64_t p = 0; p < (g)->P; p++)                                              \
-                for (int64_t q = 0; q < (g)->Q; q++) {                                        \
-                    const ACC *m = yn + (p * (g)->Q + q) * C_, *gw = gn + (p * (g)->Q + q) * C_; \
-                    memset(taken, 0, (size_t)C_ * sizeof(ACC));                               \
-                    for (int64_t hh = p * (g)->kh; hh < (p + 1) * (g)->kh; hh++)              \
-                        for (int64_t ww = q * (g)->kw; ww < (q + 1) * (g)->kw; ww++) {        \
-                            const int64_t at_ = (hh * (g)->W + ww) * C_;                      \
-                            route(o + at_, taken, xn + at_, m, gw, C_);                       \
-                        }                                                                     \
-                }                                                                             \
+            for (int64_t p = 0; p < (g)->P; p++) {                                            \
+                const int64_t at_ = p * (g)->kh * (g)->W * C_, mp_ = p * (g)->Q * C_;         \
+                route(o + at_, xn + at_, yn + mp_, gn + mp_, (g)->Q, C_, (g)->W, (g)->kh,     \
+                      (g)->kw);                                                               \
+            }                                                                                 \
             if (o == obuf)                                                                    \
                 mp_convert(mp_cpu_at(dx, n * in_), (dx)->dtype, obuf, adt, (size_t)in_);      \
         }                                                                                     \

@@ -2,7 +2,7 @@
  * in training mode, the running statistics after one and two steps against values worked out
  * by hand (unbiased variance, momentum), evaluation with the running statistics, a naive FP64
  * reference over more channels than one block, FP32/fp16/bf16 inputs against FP64 with
- * tolerances from the dtype's epsilon, the layer's eps handed to backward as to forward (cuDNN
+ * tolerances from the dtype's epsilon, backward with dx over dy giving the same bits, the layer's eps handed to backward as to forward (cuDNN
  * asks for the same value in both), and the layer's declarations and errors. */
 #include "tests/util/test_util.h"
 
@@ -266,8 +266,19 @@ static void run_bn(mp_dtype dt, const double *xv, const double *dyv, const doubl
         out->rm[c] = mp_load(l.buf[0].data, pt, (size_t)c);
         out->rv[c] = mp_load(l.buf[1].data, pt, (size_t)c);
     }
-    mp_tensor *all[] = {&x, &dy, &y, &dx};
-    for (int i = 0; i < 4; i++)
+    /* Backward again with dx over dy's memory (the class allows it; mp_seq_backward does it)
+     * gives the same bits. */
+    assert_true(l.cls->inplace_backward);
+    mp_tensor dz = mp_test_rand(dt, 4, s, NULL, 0, 0);
+    memcpy(dz.data, dy.data, (size_t)(RUN_M * RUN_C) * mp_dtype_size(dt));
+    assert_int_equal(l.cls->backward(&l, &x, &y, &dz, &dz), MP_OK);
+    assert_memory_equal(dz.data, dx.data, (size_t)(RUN_M * RUN_C) * mp_dtype_size(dt));
+    for (int c = 0; c < RUN_C; c++) {
+        assert_true(mp_load(l.dw[0].data, pt, (size_t)c) == out->dg[c]);
+        assert_true(mp_load(l.dw[1].data, pt, (size_t)c) == out->db[c]);
+    }
+    mp_tensor *all[] = {&x, &dy, &y, &dx, &dz};
+    for (int i = 0; i < 5; i++)
         mp_tensor_free(all[i]);
     free_state(&l);
 }

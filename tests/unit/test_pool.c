@@ -276,31 +276,48 @@ static void test_max_ties_route_to_first(void **state)
 
 /* Windows that tile the input (2x2, stride 2: the one-pass backward) route as the scatter does,
  * in every dtype: equal values to the first; -0 before +0 to the -0; the first of two NaNs; the
- * first of two equal maxima; and a -0 gradient arrives as +0 (0 + dy), as everywhere else. */
+ * first of two equal maxima; and a -0 gradient arrives as +0 (0 + dy), as everywhere else. Every
+ * channel holds the same pattern, with 1 channel and with 11 (the vector blocks of the kernel
+ * and the channels left over). */
 static void test_tiled_max_routing(void **state)
 {
     (void)state;
-    int64_t in[3] = {4, 4, 1};
-    mp_pool_desc d = desc(2, 2, 2, 2, 0, 0, true);
-    mp_layer l;
-    assert_int_equal(mp_layer_pool_init(&l, ops, "pool", in, &d), MP_OK);
-    const double x[16] = {1.5, 1.5, -0.0, 0.0, 1.5, 1.5, -1, -2, 1, NAN, 1, 3, NAN, 5, 3, 2};
-    const double dy[4] = {2.5, 4, 8, -0.0};
-    double want[16] = {0};
-    want[0] = 2.5; /* window (0,0): all equal, the first */
-    want[2] = 4;   /* window (0,1): -0 then +0, the first */
-    want[9] = 8;   /* window (1,0): the first NaN */
+    const double x1[16] = {1.5, 1.5, -0.0, 0.0, 1.5, 1.5, -1, -2, 1, NAN, 1, 3, NAN, 5, 3, 2};
+    const double dy1[4] = {2.5, 4, 8, -0.0};
+    double want1[16] = {0};
+    want1[0] = 2.5; /* window (0,0): all equal, the first */
+    want1[2] = 4;   /* window (0,1): -0 then +0, the first */
+    want1[9] = 8;   /* window (1,0): the first NaN */
     const mp_dtype dts[] = {MP_F64, MP_F32, MP_F16, MP_BF16};
-    for (int k = 0; k < 4; k++) {
-        double y[4], dx[16];
-        run_layer(&l, dts[k], 1, x, dy, y, dx);
-        assert_true(isnan(y[2]) && y[3] == 3);
-        for (int i = 0; i < 16; i++) {
-            if (memcmp(&dx[i], &want[i], sizeof dx[i]) != 0)
-                fail_msg("%s: dx[%d] = %g, want %g (window maxima routed as the scatter does)",
-                         mp_dtype_name(dts[k]), i, dx[i], want[i]);
+    enum { CMAX = 11 };
+    const int64_t cs[2] = {1, CMAX};
+    for (int t = 0; t < 2; t++) {
+        const int64_t C = cs[t];
+        int64_t in[3] = {4, 4, C};
+        mp_pool_desc d = desc(2, 2, 2, 2, 0, 0, true);
+        mp_layer l;
+        assert_int_equal(mp_layer_pool_init(&l, ops, "pool", in, &d), MP_OK);
+        double x[16 * CMAX], dy[4 * CMAX], want[16 * CMAX];
+        for (int64_t i = 0; i < 16 * C; i++) {
+            x[i] = x1[i / C];
+            want[i] = want1[i / C];
         }
-        assert_false(signbit(dx[11])); /* window (1,1): its first 3, with dy -0, gets +0 */
+        for (int64_t i = 0; i < 4 * C; i++)
+            dy[i] = dy1[i / C];
+        for (int k = 0; k < 4; k++) {
+            double y[4 * CMAX], dx[16 * CMAX];
+            run_layer(&l, dts[k], 1, x, dy, y, dx);
+            for (int64_t c = 0; c < C; c++)
+                assert_true(isnan(y[2 * C + c]) && y[3 * C + c] == 3);
+            for (int64_t i = 0; i < 16 * C; i++) {
+                if (memcmp(&dx[i], &want[i], sizeof dx[i]) != 0)
+                    fail_msg("%s, C %lld: dx[%lld] = %g, want %g (window maxima routed as the "
+                             "scatter does)",
+                             mp_dtype_name(dts[k]), (long long)C, (long long)i, dx[i], want[i]);
+                if (i / C == 11)
+                    assert_false(signbit(dx[i])); /* window (1,1): its first 3, dy -0: +0 */
+            }
+        }
     }
 }
 
