@@ -277,8 +277,8 @@ static void test_max_ties_route_to_first(void **state)
 /* Windows that tile the input (2x2, stride 2: the one-pass backward) route as the scatter does,
  * in every dtype: equal values to the first; -0 before +0 to the -0; the first of two NaNs; the
  * first of two equal maxima; and a -0 gradient arrives as +0 (0 + dy), as everywhere else. Every
- * channel holds the same pattern, with 1 channel and with 11 (the vector blocks of the kernel
- * and the channels left over). */
+ * channel holds the same pattern, with 1 channel, 11 (the vector blocks of the kernel and the
+ * channels left over) and 16 (whole vectors: FP32 and FP64 dx by non-temporal stores). */
 static void test_tiled_max_routing(void **state)
 {
     (void)state;
@@ -289,9 +289,9 @@ static void test_tiled_max_routing(void **state)
     want1[2] = 4;   /* window (0,1): -0 then +0, the first */
     want1[9] = 8;   /* window (1,0): the first NaN */
     const mp_dtype dts[] = {MP_F64, MP_F32, MP_F16, MP_BF16};
-    enum { CMAX = 11 };
-    const int64_t cs[2] = {1, CMAX};
-    for (int t = 0; t < 2; t++) {
+    enum { CMAX = 16 };
+    const int64_t cs[3] = {1, 11, CMAX};
+    for (int t = 0; t < 3; t++) {
         const int64_t C = cs[t];
         int64_t in[3] = {4, 4, C};
         mp_pool_desc d = desc(2, 2, 2, 2, 0, 0, true);
