@@ -7,7 +7,9 @@
 # and the median of the rounds' B/A ratios with their range. Odd rounds run A first, even rounds
 # B first (ABBA), so neither always takes the colder start. For a change's effect where the
 # machine's speed drifts more than the change (bench/cpu_speed.sh writes configs to use:
-# runs/bench-cpu/MODEL-mpdist-LEVEL.cfg).
+# runs/bench-cpu/MODEL-mpdist-LEVEL.cfg). Where the config has log.profile on, the table also
+# gives each build's largest op other than GEMM/convolution (bench/profile_table.py --largest)
+# in its worst round, with that round's share of the step and the range over the rounds.
 #
 # Usage: bench/ab_builds.sh BUILD_A BUILD_B CONFIG... [-- extra mpdist args]
 #   BUILD_A, BUILD_B   build directories holding mpdist
@@ -51,26 +53,37 @@ rate() {
   fi
   grep '"type":"step"' "$tmp/m.jsonl" | tail -n +2 | python3 -c '
 import json, statistics, sys
-print(round(statistics.median(json.loads(l)["images_per_s"] for l in sys.stdin), 1))'
+print(round(statistics.median(json.loads(l)["images_per_s"] for l in sys.stdin), 1), end=" ")'
+  python3 bench/profile_table.py --largest "$(grep '"type":"summary"' "$tmp/m.jsonl" | tail -1)" |
+    tr ' ' ':'
 }
 echo "# A: $a  B: $b"
 echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $OMP_NUM_THREADS threads; $rounds rounds; $(date -u +%Y-%m-%dT%H:%MZ)"
-printf '%-40s %10s %10s %10s %15s\n' config A_images/s B_images/s B/A_median B/A_range
+printf '%-40s %10s %10s %10s %15s %24s %24s\n' config A_images/s B_images/s B/A_median B/A_range \
+  A_largest_op_worst B_largest_op_worst
 for c in "${configs[@]}"; do
-  ra=() rb=() ratios=()
+  ra=() rb=() ratios=() oa=() ob=()
   for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) = 1 ]; then x=$(rate "$a" "$c") y=$(rate "$b" "$c"); else y=$(rate "$b" "$c") x=$(rate "$a" "$c"); fi
     if [ -z "$x" ] || [ -z "$y" ]; then
       echo "ab_builds: $c round $r: a run failed (A: ${x:-failed}, B: ${y:-failed})" >&2; rc=1; continue
     fi
-    ra+=("$x") rb+=("$y") ratios+=("$(python3 -c "print($y / $x)")")
+    ra+=("${x% *}") rb+=("${y% *}") oa+=("${x#* }") ob+=("${y#* }")
+    ratios+=("$(python3 -c "print(${y% *} / ${x% *})")")
   done
   [ ${#ra[@]} -gt 0 ] || continue
-  python3 - "$(basename "$c" .cfg)" "${ra[*]}" "${rb[*]}" "${ratios[*]}" <<'P'
+  python3 - "$(basename "$c" .cfg)" "${ra[*]}" "${rb[*]}" "${ratios[*]}" "${oa[*]}" "${ob[*]}" <<'P'
 import statistics, sys
-name, a, b, q = sys.argv[1], *[list(map(float, s.split())) for s in sys.argv[2:]]
+name, a, b, q = sys.argv[1], *[list(map(float, s.split())) for s in sys.argv[2:5]]
+def worst(runs):  # "op:share" per round ("-:-" without a profile): the worst round, the range
+    got = [(float(s), op) for op, s in (r.split(":") for r in runs.split()) if s != "-"]
+    if not got:
+        return "-"
+    top = max(got)
+    return f"{top[1]} {top[0]:.1f}% ({min(got)[0]:.1f}-{top[0]:.1f})"
 print(f"{name:<40} {statistics.median(a):10.1f} {statistics.median(b):10.1f} "
-      f"{statistics.median(q):10.3f} {min(q):7.3f}-{max(q):.3f}")
+      f"{statistics.median(q):10.3f} {min(q):7.3f}-{max(q):.3f} {worst(sys.argv[5]):>24} "
+      f"{worst(sys.argv[6]):>24}")
 P
 done
 exit $rc

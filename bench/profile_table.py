@@ -4,7 +4,9 @@ one row per op and phase, slowest first, with milliseconds per step and share of
 time in no op, and the largest share of one op (forward and backward together) other than
 GEMM/convolution (conv2d, linear).
 
-Usage: python3 bench/profile_table.py SUMMARY_JSON   (the summary record's line)
+Usage: python3 bench/profile_table.py [--largest] SUMMARY_JSON   (the summary record's line)
+  --largest   print only that op and its share, "OP PERCENT" (e.g. "batchnorm 12.3"), or "- -"
+              when the run has no profile
 """
 import argparse
 import json
@@ -12,13 +14,30 @@ import json
 GEMM = ("conv2d", "linear")
 
 
+def largest(prof):
+    """(ms, op) of the op other than GEMM/convolution with the most time, phases added."""
+    kinds = {}
+    for key, ms in prof.items():
+        op = key.rsplit(" ", 1)[0]
+        kinds[op] = kinds.get(op, 0.0) + ms
+    return max(((ms, op) for op, ms in kinds.items() if op not in GEMM), default=(0.0, "none"))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--largest", action="store_true",
+                   help="print only the largest op other than GEMM/convolution and its share")
     p.add_argument("summary", help="the summary record's JSON line")
-    prof = dict(json.loads(p.parse_args().summary).get("profile_ms", {}))
+    args = p.parse_args()
+    prof = dict(json.loads(args.summary).get("profile_ms", {}))
     step = prof.pop("step", 0.0)
     if not step:
-        print("(no profile: the run had log.profile off, or no step after the first)")
+        print("- -" if args.largest else
+              "(no profile: the run had log.profile off, or no step after the first)")
+        return
+    if args.largest:
+        worst = largest(prof)
+        print("%s %.1f" % (worst[1], 100 * worst[0] / step))
         return
     print("| op | phase | ms/step | share |")
     print("|---|---|---:|---:|")
@@ -27,11 +46,7 @@ def main():
         print("| %s | %s | %.2f | %.1f%% |" % (op, phase, ms, 100 * ms / step))
     rest = step - sum(prof.values())
     print("| (between ops) | step | %.2f | %.1f%% |" % (rest, 100 * rest / step))
-    kinds = {}
-    for key, ms in prof.items():
-        op = key.rsplit(" ", 1)[0]
-        kinds[op] = kinds.get(op, 0.0) + ms
-    worst = max(((ms, op) for op, ms in kinds.items() if op not in GEMM), default=(0.0, "none"))
+    worst = largest(prof)
     print()
     print("step %.2f ms; the largest op other than GEMM/convolution: %s at %.1f%%"
           % (step, worst[1], 100 * worst[0] / step))
