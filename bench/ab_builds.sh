@@ -9,7 +9,8 @@
 # machine's speed drifts more than the change (bench/cpu_speed.sh writes configs to use:
 # runs/bench-cpu/MODEL-mpdist-LEVEL.cfg). Where the config has log.profile on, the table also
 # gives each build's largest op other than GEMM/convolution (bench/profile_table.py --largest)
-# in its worst round, with that round's share of the step and the range over the rounds.
+# in its worst round with that round's share of the step, and in brackets the range over the
+# rounds of the largest share (whichever op had it).
 #
 # Usage: bench/ab_builds.sh BUILD_A BUILD_B CONFIG... [-- extra mpdist args]
 #   BUILD_A, BUILD_B   build directories holding mpdist
@@ -76,7 +77,7 @@ for c in "${configs[@]}"; do
 import statistics, sys
 name, a, b, q = sys.argv[1], *[list(map(float, s.split())) for s in sys.argv[2:5]]
 def worst(runs):  # "op:share" per round ("-:-" without a profile): the worst round, the range
-    got = [(float(s), op) for op, s in (r.split(":") for r in runs.split()) if s != "-"]
+    got = [(float(s), op) for op, s in (r.rsplit(":", 1) for r in runs.split()) if s != "-"]
     if not got:
         return "-"
     top = max(got)

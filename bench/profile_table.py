@@ -5,8 +5,8 @@ time in no op, and the largest share of one op (forward and backward together) o
 GEMM/convolution (conv2d, linear).
 
 Usage: python3 bench/profile_table.py [--largest] SUMMARY_JSON   (the summary record's line)
-  --largest   print only that op and its share, "OP PERCENT" (e.g. "batchnorm 12.3"), or "- -"
-              when the run has no profile
+  --largest   print only that op and its share, "OP PERCENT" (e.g. "batchnorm 12.3"; spaces in
+              the op's name become "_"), or "- -" when the run has no profile
 """
 import argparse
 import json
@@ -37,7 +37,7 @@ def main():
         return
     if args.largest:
         worst = largest(prof)
-        print("%s %.1f" % (worst[1], 100 * worst[0] / step))
+        print("%s %.1f" % (worst[1].replace(" ", "_"), 100 * worst[0] / step))
         return
     print("| op | phase | ms/step | share |")
     print("|---|---|---:|---:|")

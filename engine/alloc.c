@@ -1,10 +1,11 @@
 /* Counted aligned allocation. Each block carries a 64-byte header with its size and category,
- * so mp_free needs neither. Blocks of 4 MiB and more (activations, activation gradients, big
- * workspaces) are aligned to 2 MiB and asked for transparent huge pages (Linux's madvise, as
- * PyTorch's CPU allocator can): the element-wise ops stream through them, and 4 KiB pages cost
- * a TLB miss every 4 KiB. Measured on the 2-core AMD EPYC VM, cnn_bn O0 steps took 22.6-22.8 ms
- * with them against 23.7 ms without (alternating runs); nothing changes where the kernel has
- * no huge pages to give. */
+ * so mp_free needs neither. Activation blocks (activations and their gradients) of 4 MiB and
+ * more are aligned to 2 MiB and asked for transparent huge pages (Linux's madvise; PyTorch's
+ * CPU allocator does the same when THP_MEM_ALLOC_ENABLE is set): the element-wise ops stream
+ * through them, and 4 KiB pages cost a TLB miss every 4 KiB. Measured on the 2-core AMD EPYC
+ * VM, cnn_bn O0 steps took 22.6-22.8 ms with them against 23.7 ms without (alternating runs).
+ * It is a hint: where the kernel has no huge pages to give, or gives them only to those who ask
+ * (`enabled = madvise`) and compaction cannot find one, the block is the same. */
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #endif
@@ -41,7 +42,7 @@ static void raise_peak(atomic_llong *peak, long long value)
 void *mp_alloc(size_t bytes, mp_mem_cat cat)
 {
     void *base = NULL;
-    const bool huge = bytes >= 2 * MP_HUGE;
+    const bool huge = cat == MP_MEM_ACTIVATIONS && bytes >= 2 * MP_HUGE;
     if (posix_memalign(&base, huge ? MP_HUGE : MP_ALIGN, bytes + MP_ALIGN) != 0) {
         fprintf(stderr, "mpdist: out of host memory allocating %zu bytes of %s\n", bytes,
                 mp_cat_names[cat]);

@@ -34,8 +34,9 @@ typedef struct mp_layer_class {
     mp_dtype (*out_dtype)(const mp_layer *l, const mp_amp_policy *a, mp_dtype in);
     /* A GEMM or convolution: its input is cast to the policy's compute dtype first. */
     bool cast_input;
-    /* backward may be given dx over dy's own memory (same shape and dtype): each element of dx
-     * depends on dy only at its own position, read before it is written (ReLU, BatchNorm). */
+    /* backward may be given dx over dy's own memory (dtype and elements per sample the same):
+     * it reads dy at other positions only before it writes any of dx (BatchNorm's sums), and
+     * dy at a position before it writes dx there (ReLU, BatchNorm). */
     bool inplace_backward;
 } mp_layer_class;
 

@@ -2,7 +2,8 @@
  * semantics: training normalises with the batch mean and biased variance and updates the
  * running statistics with the unbiased variance; evaluation uses the running statistics.
  * Arithmetic is FP32 (FP64 for FP64 x) whatever the dtype of x; x, y, dy and dx share one
- * dtype, and dx may be NULL (parameter gradients only) or dy itself; the per-channel tensors (gamma, beta,
+ * dtype, and dx may be NULL (parameter gradients only) or dy itself (every read of dy at other
+ * positions, the sums, ends before dx is written); the per-channel tensors (gamma, beta,
  * statistics) may have any dtype and are read and written once per channel. The per-channel
  * sums add the rows in engine/bn_rule.h's order (chunks of rows, lanes within a chunk), the
  * GPU's, so they depend neither on the tiling nor on the threads, and every statistic and

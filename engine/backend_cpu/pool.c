@@ -154,7 +154,7 @@ mp_status mp_cpu_pool_forward(const mp_pool_desc *d, const mp_tensor *x, mp_tens
  * them (SSE2, any x86-64): they skip the read of p's cache lines that a store which misses
  * cache makes, and leave them out of the cache. The writer calls pool_store_fence() before
  * anything else reads p. */
-static inline void pool_store32(void *p, const void *v, bool nt)
+static inline __attribute__((always_inline)) void pool_store32(void *p, const void *v, bool nt)
 {
 #if defined(__x86_64__)
     if (nt) {
@@ -179,24 +179,64 @@ static inline void pool_store_fence(bool nt)
     (void)nt;
 }
 
-/* One output row of tiled max-pool windows (kh x kw, stride = window) for accumulator type ACC
- * (UINT: its bits): for each window q of the row, element (a, b) of it (at od and v + ((a W + q kw
- * + b) C) gets 0 + g[q C + c] in channel c where it is the window's maximum m[q C + c] and no
- * earlier element of the window was, else +0. v[c] is the maximum when its bits are m[c]'s, or
- * when both are NaN: the forward took the first element of the window with the maximum's value,
- * so no earlier element has its bits, and the first NaN when there is one. A block of channels
- * one 32-byte vector wide at a time (GCC's vector extension), the elements already taken held
- * in a register across the window: integer masks and no branches; the last C % width channels
- * one at a time, with the same operations. nt: od is 32-byte aligned and C a multiple of the
- * width, and the vectors go by non-temporal stores (pool_store32). */
+/* Tiled max-pool routing for accumulator type ACC (UINT: its bits). A window's element v[c]
+ * gets 0 + g[c] in channel c where it is the window's maximum m[c] and no earlier element of
+ * the window was, else +0. v[c] is the maximum when its bits are m[c]'s, or when both are NaN:
+ * the forward took the first element of the window with the maximum's value, so no earlier
+ * element has its bits, and the first NaN when there is one. Integer masks and no branches.
+ * key_<SFX>: a value's bits, any NaN made the quiet NaN; vkey_<SFX> the same for a vector.
+ * route_block_<SFX>: channels c .. c + width - 1 of a window (kh x kw, element (a, b) at
+ * (a W + b) C of od and v) as one 32-byte vector (GCC's vector extension), the elements already
+ * taken held in a register across the window; nt: od by non-temporal stores (pool_store32).
+ * route_tail_<SFX>: channel c alone, the same operations. */
 #define MP_POOL_ROUTE(ACC, UINT, SFX, ABS, INF, QNAN)                                         \
     typedef UINT vu_##SFX __attribute__((vector_size(32)));                                   \
     typedef ACC vf_##SFX __attribute__((vector_size(32)));                                    \
     static inline UINT key_##SFX(UINT u) { return (u & (ABS)) > (INF) ? (QNAN) : u; }         \
     static inline vu_##SFX vkey_##SFX(vu_##SFX u)                                             \
     {                                                                                         \
-        const vu_##SFX nan = (vu_##SFX)((u & (ABS)) > (INF));                                 \
-        return (u & ~nan) | ((UINT)(QNAN) & nan);                                             \
+        const vu_##SFX is_nan = (vu_##SFX)((u & (ABS)) > (INF));                              \
+        return (u & ~is_nan) | ((UINT)(QNAN) & is_nan);                                       \
+    }                                                                                         \
+    static inline __attribute__((always_inline)) void route_block_##SFX(                      \
+        ACC *restrict od, const ACC *restrict v, const ACC *restrict m, const ACC *restrict g, \
+        int64_t c, int64_t C, int64_t W, int64_t kh, int64_t kw, bool nt)                     \
+    {                                                                                         \
+        vu_##SFX mb, gb, vb, taken = {0};                                                     \
+        vf_##SFX gs;                                                                          \
+        memcpy(&mb, m + c, sizeof mb);                                                        \
+        memcpy(&gs, g + c, sizeof gs);                                                        \
+        gs = (ACC)0 + gs;                                                                     \
+        memcpy(&gb, &gs, sizeof gb);                                                          \
+        mb = vkey_##SFX(mb);                                                                  \
+        for (int64_t a = 0; a < kh; a++)                                                      \
+            for (int64_t b = 0; b < kw; b++) {                                                \
+                const int64_t at = (a * W + b) * C + c;                                       \
+                memcpy(&vb, v + at, sizeof vb);                                               \
+                const vu_##SFX hit = (vu_##SFX)(vkey_##SFX(vb) == mb) & ~taken;               \
+                const vu_##SFX o = gb & hit;                                                  \
+                pool_store32(od + at, &o, nt);                                                \
+                taken |= hit;                                                                 \
+            }                                                                                 \
+    }                                                                                         \
+    static inline __attribute__((always_inline)) void route_tail_##SFX(                       \
+        ACC *restrict od, const ACC *restrict v, const ACC *restrict m, const ACC *restrict g, \
+        int64_t c, int64_t C, int64_t W, int64_t kh, int64_t kw)                              \
+    {                                                                                         \
+        UINT mb, gb, vb, taken = 0;                                                           \
+        const ACC gs = (ACC)0 + g[c];                                                         \
+        memcpy(&mb, &m[c], sizeof mb);                                                        \
+        memcpy(&gb, &gs, sizeof gb);                                                          \
+        mb = key_##SFX(mb);                                                                   \
+        for (int64_t a = 0; a < kh; a++)                                                      \
+            for (int64_t b = 0; b < kw; b++) {                                                \
+                const int64_t at = (a * W + b) * C + c;                                       \
+                memcpy(&vb, &v[at], sizeof vb);                                               \
+                const UINT hit = ((UINT)0 - (UINT)(key_##SFX(vb) == mb)) & ~taken;            \
+                const UINT o = gb & hit;                                                      \
+                memcpy(&od[at], &o, sizeof o);                                                \
+                taken |= hit;                                                                 \
+            }                                                                                 \
     }                                                                                         \
     MP_VECTOR_CLONES                                                                          \
     static void route_##SFX(ACC *restrict od, const ACC *restrict v, const ACC *restrict m,   \
@@ -205,44 +245,17 @@ static inline void pool_store_fence(bool nt)
     {                                                                                         \
         enum { VW = (int)(sizeof(vu_##SFX) / sizeof(UINT)) };                                 \
         for (int64_t q = 0; q < Q; q++) {                                                     \
-            const int64_t w0 = q * kw * C, mq = q * C;                                        \
+            const int64_t w0 = q * kw * C;                                                    \
             int64_t c = 0;                                                                    \
-            for (; c + VW <= C; c += VW) {                                                    \
-                vu_##SFX mb, gb, vb, taken = {0};                                             \
-                vf_##SFX gs;                                                                  \
-                memcpy(&mb, m + mq + c, sizeof mb);                                           \
-                memcpy(&gs, g + mq + c, sizeof gs);                                           \
-                gs = (ACC)0 + gs;                                                             \
-                memcpy(&gb, &gs, sizeof gb);                                                  \
-                mb = vkey_##SFX(mb);                                                          \
-                for (int64_t a = 0; a < kh; a++)                                              \
-                    for (int64_t b = 0; b < kw; b++) {                                        \
-                        const int64_t at = (a * W + b) * C + w0 + c;                          \
-                        memcpy(&vb, v + at, sizeof vb);                                       \
-                        const vu_##SFX hit = (vu_##SFX)(vkey_##SFX(vb) == mb) & ~taken;       \
-                        const vu_##SFX o = gb & hit;                                          \
-                        pool_store32(od + at, &o, nt);                                        \
-                        taken |= hit;                                                         \
-                    }                                                                         \
-            }                                                                                 \
-            for (; c < C; c++) {                                                              \
-                UINT mb, gb, vb, taken = 0;                                                   \
-                const ACC gs = (ACC)0 + g[mq + c];                                            \
-                memcpy(&mb, &m[mq + c], sizeof mb);                                           \
-                memcpy(&gb, &gs, sizeof gb);                                                  \
-                mb = key_##SFX(mb);                                                           \
-                for (int64_t a = 0; a < kh; a++)                                              \
-                    for (int64_t b = 0; b < kw; b++) {                                        \
-                        const int64_t at = (a * W + b) * C + w0 + c;                          \
-                        memcpy(&vb, &v[at], sizeof vb);                                       \
-                        const UINT hit = ((UINT)0 - (UINT)(key_##SFX(vb) == mb)) & ~taken;    \
-                        const UINT o = gb & hit;                                              \
-                        memcpy(&od[at], &o, sizeof o);                                        \
-                        taken |= hit;                                                         \
-                    }                                                                         \
-            }                                                                                 \
+            for (; c + VW <= C; c += VW)                                                      \
+                route_block_##SFX(od + w0, v + w0, m + q * C, g + q * C, c, C, W, kh, kw, nt); \
+            for (; c < C; c++)                                                                \
+                route_tail_##SFX(od + w0, v + w0, m + q * C, g + q * C, c, C, W, kh, kw);     \
         }                                                                                     \
     }
+/* route_<SFX>: one output row of tiled windows (kh x kw, stride = window): window q's element
+ * (a, b) at od and v + (a W + q kw + b) C, its maximum and gradient at m and g + q C; nt: od
+ * 32-byte aligned and C a multiple of the vector width. */
 MP_POOL_ROUTE(float, uint32_t, f32, UINT32_C(0x7fffffff), UINT32_C(0x7f800000),
               UINT32_C(0x7fc00000))
 MP_POOL_ROUTE(double, uint64_t, f64, UINT64_C(0x7fffffffffffffff), UINT64_C(0x7ff0000000000000),
@@ -250,17 +263,24 @@ MP_POOL_ROUTE(double, uint64_t, f64, UINT64_C(0x7fffffffffffffff), UINT64_C(0x7f
 #define route(od, v, m, g, Q, C, W, kh, kw, nt)                                               \
     _Generic((od), float *: route_f32, double *: route_f64)(od, v, m, g, Q, C, W, kh, kw, nt)
 
+/* Bytes of dx from which max pooling's tiled backward writes FP32 (FP64) dx by non-temporal
+ * stores: more than a core's L2 on current CPUs, where the next backward (ReLU's, in place)
+ * would not find it in cache anyway; and windows of at most 4 elements, so that a vector block
+ * leaves few cache lines half written before the next block completes them. */
+#define MP_POOL_NT_BYTES ((size_t)2 << 20)
+#define MP_POOL_NT_WINDOW 4
+
 /* Max-pool backward where the windows tile x exactly (stride = window, no padding, H = P kh,
  * W = Q kw), one pass with no accumulator: each input element belongs to one window, and gets
  * 0 + the window's gradient when it is the window's first maximum (the first element, in
  * row-major order, equal to the window's output y, or the first NaN when y is NaN: the element
  * the forward took), else 0 — the values the scatter gives, bit for bit. A row of windows at a
  * time; FP32 (FP64) data is read and written in place, half data widened and rounded back a
- * whole image at a time. FP32 (FP64) dx whose rows of channels are whole aligned vectors is
- * written by non-temporal stores: on this project's 2-core AMD EPYC VM some processes wrote
- * dx at a third of the usual speed (max-pool backward 4.2 ms a cnn_bn O0 step instead of 1.3),
- * the time spent in the stores, and the non-temporal stores took 1.1-1.2 ms in those processes
- * and in the others alike. */
+ * whole image at a time. A large FP32 (FP64) dx whose rows of channels are whole aligned vectors
+ * is written by non-temporal stores (MP_POOL_NT_BYTES): on this project's 2-core AMD EPYC VM
+ * some processes wrote dx at a third of the usual speed (max-pool backward 4.2 ms a cnn_bn O0
+ * step instead of 1.3), the time spent in the stores, and the non-temporal stores took 1.1-1.2
+ * ms in those processes and in the others alike. */
 #define POOL_BWD_TILED(T, ACC, LD, ST, g, x, y, dy, dx)                                       \
     do {                                                                                      \
         (void)sizeof(T);                                                                      \
@@ -279,7 +299,8 @@ MP_POOL_ROUTE(double, uint64_t, f64, UINT64_C(0x7fffffffffffffff), UINT64_C(0x7f
             const ACC *gn = MP_CPU_WIDEN(ACC, dy, n * out_, out_, gbuf);                      \
             ACC *o = (dx)->dtype == adt ? (ACC *)mp_cpu_at(dx, n * in_) : obuf;               \
             const bool nt = o != obuf && C_ % (int64_t)(32 / sizeof(ACC)) == 0 &&             \
-                            (uintptr_t)o % 32 == 0;                                           \
+                            (uintptr_t)o % 32 == 0 && (g)->kh * (g)->kw <= MP_POOL_NT_WINDOW && \
+                            (size_t)((g)->N * in_) * sizeof(ACC) >= MP_POOL_NT_BYTES;         \
             for (int64_t p = 0; p < (g)->P; p++) {                                            \
                 const int64_t at_ = p * (g)->kh * (g)->W * C_, mp_ = p * (g)->Q * C_;         \
                 route(o + at_, xn + at_, yn + mp_, gn + mp_, (g)->Q, C_, (g)->W, (g)->kh,     \

@@ -53,6 +53,7 @@ struct op_case {
         mp_attn_desc attn; /* attention_forward, attention_backward */
     } u;
     bool refused;
+    bool dx_over_dy; /* batchnorm_backward: dx is dy's own memory */
     uint64_t seed; /* the case's index: every case draws its own inputs */
     char name[160];
 };

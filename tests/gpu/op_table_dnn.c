@@ -121,10 +121,11 @@ static void run_bn(const op_case *c, int op)
                          MP_OK);
         mp_gpu_upload(&t.sm);
         mp_gpu_upload(&t.si);
+        mp_gpu_pair *dx = c->dx_over_dy ? &t.dy : &t.dx;
         OP_BOTH(c, batchnorm_backward, &bn_args, OP_T(&t.x), OP_T(&t.dy), OP_T(&t.g),
-                OP_T(&t.sm), OP_T(&t.si), c->u.no_dx ? NULL : OP_T(&t.dx), OP_T(&t.dg),
+                OP_T(&t.sm), OP_T(&t.si), c->u.no_dx ? NULL : OP_T(dx), OP_T(&t.dg),
                 OP_T(&t.db));
-        mp_gpu_check_bits(&t.dx, "%s: dx%s", c->name, c->u.no_dx ? " (not written)" : "");
+        mp_gpu_check_bits(dx, "%s: dx%s", c->name, c->u.no_dx ? " (not written)" : "");
         mp_gpu_check_bits(&t.dg, "%s: dgamma", c->name);
         mp_gpu_check_bits(&t.db, "%s: dbeta", c->name);
     } else {
@@ -298,6 +299,14 @@ void op_cases_dnn(void)
                      .u.no_dx = true};
         op_add(c, bn_ops[2], 2, 4, "(dx NULL)");
     }
+    for (int s = 1; s < 4; s += 2) /* dx over dy (mp_seq_backward does it) */
+        for (int k = 0; k < NDT; k++) {
+            op_case c = {.run = run_bn_backward, .dt = {DTS[k], MP_F32},
+                         .shape = {bn_shapes[s][0], bn_shapes[s][1], bn_shapes[s][2],
+                                   bn_shapes[s][3]},
+                         .dx_over_dy = true};
+            op_add(c, bn_ops[2], 2, 4, "(in place: dx = dy)");
+        }
     op_case one = {.run = run_bn_eval, .dt = {MP_BF16, MP_F32}, .shape = {1, 1, 1, 5}};
     op_add(one, bn_ops[1], 2, 4, "(one value per channel)");
     one.run = run_bn_train;

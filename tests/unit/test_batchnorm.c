@@ -2,8 +2,9 @@
  * in training mode, the running statistics after one and two steps against values worked out
  * by hand (unbiased variance, momentum), evaluation with the running statistics, a naive FP64
  * reference over more channels than one block, FP32/fp16/bf16 inputs against FP64 with
- * tolerances from the dtype's epsilon, backward with dx over dy giving the same bits, the layer's eps handed to backward as to forward (cuDNN
- * asks for the same value in both), and the layer's declarations and errors. */
+ * tolerances from the dtype's epsilon, backward with dx over dy giving the same bits, the
+ * layer's eps handed to backward as to forward (cuDNN asks for the same value in both), and the
+ * layer's declarations and errors. */
 #include "tests/util/test_util.h"
 
 #include <math.h>

@@ -7,6 +7,7 @@
 #include "tests/util/test_util.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/layer.h"
@@ -276,9 +277,10 @@ static void test_max_ties_route_to_first(void **state)
 
 /* Windows that tile the input (2x2, stride 2: the one-pass backward) route as the scatter does,
  * in every dtype: equal values to the first; -0 before +0 to the -0; the first of two NaNs; the
- * first of two equal maxima; and a -0 gradient arrives as +0 (0 + dy), as everywhere else. Every
- * channel holds the same pattern, with 1 channel, 11 (the vector blocks of the kernel and the
- * channels left over) and 16 (whole vectors: FP32 and FP64 dx by non-temporal stores). */
+ * first of two equal maxima; and a -0 gradient arrives as +0 (0 + dy), as everywhere else. The
+ * 4x4 pattern fills every channel, and is repeated over larger images and batches: 1 channel;
+ * 11 (the kernel's vector blocks and the channels left over); 16 (whole vectors); and 16 over
+ * 32 images of 32x32, whose FP32 and FP64 dx (2 and 4 MiB) go by non-temporal stores. */
 static void test_tiled_max_routing(void **state)
 {
     (void)state;
@@ -289,35 +291,50 @@ static void test_tiled_max_routing(void **state)
     want1[2] = 4;   /* window (0,1): -0 then +0, the first */
     want1[9] = 8;   /* window (1,0): the first NaN */
     const mp_dtype dts[] = {MP_F64, MP_F32, MP_F16, MP_BF16};
-    enum { CMAX = 16 };
-    const int64_t cs[3] = {1, 11, CMAX};
-    for (int t = 0; t < 3; t++) {
-        const int64_t C = cs[t];
-        int64_t in[3] = {4, 4, C};
+    const int64_t cases[4][3] = {{1, 1, 1}, {1, 1, 11}, {1, 1, 16}, {32, 8, 16}}; /* N, tiles, C */
+    for (int t = 0; t < 4; t++) {
+        const int64_t N = cases[t][0], T = cases[t][1], C = cases[t][2], H = 4 * T;
+        const int64_t nx = N * H * H * C, ny = nx / 4;
+        int64_t in[3] = {H, H, C};
         mp_pool_desc d = desc(2, 2, 2, 2, 0, 0, true);
         mp_layer l;
         assert_int_equal(mp_layer_pool_init(&l, ops, "pool", in, &d), MP_OK);
-        double x[16 * CMAX], dy[4 * CMAX], want[16 * CMAX];
-        for (int64_t i = 0; i < 16 * C; i++) {
-            x[i] = x1[i / C];
-            want[i] = want1[i / C];
+        double *x = malloc((size_t)nx * sizeof *x), *want = malloc((size_t)nx * sizeof *want);
+        double *dx = malloc((size_t)nx * sizeof *dx), *dy = malloc((size_t)ny * sizeof *dy);
+        double *y = malloc((size_t)ny * sizeof *y);
+        assert_true(x && want && dx && dy && y);
+        for (int64_t i = 0; i < nx; i++) { /* (n, h, w, c): the pattern at (h % 4, w % 4) */
+            const int64_t h = i / C / H % H, w = i / C % H;
+            x[i] = x1[h % 4 * 4 + w % 4];
+            want[i] = want1[h % 4 * 4 + w % 4];
         }
-        for (int64_t i = 0; i < 4 * C; i++)
-            dy[i] = dy1[i / C];
+        for (int64_t i = 0; i < ny; i++) { /* (n, p, q, c): window (p % 2, q % 2) of a tile */
+            const int64_t p = i / C / (H / 2) % (H / 2), q = i / C % (H / 2);
+            dy[i] = dy1[p % 2 * 2 + q % 2];
+        }
         for (int k = 0; k < 4; k++) {
-            double y[4 * CMAX], dx[16 * CMAX];
-            run_layer(&l, dts[k], 1, x, dy, y, dx);
-            for (int64_t c = 0; c < C; c++)
-                assert_true(isnan(y[2 * C + c]) && y[3 * C + c] == 3);
-            for (int64_t i = 0; i < 16 * C; i++) {
+            run_layer(&l, dts[k], N, x, dy, y, dx);
+            for (int64_t i = 0; i < ny; i++) {
+                const int64_t p = i / C / (H / 2) % (H / 2), q = i / C % (H / 2);
+                assert_true(p % 2 != 1 || q % 2 != 0 || isnan(y[i]));
+                assert_true(p % 2 != 1 || q % 2 != 1 || y[i] == 3);
+            }
+            for (int64_t i = 0; i < nx; i++) {
+                const int64_t h = i / C / H % H, w = i / C % H;
                 if (memcmp(&dx[i], &want[i], sizeof dx[i]) != 0)
-                    fail_msg("%s, C %lld: dx[%lld] = %g, want %g (window maxima routed as the "
-                             "scatter does)",
-                             mp_dtype_name(dts[k]), (long long)C, (long long)i, dx[i], want[i]);
-                if (i / C == 11)
+                    fail_msg("%s, %lld x %lldx%lldx%lld: dx[%lld] = %g, want %g (window maxima "
+                             "routed as the scatter does)",
+                             mp_dtype_name(dts[k]), (long long)N, (long long)H, (long long)H,
+                             (long long)C, (long long)i, dx[i], want[i]);
+                if (h % 4 == 2 && w % 4 == 3)
                     assert_false(signbit(dx[i])); /* window (1,1): its first 3, dy -0: +0 */
             }
         }
+        free(x);
+        free(want);
+        free(dx);
+        free(dy);
+        free(y);
     }
 }
 
