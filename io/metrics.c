@@ -132,6 +132,15 @@ static void record_end(mp_metrics *m, cJSON *o)
     cJSON_free(line);
 }
 
+/* v under key, or null where v < 0 (not measured). */
+static void number_or_null(cJSON *o, const char *key, double v)
+{
+    if (v >= 0)
+        cJSON_AddNumberToObject(o, key, v);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
 static void add_str(cJSON *o, const char *key, const char *v)
 {
     if (v)
@@ -158,10 +167,9 @@ void mp_metrics_step(mp_metrics *m, const mp_step_record *r)
         cJSON_AddNumberToObject(o, "images_per_s", r->images_per_s);
         cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
         cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
-        if (r->comm_hidden >= 0)
-            cJSON_AddNumberToObject(o, "comm_hidden", r->comm_hidden);
-        else
-            cJSON_AddNullToObject(o, "comm_hidden");
+        number_or_null(o, "comm_hidden", r->comm_hidden);
+        number_or_null(o, "comm_last_ms", r->comm_last_ms);
+        number_or_null(o, "comm_skew_ms", r->comm_skew_ms);
     }
     record_end(m, o);
 }

@@ -3,8 +3,10 @@
  * memory, and the raw MPI call doing the same over the same bytes with MPI's own type of that
  * width (MPI_FLOAT for fp32, MPI_INT16_T for the half types: MPI_Allreduce,
  * MPI_Reduce_scatter_block, MPI_Allgather), timed alternately in rounds; a row's time is the
- * best round's mean, the slowest rank's; which of the two goes first alternates from round to
- * round, so neither gains from a warm cache or a quiet machine. As in nccl-tests, size is the
+ * best round's mean, the slowest rank's (with --blocking: the median over all rounds of single
+ * collectives, each the least time over the ranks, as training measures its all-reduce); which
+ * of the two goes first alternates from round to round, so neither gains from a warm cache or a
+ * quiet machine. As in nccl-tests, size is the
  * whole buffer (a reduce-scatter's input, an all-gather's output: count elements, a multiple of
  * the ranks), and busbw = algbw * 2(n-1)/n for all-reduce, algbw * (n-1)/n for the other two.
  * After timing, one more collective of small integers (exact in any order) counts wrong
@@ -89,12 +91,13 @@ static mp_status parse_ops(const char *v, unsigned *out)
 
 mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first)
 {
-    *o = (mp_bench_comm_opts){1024, 16 << 20, 2, 20, 5, 3, false, MP_COMM_DEFAULT_TIMEOUT_S,
+    *o = (mp_bench_comm_opts){1024, 16 << 20, 2, 20, 5, 3, false, false,
+                              MP_COMM_DEFAULT_TIMEOUT_S,
                               MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER};
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--csv") == 0) {
-            o->csv = true;
+        if (strcmp(a, "--csv") == 0 || strcmp(a, "--blocking") == 0) {
+            *(a[2] == 'c' ? &o->csv : &o->blocking) = true;
             continue;
         }
         const char *known[] = {"-b", "--min-bytes", "-e", "--max-bytes", "-f", "--factor", "-n",
@@ -209,6 +212,66 @@ static mp_status time_raw(mp_comm *c, const mp_bench_comm_opts *o, void *buf, ro
     return MP_OK;
 }
 
+/* One collective of row r through the communicator, waited for. */
+static mp_status one_ours(mp_comm *c, void *buf, const row *r)
+{
+    uint64_t ticket;
+    mp_coll coll = coll_of(c, r, buf, "bench-comm collective");
+    MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
+    return mp_comm_coll_wait(c, ticket);
+}
+
+/* --blocking: o->iters collectives after o->warmup, each (`one`) timed on its own and the
+ * least time over the ranks kept (the time the last rank to start saw, as training's
+ * comm_last_ms), appended at t[*n]. */
+static mp_status time_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, const row *r,
+                           mp_status (*one)(mp_comm *, void *, const row *), double *t, int64_t *n)
+{
+    for (int i = 0; i < o->warmup; i++)
+        MP_TRY(one(c, buf, r));
+    for (int i = 0; i < o->iters; i++) {
+        double s = MPI_Wtime();
+        MP_TRY(one(c, buf, r));
+        s = MPI_Wtime() - s;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MIN, c->world));
+        t[(*n)++] = s;
+    }
+    return MP_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *t, int64_t n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* --blocking: row r's times as the median over every round's iterations, ours and raw
+ * alternating as in measure. */
+static mp_status measure_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r)
+{
+    int64_t cap = (int64_t)o->rounds * o->iters, n[2] = {0, 0};
+    double *t = mp_alloc((size_t)(2 * cap) * sizeof *t, MP_MEM_WORKSPACE);
+    mp_status st = MP_OK;
+    for (int k = 0; k < o->rounds && st == MP_OK; k++)
+        for (int j = 0; j < 2 && st == MP_OK; j++) { /* ours first in even rounds */
+            int which = (j + k) % 2;
+            st = time_each(c, o, buf, r, which == 0 ? one_ours : raw_call, t + which * cap,
+                           &n[which]);
+        }
+    if (st == MP_OK) {
+        r->us = 1e6 * median(t, n[0]);
+        r->raw_us = 1e6 * median(t + cap, n[1]);
+    }
+    mp_free(t);
+    return st;
+}
+
 /* Small integers whose sum over up to 85 ranks is below 256: exact in every dtype, any order. */
 static double input(int64_t i, int rank) { return (double)((i % 3) + (rank % 2)); }
 
@@ -250,6 +313,10 @@ static mp_status measure(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row
 {
     r->us = r->raw_us = 1e30;
     memset(buf, 0, (size_t)r->bytes);
+    if (o->blocking) {
+        MP_TRY(measure_each(c, o, buf, r));
+        return check(c, buf, r);
+    }
     for (int k = 0; k < o->rounds; k++)
         for (int j = 0; j < 2; j++) { /* ours first in even rounds, raw first in odd ones */
             double s;
@@ -302,9 +369,17 @@ static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *
     for (int r = 1; r < c->size; r++)
         hosts += strcmp(mp_comm_host(c, r), mp_comm_host(c, r - 1)) != 0;
     static const char *raw[3] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather"};
+    char how[160];
+    if (o->blocking)
+        snprintf(how, sizeof how, "blocking iterations after %d warm-up in each of %d "
+                 "alternating rounds, the median as the last rank to start saw it",
+                 o->warmup, o->rounds);
+    else
+        snprintf(how, sizeof how, "iterations after %d warm-up, best of %d alternating rounds",
+                 o->warmup, o->rounds);
     fprintf(out,
             "# mpdist bench-comm: in-place %s, %d ranks on %d host%s, transport "
-            "%s; %d iterations after %d warm-up, best of %d alternating rounds\n"
+            "%s; %d %s\n"
             "#\n"
             "#                                          ---- mpdist communicator ----          "
             "---- raw %s, same bytes ----\n"
@@ -312,8 +387,7 @@ static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *
             "type       time   algbw   busbw  ratio\n"
             "#        (B)   (elements)                       (us)  (GB/s)  (GB/s)            "
             "           (us)  (GB/s)  (GB/s)\n",
-            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters,
-            o->warmup, o->rounds, raw[op]);
+            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters, how, raw[op]);
 }
 
 /* The rows of collective `op` in one dtype; adds their wrong elements to *wrong. */

@@ -14,8 +14,10 @@ typedef struct mp_bench_comm_opts {
     int64_t min_bytes, max_bytes; /* -b, -e */
     int factor;                   /* -f: size multiplier between rows */
     int iters, warmup;            /* -n, -w: timed and untimed iterations per round */
-    int rounds;                   /* -r: alternating rounds; the best round counts */
+    int rounds;                   /* -r: alternating rounds; the best round counts (queued) */
     bool csv;                     /* --csv: CSV instead of the table */
+    bool blocking;                /* --blocking: each iteration timed alone (waited for before
+                                     the next); the median over the rounds' iterations counts */
     double timeout_s;             /* --timeout: the watchdog's limit */
     unsigned ops;                 /* --op: MP_BENCH_* bits, the collectives swept */
 } mp_bench_comm_opts;

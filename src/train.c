@@ -26,9 +26,13 @@
         MP_TRY(st_);                                                                         \
     } while (0)
 
+/* Steps of a logging window whose comm_ms are compared over the ranks (the last ones). */
+enum { MP_WINDOW_COMM = 256 };
+
 typedef struct mp_window {
     double t0, comm_ms, exposed_ms;
     int64_t steps, images;
+    double comm[MP_WINDOW_COMM]; /* this rank's comm_ms per step, step i at i % MP_WINDOW_COMM */
 } mp_window;
 
 /* Writes this rank's stop request into the state when it changed (once a run at most, so no step
@@ -274,6 +278,7 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     }
     t->model.step = step; /* what messages name */
     w->comm_ms += t->sync.comm_ms;
+    w->comm[w->steps % MP_WINDOW_COMM] = t->sync.comm_ms;
     w->exposed_ms += t->sync.exposed_ms;
     r->comm_exposed_s += 1e-3 * t->sync.exposed_ms;
     if (t->after_reduce)
@@ -285,6 +290,39 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     r->step_s += mp_now() - t0;
     w->steps++;
     *loss = sum / micro;
+    return MP_OK;
+}
+
+/* The mean over the window's steps (its last MP_WINDOW_COMM) of the least comm_ms over the ranks
+ * (*last: the all-reduce as the last rank to arrive saw it) and of the most less the least
+ * (*skew), from one MAX over the ranks of each step's comm_ms and its negation. No clock is
+ * compared between ranks. Steps where a rank did not measure (comm_ms 0: it never waited) are
+ * left out; -1 for both when none is left or there is one rank. */
+static mp_status comm_spread(mp_trainer *t, const mp_window *w, double *last, double *skew)
+{
+    *last = *skew = -1.0;
+    int n = w->steps < MP_WINDOW_COMM ? (int)w->steps : MP_WINDOW_COMM;
+    if (t->comm->size == 1 || n == 0)
+        return MP_OK;
+    double v[2 * MP_WINDOW_COMM];
+    for (int i = 0; i < n; i++) {
+        v[i] = w->comm[i];
+        v[n + i] = -w->comm[i];
+    }
+    MP_TRY(mp_comm_allreduce(t->comm, v, (size_t)(2 * n), MP_F64, MP_REDOP_MAX,
+                             "spread of the all-reduce times over the ranks"));
+    double sl = 0.0, sk = 0.0;
+    int used = 0;
+    for (int i = 0; i < n; i++)
+        if (-v[n + i] > 0) {
+            sl += -v[n + i];
+            sk += v[i] + v[n + i];
+            used++;
+        }
+    if (used > 0) {
+        *last = sl / used;
+        *skew = sk / used;
+    }
     return MP_OK;
 }
 
@@ -309,6 +347,7 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
         .comm_ms = w->steps ? w->comm_ms / (double)w->steps : 0.0,
         .comm_hidden = w->comm_ms > 0 ? 1.0 - w->exposed_ms / w->comm_ms : -1.0,
     };
+    MP_TRY(comm_spread(t, w, &r.comm_last_ms, &r.comm_skew_ms));
     *rate = r.images_per_s;
     if (t->metrics)
         mp_metrics_step(t->metrics, &r);

@@ -87,7 +87,8 @@ static void test_records(void **state)
     assert_non_null(m);
     mp_step_record st = {.step = 17, .epoch = 2, .loss = 0.4321, .lr = 0.1, .loss_scale = 65536,
                          .skipped = true, .images_per_s = 6523.25, .step_ms = 12.5,
-                         .comm_ms = 1.0 / 3.0, .comm_hidden = 0.75};
+                         .comm_ms = 1.0 / 3.0, .comm_hidden = 0.75, .comm_last_ms = 0.25,
+                         .comm_skew_ms = 0.125};
     mp_metrics_step(m, &st);
     /* Flushed: the line is in the file before anything else happens. */
     char *early = slurp(path);
@@ -96,7 +97,7 @@ static void test_records(void **state)
     free(early);
     st.step = 18;
     st.skipped = false;
-    st.comm_hidden = -1.0; /* one rank: no communication to hide */
+    st.comm_hidden = st.comm_last_ms = st.comm_skew_ms = -1.0; /* one rank: none */
     mp_metrics_step(m, &st);
     mp_eval_record ev = {.epoch = 2, .loss = 0.375, .accuracy = 0.8765};
     mp_metrics_eval(m, &ev);
@@ -116,7 +117,7 @@ static void test_records(void **state)
 
     for (int i = 0; i < 2; i++) {
         check_type_first(rec[i], "step");
-        assert_int_equal(count_keys(rec[i]), 11);
+        assert_int_equal(count_keys(rec[i]), 13);
         assert_true(num(rec[i], "step") == 17 + i);
         assert_true(num(rec[i], "epoch") == 2);
         assert_true(num(rec[i], "loss") == 0.4321);
@@ -128,6 +129,10 @@ static void test_records(void **state)
         cJSON *hidden = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_hidden");
         assert_true(i == 0 ? cJSON_IsNumber(hidden) && hidden->valuedouble == 0.75
                            : cJSON_IsNull(hidden));
+        cJSON *last = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_last_ms");
+        cJSON *skew = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_skew_ms");
+        assert_true(i == 0 ? cJSON_IsNumber(last) && last->valuedouble == 0.25 : cJSON_IsNull(last));
+        assert_true(i == 0 ? cJSON_IsNumber(skew) && skew->valuedouble == 0.125 : cJSON_IsNull(skew));
         const cJSON *sk = cJSON_GetObjectItemCaseSensitive(rec[i], "skipped");
         assert_true(cJSON_IsBool(sk));
         assert_int_equal(cJSON_IsTrue(sk), i == 0);
