@@ -2,8 +2,9 @@
 # batch, steps, out, extra, box, box_links, home, die, gp). For each link and host count: the box
 # with that many hosts and the link on each, `mpdist bench-comm --blocking` over its all-reduce
 # (the calibration: each all-reduce waited for before the next, as training waits for its
-# gradients, so that the fit's alpha holds the latency a step pays), then training at each opt level, one rank per host; then the single-rank
-# baselines, the model (cluster/scaling_box.py) and the plots. The box is torn down at the end,
+# gradients, so that the fit's alpha holds the latency a step pays), then training at each opt
+# level, one rank per host; then the single-rank baselines, the model (cluster/scaling_box.py)
+# and the plots. The box is torn down at the end,
 # also on failure.
 [ ${#box_links[@]} -gt 0 ] || box_links=(200mbit 1gbit)
 for h in $box; do
@@ -63,7 +64,8 @@ python3 "$home/cluster/scaling_box.py" --runs "$out/runs" --opts "$opts" --hosts
 # box.csv columns: 1 link, 2 opt, 3 hosts, 11 measured all-reduce ms (after the last arrival),
 # 12 model ms, 14 efficiency, 15 model efficiency, 17 rank 0's all-reduce ms (wait included)
 lab="stringcolumn(1).' '.stringcolumn(2).' x'.stringcolumn(3)"
-gp "set output '$out/box_allreduce.png'; set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30; set yrange [0.1:*]; plot '$out/box.csv' using 17:xtic($lab) skip 1 title 'measured by rank 0 (wait included)', '' using 11 skip 1 title 'measured after the last arrival', '' using 12 skip 1 title 'model'"
-gp "set output '$out/box_efficiency.png'; set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30; set yrange [0:1.1]; plot '$out/box.csv' using 14:xtic($lab) skip 1 title 'measured', '' using 15 skip 1 title 'model'"
+bars="set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30"
+gp "set output '$out/box_allreduce.png'; set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; $bars; set yrange [0.1:*]; plot '$out/box.csv' using 17:xtic($lab) skip 1 title 'rank 0 (wait included)', '' using 11 skip 1 title 'the last rank to start', '' using 12 skip 1 title 'model'"
+gp "set output '$out/box_efficiency.png'; set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; $bars; set yrange [0:1.1]; plot '$out/box.csv' using 14:xtic($lab) skip 1 title 'measured', '' using 15 skip 1 title 'model'"
 cat "$out/box.md"
 echo "scaling: $out/box.csv, box.md, box_allreduce.png, box_efficiency.png"

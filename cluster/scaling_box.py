@@ -4,7 +4,8 @@ all-reduce, calibrated on the same links by `mpdist bench-comm`, beside the all-
 training measured.
 
 For each link setting L and host count n (one rank per host), runs/bench-L-n.csv holds the
-bench-comm sweep (all-reduce, communicator time per size and dtype) and runs/L-OPT-n.jsonl the
+bench-comm --blocking sweep (all-reduce, communicator time per size and dtype: the median of
+single all-reduces, each as the last rank to start saw it) and runs/L-OPT-n.jsonl the
 training metrics; runs/OPT-1.jsonl is the single-rank baseline. For the dtype of the gradients,
 a weighted least-squares line t(s) = A + B s through the sweep's sizes from half to twice the
 gradients' bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2:
@@ -16,8 +17,8 @@ The measured all-reduce time is the median over the step records (the first left
 comm_last_ms: the time from the first bucket's start to all summed as the last rank to start
 saw it (the least over the ranks), which leaves out the wait for ranks still computing that the
 model does not describe. That wait is reported beside it: comm_skew_ms (the most over the ranks
-less the least) and rank 0's comm_ms (first start to all summed, wait included). The prediction of the weak-
-scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute and input time per step
+less the least) and rank 0's comm_ms (first start to all summed, wait included). The
+prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute and input time per step
 (no overlap with backward assumed).
 Writes box.csv and box.md (with the points where the model misses by more than 15%).
 """
@@ -129,18 +130,20 @@ with open(f"{a.out}/box.csv", "w") as f:
         f.write(",".join(f"{r[k]:.4f}" if isinstance(r[k], float) else str(r[k]) for k in keys) + "\n")
 with open(f"{a.out}/box.md", "w") as f:
     f.write(f"Weak scaling of {os.path.basename(a.config)} on the cluster box, one rank per host; "
-            "model: ring all-reduce, alpha and beta fitted to `mpdist bench-comm` on the same links\n\n")
+            "model: ring all-reduce, alpha and beta fitted to `mpdist bench-comm --blocking` on "
+            "the same links\n\n")
     f.write("| link | opt | hosts | grads | alpha us | beta MB/s | step ms | exposed comm ms | "
-            "rank 0's all-reduce ms | arrival skew ms | all-reduce ms after the last arrival | "
+            "rank 0's all-reduce ms | arrival skew ms | all-reduce ms, the last rank to start | "
             "model | model error | efficiency | model efficiency |\n"
             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in rows:
         f.write("| {link} | {opt} | {hosts} | {grads} {grad_mb:.2f} MB | {alpha_us:.0f} | {beta_mbs:.1f} | "
-                "{step_ms:.1f} | {exposed_ms:.1f} | {first_ms:.1f} | {skew_ms:.1f} | {meas_ms:.1f} | "
-                "{pred_ms:.1f} | {err:+.1%} | {eff:.2f} | {pred_eff:.2f} |\n".format(**r))
+                "{step_ms:.1f} | {exposed_ms:.1f} | {first_ms:.1f} | {skew_ms:.1f} | "
+                "{meas_ms:.1f} | {pred_ms:.1f} | {err:+.1%} | {eff:.2f} | {pred_eff:.2f} |\n"
+                .format(**r))
     bad = [r for r in rows if abs(r["err"]) > 0.15]
-    f.write(f"\nThe model is within 15% of the all-reduce time after the last arrival at {len(rows) - len(bad)} of "
-            f"{len(rows)} points.\n")
+    f.write(f"\nThe model is within 15% of the all-reduce time the last rank to start saw at "
+            f"{len(rows) - len(bad)} of {len(rows)} points.\n")
     for r in bad:
         f.write(f"\nMissed by {r['err']:+.0%}: {r['link']}, {r['opt']}, {r['hosts']} hosts.\n")
     t1s = ", ".join(f"{o} {next(r['t1_ms'] for r in rows if r['opt'] == o):.1f} ms" for o in opts)

@@ -20,11 +20,12 @@ typedef struct mp_step_record {
     double comm_ms;     /* per step: first gradient bucket started to all buckets summed */
     double comm_hidden; /* fraction of comm_ms spent while backward still ran; < 0: no
                            communication (one rank), written as null */
-    double comm_last_ms; /* per step: the same as the last rank to start its first bucket saw
-                            it (the least comm_ms over the ranks), so without the wait for
-                            ranks still computing; < 0: not measured, written as null */
-    double comm_skew_ms; /* per step: the most comm_ms over the ranks less the least (how long
-                            the first rank to start waited for the last); < 0: null */
+    double comm_last_ms; /* per step, over the window's last 256 steps that every rank
+                            measured: comm_ms as the last rank to start its first bucket saw it
+                            (the least over the ranks), without the wait for ranks still
+                            computing; < 0: none measured, written as null */
+    double comm_skew_ms; /* the same steps: the most comm_ms over the ranks less the least (how
+                            long the first rank to start waited for the last); < 0: null */
 } mp_step_record;
 
 typedef struct mp_eval_record {

@@ -91,13 +91,18 @@ static mp_status parse_ops(const char *v, unsigned *out)
 
 mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first)
 {
-    *o = (mp_bench_comm_opts){1024, 16 << 20, 2, 20, 5, 3, false, false,
-                              MP_COMM_DEFAULT_TIMEOUT_S,
-                              MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER};
+    *o = (mp_bench_comm_opts){
+        .min_bytes = 1024, .max_bytes = 16 << 20, .factor = 2, .iters = 20, .warmup = 5,
+        .rounds = 3, .timeout_s = MP_COMM_DEFAULT_TIMEOUT_S,
+        .ops = MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER};
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--csv") == 0 || strcmp(a, "--blocking") == 0) {
-            *(a[2] == 'c' ? &o->csv : &o->blocking) = true;
+        if (strcmp(a, "--csv") == 0) {
+            o->csv = true;
+            continue;
+        }
+        if (strcmp(a, "--blocking") == 0) {
+            o->blocking = true;
             continue;
         }
         const char *known[] = {"-b", "--min-bytes", "-e", "--max-bytes", "-f", "--factor", "-n",
@@ -133,6 +138,10 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
     if (o->min_bytes > o->max_bytes)
         return mp_fail(MP_EUSAGE, "bench-comm: -b (%lld) is larger than -e (%lld)",
                        (long long)o->min_bytes, (long long)o->max_bytes);
+    if (o->blocking && (int64_t)o->iters * o->rounds > MP_BENCH_BLOCKING_MAX)
+        return mp_fail(MP_EUSAGE, "bench-comm: --blocking keeps every iteration's time: -n times "
+                                  "-r (%lld) may be at most %d",
+                       (long long)o->iters * o->rounds, MP_BENCH_BLOCKING_MAX);
     return MP_OK;
 }
 
@@ -222,8 +231,9 @@ static mp_status one_ours(mp_comm *c, void *buf, const row *r)
 }
 
 /* --blocking: o->iters collectives after o->warmup, each (`one`) timed on its own and the
- * least time over the ranks kept (the time the last rank to start saw, as training's
- * comm_last_ms), appended at t[*n]. */
+ * least time over the ranks kept (MIN: the time the last rank to start saw, as training's
+ * comm_last_ms), appended at t[*n]. A lower bound where ranks start apart: the last one may
+ * find its peers' data already sent (an all-gather's most of all); meant for all-reduce. */
 static mp_status time_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, const row *r,
                            mp_status (*one)(mp_comm *, void *, const row *), double *t, int64_t *n)
 {
@@ -239,12 +249,14 @@ static mp_status time_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, c
     return MP_OK;
 }
 
+/* qsort's order of doubles, ascending. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* The median of t[0 .. n - 1] (n > 0), which it sorts in place. */
 static double median(double *t, int64_t n)
 {
     qsort(t, (size_t)n, sizeof *t, cmp_double);
@@ -387,7 +399,8 @@ static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *
             "type       time   algbw   busbw  ratio\n"
             "#        (B)   (elements)                       (us)  (GB/s)  (GB/s)            "
             "           (us)  (GB/s)  (GB/s)\n",
-            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters, how, raw[op]);
+            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters, how,
+            raw[op]);
 }
 
 /* The rows of collective `op` in one dtype; adds their wrong elements to *wrong. */

@@ -14,15 +14,20 @@ typedef struct mp_bench_comm_opts {
     int64_t min_bytes, max_bytes; /* -b, -e */
     int factor;                   /* -f: size multiplier between rows */
     int iters, warmup;            /* -n, -w: timed and untimed iterations per round */
-    int rounds;                   /* -r: alternating rounds; the best round counts (queued) */
+    int rounds;                   /* -r: alternating rounds; queued, the best round's mean of
+                                     the slowest rank (MAX) counts */
     bool csv;                     /* --csv: CSV instead of the table */
     bool blocking;                /* --blocking: each iteration timed alone (waited for before
-                                     the next); the median over the rounds' iterations counts */
+                                     the next) as the least over the ranks (MIN); the median
+                                     over all rounds' iterations counts */
     double timeout_s;             /* --timeout: the watchdog's limit */
     unsigned ops;                 /* --op: MP_BENCH_* bits, the collectives swept */
 } mp_bench_comm_opts;
 
 enum { MP_BENCH_ALLREDUCE = 1, MP_BENCH_REDUCE_SCATTER = 2, MP_BENCH_ALLGATHER = 4 };
+
+/* The most iterations (-n times -r) --blocking keeps the times of. */
+enum { MP_BENCH_BLOCKING_MAX = 1000000 };
 
 /* Parses argv[first..argc) into *o (defaults first). MP_EUSAGE with a message for a bad option.
  * Not collective. */

@@ -131,8 +131,10 @@ static void test_records(void **state)
                            : cJSON_IsNull(hidden));
         cJSON *last = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_last_ms");
         cJSON *skew = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_skew_ms");
-        assert_true(i == 0 ? cJSON_IsNumber(last) && last->valuedouble == 0.25 : cJSON_IsNull(last));
-        assert_true(i == 0 ? cJSON_IsNumber(skew) && skew->valuedouble == 0.125 : cJSON_IsNull(skew));
+        assert_true(i == 0 ? cJSON_IsNumber(last) && last->valuedouble == 0.25
+                           : cJSON_IsNull(last));
+        assert_true(i == 0 ? cJSON_IsNumber(skew) && skew->valuedouble == 0.125
+                           : cJSON_IsNull(skew));
         const cJSON *sk = cJSON_GetObjectItemCaseSensitive(rec[i], "skipped");
         assert_true(cJSON_IsBool(sk));
         assert_int_equal(cJSON_IsTrue(sk), i == 0);
