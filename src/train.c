@@ -297,12 +297,15 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
  * (*last: the all-reduce as the last rank to arrive saw it) and of the most less the least
  * (*skew), from one MAX over the ranks of each step's comm_ms and its negation. No clock is
  * compared between ranks. Steps where a rank did not measure (comm_ms 0: it never waited) are
- * left out; -1 for both when none is left or there is one rank. */
+ * left out; -1 for both when none is left, when none measured (NCCL) or there is one rank. */
 static mp_status comm_spread(mp_trainer *t, const mp_window *w, double *last, double *skew)
 {
     *last = *skew = -1.0;
     int n = w->steps < MP_WINDOW_COMM ? (int)w->steps : MP_WINDOW_COMM;
-    if (t->comm->size == 1 || n == 0)
+    /* gradients in device memory summed by a transport that orders the compute stream (NCCL):
+     * no host waits, no rank measures (the same on every rank) */
+    bool ordered = !t->ops->host_memory && t->comm->dtx.ops && t->comm->dtx.ops->order;
+    if (t->comm->size == 1 || n == 0 || ordered)
         return MP_OK;
     double v[2 * MP_WINDOW_COMM];
     for (int i = 0; i < n; i++) {
