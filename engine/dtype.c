@@ -11,12 +11,11 @@
 #include <string.h>
 
 #include "engine/cast_rule.h"
+#include "engine/cpu_features.h"
 #include "engine/vector_clones.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <stdatomic.h>
 #define MP_HAVE_F16C 1
 #endif
 
@@ -68,20 +67,8 @@ static void f16_to_f32_soft(float *dst, const uint16_t *src, size_t n)
 }
 
 #ifdef MP_HAVE_F16C
-/* Whether the CPU has F16C and the OS saves AVX state. The F16C bit comes from CPUID (clang 14's
- * __builtin_cpu_supports does not know "f16c"); the answer is cached, as CPUID traps in VMs. */
-static bool have_f16c(void)
-{
-    static _Atomic int state; /* 0: not yet asked, 1: no, 2: yes */
-    int s = atomic_load_explicit(&state, memory_order_relaxed);
-    if (s == 0) {
-        unsigned a, b, c, d;
-        bool cpuid = __get_cpuid(1, &a, &b, &c, &d);
-        s = __builtin_cpu_supports("avx") && cpuid && (c & bit_F16C) ? 2 : 1;
-        atomic_store_explicit(&state, s, memory_order_relaxed);
-    }
-    return s == 2;
-}
+/* Whether the CPU has F16C and the OS saves AVX state. */
+static bool have_f16c(void) { return (mp_cpu_features() & MP_CPU_F16C) != 0; }
 
 __attribute__((target("f16c,avx"))) static void f32_to_f16_f16c(uint16_t *dst, const float *src,
                                                                  size_t n)
@@ -209,7 +196,7 @@ void mp_half_add(uint16_t *io, const uint16_t *in, size_t n, mp_dtype dt)
         f16_add_f16c(io, in, n);
         return;
     }
-    if (dt == MP_BF16 && __builtin_cpu_supports("avx2")) {
+    if (dt == MP_BF16 && (mp_cpu_features() & MP_CPU_AVX2)) {
         bf16_add_avx2(io, in, n);
         return;
     }

@@ -1,42 +1,25 @@
-/* Run-time choice of the CPU backend's vector level (isa.h): what CPUID says the CPU has and
- * XGETBV says the OS saves (the AVX and AVX-512 register state), asked once. Read directly, so
- * that GCC and clang builds decide alike (clang 14's __builtin_cpu_supports does not know F16C).
- * Each level needs the features its target attribute names (isa.h), and FMA for AVX-512 (which
- * clang's avx512f implies). */
+/* Run-time choice of the CPU backend's vector level (isa.h) from what the CPU has and the OS
+ * saves (mp_cpu_features). Each level needs the features its target attribute names (isa.h),
+ * and FMA for AVX-512 (which clang's avx512f implies). */
 #include "engine/backend_cpu/isa.h"
 
+#include "engine/cpu_features.h"
+
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if MP_ISA_DISPATCH
-#include <cpuid.h>
-
-/* Whether every bit of `bits` is set in `reg`. */
-static bool all(unsigned reg, unsigned bits) { return (reg & bits) == bits; }
-
+/* The highest level whose target attribute's features (isa.h) the CPU and OS have, with FMA for
+ * AVX-512 (which clang's avx512f implies). */
 static mp_isa probe(void)
 {
-    unsigned a, b, c, d, b7, c7, a71 = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !__get_cpuid_count(7, 0, &a, &b7, &c7, &d))
+    unsigned f = mp_cpu_features();
+    if ((f & (MP_CPU_F16C | MP_CPU_AVX2)) != (MP_CPU_F16C | MP_CPU_AVX2))
         return MP_ISA_BASE;
-    if (a >= 1) { /* leaf 7 has sub-leaf 1: AVX512-BF16 */
-        unsigned b71, c71, d71;
-        __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71);
-    }
-    /* OSXSAVE, then XCR0: the OS saves SSE and AVX state (bits 1, 2), and AVX-512's opmask and
-     * upper registers (5-7) */
-    if (!(c & bit_OSXSAVE))
-        return MP_ISA_BASE;
-    unsigned xlo, xhi;
-    __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    if (!all(xlo, 0x6) || !all(c, bit_AVX | bit_F16C) || !all(b7, bit_AVX2))
-        return MP_ISA_BASE;
-    if (!all(xlo, 0xe6) || !(c & bit_FMA) ||
-        !all(b7, bit_AVX512F | bit_AVX512VL | bit_AVX512BW | bit_AVX512DQ))
+    if ((f & (MP_CPU_FMA | MP_CPU_AVX512)) != (MP_CPU_FMA | MP_CPU_AVX512))
         return MP_ISA_AVX2;
-    return a71 & bit_AVX512BF16 ? MP_ISA_AVX512BF16 : MP_ISA_AVX512;
+    return f & MP_CPU_AVX512BF16 ? MP_ISA_AVX512BF16 : MP_ISA_AVX512;
 }
 #endif
 
