@@ -1,6 +1,8 @@
 /* Half conversions against independent references: every one of the 65,536 fp16 bit patterns
- * against gcc's _Float16 (libgcc's soft-float conversions), float->fp16 rounding over ties,
- * subnormals and random floats, and float->bf16 rounding against a nearest-value search. */
+ * against the binary16 definition (a formula in double) and, where the compiler has _Float16
+ * (GCC 12, clang 15 on x86-64), gcc's _Float16 (libgcc's soft-float conversions) too;
+ * float->fp16 rounding over ties, subnormals and random floats against a nearest-value search
+ * (and _Float16 where there is one), and float->bf16 rounding against a nearest-value search. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -9,7 +11,9 @@
 #include "engine/dtype.h"
 #include "engine/rng.h"
 
+#ifdef __FLT16_MAX__
 __extension__ typedef _Float16 ref_half;
+#endif
 
 static uint32_t fbits(float f)
 {
@@ -25,19 +29,62 @@ static float bitsf(uint32_t u)
     return f;
 }
 
+/* The value of fp16 bits u by the binary16 definition: sign, 5-bit exponent biased by 15,
+ * 10-bit fraction (subnormals at exponent 0; infinities and NaN at 31). Exact in double. */
+static double f16_value(uint16_t u)
+{
+    int e = (u >> 10) & 0x1f, m = u & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return u & 0x8000 ? -v : v;
+}
+
+/* f rounded to fp16, nearest with ties to the even pattern, by a search of the finite values
+ * (0x7e00 for a NaN; from 65520, halfway past the largest finite 65504, infinity). The
+ * differences are exact in double. Checked against _Float16 where the compiler has it. */
 static uint16_t ref_f32_to_f16(float f)
 {
-    ref_half h = (ref_half)f;
+    uint16_t sign = signbit(f) ? 0x8000 : 0, h = 0x7e00;
+    double a = fabs((double)f);
+    if (isnan(f))
+        h = 0x7e00;
+    else if (a >= 65520.0)
+        h = sign | 0x7c00;
+    else {
+        unsigned lo = 0, hi = 0x7bff; /* the largest pattern whose value is at most a */
+        while (lo < hi) {
+            unsigned mid = (lo + hi + 1) / 2;
+            if (f16_value((uint16_t)mid) <= a)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        if (lo < 0x7bff) {
+            double below = a - f16_value((uint16_t)lo), above = f16_value((uint16_t)(lo + 1)) - a;
+            lo += above < below || (above == below && (lo & 1));
+        }
+        h = (uint16_t)(sign | lo);
+    }
+#ifdef __FLT16_MAX__
+    ref_half r = (ref_half)f;
     uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
+    memcpy(&u, &r, 2);
+    if (!isnan(f) && u != h)
+        fail_msg("the search gives fp16 0x%04x for f32 0x%08x, _Float16 0x%04x", h, fbits(f), u);
+#endif
+    return h;
 }
 
 static float ref_f16_to_f32(uint16_t u)
 {
-    ref_half h;
-    memcpy(&h, &u, 2);
-    return (float)h;
+    float v = (float)f16_value(u);
+#ifdef __FLT16_MAX__
+    ref_half r;
+    memcpy(&r, &u, 2);
+    float w = (float)r;
+    if (!(isnan(v) && isnan(w)) && memcmp(&v, &w, 4) != 0)
+        fail_msg("fp16 0x%04x: the definition gives %.9g, _Float16 %.9g", u, (double)v, (double)w);
+#endif
+    return v;
 }
 
 static void check_f32_to_f16(float f)
