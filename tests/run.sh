@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh Debian 12 machine: installs what is missing, builds
 # (normal and AddressSanitizer + UndefinedBehaviorSanitizer, warnings as errors), and runs ctest
-# on both; and builds Release and Debug the user's way (tests/user_builds.sh: plain cmake,
-# warnings printed, not errors), which must build.
+# on both; and builds Release and Debug the user's way, and Release with clang where it is
+# installed (tests/user_builds.sh: plain cmake, warnings printed, not errors), which must build.
 # Long runs are labelled `slow` and left to bench/; MPDIST_TEST_SLOW=1 includes them.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
