@@ -106,7 +106,8 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
             continue;
         }
         const char *known[] = {"-b", "--min-bytes", "-e", "--max-bytes", "-f", "--factor", "-n",
-                               "--iters", "-w", "--warmup", "-r", "--rounds", "--timeout", "--op"};
+                               "--iters", "-w", "--warmup", "-r", "--rounds", "--timeout", "--op",
+                               "--skew"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             ok = ok || strcmp(a, known[k]) == 0;
@@ -130,6 +131,8 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
             MP_TRY(parse_int(a, v, 1, 1000, &o->rounds));
         else if (strcmp(a, "--op") == 0)
             MP_TRY(parse_ops(v, &o->ops));
+        else if (strcmp(a, "--skew") == 0)
+            MP_TRY(parse_int(a, v, 0, 10000000, &o->skew_us));
         else {
             MP_TRY(parse_int(a, v, 1, 604800, &t)); /* --timeout */
             o->timeout_s = t;
@@ -138,6 +141,9 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
     if (o->min_bytes > o->max_bytes)
         return mp_fail(MP_EUSAGE, "bench-comm: -b (%lld) is larger than -e (%lld)",
                        (long long)o->min_bytes, (long long)o->max_bytes);
+    if (o->skew_us > 0 && !o->blocking)
+        return mp_fail(MP_EUSAGE, "bench-comm: --skew needs --blocking (queued collectives have "
+                                  "no single start to delay)");
     if (o->blocking && (int64_t)o->iters * o->rounds > MP_BENCH_BLOCKING_MAX)
         return mp_fail(MP_EUSAGE, "bench-comm: --blocking keeps every iteration's time: -n times "
                                   "-r (%lld) may be at most %d",
@@ -230,16 +236,28 @@ static mp_status one_ours(mp_comm *c, void *buf, const row *r)
     return mp_comm_coll_wait(c, ticket);
 }
 
+/* Keeps a core busy for `us` microseconds, as a rank still computing does. */
+static void busy(int us)
+{
+    double until = MPI_Wtime() + 1e-6 * us;
+    while (MPI_Wtime() < until)
+        ;
+}
+
 /* --blocking: o->iters collectives after o->warmup, each (`one`) timed on its own and the
  * least time over the ranks kept (MIN: the time the last rank to start saw, as training's
  * comm_last_ms), appended at t[*n]. A lower bound where ranks start apart: the last one may
- * find its peers' data already sent (an all-gather's most of all); meant for all-reduce. */
+ * find its peers' data already sent (an all-gather's most of all); meant for all-reduce. With
+ * --skew the last rank computes that long before each timed collective while the others wait
+ * in it, as in a step whose ranks finish backward apart. */
 static mp_status time_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, const row *r,
                            mp_status (*one)(mp_comm *, void *, const row *), double *t, int64_t *n)
 {
     for (int i = 0; i < o->warmup; i++)
         MP_TRY(one(c, buf, r));
     for (int i = 0; i < o->iters; i++) {
+        if (o->skew_us > 0 && c->rank == c->size - 1)
+            busy(o->skew_us);
         double s = MPI_Wtime();
         MP_TRY(one(c, buf, r));
         s = MPI_Wtime() - s;
@@ -381,11 +399,13 @@ static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *
     for (int r = 1; r < c->size; r++)
         hosts += strcmp(mp_comm_host(c, r), mp_comm_host(c, r - 1)) != 0;
     static const char *raw[3] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather"};
-    char how[160];
+    char how[256], late[64] = "";
+    if (o->skew_us > 0)
+        snprintf(late, sizeof late, ", the last rank computing %d us first", o->skew_us);
     if (o->blocking)
         snprintf(how, sizeof how, "blocking iterations after %d warm-up in each of %d "
-                 "alternating rounds, the median as the last rank to start saw it",
-                 o->warmup, o->rounds);
+                 "alternating rounds, the median as the last rank to start saw it%s",
+                 o->warmup, o->rounds, late);
     else
         snprintf(how, sizeof how, "iterations after %d warm-up, best of %d alternating rounds",
                  o->warmup, o->rounds);

@@ -21,6 +21,8 @@ typedef struct mp_bench_comm_opts {
                                      the next) as the least over the ranks (MIN); the median
                                      over all rounds' iterations counts */
     double timeout_s;             /* --timeout: the watchdog's limit */
+    int skew_us;                  /* --skew (with --blocking): the last rank computes this many
+                                     microseconds before each timed collective */
     unsigned ops;                 /* --op: MP_BENCH_* bits, the collectives swept */
 } mp_bench_comm_opts;
 

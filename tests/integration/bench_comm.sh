@@ -2,8 +2,9 @@
 # mpdist bench-comm on 2 ranks (small sizes, few iterations): nccl-tests' tables, one per
 # collective (all-reduce, reduce-scatter, all-gather), with a row per size and type for fp32,
 # fp16 and bf16, no wrong elements, busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n, the
-# average lines, the same rows as CSV, --op choosing the collectives, --blocking (named in the
-# header, the same rows, right results); bad options are one-line usage errors (exit 2).
+# average lines, the same rows as CSV, --op choosing the collectives, --blocking with --skew
+# (named in the header, the same rows, right results); bad options are one-line usage errors
+# (exit 2).
 source "$(dirname "$0")/common.bash"
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 16K -f 4 -n 2 -w 1 -r 1 >"$TMP/table" 2>&1 ||
@@ -43,8 +44,8 @@ mpirun -np 3 "$MPDIST" bench-comm -b 1K -e 4K -n 1 -w 0 -r 1 --csv --op reduce_s
   ! grep -q '^allreduce,' "$TMP/csv3" && awk -F, 'NR > 1 && $9 != 0 { exit 1 }' "$TMP/csv3" ||
   { echo "FAIL: --op on 3 ranks"; cat "$TMP/csv3"; failures=$((failures + 1)); }
 
-mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -n 3 -w 1 -r 1 --blocking --op allreduce >"$TMP/blocking" 2>&1 &&
-  grep -q '^# mpdist bench-comm: in-place all-reduce (sum), 2 ranks on 1 host, transport mpi; 3 blocking iterations after 1 warm-up' "$TMP/blocking" &&
+mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -n 3 -w 1 -r 1 --blocking --skew 500 --op allreduce >"$TMP/blocking" 2>&1 &&
+  grep -q '^# mpdist bench-comm: in-place all-reduce (sum), 2 ranks on 1 host, transport mpi; 3 blocking iterations after 1 warm-up.*, the last rank computing 500 us first$' "$TMP/blocking" &&
   [ "$(grep -Ec '^ +[0-9]' "$TMP/blocking")" = 9 ] && awk '/^ +[0-9]/ && $8 != 0 { exit 1 }' "$TMP/blocking" ||
   { echo "FAIL: --blocking"; cat "$TMP/blocking"; failures=$((failures + 1)); }
 expect_exit 2 "bench-comm: -b takes a size" mpirun -np 2 "$MPDIST" bench-comm -b 1Q
@@ -52,6 +53,7 @@ expect_exit 2 "bench-comm: -b \(8192\) is larger than -e \(1024\)" "$MPDIST" ben
 expect_exit 2 "bench-comm: unknown option '--fast'" "$MPDIST" bench-comm --fast
 expect_exit 2 "bench-comm: -n takes an integer" "$MPDIST" bench-comm -n 0
 expect_exit 2 "bench-comm: -e needs a value" "$MPDIST" bench-comm -e
+expect_exit 2 "bench-comm: --skew needs --blocking" "$MPDIST" bench-comm --skew 100
 expect_exit 2 "bench-comm: --blocking keeps every iteration's time: -n times -r \(2000000\) may be at most 1000000" "$MPDIST" bench-comm --blocking -n 1000000 -r 2
 expect_exit 2 "bench-comm: --op takes allreduce, reduce_scatter, all_gather or all" "$MPDIST" bench-comm --op allreduce,bcast
 finish
