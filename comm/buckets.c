@@ -167,6 +167,7 @@ mp_status mp_grad_sync_ready(void *arg, int first_param)
 mp_status mp_grad_sync_finish(mp_grad_sync *s)
 {
     s->comm_ms = s->exposed_ms = 0.0;
+    s->timed = false;
     if (s->nbuckets == 0 || (s->comm->size == 1 && !s->add_acc))
         return MP_OK;
     s->t_backward = mp_now();
@@ -189,6 +190,7 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     }
     if (!waited) /* the host never waited: the times are not known */
         return MP_OK;
+    s->timed = true;
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
     return MP_OK;

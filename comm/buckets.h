@@ -62,6 +62,8 @@ typedef struct mp_grad_sync {
     double comm_ms, exposed_ms;    /* the last finished step: first start to all summed, and
                                       the part of it after backward (not hidden); 0 where
                                       the host does not wait for them (NCCL) */
+    bool timed;                    /* the last finished step measured them (the host waited for
+                                      the sums): the same on every rank */
 } mp_grad_sync;
 
 /* Plans the buckets of p's groups (see the file comment) with `wire_bytes[g]` bytes an element

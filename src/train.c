@@ -302,10 +302,7 @@ static mp_status comm_spread(mp_trainer *t, const mp_window *w, double *last, do
 {
     *last = *skew = -1.0;
     int n = w->steps < MP_WINDOW_COMM ? (int)w->steps : MP_WINDOW_COMM;
-    /* gradients in device memory summed by a transport that orders the compute stream (NCCL):
-     * no host waits, no rank measures (the same on every rank) */
-    bool ordered = !t->ops->host_memory && t->comm->dtx.ops && t->comm->dtx.ops->order;
-    if (t->comm->size == 1 || n == 0 || ordered)
+    if (t->comm->size == 1 || n == 0 || !t->sync.timed) /* !timed: NCCL, on every rank */
         return MP_OK;
     double v[2 * MP_WINDOW_COMM];
     for (int i = 0; i < n; i++) {

@@ -54,6 +54,7 @@ expect_exit 2 "bench-comm: unknown option '--fast'" "$MPDIST" bench-comm --fast
 expect_exit 2 "bench-comm: -n takes an integer" "$MPDIST" bench-comm -n 0
 expect_exit 2 "bench-comm: -e needs a value" "$MPDIST" bench-comm -e
 expect_exit 2 "bench-comm: --skew needs --blocking" "$MPDIST" bench-comm --skew 100
+expect_exit 2 "bench-comm: --skew takes an integer from 0 to 10000000, not '-5'" "$MPDIST" bench-comm --blocking --skew -5
 expect_exit 2 "bench-comm: --blocking keeps every iteration's time: -n times -r \(2000000\) may be at most 1000000" "$MPDIST" bench-comm --blocking -n 1000000 -r 2
 expect_exit 2 "bench-comm: --op takes allreduce, reduce_scatter, all_gather or all" "$MPDIST" bench-comm --op allreduce,bcast
 finish

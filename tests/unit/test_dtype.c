@@ -43,7 +43,7 @@ static double f16_value(uint16_t u)
  * differences are exact in double. Checked against _Float16 where the compiler has it. */
 static uint16_t ref_f32_to_f16(float f)
 {
-    uint16_t sign = signbit(f) ? 0x8000 : 0, h = 0x7e00;
+    uint16_t sign = signbit(f) ? 0x8000 : 0, h;
     double a = fabs((double)f);
     if (isnan(f))
         h = 0x7e00;
