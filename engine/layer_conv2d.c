@@ -47,15 +47,13 @@ static mp_status conv2d_backward(mp_layer *l, const mp_tensor *x, const mp_tenso
     mp_tensor x4, dy4, dx4;
     MP_TRY(image_view(l, x, l->in_shape, "input", &x4));
     MP_TRY(image_view(l, dy, l->out_shape, "output gradient", &dy4));
-    MP_TRY(l->ops->conv2d_backward_filter(&l->conv, &x4, &dy4, &l->dw[0]));
-    if (l->nparams > 1) {
-        mp_tensor rows = channel_rows(&dy4);
-        MP_TRY(l->ops->bias_grad(&rows, &l->dw[1]));
-    }
-    if (!dx)
+    if (dx)
+        MP_TRY(image_view(l, dx, l->in_shape, "input gradient", &dx4));
+    MP_TRY(l->ops->conv2d_backward(&l->conv, &x4, &l->w[0], &dy4, &l->dw[0], dx ? &dx4 : NULL));
+    if (l->nparams < 2)
         return MP_OK;
-    MP_TRY(image_view(l, dx, l->in_shape, "input gradient", &dx4));
-    return l->ops->conv2d_backward_data(&l->conv, &dy4, &l->w[0], &dx4);
+    mp_tensor rows = channel_rows(&dy4);
+    return l->ops->bias_grad(&rows, &l->dw[1]);
 }
 
 static const mp_layer_class mp_conv2d_class = {

@@ -8,7 +8,8 @@
  * (rows, R * S * C/G) matrix and OpenBLAS sgemm/dgemm multiplies it with the group's weights;
  * backward data scatters the patch gradients back with col2im. A 1x1 kernel with unit stride
  * and no padding reads x as the patch matrix directly. Chunking and summation order are fixed,
- * so results are deterministic; each output element is rounded once to its dtype. */
+ * so results are deterministic; each output element is rounded once to its dtype. Both gradients
+ * at once (conv2d_backward, what the layer calls) share one working copy of dy. */
 #include <cblas.h>
 #include <limits.h>
 #include <string.h>
@@ -247,75 +248,111 @@ mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const
     return MP_OK;
 }
 
+/* dxw = conv_transpose(dyw, ww), all in the working precision (dxw whole, overwritten). */
+static void data_work(const conv_plan *pl, const mp_conv_desc *d, const char *dyw, const char *ww,
+                      char *dxw)
+{
+    const mp_conv_geom *g = &pl->g;
+    if (!pl->f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_DATA, MP_F32, d, g, dyw, ww, dxw))
+        return;
+    char *col = col_matrix(pl);
+    if (!pl->direct)
+        memset(dxw, 0, (size_t)(g->n * g->h * g->w * g->c) * pl->esz);
+    int64_t pq = g->p * g->q;
+    for (int64_t n0 = 0; n0 < g->n; n0 += pl->chunk) {
+        int64_t nb = g->n - n0 < pl->chunk ? g->n - n0 : pl->chunk;
+        for (int64_t grp = 0; grp < g->groups; grp++) {
+            const char *wg = ww + (size_t)(grp * g->kg * pl->kdim) * pl->esz;
+            if (pl->direct) {
+                work_gemm(pl, false, false, nb * pq, g->cg, g->kg, dyw + y_off(pl, n0, grp), g->k,
+                          wg, pl->kdim, 0.0, dxw + x_off(pl, n0, grp), g->c);
+                continue;
+            }
+            work_gemm(pl, false, false, nb * pq, pl->kdim, g->kg, dyw + y_off(pl, n0, grp), g->k,
+                      wg, pl->kdim, 0.0, col, pl->kdim);
+            col2im(pl, col, n0, nb, grp, dxw);
+        }
+    }
+}
+
+/* dww = the correlation of xw with dyw, all in the working precision (overwritten). */
+static void filter_work(const conv_plan *pl, const mp_conv_desc *d, const char *xw,
+                        const char *dyw, char *dww)
+{
+    const mp_conv_geom *g = &pl->g;
+    if (!pl->f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_WEIGHTS, MP_F32, d, g, xw, dyw, dww))
+        return;
+    char *col = col_matrix(pl);
+    int64_t pq = g->p * g->q;
+    for (int64_t n0 = 0; n0 < g->n; n0 += pl->chunk) {
+        int64_t nb = g->n - n0 < pl->chunk ? g->n - n0 : pl->chunk;
+        for (int64_t grp = 0; grp < g->groups; grp++) {
+            const char *b = pl->direct ? xw + x_off(pl, n0, grp) : col;
+            if (!pl->direct)
+                im2col(pl, xw, n0, nb, grp, col);
+            work_gemm(pl, true, false, g->kg, pl->kdim, nb * pq, dyw + y_off(pl, n0, grp), g->k,
+                      b, pl->direct ? g->c : pl->kdim, n0 == 0 ? 0.0 : 1.0,
+                      dww + (size_t)(grp * g->kg * pl->kdim) * pl->esz, pl->kdim);
+        }
+    }
+}
+
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
 mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy,
                                       const mp_tensor *w, mp_tensor *dx)
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
-    const mp_conv_geom *g = &pl.g;
-    if (g->n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
+    if (pl.g.n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
         return MP_OK;
     size_t bdy = work_bytes(&pl, dy), bw = work_bytes(&pl, w), bdx = work_bytes(&pl, dx);
     char *ws = workspace(bdy + bw + bdx + 64);
     const char *dyw = as_work(&pl, dy, ws, true), *ww = as_work(&pl, w, ws + bdy, true);
     char *dxw = as_work(&pl, dx, ws + bdy + bw, false);
-    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_DATA, MP_F32, d, g, dyw, ww, dxw)) {
-        store_work(&pl, dx, dxw);
-        return MP_OK;
-    }
-    char *col = col_matrix(&pl);
-    if (!pl.direct)
-        memset(dxw, 0, (size_t)mp_tensor_numel(dx) * pl.esz);
-    int64_t pq = g->p * g->q;
-    for (int64_t n0 = 0; n0 < g->n; n0 += pl.chunk) {
-        int64_t nb = g->n - n0 < pl.chunk ? g->n - n0 : pl.chunk;
-        for (int64_t grp = 0; grp < g->groups; grp++) {
-            const char *wg = ww + (size_t)(grp * g->kg * pl.kdim) * pl.esz;
-            if (pl.direct) {
-                work_gemm(&pl, false, false, nb * pq, g->cg, g->kg, dyw + y_off(&pl, n0, grp), g->k,
-                          wg, pl.kdim, 0.0, dxw + x_off(&pl, n0, grp), g->c);
-                continue;
-            }
-            work_gemm(&pl, false, false, nb * pq, pl.kdim, g->kg, dyw + y_off(&pl, n0, grp), g->k,
-                      wg, pl.kdim, 0.0, col, pl.kdim);
-            col2im(&pl, col, n0, nb, grp, dxw);
-        }
-    }
+    data_work(&pl, d, dyw, ww, dxw);
     store_work(&pl, dx, dxw);
     return MP_OK;
+}
+
+/* Both gradients from one working copy of dy: the workspace holds dy, then x and dw for the
+ * filter gradient, then dx and w in their places for the data gradient (x and dx have one
+ * shape, as have w and dw), so it is no larger than either op's alone. */
+static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                         const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx, const char *op)
+{
+    conv_plan pl, pd;
+    MP_TRY(conv_setup(d, x, dw, dy, op, &pl));
+    if (dx)
+        MP_TRY(conv_setup(d, dx, w, dy, op, &pd));
+    if (pl.g.n == 0) {
+        memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
+        return MP_OK;
+    }
+    size_t bdy = work_bytes(&pl, dy);
+    size_t bimg = max_size(work_bytes(&pl, x), dx ? work_bytes(&pd, dx) : 0);
+    size_t bfil = max_size(work_bytes(&pl, dw), dx ? work_bytes(&pd, w) : 0);
+    char *ws = workspace(bdy + bimg + bfil + 64);
+    const char *dyw = as_work(&pl, dy, ws, true);
+    char *dww = as_work(&pl, dw, ws + bdy + bimg, false);
+    filter_work(&pl, d, as_work(&pl, x, ws + bdy, true), dyw, dww);
+    store_work(&pl, dw, dww);
+    if (!dx || native_half(&pd, MP_DNNL_BWD_DATA, d, dy, w, dx))
+        return MP_OK;
+    char *dxw = as_work(&pd, dx, ws + bdy, false);
+    data_work(&pd, d, dyw, as_work(&pd, w, ws + bdy + bimg, true), dxw);
+    store_work(&pd, dx, dxw);
+    return MP_OK;
+}
+
+mp_status mp_cpu_conv2d_backward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                                 const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx)
+{
+    return backward(d, x, w, dy, dw, dx, "conv2d_backward");
 }
 
 mp_status mp_cpu_conv2d_backward_filter(const mp_conv_desc *d, const mp_tensor *x,
                                         const mp_tensor *dy, mp_tensor *dw)
 {
-    conv_plan pl;
-    MP_TRY(conv_setup(d, x, dw, dy, "conv2d_backward_filter", &pl));
-    const mp_conv_geom *g = &pl.g;
-    if (g->n == 0) {
-        memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
-        return MP_OK;
-    }
-    size_t bx = work_bytes(&pl, x), bdy = work_bytes(&pl, dy), bdw = work_bytes(&pl, dw);
-    char *ws = workspace(bx + bdy + bdw + 64);
-    char *dww = as_work(&pl, dw, ws + bx + bdy, false);
-    const char *xw = as_work(&pl, x, ws, true), *dyw = as_work(&pl, dy, ws + bx, true);
-    if (!pl.f64 && mp_cpu_dnnl_conv(MP_DNNL_BWD_WEIGHTS, MP_F32, d, g, xw, dyw, dww)) {
-        store_work(&pl, dw, dww);
-        return MP_OK;
-    }
-    char *col = col_matrix(&pl);
-    int64_t pq = g->p * g->q;
-    for (int64_t n0 = 0; n0 < g->n; n0 += pl.chunk) {
-        int64_t nb = g->n - n0 < pl.chunk ? g->n - n0 : pl.chunk;
-        for (int64_t grp = 0; grp < g->groups; grp++) {
-            const char *b = pl.direct ? xw + x_off(&pl, n0, grp) : col;
-            if (!pl.direct)
-                im2col(&pl, xw, n0, nb, grp, col);
-            work_gemm(&pl, true, false, g->kg, pl.kdim, nb * pq, dyw + y_off(&pl, n0, grp), g->k, b,
-                      pl.direct ? g->c : pl.kdim, n0 == 0 ? 0.0 : 1.0,
-                      dww + (size_t)(grp * g->kg * pl.kdim) * pl.esz, pl.kdim);
-        }
-    }
-    store_work(&pl, dw, dww);
-    return MP_OK;
+    return backward(d, x, NULL, dy, dw, NULL, "conv2d_backward_filter");
 }

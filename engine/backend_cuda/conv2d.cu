@@ -315,3 +315,13 @@ extern "C" mp_status mp_cuda_conv2d_backward_filter(const mp_conv_desc *d, const
                                                ws, pl->ws_bytes, &zero, pl->wd, dww.data));
     return dww.data == dw->data ? MP_OK : mp_cuda_convert(&dww, dw);
 }
+
+/* cuDNN's two backward calls; the operands are converted per call (only O1's mixed dtypes
+ * convert at all). */
+extern "C" mp_status mp_cuda_conv2d_backward(const mp_conv_desc *d, const mp_tensor *x,
+                                             const mp_tensor *w, const mp_tensor *dy,
+                                             mp_tensor *dw, mp_tensor *dx)
+{
+    MP_TRY(mp_cuda_conv2d_backward_filter(d, x, dy, dw));
+    return dx ? mp_cuda_conv2d_backward_data(d, dy, w, dx) : MP_OK;
+}

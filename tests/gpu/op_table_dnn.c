@@ -1,10 +1,10 @@
-/* The op table's convolution, batch normalisation and pooling cases (op_table.h): conv2d
- * forward, backward-data and backward-filter over strides, padding, dilation, groups, 1x1, 3x3,
- * 5x5 and non-square filters, a 1x1 image and an empty batch, in FP32, fp16, bf16 and mixes (O1's
- * half inputs with an FP32 weight gradient); batchnorm training (y, saved and running
- * statistics), evaluation (save_* left alone) and backward with FP32 parameters and FP32 or half
- * activations, and with half parameters (O3); max and average pooling forward and backward with
- * padding and overlap, global average pooling, and max pooling's routing of ties to the first
+/* The op table's convolution, batch normalisation and pooling cases (op_table.h): conv2d forward,
+ * backward-data, backward-filter and both gradients at once over strides, padding, dilation,
+ * groups, 1x1, 3x3, 5x5 and non-square filters, a 1x1 image and an empty batch, in FP32, fp16,
+ * bf16 and mixes (O1's half inputs with an FP32 weight gradient); batchnorm training (y, saved and
+ * running statistics), evaluation (save_* left alone) and backward with FP32 parameters and FP32
+ * or half activations, and with half parameters (O3); max and average pooling forward and backward
+ * with padding and overlap, global average pooling, and max pooling's routing of ties to the first
  * maximum. Shapes the ops do not allow (one value per channel in training, an empty batch for
  * pooling) must be refused by both backends. */
 #include "tests/gpu/op_table.h"
@@ -67,6 +67,27 @@ static void run_conv(const op_case *c, int op)
     mp_gpu_check(&y, mp_gpu_atol(terms, 1), conv_rtol(c->dt[2], c->dt[0], c->dt[1]), "%s",
                  c->name);
     OP_FREE(&a, &b, &y);
+}
+
+/* Both gradients at once (conv2d_backward), dt = (x and dx, w and dw, dy): the same sums as the
+ * single ops. */
+static void run_conv_backward_both(const op_case *c)
+{
+    mp_rng r;
+    mp_rng_seed(&r, 503, c->seed);
+    const mp_conv_desc *d = &c->u.conv.d;
+    int64_t xs[4], ws[4], ys[4];
+    conv_shapes(c, xs, ws, ys);
+    mp_gpu_pair x = mp_gpu_random(c->dt[0], 4, xs, &r, -1, 1);
+    mp_gpu_pair w = mp_gpu_random(c->dt[1], 4, ws, &r, -1, 1);
+    mp_gpu_pair dy = mp_gpu_random(c->dt[2], 4, ys, &r, -1, 1);
+    mp_gpu_pair dx = mp_gpu_poisoned(c->dt[0], 4, xs), dw = mp_gpu_poisoned(c->dt[1], 4, ws);
+    OP_BOTH(c, conv2d_backward, d, OP_T(&x), OP_T(&w), OP_T(&dy), OP_T(&dw), OP_T(&dx));
+    mp_gpu_check(&dw, mp_gpu_atol(ys[0] * ys[1] * ys[2], 1),
+                 conv_rtol(c->dt[1], c->dt[0], c->dt[2]), "%s dw", c->name);
+    mp_gpu_check(&dx, mp_gpu_atol(c->u.conv.r * c->u.conv.s * ys[3] / d->groups, 1),
+                 conv_rtol(c->dt[0], c->dt[2], c->dt[1]), "%s dx", c->name);
+    OP_FREE(&x, &w, &dy, &dx, &dw);
 }
 
 static void run_conv_forward(const op_case *c) { run_conv(c, 0); }
@@ -252,18 +273,18 @@ static const pool_geom_case pool_geoms[] = {
 
 void op_cases_dnn(void)
 {
-    static const char *const conv_ops[3] = {"conv2d_forward", "conv2d_backward_data",
-                                            "conv2d_backward_filter"};
-    static const op_runner conv_runs[3] = {run_conv_forward, run_conv_backward_data,
-                                           run_conv_backward_filter};
+    static const char *const conv_ops[4] = {"conv2d_forward", "conv2d_backward_data",
+                                            "conv2d_backward_filter", "conv2d_backward"};
+    static const op_runner conv_runs[4] = {run_conv_forward, run_conv_backward_data,
+                                           run_conv_backward_filter, run_conv_backward_both};
     /* (in1, in2, out) beyond one dtype for all three: O1's half inputs with an FP32 result,
      * and a free mix. */
     const mp_dtype mixes[3][3] = {
         {MP_F16, MP_F16, MP_F32}, {MP_BF16, MP_BF16, MP_F32}, {MP_BF16, MP_F32, MP_F16}};
     const int ngeoms = (int)(sizeof conv_geoms / sizeof conv_geoms[0]);
     for (int i = 0; i < ngeoms; i++)
-        for (int op = 0; op < 3; op++)
-            for (int k = 0; k < NDT + 3; k++) {
+        for (int op = 0; op < 4; op++)
+            for (int k = 0; k < (op < 3 ? NDT + 3 : NDT); k++) { /* both gradients: one dtype */
                 const conv_geom *g = &conv_geoms[i];
                 op_case c = {.run = conv_runs[op], .shape = {g->n, g->h, g->w, g->c},
                              .u.conv = {g->d, g->k, g->r, g->s}};

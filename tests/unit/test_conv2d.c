@@ -3,7 +3,7 @@
  * 1x1 and non-square kernels; all three ops against a direct convolution written here (also on
  * a shape large enough to be split into several im2col chunks); FP32, fp16, bf16 and mixed
  * storage against FP64 on the same rounded inputs with tolerances from each dtype's epsilon;
- * shape and setting errors. */
+ * the fused backward against the two single ops, byte for byte; shape and setting errors. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -307,6 +307,53 @@ static void test_dtypes_against_fp64(void **state)
     check_dtypes(&cases[6], MP_F16, MP_BF16, MP_F32, 102);
 }
 
+/* conv2d_backward(x, w, dy) -> dw, dx against the two single ops on the same tensors, byte for
+ * byte (the fused op converts dy once for both), and with dx NULL against the filter gradient
+ * alone; outputs start as different garbage. */
+static void check_fused(const conv_case *cc, mp_dtype xt, mp_dtype wt, mp_dtype yt, uint64_t seed)
+{
+    mp_rng rng;
+    mp_rng_seed(&rng, 59, seed);
+    mp_conv_desc d = desc_of(cc);
+    int64_t xs[4] = {cc->n, cc->h, cc->w, cc->c}, ys[4] = {cc->n, cc->p, cc->q, cc->k};
+    int64_t ws[4] = {cc->k, cc->kernel[0], cc->kernel[1], cc->c / cc->groups};
+    mp_tensor x, w, dy, dx1, dw1, dx2, dw2, dw3, scratch;
+    random_pair(xt, xs, &rng, &x, &scratch);
+    mp_tensor_free(&scratch);
+    mp_tensor *outs[] = {&w, &dy, &dx1, &dw1, &dx2, &dw2, &dw3};
+    const int64_t *shapes[] = {ws, ys, xs, ws, xs, ws, ws};
+    mp_dtype dts[] = {wt, yt, xt, wt, xt, wt, wt};
+    for (int i = 0; i < 7; i++) {
+        random_pair(dts[i], shapes[i], &rng, outs[i], &scratch);
+        mp_tensor_free(&scratch);
+    }
+    assert_int_equal(ops->conv2d_backward_filter(&d, &x, &dy, &dw1), MP_OK);
+    assert_int_equal(ops->conv2d_backward_data(&d, &dy, &w, &dx1), MP_OK);
+    assert_int_equal(ops->conv2d_backward(&d, &x, &w, &dy, &dw2, &dx2), MP_OK);
+    assert_int_equal(ops->conv2d_backward(&d, &x, NULL, &dy, &dw3, NULL), MP_OK);
+    assert_memory_equal(dw2.data, dw1.data, (size_t)mp_tensor_bytes(&dw1));
+    assert_memory_equal(dx2.data, dx1.data, (size_t)mp_tensor_bytes(&dx1));
+    assert_memory_equal(dw3.data, dw1.data, (size_t)mp_tensor_bytes(&dw1));
+    mp_tensor *all[] = {&x, &w, &dy, &dx1, &dw1, &dx2, &dw2, &dw3};
+    for (int i = 0; i < 8; i++)
+        mp_tensor_free(all[i]);
+}
+
+static void test_fused_backward_bitwise(void **state)
+{
+    (void)state;
+    const mp_dtype dts[] = {MP_F64, MP_F32, MP_F16, MP_BF16};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < NCASES; i++)
+            check_fused(&cases[i], dts[k], dts[k], dts[k], (uint64_t)(k * 100 + i));
+    /* O1's mixed storage, and a shape of several im2col chunks. */
+    check_fused(&cases[4], MP_BF16, MP_F32, MP_F16, 500);
+    check_fused(&cases[6], MP_F16, MP_F32, MP_F16, 501);
+    const conv_case big = {3, 32, 32, 64, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 32, 32};
+    check_fused(&big, MP_F16, MP_F16, MP_F16, 502);
+    check_fused(&big, MP_F32, MP_F32, MP_F32, 503);
+}
+
 /* A shape whose patch matrix exceeds the im2col chunk, so every op runs over several chunks
  * (backward filter accumulates across them), against the direct definition in FP64 and FP32. */
 static void test_chunked_against_direct(void **state)
@@ -376,6 +423,12 @@ static void test_workspace_counted_and_steady(void **state)
         assert_int_equal(ops->conv2d_backward_data(&d, &y, &w, &x), MP_OK);
         assert_int_equal(ops->conv2d_backward_filter(&d, &x, &y, &w), MP_OK);
     }
+    /* Both gradients at once fit in what either took alone. */
+    mp_tensor gx = mp_tensor_alloc(MP_F16, 4, xs, MP_MEM_DATA);
+    mp_tensor gw = mp_tensor_alloc(MP_F16, 4, ws, MP_MEM_DATA);
+    assert_int_equal(ops->conv2d_backward(&d, &x, &w, &y, &gw, &gx), MP_OK);
+    mp_tensor_free(&gx);
+    mp_tensor_free(&gw);
     assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), held);
     mp_tensor_free(&x);
     mp_tensor_free(&w);
@@ -404,27 +457,31 @@ static void test_empty_batch(void **state)
 static mp_status op_with(int op, const mp_conv_desc *d, const int64_t *xs, const int64_t *ws,
                          const int64_t *ys, mp_dtype xdt)
 {
-    static double buf[3][4096];
+    static double buf[5][4096];
     mp_tensor x = mp_tensor_view(buf[0], xdt, 4, xs);
     mp_tensor w = mp_tensor_view(buf[1], MP_F32, 4, ws);
     mp_tensor y = mp_tensor_view(buf[2], MP_F32, 4, ys);
+    mp_tensor dx = mp_tensor_view(buf[3], xdt, 4, xs);
+    mp_tensor dw = mp_tensor_view(buf[4], MP_F32, 4, ws);
     mp_error_clear();
     if (op == 0)
         return ops->conv2d_forward(d, &x, &w, &y);
     if (op == 1)
         return ops->conv2d_backward_data(d, &y, &w, &x);
-    return ops->conv2d_backward_filter(d, &x, &y, &w);
+    if (op == 2)
+        return ops->conv2d_backward_filter(d, &x, &y, &w);
+    return ops->conv2d_backward(d, &x, &w, &y, &dw, &dx);
 }
 
 static void test_op_shape_errors(void **state)
 {
     (void)state;
-    static const char *const names[3] = {"conv2d_forward", "conv2d_backward_data",
-                                         "conv2d_backward_filter"};
+    static const char *const names[4] = {"conv2d_forward", "conv2d_backward_data",
+                                         "conv2d_backward_filter", "conv2d_backward"};
     mp_conv_desc d = {{2, 2}, {1, 1}, {1, 1}, 2};
     /* x (2, 6, 5, 4), w (6, 3, 3, 2), y (2, 3, 3, 6): valid. */
     int64_t xs[4] = {2, 6, 5, 4}, ws[4] = {6, 3, 3, 2}, ys[4] = {2, 3, 3, 6};
-    for (int op = 0; op < 3; op++) {
+    for (int op = 0; op < 4; op++) {
         assert_int_equal(op_with(op, &d, xs, ws, ys, MP_F32), MP_OK);
         int64_t bad_p[4] = {2, 4, 3, 6}, bad_q[4] = {2, 3, 2, 6}, bad_k[4] = {2, 3, 3, 4};
         int64_t bad_n[4] = {1, 3, 3, 6}, bad_wc[4] = {6, 3, 3, 4}, bad_kg[4] = {5, 3, 3, 2};
@@ -514,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_layer_params),
         cmocka_unit_test(test_layer_flat_tensors),
         cmocka_unit_test(test_dtypes_against_fp64),
+        cmocka_unit_test(test_fused_backward_bitwise),
         cmocka_unit_test(test_chunked_against_direct),
         cmocka_unit_test(test_workspace_counted_and_steady),
         cmocka_unit_test(test_empty_batch),
