@@ -16,6 +16,10 @@ done
 boxdir=$home/cluster/box
 source "$home/launch/env.sh" # the box is a local set-up: Open MPI as root, as mpdist-run does here
 trap 'bash "$boxdir/down.sh"' EXIT
+# Each box host on its own share of the cores (cluster/box/exec.sh), in the calibration and in
+# training alike: left to the scheduler, which hosts' ranks share a core changes within and
+# between runs, and with it the all-reduce's time.
+export MPDIST_BOX_PIN=1
 # Open MPI's ring all-reduce: its own choice changes with the size and the rank count (a 2-rank
 # all-reduce is not a ring), and the model is that of a ring.
 ring="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"
