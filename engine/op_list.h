@@ -150,9 +150,9 @@ MP_OP(mp_status, conv2d_backward_data, (const mp_conv_desc *d, const mp_tensor *
 MP_OP(mp_status, conv2d_backward_filter, (const mp_conv_desc *d, const mp_tensor *x,
                                           const mp_tensor *dy, mp_tensor *dw))
 /* Both gradients of one convolution from one dy, as PyTorch's convolution_backward: dw as
- * conv2d_backward_filter(d, x, dy, dw), then, unless dx is NULL (w is then unused),
- * dx as conv2d_backward_data(d, dy, w, dx), bit for bit. A backend that converts dy for its
- * working precision does it once for both (the CPU's half levels). */
+ * conv2d_backward_filter(d, x, dy, dw) computes it, then, unless dx is NULL (w is then
+ * unused), dx as conv2d_backward_data(d, dy, w, dx) does (on the CPU bit for bit). A backend
+ * that converts dy for its working precision does it once for both (the CPU's half levels). */
 MP_OP(mp_status, conv2d_backward, (const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
                                    const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx))
 

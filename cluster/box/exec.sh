@@ -28,6 +28,7 @@ if [ "${MPDIST_BOX_PIN:-0}" = 1 ]; then
     for c in $(seq "${r%-*}" "${r#*-}"); do cores+=("$c"); done
   done
   nc=${#cores[@]}
+  [ "$k" -le "$n" ] || { echo "cluster/box/exec.sh: MPDIST_BOX_PIN: $host is not among hosts h1..h$n" >&2; exit 2; }
   lo=$(((k - 1) * nc / n)) hi=$((k * nc / n - 1))
   [ "$hi" -ge "$lo" ] || hi=$lo
   mine=$(IFS=,; echo "${cores[*]:lo:hi-lo+1}")
@@ -35,4 +36,4 @@ if [ "${MPDIST_BOX_PIN:-0}" = 1 ]; then
 fi
 # nsenter, not `ip netns exec`: that one also mounts a sysfs of the namespace's own over /sys,
 # which hides /sys/fs/cgroup from slurmd (cluster/local-slurm --box).
-exec "${pin[@]}" nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$*"' "$host" "$@"
+exec ${pin[@]+"${pin[@]}"} nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$*"' "$host" "$@"

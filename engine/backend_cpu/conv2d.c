@@ -316,8 +316,8 @@ mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy
 }
 
 /* Both gradients from one working copy of dy: the workspace holds dy, then x and dw for the
- * filter gradient, then dx and w in their places for the data gradient (x and dx have one
- * shape, as have w and dw), so it is no larger than either op's alone. */
+ * filter gradient, then, once dw is stored, w and dx in their place for the data gradient:
+ * dy's working copy and the larger single op's other tensors, no more than that op alone. */
 static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
                          const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx, const char *op)
 {
@@ -329,18 +329,18 @@ static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_te
         memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
         return MP_OK;
     }
-    size_t bdy = work_bytes(&pl, dy);
-    size_t bimg = max_size(work_bytes(&pl, x), dx ? work_bytes(&pd, dx) : 0);
-    size_t bfil = max_size(work_bytes(&pl, dw), dx ? work_bytes(&pd, w) : 0);
-    char *ws = workspace(bdy + bimg + bfil + 64);
+    size_t bdy = work_bytes(&pl, dy), bx = work_bytes(&pl, x), bw = dx ? work_bytes(&pd, w) : 0;
+    size_t rest = max_size(bx + work_bytes(&pl, dw), dx ? bw + work_bytes(&pd, dx) : 0);
+    char *ws = workspace(bdy + rest + 64);
     const char *dyw = as_work(&pl, dy, ws, true);
-    char *dww = as_work(&pl, dw, ws + bdy + bimg, false);
+    char *dww = as_work(&pl, dw, ws + bdy + bx, false);
     filter_work(&pl, d, as_work(&pl, x, ws + bdy, true), dyw, dww);
     store_work(&pl, dw, dww);
     if (!dx || native_half(&pd, MP_DNNL_BWD_DATA, d, dy, w, dx))
         return MP_OK;
-    char *dxw = as_work(&pd, dx, ws + bdy, false);
-    data_work(&pd, d, dyw, as_work(&pd, w, ws + bdy + bimg, true), dxw);
+    const char *ww = as_work(&pd, w, ws + bdy, true);
+    char *dxw = as_work(&pd, dx, ws + bdy + bw, false);
+    data_work(&pd, d, dyw, ww, dxw);
     store_work(&pd, dx, dxw);
     return MP_OK;
 }

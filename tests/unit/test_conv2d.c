@@ -309,34 +309,30 @@ static void test_dtypes_against_fp64(void **state)
 
 /* conv2d_backward(x, w, dy) -> dw, dx against the two single ops on the same tensors, byte for
  * byte (the fused op converts dy once for both), and with dx NULL against the filter gradient
- * alone; outputs start as different garbage. */
-static void check_fused(const conv_case *cc, mp_dtype xt, mp_dtype wt, mp_dtype yt, uint64_t seed)
+ * alone; dt: the dtypes of x, w, dy, dw and dx; outputs start as different garbage. */
+static void check_fused(const conv_case *cc, const mp_dtype dt[5], uint64_t seed)
 {
     mp_rng rng;
     mp_rng_seed(&rng, 59, seed);
     mp_conv_desc d = desc_of(cc);
     int64_t xs[4] = {cc->n, cc->h, cc->w, cc->c}, ys[4] = {cc->n, cc->p, cc->q, cc->k};
     int64_t ws[4] = {cc->k, cc->kernel[0], cc->kernel[1], cc->c / cc->groups};
-    mp_tensor x, w, dy, dx1, dw1, dx2, dw2, dw3, scratch;
-    random_pair(xt, xs, &rng, &x, &scratch);
-    mp_tensor_free(&scratch);
-    mp_tensor *outs[] = {&w, &dy, &dx1, &dw1, &dx2, &dw2, &dw3};
-    const int64_t *shapes[] = {ws, ys, xs, ws, xs, ws, ws};
-    mp_dtype dts[] = {wt, yt, xt, wt, xt, wt, wt};
-    for (int i = 0; i < 7; i++) {
-        random_pair(dts[i], shapes[i], &rng, outs[i], &scratch);
+    mp_tensor t[10], scratch; /* x, w, dy, then dw and dx of the single ops, fused, filter only */
+    const int64_t *shapes[10] = {xs, ws, ys, ws, xs, ws, xs, ws, xs, ws};
+    const int kind[10] = {0, 1, 2, 3, 4, 3, 4, 3, 4, 3};
+    for (int i = 0; i < 10; i++) {
+        random_pair(dt[kind[i]], shapes[i], &rng, &t[i], &scratch);
         mp_tensor_free(&scratch);
     }
-    assert_int_equal(ops->conv2d_backward_filter(&d, &x, &dy, &dw1), MP_OK);
-    assert_int_equal(ops->conv2d_backward_data(&d, &dy, &w, &dx1), MP_OK);
-    assert_int_equal(ops->conv2d_backward(&d, &x, &w, &dy, &dw2, &dx2), MP_OK);
-    assert_int_equal(ops->conv2d_backward(&d, &x, NULL, &dy, &dw3, NULL), MP_OK);
-    assert_memory_equal(dw2.data, dw1.data, (size_t)mp_tensor_bytes(&dw1));
-    assert_memory_equal(dx2.data, dx1.data, (size_t)mp_tensor_bytes(&dx1));
-    assert_memory_equal(dw3.data, dw1.data, (size_t)mp_tensor_bytes(&dw1));
-    mp_tensor *all[] = {&x, &w, &dy, &dx1, &dw1, &dx2, &dw2, &dw3};
-    for (int i = 0; i < 8; i++)
-        mp_tensor_free(all[i]);
+    assert_int_equal(ops->conv2d_backward_filter(&d, &t[0], &t[2], &t[3]), MP_OK);
+    assert_int_equal(ops->conv2d_backward_data(&d, &t[2], &t[1], &t[4]), MP_OK);
+    assert_int_equal(ops->conv2d_backward(&d, &t[0], &t[1], &t[2], &t[5], &t[6]), MP_OK);
+    assert_int_equal(ops->conv2d_backward(&d, &t[0], NULL, &t[2], &t[7], NULL), MP_OK);
+    assert_memory_equal(t[5].data, t[3].data, (size_t)mp_tensor_bytes(&t[3]));
+    assert_memory_equal(t[6].data, t[4].data, (size_t)mp_tensor_bytes(&t[4]));
+    assert_memory_equal(t[7].data, t[3].data, (size_t)mp_tensor_bytes(&t[3]));
+    for (int i = 0; i < 10; i++)
+        mp_tensor_free(&t[i]);
 }
 
 static void test_fused_backward_bitwise(void **state)
@@ -344,14 +340,52 @@ static void test_fused_backward_bitwise(void **state)
     (void)state;
     const mp_dtype dts[] = {MP_F64, MP_F32, MP_F16, MP_BF16};
     for (int k = 0; k < 4; k++)
-        for (int i = 0; i < NCASES; i++)
-            check_fused(&cases[i], dts[k], dts[k], dts[k], (uint64_t)(k * 100 + i));
-    /* O1's mixed storage, and a shape of several im2col chunks. */
-    check_fused(&cases[4], MP_BF16, MP_F32, MP_F16, 500);
-    check_fused(&cases[6], MP_F16, MP_F32, MP_F16, 501);
+        for (int i = 0; i < NCASES; i++) {
+            const mp_dtype one[5] = {dts[k], dts[k], dts[k], dts[k], dts[k]};
+            check_fused(&cases[i], one, (uint64_t)(k * 100 + i));
+        }
+    /* O1: half x, w and dy with an FP32 weight gradient, dx in FP32 or half; a free mix. */
+    const mp_dtype o1[3][5] = {{MP_F16, MP_F16, MP_F16, MP_F32, MP_F32},
+                               {MP_BF16, MP_BF16, MP_BF16, MP_F32, MP_BF16},
+                               {MP_BF16, MP_F32, MP_F16, MP_F16, MP_F32}};
+    for (int m = 0; m < 3; m++) {
+        check_fused(&cases[4], o1[m], (uint64_t)(500 + m));
+        check_fused(&cases[1], o1[m], (uint64_t)(510 + m));
+    }
+    /* Several im2col chunks. */
     const conv_case big = {3, 32, 32, 64, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 32, 32};
-    check_fused(&big, MP_F16, MP_F16, MP_F16, 502);
-    check_fused(&big, MP_F32, MP_F32, MP_F32, 503);
+    const mp_dtype half[5] = {MP_F16, MP_F16, MP_F16, MP_F16, MP_F16};
+    const mp_dtype f32[5] = {MP_F32, MP_F32, MP_F32, MP_F32, MP_F32};
+    check_fused(&big, half, 520);
+    check_fused(&big, f32, 521);
+    check_fused(&big, o1[0], 522);
+}
+
+/* With O1's dtypes (half x, w, dy; FP32 dw and dx) the single ops need dy's and x's working
+ * copies (filter) or dy's and w's (data); both gradients at once must not hold more. The shape
+ * is larger than any other here, so the single ops set the workspace this test compares with. */
+static void test_fused_workspace_o1(void **state)
+{
+    (void)state;
+    const conv_case cc = {4, 48, 48, 32, 32, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 48, 48};
+    mp_conv_desc d = desc_of(&cc);
+    int64_t xs[4] = {cc.n, cc.h, cc.w, cc.c}, ys[4] = {cc.n, cc.p, cc.q, cc.k};
+    int64_t ws[4] = {cc.k, 3, 3, cc.c};
+    mp_tensor x = mp_tensor_alloc(MP_F16, 4, xs, MP_MEM_DATA);
+    mp_tensor w = mp_tensor_alloc(MP_F16, 4, ws, MP_MEM_DATA);
+    mp_tensor dy = mp_tensor_alloc(MP_F16, 4, ys, MP_MEM_DATA);
+    mp_tensor dw = mp_tensor_alloc(MP_F32, 4, ws, MP_MEM_DATA);
+    mp_tensor dx = mp_tensor_alloc(MP_F32, 4, xs, MP_MEM_DATA);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ops->conv2d_backward_filter(&d, &x, &dy, &dw), MP_OK);
+        assert_int_equal(ops->conv2d_backward_data(&d, &dy, &w, &dx), MP_OK);
+    }
+    int64_t held = mp_mem_current(MP_MEM_WORKSPACE);
+    assert_int_equal(ops->conv2d_backward(&d, &x, &w, &dy, &dw, &dx), MP_OK);
+    assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), held);
+    mp_tensor *all[] = {&x, &w, &dy, &dw, &dx};
+    for (int i = 0; i < 5; i++)
+        mp_tensor_free(all[i]);
 }
 
 /* A shape whose patch matrix exceeds the im2col chunk, so every op runs over several chunks
@@ -451,6 +485,14 @@ static void test_empty_batch(void **state)
     assert_int_equal(ops->conv2d_backward_filter(&d, &tx, &ty, &tw), MP_OK);
     for (int i = 0; i < 36; i++)
         assert_true(w[i] == 0.0f);
+    for (int i = 0; i < 36; i++)
+        w[i] = 1.0f;
+    float dw[36];
+    mp_tensor tdw = mp_tensor_view(dw, MP_F32, 4, ws);
+    memset(dw, 0xff, sizeof dw);
+    assert_int_equal(ops->conv2d_backward(&d, &tx, &tw, &ty, &tdw, &tx), MP_OK);
+    for (int i = 0; i < 36; i++)
+        assert_true(dw[i] == 0.0f);
 }
 
 /* One op call on views of a scratch buffer with the given shapes; returns its status. */
@@ -476,8 +518,9 @@ static mp_status op_with(int op, const mp_conv_desc *d, const int64_t *xs, const
 static void test_op_shape_errors(void **state)
 {
     (void)state;
-    static const char *const names[4] = {"conv2d_forward", "conv2d_backward_data",
-                                         "conv2d_backward_filter", "conv2d_backward"};
+    /* The message names the op exactly (conv2d_backward is a prefix of the other two). */
+    static const char *const names[4] = {"conv2d_forward:", "conv2d_backward_data:",
+                                         "conv2d_backward_filter:", "conv2d_backward:"};
     mp_conv_desc d = {{2, 2}, {1, 1}, {1, 1}, 2};
     /* x (2, 6, 5, 4), w (6, 3, 3, 2), y (2, 3, 3, 6): valid. */
     int64_t xs[4] = {2, 6, 5, 4}, ws[4] = {6, 3, 3, 2}, ys[4] = {2, 3, 3, 6};
@@ -572,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_layer_flat_tensors),
         cmocka_unit_test(test_dtypes_against_fp64),
         cmocka_unit_test(test_fused_backward_bitwise),
+        cmocka_unit_test(test_fused_workspace_o1),
         cmocka_unit_test(test_chunked_against_direct),
         cmocka_unit_test(test_workspace_counted_and_steady),
         cmocka_unit_test(test_empty_batch),
