@@ -18,8 +18,8 @@ comm_last_ms: the time from the first bucket's start to all summed as the last r
 saw it (the least over the ranks), which leaves out the wait for ranks still computing that the
 model does not describe. That wait is reported beside it: comm_skew_ms (the most over the ranks
 less the least) and rank 0's comm_ms (first start to all summed, wait included). The
-prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute and input time per step
-(no overlap with backward assumed).
+prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute
+and input time per step (no overlap with backward assumed).
 Writes box.csv and box.md (with the points where the model misses by more than 15%).
 """
 import argparse, csv, json, math, os, re, statistics

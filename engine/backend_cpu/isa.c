@@ -1,6 +1,5 @@
 /* Run-time choice of the CPU backend's vector level (isa.h) from what the CPU has and the OS
- * saves (mp_cpu_features). Each level needs the features its target attribute names (isa.h),
- * and FMA for AVX-512 (which clang's avx512f implies). */
+ * saves (mp_cpu_features). */
 #include "engine/backend_cpu/isa.h"
 
 #include "engine/cpu_features.h"

@@ -7,7 +7,7 @@
 # final checkpoint. The inter-host traffic crossed the bridge: its ports counted at least the
 # gradients' all-reduce bytes. Skipped (77) where network namespaces cannot be made; the box is
 # torn down however the test ends. The box scripts' usage errors (and those of local-slurm's and
-# scaling.sh's box modes) exit 2 with one line.
+# scaling.sh's box modes) exit 2 with one line. MPDIST_BOX_PIN=1 gives each host its own cores.
 source "$(dirname "$0")/common.bash"
 box=$SRC/cluster/box
 trap 'bash "$box/down.sh"; rm -rf "$TMP"' EXIT
@@ -46,6 +46,25 @@ expect_ok "a delay is shaped, or refused with 77 and a message where the kernel 
   test "$rc" = 0 -o "$rc" = 77 -a -s "$TMP/uerr"
 bash "$box/shape.sh" 1 # clears it
 
+# MPDIST_BOX_PIN=1: each of the 2 hosts on its own half of the cores this test may use (both on
+# the first where there is only one); without it, on every core.
+expand() { # a CPU list (0-2,5) as 0,1,2,5
+  local r out=()
+  IFS=, read -ra rs <<<"$1"
+  for r in "${rs[@]}"; do out+=($(seq "${r%-*}" "${r#*-}")); done
+  (IFS=,; echo "${out[*]}")
+}
+cpus_of() { # the cores a command on box host $1 may run on, MPDIST_BOX_PIN=$2
+  MPDIST_BOX_PIN=$2 bash "$box/exec.sh" "$1" 'awk "/^Cpus_allowed_list:/ {print \$2}" /proc/self/status'
+}
+IFS=, read -ra all <<<"$(expand "$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)")"
+c=${#all[@]} h=$((${#all[@]} / 2))
+first=$(IFS=,; echo "${all[*]:0:h > 0 ? h : 1}") second=$(IFS=,; echo "${all[*]:h}")
+expect_ok "MPDIST_BOX_PIN=1: h1 on cores $first of $c" test "$(expand "$(cpus_of h1 1)")" = "$first"
+expect_ok "MPDIST_BOX_PIN=1: h2 on cores $second of $c" test "$(expand "$(cpus_of h2 1)")" = "$second"
+expect_ok "without MPDIST_BOX_PIN, h1 on all $c cores" \
+  test "$(expand "$(cpus_of h1 0)")" = "$(IFS=,; echo "${all[*]}")"
+
 steps=30
 run() { # run NAME MPIRUN-ARGS...: trains the MLP for $steps steps with metrics and a checkpoint
   local name=$1
@@ -74,4 +93,7 @@ expect_ok "the hosts' traffic crossed the bridge ($crossed bytes, at least $need
 expect_ok "metrics of 2 hosts x 2 ranks equal 1 host x 4 ranks" cmp "$TMP/box.cmp" "$TMP/one.cmp"
 params() { h5dump -g /params "$(ls "$1"/ckpt-*.h5 | tail -1)" | tail -n +2; } # not the file name
 expect_ok "final parameters equal" cmp <(params "$TMP/box") <(params "$TMP/one")
+# A host beyond those up (h1 gone, h2 left): refused before anything runs.
+ip netns del mpbox-h1
+usage_error 2 'MPDIST_BOX_PIN: h2 is not among hosts h1..h1' env MPDIST_BOX_PIN=1 bash "$box/exec.sh" h2 true
 finish
