@@ -24,7 +24,8 @@
 #                     bench-comm` calibrates the model (cluster/scaling_box.py); writes box.csv,
 #                     box.md, box_allreduce.png, box_efficiency.png and runs/
 #   --link R[/D]      a link of the box: rate R (tc, e.g. 1gbit) and one-way delay D (e.g.
-#                     0.2ms; needs netem); repeatable (default: 200mbit and 1gbit)
+#                     0.2ms, through mpdist-delayline next to MPDIST_BIN: cluster/box/shape.sh);
+#                     repeatable (default: 200mbit and 1gbit)
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 home=$(cd "$(dirname "$0")/.." && pwd)

@@ -12,7 +12,7 @@ check=0
 
 packages=(gcc make cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
           libcmocka-dev libconfig-dev zlib1g-dev libopenblas-dev libopenblas0-openmp libcjson-dev
-          libdnnl-dev ocl-icd-opencl-dev iproute2 procps
+          libdnnl-dev ocl-icd-opencl-dev iproute2 procps iptables libnetfilter-queue-dev
           dataset-fashion-mnist fortunes "$@")
 
 if [ "$check" = 1 ] && ! command -v dpkg-query >/dev/null; then

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Shapes box host K's link (both directions: its eth0 and the bridge port mpbvK): a rate alone
-# with tc's token bucket (tbf); a one-way delay or a loss with netem (sch_netem, which some
-# kernels lack: then this says so and exits 77); no option clears the shaping. --down and --up
-# cut and restore the link (its eth0). Used by cluster/box/up.sh, and to change a link while a
-# job runs.
+# Shapes box host K's link: a rate with tc's token bucket (tbf) on both ends of it (its eth0 and
+# the bridge port mpbvK); a one-way delay and a random loss of what host K receives with
+# mpdist-delayline (cluster/box/delayline.c, user space: this VM's kernel has no netem), which
+# an iptables rule in host K hands what arrives on eth0 to through netfilter queue 0. On
+# arrival, not on departure: a packet held before it leaves its host still counts against its
+# socket's TCP small queues (about 1 ms of its pacing rate), so delays above that would throttle
+# the sender to a few packets per delay; netem frees the packet from its socket, a netfilter
+# queue cannot. The same delay on every host is a one-way delay D between any two. No option
+# clears the shaping. --down and --up cut and restore the link (its eth0). Used by
+# cluster/box/up.sh, and to change a link while a job runs.
 # Usage: cluster/box/shape.sh K [--rate RATE] [--delay DELAY] [--loss PCT] | K --down | K --up
-#   RATE: e.g. 1gbit; DELAY: e.g. 0.2ms; PCT: loss in percent
+#   RATE: N[k|m|g]bit, e.g. 1gbit; DELAY: N[.N](us|ms|s), e.g. 0.2ms; PCT: loss in percent of
+#   the packets as queued (a GSO packet of up to 64 KB counts once)
+# mpdist-delayline is found at $MPDIST_DELAYLINE, else next to $MPDIST_BIN, else in build/; it
+# adds 0.05-0.1 ms of its own wake-ups to the delay on the 2-core VM measured (README).
+# Exit codes: 0 done; 2 usage or host not up; 77 a delay or loss asked for where
+# mpdist-delayline or iptables is missing (the message says which); 1 the delay line failed.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 k=${1:?usage: cluster/box/shape.sh K [--rate R] [--delay D] [--loss P] | K --down | K --up}
@@ -14,12 +24,25 @@ case "${1:-}" in
   --down) ip -n "mpbox-h$k" link set eth0 down; exit 0 ;;
   --up) ip -n "mpbox-h$k" link set eth0 up; exit 0 ;;
 esac
-rate='' netem=()
+rate='' delay_us='' loss=''
 while [ $# -gt 0 ]; do
   case $1 in
-    --rate) rate=$2; shift 2 ;;
-    --delay) netem+=(delay "$2"); shift 2 ;;
-    --loss) netem+=(loss "$2%"); shift 2 ;;
+    --rate)
+      [[ ${2:-} =~ ^([0-9]+)([kmg]?)bit$ ]] ||
+        { echo "cluster/box/shape.sh: --rate: give bits per second as N[k|m|g]bit (got '${2:-}')" >&2; exit 2; }
+      case ${BASH_REMATCH[2]} in k) unit=1000 ;; m) unit=1000000 ;; g) unit=1000000000 ;; *) unit=1 ;; esac
+      rate=$2 bps=$((BASH_REMATCH[1] * unit))
+      shift 2 ;;
+    --delay)
+      [[ ${2:-} =~ ^([0-9]+(\.[0-9]+)?)(us|ms|s)$ ]] ||
+        { echo "cluster/box/shape.sh: --delay: give N[.N]us, ms or s, e.g. 0.2ms (got '${2:-}')" >&2; exit 2; }
+      case ${BASH_REMATCH[3]} in us) f=1 ;; ms) f=1000 ;; s) f=1000000 ;; esac
+      delay_us=$(awk -v v="${BASH_REMATCH[1]}" -v f="$f" 'BEGIN { printf "%.3f", v * f }')
+      shift 2 ;;
+    --loss)
+      [[ ${2:-} =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v v="$2" 'BEGIN { exit !(v <= 100) }' ||
+        { echo "cluster/box/shape.sh: --loss: give a percentage from 0 to 100 (got '${2:-}')" >&2; exit 2; }
+      loss=$2; shift 2 ;;
     *) echo "cluster/box/shape.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -27,20 +50,44 @@ done
 add() {
   ip netns exec "mpbox-h$k" tc qdisc add dev eth0 root "$@" && tc qdisc add dev "mpbv$k" root "$@"
 }
+# stop_line: ends host K's delay line and removes its rule (SIGTERM: it accepts what it holds)
+stop_line() {
+  ip netns exec "mpbox-h$k" iptables -t mangle -F PREROUTING 2>/dev/null || true
+  local p
+  for p in $(ip netns pids "mpbox-h$k" 2>/dev/null); do
+    [[ $(readlink "/proc/$p/exe" 2>/dev/null) == */mpdist-delayline ]] && kill -TERM "$p" 2>/dev/null
+  done
+  return 0
+}
 ip -n "mpbox-h$k" link show eth0 >/dev/null 2>&1 || { echo "cluster/box/shape.sh: host h$k is not up" >&2; exit 2; }
 ip netns exec "mpbox-h$k" tc qdisc del dev eth0 root 2>/dev/null || true
 tc qdisc del dev "mpbv$k" root 2>/dev/null || true
-if [ ${#netem[@]} -gt 0 ]; then
-  add netem "${netem[@]}" ${rate:+rate "$rate"} 2>/dev/null ||
-    { echo "cluster/box/shape.sh: this kernel has no netem (sch_netem): --delay and --loss cannot be shaped here" >&2; exit 77; }
-elif [ -n "$rate" ]; then
+stop_line
+if [ -n "$delay_us$loss" ]; then
+  line=${MPDIST_DELAYLINE:-$(dirname "${MPDIST_BIN:-$(dirname "$0")/../../build/mpdist}")/mpdist-delayline}
+  [ -x "$line" ] || { echo "cluster/box/shape.sh: --delay and --loss need mpdist-delayline, built with mpdist where libnetfilter-queue-dev is installed (not at $line; set MPDIST_DELAYLINE or MPDIST_BIN)" >&2; exit 77; }
+  command -v iptables >/dev/null || { echo "cluster/box/shape.sh: --delay and --loss need iptables (Debian: iptables)" >&2; exit 77; }
+  ip netns exec "mpbox-h$k" setsid "$line" --queue 0 --delay-us "${delay_us:-0}" --loss "${loss:-0}" \
+    </dev/null >/dev/null 2>&1 &
+  bound=0
+  for _ in $(seq 100); do # until it has bound queue 0 (at most 2 s)
+    if ip netns exec "mpbox-h$k" awk '$1 == 0 { f = 1 } END { exit !f }' \
+      /proc/net/netfilter/nfnetlink_queue 2>/dev/null; then
+      bound=1
+      break
+    fi
+    kill -0 $! 2>/dev/null || break
+    sleep 0.02
+  done
+  [ "$bound" = 1 ] || { stop_line; echo "cluster/box/shape.sh: mpdist-delayline did not start on h$k" >&2; exit 1; }
+  ip netns exec "mpbox-h$k" iptables -t mangle -A PREROUTING -i eth0 -j NFQUEUE --queue-num 0 \
+    --queue-bypass || { stop_line; echo "cluster/box/shape.sh: iptables refused the NFQUEUE rule on h$k" >&2; exit 1; }
+fi
+if [ -n "$rate" ]; then
   # A bucket of 0.25 ms at the rate (16 KB at least): a full bucket lets that many bytes through
   # at once, and it fills while the ranks compute, so a larger one would let whole all-reduces
   # of a small model cross unshaped, faster than the link.
-  [[ $rate =~ ^([0-9]+)([kmg]?)bit$ ]] ||
-    { echo "cluster/box/shape.sh: --rate: give bits per second as N[k|m|g]bit (got '$rate')" >&2; exit 2; }
-  case ${BASH_REMATCH[2]} in k) unit=1000 ;; m) unit=1000000 ;; g) unit=1000000000 ;; *) unit=1 ;; esac
-  burst=$((BASH_REMATCH[1] * unit / 8 / 4000)) # bytes in 0.25 ms
+  burst=$((bps / 8 / 4000)) # bytes in 0.25 ms
   [ "$burst" -ge 16384 ] || burst=16384
   add tbf rate "$rate" burst "$burst" latency 50ms
 fi

@@ -8,9 +8,10 @@
 # with cluster/box/down.sh. Only addresses inside 10.77.0.0/24 are used.
 #
 # Usage: cluster/box/up.sh N [--rate RATE] [--delay DELAY] [--loss PCT]
-#   RATE: tc rate, e.g. 1gbit; DELAY: one-way delay, e.g. 0.2ms; PCT: loss in percent
-# Exit codes: 0 up; 2 usage; 77 namespaces cannot be made here, or the kernel lacks the shaping
-# asked for (netem, for --delay and --loss); the message says which.
+#   RATE: tc rate, e.g. 1gbit; DELAY: one-way delay of what each host receives, e.g. 0.2ms; PCT:
+#   loss in percent (cluster/box/shape.sh; delay and loss need mpdist-delayline and iptables)
+# Exit codes: 0 up; 2 usage; 77 namespaces cannot be made here, or what the shaping asked for
+# needs is missing; the message says which.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 n=${1:-}
