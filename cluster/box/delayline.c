@@ -98,6 +98,21 @@ static int release(line *l, int64_t t)
     return any && nfq_set_verdict_batch(l->q, upto, NF_ACCEPT) < 0 ? -1 : 0;
 }
 
+/* Reads the queue's messages until none is waiting (at most 256: releases stay on time). A
+ * message the socket had no room for never comes: the kernel passed its packet on undelayed
+ * (NFQA_CFG_F_FAIL_OPEN). */
+static void drain(struct nfq_handle *h, int fd, char *buf, size_t size)
+{
+    for (int i = 0; i < 256; i++) {
+        ssize_t got = recv(fd, buf, size, MSG_DONTWAIT);
+        if (got < 0 && errno == ENOBUFS)
+            continue;
+        if (got <= 0)
+            return;
+        nfq_handle_packet(h, buf, (int)got);
+    }
+}
+
 static int bad_arg(const char *msg, const char *val)
 {
     fprintf(stderr, "mpdist-delayline: %s (got '%s'); usage: mpdist-delayline --queue N "
@@ -140,7 +155,8 @@ int main(int argc, char **argv)
     struct nfq_handle *h = nfq_open();
     if (!h || !(l.q = nfq_create_queue(h, (uint16_t)queue, on_packet, &l)) ||
         nfq_set_mode(l.q, NFQNL_COPY_META, 0) < 0 || nfq_set_queue_maxlen(l.q, RING) < 0 ||
-        nfq_set_queue_flags(l.q, NFQA_CFG_F_GSO, NFQA_CFG_F_GSO) < 0) {
+        nfq_set_queue_flags(l.q, NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN,
+                            NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN) < 0) {
         fprintf(stderr, "mpdist-delayline: cannot open netfilter queue %.0f: %s\n", queue,
                 strerror(errno));
         return 1;
@@ -151,9 +167,15 @@ int main(int argc, char **argv)
     (void)sched_setscheduler(0, SCHED_FIFO, &sp);
     (void)prctl(PR_SET_TIMERSLACK, 1UL);
     (void)mlockall(MCL_CURRENT);
+    /* The signals arrive only inside ppoll, so none is lost between the check and the wait. */
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigset_t block, waiting;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &waiting);
 
     int fd = nfq_fd(h), rc = 0;
     static char buf[1 << 16];
@@ -166,20 +188,13 @@ int main(int argc, char **argv)
             tp = &wait;
         }
         struct pollfd p = {fd, POLLIN, 0};
-        int n = ppoll(&p, 1, tp, NULL);
+        int n = ppoll(&p, 1, tp, &waiting);
         if (n < 0 && errno != EINTR) {
             rc = 1;
             break;
         }
         if (n > 0)
-            for (;;) {
-                ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-                if (got < 0 && errno == ENOBUFS)
-                    continue; /* messages lost: their packets go with the next batch verdict */
-                if (got <= 0)
-                    break;
-                nfq_handle_packet(h, buf, (int)got);
-            }
+            drain(h, fd, buf, sizeof buf);
         if (release(&l, now_ns()) < 0) {
             rc = 1;
             break;
@@ -187,6 +202,7 @@ int main(int argc, char **argv)
     }
     if (rc)
         fprintf(stderr, "mpdist-delayline: netlink failed: %s\n", strerror(errno));
+    drain(h, fd, buf, sizeof buf); /* what was sent before the end, accepted below */
     release(&l, -1);
     nfq_destroy_queue(l.q);
     nfq_close(h);
