@@ -5,11 +5,12 @@
 # kernels without netem): a TCP ping-pong between h1 and h2 (200 one-byte round trips, the
 # median) takes under 1 ms unshaped; with 5 ms on both hosts, 10 ms plus the delay line's own
 # wake-ups (under 2 ms); with 5 ms on h2 alone, 5 ms plus them, and 20 ms after changing it to
-# that (one delay line on h2: the old one ended); reshaping h2 without a delay
-# ends its delay line and the round trip is fast again; with 100% loss on h2 a connection to it
-# cannot be made, and clearing the loss restores it; bad values exit 2 and a missing delay line
-# 77, each with one line; down.sh leaves no delay line. Skipped (77) where network namespaces
-# cannot be made, or where libnetfilter-queue-dev is not installed (mpdist-delayline not built).
+# that (one delay line on h2: the old one ended); reshaping h2 without a delay ends its delay
+# line and the round trip is fast again; with 100% loss on h2 a connection to it cannot be
+# made, and clearing the loss restores it; bad values exit 2 and a missing delay line or
+# iptables 77, each with one line; down.sh leaves no delay line. Skipped (77) where network
+# namespaces cannot be made, or where libnetfilter-queue-dev is not installed (mpdist-delayline
+# not built).
 source "$(dirname "$0")/common.bash"
 box=$SRC/cluster/box
 trap 'bash "$box/down.sh"; rm -rf "$TMP"' EXIT
@@ -119,7 +120,11 @@ usage_error 2 "--loss: give a percentage" bash "$box/shape.sh" 2 --loss 101
 usage_error 2 "--rate: give" bash "$box/shape.sh" 2 --rate fast
 usage_error 2 "--delay: at most 60 s" bash "$box/shape.sh" 2 --delay 61s
 usage_error 77 "need mpdist-delayline" env MPDIST_DELAYLINE=/nonexistent bash "$box/shape.sh" 2 --delay 1ms
+mkdir -p "$TMP/bin" && ln -s "$(command -v ip)" "$(command -v tc)" "$TMP/bin/"
+usage_error 77 "need iptables" env PATH="$TMP/bin:/usr/bin:/bin" bash "$box/shape.sh" 2 --delay 1ms
 usage_error 2 "a number in range" "$MPDIST_DELAYLINE" --queue 0 --delay-us -1
+usage_error 2 "unknown option" "$MPDIST_DELAYLINE" --bogus 1
+usage_error 2 "--queue and --delay-us are required" "$MPDIST_DELAYLINE" --queue 0
 bash "$box/shape.sh" 2 --delay 1ms
 bash "$box/down.sh"
 expect_ok "down.sh left no delay line" test -z "$(pgrep -f "^$MPDIST_DELAYLINE " || true)"

@@ -54,6 +54,27 @@ static mp_conv_desc desc_of(const conv_case *cc)
     return d;
 }
 
+/* Case cc's image (N, H, W, C), filter (K, R, S, C/G) and output (N, P, Q, K) shapes. */
+static void case_shapes(const conv_case *cc, int64_t xs[4], int64_t ws[4], int64_t ys[4])
+{
+    const int64_t shapes[3][4] = {{cc->n, cc->h, cc->w, cc->c},
+                                  {cc->k, cc->kernel[0], cc->kernel[1], cc->c / cc->groups},
+                                  {cc->n, cc->p, cc->q, cc->k}};
+    for (int i = 0; i < 4; i++)
+        xs[i] = shapes[0][i], ws[i] = shapes[1][i], ys[i] = shapes[2][i];
+}
+
+/* Case cc's x, w, y (or dy), dw and dx in dtypes dt, uninitialised and counted as data, so that
+ * they are not mistaken for the ops' workspace. */
+static void data_tensors(const conv_case *cc, const mp_dtype dt[5], mp_tensor t[5])
+{
+    int64_t xs[4], ws[4], ys[4];
+    case_shapes(cc, xs, ws, ys);
+    const int64_t *shape[5] = {xs, ws, ys, ws, xs};
+    for (int i = 0; i < 5; i++)
+        t[i] = mp_tensor_alloc(dt[i], 4, shape[i], MP_MEM_DATA);
+}
+
 static mp_tensor t64(int ndim, const int64_t *shape, mp_rng *r)
 {
     mp_tensor t = mp_tensor_alloc(MP_F64, ndim, shape, MP_MEM_WORKSPACE);
@@ -269,8 +290,8 @@ static void check_dtypes(const conv_case *cc, mp_dtype xt, mp_dtype wt, mp_dtype
     mp_rng rng;
     mp_rng_seed(&rng, 47, seed);
     mp_conv_desc d = desc_of(cc);
-    int64_t xs[4] = {cc->n, cc->h, cc->w, cc->c}, ys[4] = {cc->n, cc->p, cc->q, cc->k};
-    int64_t ws[4] = {cc->k, cc->kernel[0], cc->kernel[1], cc->c / cc->groups};
+    int64_t xs[4], ws[4], ys[4];
+    case_shapes(cc, xs, ws, ys);
     mp_tensor x, x64, w, w64, dy, dy64, y, y64, dx, dx64, dw, dw64;
     random_pair(xt, xs, &rng, &x, &x64);
     random_pair(wt, ws, &rng, &w, &w64);
@@ -315,8 +336,8 @@ static void check_fused(const conv_case *cc, const mp_dtype dt[5], uint64_t seed
     mp_rng rng;
     mp_rng_seed(&rng, 59, seed);
     mp_conv_desc d = desc_of(cc);
-    int64_t xs[4] = {cc->n, cc->h, cc->w, cc->c}, ys[4] = {cc->n, cc->p, cc->q, cc->k};
-    int64_t ws[4] = {cc->k, cc->kernel[0], cc->kernel[1], cc->c / cc->groups};
+    int64_t xs[4], ws[4], ys[4];
+    case_shapes(cc, xs, ws, ys);
     mp_tensor t[10], scratch; /* x, w, dy, then dw and dx of the single ops, fused, filter only */
     const int64_t *shapes[10] = {xs, ws, ys, ws, xs, ws, xs, ws, xs, ws};
     const int kind[10] = {0, 1, 2, 3, 4, 3, 4, 3, 4, 3};
@@ -369,23 +390,19 @@ static void test_fused_workspace_o1(void **state)
     (void)state;
     const conv_case cc = {4, 48, 48, 32, 32, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 48, 48};
     mp_conv_desc d = desc_of(&cc);
-    int64_t xs[4] = {cc.n, cc.h, cc.w, cc.c}, ys[4] = {cc.n, cc.p, cc.q, cc.k};
-    int64_t ws[4] = {cc.k, 3, 3, cc.c};
-    mp_tensor x = mp_tensor_alloc(MP_F16, 4, xs, MP_MEM_DATA);
-    mp_tensor w = mp_tensor_alloc(MP_F16, 4, ws, MP_MEM_DATA);
-    mp_tensor dy = mp_tensor_alloc(MP_F16, 4, ys, MP_MEM_DATA);
-    mp_tensor dw = mp_tensor_alloc(MP_F32, 4, ws, MP_MEM_DATA);
-    mp_tensor dx = mp_tensor_alloc(MP_F32, 4, xs, MP_MEM_DATA);
+    const mp_dtype dt[5] = {MP_F16, MP_F16, MP_F16, MP_F32, MP_F32};
+    mp_tensor t[5];
+    data_tensors(&cc, dt, t);
+    mp_tensor *x = &t[0], *w = &t[1], *dy = &t[2], *dw = &t[3], *dx = &t[4];
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(ops->conv2d_backward_filter(&d, &x, &dy, &dw), MP_OK);
-        assert_int_equal(ops->conv2d_backward_data(&d, &dy, &w, &dx), MP_OK);
+        assert_int_equal(ops->conv2d_backward_filter(&d, x, dy, dw), MP_OK);
+        assert_int_equal(ops->conv2d_backward_data(&d, dy, w, dx), MP_OK);
     }
     int64_t held = mp_mem_current(MP_MEM_WORKSPACE);
-    assert_int_equal(ops->conv2d_backward(&d, &x, &w, &dy, &dw, &dx), MP_OK);
+    assert_int_equal(ops->conv2d_backward(&d, x, w, dy, dw, dx), MP_OK);
     assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), held);
-    mp_tensor *all[] = {&x, &w, &dy, &dw, &dx};
     for (int i = 0; i < 5; i++)
-        mp_tensor_free(all[i]);
+        mp_tensor_free(&t[i]);
 }
 
 /* A shape whose patch matrix exceeds the im2col chunk, so every op runs over several chunks
@@ -395,8 +412,8 @@ static void test_chunked_against_direct(void **state)
     (void)state;
     const conv_case cc = {3, 32, 32, 64, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 32, 32};
     mp_conv_desc d = desc_of(&cc);
-    int64_t xs[4] = {cc.n, cc.h, cc.w, cc.c}, ys[4] = {cc.n, cc.p, cc.q, cc.k};
-    int64_t ws[4] = {cc.k, 3, 3, cc.c};
+    int64_t xs[4], ws[4], ys[4];
+    case_shapes(&cc, xs, ws, ys);
     mp_dtype dts[] = {MP_F64, MP_F32};
     for (int di = 0; di < 2; di++) {
         mp_rng rng;
@@ -441,32 +458,26 @@ static void test_workspace_counted_and_steady(void **state)
     (void)state;
     const conv_case cc = {1, 24, 24, 16, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true, 24, 24};
     mp_conv_desc d = desc_of(&cc);
-    int64_t xs[4] = {cc.n, cc.h, cc.w, cc.c}, ys[4] = {cc.n, cc.p, cc.q, cc.k};
-    int64_t ws[4] = {cc.k, 3, 3, cc.c};
-    mp_tensor x = mp_tensor_alloc(MP_F16, 4, xs, MP_MEM_DATA);
-    mp_tensor w = mp_tensor_alloc(MP_F16, 4, ws, MP_MEM_DATA);
-    mp_tensor y = mp_tensor_alloc(MP_F16, 4, ys, MP_MEM_DATA);
-    assert_int_equal(ops->conv2d_forward(&d, &x, &w, &y), MP_OK);
-    assert_int_equal(ops->conv2d_backward_data(&d, &y, &w, &x), MP_OK);
-    assert_int_equal(ops->conv2d_backward_filter(&d, &x, &y, &w), MP_OK);
+    const mp_dtype dt[5] = {MP_F16, MP_F16, MP_F16, MP_F16, MP_F16};
+    mp_tensor t[5];
+    data_tensors(&cc, dt, t);
+    mp_tensor *x = &t[0], *w = &t[1], *y = &t[2], *gw = &t[3], *gx = &t[4];
+    assert_int_equal(ops->conv2d_forward(&d, x, w, y), MP_OK);
+    assert_int_equal(ops->conv2d_backward_data(&d, y, w, x), MP_OK);
+    assert_int_equal(ops->conv2d_backward_filter(&d, x, y, w), MP_OK);
     int64_t held = mp_mem_current(MP_MEM_WORKSPACE);
-    int64_t need = (mp_tensor_numel(&x) + cc.p * cc.q * 9 * cc.c) * (int64_t)sizeof(float);
+    int64_t need = (mp_tensor_numel(x) + cc.p * cc.q * 9 * cc.c) * (int64_t)sizeof(float);
     assert_true(held >= need);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(ops->conv2d_forward(&d, &x, &w, &y), MP_OK);
-        assert_int_equal(ops->conv2d_backward_data(&d, &y, &w, &x), MP_OK);
-        assert_int_equal(ops->conv2d_backward_filter(&d, &x, &y, &w), MP_OK);
+        assert_int_equal(ops->conv2d_forward(&d, x, w, y), MP_OK);
+        assert_int_equal(ops->conv2d_backward_data(&d, y, w, x), MP_OK);
+        assert_int_equal(ops->conv2d_backward_filter(&d, x, y, w), MP_OK);
     }
     /* Both gradients at once fit in what either took alone. */
-    mp_tensor gx = mp_tensor_alloc(MP_F16, 4, xs, MP_MEM_DATA);
-    mp_tensor gw = mp_tensor_alloc(MP_F16, 4, ws, MP_MEM_DATA);
-    assert_int_equal(ops->conv2d_backward(&d, &x, &w, &y, &gw, &gx), MP_OK);
-    mp_tensor_free(&gx);
-    mp_tensor_free(&gw);
+    assert_int_equal(ops->conv2d_backward(&d, x, w, y, gw, gx), MP_OK);
     assert_int_equal(mp_mem_current(MP_MEM_WORKSPACE), held);
-    mp_tensor_free(&x);
-    mp_tensor_free(&w);
-    mp_tensor_free(&y);
+    for (int i = 0; i < 5; i++)
+        mp_tensor_free(&t[i]);
 }
 
 /* An empty batch: nothing to compute, and the filter gradient is zero. */
