@@ -30,12 +30,26 @@ train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.json
     --set "log.metrics=\"$out/runs/$1.jsonl\"" "${extra[@]}" >"$out/runs/$1.log" 2>&1 ||
     { tail -5 "$out/runs/$1.log" >&2; die "run $1 failed (log: $out/runs/$1.log)"; }
 }
-# The sweep brackets the gradients: G/4 to 2G by factors of 2, with G the FP32 gradient bytes
-# (a multiple of 64), so both FP32 (G) and half gradients (G/2) have sizes at half, once and
-# twice theirs.
-nparam=$("${MPDIST_BIN:-$home/build/mpdist}" "$config" --dry-run "${extra[@]}" 2>&1 | sed -n 's/^total parameters: //p')
-[[ $nparam =~ ^[0-9]+$ ]] || die "cannot read the parameter count from mpdist --dry-run of $config"
+# The sweep brackets the gradients: G/4 to 2G in steps of G/8, with G the FP32 gradient bytes
+# (a multiple of 64), so both FP32 (G) and half gradients (G/2) have sizes from half to twice
+# theirs, several on each side of Open MPI's eager limit wherever it falls between them
+# (cluster/scaling_box.py fits only one protocol's sizes); in the dtypes of the opt levels'
+# gradients (mpdist --dry-run's "grads" of each).
+types=()
+for o in $opts; do
+  dry=$("${MPDIST_BIN:-$home/build/mpdist}" "$config" --dry-run --set "amp.opt_level=$o" "${extra[@]}" 2>&1) ||
+    die "mpdist --dry-run of $config at $o failed: $(tail -1 <<<"$dry")"
+  nparam=$(sed -n 's/^total parameters: //p' <<<"$dry")
+  grads=$(sed -n 's/^opt level .*, grads \(fp32\|fp16\|bf16\),.*/\1/p' <<<"$dry")
+  [[ $nparam =~ ^[0-9]+$ && -n $grads ]] ||
+    die "cannot read the parameter count or the gradients' dtype from mpdist --dry-run of $config at $o"
+  case $grads in fp32) types+=(float) ;; fp16) types+=(half) ;; bf16) types+=(bfloat16) ;; esac
+done
+types=$(printf '%s\n' "${types[@]}" | sort -u | paste -sd,)
 g=$((nparam * 4 / 64 * 64))
+# What the model's fit needs to know of the TCP transport: its eager limit.
+ompi_info --parsable --param btl tcp --level 9 >"$out/runs/ompi-btl-tcp.txt" ||
+  die "ompi_info --param btl tcp failed"
 names=()
 for l in "${box_links[@]}"; do
   name=${l//\//-}
@@ -49,7 +63,7 @@ for l in "${box_links[@]}"; do
     echo "scaling: box, $h hosts, link $l: bench-comm"
     # shellcheck disable=SC2046 # the options are words
     timeout 900 mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
-      bench-comm --op allreduce --blocking -b $((g / 4)) -e $((g * 2)) -f 2 -n 8 -w 1 -r 3 --csv \
+      bench-comm --op allreduce -d "$types" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
       >"$out/runs/bench-$name-$h.csv" 2>"$out/runs/bench-$name-$h.log" ||
       die "bench-comm failed (log: $out/runs/bench-$name-$h.log)"
     for o in $opts; do

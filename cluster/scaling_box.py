@@ -6,13 +6,18 @@ training measured.
 For each link setting L and host count n (one rank per host), runs/bench-L-n.csv holds the
 bench-comm --blocking sweep (all-reduce, communicator time per size and dtype: the median of
 single all-reduces, each as the last rank to start saw it) and runs/L-OPT-n.jsonl the
-training metrics; runs/OPT-1.jsonl is the single-rank baseline. For the dtype of the gradients,
-a weighted least-squares line t(s) = A + B s through the sweep's sizes from half to twice the
-gradients' bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2:
-relative errors count; A >= 0, else the line through the origin) gives the ring's
+training metrics; runs/OPT-1.jsonl is the single-rank baseline; runs/ompi-btl-tcp.txt holds
+`ompi_info --parsable --param btl tcp --level 9`. For the dtype of the gradients, a weighted
+least-squares line t(s) = A + B s through the sweep's sizes from half to twice the gradients'
+bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2: relative
+errors count; A >= 0, else the line through the origin) gives the ring's
     alpha = A / (2 (n - 1)),   beta = B n / (2 (n - 1)),
 so that k buckets of G gradient bytes take
     t(n) = 2 (n - 1) k alpha + 2 (n - 1) / n * G beta.
+The line takes only the sizes sent by the same protocol as the gradients: the ring sends an
+all-reduce of s bytes as messages of s/n, and Open MPI's TCP transport sends a message of up to
+btl_tcp_eager_limit bytes at once (eager) and a larger one after a handshake (rendezvous), with
+a jump in time between them that no line through both describes.
 The measured all-reduce time is the median over the step records (the first left out) of
 comm_last_ms: the time from the first bucket's start to all summed as the last rank to start
 saw it (the least over the ranks), which leaves out the wait for ranks still computing that the
@@ -65,14 +70,28 @@ def buckets(g):
     return 1 if g <= first else 1 + math.ceil((g - first) / rest)
 
 
-def fit(path, dtype, g):
+def eager_limit():
+    """btl_tcp_eager_limit (bytes) from runs/ompi-btl-tcp.txt."""
+    path = f"{a.runs}/ompi-btl-tcp.txt"
+    m = re.search(r"^mca:btl:tcp:param:btl_tcp_eager_limit:value:(\d+)$",
+                  open(path).read() if os.path.exists(path) else "", re.M)
+    if not m:
+        raise SystemExit(f"scaling: no btl_tcp_eager_limit in {path} (ompi_info --parsable --param btl tcp --level 9)")
+    return int(m.group(1))
+
+
+def fit(path, dtype, g, n, limit):
     """A, B (s, s/byte) of t = A + B s through the sweep's rows of dtype with sizes from g/2 to
-    2g, weights 1/t^2."""
+    2g whose ring messages (size/n) go by the same protocol as g/n (eager: at most limit bytes),
+    weights 1/t^2; and the number of rows."""
+    eager = lambda s: s / n <= limit
     rows = [(float(r["size_bytes"]), float(r["time_us"]) * 1e-6)
             for r in csv.DictReader(open(path)) if r["type"] == dtype and r["op"] == "allreduce"
-            and 0.45 * g <= float(r["size_bytes"]) <= 2.2 * g]
+            and 0.45 * g <= float(r["size_bytes"]) <= 2.2 * g and eager(float(r["size_bytes"])) == eager(g)]
     if len(rows) < 2:
-        raise SystemExit(f"scaling: fewer than 2 {dtype} all-reduce rows of {g / 2:.0f}-{2 * g:.0f} bytes in {path}")
+        raise SystemExit(f"scaling: fewer than 2 {dtype} all-reduce rows of {g / 2:.0f}-{2 * g:.0f} bytes "
+                         f"sent {'eagerly' if eager(g) else 'by rendezvous'} (messages of size/{n} "
+                         f"{'at most' if eager(g) else 'over'} btl_tcp_eager_limit {limit}) in {path}")
     w = [1 / t**2 for _, t in rows]
     sw = sum(w)
     mx = sum(wi * s for wi, (s, _) in zip(w, rows)) / sw
@@ -81,11 +100,11 @@ def fit(path, dtype, g):
         sum(wi * (s - mx) ** 2 for wi, (s, _) in zip(w, rows))
     if mt - b * mx < 0:  # a latency is not negative: the best line through the origin
         b = sum(wi * s * t for wi, (s, t) in zip(w, rows)) / sum(wi * s * s for wi, (s, _) in zip(w, rows))
-        return 0.0, b
+        return 0.0, b, len(rows)
     if b <= 0:
         raise SystemExit(f"scaling: the {dtype} all-reduce in {path} does not take longer for more bytes "
                          "around the gradients' size; no beta to fit")
-    return mt - b * mx, b
+    return mt - b * mx, b, len(rows)
 
 
 def per_step(s, key):
@@ -93,6 +112,7 @@ def per_step(s, key):
 
 
 rows = []
+limit = eager_limit()
 for o in opts:
     base = summary(f"{a.runs}/{o}-1.jsonl")
     t1 = (base["time_s"]["compute"] + base["time_s"]["input_wait"]) / base["steps"]
@@ -106,7 +126,7 @@ for o in opts:
             gbytes, dtype = GRAD[s["amp"]["grads"]]
             g = nparam * gbytes
             k = buckets(g)
-            A, B = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, g)
+            A, B, npts = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, g, n, limit)
             alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
             pred = 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * g * beta
             steps = [r for r in records(f"{run}.jsonl") if r["type"] == "step"][1:]
@@ -121,7 +141,8 @@ for o in opts:
                              step_ms=per_step(s, "steps"), exposed_ms=per_step(s, "comm_exposed"),
                              meas_ms=meas * 1e3, pred_ms=pred * 1e3, err=pred / meas - 1,
                              eff=thr / (n * thr1), pred_eff=t1 / (t1 + pred), t1_ms=t1 * 1e3,
-                             first_ms=med("comm_ms") * 1e3, skew_ms=med("comm_skew_ms") * 1e3))
+                             first_ms=med("comm_ms") * 1e3, skew_ms=med("comm_skew_ms") * 1e3,
+                             protocol="eager" if g / n <= limit else "rendezvous", fit_points=npts))
 
 with open(f"{a.out}/box.csv", "w") as f:
     keys = list(rows[0])
@@ -132,12 +153,13 @@ with open(f"{a.out}/box.md", "w") as f:
     f.write(f"Weak scaling of {os.path.basename(a.config)} on the cluster box, one rank per host; "
             "model: ring all-reduce, alpha and beta fitted to `mpdist bench-comm --blocking` on "
             "the same links\n\n")
-    f.write("| link | opt | hosts | grads | alpha us | beta MB/s | step ms | exposed comm ms | "
+    f.write("| link | opt | hosts | grads | fitted to | alpha us | beta MB/s | step ms | exposed comm ms | "
             "rank 0's all-reduce ms | arrival skew ms | all-reduce ms, the last rank to start | "
             "model | model error | efficiency | model efficiency |\n"
-            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+            "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in rows:
-        f.write("| {link} | {opt} | {hosts} | {grads} {grad_mb:.2f} MB | {alpha_us:.0f} | {beta_mbs:.1f} | "
+        f.write("| {link} | {opt} | {hosts} | {grads} {grad_mb:.2f} MB | {fit_points} sizes, {protocol} | "
+                "{alpha_us:.0f} | {beta_mbs:.1f} | "
                 "{step_ms:.1f} | {exposed_ms:.1f} | {first_ms:.1f} | {skew_ms:.1f} | "
                 "{meas_ms:.1f} | {pred_ms:.1f} | {err:+.1%} | {eff:.2f} | {pred_eff:.2f} |\n"
                 .format(**r))
@@ -147,6 +169,9 @@ with open(f"{a.out}/box.md", "w") as f:
     for r in bad:
         f.write(f"\nMissed by {r['err']:+.0%}: {r['link']}, {r['opt']}, {r['hosts']} hosts.\n")
     t1s = ", ".join(f"{o} {next(r['t1_ms'] for r in rows if r['opt'] == o):.1f} ms" for o in opts)
+    f.write(f"\nThe model's line is fitted to the sweep's sizes from half to twice the gradients' that "
+            f"Open MPI sends by the same protocol as the gradients: eager where the ring's message "
+            f"(size over hosts) is at most btl_tcp_eager_limit ({limit} bytes), else rendezvous.\n")
     f.write(f"\nBaseline (1 rank, no communication): {t1s} of compute and input per step. "
             "Efficiency: images/s over the host count times the baseline's; the model's: "
             "t1 / (t1 + all-reduce), with no overlap.\n")

@@ -55,37 +55,45 @@ static mp_status parse_int(const char *opt, const char *v, int lo, int hi, int *
     return MP_OK;
 }
 
-static const struct {
-    const char *name, *title;
-    unsigned bit;
-    mp_coll_kind kind;
-} OPS[3] = {{"allreduce", "all-reduce (sum)", MP_BENCH_ALLREDUCE, MP_COLL_ALLREDUCE},
-            {"reduce_scatter", "reduce-scatter (sum)", MP_BENCH_REDUCE_SCATTER,
-             MP_COLL_REDUCE_SCATTER},
-            {"all_gather", "all-gather", MP_BENCH_ALLGATHER, MP_COLL_ALLGATHER}};
+/* The dtypes of a sweep, in order, and their names (nccl-tests'); bit k of -d for TYPES[k]. */
+static const mp_dtype TYPES[3] = {MP_F32, MP_F16, MP_BF16};
+static const char *const TYPE_NAMES[3] = {"float", "half", "bfloat16"};
 
-/* --op: a comma-separated list of collective names, or "all". */
-static mp_status parse_ops(const char *v, unsigned *out)
+/* The collectives, in the order of their MP_BENCH_* bits (bit k for OPS[k], OP_NAMES[k]). */
+static const char *const OP_NAMES[3] = {"allreduce", "reduce_scatter", "all_gather"};
+static const struct {
+    const char *title;
+    mp_coll_kind kind;
+} OPS[3] = {{"all-reduce (sum)", MP_COLL_ALLREDUCE},
+            {"reduce-scatter (sum)", MP_COLL_REDUCE_SCATTER},
+            {"all-gather", MP_COLL_ALLGATHER}};
+
+/* A comma-separated list of names[0..n), or "all": bit k of *out for names[k]. */
+static mp_status parse_names(const char *opt, const char *v, const char *const *names, int n,
+                             unsigned *out)
 {
     *out = 0;
     char list[128];
     snprintf(list, sizeof list, "%s", v);
     char *save = NULL;
     for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        unsigned bit = strcmp(name, "all") == 0 ? MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER |
-                                                      MP_BENCH_ALLGATHER
-                                                : 0;
-        for (int k = 0; k < 3; k++)
-            bit |= strcmp(name, OPS[k].name) == 0 ? OPS[k].bit : 0;
+        unsigned bit = strcmp(name, "all") == 0 ? (1u << n) - 1 : 0;
+        for (int k = 0; k < n; k++)
+            bit |= strcmp(name, names[k]) == 0 ? 1u << k : 0;
         if (!bit) {
             *out = 0;
             break;
         }
         *out |= bit;
     }
-    if (*out == 0 || strlen(v) >= sizeof list)
-        return mp_fail(MP_EUSAGE, "bench-comm: --op takes allreduce, reduce_scatter, all_gather "
-                                  "or all, comma-separated, not '%s'", v);
+    if (*out == 0 || strlen(v) >= sizeof list) {
+        char known[128] = "";
+        for (int k = 0; k < n; k++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                     k == 0 ? "" : ", ", names[k]);
+        return mp_fail(MP_EUSAGE, "bench-comm: %s takes %s or all, comma-separated, not '%s'",
+                       opt, known, v);
+    }
     return MP_OK;
 }
 
@@ -94,7 +102,8 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
     *o = (mp_bench_comm_opts){
         .min_bytes = 1024, .max_bytes = 16 << 20, .factor = 2, .iters = 20, .warmup = 5,
         .rounds = 3, .timeout_s = MP_COMM_DEFAULT_TIMEOUT_S,
-        .ops = MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER};
+        .ops = MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER, .types = 7};
+    bool factor = false;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--csv") == 0) {
@@ -107,7 +116,7 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
         }
         const char *known[] = {"-b", "--min-bytes", "-e", "--max-bytes", "-f", "--factor", "-n",
                                "--iters", "-w", "--warmup", "-r", "--rounds", "--timeout", "--op",
-                               "--skew"};
+                               "--skew", "-d", "--datatype", "-i", "--step-bytes"};
         bool ok = false;
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             ok = ok || strcmp(a, known[k]) == 0;
@@ -121,8 +130,10 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
             MP_TRY(parse_size(a, v, &o->min_bytes));
         else if (strcmp(a, "-e") == 0 || strcmp(a, "--max-bytes") == 0)
             MP_TRY(parse_size(a, v, &o->max_bytes));
-        else if (strcmp(a, "-f") == 0 || strcmp(a, "--factor") == 0)
+        else if (strcmp(a, "-f") == 0 || strcmp(a, "--factor") == 0) {
             MP_TRY(parse_int(a, v, 2, 1024, &o->factor));
+            factor = true;
+        }
         else if (strcmp(a, "-n") == 0 || strcmp(a, "--iters") == 0)
             MP_TRY(parse_int(a, v, 1, 1000000, &o->iters));
         else if (strcmp(a, "-w") == 0 || strcmp(a, "--warmup") == 0)
@@ -130,7 +141,11 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
         else if (strcmp(a, "-r") == 0 || strcmp(a, "--rounds") == 0)
             MP_TRY(parse_int(a, v, 1, 1000, &o->rounds));
         else if (strcmp(a, "--op") == 0)
-            MP_TRY(parse_ops(v, &o->ops));
+            MP_TRY(parse_names(a, v, OP_NAMES, 3, &o->ops));
+        else if (strcmp(a, "-d") == 0 || strcmp(a, "--datatype") == 0)
+            MP_TRY(parse_names(a, v, TYPE_NAMES, 3, &o->types));
+        else if (strcmp(a, "-i") == 0 || strcmp(a, "--step-bytes") == 0)
+            MP_TRY(parse_size(a, v, &o->step_bytes));
         else if (strcmp(a, "--skew") == 0)
             MP_TRY(parse_int(a, v, 0, 10000000, &o->skew_us));
         else {
@@ -141,6 +156,13 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
     if (o->min_bytes > o->max_bytes)
         return mp_fail(MP_EUSAGE, "bench-comm: -b (%lld) is larger than -e (%lld)",
                        (long long)o->min_bytes, (long long)o->max_bytes);
+    if (factor && o->step_bytes > 0)
+        return mp_fail(MP_EUSAGE, "bench-comm: give -f (sizes times a factor) or -i (sizes plus "
+                                  "a step), not both");
+    if (o->step_bytes > 0 && (o->max_bytes - o->min_bytes) / o->step_bytes >= MP_BENCH_MAX_SIZES)
+        return mp_fail(MP_EUSAGE, "bench-comm: -i %lld from -b %lld to -e %lld makes more than %d "
+                                  "sizes", (long long)o->step_bytes, (long long)o->min_bytes,
+                       (long long)o->max_bytes, MP_BENCH_MAX_SIZES);
     if (o->skew_us > 0 && !o->blocking)
         return mp_fail(MP_EUSAGE, "bench-comm: --skew needs --blocking (queued collectives have "
                                   "no single start to delay)");
@@ -161,7 +183,7 @@ typedef struct row {
 
 static const char *type_name(mp_dtype dt)
 {
-    return dt == MP_F32 ? "float" : dt == MP_F16 ? "half" : "bfloat16";
+    return TYPE_NAMES[dt == MP_F32 ? 0 : dt == MP_F16 ? 1 : 2];
 }
 
 /* The communicator's collective of row r over buf (host memory, whole blocked buffer). */
@@ -375,7 +397,7 @@ static void print_row(FILE *out, const row *r, int n, bool csv)
     const char *redop = OPS[r->op].kind == MP_COLL_ALLGATHER ? "none" : "sum";
     if (csv)
         fprintf(out, "%s,%lld,%lld,%s,%s,%.2f,%.3f,%.3f,%lld,%s,%.2f,%.3f,%.3f,%.3f\n",
-                OPS[r->op].name, (long long)r->bytes, (long long)r->count, type_name(r->dt),
+                OP_NAMES[r->op], (long long)r->bytes, (long long)r->count, type_name(r->dt),
                 redop, r->us, alg, alg * bus, (long long)r->wrong, rawt, r->raw_us, raw,
                 raw * bus, alg / raw);
     else
@@ -429,7 +451,8 @@ static mp_status sweep(mp_comm *c, const mp_bench_comm_opts *o, void *buf, int o
 {
     double sum[2] = {0, 0};
     int nbig = 0;
-    for (int64_t b = o->min_bytes; b <= o->max_bytes; b *= o->factor) {
+    for (int64_t b = o->min_bytes; b <= o->max_bytes;
+         b = o->step_bytes > 0 ? b + o->step_bytes : b * o->factor) {
         row r = {.op = op, .dt = dt};
         r.count = b / (int64_t)mp_dtype_size(dt);
         if (OPS[op].kind != MP_COLL_ALLREDUCE)
@@ -450,13 +473,12 @@ static mp_status sweep(mp_comm *c, const mp_bench_comm_opts *o, void *buf, int o
     if (c->rank == 0 && !o->csv && nbig > 0)
         fprintf(out, "# Avg bus bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
                      "%.3f GB/s, ratio %.3f\n",
-                OPS[op].name, type_name(dt), sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
+                OP_NAMES[op], type_name(dt), sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
     return MP_OK;
 }
 
 mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out)
 {
-    const mp_dtype types[3] = {MP_F32, MP_F16, MP_BF16};
     c->timeout_s = o->timeout_s;
     void *buf = mp_alloc((size_t)o->max_bytes, MP_MEM_WORKSPACE);
     if (c->rank == 0)
@@ -464,12 +486,13 @@ mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out)
     mp_status st = MP_OK;
     int64_t wrong = 0;
     for (int op = 0; op < 3 && st == MP_OK; op++) {
-        if (!(o->ops & OPS[op].bit))
+        if (!(o->ops & 1u << op))
             continue;
         if (c->rank == 0)
             print_header(out, c, o, op);
         for (int k = 0; k < 3 && st == MP_OK; k++)
-            st = sweep(c, o, buf, op, types[k], out, &wrong);
+            if (o->types & 1u << k)
+                st = sweep(c, o, buf, op, TYPES[k], out, &wrong);
     }
     mp_free(buf);
     if (st == MP_OK && wrong > 0)

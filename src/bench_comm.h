@@ -13,6 +13,7 @@
 typedef struct mp_bench_comm_opts {
     int64_t min_bytes, max_bytes; /* -b, -e */
     int factor;                   /* -f: size multiplier between rows */
+    int64_t step_bytes;           /* -i: size increment between rows instead (0: -f) */
     int iters, warmup;            /* -n, -w: timed and untimed iterations per round */
     int rounds;                   /* -r: alternating rounds; queued, the best round's mean of
                                      the slowest rank (MAX) counts */
@@ -24,9 +25,14 @@ typedef struct mp_bench_comm_opts {
     int skew_us;                  /* --skew (with --blocking): the last rank computes this many
                                      microseconds before each timed collective */
     unsigned ops;                 /* --op: MP_BENCH_* bits, the collectives swept */
+    unsigned types;               /* -d: bit 0 fp32 ("float"), 1 fp16 ("half"), 2 bf16
+                                     ("bfloat16"), the dtypes swept */
 } mp_bench_comm_opts;
 
 enum { MP_BENCH_ALLREDUCE = 1, MP_BENCH_REDUCE_SCATTER = 2, MP_BENCH_ALLGATHER = 4 };
+
+/* The most sizes a sweep with -i may have. */
+enum { MP_BENCH_MAX_SIZES = 1000 };
 
 /* The most iterations (-n times -r) --blocking keeps the times of. */
 enum { MP_BENCH_BLOCKING_MAX = 1000000 };

@@ -3,8 +3,8 @@
 # collective (all-reduce, reduce-scatter, all-gather), with a row per size and type for fp32,
 # fp16 and bf16, no wrong elements, busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n, the
 # average lines, the same rows as CSV, --op choosing the collectives, --blocking with --skew
-# (named in the header, the same rows, right results); bad options are one-line usage errors
-# (exit 2).
+# (named in the header, the same rows, right results), -i (sizes plus a step) and -d (the dtypes
+# named); bad options are one-line usage errors (exit 2).
 source "$(dirname "$0")/common.bash"
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 16K -f 4 -n 2 -w 1 -r 1 >"$TMP/table" 2>&1 ||
@@ -44,6 +44,12 @@ mpirun -np 3 "$MPDIST" bench-comm -b 1K -e 4K -n 1 -w 0 -r 1 --csv --op reduce_s
   ! grep -q '^allreduce,' "$TMP/csv3" && awk -F, 'NR > 1 && $9 != 0 { exit 1 }' "$TMP/csv3" ||
   { echo "FAIL: --op on 3 ranks"; cat "$TMP/csv3"; failures=$((failures + 1)); }
 
+# -i: sizes plus a step (nccl-tests' -i), -d: only the dtypes named, in the sweep's order
+mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -i 1K -d bfloat16,float --op allreduce -n 1 -w 0 -r 1 --csv >"$TMP/step" 2>&1
+[ "$(tail -n +2 "$TMP/step" | cut -d, -f2,4 | tr '\n' ' ')" = "1024,float 2048,float 3072,float 4096,float 1024,bfloat16 2048,bfloat16 3072,bfloat16 4096,bfloat16 " ] &&
+  awk -F, 'NR > 1 && $9 != 0 { exit 1 }' "$TMP/step" ||
+  { echo "FAIL: -i 1K -d bfloat16,float"; cat "$TMP/step"; failures=$((failures + 1)); }
+
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -n 3 -w 1 -r 1 --blocking --skew 500 --op allreduce >"$TMP/blocking" 2>&1 &&
   grep -q '^# mpdist bench-comm: in-place all-reduce (sum), 2 ranks on 1 host, transport mpi; 3 blocking iterations after 1 warm-up.*, the last rank computing 500 us first$' "$TMP/blocking" &&
   [ "$(grep -Ec '^ +[0-9]' "$TMP/blocking")" = 9 ] && awk '/^ +[0-9]/ && $8 != 0 { exit 1 }' "$TMP/blocking" ||
@@ -57,4 +63,8 @@ expect_exit 2 "bench-comm: --skew needs --blocking" "$MPDIST" bench-comm --skew 
 expect_exit 2 "bench-comm: --skew takes an integer from 0 to 10000000, not '-5'" "$MPDIST" bench-comm --blocking --skew -5
 expect_exit 2 "bench-comm: --blocking keeps every iteration's time: -n times -r \(2000000\) may be at most 1000000" "$MPDIST" bench-comm --blocking -n 1000000 -r 2
 expect_exit 2 "bench-comm: --op takes allreduce, reduce_scatter, all_gather or all" "$MPDIST" bench-comm --op allreduce,bcast
+expect_exit 2 "bench-comm: -d takes float, half, bfloat16 or all, comma-separated, not 'half,int8'" "$MPDIST" bench-comm -d half,int8
+expect_exit 2 "bench-comm: give -f \(sizes times a factor\) or -i \(sizes plus a step\), not both" "$MPDIST" bench-comm -f 4 -i 1K
+expect_exit 2 "bench-comm: -i 2 from -b 2 to -e 1048576 makes more than 1000 sizes" "$MPDIST" bench-comm -b 2 -e 1M -i 2
+expect_exit 2 "bench-comm: -i takes a size" "$MPDIST" bench-comm -i 0
 finish

@@ -2,14 +2,15 @@
 # labels: integration cluster nosan
 # serial
 # cluster/scaling.sh --box on the cluster box (issue 22): 2 hosts, one link (1gbit), O0 and O2,
-# 30 steps: a bench-comm sweep per host count with the sizes that bracket the gradients, the
-# training runs across the hosts with Open MPI's ring all-reduce, the baselines; box.csv has a
-# row per opt level with the model's fit (beta positive), the prediction following from alpha
-# and beta, the error from the prediction and the measurement (the all-reduce after the last
-# rank's arrival, within the step records' range), rank 0's time with the wait at least that,
-# and box.md the table; both plots
-# are PNGs. How close the model comes is the study's result (README), not checked here: the
-# machine is shared. Skipped (77) where network namespaces cannot be made.
+# 30 steps: a bench-comm sweep per host count with the sizes that bracket the gradients (G/4 to
+# 2G in steps of G/8, in the gradients' dtypes), the training runs across the hosts with Open
+# MPI's ring all-reduce, the baselines; box.csv has a row per opt level with the model's fit
+# (beta positive, three or more sizes of the gradients' protocol), the prediction following from
+# alpha and beta, the error from the prediction and the measurement (the all-reduce after the
+# last rank's arrival, within the step records' range), rank 0's time with the wait at least
+# that, and box.md the table; both plots are PNGs. How close the model comes is the study's
+# result (README), not checked here: the machine is shared. Skipped (77) where network
+# namespaces cannot be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 trap 'bash "$SRC/cluster/box/down.sh"; rm -rf "$TMP"' EXIT
@@ -41,8 +42,10 @@ for r in rows:
     assert float(r["exposed_ms"]) <= float(r["step_ms"]), r
 bench = list(csv.DictReader(open(f"{out}/runs/bench-1gbit-2.csv")))
 sizes = sorted({int(b["size_bytes"]) for b in bench})
-assert len(sizes) == 4 and all(b == 2 * a for a, b in zip(sizes, sizes[1:])), sizes
+assert len(sizes) == 15 and all(b - a == sizes[0] // 2 for a, b in zip(sizes, sizes[1:])), sizes
+assert sorted({b["type"] for b in bench}) == ["float", "half"], bench  # the gradients' dtypes only
 assert all(b["wrong"] == "0" for b in bench), bench
+assert all(r["protocol"] == "rendezvous" and int(r["fit_points"]) >= 3 for r in rows), rows
 md = open(f"{out}/box.md").read()
 assert md.count("| 1gbit |") == 2 and "points" in md, md
 P
