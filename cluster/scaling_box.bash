@@ -21,8 +21,9 @@ trap 'bash "$boxdir/down.sh"' EXIT
 # between runs, and with it the all-reduce's time.
 export MPDIST_BOX_PIN=1
 # Open MPI's ring all-reduce: its own choice changes with the size and the rank count (a 2-rank
-# all-reduce is not a ring), and the model is that of a ring.
-ring="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4"
+# all-reduce is not a ring), and the model is that of a ring. Over ob1, whose TCP eager limit
+# the fit reads (UCX would take over where it finds its devices).
+ring="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4 --mca pml ob1"
 train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.jsonl, log runs/NAME.log
   rm -f "$out/runs/$1.jsonl"
   "$home/launch/mpdist-run" -n "$2" "$config" --set "amp.opt_level=$o" --set "data.batch_size=$batch" \
@@ -35,7 +36,7 @@ train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.json
 # theirs, several on each side of Open MPI's eager limit wherever it falls between them
 # (cluster/scaling_box.py fits only one protocol's sizes); in the dtypes of the opt levels'
 # gradients (mpdist --dry-run's "grads" of each).
-types=()
+dtype_list=()
 for o in $opts; do
   dry=$("${MPDIST_BIN:-$home/build/mpdist}" "$config" --dry-run --set "amp.opt_level=$o" "${extra[@]}" 2>&1) ||
     die "mpdist --dry-run of $config at $o failed: $(tail -1 <<<"$dry")"
@@ -43,9 +44,10 @@ for o in $opts; do
   grads=$(sed -n 's/^opt level .*, grads \(fp32\|fp16\|bf16\),.*/\1/p' <<<"$dry")
   [[ $nparam =~ ^[0-9]+$ && -n $grads ]] ||
     die "cannot read the parameter count or the gradients' dtype from mpdist --dry-run of $config at $o"
-  case $grads in fp32) types+=(float) ;; fp16) types+=(half) ;; bf16) types+=(bfloat16) ;; esac
+  case $grads in fp32) dtype_list+=(float) ;; fp16) dtype_list+=(half) ;; bf16) dtype_list+=(bfloat16) ;; esac
 done
-types=$(printf '%s\n' "${types[@]}" | sort -u | paste -sd,)
+dtypes=$(printf '%s\n' "${dtype_list[@]}" | sort -u | paste -sd,)
+ndtypes=$(printf '%s\n' "${dtype_list[@]}" | sort -u | wc -l)
 g=$((nparam * 4 / 64 * 64))
 # What the model's fit needs to know of the TCP transport: its eager limit.
 ompi_info --parsable --param btl tcp --level 9 >"$out/runs/ompi-btl-tcp.txt" ||
@@ -56,14 +58,22 @@ for l in "${box_links[@]}"; do
   names+=("$name")
   rate=${l%%/*} delay=
   [ "$rate" = "$l" ] || delay=${l#*/}
+  # The calibration's deadline: 15 minutes, plus twice what the sweep's bytes take at the rate
+  # (each rank sends under 2s bytes per all-reduce of s bytes, 54 all-reduces a size, sizes
+  # adding up to 135G/8 per dtype; tc's k, m, g are 10^3, 10^6, 10^9 bits).
+  bits=${rate%bit}
+  case $bits in *k) bits=$((10#${bits%k} * 1000)) ;; *m) bits=$((10#${bits%m} * 1000000)) ;;
+    *g) bits=$((10#${bits%g} * 1000000000)) ;; *) bits=$((10#$bits)) ;; esac
+  [ "$bits" -gt 0 ] || die "--link: a rate of 0 bit/s ($l)"
+  deadline=$((900 + 2 * 8 * 2 * 54 * (g * 135 / 8) * ndtypes / bits))
   for h in $box; do
     bash "$boxdir/up.sh" "$h" --rate "$rate" ${delay:+--delay "$delay"} >/dev/null ||
       die "cannot start the box with $h hosts and link $l (cluster/box/up.sh)"
     hosts=$(seq -s, -f 'h%g:1' "$h")
     echo "scaling: box, $h hosts, link $l: bench-comm"
     # shellcheck disable=SC2046 # the options are words
-    timeout 900 mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
-      bench-comm --op allreduce -d "$types" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
+    timeout "$deadline" mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
+      bench-comm --op allreduce -d "$dtypes" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
       >"$out/runs/bench-$name-$h.csv" 2>"$out/runs/bench-$name-$h.log" ||
       die "bench-comm failed (log: $out/runs/bench-$name-$h.log)"
     for o in $opts; do

@@ -15,9 +15,10 @@ errors count; A >= 0, else the line through the origin) gives the ring's
 so that k buckets of G gradient bytes take
     t(n) = 2 (n - 1) k alpha + 2 (n - 1) / n * G beta.
 The line takes only the sizes sent by the same protocol as the gradients: the ring sends an
-all-reduce of s bytes as messages of s/n, and Open MPI's TCP transport sends a message of up to
-btl_tcp_eager_limit bytes at once (eager) and a larger one after a handshake (rendezvous), with
-a jump in time between them that no line through both describes.
+all-reduce of c elements as blocks of at most ceil(c/n), and Open MPI's TCP transport (ob1) sends
+a message at once (eager) where it fits in btl_tcp_eager_limit bytes with ob1's header, and a
+larger one after a handshake (rendezvous), with a jump in time between them that no line through
+both describes.
 The measured all-reduce time is the median over the step records (the first left out) of
 comm_last_ms: the time from the first bucket's start to all summed as the last rank to start
 saw it (the least over the ranks), which leaves out the wait for ranks still computing that the
@@ -80,18 +81,30 @@ def eager_limit():
     return int(m.group(1))
 
 
-def fit(path, dtype, g, n, limit):
+OB1_HDR = 56  # bytes: sizeof(mca_pml_ob1_hdr_t) in Open MPI 4.1 on x86-64, inside the eager limit
+
+
+def eager(size, dsize, n, limit):
+    """Whether the ring all-reduce of size bytes of dsize-byte elements over n ranks sends its
+    blocks (ceil(count/n) elements at most) eagerly under btl_tcp_eager_limit `limit`."""
+    return -(-(size // dsize) // n) * dsize <= limit - OB1_HDR
+
+
+def fit(path, dtype, dsize, g, n, limit):
     """A, B (s, s/byte) of t = A + B s through the sweep's rows of dtype with sizes from g/2 to
-    2g whose ring messages (size/n) go by the same protocol as g/n (eager: at most limit bytes),
-    weights 1/t^2; and the number of rows."""
-    eager = lambda s: s / n <= limit
+    2g whose ring blocks go by the same protocol as g's (eager()), weights 1/t^2; the number of
+    rows and the protocol's name."""
+    proto = eager(g, dsize, n, limit)
+    name = "eager" if proto else "rendezvous"
     rows = [(float(r["size_bytes"]), float(r["time_us"]) * 1e-6)
             for r in csv.DictReader(open(path)) if r["type"] == dtype and r["op"] == "allreduce"
-            and 0.45 * g <= float(r["size_bytes"]) <= 2.2 * g and eager(float(r["size_bytes"])) == eager(g)]
+            and 0.45 * g <= float(r["size_bytes"]) <= 2.2 * g
+            and eager(int(r["size_bytes"]), dsize, n, limit) == proto]
     if len(rows) < 2:
         raise SystemExit(f"scaling: fewer than 2 {dtype} all-reduce rows of {g / 2:.0f}-{2 * g:.0f} bytes "
-                         f"sent {'eagerly' if eager(g) else 'by rendezvous'} (messages of size/{n} "
-                         f"{'at most' if eager(g) else 'over'} btl_tcp_eager_limit {limit}) in {path}")
+                         f"sent {'eagerly' if proto else 'by rendezvous'} (ring blocks "
+                         f"{'within' if proto else 'over'} btl_tcp_eager_limit {limit} with ob1's "
+                         f"{OB1_HDR}-byte header, {n} ranks) in {path}")
     w = [1 / t**2 for _, t in rows]
     sw = sum(w)
     mx = sum(wi * s for wi, (s, _) in zip(w, rows)) / sw
@@ -100,11 +113,11 @@ def fit(path, dtype, g, n, limit):
         sum(wi * (s - mx) ** 2 for wi, (s, _) in zip(w, rows))
     if mt - b * mx < 0:  # a latency is not negative: the best line through the origin
         b = sum(wi * s * t for wi, (s, t) in zip(w, rows)) / sum(wi * s * s for wi, (s, _) in zip(w, rows))
-        return 0.0, b, len(rows)
+        return 0.0, b, len(rows), name
     if b <= 0:
         raise SystemExit(f"scaling: the {dtype} all-reduce in {path} does not take longer for more bytes "
                          "around the gradients' size; no beta to fit")
-    return mt - b * mx, b, len(rows)
+    return mt - b * mx, b, len(rows), name
 
 
 def per_step(s, key):
@@ -126,7 +139,7 @@ for o in opts:
             gbytes, dtype = GRAD[s["amp"]["grads"]]
             g = nparam * gbytes
             k = buckets(g)
-            A, B, npts = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, g, n, limit)
+            A, B, npts, proto = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, gbytes, g, n, limit)
             alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
             pred = 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * g * beta
             steps = [r for r in records(f"{run}.jsonl") if r["type"] == "step"][1:]
@@ -142,7 +155,7 @@ for o in opts:
                              meas_ms=meas * 1e3, pred_ms=pred * 1e3, err=pred / meas - 1,
                              eff=thr / (n * thr1), pred_eff=t1 / (t1 + pred), t1_ms=t1 * 1e3,
                              first_ms=med("comm_ms") * 1e3, skew_ms=med("comm_skew_ms") * 1e3,
-                             protocol="eager" if g / n <= limit else "rendezvous", fit_points=npts))
+                             protocol=proto, fit_points=npts))
 
 with open(f"{a.out}/box.csv", "w") as f:
     keys = list(rows[0])
@@ -170,8 +183,9 @@ with open(f"{a.out}/box.md", "w") as f:
         f.write(f"\nMissed by {r['err']:+.0%}: {r['link']}, {r['opt']}, {r['hosts']} hosts.\n")
     t1s = ", ".join(f"{o} {next(r['t1_ms'] for r in rows if r['opt'] == o):.1f} ms" for o in opts)
     f.write(f"\nThe model's line is fitted to the sweep's sizes from half to twice the gradients' that "
-            f"Open MPI sends by the same protocol as the gradients: eager where the ring's message "
-            f"(size over hosts) is at most btl_tcp_eager_limit ({limit} bytes), else rendezvous.\n")
+            f"Open MPI sends by the same protocol as the gradients: eager where the ring's block "
+            f"(size over hosts) and ob1's {OB1_HDR}-byte header fit in btl_tcp_eager_limit ({limit} bytes), "
+            "else rendezvous.\n")
     f.write(f"\nBaseline (1 rank, no communication): {t1s} of compute and input per step. "
             "Efficiency: images/s over the host count times the baseline's; the model's: "
             "t1 / (t1 + all-reduce), with no overlap.\n")

@@ -59,6 +59,10 @@ static mp_status parse_int(const char *opt, const char *v, int lo, int hi, int *
 static const mp_dtype TYPES[3] = {MP_F32, MP_F16, MP_BF16};
 static const char *const TYPE_NAMES[3] = {"float", "half", "bfloat16"};
 
+_Static_assert(sizeof TYPES / sizeof TYPES[0] == sizeof TYPE_NAMES / sizeof TYPE_NAMES[0] &&
+                   MP_BENCH_BFLOAT16 == 1u << 2,
+               "a dtype's bit, its name and its place in TYPES go together");
+
 /* The collectives, in the order of their MP_BENCH_* bits (bit k for OPS[k], OP_NAMES[k]). */
 static const char *const OP_NAMES[3] = {"allreduce", "reduce_scatter", "all_gather"};
 static const struct {
@@ -67,16 +71,25 @@ static const struct {
 } OPS[3] = {{"all-reduce (sum)", MP_COLL_ALLREDUCE},
             {"reduce-scatter (sum)", MP_COLL_REDUCE_SCATTER},
             {"all-gather", MP_COLL_ALLGATHER}};
+_Static_assert(sizeof OPS / sizeof OPS[0] == sizeof OP_NAMES / sizeof OP_NAMES[0] &&
+                   MP_BENCH_ALLGATHER == 1u << 2,
+               "a collective's bit, its name and its place in OPS go together");
 
-/* A comma-separated list of names[0..n), or "all": bit k of *out for names[k]. */
+/* A comma-separated list of names[0..n), or "all": bit k of *out for names[k]. Empty items
+ * and lists of 128 characters or more are usage errors. */
 static mp_status parse_names(const char *opt, const char *v, const char *const *names, int n,
                              unsigned *out)
 {
     *out = 0;
     char list[128];
+    size_t len = strlen(v);
+    if (len >= sizeof list)
+        return mp_fail(MP_EUSAGE, "bench-comm: %s takes a list of at most %zu characters",
+                       opt, sizeof list - 1);
+    bool empty = len == 0 || v[0] == ',' || v[len - 1] == ',' || strstr(v, ",,") != NULL;
     snprintf(list, sizeof list, "%s", v);
     char *save = NULL;
-    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    for (char *name = strtok_r(list, ",", &save); name && !empty; name = strtok_r(NULL, ",", &save)) {
         unsigned bit = strcmp(name, "all") == 0 ? (1u << n) - 1 : 0;
         for (int k = 0; k < n; k++)
             bit |= strcmp(name, names[k]) == 0 ? 1u << k : 0;
@@ -86,7 +99,7 @@ static mp_status parse_names(const char *opt, const char *v, const char *const *
         }
         *out |= bit;
     }
-    if (*out == 0 || strlen(v) >= sizeof list) {
+    if (*out == 0 || empty) {
         char known[128] = "";
         for (int k = 0; k < n; k++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
@@ -102,8 +115,9 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
     *o = (mp_bench_comm_opts){
         .min_bytes = 1024, .max_bytes = 16 << 20, .factor = 2, .iters = 20, .warmup = 5,
         .rounds = 3, .timeout_s = MP_COMM_DEFAULT_TIMEOUT_S,
-        .ops = MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER, .types = 7};
-    bool factor = false;
+        .ops = MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER,
+        .types = MP_BENCH_FLOAT | MP_BENCH_HALF | MP_BENCH_BFLOAT16};
+    bool factor_given = false;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--csv") == 0) {
@@ -132,9 +146,8 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
             MP_TRY(parse_size(a, v, &o->max_bytes));
         else if (strcmp(a, "-f") == 0 || strcmp(a, "--factor") == 0) {
             MP_TRY(parse_int(a, v, 2, 1024, &o->factor));
-            factor = true;
-        }
-        else if (strcmp(a, "-n") == 0 || strcmp(a, "--iters") == 0)
+            factor_given = true;
+        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--iters") == 0)
             MP_TRY(parse_int(a, v, 1, 1000000, &o->iters));
         else if (strcmp(a, "-w") == 0 || strcmp(a, "--warmup") == 0)
             MP_TRY(parse_int(a, v, 0, 1000000, &o->warmup));
@@ -156,7 +169,7 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
     if (o->min_bytes > o->max_bytes)
         return mp_fail(MP_EUSAGE, "bench-comm: -b (%lld) is larger than -e (%lld)",
                        (long long)o->min_bytes, (long long)o->max_bytes);
-    if (factor && o->step_bytes > 0)
+    if (factor_given && o->step_bytes > 0)
         return mp_fail(MP_EUSAGE, "bench-comm: give -f (sizes times a factor) or -i (sizes plus "
                                   "a step), not both");
     if (o->step_bytes > 0 && (o->max_bytes - o->min_bytes) / o->step_bytes >= MP_BENCH_MAX_SIZES)
@@ -451,14 +464,16 @@ static mp_status sweep(mp_comm *c, const mp_bench_comm_opts *o, void *buf, int o
 {
     double sum[2] = {0, 0};
     int nbig = 0;
+    int64_t last = 0;
     for (int64_t b = o->min_bytes; b <= o->max_bytes;
          b = o->step_bytes > 0 ? b + o->step_bytes : b * o->factor) {
         row r = {.op = op, .dt = dt};
         r.count = b / (int64_t)mp_dtype_size(dt);
         if (OPS[op].kind != MP_COLL_ALLREDUCE)
             r.count -= r.count % c->size; /* whole blocks */
-        if (r.count < 1 || r.count > 2147483647LL)
-            continue;
+        if (r.count < 1 || r.count > 2147483647LL || r.count == last)
+            continue; /* a step smaller than an element (or a block) repeats no row */
+        last = r.count;
         r.bytes = r.count * (int64_t)mp_dtype_size(dt);
         MP_TRY(measure(c, o, buf, &r));
         *wrong += r.wrong;

@@ -25,11 +25,12 @@ typedef struct mp_bench_comm_opts {
     int skew_us;                  /* --skew (with --blocking): the last rank computes this many
                                      microseconds before each timed collective */
     unsigned ops;                 /* --op: MP_BENCH_* bits, the collectives swept */
-    unsigned types;               /* -d: bit 0 fp32 ("float"), 1 fp16 ("half"), 2 bf16
-                                     ("bfloat16"), the dtypes swept */
+    unsigned types;               /* -d: MP_BENCH_FLOAT, _HALF, _BFLOAT16 bits, the dtypes
+                                     swept */
 } mp_bench_comm_opts;
 
 enum { MP_BENCH_ALLREDUCE = 1, MP_BENCH_REDUCE_SCATTER = 2, MP_BENCH_ALLGATHER = 4 };
+enum { MP_BENCH_FLOAT = 1, MP_BENCH_HALF = 2, MP_BENCH_BFLOAT16 = 4 }; /* -d's bits */
 
 /* The most sizes a sweep with -i may have. */
 enum { MP_BENCH_MAX_SIZES = 1000 };

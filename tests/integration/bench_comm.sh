@@ -49,6 +49,10 @@ mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -i 1K -d bfloat16,float --op allre
 [ "$(tail -n +2 "$TMP/step" | cut -d, -f2,4 | tr '\n' ' ')" = "1024,float 2048,float 3072,float 4096,float 1024,bfloat16 2048,bfloat16 3072,bfloat16 4096,bfloat16 " ] &&
   awk -F, 'NR > 1 && $9 != 0 { exit 1 }' "$TMP/step" ||
   { echo "FAIL: -i 1K -d bfloat16,float"; cat "$TMP/step"; failures=$((failures + 1)); }
+# a step that is not a whole element: 4, 7, 10, 13, 16 bytes are 1, 1, 2, 3, 4 floats; no row twice
+mpirun -np 2 "$MPDIST" bench-comm -b 4 -e 16 -i 3 -d float --op allreduce -n 1 -w 0 -r 1 --csv >"$TMP/step3" 2>&1
+[ "$(tail -n +2 "$TMP/step3" | cut -d, -f2 | tr '\n' ' ')" = "4 8 12 16 " ] ||
+  { echo "FAIL: -i 3 on floats"; cat "$TMP/step3"; failures=$((failures + 1)); }
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -n 3 -w 1 -r 1 --blocking --skew 500 --op allreduce >"$TMP/blocking" 2>&1 &&
   grep -q '^# mpdist bench-comm: in-place all-reduce (sum), 2 ranks on 1 host, transport mpi; 3 blocking iterations after 1 warm-up.*, the last rank computing 500 us first$' "$TMP/blocking" &&
@@ -67,4 +71,8 @@ expect_exit 2 "bench-comm: -d takes float, half, bfloat16 or all, comma-separate
 expect_exit 2 "bench-comm: give -f \(sizes times a factor\) or -i \(sizes plus a step\), not both" "$MPDIST" bench-comm -f 4 -i 1K
 expect_exit 2 "bench-comm: -i 2 from -b 2 to -e 1048576 makes more than 1000 sizes" "$MPDIST" bench-comm -b 2 -e 1M -i 2
 expect_exit 2 "bench-comm: -i takes a size" "$MPDIST" bench-comm -i 0
+for list in , '' half,,float ,half; do
+  expect_exit 2 "bench-comm: -d takes float, half, bfloat16 or all, comma-separated, not '$list'" "$MPDIST" bench-comm -d "$list"
+done
+expect_exit 2 "bench-comm: --op takes a list of at most 127 characters" "$MPDIST" bench-comm --op "$(printf 'allreduce,%.0s' {1..13})allreduce"
 finish

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # labels: integration
-# cluster/scaling_box.py (the box study's model) on made-up runs: a bench-comm sweep that jumps
-# where the ring's messages (size/hosts) pass Open MPI's eager limit, eager sizes on one line and
-# rendezvous sizes on another. The model's alpha and beta must be those of the gradients' own
-# protocol's line, at both 2 hosts (all sizes rendezvous) and 4 (the smallest sizes eager), with
-# the protocol and the sizes it fitted in box.csv; where the gradients' side of the limit has a
-# single size, a one-line error naming the limit; without the ompi_info record, one naming that.
+# cluster/scaling_box.py (the box study's model) on made-up runs: bench-comm sweeps that jump
+# where the ring's blocks (size/hosts) stop fitting in Open MPI's eager limit with ob1's 56-byte
+# header, eager sizes on one line (1 ms + 1 ns/byte) and rendezvous sizes on another (2 ms + 4
+# ns/byte), plus a size whose 4-host block is the limit itself (rendezvous: the header does not
+# fit). The model's alpha and beta must be those of the gradients' own protocol's line, with the
+# protocol and the number of sizes it fitted in box.csv, with the limit at 64 KiB (every
+# gradient rendezvous) and at 256 KiB (both protocols); where the gradients' side of the limit
+# has a single size, a one-line error naming the limit; without the ompi_info record, one naming
+# that.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 runs=$TMP/runs
 mkdir -p "$runs"
-python3 - "$runs" <<'P'
+# made-up runs for the MLP (G: its FP32 gradient bytes, as the study rounds them) at the limit $1
+make_runs() {
+  python3 - "$runs" "$1" <<'P'
 import json, sys
-runs, nparam, G = sys.argv[1], 235146, 940544  # the MLP; G: its FP32 gradient bytes, as the study rounds them
-limit = 65536
+runs, limit = sys.argv[1], int(sys.argv[2])
+nparam, G = 235146, 940544
 line = lambda eager, s: (1e-3 + 1e-9 * s) if eager else (2e-3 + 4e-9 * s)  # seconds
 with open(f"{runs}/ompi-btl-tcp.txt", "w") as f:
     f.write(f"mca:btl:tcp:param:btl_tcp_eager_limit:value:{limit}\n"
@@ -33,38 +38,48 @@ for n in (2, 4):
     with open(f"{runs}/bench-l-{n}.csv", "w") as f:
         f.write("op,size_bytes,count,type,redop,time_us\n")
         for t, width in (("float", 4), ("half", 2)):
-            for k in range(15):
-                s = G // 4 + k * G // 8
-                f.write(f"allreduce,{s},{s // width},{t},sum,{line(s / n <= limit, s) * 1e6:.4f}\n")
+            for s in sorted([G // 4 + k * G // 8 for k in range(15)] + ([4 * 65536] if n == 4 else [])):
+                block = -(-(s // width) // n) * width  # ob1 sends it eagerly if it fits with the header
+                f.write(f"allreduce,{s},{s // width},{t},sum,{line(block + 56 <= limit, s) * 1e6:.4f}\n")
 P
+}
 box() { python3 cluster/scaling_box.py --runs "$runs" --opts "O0 O2" --hosts "2 4" --links l \
   --out "$TMP" --config configs/fashion-mnist-mlp.cfg; }
-expect_ok "the model runs" box
-python3 - "$TMP/box.csv" <<'P' || failures=$((failures + 1))
+# check LIMIT "OPT HOSTS PROTOCOL SIZES" ...: box.csv's rows have the protocol, the number of sizes
+# fitted, and that protocol's line's alpha and beta
+check() {
+  python3 - "$TMP/box.csv" "$@" <<'P' || failures=$((failures + 1))
 import csv, sys
-rows = {(r["opt"], int(r["hosts"])): r for r in csv.DictReader(open(sys.argv[1]))}
-G = 940544
-for (o, n), r in rows.items():
-    g = G if o == "O0" else G // 2
-    # the rendezvous line: A = 2 ms, B = 4 ns/byte; alpha = A / 2(n-1), beta = B n / 2(n-1)
-    alpha, beta_mbs = 2e-3 / (2 * (n - 1)) * 1e6, 1e-6 / (4e-9 * n / (2 * (n - 1)))
-    assert abs(float(r["alpha_us"]) - alpha) < 1e-3 * alpha, (o, n, r["alpha_us"], alpha)
-    assert abs(float(r["beta_mbs"]) - beta_mbs) < 1e-3 * beta_mbs, (o, n, r["beta_mbs"], beta_mbs)
-    assert r["protocol"] == "rendezvous", r
-    sizes = [G // 4 + k * G // 8 for k in range(15)]
-    want = sum(1 for s in sizes if 0.45 * g <= s <= 2.2 * g and s / n > 65536)
-    assert int(r["fit_points"]) == want, (o, n, r["fit_points"], want)
-# the 4-host half sweep starts with an eager size, left out
-assert int(rows[("O2", 4)]["fit_points"]) == int(rows[("O2", 2)]["fit_points"]) - 1, rows
-print("ok: alpha and beta of the rendezvous line at", sorted(rows))
+rows = {(r["opt"], r["hosts"]): r for r in csv.DictReader(open(sys.argv[1]))}
+assert len(rows) == 4, rows
+for want in sys.argv[3:]:
+    o, n, proto, k = want.split()
+    r, n = rows[(o, n)], int(n)
+    A, B = (1e-3, 1e-9) if proto == "eager" else (2e-3, 4e-9)
+    alpha, beta_mbs = A / (2 * (n - 1)) * 1e6, 1e-6 / (B * n / (2 * (n - 1)))
+    assert (r["protocol"], r["fit_points"]) == (proto, k), (want, r)
+    assert abs(float(r["alpha_us"]) - alpha) < 1e-3 * alpha, (want, r["alpha_us"], alpha)
+    assert abs(float(r["beta_mbs"]) - beta_mbs) < 1e-3 * beta_mbs, (want, r["beta_mbs"], beta_mbs)
+print(f"ok: limit {sys.argv[2]}: the line of each gradient's protocol:", "; ".join(sys.argv[3:]))
 P
+}
+# 64 KiB: every gradient rendezvous; O2's 4-host window loses G/4 (eager) and keeps 262144
+# (its block is the limit, which leaves no room for the header)
+make_runs 65536
+expect_ok "the model runs at 64 KiB" box
+check 65536 "O0 2 rendezvous 13" "O0 4 rendezvous 13" "O2 2 rendezvous 7" "O2 4 rendezvous 7"
 grep -q "btl_tcp_eager_limit (65536 bytes)" "$TMP/box.md" ||
   { echo "FAIL: box.md does not name the eager limit"; failures=$((failures + 1)); }
+# 256 KiB: blocks up to 262088 bytes are eager
+make_runs 262144
+expect_ok "the model runs at 256 KiB" box
+check 262144 "O0 2 rendezvous 12" "O0 4 eager 5" "O2 2 eager 3" "O2 4 eager 8"
 # a 4-host sweep that ends at G/2: one size of the FP32 window, rendezvous, with an eager one below
+make_runs 65536
 awk -F, 'NR == 1 || $2 <= 470272' "$runs/bench-l-4.csv" >"$TMP/cut" && mv "$TMP/cut" "$runs/bench-l-4.csv"
 rc=0 && box >"$TMP/err" 2>&1 || rc=$?
 [ "$rc" = 1 ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
-  grep -q "^scaling: fewer than 2 float all-reduce rows of .* sent by rendezvous (messages of size/4 over btl_tcp_eager_limit 65536)" "$TMP/err" ||
+  grep -q "^scaling: fewer than 2 float all-reduce rows of .* sent by rendezvous (ring blocks over btl_tcp_eager_limit 65536 with ob1's 56-byte header, 4 ranks)" "$TMP/err" ||
   { echo "FAIL: one rendezvous size: exit $rc"; cat "$TMP/err"; failures=$((failures + 1)); }
 rm "$runs/ompi-btl-tcp.txt"
 rc=0 && box >"$TMP/err" 2>&1 || rc=$?
