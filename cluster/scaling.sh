@@ -21,7 +21,8 @@
 #   --box "2 4"       instead: the study on the cluster box (cluster/box, needs root), one rank
 #                     per host, for each host count and each --link; Open MPI's ring all-reduce
 #                     (the algorithm the model describes); per link and host count `mpdist
-#                     bench-comm` calibrates the model (cluster/scaling_box.py); writes box.csv,
+#                     bench-comm`, before and after the training, calibrates the model
+#                     (cluster/scaling_box.py); writes box.csv,
 #                     box.md, box_allreduce.png, box_efficiency.png and runs/
 #   --link R[/D]      a link of the box: rate R (tc, e.g. 1gbit) and one-way delay D (e.g.
 #                     0.2ms, through mpdist-delayline next to MPDIST_BIN: cluster/box/shape.sh);

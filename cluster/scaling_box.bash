@@ -3,9 +3,8 @@
 # with that many hosts and the link on each, `mpdist bench-comm --blocking` over its all-reduce
 # (the calibration: each all-reduce waited for before the next, as training waits for its
 # gradients, so that the fit's alpha holds the latency a step pays), then training at each opt
-# level, one rank per host; then the single-rank baselines, the model (cluster/scaling_box.py)
-# and the plots. The box is torn down at the end,
-# also on failure.
+# level, one rank per host, then the calibration again; then the single-rank baselines, the
+# model (cluster/scaling_box.py) and the plots. The box is torn down at the end, also on failure.
 [ ${#box_links[@]} -gt 0 ] || box_links=(200mbit 1gbit)
 for h in $box; do
   [[ $h =~ ^[2-4]$ ]] || die "--box: host counts are 2, 3 or 4 (got '$h')"
@@ -30,6 +29,17 @@ train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.json
     --set "train.max_steps=$steps" --set log.progress=plain --set "log.every=10" \
     --set "log.metrics=\"$out/runs/$1.jsonl\"" "${extra[@]}" >"$out/runs/$1.log" 2>&1 ||
     { tail -5 "$out/runs/$1.log" >&2; die "run $1 failed (log: $out/runs/$1.log)"; }
+}
+# calibrate NAME: the bench-comm sweep on the box's $hosts into runs/bench-NAME.csv, before and
+# again after the training at each link and host count (the fit takes each size's mean of the
+# two, so that the calibration is not one moment of a VM whose speed drifts).
+calibrate() {
+  echo "scaling: box, $h hosts, link $l: bench-comm"
+  # shellcheck disable=SC2046 # the options are words
+  timeout "$deadline" mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
+    bench-comm --op allreduce -d "$dtypes" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
+    >"$out/runs/bench-$1.csv" 2>"$out/runs/bench-$1.log" ||
+    die "bench-comm failed (log: $out/runs/bench-$1.log)"
 }
 # The sweep brackets the gradients: G/4 to 2G in steps of G/8, with G the FP32 gradient bytes
 # (a multiple of 64), so both FP32 (G) and half gradients (G/2) have sizes from half to twice
@@ -70,16 +80,12 @@ for l in "${box_links[@]}"; do
     bash "$boxdir/up.sh" "$h" --rate "$rate" ${delay:+--delay "$delay"} >/dev/null ||
       die "cannot start the box with $h hosts and link $l (cluster/box/up.sh)"
     hosts=$(seq -s, -f 'h%g:1' "$h")
-    echo "scaling: box, $h hosts, link $l: bench-comm"
-    # shellcheck disable=SC2046 # the options are words
-    timeout "$deadline" mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
-      bench-comm --op allreduce -d "$dtypes" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
-      >"$out/runs/bench-$name-$h.csv" 2>"$out/runs/bench-$name-$h.log" ||
-      die "bench-comm failed (log: $out/runs/bench-$name-$h.log)"
+    calibrate "$name-$h"
     for o in $opts; do
       echo "scaling: box, $h hosts, link $l: $o"
       MPDIST_MPIRUN_ARGS="--host $hosts $("$boxdir/mpirun-args") $ring" train "$name-$o-$h" "$h"
     done
+    calibrate "$name-$h-after"
     bash "$boxdir/down.sh"
   done
 done

@@ -3,9 +3,10 @@
 all-reduce, calibrated on the same links by `mpdist bench-comm`, beside the all-reduce time that
 training measured.
 
-For each link setting L and host count n (one rank per host), runs/bench-L-n.csv holds the
-bench-comm --blocking sweep (all-reduce, communicator time per size and dtype: the median of
-single all-reduces, each as the last rank to start saw it) and runs/L-OPT-n.jsonl the
+For each link setting L and host count n (one rank per host), runs/bench-L-n.csv and
+runs/bench-L-n-after.csv hold the bench-comm --blocking sweeps before and after the training
+(all-reduce, communicator time per size and dtype: the median of single all-reduces, each as the
+last rank to start saw it; the fit takes each size's mean of the two) and runs/L-OPT-n.jsonl the
 training metrics; runs/OPT-1.jsonl is the single-rank baseline; runs/ompi-btl-tcp.txt holds
 `ompi_info --parsable --param btl tcp --level 9`. For the dtype of the gradients, a weighted
 least-squares line t(s) = A + B s through the sweep's sizes from half to twice the gradients'
@@ -90,16 +91,29 @@ def eager(size, dsize, n, limit):
     return -(-(size // dsize) // n) * dsize <= limit - OB1_HDR
 
 
+def sweep(path, dtype):
+    """(size in bytes, seconds) of each all-reduce size of dtype: the mean of the sweep in path
+    (bench-L-n.csv) and the one after the training (bench-L-n-after.csv), which must have the
+    same sizes."""
+    times = []
+    for p in (path, path.replace(".csv", "-after.csv")):
+        if not os.path.exists(p):
+            raise SystemExit(f"scaling: {p} is missing")
+        times.append({int(r["size_bytes"]): float(r["time_us"]) * 1e-6 for r in csv.DictReader(open(p))
+                      if r["type"] == dtype and r["op"] == "allreduce"})
+    if times[0].keys() != times[1].keys():
+        raise SystemExit(f"scaling: the {dtype} sizes of {path} and its -after sweep differ")
+    return [(s, (t + times[1][s]) / 2) for s, t in sorted(times[0].items())]
+
+
 def fit(path, dtype, dsize, g, n, limit):
     """A, B (s, s/byte) of t = A + B s through the sweep's rows of dtype with sizes from g/2 to
     2g whose ring blocks go by the same protocol as g's (eager()), weights 1/t^2; the number of
     rows and the protocol's name."""
     proto = eager(g, dsize, n, limit)
     name = "eager" if proto else "rendezvous"
-    rows = [(float(r["size_bytes"]), float(r["time_us"]) * 1e-6)
-            for r in csv.DictReader(open(path)) if r["type"] == dtype and r["op"] == "allreduce"
-            and 0.45 * g <= float(r["size_bytes"]) <= 2.2 * g
-            and eager(int(r["size_bytes"]), dsize, n, limit) == proto]
+    rows = [(s, t) for s, t in sweep(path, dtype)
+            if 0.45 * g <= s <= 2.2 * g and eager(s, dsize, n, limit) == proto]
     if len(rows) < 2:
         raise SystemExit(f"scaling: fewer than 2 {dtype} all-reduce rows of {g / 2:.0f}-{2 * g:.0f} bytes "
                          f"sent {'eagerly' if proto else 'by rendezvous'} (ring blocks "

@@ -2,13 +2,14 @@
 # labels: integration
 # cluster/scaling_box.py (the box study's model) on made-up runs: bench-comm sweeps that jump
 # where the ring's blocks (size/hosts) stop fitting in Open MPI's eager limit with ob1's 56-byte
-# header, eager sizes on one line (1 ms + 1 ns/byte) and rendezvous sizes on another (2 ms + 4
-# ns/byte), plus a size whose 4-host block is the limit itself (rendezvous: the header does not
-# fit). The model's alpha and beta must be those of the gradients' own protocol's line, with the
-# protocol and the number of sizes it fitted in box.csv, with the limit at 64 KiB (every
-# gradient rendezvous) and at 256 KiB (both protocols); where the gradients' side of the limit
-# has a single size, a one-line error naming the limit; without the ompi_info record, one naming
-# that.
+# header, eager sizes on one line and rendezvous sizes on another, with other slopes in the sweep
+# after the training than before (means 1 ms + 2 ns/byte and 2 ms + 5 ns/byte), plus a size whose
+# 4-host block is the limit itself (rendezvous: the header does not fit). The model's alpha and
+# beta must be those of the gradients' own protocol's mean line, with the protocol and the number
+# of sizes it fitted in box.csv, with the limit at 64 KiB (every gradient rendezvous) and at 256
+# KiB (both protocols); where the gradients' side of the limit has a single size, a one-line
+# error naming the limit; without the ompi_info record, or with a sweep after the training that
+# is missing or has other sizes, one naming that.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 runs=$TMP/runs
@@ -19,7 +20,9 @@ make_runs() {
 import json, sys
 runs, limit = sys.argv[1], int(sys.argv[2])
 nparam, G = 235146, 940544
-line = lambda eager, s: (1e-3 + 1e-9 * s) if eager else (2e-3 + 4e-9 * s)  # seconds
+# seconds, before and after the training: on average 1 ms + 2 ns/byte eager, 2 ms + 5 ns/byte rendezvous
+lines = {"": lambda eager, s: (1e-3 + 1e-9 * s) if eager else (2e-3 + 4e-9 * s),
+         "-after": lambda eager, s: (1e-3 + 3e-9 * s) if eager else (2e-3 + 6e-9 * s)}
 with open(f"{runs}/ompi-btl-tcp.txt", "w") as f:
     f.write(f"mca:btl:tcp:param:btl_tcp_eager_limit:value:{limit}\n"
             "mca:btl:tcp:param:btl_tcp_eager_limit:source:default\n")
@@ -35,12 +38,13 @@ for o, grads in (("O0", "fp32"), ("O2", "fp16")):
         with open(f"{runs}/{name}.log", "w") as f:
             f.write(f"mpdist 0.1.0: model mlp ({nparam} parameters), global batch 64\n")
 for n in (2, 4):
-    with open(f"{runs}/bench-l-{n}.csv", "w") as f:
-        f.write("op,size_bytes,count,type,redop,time_us\n")
-        for t, width in (("float", 4), ("half", 2)):
-            for s in sorted([G // 4 + k * G // 8 for k in range(15)] + ([4 * 65536] if n == 4 else [])):
-                block = -(-(s // width) // n) * width  # ob1 sends it eagerly if it fits with the header
-                f.write(f"allreduce,{s},{s // width},{t},sum,{line(block + 56 <= limit, s) * 1e6:.4f}\n")
+    for when, line in lines.items():
+        with open(f"{runs}/bench-l-{n}{when}.csv", "w") as f:
+            f.write("op,size_bytes,count,type,redop,time_us\n")
+            for t, width in (("float", 4), ("half", 2)):
+                for s in sorted([G // 4 + k * G // 8 for k in range(15)] + ([4 * 65536] if n == 4 else [])):
+                    block = -(-(s // width) // n) * width  # ob1 sends it eagerly if it fits with the header
+                    f.write(f"allreduce,{s},{s // width},{t},sum,{line(block + 56 <= limit, s) * 1e6:.4f}\n")
 P
 }
 box() { python3 cluster/scaling_box.py --runs "$runs" --opts "O0 O2" --hosts "2 4" --links l \
@@ -55,7 +59,7 @@ assert len(rows) == 4, rows
 for want in sys.argv[3:]:
     o, n, proto, k = want.split()
     r, n = rows[(o, n)], int(n)
-    A, B = (1e-3, 1e-9) if proto == "eager" else (2e-3, 4e-9)
+    A, B = (1e-3, 2e-9) if proto == "eager" else (2e-3, 5e-9)
     alpha, beta_mbs = A / (2 * (n - 1)) * 1e6, 1e-6 / (B * n / (2 * (n - 1)))
     assert (r["protocol"], r["fit_points"]) == (proto, k), (want, r)
     assert abs(float(r["alpha_us"]) - alpha) < 1e-3 * alpha, (want, r["alpha_us"], alpha)
@@ -76,11 +80,22 @@ expect_ok "the model runs at 256 KiB" box
 check 262144 "O0 2 rendezvous 12" "O0 4 eager 5" "O2 2 eager 3" "O2 4 eager 8"
 # a 4-host sweep that ends at G/2: one size of the FP32 window, rendezvous, with an eager one below
 make_runs 65536
-awk -F, 'NR == 1 || $2 <= 470272' "$runs/bench-l-4.csv" >"$TMP/cut" && mv "$TMP/cut" "$runs/bench-l-4.csv"
+for f in "$runs"/bench-l-4{,-after}.csv; do
+  awk -F, 'NR == 1 || $2 <= 470272' "$f" >"$TMP/cut" && mv "$TMP/cut" "$f"
+done
 rc=0 && box >"$TMP/err" 2>&1 || rc=$?
 [ "$rc" = 1 ] && [ "$(wc -l <"$TMP/err")" = 1 ] &&
   grep -q "^scaling: fewer than 2 float all-reduce rows of .* sent by rendezvous (ring blocks over btl_tcp_eager_limit 65536 with ob1's 56-byte header, 4 ranks)" "$TMP/err" ||
   { echo "FAIL: one rendezvous size: exit $rc"; cat "$TMP/err"; failures=$((failures + 1)); }
+make_runs 65536
+sed -i '$d' "$runs/bench-l-2-after.csv"
+rc=0 && box >"$TMP/err" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "^scaling: the half sizes of .*bench-l-2.csv and its -after sweep differ" "$TMP/err" ||
+  { echo "FAIL: sweeps of different sizes: exit $rc"; cat "$TMP/err"; failures=$((failures + 1)); }
+rm "$runs/bench-l-2-after.csv"
+rc=0 && box >"$TMP/err" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "^scaling: .*bench-l-2-after.csv is missing" "$TMP/err" ||
+  { echo "FAIL: no sweep after the training: exit $rc"; cat "$TMP/err"; failures=$((failures + 1)); }
 rm "$runs/ompi-btl-tcp.txt"
 rc=0 && box >"$TMP/err" 2>&1 || rc=$?
 [ "$rc" = 1 ] && grep -q "^scaling: no btl_tcp_eager_limit in .*ompi-btl-tcp.txt" "$TMP/err" ||
