@@ -13,6 +13,7 @@ for l in "${box_links[@]}"; do
   [[ $l =~ ^[0-9]+[kmg]?bit(/[0-9.]+m?s)?$ ]] || die "--link: give RATE or RATE/DELAY, e.g. 1gbit/0.2ms (got '$l')"
 done
 boxdir=$home/cluster/box
+source "$boxdir/rate.bash"
 source "$home/launch/env.sh" # the box is a local set-up: Open MPI as root, as mpdist-run does here
 trap 'bash "$boxdir/down.sh"' EXIT
 # Each box host on its own share of the cores (cluster/box/exec.sh), in the calibration and in
@@ -56,8 +57,8 @@ for o in $opts; do
     die "cannot read the parameter count or the gradients' dtype from mpdist --dry-run of $config at $o"
   case $grads in fp32) dtype_list+=(float) ;; fp16) dtype_list+=(half) ;; bf16) dtype_list+=(bfloat16) ;; esac
 done
-dtypes=$(printf '%s\n' "${dtype_list[@]}" | sort -u | paste -sd,)
-ndtypes=$(printf '%s\n' "${dtype_list[@]}" | sort -u | wc -l)
+mapfile -t dtype_list < <(printf '%s\n' "${dtype_list[@]}" | sort -u)
+dtypes=$(IFS=,; echo "${dtype_list[*]}") ndtypes=${#dtype_list[@]}
 g=$((nparam * 4 / 64 * 64))
 # What the model's fit needs to know of the TCP transport: its eager limit.
 ompi_info --parsable --param btl tcp --level 9 >"$out/runs/ompi-btl-tcp.txt" ||
@@ -70,11 +71,8 @@ for l in "${box_links[@]}"; do
   [ "$rate" = "$l" ] || delay=${l#*/}
   # The calibration's deadline: 15 minutes, plus twice what the sweep's bytes take at the rate
   # (each rank sends under 2s bytes per all-reduce of s bytes, 54 all-reduces a size, sizes
-  # adding up to 135G/8 per dtype; tc's k, m, g are 10^3, 10^6, 10^9 bits).
-  bits=${rate%bit}
-  case $bits in *k) bits=$((10#${bits%k} * 1000)) ;; *m) bits=$((10#${bits%m} * 1000000)) ;;
-    *g) bits=$((10#${bits%g} * 1000000000)) ;; *) bits=$((10#$bits)) ;; esac
-  [ "$bits" -gt 0 ] || die "--link: a rate of 0 bit/s ($l)"
+  # adding up to 135G/8 per dtype).
+  bits=$(rate_bps "$rate") && [ "$bits" -gt 0 ] || die "--link: a rate of N[k|m|g]bit above 0 ($l)"
   deadline=$((900 + 2 * 8 * 2 * 54 * (g * 135 / 8) * ndtypes / bits))
   for h in $box; do
     bash "$boxdir/up.sh" "$h" --rate "$rate" ${delay:+--delay "$delay"} >/dev/null ||

@@ -24,14 +24,14 @@ case "${1:-}" in
   --down) ip -n "mpbox-h$k" link set eth0 down; exit 0 ;;
   --up) ip -n "mpbox-h$k" link set eth0 up; exit 0 ;;
 esac
+source "$(dirname "$0")/rate.bash"
 rate='' delay_us='' loss=''
 while [ $# -gt 0 ]; do
   case $1 in
     --rate)
-      [[ ${2:-} =~ ^([0-9]+)([kmg]?)bit$ ]] ||
+      bps=$(rate_bps "${2:-}") ||
         { echo "cluster/box/shape.sh: --rate: give bits per second as N[k|m|g]bit (got '${2:-}')" >&2; exit 2; }
-      case ${BASH_REMATCH[2]} in k) unit=1000 ;; m) unit=1000000 ;; g) unit=1000000000 ;; *) unit=1 ;; esac
-      rate=$2 bps=$((10#${BASH_REMATCH[1]} * unit))
+      rate=$2
       shift 2 ;;
     --delay)
       [[ ${2:-} =~ ^([0-9]+(\.[0-9]+)?)(us|ms|s)$ ]] ||
