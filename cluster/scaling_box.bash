@@ -9,11 +9,12 @@
 for h in $box; do
   [[ $h =~ ^[2-4]$ ]] || die "--box: host counts are 2, 3 or 4 (got '$h')"
 done
-for l in "${box_links[@]}"; do
-  [[ $l =~ ^[0-9]+[kmg]?bit(/[0-9.]+m?s)?$ ]] || die "--link: give RATE or RATE/DELAY, e.g. 1gbit/0.2ms (got '$l')"
-done
 boxdir=$home/cluster/box
 source "$boxdir/rate.bash"
+for l in "${box_links[@]}"; do
+  [[ $l =~ ^[0-9]+[kmg]?bit(/[0-9.]+m?s)?$ ]] || die "--link: give RATE or RATE/DELAY, e.g. 1gbit/0.2ms (got '$l')"
+  [ "$(rate_bps "${l%%/*}")" -gt 0 ] || die "--link: a rate above 0 bit/s (got '$l')"
+done
 source "$home/launch/env.sh" # the box is a local set-up: Open MPI as root, as mpdist-run does here
 trap 'bash "$boxdir/down.sh"' EXIT
 # Each box host on its own share of the cores (cluster/box/exec.sh), in the calibration and in
@@ -72,7 +73,7 @@ for l in "${box_links[@]}"; do
   # The calibration's deadline: 15 minutes, plus twice what the sweep's bytes take at the rate
   # (each rank sends under 2s bytes per all-reduce of s bytes, 54 all-reduces a size, sizes
   # adding up to 135G/8 per dtype).
-  bits=$(rate_bps "$rate") && [ "$bits" -gt 0 ] || die "--link: a rate of N[k|m|g]bit above 0 ($l)"
+  bits=$(rate_bps "$rate")
   deadline=$((900 + 2 * 8 * 2 * 54 * (g * 135 / 8) * ndtypes / bits))
   for h in $box; do
     bash "$boxdir/up.sh" "$h" --rate "$rate" ${delay:+--delay "$delay"} >/dev/null ||
