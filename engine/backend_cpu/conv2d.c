@@ -1,10 +1,12 @@
 /* 2-D convolution on the CPU: x (N, H, W, C), w (K, R, S, C / G), y (N, P, Q, K).
  * Each op runs in a working precision, FP32 (FP64 for FP64 tensors): tensors stored in another
- * type are converted whole, once, into a per-thread workspace that only grows (counted as
- * MP_MEM_WORKSPACE). FP32 work goes to oneDNN where it is built in (conv_dnnl.c), and so do half
- * tensors of one dtype, unconverted, where oneDNN has fast kernels for them (bf16, forward and
- * backward data); FP64 work,
- * and FP32 work oneDNN cannot take, runs here: per chunk of images and per group, im2col gathers the NHWC patches into a
+ * type are converted once into a per-thread workspace that only grows (counted as
+ * MP_MEM_WORKSPACE), the image- and output-side ones a chunk of images at a time
+ * (chunk_images), so that each chunk's FP32 copies stay in the caches from the widening through
+ * the convolution to the rounding. FP32 work goes to oneDNN where it is built in (conv_dnnl.c),
+ * and so do half tensors of one dtype, unconverted and whole, where oneDNN has fast kernels for
+ * them (bf16, forward and backward data); FP64 work, and FP32 work oneDNN cannot take, runs
+ * here: per chunk of images and per group, im2col gathers the NHWC patches into a
  * (rows, R * S * C/G) matrix and OpenBLAS sgemm/dgemm multiplies it with the group's weights;
  * backward data scatters the patch gradients back with col2im. A 1x1 kernel with unit stride
  * and no padding reads x as the patch matrix directly. Chunking and summation order are fixed,
@@ -215,14 +217,51 @@ static bool native_half(const conv_plan *pl, mp_dnnl_kind kind, const mp_conv_de
            mp_cpu_dnnl_conv(kind, dt, d, &pl->g, a->data, b->data, out->data);
 }
 
-mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
-                                mp_tensor *y)
+/* Images per chunk for an op over n images whose working copies take per_image FP32 bytes an
+ * image: n when nothing is widened (widen false: FP32 or FP64 work on tensors stored so),
+ * else as many as fit MP_CPU_CONV_HALF_CHUNK_BYTES (at least one), evened out over the chunks.
+ * Each chunk is convolved as a batch of its own: every output is the same FP32 sum of
+ * products rounded once, but oneDNN may add a sum in another order for another batch size, so
+ * the last bits can differ from an unchunked call's (they repeat for a given batch, chunk and
+ * thread count). The filter gradient adds the chunks' FP32 sums in chunk order and rounds once
+ * (backward). */
+static int64_t chunk_images(int64_t n, bool widen, int64_t per_image)
+{
+    if (!widen || n == 0)
+        return n;
+    int64_t nb = per_image > 0 ? MP_CPU_CONV_HALF_CHUNK_BYTES / per_image : n;
+    if (nb < 1)
+        nb = 1;
+    int64_t chunks = (n + nb - 1) / nb;
+    return (n + chunks - 1) / chunks;
+}
+
+/* True when t is stored in another type than FP32, the working precision of half work. */
+static bool widened(const mp_tensor *t) { return t->dtype != MP_F32; }
+
+/* FP32 bytes of one image of t. */
+static int64_t image_bytes(const mp_tensor *t)
+{
+    return mp_tensor_numel(t) / t->shape[0] * (int64_t)sizeof(float);
+}
+
+/* Images n0 .. n0 + nb - 1 of the NHWC tensor t, as a tensor of its own. */
+static mp_tensor images(const mp_tensor *t, int64_t n0, int64_t nb)
+{
+    mp_tensor v = *t;
+    v.data = (char *)t->data + (size_t)(mp_tensor_numel(t) / t->shape[0] * n0) *
+                                   mp_dtype_size(t->dtype);
+    v.shape[0] = nb;
+    return v;
+}
+
+/* The forward over one chunk (all of x and y). */
+static mp_status forward_whole(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                               mp_tensor *y)
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, x, w, y, "conv2d_forward", &pl));
     const mp_conv_geom *g = &pl.g;
-    if (g->n == 0 || native_half(&pl, MP_DNNL_FWD, d, x, w, y))
-        return MP_OK;
     size_t bx = work_bytes(&pl, x), bw = work_bytes(&pl, w), by = work_bytes(&pl, y);
     char *ws = workspace(bx + bw + by + 64);
     const char *xw = as_work(&pl, x, ws, true), *ww = as_work(&pl, w, ws + bx, true);
@@ -245,6 +284,24 @@ mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const
         }
     }
     store_work(&pl, y, yw);
+    return MP_OK;
+}
+
+mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                                mp_tensor *y)
+{
+    conv_plan pl;
+    MP_TRY(conv_setup(d, x, w, y, "conv2d_forward", &pl));
+    int64_t n = pl.g.n;
+    if (n == 0 || native_half(&pl, MP_DNNL_FWD, d, x, w, y))
+        return MP_OK;
+    int64_t nb = chunk_images(n, !pl.f64 && (widened(x) || widened(y)),
+                              image_bytes(x) + image_bytes(y));
+    for (int64_t n0 = 0; n0 < n; n0 += nb) {
+        int64_t m = n - n0 < nb ? n - n0 : nb;
+        mp_tensor xc = images(x, n0, m), yc = images(y, n0, m);
+        MP_TRY(forward_whole(d, &xc, w, &yc));
+    }
     return MP_OK;
 }
 
@@ -299,13 +356,12 @@ static void filter_work(const conv_plan *pl, const mp_conv_desc *d, const char *
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy,
-                                      const mp_tensor *w, mp_tensor *dx)
+/* The data gradient over one chunk (all of dy and dx). */
+static mp_status data_whole(const mp_conv_desc *d, const mp_tensor *dy, const mp_tensor *w,
+                            mp_tensor *dx)
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
-    if (pl.g.n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
-        return MP_OK;
     size_t bdy = work_bytes(&pl, dy), bw = work_bytes(&pl, w), bdx = work_bytes(&pl, dx);
     char *ws = workspace(bdy + bw + bdx + 64);
     const char *dyw = as_work(&pl, dy, ws, true), *ww = as_work(&pl, w, ws + bdy, true);
@@ -315,20 +371,34 @@ mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy
     return MP_OK;
 }
 
+mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy,
+                                      const mp_tensor *w, mp_tensor *dx)
+{
+    conv_plan pl;
+    MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
+    int64_t n = pl.g.n;
+    if (n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
+        return MP_OK;
+    int64_t nb = chunk_images(n, !pl.f64 && (widened(dy) || widened(dx)),
+                              image_bytes(dy) + image_bytes(dx));
+    for (int64_t n0 = 0; n0 < n; n0 += nb) {
+        int64_t m = n - n0 < nb ? n - n0 : nb;
+        mp_tensor dyc = images(dy, n0, m), dxc = images(dx, n0, m);
+        MP_TRY(data_whole(d, &dyc, w, &dxc));
+    }
+    return MP_OK;
+}
+
 /* Both gradients from one working copy of dy: the workspace holds dy, then x and dw for the
  * filter gradient, then, once dw is stored, w and dx in their place for the data gradient:
  * dy's working copy and the larger single op's other tensors, no more than that op alone. */
-static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
-                         const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx, const char *op)
+static mp_status backward_whole(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                               const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx, const char *op)
 {
     conv_plan pl, pd;
     MP_TRY(conv_setup(d, x, dw, dy, op, &pl));
     if (dx)
         MP_TRY(conv_setup(d, dx, w, dy, op, &pd));
-    if (pl.g.n == 0) {
-        memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
-        return MP_OK;
-    }
     size_t bdy = work_bytes(&pl, dy), bx = work_bytes(&pl, x), bw = dx ? work_bytes(&pd, w) : 0;
     size_t rest = max_size(bx + work_bytes(&pl, dw), dx ? bw + work_bytes(&pd, dx) : 0);
     char *ws = workspace(bdy + rest + 64);
@@ -342,6 +412,43 @@ static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_te
     char *dxw = as_work(&pd, dx, ws + bdy + bw, false);
     data_work(&pd, d, dyw, ww, dxw);
     store_work(&pd, dx, dxw);
+    return MP_OK;
+}
+
+/* Both gradients (dx NULL: the filter's alone), a chunk of images at a time when half tensors
+ * are widened. The chunks depend on x and dy alone, as if dx were asked for, so the filter
+ * gradient has the same bits either way: each chunk's goes to an FP32 block, the blocks are
+ * added in chunk order into an FP32 sum (the first chunk's block is the sum), and the sum is
+ * rounded once into dw. */
+static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
+                          const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx, const char *op)
+{
+    conv_plan pl;
+    MP_TRY(conv_setup(d, x, dw, dy, op, &pl));
+    int64_t n = pl.g.n;
+    if (n == 0) {
+        memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
+        return MP_OK;
+    }
+    int64_t nb = chunk_images(n, !pl.f64 && (widened(x) || widened(dy)),
+                              2 * image_bytes(x) + image_bytes(dy));
+    if (nb == n)
+        return backward_whole(d, x, w, dy, dw, dx, op);
+    size_t k = (size_t)mp_tensor_numel(dw);
+    float *sum = mp_cpu_workspace(MP_CPU_WS_CONV_SUM, round64(k * sizeof(float)) * 2);
+    float *part = sum + round64(k * sizeof(float)) / sizeof(float);
+    mp_tensor st = mp_tensor_view(sum, MP_F32, dw->ndim, dw->shape);
+    mp_tensor pt = mp_tensor_view(part, MP_F32, dw->ndim, dw->shape);
+    for (int64_t n0 = 0; n0 < n; n0 += nb) {
+        int64_t m = n - n0 < nb ? n - n0 : nb;
+        mp_tensor xc = images(x, n0, m), dyc = images(dy, n0, m);
+        mp_tensor dxc = dx ? images(dx, n0, m) : (mp_tensor){0};
+        MP_TRY(backward_whole(d, &xc, w, &dyc, n0 == 0 ? &st : &pt, dx ? &dxc : NULL, op));
+        if (n0 > 0)
+            for (size_t i = 0; i < k; i++)
+                sum[i] += part[i];
+    }
+    mp_cpu_convert_bulk(dw->data, dw->dtype, sum, MP_F32, k);
     return MP_OK;
 }
 

@@ -69,9 +69,14 @@ void mp_cpu_convert_bulk(void *dst, mp_dtype dt, const void *src, mp_dtype st, s
 typedef enum mp_cpu_ws {
     MP_CPU_WS_GEMM, MP_CPU_WS_CONV, MP_CPU_WS_ATTN, MP_CPU_WS_NORM, MP_CPU_WS_EMBED_IDS,
     MP_CPU_WS_EMBED_ACC, MP_CPU_WS_POOL, MP_CPU_WS_BN, MP_CPU_WS_BN_TILE, MP_CPU_WS_DNNL,
-    MP_CPU_WS_CONV_COL, MP_CPU_WS_BN_LANES,
+    MP_CPU_WS_CONV_COL, MP_CPU_WS_BN_LANES, MP_CPU_WS_CONV_SUM,
     MP_CPU_WS_N
 } mp_cpu_ws;
+
+/* FP32 bytes of a chunk's image- and output-side working copies when a convolution widens half
+ * tensors (conv2d.c): twice the L2 of this project's 2-core VMs (2 MiB a core), which the op's
+ * threads share. */
+#define MP_CPU_CONV_HALF_CHUNK_BYTES ((int64_t)4 << 20)
 
 /* At least `bytes` of slot `slot`'s block for this thread, 64-byte aligned, contents
  * unspecified (zero it where needed); valid until the next call for the same slot. */

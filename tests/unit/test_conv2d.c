@@ -3,13 +3,16 @@
  * 1x1 and non-square kernels; all three ops against a direct convolution written here (also on
  * a shape large enough to be split into several im2col chunks); FP32, fp16, bf16 and mixed
  * storage against FP64 on the same rounded inputs with tolerances from each dtype's epsilon;
- * the fused backward against the two single ops, byte for byte; shape and setting errors. */
+ * the fused backward against the two single ops, byte for byte; half tensors convolved a chunk
+ * of images at a time against FP32 ops on their widened chunks, byte for byte; shape and
+ * setting errors. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend_cpu/cpu.h"
 #include "engine/layer.h"
 #include "engine/rng.h"
 
@@ -380,6 +383,11 @@ static void test_fused_backward_bitwise(void **state)
     check_fused(&big, half, 520);
     check_fused(&big, f32, 521);
     check_fused(&big, o1[0], 522);
+    /* Half chunks (MP_CPU_CONV_HALF_CHUNK_BYTES): four of 16 images for both gradients, where
+     * the filter gradient's own x and dy would fit two. */
+    const conv_case chunky = {64, 32, 32, 16, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 32, 32};
+    check_fused(&chunky, half, 523);
+    check_fused(&chunky, o1[1], 524);
 }
 
 /* With O1's dtypes (half x, w, dy; FP32 dw and dx) the single ops need dy's and x's working
@@ -446,6 +454,97 @@ static void test_chunked_against_direct(void **state)
         }
         mp_tensor *all[] = {&x, &x64, &w, &w64, &dy, &dy64, &y, &dx, &dw, &ry, &rdx, &rdw};
         for (int i = 0; i < 12; i++)
+            mp_tensor_free(all[i]);
+    }
+}
+
+/* A copy of images n0 .. n0 + nb - 1 of t widened (exactly) to FP32. */
+static mp_tensor widen_images(const mp_tensor *t, int64_t n0, int64_t nb)
+{
+    int64_t shape[4] = {nb, t->shape[1], t->shape[2], t->shape[3]};
+    mp_tensor f = mp_tensor_alloc(MP_F32, 4, shape, MP_MEM_WORKSPACE);
+    size_t per = (size_t)(mp_tensor_numel(t) / t->shape[0]);
+    mp_convert(f.data, MP_F32, (const char *)t->data + per * (size_t)n0 * mp_dtype_size(t->dtype),
+               t->dtype, per * (size_t)nb);
+    return f;
+}
+
+/* Bytes nb images of t take in its dtype. */
+static size_t images_bytes(const mp_tensor *t, int64_t nb)
+{
+    return (size_t)(mp_tensor_numel(t) / t->shape[0] * nb) * mp_dtype_size(t->dtype);
+}
+
+/* Half tensors that the ops widen go a chunk of images at a time. On a batch of two chunks
+ * (the chunk rule evens 40 images into 20 and 20 for every op here), byte for byte: each
+ * chunk's forward and data gradient are those of FP32 ops on its widened images, rounded once;
+ * the filter gradient is the two chunks' FP32 filter gradients added in chunk order and rounded
+ * once (and within the FP64 tolerance); the fused backward's filter gradient is the single
+ * op's. fp16 widens for all three ops; bf16 for the filter gradient, and this checks only that
+ * for bf16 (its forward and data gradient run unwidened, over the whole batch, where oneDNN has
+ * bf16 kernels). */
+static void test_half_chunks(void **state)
+{
+    (void)state;
+    const conv_case cc = {40, 32, 32, 16, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, false, 32, 32};
+    const int64_t image = 32 * 32 * 16 * (int64_t)sizeof(float), half_n = 20;
+    assert_int_equal(MP_CPU_CONV_HALF_CHUNK_BYTES / (2 * image), 32); /* forward, data: 2 chunks */
+    assert_int_equal(MP_CPU_CONV_HALF_CHUNK_BYTES / (3 * image), 21); /* backward: 2 chunks */
+    mp_conv_desc d = desc_of(&cc);
+    int64_t xs[4], ws[4], ys[4];
+    case_shapes(&cc, xs, ws, ys);
+    const mp_dtype dts[2] = {MP_F16, MP_BF16};
+    for (int k = 0; k < 2; k++) {
+        mp_dtype dt = dts[k];
+        mp_rng rng;
+        mp_rng_seed(&rng, 61, (uint64_t)k);
+        mp_tensor x, x64, w, w64, dy, dy64, t[4], scratch; /* t: y, dx, dw, dw alone */
+        random_pair(dt, xs, &rng, &x, &x64);
+        random_pair(dt, ws, &rng, &w, &w64);
+        random_pair(dt, ys, &rng, &dy, &dy64);
+        const int64_t *shapes[4] = {ys, xs, ws, ws};
+        for (int i = 0; i < 4; i++) { /* outputs start as garbage: the ops overwrite them */
+            random_pair(dt, shapes[i], &rng, &t[i], &scratch);
+            mp_tensor_free(&scratch);
+        }
+        mp_tensor *y = &t[0], *dx = &t[1], *dw = &t[2];
+        assert_int_equal(ops->conv2d_forward(&d, &x, &w, y), MP_OK);
+        assert_int_equal(ops->conv2d_backward_filter(&d, &x, &dy, &t[3]), MP_OK);
+        assert_int_equal(ops->conv2d_backward(&d, &x, &w, &dy, dw, dx), MP_OK);
+        assert_memory_equal(dw->data, t[3].data, (size_t)mp_tensor_bytes(dw));
+
+        mp_tensor wf = widen_images(&w, 0, cc.k);
+        mp_tensor sum = mp_tensor_alloc(MP_F32, 4, ws, MP_MEM_WORKSPACE);
+        mp_tensor part = mp_tensor_alloc(MP_F32, 4, ws, MP_MEM_WORKSPACE);
+        mp_tensor got = mp_tensor_alloc(dt, 4, xs, MP_MEM_WORKSPACE); /* the largest output */
+        for (int64_t n0 = 0; n0 < cc.n; n0 += half_n) {
+            mp_tensor xc = widen_images(&x, n0, half_n), dyc = widen_images(&dy, n0, half_n);
+            mp_tensor yc = widen_images(y, n0, half_n), dxc = widen_images(dx, n0, half_n);
+            assert_int_equal(ops->conv2d_forward(&d, &xc, &wf, &yc), MP_OK);
+            assert_int_equal(ops->conv2d_backward_data(&d, &dyc, &wf, &dxc), MP_OK);
+            if (dt == MP_F16) {
+                mp_convert(got.data, dt, yc.data, MP_F32, (size_t)mp_tensor_numel(&yc));
+                assert_memory_equal((char *)y->data + images_bytes(y, n0), got.data,
+                                    images_bytes(y, half_n));
+                mp_convert(got.data, dt, dxc.data, MP_F32, (size_t)mp_tensor_numel(&dxc));
+                assert_memory_equal((char *)dx->data + images_bytes(dx, n0), got.data,
+                                    images_bytes(dx, half_n));
+            }
+            assert_int_equal(ops->conv2d_backward_filter(&d, &xc, &dyc, n0 ? &part : &sum), MP_OK);
+            for (int64_t i = 0; n0 && i < mp_tensor_numel(&sum); i++)
+                ((float *)sum.data)[i] += ((float *)part.data)[i];
+            mp_tensor *c[] = {&xc, &dyc, &yc, &dxc};
+            for (int i = 0; i < 4; i++)
+                mp_tensor_free(c[i]);
+        }
+        mp_convert(got.data, dt, sum.data, MP_F32, (size_t)mp_tensor_numel(dw));
+        assert_memory_equal(dw->data, got.data, (size_t)mp_tensor_bytes(dw));
+        mp_tensor rdw = mp_tensor_alloc(MP_F64, 4, ws, MP_MEM_WORKSPACE);
+        ref_conv(&cc, x64.data, w64.data, NULL, dy64.data, NULL, NULL, rdw.data);
+        check_dtype(dw, &rdw, cc.n * cc.p * cc.q);
+        mp_tensor *all[] = {&x, &x64, &w, &w64, &dy, &dy64, &t[0], &t[1], &t[2], &t[3], &wf,
+                            &sum, &part, &got, &rdw};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             mp_tensor_free(all[i]);
     }
 }
@@ -628,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_fused_backward_bitwise),
         cmocka_unit_test(test_fused_workspace_o1),
         cmocka_unit_test(test_chunked_against_direct),
+        cmocka_unit_test(test_half_chunks),
         cmocka_unit_test(test_workspace_counted_and_steady),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_op_shape_errors),
