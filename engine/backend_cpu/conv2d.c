@@ -255,6 +255,26 @@ static mp_tensor images(const mp_tensor *t, int64_t n0, int64_t nb)
     return v;
 }
 
+/* An op from a whole image-side or output-side tensor `in` and the filter w to `out`. */
+typedef mp_status (*conv_op)(const mp_conv_desc *d, const mp_tensor *in, const mp_tensor *w,
+                             mp_tensor *out);
+
+/* op over the chunks of images of in and out (chunk_images; w whole each time); f64: the
+ * working precision is FP64. */
+static mp_status by_chunks(conv_op op, const mp_conv_desc *d, const mp_tensor *in,
+                           const mp_tensor *w, mp_tensor *out, bool f64)
+{
+    int64_t n = in->shape[0];
+    int64_t nb = chunk_images(n, !f64 && (widened(in) || widened(out)),
+                              image_bytes(in) + image_bytes(out));
+    for (int64_t n0 = 0; n0 < n; n0 += nb) {
+        int64_t m = n - n0 < nb ? n - n0 : nb;
+        mp_tensor ic = images(in, n0, m), oc = images(out, n0, m);
+        MP_TRY(op(d, &ic, w, &oc));
+    }
+    return MP_OK;
+}
+
 /* The forward over one chunk (all of x and y). */
 static mp_status forward_whole(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
                                mp_tensor *y)
@@ -292,17 +312,9 @@ mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, x, w, y, "conv2d_forward", &pl));
-    int64_t n = pl.g.n;
-    if (n == 0 || native_half(&pl, MP_DNNL_FWD, d, x, w, y))
+    if (pl.g.n == 0 || native_half(&pl, MP_DNNL_FWD, d, x, w, y))
         return MP_OK;
-    int64_t nb = chunk_images(n, !pl.f64 && (widened(x) || widened(y)),
-                              image_bytes(x) + image_bytes(y));
-    for (int64_t n0 = 0; n0 < n; n0 += nb) {
-        int64_t m = n - n0 < nb ? n - n0 : nb;
-        mp_tensor xc = images(x, n0, m), yc = images(y, n0, m);
-        MP_TRY(forward_whole(d, &xc, w, &yc));
-    }
-    return MP_OK;
+    return by_chunks(forward_whole, d, x, w, y, pl.f64);
 }
 
 /* dxw = conv_transpose(dyw, ww), all in the working precision (dxw whole, overwritten). */
@@ -376,17 +388,9 @@ mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
-    int64_t n = pl.g.n;
-    if (n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
+    if (pl.g.n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
         return MP_OK;
-    int64_t nb = chunk_images(n, !pl.f64 && (widened(dy) || widened(dx)),
-                              image_bytes(dy) + image_bytes(dx));
-    for (int64_t n0 = 0; n0 < n; n0 += nb) {
-        int64_t m = n - n0 < nb ? n - n0 : nb;
-        mp_tensor dyc = images(dy, n0, m), dxc = images(dx, n0, m);
-        MP_TRY(data_whole(d, &dyc, w, &dxc));
-    }
-    return MP_OK;
+    return by_chunks(data_whole, d, dy, w, dx, pl.f64);
 }
 
 /* Both gradients from one working copy of dy: the workspace holds dy, then x and dw for the
