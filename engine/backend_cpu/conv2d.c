@@ -1,13 +1,14 @@
 /* 2-D convolution on the CPU: x (N, H, W, C), w (K, R, S, C / G), y (N, P, Q, K).
  * Each op runs in a working precision, FP32 (FP64 for FP64 tensors): tensors stored in another
- * type are converted once into a per-thread workspace that only grows (counted as
- * MP_MEM_WORKSPACE), the image- and output-side ones a chunk of images at a time
- * (chunk_images), so that each chunk's FP32 copies stay in the caches from the widening through
+ * type are converted into a per-thread workspace that only grows (counted as MP_MEM_WORKSPACE),
+ * the image- and output-side ones a chunk of images at a time (chunk_images; the filter once
+ * per chunk), so that each chunk's FP32 copies stay in the caches from the widening through
  * the convolution to the rounding. FP32 work goes to oneDNN where it is built in (conv_dnnl.c),
- * and so do half tensors of one dtype, unconverted and whole, where oneDNN has fast kernels for
- * them (bf16, forward and backward data); FP64 work, and FP32 work oneDNN cannot take, runs
- * here: per chunk of images and per group, im2col gathers the NHWC patches into a
- * (rows, R * S * C/G) matrix and OpenBLAS sgemm/dgemm multiplies it with the group's weights;
+ * and so do half tensors of one dtype, unconverted, where oneDNN has fast kernels for them
+ * (bf16: the forward whole, the data gradient in the backward's chunks); FP64 work, and FP32
+ * work oneDNN cannot take, runs here: per chunk of images and per group, im2col gathers the
+ * NHWC patches into a (rows, R * S * C/G) matrix and OpenBLAS sgemm/dgemm multiplies it with
+ * the group's weights;
  * backward data scatters the patch gradients back with col2im. A 1x1 kernel with unit stride
  * and no padding reads x as the patch matrix directly. Chunking and summation order are fixed,
  * so results are deterministic; each output element is rounded once to its dtype. Both gradients
@@ -259,20 +260,26 @@ static mp_tensor images(const mp_tensor *t, int64_t n0, int64_t nb)
 typedef mp_status (*conv_op)(const mp_conv_desc *d, const mp_tensor *in, const mp_tensor *w,
                              mp_tensor *out);
 
-/* op over the chunks of images of in and out (chunk_images; w whole each time); f64: the
- * working precision is FP64. */
+/* op over the chunks of nb images of in and out (w whole each time). */
 static mp_status by_chunks(conv_op op, const mp_conv_desc *d, const mp_tensor *in,
-                           const mp_tensor *w, mp_tensor *out, bool f64)
+                           const mp_tensor *w, mp_tensor *out, int64_t nb)
 {
     int64_t n = in->shape[0];
-    int64_t nb = chunk_images(n, !f64 && (widened(in) || widened(out)),
-                              image_bytes(in) + image_bytes(out));
     for (int64_t n0 = 0; n0 < n; n0 += nb) {
         int64_t m = n - n0 < nb ? n - n0 : nb;
         mp_tensor ic = images(in, n0, m), oc = images(out, n0, m);
         MP_TRY(op(d, &ic, w, &oc));
     }
     return MP_OK;
+}
+
+/* Images per chunk of the backward ops, whose image side xs (x or dx, one shape) and dy are
+ * given: chunks only when dy is widened, and sized for two image-side tensors (x and dx) and
+ * dy, so that the filter gradient alone, the data gradient alone and both at once all take the
+ * same chunks (conv2d_backward must give the single ops' bits). */
+static int64_t backward_chunk(const mp_tensor *xs, const mp_tensor *dy, bool f64)
+{
+    return chunk_images(dy->shape[0], !f64 && widened(dy), 2 * image_bytes(xs) + image_bytes(dy));
 }
 
 /* The forward over one chunk (all of x and y). */
@@ -314,7 +321,9 @@ mp_status mp_cpu_conv2d_forward(const mp_conv_desc *d, const mp_tensor *x, const
     MP_TRY(conv_setup(d, x, w, y, "conv2d_forward", &pl));
     if (pl.g.n == 0 || native_half(&pl, MP_DNNL_FWD, d, x, w, y))
         return MP_OK;
-    return by_chunks(forward_whole, d, x, w, y, pl.f64);
+    int64_t nb = chunk_images(pl.g.n, !pl.f64 && (widened(x) || widened(y)),
+                              image_bytes(x) + image_bytes(y));
+    return by_chunks(forward_whole, d, x, w, y, nb);
 }
 
 /* dxw = conv_transpose(dyw, ww), all in the working precision (dxw whole, overwritten). */
@@ -374,6 +383,8 @@ static mp_status data_whole(const mp_conv_desc *d, const mp_tensor *dy, const mp
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
+    if (native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
+        return MP_OK;
     size_t bdy = work_bytes(&pl, dy), bw = work_bytes(&pl, w), bdx = work_bytes(&pl, dx);
     char *ws = workspace(bdy + bw + bdx + 64);
     const char *dyw = as_work(&pl, dy, ws, true), *ww = as_work(&pl, w, ws + bdy, true);
@@ -388,9 +399,9 @@ mp_status mp_cpu_conv2d_backward_data(const mp_conv_desc *d, const mp_tensor *dy
 {
     conv_plan pl;
     MP_TRY(conv_setup(d, dx, w, dy, "conv2d_backward_data", &pl));
-    if (pl.g.n == 0 || native_half(&pl, MP_DNNL_BWD_DATA, d, dy, w, dx))
+    if (pl.g.n == 0)
         return MP_OK;
-    return by_chunks(data_whole, d, dy, w, dx, pl.f64);
+    return by_chunks(data_whole, d, dy, w, dx, backward_chunk(dx, dy, pl.f64));
 }
 
 /* Both gradients from one working copy of dy: the workspace holds dy, then x and dw for the
@@ -419,23 +430,23 @@ static mp_status backward_whole(const mp_conv_desc *d, const mp_tensor *x, const
     return MP_OK;
 }
 
-/* Both gradients (dx NULL: the filter's alone), a chunk of images at a time when half tensors
- * are widened. The chunks depend on x and dy alone, as if dx were asked for, so the filter
- * gradient has the same bits either way: each chunk's goes to an FP32 block, the blocks are
- * added in chunk order into an FP32 sum (the first chunk's block is the sum), and the sum is
- * rounded once into dw. */
+/* Both gradients (dx NULL: the filter's alone), a chunk of images at a time when dy is widened
+ * (backward_chunk: the data gradient alone takes the same chunks). Each chunk's filter gradient
+ * goes to an FP32 block, the blocks are added in chunk order into an FP32 sum (the first
+ * chunk's block is the sum), and the sum is rounded once into dw. */
 static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_tensor *w,
                           const mp_tensor *dy, mp_tensor *dw, mp_tensor *dx, const char *op)
 {
-    conv_plan pl;
+    conv_plan pl, pd;
     MP_TRY(conv_setup(d, x, dw, dy, op, &pl));
+    if (dx) /* the whole dx's shape: the chunks' own checks cannot see its batch */
+        MP_TRY(conv_setup(d, dx, w, dy, op, &pd));
     int64_t n = pl.g.n;
     if (n == 0) {
         memset(dw->data, 0, (size_t)mp_tensor_bytes(dw)); /* all-zero bits are 0 in every dtype */
         return MP_OK;
     }
-    int64_t nb = chunk_images(n, !pl.f64 && (widened(x) || widened(dy)),
-                              2 * image_bytes(x) + image_bytes(dy));
+    int64_t nb = backward_chunk(x, dy, pl.f64);
     if (nb == n)
         return backward_whole(d, x, w, dy, dw, dx, op);
     size_t k = (size_t)mp_tensor_numel(dw);
