@@ -75,3 +75,10 @@ mp_tensor mp_tensor_batch(const mp_tensor *t, int64_t n)
     v.shape[0] = n;
     return v;
 }
+
+mp_tensor mp_tensor_rows(const mp_tensor *t, int64_t n0, int64_t n)
+{
+    mp_tensor v = mp_tensor_batch(t, n);
+    v.data = (char *)t->data + (size_t)(mp_tensor_row(t) * n0) * mp_dtype_size(t->dtype);
+    return v;
+}

@@ -49,4 +49,8 @@ int64_t mp_tensor_row(const mp_tensor *t);
 /* The same storage with the first dimension set to n (n <= shape[0] for an in-bounds view). */
 mp_tensor mp_tensor_batch(const mp_tensor *t, int64_t n);
 
+/* Rows n0 .. n0 + n - 1 of t's first dimension, a view of the same storage (n0 + n <=
+ * shape[0] for an in-bounds view). */
+mp_tensor mp_tensor_rows(const mp_tensor *t, int64_t n0, int64_t n);
+
 #endif

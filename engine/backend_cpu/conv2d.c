@@ -241,20 +241,7 @@ static int64_t chunk_images(int64_t n, bool widen, int64_t per_image)
 static bool widened(const mp_tensor *t) { return t->dtype != MP_F32; }
 
 /* FP32 bytes of one image of t. */
-static int64_t image_bytes(const mp_tensor *t)
-{
-    return mp_tensor_numel(t) / t->shape[0] * (int64_t)sizeof(float);
-}
-
-/* Images n0 .. n0 + nb - 1 of the NHWC tensor t, as a tensor of its own. */
-static mp_tensor images(const mp_tensor *t, int64_t n0, int64_t nb)
-{
-    mp_tensor v = *t;
-    v.data = (char *)t->data + (size_t)(mp_tensor_numel(t) / t->shape[0] * n0) *
-                                   mp_dtype_size(t->dtype);
-    v.shape[0] = nb;
-    return v;
-}
+static int64_t image_bytes(const mp_tensor *t) { return mp_tensor_row(t) * (int64_t)sizeof(float); }
 
 /* An op from a whole image-side or output-side tensor `in` and the filter w to `out`. */
 typedef mp_status (*conv_op)(const mp_conv_desc *d, const mp_tensor *in, const mp_tensor *w,
@@ -267,7 +254,7 @@ static mp_status by_chunks(conv_op op, const mp_conv_desc *d, const mp_tensor *i
     int64_t n = in->shape[0];
     for (int64_t n0 = 0; n0 < n; n0 += nb) {
         int64_t m = n - n0 < nb ? n - n0 : nb;
-        mp_tensor ic = images(in, n0, m), oc = images(out, n0, m);
+        mp_tensor ic = mp_tensor_rows(in, n0, m), oc = mp_tensor_rows(out, n0, m);
         MP_TRY(op(d, &ic, w, &oc));
     }
     return MP_OK;
@@ -456,8 +443,8 @@ static mp_status backward(const mp_conv_desc *d, const mp_tensor *x, const mp_te
     mp_tensor pt = mp_tensor_view(part, MP_F32, dw->ndim, dw->shape);
     for (int64_t n0 = 0; n0 < n; n0 += nb) {
         int64_t m = n - n0 < nb ? n - n0 : nb;
-        mp_tensor xc = images(x, n0, m), dyc = images(dy, n0, m);
-        mp_tensor dxc = dx ? images(dx, n0, m) : (mp_tensor){0};
+        mp_tensor xc = mp_tensor_rows(x, n0, m), dyc = mp_tensor_rows(dy, n0, m);
+        mp_tensor dxc = dx ? mp_tensor_rows(dx, n0, m) : (mp_tensor){0};
         MP_TRY(backward_whole(d, &xc, w, &dyc, n0 == 0 ? &st : &pt, dx ? &dxc : NULL, op));
         if (n0 > 0)
             for (size_t i = 0; i < k; i++)
