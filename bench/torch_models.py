@@ -43,7 +43,10 @@ Commands (each prints one line of JSON):
          lr) for --steps steps, timing windows of --every steps: samples_per_s and
          tokens_per_s are the median over the windows after the first (as bench/cpu_speed.sh
          reads mpdist's step records); final_loss is the last step's loss, test_loss the mean
-         over the first --test-limit validation windows (or test images).
+         over the first --test-limit validation windows (or test images). PyTorch's CPU fast
+         paths are options (--threads, --channels-last, --mkldnn, --compile); the JSON line also says
+         what the process ran with: the threads, oneDNN, the CPU capability (AVX2, AVX512;
+         ATEN_CPU_CAPABILITY in the environment picks another) and OPENBLAS_NUM_THREADS.
   eval   loads an mpdist checkpoint (or export: fp16 and bf16 values are read as FP32) and
          prints the mean loss and accuracy over the validation windows that mpdist eval uses,
          the data and model settings taken from the file's resolved config; --train-step S
@@ -79,7 +82,13 @@ def arg_parser():
     t.add_argument("--batch", type=int, default=16)
     t.add_argument("--steps", type=int, default=60)
     t.add_argument("--every", type=int, default=10, help="steps per timing window")
-    t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    t.add_argument("--channels-last", action="store_true",
+                   help="cnn_bn, resnet20, vit: model and input in channels_last")
+    t.add_argument("--mkldnn", choices=("on", "off"), default="on",
+                   help="torch.backends.mkldnn.enabled (oneDNN for CPU convolutions)")
+    t.add_argument("--compile", action="store_true",
+                   help="train through torch.compile (PyTorch 2; compiled in the first, untimed window)")
     t.add_argument("--dim", type=int, default=128, help="model.dim, the token width")
     t.add_argument("--depth", type=int, default=4)
     t.add_argument("--heads", type=int, default=4)
@@ -480,8 +489,11 @@ def load_arrays(model, arrays):
 
 # ---- training and evaluation -----------------------------------------------------------------
 
-def loss_of(model, x, y, reduction="mean"):
-    logits = model(torch.from_numpy(np.ascontiguousarray(x)))
+def loss_of(model, x, y, reduction="mean", layout=None):
+    x = torch.from_numpy(np.ascontiguousarray(x))
+    if layout is not None and x.dim() == 4:
+        x = x.contiguous(memory_format=layout)
+    logits = model(x)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                            torch.from_numpy(np.ascontiguousarray(y)).reshape(-1),
                            reduction=reduction), logits
@@ -506,8 +518,18 @@ def median(v):
     return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else 0.0
 
 
+def cpu_capability():
+    """The vector ISA PyTorch's CPU kernels dispatch to ("AVX2", "AVX512", ...)."""
+    get = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    if get:
+        return get()
+    m = re.search(r"CPU capability usage: (\S+)", torch.__config__.show())
+    return m.group(1) if m else "unknown"
+
+
 def train(a):
     torch.set_num_threads(a.threads)
+    torch.backends.mkldnn.enabled = a.mkldnn == "on"
     torch.manual_seed(a.seed)
     if a.model == "gpt":
         data = TextData(a.data or FORTUNES, a.context, a.val_fraction, 0, a.test_limit)
@@ -523,14 +545,25 @@ def train(a):
         data = ImageData(a.data or FMNIST, a.mean, a.std, 0, a.test_limit)
         model = image_model(a.model, [int(w) for w in a.hidden.split(",") if w], a.dropout)
         tokens = 1
+    layout = torch.contiguous_format
+    if a.channels_last:
+        if a.model not in ("cnn_bn", "resnet20", "vit"):
+            raise SystemExit("torch_models: --channels-last is for cnn_bn, resnet20 and vit")
+        layout = torch.channels_last
+        model = model.to(memory_format=layout)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
+    fwd = model
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            raise SystemExit("torch_models: --compile needs PyTorch 2 (this is %s)" % torch.__version__)
+        fwd = torch.compile(model)
     model.train()
     rates, samples, loss = [], 0, float("nan")
     t0 = time.perf_counter()
     for step, (epoch, idx) in enumerate(batches(data.ntrain, a.batch, a.seed, a.steps), 1):
         x, y = data.train_batch(idx, epoch, a.seed)
         opt.zero_grad(set_to_none=True)
-        out, _ = loss_of(model, x, y)
+        out, _ = loss_of(fwd, x, y, layout=layout)
         out.backward()
         opt.step()
         loss = float(out)
@@ -545,7 +578,12 @@ def train(a):
             "every": a.every, "threads": torch.get_num_threads(),
             "samples_per_s": median(timed), "tokens_per_s": median(timed) * tokens,
             "final_loss": loss, "test_loss": test_loss, "test_accuracy": acc,
-            "test_samples": data.ntest, "torch": torch.__version__}
+            "test_samples": data.ntest, "torch": torch.__version__,
+            "channels_last": a.channels_last, "compiled": a.compile,
+            "mkldnn": torch.backends.mkldnn.enabled,
+            "mkldnn_available": torch.backends.mkldnn.is_available(),
+            "cpu_capability": cpu_capability(),
+            "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "")}
 
 
 def eval_checkpoint(a):
