@@ -41,6 +41,16 @@ MP_OP(mp_status, fence_record, (void **fence))
 MP_OP(mp_status, fence_wait, (void *fence))
 MP_OP(void, fence_free, (void *fence))
 
+/* Clock marks, for the device time of a stretch of the queue: mark_record creates *mark when
+ * NULL and stamps it with the time at which the work queued so far has finished (CUDA: a timing
+ * event recorded on the backend's stream; the CPU, which queues nothing: the host clock now);
+ * mark_elapsed waits for `to` and sets *ms to the time from `from` to `to` in milliseconds (the
+ * device's clock, its idle gaps included; both marks recorded); mark_free frees one (NULL is
+ * ignored). A mark's wait is counted as a fence wait. */
+MP_OP(mp_status, mark_record, (void **mark))
+MP_OP(mp_status, mark_elapsed, (void *from, void *to, double *ms))
+MP_OP(void, mark_free, (void *mark))
+
 /* The backend's native queue (CUDA: its cudaStream_t), for a transport that orders its own
  * work after it (comm/transport_nccl.c); NULL on the CPU. */
 MP_OP(void *, queue, (void))
@@ -51,6 +61,11 @@ MP_OP(void, counters, (mp_ops_counters *out))
 /* Bytes of backend memory free now, or -1 when the backend does not know (the CPU: the
  * caller judges host memory itself). */
 MP_OP(int64_t, mem_free_bytes, (void))
+
+/* Bytes of the device in use now by every process on it (cudaMemGetInfo's total - free: the
+ * contexts, the libraries' own allocations and every allocator's reserve included), or -1 where
+ * the backend does not know (the CPU). */
+MP_OP(int64_t, mem_used_bytes, (void))
 
 /* c (m, n) = alpha * op(a) * op(b) + beta * c, op(a) (m, k), op(b) (k, n); op transposes
  * when ta / tb. a, b and c may mix FP32, fp16 and bf16; FP64 only with FP64. */

@@ -166,6 +166,7 @@ void mp_metrics_step(mp_metrics *m, const mp_step_record *r)
         cJSON_AddBoolToObject(o, "skipped", r->skipped);
         cJSON_AddNumberToObject(o, "images_per_s", r->images_per_s);
         cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
+        number_or_null(o, "device_ms", r->device_ms);
         cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
         number_or_null(o, "comm_hidden", r->comm_hidden);
         number_or_null(o, "comm_last_ms", r->comm_last_ms);
@@ -206,6 +207,10 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
         cJSON_AddNumberToObject(o, "steps", (double)r->steps);
         cJSON_AddNumberToObject(o, "skipped_steps", (double)r->skipped_steps);
         cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)r->peak_mem_bytes);
+        cJSON_AddNumberToObject(o, "device_peak_bytes", (double)r->device_peak_bytes);
+        cJSON_AddNumberToObject(o, "host_peak_bytes", (double)r->host_peak_bytes);
+        if (r->device_used_peak_bytes >= 0)
+            cJSON_AddNumberToObject(o, "device_used_peak_bytes", (double)r->device_used_peak_bytes);
         cJSON *time = cJSON_AddObjectToObject(o, "time_s");
         if (time) {
             cJSON_AddNumberToObject(time, "steps", r->step_s);

@@ -17,6 +17,8 @@ typedef struct mp_step_record {
     double loss, lr, loss_scale;
     bool skipped;
     double images_per_s, step_ms;
+    double device_ms;   /* per step: the device's time over the window between clock marks
+                           (ops->mark_elapsed; the CPU backend: the host's); < 0: null */
     double comm_ms;     /* per step: first gradient bucket started to all buckets summed */
     double comm_hidden; /* fraction of comm_ms spent while backward still ran; < 0: no
                            communication (one rank), written as null */
@@ -44,6 +46,9 @@ typedef struct mp_summary_record {
     double step_s, input_wait_s, comm_exposed_s; /* written as "time_s": {steps, compute,
                                                     comm_exposed, input_wait} */
     int64_t steps, skipped_steps, peak_mem_bytes;
+    /* The peaks of the counted bytes by place (mp_mem_peak_at: device, host) and of the
+     * device's whole use (ops->mem_used_bytes; < 0: unknown, not written). */
+    int64_t device_peak_bytes, host_peak_bytes, device_used_peak_bytes;
     int64_t mem_bytes[8];      /* peak bytes by category, mem_names[i] naming each */
     const char *mem_names[8];
     int n_mem;

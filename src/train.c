@@ -33,6 +33,8 @@ typedef struct mp_window {
     double t0, comm_ms, exposed_ms;
     int64_t steps, images;
     double comm[MP_WINDOW_COMM]; /* this rank's comm_ms per step, step i at i % MP_WINDOW_COMM */
+    void *mark[2]; /* clock marks (ops->mark_record): the window's start, its end; kept across
+                      windows, the end becoming the next start */
 } mp_window;
 
 /* Writes this rank's stop request into the state when it changed (once a run at most, so no step
@@ -284,6 +286,8 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     if (t->after_reduce)
         t->after_reduce(t, step, t->hook_arg);
     MP_TRY(apply_gradients(t, lr));
+    if (want_loss) /* a logged step ends the window: its device time ends here */
+        MP_TRY(t->ops->mark_record(&w->mark[1]));
     if (host)
         PROFILED("host point", host_point(t));
     mp_profile_step_end(mark);
@@ -334,7 +338,11 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
     if (t->comm->size > 1)
         MP_TRY(mp_comm_allreduce(t->comm, v, 1, MP_F64, MP_REDOP_SUM, "sum of the step losses"));
     *global_loss = v[0] / t->comm->size;
-    double dt = mp_now() - w->t0;
+    double dt = mp_now() - w->t0, device_ms = -1.0;
+    if (w->mark[0] && w->mark[1] && w->steps > 0) {
+        MP_TRY(t->ops->mark_elapsed(w->mark[0], w->mark[1], &device_ms));
+        device_ms /= (double)w->steps;
+    }
     mp_step_record r = {
         .step = step,
         .epoch = epoch,
@@ -344,6 +352,7 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
         .skipped = skipped,
         .images_per_s = dt > 0 ? (double)w->images / dt : 0.0,
         .step_ms = w->steps ? 1e3 * dt / (double)w->steps : 0.0,
+        .device_ms = device_ms,
         .comm_ms = w->steps ? w->comm_ms / (double)w->steps : 0.0,
         .comm_hidden = w->comm_ms > 0 ? 1.0 - w->exposed_ms / w->comm_ms : -1.0,
     };
@@ -352,7 +361,10 @@ static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double los
     if (t->metrics)
         mp_metrics_step(t->metrics, &r);
     mp_progress_step(&t->progress, step, epoch + 1, *global_loss, lr, r.images_per_s);
+    void *start = w->mark[1], *end = w->mark[0];
     memset(w, 0, sizeof *w);
+    w->mark[0] = start;
+    w->mark[1] = end;
     w->t0 = mp_now();
     return MP_OK;
 }
@@ -540,6 +552,9 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .comm_exposed_s = r->comm_exposed_s,
         .skipped_steps = r->skipped_steps,
         .peak_mem_bytes = mp_mem_peak_total(),
+        .device_peak_bytes = mp_mem_peak_at(MP_MEM_DEVICE),
+        .host_peak_bytes = mp_mem_peak_at(MP_MEM_HOST),
+        .device_used_peak_bytes = r->device_used_peak,
         .amp_weights = mp_dtype_name(t->amp.weights),
         .amp_compute = mp_dtype_name(t->amp.compute),
         .amp_norm = mp_dtype_name(t->amp.norm),
@@ -609,12 +624,19 @@ static mp_status after_step(mp_trainer *t, const mp_resume_point *at, mp_train_r
     return MP_OK;
 }
 
-mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
+/* Raises r->device_used_peak to the device's use now, where the backend knows it. */
+static void sample_device_use(const mp_trainer *t, mp_train_result *r)
+{
+    int64_t used = t->ops->mem_used_bytes();
+    if (used > r->device_used_peak)
+        r->device_used_peak = used;
+}
+
+/* mp_train_run's loop, timing windows in w (its start mark recorded). */
+static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
 {
     const mp_config *c = t->cfg;
-    memset(r, 0, sizeof *r);
-    double start = mp_now();
-    mp_window w = {.t0 = start};
+    double start = w->t0;
     int64_t step = t->start.step, epoch = t->start.epoch, evaluated = -1, images = 0;
     int64_t gb = c->data.batch_size * t->comm->size;
     mp_resume_point at = t->start;
@@ -625,6 +647,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     else
         mp_profile_stop(); /* an earlier run in this process that failed may have left it on */
     MP_TRY(mp_train_write_state(t));
+    sample_device_use(t, r);
     for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;
         mp_sampler_set_epoch_at(&t->sampler, epoch, from);
@@ -635,7 +658,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
                               take < t->sampler.count ? take : t->sampler.count, epoch);
         for (int64_t b = 0; b < steps && step < t->total_steps && !t->stop; b++) {
             double lr = mp_schedule_lr(&t->sched, step), loss;
-            int64_t before = w.images, next = step + 1;
+            int64_t before = w->images, next = step + 1;
             int64_t done = (b + 1) * t->accum < batches ? (b + 1) * t->accum : batches;
             bool end = b + 1 == steps;
             bool log = next % c->log.every == 0 || next == t->total_steps;
@@ -645,13 +668,14 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
                         next % c->checkpoint.every_steps == 0;
             bool host = t->ops->host_memory || log || end || eval || budget || ckpt;
             t->comm->step = step;
-            MP_TRY(train_step(t, step, (int)(done - b * t->accum), lr, log, host, &w, r, &loss));
-            images += w.images - before;
+            MP_TRY(train_step(t, step, (int)(done - b * t->accum), lr, log, host, w, r, &loss));
+            images += w->images - before;
             step = next;
-            if (log)
+            if (log) {
                 MP_TRY(log_step(t, step, epoch, loss, lr, t->hst->step_scale,
-                                t->hst->scaler.consecutive_skips > 0, &w, &r->final_loss, &rate));
-            else
+                                t->hst->scaler.consecutive_skips > 0, w, &r->final_loss, &rate));
+                sample_device_use(t, r);
+            } else
                 mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);
             if (eval) {
                 MP_TRY(evaluate_epoch(t, epoch, r));
@@ -666,6 +690,7 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
         }
     }
     mp_profile_stop();
+    sample_device_use(t, r);
     r->wall_s = mp_now() - start;
     r->steps = step;
     r->skipped_steps = t->scaler.skipped_steps;
@@ -684,4 +709,17 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
         write_summary(t, r);
     mp_progress_finish(&t->progress);
     return MP_OK;
+}
+
+mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->device_used_peak = -1;
+    mp_window w = {.t0 = mp_now()};
+    mp_status st = t->ops->mark_record(&w.mark[0]);
+    if (st == MP_OK)
+        st = run(t, r, &w);
+    t->ops->mark_free(w.mark[0]);
+    t->ops->mark_free(w.mark[1]);
+    return st;
 }

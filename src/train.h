@@ -34,6 +34,9 @@ typedef struct mp_train_result {
      * the rest is compute. This invocation only. */
     double step_s, input_wait_s, comm_exposed_s;
     int64_t skipped_steps;
+    /* The device's whole use (ops->mem_used_bytes) at its highest when sampled: at the start,
+     * at every logged step and at the end; -1 where the backend does not know. */
+    int64_t device_used_peak;
     double loss_scale;      /* at the end */
     bool stopped;           /* by a signal or train.step_budget, before the end */
     const char *stopped_by; /* "SIGTERM", "SIGUSR1", "train.step_budget" */

@@ -85,4 +85,7 @@ void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes);
 /* Counts a result handed to the host (mp_ops_counters.reads). */
 void mp_cpu_count_read(void);
 
+/* Counts a wait for a point in the queue (mp_ops_counters.fence_waits). */
+void mp_cpu_count_fence_wait(void);
+
 #endif

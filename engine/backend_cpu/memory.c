@@ -1,4 +1,5 @@
-/* The CPU backend's memory: host blocks from mp_alloc, plain copies, nothing queued; the host
+/* The CPU backend's memory: host blocks from mp_alloc (mem_alloc's and the workspaces counted at
+ * MP_MEM_DEVICE, as a GPU's would be), plain copies, nothing queued; the host
  * waits are counted all the same, so tests of the step's host waits run on the CPU. host_alloc's
  * blocks are listed, so that a copy_in from any other host memory is counted as pageable: on a
  * GPU such a copy cannot run asynchronously and may wait for the device. */
@@ -10,7 +11,7 @@
 
 #include "engine/backend_cpu/cpu.h"
 
-void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat) { return mp_alloc(bytes, cat); }
+void *mp_cpu_mem_alloc(size_t bytes, mp_mem_cat cat) { return mp_alloc_at(bytes, cat, MP_MEM_DEVICE); }
 
 void mp_cpu_mem_free(void *p) { mp_free(p); }
 
@@ -21,7 +22,7 @@ void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes)
 {
     if (bytes > mp_cpu_ws_bytes[slot]) {
         mp_free(mp_cpu_ws_block[slot]);
-        mp_cpu_ws_block[slot] = mp_alloc(bytes, MP_MEM_WORKSPACE);
+        mp_cpu_ws_block[slot] = mp_alloc_at(bytes, MP_MEM_WORKSPACE, MP_MEM_DEVICE);
         mp_cpu_ws_bytes[slot] = bytes;
     }
     return mp_cpu_ws_block[slot];
@@ -125,10 +126,12 @@ mp_status mp_cpu_fence_record(void **fence)
     return MP_OK;
 }
 
+void mp_cpu_count_fence_wait(void) { atomic_fetch_add(&fence_waits, 1); }
+
 mp_status mp_cpu_fence_wait(void *fence)
 {
     (void)fence;
-    atomic_fetch_add(&fence_waits, 1);
+    mp_cpu_count_fence_wait();
     return MP_OK;
 }
 
@@ -146,3 +149,5 @@ void mp_cpu_counters(mp_ops_counters *out)
 }
 
 int64_t mp_cpu_mem_free_bytes(void) { return -1; }
+
+int64_t mp_cpu_mem_used_bytes(void) { return -1; }

@@ -29,7 +29,7 @@ static mp_status ctx_create(mp_cuda_ctx *c)
     CUDNN_CHECK(cudnnCreate(&c->dnn));
     CUDNN_CHECK(cudnnSetStream(c->dnn, c->stream));
     CUDA_CHECK(cudaMalloc(&c->gemm_ws, MP_CUDA_GEMM_WS));
-    mp_mem_count(MP_MEM_WORKSPACE, MP_CUDA_GEMM_WS);
+    mp_mem_count(MP_MEM_DEVICE, MP_MEM_WORKSPACE, MP_CUDA_GEMM_WS);
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, MP_CUDA_SCRATCH * sizeof(double)));
     CUDA_CHECK(cudaMemset(c->scratch, 0, MP_CUDA_SCRATCH * sizeof(double)));
     CUDA_CHECK(cudaMallocHost((void **)&c->host_scratch, MP_CUDA_SCRATCH * sizeof(double)));
@@ -64,12 +64,12 @@ mp_status mp_cuda_conv_workspace(size_t bytes, void **ws)
         /* Work queued on the stream may still read the old block: free it in stream order. */
         if (c->conv_ws)
             CUDA_CHECK(cudaFreeAsync(c->conv_ws, c->stream));
-        mp_mem_count(MP_MEM_WORKSPACE, -(int64_t)c->conv_ws_bytes);
+        mp_mem_count(MP_MEM_DEVICE, MP_MEM_WORKSPACE, -(int64_t)c->conv_ws_bytes);
         c->conv_ws = NULL;
         c->conv_ws_bytes = 0;
         CUDA_CHECK(cudaMallocAsync(&c->conv_ws, bytes, c->stream));
         c->conv_ws_bytes = bytes;
-        mp_mem_count(MP_MEM_WORKSPACE, (int64_t)bytes);
+        mp_mem_count(MP_MEM_DEVICE, MP_MEM_WORKSPACE, (int64_t)bytes);
     }
     *ws = c->conv_ws;
     return MP_OK;

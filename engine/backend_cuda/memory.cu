@@ -1,7 +1,8 @@
 /* Memory of the CUDA backend: cudaMalloc'd device blocks and pinned host blocks (cudaHostAlloc,
  * which the device copies from asynchronously), counted under their category (the engine's
  * counters, mp_mem_count), with a host-side table of block sizes so that freeing needs no size;
- * copies in stream order on the backend's stream. */
+ * copies in stream order on the backend's stream. Device blocks count at MP_MEM_DEVICE, pinned
+ * host blocks at MP_MEM_HOST. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,7 @@ extern "C" void *mp_cuda_mem_alloc(size_t bytes, mp_mem_cat cat)
                 mp_mem_cat_name(cat));
         return NULL;
     }
-    mp_mem_count(cat, (int64_t)bytes);
+    mp_mem_count(MP_MEM_DEVICE, cat, (int64_t)bytes);
     return p;
 }
 
@@ -124,7 +125,7 @@ extern "C" void mp_cuda_mem_free(void *p)
         cudaFreeHost(p);
     else
         cudaFree(p);
-    mp_mem_count((mp_mem_cat)b.cat, -(int64_t)b.bytes);
+    mp_mem_count(b.pinned ? MP_MEM_HOST : MP_MEM_DEVICE, (mp_mem_cat)b.cat, -(int64_t)b.bytes);
 }
 
 /* host_free: host_alloc's pinned blocks are in the same table as device blocks. */
@@ -145,7 +146,7 @@ extern "C" void *mp_cuda_host_alloc(size_t bytes, mp_mem_cat cat)
         mp_fail(MP_EINTERNAL, "cuda: out of host memory recording a pinned block");
         return NULL;
     }
-    mp_mem_count(cat, (int64_t)bytes);
+    mp_mem_count(MP_MEM_HOST, cat, (int64_t)bytes);
     return p;
 }
 
@@ -200,6 +201,16 @@ extern "C" int64_t mp_cuda_mem_free_bytes(void)
     return (int64_t)free_b;
 }
 
+extern "C" int64_t mp_cuda_mem_used_bytes(void)
+{
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)(total - free_b);
+}
+
 extern "C" mp_status mp_cuda_sync(void)
 {
     n_syncs++;
@@ -232,6 +243,30 @@ extern "C" void mp_cuda_fence_free(void *fence)
     if (fence)
         cudaEventDestroy((cudaEvent_t)fence);
 }
+
+/* Clock marks: timing events (fences are created without timing, which makes them cheaper to
+ * wait for and to wait on from another stream). */
+extern "C" mp_status mp_cuda_mark_record(void **mark)
+{
+    if (!*mark)
+        CUDA_CHECK(cudaEventCreate((cudaEvent_t *)mark));
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)*mark, mp_cuda_ctx_get()->stream));
+    return MP_OK;
+}
+
+extern "C" mp_status mp_cuda_mark_elapsed(void *from, void *to, double *ms)
+{
+    if (!from || !to)
+        return mp_fail(MP_EINTERNAL, "cuda: mark_elapsed on a mark never recorded");
+    n_fence_waits++;
+    float f = 0.0f;
+    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)to));
+    CUDA_CHECK(cudaEventElapsedTime(&f, (cudaEvent_t)from, (cudaEvent_t)to));
+    *ms = (double)f;
+    return MP_OK;
+}
+
+extern "C" void mp_cuda_mark_free(void *mark) { mp_cuda_fence_free(mark); }
 
 extern "C" void *mp_cuda_queue(void) { return (void *)mp_cuda_ctx_get()->stream; }
 

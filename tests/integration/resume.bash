@@ -8,7 +8,7 @@ run() { # run NAME NP LEVEL [ARGS]: metrics to $TMP/NAME.jsonl, checkpoints in $
     --set "log.metrics=\"$TMP/${METRICS:-$name}.jsonl\"" --set "checkpoint.dir=\"$TMP/${DIR:-$name}\"" "$@" \
     >"$TMP/$name.out" 2>&1 || { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
 }
-strip() { sed -E 's/"(images_per_s|step_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s|peak_mem_bytes)":[^,}]*,?//g' "$1" | grep -v '"summary"'; }
+strip() { sed -E 's/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s|peak_mem_bytes|device_peak_bytes|host_peak_bytes)":[^,}]*,?//g' "$1" | grep -v '"summary"'; }
 ckpt() { ls "$TMP/$1"/ckpt-*.h5 | tail -1; }
 same_state() { # same_state A B: the final checkpoints' training state is bitwise identical
   local a b

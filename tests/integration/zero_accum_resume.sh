@@ -24,7 +24,7 @@ run() { # run NAME NP [ARGS]: metrics to $TMP/NAME.jsonl, checkpoints in $TMP/NA
     { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
 }
 ckpt() { ls "$TMP/$1"/ckpt-*.h5 | tail -1; }
-steps() { grep '"type":"step"' "$1" | sed -E 's/"(images_per_s|step_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms)":[^,}]*,?//g'; }
+steps() { grep '"type":"step"' "$1" | sed -E 's/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms)":[^,}]*,?//g'; }
 loss() { grep "\"type\":\"step\",\"step\":$2," "$1" | sed -E 's/.*"loss":([^,]*).*/\1/'; }
 same_ckpt() { # same_ckpt A B WHAT: the objects a resume reads are the same bytes
   for obj in /params /optim /buffers /scaler /rng /data; do

@@ -91,10 +91,10 @@ static void test_check_counts_held(void **state)
     (void)state;
     int64_t room = mp_mem_limit(NULL, 0) - mp_mem_current(MP_MEM_DATA);
     int64_t exact[1] = {room};
-    mp_mem_count(MP_MEM_DATA, 4096);
+    mp_mem_count(MP_MEM_HOST, MP_MEM_DATA, 4096);
     assert_int_equal(mp_data_mem_check("here", "all of it", 1, exact, NULL), MP_EDATA);
     assert_non_null(strstr(mp_error_message(), "less 4096 bytes already held for data"));
-    mp_mem_count(MP_MEM_DATA, -4096);
+    mp_mem_count(MP_MEM_HOST, MP_MEM_DATA, -4096);
     assert_int_equal(mp_data_mem_check("here", "all of it", 1, exact, NULL), MP_OK);
 }
 

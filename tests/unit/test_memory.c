@@ -1,10 +1,14 @@
 /* Byte accounting: the allocator's own counters for the cnn_bn preset (28x28x1 inputs, batch 64,
  * SGD with momentum) match the sizes the architecture implies, computed here by hand, at O0 and
- * O2; and O2 needs at most 0.55x O0's activation + weight + gradient bytes; peaks can be reset. */
+ * O2; and O2 needs at most 0.55x O0's activation + weight + gradient bytes; peaks can be reset;
+ * each block is counted at its place (the backend's memory as device, the rest as host); the
+ * CPU backend's clock marks measure the time between them. */
 #include "tests/util/test_util.h"
 
 #include <string.h>
+#include <time.h>
 
+#include "engine/backend_cpu/cpu.h"
 #include "engine/optim.h"
 #include "engine/presets.h"
 
@@ -110,9 +114,80 @@ static void test_reset_peaks(void **state)
     assert_int_equal(mp_mem_peak(MP_MEM_WORKSPACE), held + 4096);
 }
 
+static int64_t held_in_categories(void)
+{
+    int64_t s = 0;
+    for (int c = 0; c < MP_MEM_NCAT; c++)
+        s += mp_mem_current((mp_mem_cat)c);
+    return s;
+}
+
+/* The backend's mem_alloc and its workspaces count as device memory, host_alloc and mp_alloc as
+ * host memory (what a GPU would hold in each); the places add up to the categories; each place
+ * has its own peak, which mp_mem_reset_peaks restarts. */
+static void test_places(void **state)
+{
+    (void)state;
+    const mp_ops *ops = mp_backend_cpu();
+    int64_t dev = mp_mem_current_at(MP_MEM_DEVICE), host = mp_mem_current_at(MP_MEM_HOST);
+    assert_int_equal(dev + host, held_in_categories());
+    void *d = ops->mem_alloc(1 << 20, MP_MEM_ACTIVATIONS);
+    void *h = ops->host_alloc(3 << 10, MP_MEM_DATA);
+    void *p = mp_alloc(5 << 10, MP_MEM_WORKSPACE);
+    assert_int_equal(mp_mem_current_at(MP_MEM_DEVICE), dev + (1 << 20));
+    assert_int_equal(mp_mem_current_at(MP_MEM_HOST), host + (3 << 10) + (5 << 10));
+    assert_int_equal(mp_mem_current_at(MP_MEM_DEVICE) + mp_mem_current_at(MP_MEM_HOST),
+                     held_in_categories());
+    assert_true(mp_mem_peak_at(MP_MEM_DEVICE) >= dev + (1 << 20));
+    int64_t ws = mp_mem_current_at(MP_MEM_DEVICE);
+    void *w = mp_cpu_workspace(MP_CPU_WS_N - 1, 7 << 10);
+    assert_true(mp_mem_current_at(MP_MEM_DEVICE) >= ws + (7 << 10));
+    ops->mem_free(d);
+    ops->host_free(h);
+    mp_free(p);
+    (void)w;
+    assert_int_equal(mp_mem_current_at(MP_MEM_HOST), host);
+    mp_mem_reset_peaks();
+    assert_int_equal(mp_mem_peak_at(MP_MEM_HOST), host);
+    assert_int_equal(mp_mem_peak_at(MP_MEM_DEVICE), mp_mem_current_at(MP_MEM_DEVICE));
+    assert_int_equal(mp_mem_peak_total(), held_in_categories());
+}
+
+/* Clock marks on the CPU: the time between two marks is the host's, at least the 20 ms slept
+ * between them; a mark recorded again moves; an unrecorded mark is refused; waits are counted. */
+static void test_marks(void **state)
+{
+    (void)state;
+    const mp_ops *ops = mp_backend_cpu();
+    void *a = NULL, *b = NULL;
+    mp_ops_counters before, after;
+    ops->counters(&before);
+    assert_int_equal(ops->mark_record(&a), MP_OK);
+    assert_non_null(a);
+    nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    assert_int_equal(ops->mark_record(&b), MP_OK);
+    double ms = -1.0;
+    assert_int_equal(ops->mark_elapsed(a, b, &ms), MP_OK);
+    assert_true(ms >= 20.0 && ms < 2000.0);
+    void *kept = b;
+    assert_int_equal(ops->mark_record(&b), MP_OK);
+    assert_ptr_equal(b, kept);
+    double later = -1.0;
+    assert_int_equal(ops->mark_elapsed(a, b, &later), MP_OK);
+    assert_true(later >= ms);
+    ops->counters(&after);
+    assert_int_equal(after.fence_waits - before.fence_waits, 2);
+    assert_int_equal(ops->mark_elapsed(a, NULL, &ms), MP_EINTERNAL);
+    assert_int_equal(ops->mem_used_bytes(), -1);
+    ops->mark_free(a);
+    ops->mark_free(b);
+    ops->mark_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_counters_match_the_architecture),
-                                       cmocka_unit_test(test_reset_peaks)};
+                                       cmocka_unit_test(test_reset_peaks),
+                                       cmocka_unit_test(test_places), cmocka_unit_test(test_marks)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,8 +87,8 @@ static void test_records(void **state)
     assert_non_null(m);
     mp_step_record st = {.step = 17, .epoch = 2, .loss = 0.4321, .lr = 0.1, .loss_scale = 65536,
                          .skipped = true, .images_per_s = 6523.25, .step_ms = 12.5,
-                         .comm_ms = 1.0 / 3.0, .comm_hidden = 0.75, .comm_last_ms = 0.25,
-                         .comm_skew_ms = 0.125};
+                         .device_ms = 11.75, .comm_ms = 1.0 / 3.0, .comm_hidden = 0.75,
+                         .comm_last_ms = 0.25, .comm_skew_ms = 0.125};
     mp_metrics_step(m, &st);
     /* Flushed: the line is in the file before anything else happens. */
     char *early = slurp(path);
@@ -98,6 +98,7 @@ static void test_records(void **state)
     st.step = 18;
     st.skipped = false;
     st.comm_hidden = st.comm_last_ms = st.comm_skew_ms = -1.0; /* one rank: none */
+    st.device_ms = -1.0; /* no clock marks */
     mp_metrics_step(m, &st);
     mp_eval_record ev = {.epoch = 2, .loss = 0.375, .accuracy = 0.8765};
     mp_metrics_eval(m, &ev);
@@ -106,7 +107,9 @@ static void test_records(void **state)
                             .step_s = 10.5, .comm_exposed_s = 1.25, .input_wait_s = 0.75,
                             .images_per_s = 9876.5, .accuracy = 0.9, .final_loss = 0.25,
                             .loss_scale = 32768, .steps = 5000, .skipped_steps = 3,
-                            .peak_mem_bytes = 123456789012LL, .n_mem = 2,
+                            .peak_mem_bytes = 123456789012LL, .device_peak_bytes = 100000000000LL,
+                            .host_peak_bytes = 23456789012LL, .device_used_peak_bytes = -1,
+                            .n_mem = 2,
                             .mem_bytes = {1024, 4096}, .mem_names = {"weights", "data"}};
     mp_metrics_summary(m, &su);
     mp_metrics_close(m);
@@ -117,7 +120,7 @@ static void test_records(void **state)
 
     for (int i = 0; i < 2; i++) {
         check_type_first(rec[i], "step");
-        assert_int_equal(count_keys(rec[i]), 13);
+        assert_int_equal(count_keys(rec[i]), 14);
         assert_true(num(rec[i], "step") == 17 + i);
         assert_true(num(rec[i], "epoch") == 2);
         assert_true(num(rec[i], "loss") == 0.4321);
@@ -125,6 +128,8 @@ static void test_records(void **state)
         assert_true(num(rec[i], "loss_scale") == 65536);
         assert_true(num(rec[i], "images_per_s") == 6523.25);
         assert_true(num(rec[i], "step_ms") == 12.5);
+        cJSON *dev = cJSON_GetObjectItemCaseSensitive(rec[i], "device_ms");
+        assert_true(i == 0 ? cJSON_IsNumber(dev) && dev->valuedouble == 11.75 : cJSON_IsNull(dev));
         assert_true(num(rec[i], "comm_ms") == 1.0 / 3.0);
         cJSON *hidden = cJSON_GetObjectItemCaseSensitive(rec[i], "comm_hidden");
         assert_true(i == 0 ? cJSON_IsNumber(hidden) && hidden->valuedouble == 0.75
@@ -147,7 +152,8 @@ static void test_records(void **state)
 
     const cJSON *s = rec[3];
     check_type_first(s, "summary");
-    assert_int_equal(count_keys(s), 17); /* ... "time_s", "amp" (opt-level table), "mem_bytes" */
+    /* ... "time_s", "amp" (opt-level table), "mem_bytes"; no device_used_peak_bytes (unknown) */
+    assert_int_equal(count_keys(s), 19);
     const cJSON *time = cJSON_GetObjectItemCaseSensitive(s, "time_s");
     assert_int_equal(count_keys(time), 4);
     assert_true(num(time, "steps") == 10.5 && num(time, "comm_exposed") == 1.25);
@@ -168,6 +174,9 @@ static void test_records(void **state)
     assert_true(num(s, "steps") == 5000);
     assert_true(num(s, "skipped_steps") == 3);
     assert_true(num(s, "peak_mem_bytes") == 123456789012.0);
+    assert_true(num(s, "device_peak_bytes") == 100000000000.0);
+    assert_true(num(s, "host_peak_bytes") == 23456789012.0);
+    assert_null(cJSON_GetObjectItemCaseSensitive(s, "device_used_peak_bytes"));
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(s, "mem_bytes");
     assert_true(cJSON_IsObject(mem));
     assert_int_equal(count_keys(mem), 2);
