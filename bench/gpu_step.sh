@@ -1,37 +1,52 @@
 #!/usr/bin/env bash
-# Issue 7's one-GPU step benchmark: mpdist's training step at each opt level against PyTorch's,
-# for WRN-16-4 and resnet20 on synthetic 32x32x3 data (10 classes) at batch 128 and 512.
+# The one-GPU step benchmark (issues 7, 44, 48): mpdist's training step at each opt level against
+# PyTorch's, for WRN-16-4 and resnet20 on synthetic 32x32x3 data (10 classes) at batch 128 and 512,
+# in ROUNDS rounds that alternate mpdist and PyTorch (even rounds in reverse order), so that a
+# change can be told from the machine's noise.
 #
 # What is measured, and how:
 #   mpdist   mpirun -np 1 $build/mpdist configs/cifar-wrn16-4.cfg (resnet20: --set
 #            model.preset=resnet20 model.depth=20) with amp.device=cuda, train.max_steps=STEPS,
 #            train.eval_every=0 and a step record every EVERY steps, for the rows O0 (FP32,
-#            amp.allow_tf32=false), O0+TF32, O1 fp16, O2 fp16, O2 bf16 and O3 fp16. A step
-#            record's images_per_s and step_ms are the host wall time of its window of EVERY
-#            steps; the first window (warm-up: cuDNN algorithm choice, first allocations) is
-#            dropped and the median of the others is reported. Peak memory is the summary's
-#            peak_mem_bytes (the engine's counted device bytes); input wait and skipped steps
-#            come from the summary too.
-#   PyTorch  bench/pytorch_ref.py, same model, batch and input shape, in fp32 (TF32 off) and amp
-#            (fp16 autocast, GradScaler, channels_last, fused SGD): EVERY warm-up steps, then
-#            STEPS - EVERY steps timed between torch.cuda.synchronize() calls; its peak memory is
-#            torch.cuda.max_memory_allocated(); it also counts the training FLOPs per image.
-#   Derived  TFLOP/s = PyTorch's FLOPs per image x the row's images/s; mpdist/PyTorch images/s
-#            (O0 rows against PyTorch fp32, O1-O3 against PyTorch amp); speed-up and memory of
-#            each row against mpdist O0; and the issue's goals, PASS or FAIL for each model and
-#            batch: O2 fp16 >= 3x O0 images/s; O2 fp16 peak memory <= 0.55x O0; at batch 128,
-#            O2 fp16 >= 1.2x PyTorch amp images/s with no more peak memory.
-# Writes runs/bench-gpu/table.txt, table.csv (first line: GPU and date), goals.txt, and each run's
-# log, metrics (.jsonl) and PyTorch JSON line. Exits 1 when a run failed or a goal was missed
-# (after writing everything), 2 when it cannot start.
+#            amp.allow_tf32=false), O0+TF32, O1 fp16, O2 fp16, O2 bf16 and O3 fp16. The first
+#            window (warm-up: cuDNN algorithm choice, first allocations) is dropped; the run's
+#            images/s is the images over the time of the other windows (host wall time), step_ms
+#            and device_ms (device time from clock marks, CUDA events at the windows' ends) their
+#            mean. Device memory is the summary's device_peak_bytes (the engine's counters of
+#            what its backend allocated on the device: weights, masters, gradients, optimizer
+#            state, activations, workspaces) and device_used_peak_bytes (cudaMemGetInfo's total -
+#            free at its highest); host memory its host_peak_bytes (the dataset, pinned loader
+#            slots); input wait and skipped steps come from the summary too.
+#   PyTorch  bench/pytorch_ref.py, same model, batch and input shape, as its users run it:
+#            fp32 (TF32 off, NCHW), amp (fp16 autocast, GradScaler, channels_last) and
+#            amp-compile (amp with torch.compile; where it does not work, the row says why), all
+#            with cudnn.benchmark and fused SGD: EVERY warm-up steps, then STEPS - EVERY timed
+#            steps, host time between synchronizes and device time between CUDA events;
+#            device memory torch.cuda.max_memory_allocated() (device allocations only, as
+#            mpdist's device_peak_bytes) and mem_get_info's total - free at its highest; it
+#            also counts the training FLOPs per image.
+#   Derived  bench/gpu_step_report.py: per row the median over the rounds and the range; the
+#            ratios to PyTorch (O0 rows against fp32, O1-O3 against the faster of amp and
+#            amp-compile) and to mpdist O0 as the median of the rounds' side-by-side ratios;
+#            TFLOP/s from PyTorch's FLOPs per image; and the goals of issues 7 and 48 on the
+#            medians and on device memory (bench/gpu_step_report.py --help).
+# Writes runs/bench-gpu/table.txt, table.csv (first line: GPU, driver, date, commit, steps),
+# goals.txt, raw.csv (every run) and each run's log, metrics (.jsonl) and PyTorch JSON line.
+# Exits 1 when a run failed or a goal was missed (after writing everything), 2 when it cannot
+# start.
 #
 # Usage: bench/gpu_step.sh [-- extra mpdist args]
 #   MPDIST_BENCH_BUILD       build directory holding mpdist (default build-gpu; nothing is built)
 #   MPDIST_GPU_STEP_DRY=1    print the commands without running them (works without a GPU)
 #   MPDIST_GPU_STEP_MODELS   default "wrn16-4 resnet20"
 #   MPDIST_GPU_STEP_BATCHES  default "128 512"
-#   MPDIST_GPU_STEP_STEPS    steps per mpdist run (default 120); MPDIST_GPU_STEP_EVERY (default 20)
-#   MPDIST_GPU_STEP_TIMEOUT  seconds per run (default 180)
+#   MPDIST_GPU_STEP_ROWS     mpdist's rows (default "O0 O0+TF32 O1 O2 O2-bf16 O3")
+#   MPDIST_GPU_STEP_TORCH    PyTorch's modes (default "fp32 amp amp-compile")
+#   MPDIST_GPU_STEP_STEPS    steps per mpdist run (default 240); MPDIST_GPU_STEP_EVERY (default
+#                            20): at least 200 timed steps after the warm-up window
+#   MPDIST_GPU_STEP_ROUNDS   default 3
+#   MPDIST_GPU_STEP_TIMEOUT  seconds per run (default 300)
+#   MPDIST_GPU_STEP_REPORT=1 run nothing: the tables and goals from runs/bench-gpu/raw.csv
 #   MPDIST_PYTHON            the python with PyTorch (default python3); MPDIST_PYTHON_LD_LIBRARY_PATH,
 #                            when set, is its LD_LIBRARY_PATH (tests/gpu/run.sh passes the host's)
 set -euo pipefail
@@ -39,11 +54,15 @@ case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; 
 cd "$(dirname "$0")/.."
 build=${MPDIST_BENCH_BUILD:-build-gpu}
 dry=${MPDIST_GPU_STEP_DRY:-0}
+report=${MPDIST_GPU_STEP_REPORT:-0}
 read -ra models <<<"${MPDIST_GPU_STEP_MODELS:-wrn16-4 resnet20}"
 read -ra batches <<<"${MPDIST_GPU_STEP_BATCHES:-128 512}"
-steps=${MPDIST_GPU_STEP_STEPS:-120}
+read -ra rows <<<"${MPDIST_GPU_STEP_ROWS:-O0 O0+TF32 O1 O2 O2-bf16 O3}"
+read -ra modes <<<"${MPDIST_GPU_STEP_TORCH:-fp32 amp amp-compile}"
+steps=${MPDIST_GPU_STEP_STEPS:-240}
 every=${MPDIST_GPU_STEP_EVERY:-20}
-tmo=${MPDIST_GPU_STEP_TIMEOUT:-180}
+rounds=${MPDIST_GPU_STEP_ROUNDS:-3}
+tmo=${MPDIST_GPU_STEP_TIMEOUT:-300}
 py=${MPDIST_PYTHON:-python3}
 [ "${1:-}" != -- ] || shift
 extra=("$@")
@@ -51,16 +70,22 @@ hostenv=(env)
 [ -z "${MPDIST_PYTHON_LD_LIBRARY_PATH+set}" ] || hostenv=(env "LD_LIBRARY_PATH=$MPDIST_PYTHON_LD_LIBRARY_PATH")
 cfg=configs/cifar-wrn16-4.cfg
 out=runs/bench-gpu
-# label opt_level half allow_tf32
-rows=("O0 O0 fp16 false" "O0+TF32 O0 fp16 true" "O1 O1 fp16 false" "O2 O2 fp16 false"
-  "O2-bf16 O2 bf16 false" "O3 O3 fp16 false")
+raw=$out/raw.csv
 
 die() { echo "gpu_step: $*" >&2; exit 2; }
-[ "$steps" -gt $((2 * every)) ] 2>/dev/null || die "STEPS ($steps) must exceed 2 x EVERY ($every): one window is dropped, the median needs more"
+for v in steps every rounds tmo; do
+  [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "$v must be an integer >= 1 (got '${!v}')"
+done
+[ "$steps" -gt $((2 * every)) ] || die "STEPS ($steps) must exceed 2 x EVERY ($every): one window is dropped, the median needs more"
 for m in "${models[@]}"; do case $m in wrn16-4 | resnet20) ;; *) die "unknown model '$m' (wrn16-4, resnet20)" ;; esac; done
+for b in "${batches[@]}"; do [[ "$b" =~ ^[1-9][0-9]*$ ]] || die "bad batch '$b'"; done
+for r in "${rows[@]}"; do case $r in O0 | O0+TF32 | O1 | O2 | O2-bf16 | O3) ;; *) die "unknown row '$r' (O0 O0+TF32 O1 O2 O2-bf16 O3)" ;; esac; done
+for m in ${modes[@]+"${modes[@]}"}; do case $m in fp32 | amp | amp-compile) ;; *) die "unknown PyTorch mode '$m' (fp32 amp amp-compile)" ;; esac; done
 # shellcheck source=launch/env.sh
 source launch/env.sh
-if [ "$dry" = 1 ]; then
+if [ "$report" = 1 ]; then
+  [ -s "$raw" ] || die "MPDIST_GPU_STEP_REPORT=1: no $raw to report from"
+elif [ "$dry" = 1 ]; then
   echo "gpu_step: MPDIST_GPU_STEP_DRY=1: the commands, not run"
   [ -x "$build/mpdist" ] || echo "gpu_step: note: $build/mpdist is not built here"
 else
@@ -68,11 +93,10 @@ else
   [ -f "$cfg" ] || die "$cfg not found"
   mkdir -p "$out"
   rm -f "$out/goals.txt" "$out/table.txt" "$out/table.csv"
+  echo "model,batch,row,round,status,images_per_s,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,flops_per_image,log" >"$raw"
 fi
-gpu=$("${hostenv[@]}" nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) || true
-header="# GPU: ${gpu:-unknown (nvidia-smi failed)}; $(date -u +%Y-%m-%dT%H:%M:%SZ); mpdist $build; $steps steps, windows of $every"
-raw=$out/raw.csv
-[ "$dry" = 1 ] || echo "model,batch,row,status,images_per_s,step_ms,peak_mem_bytes,input_wait_s,skipped_steps,flops_per_image,log" >"$raw"
+gpu=$("${hostenv[@]}" nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) || true
+header="# GPU: ${gpu:-unknown (nvidia-smi failed)}; $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); mpdist $build; $steps steps (windows of $every, the first dropped), PyTorch $((steps - every)) after $every warm-up; $rounds rounds"
 
 # run TAG CMD...: runs CMD (stdout and stderr to $out/TAG.log) under the timeout; prints it when dry.
 run() {
@@ -84,7 +108,6 @@ run() {
 }
 nums() { sed -n "s/.*\"$1\": *\\([^,}]*\\).*/\\1/p"; } # KEY's value on each line of stdin
 num() { nums "$1" | tail -1; }
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 why() { # the reason a run failed, for the CSV (no commas)
   local msg
   [ "$1" != 124 ] || { echo "timed out after $tmo s"; return; }
@@ -92,118 +115,84 @@ why() { # the reason a run failed, for the CSV (no commas)
   printf 'exit %s: %s' "$1" "${msg:-no output}" | tr ',\n' '; '
 }
 
-for model in "${models[@]}"; do
+# run_mpdist MODEL BATCH ROW ROUND: one mpdist run, its row in raw.csv
+run_mpdist() {
+  local model=$1 batch=$2 label=$3 round=$4 opt=${3%%[-+]*} half=fp16 tf32=false tag m rc=0 s w preset
+  case $label in O2-bf16) half=bf16 ;; O0+TF32) tf32=true ;; esac
   preset=(--set model.preset=wrn --set model.depth=16 --set model.widen=4)
   [ "$model" = resnet20 ] && preset=(--set model.preset=resnet20 --set model.depth=20)
-  for batch in "${batches[@]}"; do
-    for r in "${rows[@]}"; do
-      read -r label opt half tf32 <<<"$r"
-      tag=$model-b$batch-$label
-      m=$out/$tag.jsonl
-      rc=0
-      [ "$dry" = 1 ] || rm -f "$m"
-      run "$tag" mpirun -np 1 "$build/mpdist" "$cfg" "${preset[@]}" --set amp.device=cuda \
-        --set amp.opt_level="$opt" --set amp.half="$half" --set amp.allow_tf32="$tf32" \
-        --set data.batch_size="$batch" --set data.drop_last=true --set data.test_limit="$batch" \
-        --set train.max_steps="$steps" --set train.eval_every=0 --set log.every="$every" \
-        --set log.progress=none --set "log.metrics=\"$m\"" ${extra[@]+"${extra[@]}"} || rc=$?
-      [ "$dry" = 1 ] && continue
-      s=$(grep '"type":"summary"' "$m" 2>/dev/null || true)
-      windows=$(grep -c '"type":"step"' "$m" 2>/dev/null || true)
-      if [ "$rc" = 0 ] && [ -n "$s" ] && [ "${windows:-0}" -ge 2 ]; then
-        ips=$(grep '"type":"step"' "$m" | tail -n +2 | nums images_per_s | median)
-        ms=$(grep '"type":"step"' "$m" | tail -n +2 | nums step_ms | median)
-        echo "$model,$batch,$label,ok,$ips,$ms,$(num peak_mem_bytes <<<"$s"),$(num input_wait <<<"$s"),$(num skipped_steps <<<"$s"),,$out/$tag.log" >>"$raw"
-      else
-        [ "$rc" != 0 ] || rc="0 but ${windows:-0} step records${s:+ and a summary}"
-        echo "$model,$batch,$label,failed: $(why "$rc" "$out/$tag.log"),,,,,,,$out/$tag.log" >>"$raw"
-      fi
-    done
-    for mode in fp32 amp; do
-      tag=$model-b$batch-pytorch-$mode
-      rc=0
-      run "$tag" "${hostenv[@]}" "$py" bench/pytorch_ref.py --model "$model" --batch "$batch" \
-        --mode "$mode" --steps $((steps - every)) --warmup "$every" || rc=$?
-      [ "$dry" = 1 ] && continue
-      j=$(grep '^{"framework"' "$out/$tag.log" | tail -1 || true)
-      [ -z "$j" ] || echo "$j" >"$out/$tag.json"
-      if [ "$rc" = 0 ] && [ -n "$j" ]; then
-        echo "$model,$batch,PyTorch-$mode,ok,$(num images_per_s <<<"$j"),$(num step_ms <<<"$j"),$(num peak_mem_bytes <<<"$j"),,,$(num train_flops_per_image <<<"$j"),$out/$tag.log" >>"$raw"
-      else
-        echo "$model,$batch,PyTorch-$mode,failed: $(why "$rc" "$out/$tag.log"),,,,,,,$out/$tag.log" >>"$raw"
-      fi
+  tag=$model-b$batch-$label-r$round m=$out/$tag.jsonl
+  [ "$dry" = 1 ] || rm -f "$m"
+  run "$tag" mpirun -np 1 "$build/mpdist" "$cfg" "${preset[@]}" --set amp.device=cuda \
+    --set amp.opt_level="$opt" --set amp.half="$half" --set amp.allow_tf32="$tf32" \
+    --set data.batch_size="$batch" --set data.drop_last=true --set data.test_limit="$batch" \
+    --set train.max_steps="$steps" --set train.eval_every=0 --set log.every="$every" \
+    --set log.progress=none --set "log.metrics=\"$m\"" ${extra[@]+"${extra[@]}"} || rc=$?
+  [ "$dry" = 1 ] && return 0
+  s=$(grep '"type":"summary"' "$m" 2>/dev/null || true)
+  w=$(grep '"type":"step"' "$m" 2>/dev/null | tail -n +2 || true)
+  if [ "$rc" = 0 ] && [ -n "$s" ] && [ -n "$w" ]; then
+    # images over time: each window's images_per_s x its time (steps x step_ms)
+    echo "$model,$batch,$label,$round,ok,$(awk -v e="$every" '
+        { ips = $1; ms = $2; t = e * ms / 1e3; img += ips * t; tt += t; sms += ms; n++
+          if ($3 != "null" && $3 != "") { dms += $3; nd++ } }
+        END { printf "%.6g,%.6g,%s", img / tt, sms / n, nd ? sprintf("%.6g", dms / nd) : "" }' \
+        < <(paste -d' ' <(nums images_per_s <<<"$w") <(nums step_ms <<<"$w") <(nums device_ms <<<"$w"))),$(num device_peak_bytes <<<"$s"),$(num device_used_peak_bytes <<<"$s"),$(num host_peak_bytes <<<"$s"),$(num input_wait <<<"$s"),$(num skipped_steps <<<"$s"),,$out/$tag.log" >>"$raw"
+  else
+    [ "$rc" != 0 ] || rc="0 but no step record after the first window${s:+ and a summary}"
+    echo "$model,$batch,$label,$round,failed: $(why "$rc" "$out/$tag.log"),,,,,,,,,,$out/$tag.log" >>"$raw"
+  fi
+}
+
+# run_torch MODEL BATCH MODE ROUND: one PyTorch run, its row in raw.csv
+run_torch() {
+  local model=$1 batch=$2 mode=$3 round=$4 tag j rc=0
+  tag=$model-b$batch-pytorch-$mode-r$round
+  run "$tag" "${hostenv[@]}" "$py" bench/pytorch_ref.py --model "$model" --batch "$batch" \
+    --mode "$mode" --steps $((steps - every)) --warmup "$every" || rc=$?
+  [ "$dry" = 1 ] && return 0
+  j=$(grep '^{"framework"' "$out/$tag.log" | tail -1 || true)
+  [ -z "$j" ] || echo "$j" >"$out/$tag.json"
+  if [ "$rc" = 0 ] && [ -n "$j" ]; then
+    echo "$model,$batch,PyTorch-$mode,$round,ok,$(num images_per_s <<<"$j"),$(num step_ms <<<"$j"),$(num device_ms <<<"$j"),$(num device_peak_bytes <<<"$j"),$(num device_used_peak_bytes <<<"$j"),$(num host_peak_bytes <<<"$j"),,,$(num train_flops_per_image <<<"$j"),$out/$tag.log" >>"$raw"
+  else
+    echo "$model,$batch,PyTorch-$mode,$round,failed: $(why "$rc" "$out/$tag.log"),,,,,,,,,,$out/$tag.log" >>"$raw"
+  fi
+}
+
+if [ "$report" != 1 ]; then
+  for round in $(seq 1 "$rounds"); do
+    for model in "${models[@]}"; do
+      for batch in "${batches[@]}"; do
+        jobs=()
+        for r in "${rows[@]}"; do jobs+=("mpdist $r"); done
+        for m in ${modes[@]+"${modes[@]}"}; do jobs+=("torch $m"); done
+        [ $((round % 2)) = 1 ] || mapfile -t jobs < <(printf '%s\n' "${jobs[@]}" | tac)
+        for j in "${jobs[@]}"; do
+          echo "== round $round: $model batch $batch: $j" >&2
+          case $j in mpdist\ *) run_mpdist "$model" "$batch" "${j#mpdist }" "$round" ;; *) run_torch "$model" "$batch" "${j#torch }" "$round" ;; esac
+        done
+      done
     done
   done
-done
+fi
 
 # The optimizer step alone against the bandwidth floor (bench/optim_bw.c, built as bench_optim);
 # its table is appended to table.txt below.
 optim_rc=0
-if [ -f bench/optim_bw.c ]; then
+if [ "$report" != 1 ]; then
   echo "== optimizer bandwidth ($build/bench_optim --device cuda)"
   run optim "$build/bench_optim" --device cuda || optim_rc=$?
   [ "$dry" = 1 ] || [ "$optim_rc" = 0 ] || echo "gpu_step: bench_optim failed (exit $optim_rc; $out/optim.log)"
-else
-  echo "== optimizer bandwidth: skipped (bench/optim_bw.c not present)"
 fi
 [ "$dry" != 1 ] || exit 0
 
-# Derived columns and goals: a first pass over raw.csv collects every row, the second prints.
-awk -F, -v header="$header" -v csv="$out/table.csv" -v goals="$out/goals.txt" '
-  function r(k, f) { return (k in ok) ? val[k, f] : "" }
-  function ratio(a, b) { return (a != "" && b != "" && b + 0 > 0) ? sprintf("%.2f", a / b) : "" }
-  NR == FNR { if (FNR > 1 && $4 == "ok") { k = $1 SUBSEP $2 SUBSEP $3; ok[k] = 1
-                for (f = 5; f <= 10; f++) val[k, f] = $f
-                if ($10 != "") flops[$1, $2] = $10 }
-              next }
-  FNR == 1 { print header > csv
-             print "model,batch,row,status,images_per_s,step_ms,peak_mem_bytes,tflops,vs_pytorch,speedup_vs_O0,mem_vs_O0,input_wait_s,skipped_steps,log" > csv
-             print header
-             printf "%-8s %5s %-13s %10s %8s %9s %7s %7s %6s %7s  %s\n", "model", "batch", "row", "images/s", "step_ms", "peak_MiB", "TFLOP/s", "vs_PyT", "x_O0", "mem_O0", "status"
-             next }
-  { m = $1; b = $2; row = $3; k = m SUBSEP b SUBSEP row
-    tf = ($5 != "" && (m, b) in flops) ? sprintf("%.1f", flops[m, b] * $5 / 1e12) : ""
-    ref = (row ~ /^O0/) ? "PyTorch-fp32" : "PyTorch-amp"
-    vs = (row ~ /^PyTorch/) ? "" : ratio($5, r(m SUBSEP b SUBSEP ref, 5))
-    o0 = m SUBSEP b SUBSEP "O0"
-    sp = ratio($5, r(o0, 5)); mr = ratio($7, r(o0, 7))
-    print m "," b "," row "," $4 "," $5 "," $6 "," $7 "," tf "," vs "," sp "," mr "," $8 "," $9 "," $11 > csv
-    if ($4 == "ok")
-      printf "%-8s %5s %-13s %10.0f %8.2f %9.1f %7s %7s %6s %7s  ok\n", m, b, row, $5, $6, $7 / 1048576, tf, vs, sp, mr
-    else
-      printf "%-8s %5s %-13s %10s %8s %9s %7s %7s %6s %7s  %s (log: %s)\n", m, b, row, "-", "-", "-", "-", "-", "-", "-", $4, $11
-    order[++n] = m SUBSEP b }
-  function goal(text, pass, measured) {
-    line = measured ? sprintf("%s %s", pass ? "PASS" : "FAIL", text) : sprintf("FAIL %s: not measured (a run failed)", text)
-    print line; print line > goals }
-  END { print "" ; printf "" > goals
-    for (i = 1; i <= n; i++) { if (done[order[i]]++) continue
-      split(order[i], mb, SUBSEP); m = mb[1]; b = mb[2]
-      o0 = m SUBSEP b SUBSEP "O0"; o2 = m SUBSEP b SUBSEP "O2"; pa = m SUBSEP b SUBSEP "PyTorch-amp"
-      have = (o0 in ok) && (o2 in ok)
-      s = have ? r(o2, 5) / r(o0, 5) : 0; mm = have ? r(o2, 7) / r(o0, 7) : 0
-      goal(sprintf("%s batch %s: O2 fp16 >= 3x O0 images/s%s", m, b, have ? sprintf(" (%.2fx)", s) : ""), s >= 3, have)
-      goal(sprintf("%s batch %s: O2 fp16 peak memory <= 0.55x O0%s", m, b, have ? sprintf(" (%.2fx)", mm) : ""), mm <= 0.55, have)
-      if (b == 128) { hp = (o2 in ok) && (pa in ok)
-        s = hp ? r(o2, 5) / r(pa, 5) : 0; mm = hp ? r(o2, 7) / r(pa, 7) : 0
-        goal(sprintf("%s batch %s: O2 fp16 >= 1.2x PyTorch amp images/s with no more peak memory%s", m, b, hp ? sprintf(" (%.2fx images/s, %.2fx memory)", s, mm) : ""), s >= 1.2 && mm <= 1, hp) } } }
-' "$raw" "$raw" | tee "$out/table.txt"
-tee -a "$out/table.txt" <<EOF
-images/s, step_ms: mpdist: median over the step records' windows of $every steps after the first
-  (host wall time); PyTorch: $((steps - every)) steps after $every warm-up steps, between cuda synchronizes.
-peak_MiB: mpdist: the engine's counted device bytes (summary peak_mem_bytes); PyTorch:
-  torch.cuda.max_memory_allocated() over model build, warm-up and timed steps.
-TFLOP/s: PyTorch's FlopCounterMode count of forward + backward per image (convolutions and
-  matmuls) x the row's images/s. vs_PyT: O0 and O0+TF32 against PyTorch fp32, which has TF32
-  OFF (so O0+TF32's ratio compares TF32 with full FP32); O1, O2, O2-bf16, O3 against PyTorch
-  amp (fp16 autocast, channels_last, fused SGD). x_O0, mem_O0: against mpdist O0.
-EOF
-[ ! -f bench/optim_bw.c ] || { echo; cat "$out/optim.log" 2>/dev/null || true; } | tee -a "$out/table.txt"
-echo "(table: $out/table.txt, $out/table.csv; goals: $out/goals.txt; logs: $out/)"
-failed=$(awk -F, 'NR > 1 && $4 != "ok"' "$raw" | wc -l)
-[ "$optim_rc" = 0 ] || failed=$((failed + 1))
-missed=$(grep -c '^FAIL' "$out/goals.txt" || true)
-if [ "$failed" -ne 0 ] || [ "$missed" -ne 0 ]; then
-  echo "gpu_step: $failed runs failed, $missed goals missed"
-  exit 1
+rc=0
+python3 bench/gpu_step_report.py "$raw" "$out" "$header" || rc=$?
+[ "$rc" != 2 ] || exit 2
+if [ "$report" != 1 ]; then
+  { echo; cat "$out/optim.log" 2>/dev/null || true; } | tee -a "$out/table.txt"
 fi
+echo "(table: $out/table.txt, $out/table.csv; goals: $out/goals.txt; logs: $out/)"
+[ "$optim_rc" = 0 ] || rc=1
+exit "$rc"

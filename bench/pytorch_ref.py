@@ -16,20 +16,33 @@ bias, BatchNorm eps 1e-5 and momentum 0.1, linear head with bias):
 Input: one synthetic batch of 32x32x3 images (standard normal) and labels made on the GPU once
 and reused every step, so no data-loader cost enters (mpdist's synthetic batches are prefetched).
 
-Modes:
-  fp32  FP32 everywhere, TF32 off for matmuls and cuDNN; NCHW; SGD(fused=True).
-  amp   torch.autocast(float16) + torch.amp.GradScaler; model and input channels_last;
-        SGD(fused=True).
-Both use SGD lr 0.1, momentum 0.9, nesterov, weight decay 5e-4 (configs/cifar-wrn16-4.cfg) and
+Modes (as PyTorch's users run it on a GPU):
+  fp32          FP32 everywhere, TF32 off for matmuls and cuDNN; NCHW; SGD(fused=True).
+  amp           torch.autocast(float16) + torch.amp.GradScaler; model and input channels_last;
+                SGD(fused=True).
+  amp-compile   amp with the model wrapped in torch.compile (default mode, inductor); where it
+                does not work on the machine (no triton, no compiler) the run exits 3 with
+                "pytorch_ref: torch.compile failed: REASON" and gpu_step.sh shows that reason.
+All use SGD lr 0.1, momentum 0.9, nesterov, weight decay 5e-4 (configs/cifar-wrn16-4.cfg) and
 cudnn.benchmark = True (PyTorch picks its fastest convolution algorithms in the warm-up).
 
-What is measured: `--warmup` steps, torch.cuda.synchronize(), `--steps` timed steps,
-torch.cuda.synchronize(); images_per_s = batch * steps / elapsed, step_ms = elapsed / steps.
-peak_mem_bytes is torch.cuda.max_memory_allocated() after torch.cuda.reset_peak_memory_stats()
-taken before the model is built: weights, gradients, optimizer state, the input batch,
-activations and the cuDNN/cuBLAS workspaces PyTorch allocates (not the CUDA context, not the
-caching allocator's unused reserve); steady_peak_mem_bytes is the same over the timed steps
-only (without the warm-up's cudnn.benchmark trials). train_flops_per_image counts forward + backward of one
+What is measured: `--warmup` steps, torch.cuda.synchronize(), `--steps` timed steps between two
+CUDA events recorded on the current stream, torch.cuda.synchronize(). images_per_s = batch *
+steps / host elapsed, step_ms = host elapsed / steps, device_ms = the events' elapsed time /
+steps (device time, idle gaps included, as mpdist's step records' device_ms).
+Memory, counted as gpu_step.sh counts mpdist's:
+  device_peak_bytes       torch.cuda.max_memory_allocated() after torch.cuda.reset_peak_memory_stats()
+                          taken before the model is built: weights, gradients, optimizer state, the
+                          input batch, activations and the cuDNN/cuBLAS workspaces PyTorch allocates
+                          (device allocations only: not the CUDA context, not the caching
+                          allocator's unused reserve). steady_device_peak_bytes: the same over the
+                          timed steps only (without the warm-up's cudnn.benchmark trials).
+  device_used_peak_bytes  the most of torch.cuda.mem_get_info()'s total - free seen after the
+                          model is built, after the warm-up and after the timed steps: the whole
+                          device's use as cudaMemGetInfo reports it, the CUDA context and the
+                          caching allocator's reserve included.
+  host_peak_bytes         the process's peak resident set (ru_maxrss), for the host column.
+train_flops_per_image counts forward + backward of one
 image with torch.utils.flop_counter.FlopCounterMode (convolutions and matmuls, 2 per
 multiply-add; BatchNorm, ReLU and the optimizer are not counted), in FP32 on a separate copy.
 
@@ -38,6 +51,7 @@ Prints one line of JSON. Usage:
 """
 import argparse
 import json
+import resource
 import sys
 import time
 
@@ -47,7 +61,7 @@ def arg_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=("wrn16-4", "resnet20"), default="wrn16-4")
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--mode", choices=("fp32", "amp"), default="amp")
+    p.add_argument("--mode", choices=("fp32", "amp", "amp-compile"), default="amp")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
     return p
@@ -159,6 +173,12 @@ def sgd(params):
         return torch.optim.SGD(params, foreach=True, **kw), False
 
 
+def device_used():
+    """Bytes of the device in use by every process (cudaMemGetInfo's total - free)."""
+    free, total = torch.cuda.mem_get_info()
+    return total - free
+
+
 def run(args):
     torch.backends.cudnn.benchmark = True
     tf32 = False
@@ -168,7 +188,7 @@ def run(args):
     torch.manual_seed(0)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    amp = args.mode == "amp"
+    amp = args.mode != "fp32"
     fmt = torch.channels_last if amp else torch.contiguous_format
     net = build(args.model).cuda().to(memory_format=fmt).train()
     opt, fused = sgd(net.parameters())
@@ -176,29 +196,45 @@ def run(args):
     x = torch.randn(args.batch, 3, 32, 32, device="cuda").to(memory_format=fmt)
     y = torch.randint(0, 10, (args.batch,), device="cuda")
     loss_fn = nn.CrossEntropyLoss()
+    used = [device_used()]
+    fwd = net
+    if args.mode == "amp-compile":
+        fwd = torch.compile(net)
 
     def step():
         opt.zero_grad(set_to_none=True)
         if amp:
             with torch.autocast("cuda", dtype=torch.float16):
-                loss = loss_fn(net(x), y)
+                loss = loss_fn(fwd(x), y)
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
         else:
-            loss_fn(net(x), y).backward()
+            loss_fn(fwd(x), y).backward()
             opt.step()
 
-    for _ in range(args.warmup):
-        step()
-    torch.cuda.synchronize()
+    try:
+        for _ in range(args.warmup):
+            step()
+        torch.cuda.synchronize()
+    except Exception as e:  # torch.compile's backends fail in many ways; say which
+        if args.mode != "amp-compile":
+            raise
+        reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        print("pytorch_ref: torch.compile failed: %s: %s" % (type(e).__name__, reason), file=sys.stderr)
+        sys.exit(3)
+    used.append(device_used())
     whole_peak = torch.cuda.max_memory_allocated()
     torch.cuda.reset_peak_memory_stats()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t0 = time.perf_counter()
+    start.record()
     for _ in range(args.steps):
         step()
+    end.record()
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    used.append(device_used())
     return {
         "framework": "pytorch",
         "model": args.model,
@@ -206,14 +242,18 @@ def run(args):
         "mode": args.mode,
         "images_per_s": args.batch * args.steps / dt,
         "step_ms": 1e3 * dt / args.steps,
-        "peak_mem_bytes": max(whole_peak, torch.cuda.max_memory_allocated()),
-        "steady_peak_mem_bytes": torch.cuda.max_memory_allocated(),
+        "device_ms": start.elapsed_time(end) / args.steps,
+        "device_peak_bytes": max(whole_peak, torch.cuda.max_memory_allocated()),
+        "steady_device_peak_bytes": torch.cuda.max_memory_allocated(),
+        "device_used_peak_bytes": max(used),
+        "host_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "train_flops_per_image": flops,
         "steps": args.steps,
         "warmup": args.warmup,
         "tf32": tf32,
         "channels_last": amp,
         "cudnn_benchmark": True,
+        "compiled": args.mode == "amp-compile",
         "optimizer": "sgd fused" if fused else "sgd foreach",
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0),
