@@ -75,9 +75,10 @@ static mp_status cifar_check_file(cifar_file *f, const char *dir, const char *na
 static mp_status cifar_read_file(const cifar_file *f, int64_t take, uint8_t *images,
                                  int32_t *labels)
 {
-    FILE *fp = fopen(f->path, "rb");
+    const char *why;
+    FILE *fp = mp_fopen_regular(f->path, &why);
     if (!fp)
-        return mp_fail(MP_EDATA, "%s: %s", f->path, strerror(errno));
+        return mp_fail(MP_EDATA, "%s: %s", f->path, why);
     unsigned char rec[MP_CIFAR_RECORD];
     mp_status st = MP_OK;
     for (int64_t r = 0; r < take && st == MP_OK; r++) {

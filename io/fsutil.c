@@ -2,9 +2,11 @@
 #include "io/fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int mp_make_parents(const char *path, char *dir, size_t cap)
 {
@@ -39,6 +41,52 @@ int mp_make_parents(const char *path, char *dir, size_t cap)
         if (saved == '\0')
             return 0;
     }
+}
+
+int mp_open_regular(const char *path, long long *size, const char **why)
+{
+    int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    struct stat sb;
+    int flags, err = EINVAL;
+    *why = NULL;
+    if (fstat(fd, &sb) != 0 || (flags = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        *why = strerror(err = errno);
+    else if (S_ISFIFO(sb.st_mode))
+        *why = "not a regular file (a FIFO)";
+    else if (S_ISDIR(sb.st_mode))
+        *why = "not a regular file (a directory)";
+    else if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode))
+        *why = "not a regular file (a device)";
+    else if (S_ISSOCK(sb.st_mode))
+        *why = "not a regular file (a socket)";
+    else if (!S_ISREG(sb.st_mode))
+        *why = "not a regular file";
+    if (*why) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (size)
+        *size = (long long)sb.st_size;
+    return fd;
+}
+
+FILE *mp_fopen_regular(const char *path, const char **why)
+{
+    int fd = mp_open_regular(path, NULL, why);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        *why = strerror(errno);
+        close(fd);
+    }
+    return f;
 }
 
 mp_status mp_check_dir(const char *dir)

@@ -3,12 +3,24 @@
 #define MP_FSUTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "engine/status.h"
 
 /* mkdir -p of the directory part of `path` (everything before its last '/'). Returns 0, or -1
  * with errno set and the directory that could not be made left in dir[0..cap). */
 int mp_make_parents(const char *path, char *dir, size_t cap);
+
+/* Opens `path` for reading only when it is a regular file: opened without blocking (so a FIFO
+ * or a device cannot stall the open), checked with fstat, then set back to blocking reads.
+ * Returns the descriptor (*size: the file's bytes when size is not NULL), or -1 with *why set to
+ * a static text: the system's message, "not a regular file (a FIFO)", "... (a directory)",
+ * "... (a device)" or "... (a socket)"; errno is the system's error, EINVAL for a file that is
+ * not regular. */
+int mp_open_regular(const char *path, long long *size, const char **why);
+
+/* mp_open_regular as a stdio stream ("rb"), or NULL with *why set. */
+FILE *mp_fopen_regular(const char *path, const char **why);
 
 /* MP_OK when `dir` is an existing directory, else MP_EDATA with "DIR: no such directory",
  * "DIR: not a directory" or the system's message (dataset directories). */

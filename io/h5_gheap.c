@@ -5,6 +5,7 @@
  *   index 0 is the free space, whose size counts its own header; a tail shorter than an object
  *   header is free space too. */
 #include "io/h5_gheap.h"
+#include "io/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,14 +75,12 @@ static int64_t first_bad(const unsigned char *map, size_t n)
 
 mp_status mp_h5_check_global_heaps(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
-        return mp_fail(MP_ECKPT, "%s: cannot read the checkpoint (%s)", path, strerror(err));
-    }
+    const char *why;
+    long long size = 0;
+    int fd = mp_open_regular(path, &size, &why);
+    if (fd < 0)
+        return mp_fail(MP_ECKPT, "%s: cannot read the checkpoint (%s)", path, why);
+    struct stat st = {.st_size = (off_t)size};
     if (st.st_size == 0) {
         close(fd);
         return MP_OK;

@@ -1,16 +1,13 @@
 /* IDX (MNIST / Fashion-MNIST) loading and batch assembly.
- * Files are read through zlib's gz* API, which reads gzip and raw files alike; NAME.gz is tried
- * before NAME. The header's sizes are never trusted for allocation: what they promise is first
- * checked against memory (io/memcheck.h), then pixels are read into a buffer that grows with the
- * data actually present, so a lying header fails as "truncated" or "needs N bytes" instead of
- * asking for gigabytes. A gzip file is always read to the end of its stream, even when `limit`
- * keeps fewer samples, so that zlib checks every member's CRC-32 and length trailer; a stream
- * that ends before its trailer is truncated (zlib reports that as Z_BUF_ERROR, which is not
- * harmless here). Concatenated gzip members are one stream, as gzip(1) reads them; bytes after
- * the last member that do not start another member are ignored by zlib, as by gzip(1): they can
- * only follow data that passed its CRC, so they never change what is loaded. Every failure
- * leaves *d zeroed with nothing allocated; only a fully verified dataset is handed out, its
- * arrays counted under MP_MEM_DATA. */
+ * Files are read through io/gzfile.h, which reads gzip and raw files alike, verifies every gzip
+ * member's CRC-32 and length trailer and refuses what is not a regular file (a FIFO); NAME.gz is
+ * tried before NAME. The header's sizes are never trusted for allocation: what they promise is
+ * first checked against memory (io/memcheck.h), then pixels are read into a buffer that grows
+ * with the data actually present, so a lying header fails as "truncated" or "needs N bytes"
+ * instead of asking for gigabytes. A gzip file is always read to the end of its stream, even
+ * when `limit` keeps fewer samples, so that every trailer is checked; a stream that ends before
+ * its trailer is truncated. Every failure leaves *d zeroed with nothing allocated; only a fully
+ * verified dataset is handed out, its arrays counted under MP_MEM_DATA. */
 #include "io/dataset.h"
 
 #include <assert.h>
@@ -20,11 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <zlib.h>
 
 #include "engine/alloc.h"
 #include "io/fsutil.h"
+#include "io/gzfile.h"
 #include "io/memcheck.h"
 
 #define MP_IDX_IMAGES_MAGIC 0x00000803u
@@ -32,11 +28,9 @@
 #define MP_IDX_MAX_SIDE 4096u        /* rows and cols above this are not an image dataset */
 #define MP_IDX_MAX_COUNT 0x7fffffffu /* sample indices must fit int32 consumers */
 #define MP_IDX_FIRST_CHUNK (16u << 20)
-#define MP_IDX_READ_CHUNK (1u << 30) /* gzread takes an unsigned and returns an int */
 
 typedef struct idx_file {
-    gzFile gz;
-    bool cut; /* the gzip stream ended before its trailer (zlib's "unexpected end of file") */
+    mp_gzf *gz;
     char path[4096];
 } idx_file;
 
@@ -44,65 +38,28 @@ typedef struct idx_file {
 static mp_status idx_open(idx_file *f, const char *dir, const char *name)
 {
     char plain[4096];
+    bool missing;
     snprintf(f->path, sizeof f->path, "%s/%s.gz", dir, name);
     snprintf(plain, sizeof plain, "%s/%s", dir, name);
-    errno = 0;
-    f->gz = gzopen(f->path, "rb");
-    if (f->gz) {
-        gzbuffer(f->gz, 1u << 17);
-        return MP_OK;
-    }
-    if (errno != ENOENT)
-        return mp_fail(MP_EDATA, "%s: %s", f->path, errno ? strerror(errno) : "cannot open");
+    if (mp_gzf_open(&f->gz, f->path, &missing) == MP_OK || !missing)
+        return f->gz ? MP_OK : MP_EDATA;
     snprintf(f->path, sizeof f->path, "%s", plain);
-    errno = 0;
-    f->gz = gzopen(f->path, "rb");
-    if (f->gz) {
-        gzbuffer(f->gz, 1u << 17);
+    if (mp_gzf_open(&f->gz, f->path, &missing) == MP_OK)
         return MP_OK;
-    }
-    if (errno == ENOENT)
+    if (missing)
         return mp_fail(MP_EDATA, "%s.gz: no such file (nor %s)", plain, plain);
-    return mp_fail(MP_EDATA, "%s: %s", plain, errno ? strerror(errno) : "cannot open");
+    return MP_EDATA;
 }
 
 static void idx_close(idx_file *f)
 {
-    if (f->gz)
-        gzclose(f->gz);
+    mp_gzf_close(f->gz);
     f->gz = NULL;
 }
 
-/* Reads up to n bytes; returns how many arrived, or -1 after recording a gzip/read error. A
- * gzip stream that ends early is not an error here: it sets f->cut, and the caller, which knows
- * how many bytes it expected, says what was truncated. */
-static int64_t idx_read(idx_file *f, void *buf, size_t n)
-{
-    size_t got = 0;
-    while (got < n) {
-        size_t want = n - got < MP_IDX_READ_CHUNK ? n - got : MP_IDX_READ_CHUNK;
-        int r = gzread(f->gz, (char *)buf + got, (unsigned)want);
-        if (r > 0)
-            got += (size_t)r;
-        if (r <= 0 || (size_t)r < want)
-            break;
-    }
-    int errnum = Z_OK;
-    const char *msg = gzerror(f->gz, &errnum);
-    if (errnum == Z_BUF_ERROR) /* gzread's only Z_BUF_ERROR: "unexpected end of file" */
-        f->cut = true;
-    else if (errnum != Z_OK) {
-        size_t plen = strlen(f->path);
-        if (strncmp(msg, f->path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
-            msg += plen + 2; /* gzerror prefixes the path, which our message already names */
-        if (errnum == Z_ERRNO)
-            mp_fail(MP_EDATA, "%s: read error: %s", f->path, strerror(errno));
-        else
-            mp_fail(MP_EDATA, "%s: gzip stream error: %s", f->path, msg);
-        return -1;
-    }
-    return (int64_t)got;
-}
+/* Reads up to n bytes; returns how many arrived (fewer only at the end of the data), or -1
+ * after MP_EDATA (a read error, a damaged or truncated gzip stream). */
+static int64_t idx_read(idx_file *f, void *buf, size_t n) { return mp_gzf_read(f->gz, buf, n); }
 
 static uint32_t be32(const unsigned char *p)
 {
@@ -165,27 +122,11 @@ static mp_status idx_read_body(idx_file *f, size_t n, const char *what, unsigned
     return MP_OK;
 }
 
-/* After the last byte used, reads on to the end of a gzip stream so that zlib checks the CRC
- * and length trailer of every member; a stream that ends before its trailer is truncated. Extra
- * bytes after the data the header promised are ignored. A raw file is read on only when
- * `raw_too` (the whole file was wanted): it has no checksum to verify. */
-static mp_status idx_check_tail(idx_file *f, bool raw_too)
-{
-    if (!raw_too && gzdirect(f->gz))
-        return MP_OK;
-    unsigned char sink[16384];
-    for (;;) {
-        int64_t got = idx_read(f, sink, sizeof sink);
-        if (got < 0)
-            return MP_EDATA;
-        if (f->cut)
-            return mp_fail(MP_EDATA, "%s: truncated: the gzip stream ends before its CRC-32 and "
-                                     "length trailer, so its data cannot be trusted",
-                           f->path);
-        if (got < (int64_t)sizeof sink)
-            return MP_OK;
-    }
-}
+/* After the last byte used, reads on to the end of a gzip stream so that every member's CRC
+ * and length trailer is checked; a stream that ends before its trailer is truncated. Extra bytes
+ * after the data the header promised are ignored. A raw file is read on only when `raw_too`
+ * (the whole file was wanted): it has no checksum to verify. */
+static mp_status idx_check_tail(idx_file *f, bool raw_too) { return mp_gzf_finish(f->gz, raw_too); }
 
 static const char *split_prefix(const char *split)
 {

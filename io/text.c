@@ -18,6 +18,7 @@
 
 #include "engine/alloc.h"
 #include "engine/rng.h"
+#include "io/fsutil.h"
 #include "io/memcheck.h"
 
 #define MP_TEXT_MAX_DEPTH 32   /* directories nested deeper than this are refused */
@@ -205,9 +206,10 @@ static mp_status read_files(const text_list *l, const text_dest *d)
     mp_status st = MP_OK;
     for (int i = 0; i < l->n && st == MP_OK && pos < need; i++) {
         const text_file *f = &l->files[i];
-        FILE *fp = fopen(f->path, "rb");
+        const char *why;
+        FILE *fp = mp_fopen_regular(f->path, &why);
         if (!fp) {
-            st = mp_fail(MP_EDATA, "%s: %s", f->path, strerror(errno));
+            st = mp_fail(MP_EDATA, "%s: %s", f->path, why);
             break;
         }
         int64_t done = 0;

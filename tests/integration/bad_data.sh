@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every bad dataset input is a one-line error naming the problem, exit code 3, on 1 and 2 ranks
 # (all ranks agree, none hangs): missing directory, missing file, wrong magic, truncated pixels,
-# truncated gzip, corrupt gzip, image/label count mismatch, label out of range.
+# truncated gzip, corrupt gzip, image/label count mismatch, label out of range. And the real
+# Fashion-MNIST files cut before their gzip trailer (the last 8, 4 or 1 bytes), Debian's own and
+# recompressed, with and without --dry-run and data.train_limit (issue 45: they used to load).
 source "$(dirname "$0")/common.bash"
 
 # A small valid IDX set: the first 100 training and 50 test samples of the real data.
@@ -56,6 +58,25 @@ for np in 1 2; do
   expect_exit 3 "t10k-labels-idx1-ubyte.*label 12.*out of range" "${run[@]}" "data.path=\"$TMP/label\""
 
   rm -rf "$TMP/nofile" "$TMP/magic" "$TMP/trunc" "$TMP/truncgz" "$TMP/corrupt" "$TMP/count" "$TMP/label"
+done
+
+# The real files without (part of) their gzip trailer: zlib 1.2.13's gzread reported the end of
+# the data without an error, so these loaded unverified.
+mkdir -p "$TMP/real" "$TMP/re"
+cp "$FMNIST"/*.gz "$TMP/real/"
+for f in "$FMNIST"/*.gz; do gzip -dc "$f" | gzip -6 >"$TMP/re/$(basename "$f")"; done
+for set in real re; do
+  for cut in 8 4 1; do
+    d=$TMP/$set-cut$cut
+    cp -r "$TMP/$set" "$d"
+    size=$(stat -c %s "$d/train-images-idx3-ubyte.gz")
+    truncate -s $((size - cut)) "$d/train-images-idx3-ubyte.gz"
+    want="train-images-idx3-ubyte.gz: truncated: the gzip stream ends before its CRC-32 and length trailer"
+    expect_exit 3 "$want" "$MPDIST" "$cfg" --set "data.path=\"$d\"" --dry-run
+    [ "$cut" != 8 ] || expect_exit 3 "$want" "$MPDIST" "$cfg" --set "data.path=\"$d\"" \
+      --set data.train_limit=100 --set train.max_steps=1
+    rm -rf "$d"
+  done
 done
 
 # Only one rank's data is bad (a path present on one node only): the ranks still agree and
