@@ -122,7 +122,18 @@ mp_status mp_ckpt_dir_prepare(const char *dir)
     return MP_OK;
 }
 
-/* Whether `name` is a writer's temporary: "." + a checkpoint file name + ".tmp". */
+/* Whether s is "<digits>-<digits>" (a writer's pid and attempt). */
+static bool pid_attempt(const char *s)
+{
+    size_t a = strspn(s, "0123456789");
+    if (a == 0 || s[a] != '-')
+        return false;
+    size_t b = strspn(s + a + 1, "0123456789");
+    return b > 0 && s[a + 1 + b] == '\0';
+}
+
+/* Whether `name` is a writer's temporary: "." + a checkpoint file name + ".<pid>-<n>.tmp", or
+ * + ".tmp" as earlier versions named them. */
 static bool temp_name(const char *name)
 {
     size_t len = strlen(name);
@@ -131,6 +142,12 @@ static bool temp_name(const char *name)
         return false;
     memcpy(base, name + 1, len - 5);
     base[len - 5] = '\0';
+    if (name_step(base) >= 0)
+        return true;
+    char *dot = strrchr(base, '.');
+    if (!dot || !pid_attempt(dot + 1))
+        return false;
+    *dot = '\0';
     return name_step(base) >= 0;
 }
 

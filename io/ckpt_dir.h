@@ -1,6 +1,8 @@
 /* The checkpoint directory: files named ckpt-<step, 8 digits>.h5, so the newest is the one with
- * the highest step; temporary files (".ckpt-*.h5.tmp", see h5file.h) are never listed, and
- * those a killed writer left are removed at a run's start (mp_ckpt_clean_temps). */
+ * the highest step; temporary files (".ckpt-*.h5.<pid>-<n>.tmp", see h5file.h, and the older
+ * ".ckpt-*.h5.tmp") are never listed, and those a killed writer left are removed at a run's
+ * start (mp_ckpt_clean_temps). A run holds the directory's lock (mp_ckpt_dir_lock) for its
+ * lifetime, so two runs never write into one directory. */
 #ifndef MP_CKPT_DIR_H
 #define MP_CKPT_DIR_H
 
@@ -30,8 +32,19 @@ mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest);
  * checkpoints cannot be written. MP_ECKPT naming the directory and the system's reason. */
 mp_status mp_ckpt_dir_prepare(const char *dir);
 
+/* Takes an exclusive lock on checkpoint directory `dir` (created when missing) for the rest of
+ * the process: an open file description lock (fcntl F_OFD_SETLK) on "<dir>/.mpdist.lock", which
+ * then names this process ("pid P on host H, since T"). The system drops the lock when the
+ * process ends, however it ends. A second run on the same directory is refused before it writes
+ * anything: MP_ECKPT naming the holder. Taking it again for the same directory in the same
+ * process is a no-op; another directory moves the lock there. Where the file system has no
+ * locks (ENOLCK, EOPNOTSUPP, EINVAL), MP_OK with a warning line (no newline) in note[0..cap),
+ * else note is "". */
+mp_status mp_ckpt_dir_lock(const char *dir, char *note, size_t cap);
+
 /* Removes the temporaries that killed writers left in `dir`: files named exactly as the writer
- * names them (".ckpt-<step>.h5.tmp", mp_h5_temp_path of mp_ckpt_path), and only those whose last
+ * names them (".ckpt-<step>.h5.<pid>-<n>.tmp", mp_h5_temp_path of mp_ckpt_path, or the older
+ * ".ckpt-<step>.h5.tmp"), and only those whose last
  * change is at least min_age_s seconds old: a younger one may be another live job's save into
  * the same directory, and is left. Writes one line (no newline) saying what was removed and left
  * to said[0..cap), "" when there was nothing. Returns the number removed; -1 (with an MP_ECKPT

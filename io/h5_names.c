@@ -2,16 +2,19 @@
  * as messages print it. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/h5file.h"
 
-void mp_h5_temp_path(const char *path, char *out, size_t size)
+void mp_h5_temp_path(const char *path, unsigned attempt, char *out, size_t size)
 {
     const char *slash = strrchr(path, '/');
+    long pid = (long)getpid();
     if (slash)
-        snprintf(out, size, "%.*s/.%s.tmp", (int)(slash - path), path, slash + 1);
+        snprintf(out, size, "%.*s/.%s.%ld-%u.tmp", (int)(slash - path), path, slash + 1, pid,
+                 attempt);
     else
-        snprintf(out, size, ".%s.tmp", path);
+        snprintf(out, size, ".%s.%ld-%u.tmp", path, pid, attempt);
 }
 
 void mp_h5_shape_text(int ndim, const int64_t *shape, char *out, size_t size)

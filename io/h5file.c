@@ -5,6 +5,8 @@
  * it has written N datasets in all (counting over every file it wrote), a crash between the
  * datasets of a checkpoint. */
 #include "io/h5file.h"
+#include "io/h5_digest.h"
+#include "io/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +35,7 @@ struct mp_h5w {
 struct mp_h5r {
     hid_t file;
     bool heaps_checked; /* mp_h5_check_global_heaps passed (files with variable strings) */
+    bool need_digests;  /* every dataset must carry its digest (mp_h5r_require_digests) */
     char path[1024];
 };
 
@@ -75,7 +78,21 @@ static const char *checked_message(int64_t rc)
     return h5_message();
 }
 
-static void quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+/* HDF5's own messages off; and, before the library first starts, its exit-time clean-up off
+ * (mp_h5_no_atexit). */
+static void quiet(void)
+{
+    mp_h5_no_atexit();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void mp_h5_no_atexit(void)
+{
+    static bool done;
+    if (!done)
+        H5dont_atexit(); /* refused, harmlessly, once the library has started */
+    done = true;
+}
 
 
 /* The HDF5 file type of a dtype (a new id the caller closes), or -1. */
@@ -131,15 +148,22 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
     if (!w)
         return mp_fail(MP_ECKPT, "%s: out of memory", path);
     snprintf(w->path, sizeof w->path, "%s", path);
-    mp_h5_temp_path(path, w->tmp, sizeof w->tmp);
     w->deflate = deflate;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
-    mp_h5_last[0] = '\0';
-    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    int err = errno;
-    if (w->file < 0)
-        grab();
+    int err = 0;
+    w->file = -1;
+    for (unsigned attempt = 0; attempt < 100 && w->file < 0; attempt++) {
+        mp_h5_temp_path(path, attempt, w->tmp, sizeof w->tmp);
+        mp_h5_last[0] = '\0';
+        errno = 0;
+        w->file = H5Fcreate(w->tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+        err = errno;
+        if (w->file < 0)
+            grab();
+        if (w->file < 0 && err != EEXIST)
+            break;
+    }
     H5Pclose(fapl);
     if (w->file < 0) {
         mp_status st = mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (%s: %s)",
@@ -152,6 +176,8 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
     *out = w;
     return MP_OK;
 }
+
+const char *mp_h5w_temp(const mp_h5w *w) { return w->tmp; }
 
 /* Opens group `obj`, creating it (and its parents) when missing. */
 static hid_t open_group(mp_h5w *w, const char *obj)
@@ -307,8 +333,21 @@ static herr_t write_chunks(hid_t d, int ndim, const hsize_t *dims, const hsize_t
     return rc;
 }
 
+/* Stores digest v as the dataset's attribute MP_H5_DIGEST_ATTR. */
+static herr_t put_digest(hid_t d, uint32_t v)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(d, MP_H5_DIGEST_ATTR, H5T_STD_U32LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a >= 0 ? H5Awrite(a, H5T_NATIVE_UINT32, &v) : -1;
+    if (a >= 0)
+        H5Aclose(a);
+    H5Sclose(sp);
+    return rc;
+}
+
 /* Creates dataset `path` and writes it: chunk by chunk directly without deflate, through HDF5's
- * filters (deflate, then Fletcher32) with it. */
+ * filters (deflate, then Fletcher32) with it; then its digest (io/h5_digest.h), taken from the
+ * bytes in memory. */
 static mp_status write_dataset(mp_h5w *w, const char *path, hid_t type, int ndim,
                                const int64_t *shape, const void *bytes)
 {
@@ -335,6 +374,8 @@ static mp_status write_dataset(mp_h5w *w, const char *path, hid_t type, int ndim
     if (d >= 0 && numel > 0)
         rc = w->deflate > 0 ? H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes)
                             : write_chunks(d, ndim, dims, chunk, elem, bytes);
+    if (rc >= 0)
+        rc = put_digest(d, mp_h5_digest(path, elem, ndim, shape, bytes, (size_t)numel * elem));
     if (rc < 0)
         grab();
     if (d >= 0)
@@ -431,11 +472,13 @@ mp_status mp_h5r_open(mp_h5r **out, const char *path)
 {
     quiet();
     *out = NULL;
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return mp_fail(MP_ECKPT, "%s: cannot open the checkpoint (%s)", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return mp_fail(MP_ECKPT, "%s: not a checkpoint file (a directory or device)", path);
+    const char *why; /* checked without blocking: a FIFO must never reach H5Fopen */
+    int fd = mp_open_regular(path, NULL, &why);
+    if (fd < 0 && errno == EINVAL)
+        return mp_fail(MP_ECKPT, "%s: not a checkpoint file (%s)", path, why);
+    if (fd < 0)
+        return mp_fail(MP_ECKPT, "%s: cannot open the checkpoint (%s)", path, why);
+    close(fd);
     mp_h5_last[0] = '\0';
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
@@ -473,14 +516,49 @@ bool mp_h5r_exists(mp_h5r *r, const char *path)
     return true;
 }
 
-static mp_status read_attr(mp_h5r *r, const char *obj, const char *name, H5T_class_t cls,
-                           hid_t mem, void *v)
+/* The number of values attribute `name` of `obj` holds (1 for a scalar), or -1 when it cannot
+ * be opened. */
+static long long attr_values(mp_h5r *r, const char *obj, const char *name)
+{
+    hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t sp = a >= 0 ? H5Aget_space(a) : -1;
+    long long n = sp >= 0 ? (long long)H5Sget_simple_extent_npoints(sp) : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Eclear2(H5E_DEFAULT);
+    return n;
+}
+
+bool mp_h5r_has_attr(mp_h5r *r, const char *obj, const char *name)
+{
+    bool has = mp_h5r_exists(r, obj) && H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) > 0;
+    H5Eclear2(H5E_DEFAULT);
+    return has;
+}
+
+/* MP_OK when attribute `name` of `obj` exists and holds exactly one value (a scalar, as mpdist
+ * writes them, or an array of one): an attribute of several values is never read into one. */
+static mp_status attr_one(mp_h5r *r, const char *obj, const char *name)
 {
     if (!mp_h5r_exists(r, obj) || H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) <= 0) {
         H5Eclear2(H5E_DEFAULT);
         return mp_fail(MP_ECKPT, "%s: %s has no attribute '%s' (not an mpdist checkpoint, or a "
                        "damaged one)", r->path, obj, name);
     }
+    long long n = attr_values(r, obj, name);
+    if (n != 1)
+        return mp_fail(MP_ECKPT, "%s: attribute %s of %s holds %lld values, expected one (not "
+                       "an mpdist checkpoint, or a damaged one)", r->path, name, obj, n);
+    return MP_OK;
+}
+
+/* Reads attribute `name` of `obj`, one value of class `cls`, as memory type `mem` into v. */
+static mp_status read_attr(mp_h5r *r, const char *obj, const char *name, H5T_class_t cls,
+                           hid_t mem, void *v)
+{
+    MP_TRY(attr_one(r, obj, name));
     mp_h5_last[0] = '\0';
     hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
     hid_t t = a >= 0 ? H5Aget_type(a) : -1;
@@ -507,14 +585,19 @@ mp_status mp_h5r_attr_double(mp_h5r *r, const char *obj, const char *name, doubl
     return read_attr(r, obj, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, v);
 }
 
-/* The stored string type of attribute `name` of `obj`: *variable, or its fixed *size. */
+/* The stored string type of attribute `name` of `obj`: *variable, or its fixed *size, and its
+ * character set (ASCII, as other tools may write, or UTF-8, as mpdist does): read as stored,
+ * since HDF5 converts neither into the other. */
 static mp_status string_kind(mp_h5r *r, const char *obj, const char *name, bool *variable,
-                             size_t *size)
+                             size_t *size, H5T_cset_t *cset)
 {
     hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
     hid_t t = a >= 0 ? H5Aget_type(a) : -1;
     htri_t var = t >= 0 && H5Tget_class(t) == H5T_STRING ? H5Tis_variable_str(t) : -1;
     *size = t >= 0 ? H5Tget_size(t) : 0;
+    *cset = var >= 0 ? H5Tget_cset(t) : H5T_CSET_UTF8;
+    if (*cset != H5T_CSET_ASCII)
+        *cset = H5T_CSET_UTF8;
     *variable = var > 0;
     if (t >= 0)
         H5Tclose(t);
@@ -532,14 +615,11 @@ static mp_status string_kind(mp_h5r *r, const char *obj, const char *name, bool 
 mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char **v)
 {
     *v = NULL;
-    if (!mp_h5r_exists(r, obj) || H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return mp_fail(MP_ECKPT, "%s: %s has no attribute '%s' (not an mpdist checkpoint, or a "
-                       "damaged one)", r->path, obj, name);
-    }
+    MP_TRY(attr_one(r, obj, name));
     bool variable;
     size_t size;
-    MP_TRY(string_kind(r, obj, name, &variable, &size));
+    H5T_cset_t cset;
+    MP_TRY(string_kind(r, obj, name, &variable, &size, &cset));
     if (variable && !r->heaps_checked) {
         MP_TRY(mp_h5_check_global_heaps(r->path));
         r->heaps_checked = true;
@@ -547,7 +627,7 @@ mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char 
     hid_t t = H5Tcopy(H5T_C_S1);
     H5Tset_size(t, variable ? H5T_VARIABLE : size + 1);
     H5Tset_strpad(t, H5T_STR_NULLTERM);
-    H5Tset_cset(t, H5T_CSET_UTF8);
+    H5Tset_cset(t, cset);
     char *s = NULL;
     mp_status st;
     if (variable) {
@@ -599,6 +679,44 @@ mp_status mp_h5r_info(mp_h5r *r, const char *path, int *ndim, int64_t shape[MP_H
 }
 
 
+void mp_h5r_require_digests(mp_h5r *r) { r->need_digests = true; }
+
+/* Compares the digest stored beside open dataset d (path) with its bytes as read. A dataset
+ * without one passes unless r requires digests. */
+static mp_status check_digest(mp_h5r *r, hid_t d, const char *path, size_t elem, int ndim,
+                              const int64_t *shape, const void *raw, size_t bytes)
+{
+    htri_t has = H5Aexists(d, MP_H5_DIGEST_ATTR);
+    if (has <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        if (!r->need_digests)
+            return MP_OK;
+        return mp_fail(MP_ECKPT, "%s: dataset %s has no digest (%s): not written whole by "
+                       "mpdist, or a damaged file", r->path, path, MP_H5_DIGEST_ATTR);
+    }
+    hid_t a = H5Aopen(d, MP_H5_DIGEST_ATTR, H5P_DEFAULT);
+    hid_t sp = a >= 0 ? H5Aget_space(a) : -1, t = a >= 0 ? H5Aget_type(a) : -1;
+    uint32_t want = 0;
+    bool ok = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1 && t >= 0 &&
+              H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_UINT32, &want) >= 0;
+    if (t >= 0)
+        H5Tclose(t);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (a >= 0)
+        H5Aclose(a);
+    H5Eclear2(H5E_DEFAULT);
+    if (!ok)
+        return mp_fail(MP_ECKPT, "%s: dataset %s: its digest %s is not one 32-bit integer (a "
+                       "damaged file)", r->path, path, MP_H5_DIGEST_ATTR);
+    uint32_t got = mp_h5_digest(path, elem, ndim, shape, raw, bytes);
+    if (got != want)
+        return mp_fail(MP_ECKPT, "%s: dataset %s does not match its digest (0x%08x, stored "
+                       "0x%08x): its values are not the ones mpdist wrote (zeroed, overwritten "
+                       "or damaged)", r->path, path, got, want);
+    return MP_OK;
+}
+
 mp_status mp_h5r_array(mp_h5r *r, const char *path, int ndim, const int64_t *shape, void *data,
                        mp_dtype dst)
 {
@@ -625,24 +743,27 @@ mp_status mp_h5r_array(mp_h5r *r, const char *path, int ndim, const int64_t *sha
                        dst == MP_H5_I64 ? "integers" : "floats");
     if (numel == 0)
         return MP_OK;
-    void *raw = stored == dst ? data
-                              : mp_alloc((size_t)numel * mp_dtype_size(stored), MP_MEM_WORKSPACE);
+    hid_t mem = file_type(stored); /* little-endian hosts: the stored bytes as they are */
+    size_t elem = H5Tget_size(mem);
+    void *raw = stored == dst ? data : mp_alloc((size_t)numel * elem, MP_MEM_WORKSPACE);
     mp_h5_last[0] = '\0';
     hid_t d = H5Dopen2(r->file, path, H5P_DEFAULT);
-    hid_t mem = file_type(stored); /* little-endian hosts: the stored bytes as they are */
     herr_t rc = d >= 0 ? H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) : -1;
     if (rc < 0)
         grab();
     H5Tclose(mem);
+    mp_status st = MP_OK;
+    if (rc < 0)
+        st = mp_fail(MP_ECKPT, "%s: dataset %s is corrupt (%s)", r->path, path, h5_message());
+    else
+        st = check_digest(r, d, path, elem, nd, have, raw, (size_t)numel * elem);
     if (d >= 0)
         H5Dclose(d);
-    if (rc >= 0 && raw != data)
+    if (st == MP_OK && raw != data)
         mp_convert(data, dst, raw, stored, (size_t)numel);
     if (raw != data)
         mp_free(raw);
-    if (rc < 0)
-        return mp_fail(MP_ECKPT, "%s: dataset %s is corrupt (%s)", r->path, path, h5_message());
-    return MP_OK;
+    return st;
 }
 
 typedef struct member_walk {

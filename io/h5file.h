@@ -1,6 +1,7 @@
 /* HDF5 files as checkpoints use them (DESIGN §6): attributes on groups, and chunked datasets of
  * FP32, FP64, fp16, bf16 or int64 with Fletcher32 on every chunk (after deflate when deflate is
- * on), so a flipped bit fails the read of the dataset that holds it.
+ * on), so a flipped bit fails the read of the dataset that holds it, and a digest beside each
+ * dataset (io/h5_digest.h), so zeros or another process's data do not pass either.
  * Writing is crash-safe: a writer fills a temporary file beside the target and only
  * mp_h5w_commit flushes it, fsyncs it, renames it over the target and fsyncs the directory, so
  * the target path holds either its old contents or the complete new file, never a torn one.
@@ -24,9 +25,17 @@
 typedef struct mp_h5w mp_h5w;
 typedef struct mp_h5r mp_h5r;
 
+/* Keeps HDF5 from closing its open files when the process exits (H5dont_atexit; effective only
+ * before the library's first use, so main calls it first). A file whose close failed (a disk
+ * that filled during a save) stays open inside HDF5, and its clean-up at exit would flush it
+ * again and crash; every file mpdist opens is closed by mpdist, and the system closes the rest.
+ * Idempotent. */
+void mp_h5_no_atexit(void);
+
 /* Creates a writer whose datasets are chunked with Fletcher32 and, when deflate is 1..9,
  * compressed at that level. The file is written to a temporary name beside `path` (same
- * directory, so the rename is atomic). Returns MP_ECKPT when the directory is not writable. */
+ * directory, so the rename is atomic), created exclusively. Returns MP_ECKPT when the directory
+ * is not writable. */
 mp_status mp_h5w_open(mp_h5w **w, const char *path, int deflate);
 
 /* Writes an attribute on the group `obj` ("/meta"; created with its parents when missing):
@@ -57,8 +66,12 @@ const char *mp_h5r_path(const mp_h5r *r);
 /* Whether group or dataset `path` exists. */
 bool mp_h5r_exists(mp_h5r *r, const char *path);
 
-/* Reads attribute `name` of the object `obj`; MP_ECKPT naming both when it is missing or of
- * another kind. mp_h5r_attr_string returns a string the caller frees with free(). */
+/* Whether object `obj` exists and has attribute `name`. */
+bool mp_h5r_has_attr(mp_h5r *r, const char *obj, const char *name);
+
+/* Reads attribute `name` of the object `obj`, which must hold exactly one value (a scalar, or an
+ * array of one); MP_ECKPT naming both when it is missing, holds another number of values or is
+ * of another kind. mp_h5r_attr_string returns a string the caller frees with free(). */
 mp_status mp_h5r_attr_int(mp_h5r *r, const char *obj, const char *name, int64_t *v);
 mp_status mp_h5r_attr_double(mp_h5r *r, const char *obj, const char *name, double *v);
 mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char **v);
@@ -67,9 +80,14 @@ mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char 
 mp_status mp_h5r_info(mp_h5r *r, const char *path, int *ndim, int64_t shape[MP_H5_MAX_DIMS],
                       mp_dtype *dtype);
 
+/* From now on every dataset read must carry its digest (io/h5_digest.h): files of a format that
+ * writes them. Without this call a dataset's digest is checked only where it has one. */
+void mp_h5r_require_digests(mp_h5r *r);
+
 /* Reads dataset `path`, which must have shape[0..ndim), into `data` in dtype `dst` (floats
  * converted exactly as mp_convert does; int64 only into MP_H5_I64). MP_ECKPT naming the dataset
- * when it is missing, of another shape, or fails its checksum ("is corrupt"). */
+ * when it is missing, of another shape, fails its checksum ("is corrupt"), or does not match the
+ * digest stored beside it (or has none where digests are required). */
 mp_status mp_h5r_array(mp_h5r *r, const char *path, int ndim, const int64_t *shape, void *data,
                        mp_dtype dst);
 
@@ -84,7 +102,12 @@ void mp_h5r_close(mp_h5r *r);
 /* "[3, 5, 7]" for a shape, into out[0..size). */
 void mp_h5_shape_text(int ndim, const int64_t *shape, char *out, size_t size);
 
-/* "<dir>/.<base>.tmp" for a target path: where mp_h5w_open writes before the rename. */
-void mp_h5_temp_path(const char *path, char *out, size_t size);
+/* "<dir>/.<base>.<pid>-<attempt>.tmp" for a target path: where mp_h5w_open writes before the
+ * rename. The writer creates it exclusively (never truncating a file another process may be
+ * writing), taking the next attempt while the name exists. */
+void mp_h5_temp_path(const char *path, unsigned attempt, char *out, size_t size);
+
+/* The temporary file a writer fills (mp_h5_temp_path of its target). */
+const char *mp_h5w_temp(const mp_h5w *w);
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "engine/alloc.h"
+#include "io/memcheck.h"
 
 static mp_status parse_size(const char *opt, const char *v, int64_t *out)
 {
@@ -490,6 +491,15 @@ static mp_status sweep(mp_comm *c, const mp_bench_comm_opts *o, void *buf, int o
                      "%.3f GB/s, ratio %.3f\n",
                 OP_NAMES[op], type_name(dt), sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
     return MP_OK;
+}
+
+mp_status mp_bench_comm_check_memory(const mp_comm *c, const mp_bench_comm_opts *o)
+{
+    char what[160];
+    snprintf(what, sizeof what, "-e %lld: the buffer and the collective's working copy, for each "
+             "of the %d rank(s) on this host", (long long)o->max_bytes, c->local_size);
+    int64_t f[3] = {o->max_bytes, 2, c->local_size > 0 ? c->local_size : 1};
+    return mp_data_mem_check("bench-comm", what, 3, f, NULL);
 }
 
 mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out)

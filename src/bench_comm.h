@@ -42,6 +42,11 @@ enum { MP_BENCH_BLOCKING_MAX = 1000000 };
  * Not collective. */
 mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first);
 
+/* Whether the largest size's buffers fit in memory (mp_data_mem_check): the buffer and the
+ * collective's working copy of it, for each rank on this host. MP_EDATA with the numbers
+ * otherwise, before anything is allocated. */
+mp_status mp_bench_comm_check_memory(const mp_comm *c, const mp_bench_comm_opts *o);
+
 /* Runs the sweep; rank 0 writes the table (or CSV) to out. MP_ECOMM when a collective fails or
  * any result is wrong. Collective. */
 mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out);

@@ -303,8 +303,17 @@ mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
     if (st == MP_OK && version < 1)
         st = mp_fail(MP_ECKPT, "%s: invalid checkpoint format version %lld", path,
                      (long long)version);
+    if (st == MP_OK && version >= MP_CKPT_FORMAT_DIGESTS)
+        mp_h5r_require_digests(*r);
+    char *k = NULL;
+    if (st == MP_OK)
+        st = mp_h5r_attr_string(*r, "/meta", "kind", &k);
+    if (st == MP_OK)
+        st = mp_checkpoint_check_attrs(*r, k);
     if (st == MP_OK && kind)
-        st = mp_h5r_attr_string(*r, "/meta", "kind", kind);
+        *kind = k;
+    else
+        free(k);
     if (st != MP_OK) {
         mp_h5r_close(*r);
         *r = NULL;
@@ -312,24 +321,40 @@ mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
     return st;
 }
 
-/* The weights of `path` into m; with `level` not NULL, after mp_checkpoint_check_level(verb). */
-static mp_status load_weights(mp_model *m, const char *path, const mp_config *level,
+/* /meta model must be the config's model: its parameters are read by the config's names. */
+static mp_status check_model(mp_h5r *r, const mp_config *c)
+{
+    char *model = NULL;
+    MP_TRY(mp_h5r_attr_string(r, "/meta", "model", &model));
+    mp_status st = MP_OK;
+    if (strcmp(model, c->model.preset) != 0)
+        st = mp_fail(MP_ECKPT, "%s: written for model %s, the config has model.preset %s (a "
+                     "checkpoint of another model?)", mp_h5r_path(r), model, c->model.preset);
+    free(model);
+    return st;
+}
+
+/* The weights of `path` into m, written for config c's model; with `verb` not NULL, after
+ * mp_checkpoint_check_level(verb). */
+static mp_status load_weights(mp_model *m, const char *path, const mp_config *c,
                               const char *verb)
 {
     mp_h5r *r;
     char *kind = NULL;
     MP_TRY(mp_checkpoint_open(path, &r, &kind));
     free(kind);
-    mp_status st = level ? mp_checkpoint_check_level(r, level, verb) : MP_OK;
+    mp_status st = verb ? mp_checkpoint_check_level(r, c, verb) : MP_OK;
+    if (st == MP_OK)
+        st = check_model(r, c);
     if (st == MP_OK)
         st = read_weights(r, m);
     mp_h5r_close(r);
     return st;
 }
 
-mp_status mp_checkpoint_load_weights(mp_model *m, const char *path)
+mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_config *c)
 {
-    return load_weights(m, path, NULL, NULL);
+    return load_weights(m, path, c, NULL);
 }
 
 mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_config *c,
@@ -366,7 +391,20 @@ static mp_status read_slots(mp_h5r *r, mp_trainer *t)
     }
     free(name);
     MP_TRY(mp_h5r_attr_int(r, "/optim", "steps", &o->steps));
-    char path[256];
+    const char *s0 = slot_name(o, 0), *s1 = slot_name(o, 1);
+    char slots[64], path[256];
+    snprintf(slots, sizeof slots, "%s%s%s", s0 ? s0 : "", s1 ? " " : "", s1 ? s1 : "");
+    char *have = NULL;
+    MP_TRY(mp_h5r_attr_string(r, "/optim", "slots", &have));
+    bool same_slots = strcmp(have, slots) == 0;
+    if (!same_slots) {
+        mp_status st = mp_fail(MP_ECKPT, "%s: written with optimizer slots \"%s\", this run keeps "
+                               "\"%s\" (other optimizer settings, e.g. optim.momentum?)",
+                               mp_h5r_path(r), have, slots);
+        free(have);
+        return st;
+    }
+    free(have);
     for (int i = 0; i < p->count; i++)
         for (int s = 0; s < 2; s++) {
             const mp_param_view *v = &p->views[i];
@@ -431,6 +469,7 @@ mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *v
 static mp_status check_precision(mp_h5r *r, const mp_trainer *t)
 {
     MP_TRY(mp_checkpoint_check_level(r, t->cfg, "resume"));
+    MP_TRY(check_model(r, t->cfg));
     int64_t dynamic = 0;
     MP_TRY(mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic));
     if ((dynamic != 0) != t->scaler_cfg.dynamic)
@@ -458,8 +497,10 @@ static mp_status read_state(mp_h5r *r, mp_trainer *t)
     MP_TRY(mp_h5r_attr_int(r, "/data", "position", &at->position));
     MP_TRY(mp_h5r_attr_int(r, "/rng", "seed", &at->seed));
     MP_TRY(check_scaler(r, s, at->step, t->opt.steps));
-    if (!t->scaler_cfg.dynamic)
-        s->scale = t->scaler_cfg.init_scale; /* a static scale is the config's */
+    if (!t->scaler_cfg.dynamic && s->scale != t->scaler_cfg.init_scale)
+        return mp_fail(MP_ECKPT, "%s: written with a static loss scale of %g, the config's is %g:"
+                       " resume with the amp.loss_scale it was written with", path, s->scale,
+                       t->scaler_cfg.init_scale);
     int64_t n = 0;
     MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_size", &n));
     if (n != t->train.count)

@@ -22,7 +22,17 @@
 #include "io/h5file.h"
 #include "src/train.h"
 
-#define MP_CKPT_FORMAT 1
+/* The format this mpdist writes. 2: every dataset carries its digest (io/h5_digest.h), and files
+ * of format 2 or later are refused without one; format 1 files (no digests) still load. */
+#define MP_CKPT_FORMAT 2
+#define MP_CKPT_FORMAT_DIGESTS 2
+
+/* Checks every attribute of open checkpoint r (of kind "full" or "export") against what a run
+ * could have written: /meta's kind, opt level, half type, model name and counters, and for a
+ * full checkpoint /data, /scaler and /optim (their counters within the run's steps, the batch
+ * they imply, the optimizer's slots). MP_ECKPT naming the first impossible value.
+ * mp_checkpoint_open calls it. */
+mp_status mp_checkpoint_check_attrs(mp_h5r *r, const char *kind);
 
 /* Saves the trainer's state after `at->step` steps into the checkpoint directory as
  * ckpt-<step>.h5 (rank 0 writes, through a temporary file), and writes its path to
@@ -55,9 +65,10 @@ mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size);
  * for this rank count. Rank 0's load checked the generator table against the resume point. */
 mp_status mp_checkpoint_share(mp_trainer *t);
 
-/* Loads only the weights (/params and /buffers) of a full or exported checkpoint into a
- * model, converting from the stored dtype (rank 0; mp_train_sync shares them). */
-mp_status mp_checkpoint_load_weights(mp_model *m, const char *path);
+/* Loads only the weights (/params and /buffers) of a full or exported checkpoint written for
+ * config c's model (/meta model is its model.preset) into a model, converting from the stored
+ * dtype (rank 0; mp_train_sync shares them). */
+mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_config *c);
 
 /* As mp_checkpoint_load_weights, once mp_checkpoint_check_level(verb) accepted the file for
  * config c. */

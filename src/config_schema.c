@@ -245,12 +245,13 @@ const mp_key mp_config_keys[] = {
      CF(comm.grad_dtype),
      .meaning = "Gradients on the wire: auto = the gradients' own dtype (FP32 at O0/O1, half at "
                 "O2/O3); fp16 or bf16 compress FP32 gradients."},
-    {"comm.predivide", MP_KEY_SCALE, "\"world\"", GT(0), LE(1e6), CF(comm.predivide),
+    {"comm.predivide", MP_KEY_SCALE, "\"world\"", GE(1e-3), LE(1e6), CF(comm.predivide),
      .word = "world",
      .meaning = "Divide gradients by this before the sum and by world/predivide after it "
                 "(Apex's gradient_predivide_factor); \"world\" = all before (PyTorch DDP's "
                 "mean), so a half sum over many ranks overflows no sooner than on one; 1.0 = "
-                "all after."},
+                "all after. At least 1e-3: a smaller one multiplies the gradients past what "
+                "they can hold, so every step would overflow and be skipped."},
     {"comm.overlap", MP_KEY_BOOL, "true", CF(comm.overlap),
      .meaning = "Start bucket all-reduces during backward; false = all after backward."},
     {"comm.timeout_s", MP_KEY_FLOAT, "600.0", GT(0), LE(604800), CF(comm.timeout_s),

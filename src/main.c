@@ -2,6 +2,7 @@
  * on the configuration and the data, then runs. The only place that decides to exit: every
  * failure prints one line on the rank that saw it first and exits with the DESIGN §6 code; a
  * failure in the middle of training aborts all ranks so none hangs. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,10 +117,16 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
 #define STALE_TEMP_S 120.0
 
 /* Rank 0, before training (not for --dry-run, which writes nothing): checkpoint.dir can be
- * created and written, and the temporaries of saves that were killed are removed, on one line. */
+ * created and written, this run holds its lock until it ends (another run on it is refused here,
+ * before anything is written), and the temporaries of saves that were killed are removed, on one
+ * line. */
 static mp_status prepare_ckpt_dir(const mp_config *cfg)
 {
     MP_TRY(mp_ckpt_dir_prepare(cfg->checkpoint.dir));
+    char note[1400];
+    MP_TRY(mp_ckpt_dir_lock(cfg->checkpoint.dir, note, sizeof note));
+    if (note[0])
+        fprintf(stderr, "mpdist: %s\n", note);
     char said[1200];
     if (mp_ckpt_clean_temps(cfg->checkpoint.dir, STALE_TEMP_S, said, sizeof said) < 0)
         return MP_ECKPT;
@@ -267,7 +274,7 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
     int rc = agree(t->comm, mp_train_gather(t)); /* sharded: loaded whole, then each block */
     if (rc == 0)
         rc = agree(t->comm, t->comm->rank == 0
-                                ? mp_checkpoint_load_weights(&t->model, cli->checkpoint)
+                                ? mp_checkpoint_load_weights(&t->model, cli->checkpoint, t->cfg)
                                 : MP_OK);
     if (rc == 0)
         rc = agree(t->comm, mp_train_sync(t));
@@ -376,15 +383,15 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     if (st != MP_OK)
         return st == MP_EUSAGE ? report_once(st) : report(st);
     mp_signals_install_fatal(comm.rank, comm.host);
-    int rc = 0;
-    st = mp_bench_comm_run(&comm, &o, stdout);
+    int rc = agree(&comm, mp_bench_comm_check_memory(&comm, &o));
+    st = rc == 0 ? mp_bench_comm_run(&comm, &o, stdout) : MP_OK;
     if (st != MP_OK)
         rc = fail_midway(&comm, st);
     mp_comm_finalize(&comm);
     return rc;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     mp_cli cli;
     if (mp_cli_parse(&cli, argc, argv) != MP_OK)
@@ -401,4 +408,32 @@ int main(int argc, char **argv)
     case MP_CMD_SAMPLE: return sample(&cli);
     }
     return report_once(mp_fail(MP_EINTERNAL, "unknown command"));
+}
+
+/* The results must reach stdout: a write error there (a full disk, a closed pipe, /dev/full),
+ * seen when it is flushed and closed, turns a success into exit 1 with a line on stderr; a
+ * failing stderr turns it into exit 1 silently. */
+static int finish_output(int rc)
+{
+    int err = 0;
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout))
+        err = errno ? errno : EIO;
+    errno = 0;
+    if (fclose(stdout) != 0 && !err)
+        err = errno ? errno : EIO;
+    if (err) {
+        fprintf(stderr, "mpdist: error: cannot write the output to stdout (%s)\n", strerror(err));
+        if (rc == 0)
+            rc = 1;
+    }
+    if ((fflush(stderr) != 0 || ferror(stderr)) && rc == 0)
+        rc = 1;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    mp_h5_no_atexit();
+    return finish_output(dispatch(argc, argv));
 }

@@ -75,4 +75,9 @@ for list in , '' half,,float ,half; do
   expect_exit 2 "bench-comm: -d takes float, half, bfloat16 or all, comma-separated, not '$list'" "$MPDIST" bench-comm -d "$list"
 done
 expect_exit 2 "bench-comm: --op takes a list of at most 127 characters" "$MPDIST" bench-comm --op "$(printf 'allreduce,%.0s' {1..13})allreduce"
+# Sizes the help allows but memory cannot hold: exit 3 with the numbers, before any allocation
+# (issue 45: it aborted with SIGABRT allocating 64 GiB), on 1 rank and on 2.
+big="bench-comm: -e 68719476736: the buffer and the collective's working copy, for each of the [12] rank\\(s\\) on this host needs 68719476736 x 2 x [12] = [0-9]+ bytes .*, more than the [0-9]+ bytes"
+expect_exit 3 "$big" "$MPDIST" bench-comm -b 8G -e 64G -n 1 -w 0
+expect_exit 3 "$big" mpirun -np 2 "$MPDIST" bench-comm -b 8G -e 64G -n 1 -w 0
 finish

@@ -124,7 +124,7 @@ expect_exit 4 "text.h5: not a readable HDF5 file" "$MPDIST" export "$TMP/text.h5
 expect_exit 4 "missing.h5: cannot open the checkpoint \(No such file" "$MPDIST" inspect "$TMP/missing.h5"
 expect_exit 4 "dataset /params/fc1.weight has shape \[256, 784\], expected \[64, 784\] \(a checkpoint of another model" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set 'model.hidden=[64, 128]' --resume "$MLP"
-expect_exit 4 "has no parameter conv1.weight \(a checkpoint of another model" \
+expect_exit 4 "written for model mlp, the config has model.preset cnn_bn \(a checkpoint of another model" \
   mpirun -np 2 "$MPDIST" eval "$CFG" "${COMMON[@]}" --set model.preset=cnn_bn --checkpoint "$MLP"
 expect_exit 4 "mlp-fp16.h5: an exported weights file .*use it with mpdist eval" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume "$TMP/mlp-fp16.h5"
 expect_exit 4 "written with optimizer sgd, but optim.name is adam" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.name=adam --resume "$MLP"

@@ -118,4 +118,22 @@ expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-m
 expect_exit 2 "--set junk: expected key.path=value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set junk
 expect_exit 2 "amp.device \"cuda\": " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
 expect_exit 2 'amp.loss_scale: must be "dynamic" or a number \(got "auto"\)' "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.loss_scale=auto
+# Output that cannot be written is an error (issue 45): stdout on a full disk (/dev/full) turns a
+# success into exit 1 with a line on stderr, for a training run and for the small commands.
+full() { # full WHAT CMD...: exit 1, "cannot write the output to stdout (No space left on device)"
+  local what=$1 rc=0
+  shift
+  timeout 120 "$@" >/dev/full 2>"$TMP/err" || rc=$?
+  if [ "$rc" = 1 ] && grep -q '^mpdist: error: cannot write the output to stdout (No space left on device)$' "$TMP/err"; then
+    echo "ok: $what > /dev/full: exit 1"
+  else
+    echo "FAIL: $what > /dev/full: exit $rc (want 1):"; sed 's/^/    /' "$TMP/err" | head -5
+    failures=$((failures + 1))
+  fi
+}
+full train "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.train_limit=256 --set data.test_limit=64 \
+  --set train.max_steps=2 --set log.progress=none
+full --version "$MPDIST" --version
+full --help "$MPDIST" --help
+full info "$MPDIST" info
 finish

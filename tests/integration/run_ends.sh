@@ -74,7 +74,7 @@ left=$(cd "$TMP/fin" && LC_ALL=C ls -A | paste -sd' ')
 expect_ok "stale temporary removed on one line, the young one left: $(grep '^checkpoint:' "$TMP/again.out" || true)" \
   sh -c "[ \$(grep -c '^checkpoint: removed' '$TMP/again.out') = 1 ] &&
          grep -q '^checkpoint: removed .*: \.ckpt-00000016\.h5\.tmp; left \.ckpt-00000020\.h5\.tmp' '$TMP/again.out' &&
-         [ '$left' = '.ckpt-00000016.h5.tmp.keep .ckpt-00000020.h5.tmp .ckpt-x.h5.tmp ckpt-00000032.h5 notes.tmp' ]"
+         [ '$left' = '.ckpt-00000016.h5.tmp.keep .ckpt-00000020.h5.tmp .ckpt-x.h5.tmp .mpdist.lock ckpt-00000032.h5 notes.tmp' ]"
 [ "$failures" = 0 ] || echo "    checkpoint dir now holds: $left"
 expect_ok "resume of a finished run: exit 0, one line, no step: $(grep '^nothing to do' "$TMP/again.out" || true)" \
   sh -c "[ $rc = 0 ] && grep -q '^nothing to do: the run already finished (step 32 of 32' '$TMP/again.out' &&

@@ -329,6 +329,9 @@ static const bad_case k_bad[] = {
     {"train = {\n  epochs = 100001;\n};\n", 2, "train.epochs", "must be in [1, 100000]"},
     {"train = { seed = -5; };\n", 1, "train.seed", "must be >= 0 (got -5)"},
     {"log = { every = 0; };\n", 1, "log.every", "must be in [1, 1000000000] (got 0)"},
+    /* a predivide that overflows every gradient: every step would be skipped (issue 45) */
+    {"comm = { predivide = 1e-300; };\n", 1, "comm.predivide",
+     "must be in [0.001, 1000000] (got 1e-300)"},
     {"model = {\n  hidden = [];\n};\n", 2, "model.hidden", "must have 1 to 16 entries (got 0)"},
     {"model = {\n  hidden = [64,\n 0];\n};\n", 3, "model.hidden.[1]",
      "must be in [1, 1000000] (got 0)"},
