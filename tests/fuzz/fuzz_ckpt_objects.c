@@ -101,12 +101,19 @@ static void edit_attr(hid_t f, const attr_ref *r, const uint8_t *p)
     hid_t s = H5Tcopy(H5T_C_S1);
     H5Tset_size(s, 7);
     switch (p[1] % 7) {
-    case 0: { /* the value as it is, repeated: read it as raw bytes of its own type */
+    case 0: { /* its first value, repeated: read it (every element, an earlier edit may have
+               * made many) as raw bytes of its own type */
         hid_t a = H5Aopen_by_name(f, r->obj, r->name, H5P_DEFAULT, H5P_DEFAULT);
         hid_t t = a >= 0 ? H5Aget_type(a) : -1;
+        hid_t sp = a >= 0 ? H5Aget_space(a) : -1;
+        hssize_t nv = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+        if (sp >= 0)
+            H5Sclose(sp);
         size_t sz = t >= 0 ? H5Tget_size(t) : 0;
-        unsigned char *v = sz && sz < 65536 && !(t >= 0 && H5Tis_variable_str(t) > 0) ? calloc(1, sz)
-                                                                                   : NULL;
+        unsigned char *v = sz && sz < 65536 && nv >= 0 && nv <= 4096 &&
+                                   !(t >= 0 && H5Tis_variable_str(t) > 0)
+                               ? calloc(nv > 0 ? (size_t)nv : 1, sz)
+                               : NULL;
         if (v && H5Aread(a, t, v) >= 0) {
             H5Aclose(a);
             a = -1;
