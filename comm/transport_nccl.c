@@ -110,10 +110,15 @@ static mp_status check_locked(nccl_transport *t)
     ncclResult_t err = state_locked(t);
     if (err == ncclSuccess || err == ncclInProgress)
         return MP_OK;
-    const nccl_slot *s = oldest_locked(t);
-    return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed in %s at step %lld: %s (%s)",
-                   t->rank, t->host, s ? s->coll.what : "no collective",
-                   (long long)(s ? s->step : -1), ncclGetErrorString(err),
+    const nccl_slot *s = oldest_locked(t); /* else the last one, finished before the error */
+    const nccl_slot *last = t->issued ? &t->ring[t->issued % RING] : NULL;
+    if (!s && !last)
+        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed before any collective: "
+                       "%s (%s)", t->rank, t->host, ncclGetErrorString(err),
+                       ncclGetLastError(t->nccl));
+    return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed %s %s at step %lld: %s (%s)",
+                   t->rank, t->host, s ? "in" : "after", s ? s->coll.what : last->coll.what,
+                   (long long)(s ? s->step : last->step), ncclGetErrorString(err),
                    ncclGetLastError(t->nccl));
 }
 

@@ -1,0 +1,45 @@
+/* A stand-in for NCCL and the CUDA stream and event calls of comm/transport_nccl.c, for tests
+ * on machines without a GPU (issue 46). It is linked into one test program only, whose link
+ * line wraps each call the transport makes (-Wl,--wrap=SYMBOL, tests/CMakeLists.txt): the
+ * product's own object code then runs against it; the product binary never contains it, and
+ * the real NCCL runs on a GPU machine (tests/gpu/run.sh).
+ *
+ * Model: a communicator is a duplicate of MPI_COMM_WORLD; "device memory" is host memory; a
+ * collective runs at once, inside the call that enqueues it, with blocking MPI on the calling
+ * thread (every rank enqueues the same sequence, so the ranks meet), and sums in rank order in
+ * the dtype's own arithmetic, rounding after each addition as a ring does (comm/halfsum.h's
+ * rule per addition for the half types): on 2 ranks a sum is one rounding, the MPI transport's
+ * bytes. Streams and events complete at once unless a fault makes a stream stuck. The
+ * communicator is non-blocking: finalize is an MPI_Ibarrier that ncclCommGetAsyncError polls.
+ * The stand-in checks the transport's invariant that NCCL calls on a communicator never
+ * overlap (two threads inside at once abort the process with a message), that in-place
+ * reduce-scatter and all-gather pass NCCL's in-place offsets, and that the unique id every
+ * rank passes is rank 0's.
+ *
+ * Faults (mp_standin_fault, or the environment variable MPDIST_NCCL_STANDIN at the first
+ * ncclCommInitRankConfig), comma-separated; R is a rank or '*' for every rank, K counts the
+ * launches (a collective outside a group, or a group's end) from 1:
+ *   inprogress:N  every call that may run asynchronously returns ncclInProgress, and
+ *                 ncclCommGetAsyncError says ncclInProgress N times before the result
+ *   initstuck:R   rank R's communicator never finishes forming
+ *   async:R:K     launch K fails on rank R: it never finishes, and from then on
+ *                 ncclCommGetAsyncError reports ncclSystemError there
+ *   late:R:K      the same error, but launch K itself finishes (a failure between steps)
+ *   hang:R:K      from launch K on, rank R's communication stream is stuck: its events never
+ *                 complete (the data still moves, so the other ranks go on)
+ *   rs_offset     every reduce-scatter writes its result one element past where it should (a
+ *                 transport passing a wrong offset), to show that a test catches it */
+#ifndef MP_NCCL_STANDIN_H
+#define MP_NCCL_STANDIN_H
+
+/* Sets the faults of communicators created from now on (NULL or "": none); overrides the
+ * environment. Not thread-safe; call between communicators. */
+void mp_standin_fault(const char *spec);
+
+/* A new stand-in stream (a cudaStream_t as void *), for a test's compute stream. */
+void *mp_standin_stream(void);
+
+/* How many launches the stand-in ran on this rank since the process started. */
+long mp_standin_launches(void);
+
+#endif
