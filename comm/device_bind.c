@@ -5,6 +5,7 @@
 #include "comm/device_bind.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef MPDIST_HAVE_CUDA
@@ -27,9 +28,27 @@ bool mp_comm_nccl_built(void)
 #endif
 }
 
+static bool same_gpu(const mp_gpu_id *a, const mp_gpu_id *b)
+{
+    return strncmp(a->bus, b->bus, sizeof a->bus) == 0 &&
+           strncmp(a->host, b->host, sizeof a->host) == 0;
+}
+
+int mp_gpu_count_distinct(int size, const mp_gpu_id *ids)
+{
+    int n = 0;
+    for (int j = 0; j < size; j++) {
+        bool seen = !ids[j].bus[0];
+        for (int i = 0; i < j && !seen; i++)
+            seen = same_gpu(&ids[i], &ids[j]);
+        n += !seen;
+    }
+    return n;
+}
+
 /* Why NCCL cannot run these ranks, into why (without the "MPI: " head); false when it can. */
-static bool nccl_blocked(bool gpu, bool nccl_built, int size, const mp_gpu_id *ids, char *why,
-                         size_t whylen)
+static bool nccl_blocked(bool gpu, bool nccl_built, bool share_gpu, int size,
+                         const mp_gpu_id *ids, char *why, size_t whylen)
 {
     if (!gpu) {
         snprintf(why, whylen, "amp.device is cpu");
@@ -44,19 +63,20 @@ static bool nccl_blocked(bool gpu, bool nccl_built, int size, const mp_gpu_id *i
             snprintf(why, whylen, "rank %d on host %.64s has no GPU", r, ids[r].host);
             return true;
         }
-    for (int j = 1; j < size; j++)
+    for (int j = 1; j < size && !share_gpu; j++)
         for (int i = 0; i < j; i++)
-            if (strncmp(ids[i].bus, ids[j].bus, sizeof ids[i].bus) == 0 &&
-                strncmp(ids[i].host, ids[j].host, sizeof ids[i].host) == 0) {
+            if (same_gpu(&ids[i], &ids[j])) {
                 snprintf(why, whylen, "ranks %d and %d share the GPU %.32s on host %.64s, and "
-                         "NCCL needs one GPU per rank", i, j, ids[i].bus, ids[i].host);
+                         "NCCL needs one GPU per rank (comm.share_gpu = true lets them share "
+                         "for tests)", i, j, ids[i].bus, ids[i].host);
                 return true;
             }
     return false;
 }
 
-mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int size,
-                         const mp_gpu_id *ids, int *use_nccl, char *why, size_t whylen)
+mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, bool share_gpu,
+                         int size, const mp_gpu_id *ids, int *use_nccl, char *why,
+                         size_t whylen)
 {
     *use_nccl = 0;
     if (whylen)
@@ -71,7 +91,7 @@ mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int s
         return MP_OK;
     }
     char reason[256];
-    if (nccl_blocked(gpu, nccl_built, size, ids, reason, sizeof reason)) {
+    if (nccl_blocked(gpu, nccl_built, share_gpu, size, ids, reason, sizeof reason)) {
         if (want_nccl) {
             snprintf(why, whylen, "comm.backend = nccl, but %s", reason);
             return mp_fail(MP_EUSAGE, "comm.backend = nccl, but %s", reason);
@@ -85,7 +105,42 @@ mp_status mp_comm_choose(const char *requested, bool gpu, bool nccl_built, int s
         return MP_OK;
     }
     *use_nccl = 1;
-    snprintf(why, whylen, "NCCL: %d ranks, one GPU each", size);
+    int gpus = mp_gpu_count_distinct(size, ids);
+    if (gpus < size)
+        snprintf(why, whylen, "NCCL: %d ranks sharing %d GPU%s (comm.share_gpu: a testing mode, "
+                 "each rank a host of its own to NCCL, over sockets; no speed)", size, gpus,
+                 gpus == 1 ? "" : "s");
+    else
+        snprintf(why, whylen, "NCCL: %d ranks, one GPU each", size);
+    return MP_OK;
+}
+
+/* setenv(name, value, overwrite), MP_EINTERNAL naming it when it fails. */
+static mp_status set_env(const char *name, const char *value, int overwrite)
+{
+    if (setenv(name, value, overwrite) != 0)
+        return mp_fail(MP_EINTERNAL, "comm.share_gpu: cannot set %s=%s", name, value);
+    return MP_OK;
+}
+
+mp_status mp_comm_share_gpu_env(int rank, int size, const mp_gpu_id *ids, bool *applied)
+{
+    bool dummy;
+    applied = applied ? applied : &dummy;
+    *applied = false;
+    if (mp_gpu_count_distinct(size, ids) == size)
+        return MP_OK;
+    bool one_host = true;
+    for (int r = 1; r < size; r++)
+        one_host = one_host && strncmp(ids[r].host, ids[0].host, sizeof ids[0].host) == 0;
+    char id[128];
+    snprintf(id, sizeof id, "mpdist-share-gpu-%.64s-rank-%d", ids[rank].host, rank);
+    MP_TRY(set_env("NCCL_HOSTID", id, 1));
+    MP_TRY(set_env("NCCL_NET", "Socket", 0));
+    MP_TRY(set_env("NCCL_MNNVL_ENABLE", "0", 0));
+    if (one_host)
+        MP_TRY(set_env("NCCL_SOCKET_IFNAME", "lo", 0));
+    *applied = true;
     return MP_OK;
 }
 

@@ -89,6 +89,7 @@ typedef struct mp_config {
                                0 = "world" */
         bool overlap;       /* buckets start during backward */
         double timeout_s;   /* the watchdog's limit per collective */
+        bool share_gpu;     /* ranks may share a GPU under NCCL (a testing mode) */
     } comm;
     struct {
         char dir[512];      /* "" = no checkpoints */

@@ -257,6 +257,12 @@ const mp_key mp_config_keys[] = {
     {"comm.timeout_s", MP_KEY_FLOAT, "600.0", GT(0), LE(604800), CF(comm.timeout_s),
      .meaning = "Watchdog: a collective not finished after this many seconds ends the job on "
                 "every rank with exit code 6."},
+    {"comm.share_gpu", MP_KEY_BOOL, "false", CF(comm.share_gpu),
+     .meaning = "A testing mode that gives no speed: ranks that share a GPU still use NCCL, each "
+                "made a host of its own to NCCL (NCCL_HOSTID per rank) and talking over sockets "
+                "(NCCL_NET=Socket, NCCL_SOCKET_IFNAME=lo on one host, NCCL_MNNVL_ENABLE=0, each "
+                "unless set), so a one-GPU machine runs NCCL between ranks; false = such ranks "
+                "take MPI (comm.backend auto) or are refused (nccl)."},
 
     {"checkpoint.dir", MP_KEY_STRING, "\"\"", CF(checkpoint.dir),
      .meaning = "Directory of the HDF5 checkpoints ckpt-<step>.h5 (created); \"\" = no "

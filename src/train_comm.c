@@ -1,7 +1,8 @@
 /* How the gradients travel (comm.backend): NCCL on the GPUs when every rank has a GPU of its
- * own, MPI otherwise; rank 0 prints the choice and why. A backend whose memory is host memory it
- * declares device-like (the staged CPU backend, a test of the GPU's paths) takes the device path
- * over a second MPI transport on several ranks, so the CPU suite runs it. */
+ * own (or shares one under comm.share_gpu, a testing mode: comm/device_bind.h), MPI otherwise;
+ * rank 0 prints the choice and why. A backend whose memory is host memory it declares
+ * device-like (the staged CPU backend, a test of the GPU's paths) takes the device path over a
+ * second MPI transport on several ranks, so the CPU suite runs it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +17,10 @@ mp_status mp_train_connect(mp_trainer *t)
     int use_nccl = 0;
     char why[256] = "";
     if (st == MP_OK)
-        st = mp_comm_choose(t->cfg->comm.backend, t->device >= 0, mp_comm_nccl_built(), c->size,
-                            ids, &use_nccl, why, sizeof why);
+        st = mp_comm_choose(t->cfg->comm.backend, t->device >= 0, mp_comm_nccl_built(),
+                            t->cfg->comm.share_gpu, c->size, ids, &use_nccl, why, sizeof why);
+    if (st == MP_OK && use_nccl) /* before the process's first NCCL call */
+        st = mp_comm_share_gpu_env(c->rank, c->size, ids, NULL);
     mp_free(ids);
     if (st != MP_OK)
         return mp_fail(st, "%s: comm.backend: %s", t->cfg->path, mp_error_message());

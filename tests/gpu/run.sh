@@ -18,6 +18,10 @@
 #   MPDIST_GPU_TRAIN=0        skip the training run
 #   MPDIST_GPU_TRAIN_ARGS     extra arguments for mpdist, e.g. "--set amp.opt_level=O2"
 #   MPDIST_GPU_TRAIN_TIMEOUT  seconds (default 300)
+#   MPDIST_GPU_NCCL=0         skip the multi-rank NCCL stage (tests/gpu/nccl_ranks.sh: 2 and 4
+#                             ranks through NCCL on the one GPU, shared under comm.share_gpu:
+#                             checkpoints bitwise the MPI route's, comm_hidden, a stopped rank);
+#                             its lines to $OUT/nccl-ranks.txt, its runs under $OUT/nccl-ranks/
 #   MPDIST_GPU_TABLE=1        then the opt-level table (bench/opt_levels.sh cnn_bn, 2 ranks on
 #                             the GPU, 8 epochs each of O0, O1, O2, O3, O2 bf16) and the O2
 #                             accuracy against the CPU run's in bench/results/table.csv (Done
@@ -52,6 +56,7 @@ tee_pid=$!
 start=$(date +%s)
 
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
+nccl="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
@@ -64,8 +69,8 @@ summary() {
   echo
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
-    "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" "inference:" "$inference" \
-    "log:" "$log"
+    "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" "gpu step:" "$gpu_step" \
+    "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -95,8 +100,9 @@ write_report() {
       sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) [ .*]*(Passed|Failed|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout|Not Run|[^0-9]*)[ ]*([0-9.]+ sec)?.*/  \1 \2 \3/p' \
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
-    printf '%-14s%s\n' "training:" "$train" "opt table:" "$table" "gpu step:" "$gpu_step" \
-      "inference:" "$inference" "log:" "$log" "result:" "$1"
+    printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" \
+      "gpu step:" "$gpu_step" "inference:" "$inference" "log:" "$log" "result:" "$1"
+    [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
   } >"$report"
 }
 
@@ -343,6 +349,24 @@ else
     train="failed (exit $train_rc${accuracy:+, test accuracy: $accuracy})"
     fail "training failed"
   fi
+fi
+
+# tests/gpu/nccl_ranks.sh: NCCL between 2 and 4 ranks on the shared GPU (issue 46).
+nccl_out=${OUT:-$build}/nccl-ranks
+nccl_report=$nccl_out/nccl-ranks.txt
+do_nccl() {
+  bash tests/gpu/nccl_ranks.sh "$build" "$data" "$nccl_out"
+}
+if [ "${MPDIST_GPU_NCCL:-1}" = 0 ]; then
+  nccl="skipped (MPDIST_GPU_NCCL=0)"
+elif [ "$build_state" != ok ] || [ -z "$data" ]; then
+  nccl="not run (build failed or no Fashion-MNIST)"
+else
+  echo "== NCCL between ranks on the one GPU (comm.share_gpu): 2 and 4 ranks"
+  nccl_rc=1
+  step nccl_rc do_nccl
+  nccl="$(grep -c '^PASS' "$nccl_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$nccl_report" 2>/dev/null || true) failed (exit $nccl_rc; $nccl_report)"
+  [ "$nccl_rc" -eq 0 ] || fail "multi-rank NCCL stage failed"
 fi
 
 # The O2 fp16 accuracy of cnn_bn in a table.csv (bench/opt_levels.sh's columns).
