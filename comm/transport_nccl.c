@@ -7,7 +7,9 @@
  * made under `mu`; ncclCommAbort frees the communicator, so `aborted` implies `failed` and no
  * NCCL call follows. After the first failure every later call returns it. The watchdog starts
  * with the first collective (after the communicator has stored the transport, which the
- * watchdog's abort path reads) and is joined by close before anything is freed. */
+ * watchdog's abort path reads) and is joined by close before anything is freed; between checks
+ * it answers the census of other ranks' watchdogs (nccl_census.h), and on a timeout it takes one
+ * to name the ranks that did not arrive. */
 #include "comm/transport_nccl.h"
 
 #ifdef MP_HAVE_NCCL
@@ -19,11 +21,14 @@
 
 #include "comm/gpu_check.h"
 #include "comm/nap.h"
+#include "comm/nccl_census.h"
 #include "engine/clock.h"
 
 #define RING MP_TRANSPORT_DEPTH
 #define POLL_S 100e-6 /* the host's polling of events and of NCCL's state */
 #define WATCH_S 10e-3 /* the watchdog's period */
+#define GRACE_S 2.0   /* how long a census waits for answers */
+#define MISSED_S 1.0  /* a gap this long between two periods: this process was not running */
 
 typedef struct nccl_slot {
     mp_coll coll;
@@ -47,9 +52,10 @@ typedef struct nccl_transport {
     bool watching, stop; /* the watchdog runs; close asked it to stop */
     uint64_t issued, completed;
     bool aborted; /* ncclCommAbort was called */
-    bool ending;  /* the watchdog reported a failure and is ending the job */
+    bool ending;  /* the watchdog saw a failure and is ending the job */
     mp_status failed;
     char message[1024];
+    mp_census census;
 } nccl_transport;
 
 /* Records the first failure (st with the calling thread's last message) and returns it with
@@ -122,7 +128,8 @@ static mp_status check_locked(nccl_transport *t)
                    ncclGetLastError(t->nccl));
 }
 
-/* MP_ECOMM when the oldest outstanding collective has run longer than its limit (locked). */
+/* MP_ECOMM when the oldest outstanding collective has run longer than its limit (locked); the
+ * census's finding is appended to the message later. */
 static mp_status overdue_locked(const nccl_transport *t)
 {
     const nccl_slot *s = oldest_locked(t);
@@ -130,8 +137,25 @@ static mp_status overdue_locked(const nccl_transport *t)
     if (!s || waited <= s->limit_s)
         return MP_OK;
     return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s (comm.timeout_s) in %s "
-                   "at step %lld; the NCCL watchdog aborts the communicator and the job",
-                   t->rank, t->host, waited, s->coll.what, (long long)s->step);
+                   "at step %lld (NCCL)", t->rank, t->host, waited, s->coll.what,
+                   (long long)s->step);
+}
+
+/* Time this process did not run (stopped, then continued) is not the collectives' (locked). */
+static void forgive_locked(nccl_transport *t, double gap)
+{
+    for (uint64_t k = t->completed + 1; k <= t->issued; k++)
+        t->ring[k % RING].t_start += gap;
+}
+
+/* Where this rank is, for the census (locked); `late`: its oldest is past its limit. */
+static mp_census_where where_locked(const nccl_transport *t, bool late)
+{
+    mp_census_where w = {.oldest = t->completed < t->issued ? t->completed + 1 : 0,
+                         .issued = t->issued,
+                         .step = t->comm->step,
+                         .overdue = late};
+    return w;
 }
 
 /* The table's abort: ncclCommAbort once, from any thread; later calls fail with a message. */
@@ -150,37 +174,60 @@ static void abort_transport(void *self)
     pthread_mutex_unlock(&t->mu);
 }
 
+/* Ends the job from the watchdog after the failure in t->message: after a timeout, the census
+ * first names the ranks that did not arrive, and a rank that is not the census's reporter waits
+ * for the reporter to end the job (saying it itself only if that does not happen). */
+static void end_job(nccl_transport *t, bool late, const mp_census_where *me)
+{
+    if (late) {
+        char found[600];
+        bool report = mp_census_take(&t->census, me, GRACE_S, found, sizeof found);
+        pthread_mutex_lock(&t->mu);
+        size_t n = strlen(t->message);
+        snprintf(t->message + n, sizeof t->message - n, "; %s", found);
+        pthread_mutex_unlock(&t->mu);
+        if (!report)
+            mp_nap(2 * GRACE_S);
+    }
+    fprintf(stderr, "mpdist: error: %s\n", t->message);
+    fflush(stderr);
+    abort_transport(t);
+    mp_comm_abort(t->comm, MP_ECOMM);
+}
+
 /* The watchdog thread: every WATCH_S it checks NCCL's asynchronous state and how long the
- * oldest outstanding collective has run; on a failure it prints one line, aborts the
- * communicator and ends every rank with exit code 6. Once a caller has seen a failure the
+ * oldest outstanding collective has run, and answers census queries; on a failure it ends
+ * every rank with exit code 6 and one line (end_job). Once a caller has seen a failure the
  * caller reports it, and the watchdog only waits for close. */
 static void *watchdog(void *arg)
 {
     nccl_transport *t = arg;
     cudaSetDevice(t->device); /* the events belong to it */
-    for (;;) {
+    for (double last = mp_now();;) {
         mp_nap(WATCH_S);
+        double now = mp_now();
         pthread_mutex_lock(&t->mu);
-        bool stop = t->stop;
+        if (now - last > MISSED_S)
+            forgive_locked(t, now - last - WATCH_S);
+        last = now;
+        bool stop = t->stop, late = false;
         mp_status st = MP_OK;
         if (!stop && t->failed == MP_OK) {
             st = check_locked(t);
             if (st == MP_OK)
-                st = overdue_locked(t);
+                late = (st = overdue_locked(t)) != MP_OK;
             if (st != MP_OK) {
                 fail_locked(t, st);
                 t->ending = true;
             }
         }
+        mp_census_where me = where_locked(t, late);
         pthread_mutex_unlock(&t->mu);
         if (stop)
             return NULL;
-        if (st != MP_OK) {
-            fprintf(stderr, "mpdist: error: %s\n", t->message); /* fixed once failed is set */
-            fflush(stderr);
-            abort_transport(t);
-            mp_comm_abort(t->comm, MP_ECOMM);
-        }
+        if (st != MP_OK)
+            end_job(t, late, &me);
+        mp_census_serve(&t->census, &me);
     }
 }
 
@@ -285,14 +332,16 @@ static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *don
         if (st != MP_OK)
             st = fail_locked(t, st);
         *done = st == MP_OK && t->completed >= ticket;
-        bool ending = t->ending;
+        bool ending = t->ending, watched = t->watching && !t->stop;
         pthread_mutex_unlock(&t->mu);
-        if (ending) { /* the watchdog has said it and ends every rank: nothing more to say */
+        if (ending) { /* the watchdog says it (after its census) and ends every rank */
             *done = false;
-            mp_nap(seconds);
+            mp_nap(seconds + 4 * GRACE_S);
             return MP_OK;
         }
-        if (st != MP_OK || *done || mp_now() - t0 >= seconds)
+        /* The watchdog, which times each collective from its start, decides a timeout (with its
+         * census): while it runs, the caller gives it time to do so before giving up itself. */
+        if (st != MP_OK || *done || mp_now() - t0 >= seconds + (watched ? MISSED_S : 0.0))
             return st;
     }
 }
@@ -358,6 +407,7 @@ static mp_status finalize(nccl_transport *t, double limit_s)
     if (st == MP_OK) {
         ncclCommDestroy(t->nccl);
         t->nccl = NULL;
+        mp_census_close(&t->census); /* every rank got this far */
     }
     pthread_mutex_unlock(&t->mu);
     return st;
@@ -444,6 +494,7 @@ mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
         t->device = device;
         snprintf(t->host, sizeof t->host, "%s", mp_comm_host(c, c->rank));
         t->compute = (cudaStream_t)compute_stream;
+        t->census.census = MPI_COMM_NULL;
         pthread_mutex_init(&t->mu, NULL);
         st = setup(t, &id);
     } else {
@@ -455,6 +506,8 @@ mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
     st = agree(c, st);
     if (st == MP_OK)
         st = agree(c, form(t, id));
+    if (st == MP_OK)
+        st = agree(c, mp_census_open(&t->census, c));
     if (st != MP_OK) {
         if (t)
             free_transport(t);

@@ -11,7 +11,7 @@
 #     route's (sums in another order: an fp16 rounding per step at most)
 #   - comm_hidden of the NCCL runs, as their metrics report it (overlap measured, not assumed)
 #   - rank 1 stopped (SIGSTOP) in a 2-rank NCCL run with comm.timeout_s 5: exit 6 within 15 s,
-#     one error line, and no process left; the line is printed and checked for naming rank 1
+#     one error line naming rank 1 as the one that did not arrive (the census), no process left
 # Usage: tests/gpu/nccl_ranks.sh BUILD DATA OUT      (BUILD has mpdist; DATA Fashion-MNIST's
 # directory; OUT gets the runs, nccl-ranks.txt with one line per check, and the metrics).
 # Exits 1 when a check failed. Needs a GPU, h5diff, h5dump and python3.

@@ -9,8 +9,10 @@
 #     rank 1 and the collective, no process left;
 #   - the same error on rank 0 after its collective finished: the same end, the message naming
 #     the collective before the error;
-#   - an event that never completes on rank 2 of 4: the watchdog ends the job the same way,
-#     naming rank 2;
+#   - a collective that never finishes on rank 2 of 4 while the others wait for it in the
+#     next: the watchdogs' census names rank 2, and rank 0 alone says so;
+#   - a rank stopped with SIGSTOP (rank 1 of 2, rank 2 of 4, rank 0 of 2): exit 6 within
+#     comm.timeout_s + 10 s, one line naming the stopped rank, no process left;
 #   - rank 1's communicator never forms: exit 6, every rank fails alike, rank 1 named;
 #   - a reduce-scatter whose result lands one element off (a wrong offset): the collective
 #     test (test_nccl_standin) fails, naming the reduce-scatter.
@@ -44,23 +46,64 @@ for np in 2 4; do
     test "$rc" = 0 -a "$done_ranks" = "$np"
 done
 
-# fault NP FAULT RANK WHAT: the job ends with exit 6 within LIMIT + 10 s, with one error line
-# naming RANK and matching WHAT, and no process left.
-fault() {
-  local np=$1 spec=$2 rank=$3 what=$4 t0 took
-  t0=$(ms)
-  expect_exit 6 "\[rank $rank @ [^]]*\] .*$what" env MPDIST_NCCL_STANDIN="$spec" \
-    MPDIST_STANDIN_TIMEOUT=$LIMIT mpirun -np "$np" "$BIN" --drive 20
-  took=$(($(ms) - t0))
-  expect_ok "$spec on $np ranks ended after $took ms (at most $(((LIMIT + 10) * 1000)))" \
+# ended NP T0 WHAT: the job that started at T0 (ms) ended within LIMIT + 10 s and left no
+# process (after expect_exit checked its code and line).
+ended() {
+  local took=$(($(ms) - $2))
+  expect_ok "$3 on $1 ranks ended after $took ms (at most $(((LIMIT + 10) * 1000)))" \
     test "$took" -le $(((LIMIT + 10) * 1000))
   sleep 0.5
-  expect_ok "$spec: no process left $(left)" test -z "$(left)"
+  expect_ok "$3: no process left $(left)" test -z "$(left)"
 }
-fault 2 async:1:5 1 "NCCL failed in the gradient bucket at step 4: unhandled system error"
-fault 2 late:0:3 0 "NCCL failed after the gradient bucket at step 2: unhandled system error"
-fault 4 hang:2:7 2 "timed out after [0-9]+ s \(comm\.timeout_s\) in the gradient bucket at step 6"
-fault 2 initstuck:1 1 "NCCL did not finish creating the communicator within $LIMIT s"
+
+# fault NP FAULT REGEX: the job ends with exit 6 and one error line matching REGEX.
+fault() {
+  local t0
+  t0=$(ms)
+  expect_exit 6 "$3" env MPDIST_NCCL_STANDIN="$2" MPDIST_STANDIN_TIMEOUT=$LIMIT \
+    mpirun -np "$1" "$BIN" --drive 20
+  ended "$1" "$t0" "$2"
+}
+fault 2 async:1:5 "\[rank 1 @ [^]]*\] NCCL failed in the gradient bucket at step 4: unhandled system error"
+fault 2 late:0:3 "\[rank 0 @ [^]]*\] NCCL failed after the gradient bucket at step 2: unhandled system error"
+# Rank 2's launch 7 never finishes: it stays in step 6 while the others wait for it in step 7;
+# of the ranks past their limit, rank 0 reports, naming rank 2 from the census.
+fault 4 hang:2:7 "\[rank 0 @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the gradient bucket at step 7 \(NCCL\); ranks that did not arrive: 2 \([^,]*, not there yet"
+fault 2 initstuck:1 "\[rank 1 @ [^]]*\] NCCL did not finish creating the communicator within $LIMIT s"
+
+# stopped NP RANK: rank RANK of a long drive is stopped (SIGSTOP) while the others wait for it
+# inside a collective: exit 6, one line from rank 0 (or 1) naming RANK from the census.
+rank_pid() { # rank_pid R: the process of rank R of the drive
+  local p
+  for p in $(pgrep -f "^$BIN --drive" || true); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+  done
+  return 0
+}
+stopped() {
+  local np=$1 victim_rank=$2 reporter=$(($2 == 0 ? 1 : 0)) job t0 victim="" rc=0 errors
+  env MPDIST_STANDIN_TIMEOUT=$LIMIT MPDIST_STANDIN_STEP_S=0.01 timeout -k 5 120 \
+    mpirun -np "$np" "$BIN" --drive 1000000 >"$TMP/out" 2>&1 &
+  job=$!
+  for _ in $(seq 100); do victim=$(rank_pid "$victim_rank"); [ -z "$victim" ] || break; sleep 0.1; done
+  sleep 1
+  t0=$(ms)
+  kill -STOP "$victim"
+  wait "$job" || rc=$?
+  errors=$(grep -c '^mpdist: error:' "$TMP/out" || true)
+  if [ "$rc" = 6 ] && [ "$errors" = 1 ] && grep '^mpdist: error:' "$TMP/out" | grep -Eq \
+     "\[rank $reporter @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the gradient bucket at step [0-9]+ \(NCCL\); ranks that did not arrive: $victim_rank \([^,)]*\)\$"; then
+    echo "ok: rank $victim_rank of $np stopped: exit 6: $(grep '^mpdist: error:' "$TMP/out")"
+  else
+    echo "FAIL: rank $victim_rank of $np stopped: exit $rc, $errors error line(s):"
+    sed 's/^/    /' "$TMP/out" | head -20
+    failures=$((failures + 1))
+  fi
+  ended "$np" "$t0" "SIGSTOP of rank $victim_rank"
+}
+stopped 2 1
+stopped 4 2
+stopped 2 0
 
 rc=0
 timeout -k 5 120 env MPDIST_NCCL_STANDIN=rs_offset mpirun -np 2 "$BIN" >"$TMP/sabotage" 2>&1 ||

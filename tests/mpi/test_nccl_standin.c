@@ -9,7 +9,8 @@
  * released at once, and close frees everything).
  *   test_nccl_standin --drive STEPS   trains-like loop for tests/integration/nccl_standin.sh:
  *                                     STEPS all-reduces under the faults of MPDIST_NCCL_STANDIN,
- *                                     comm.timeout_s from MPDIST_STANDIN_TIMEOUT (default 3);
+ *                                     comm.timeout_s from MPDIST_STANDIN_TIMEOUT (default 3),
+ *                                     MPDIST_STANDIN_STEP_S seconds of "compute" per step;
  *                                     a failure ends every rank as mpdist does (exit 6)
  * Built only where CUDA (and so NCCL's headers) is; elsewhere it exits 77 (skipped). */
 #include "tests/util/test_util.h"
@@ -272,7 +273,7 @@ static void test_abort_midway(void **state)
  * checked; a failure ends the job as mpdist's fail_midway does. Returns the exit code. */
 static int drive(int steps)
 {
-    const char *limit = getenv("MPDIST_STANDIN_TIMEOUT");
+    const char *limit = getenv("MPDIST_STANDIN_TIMEOUT"), *pause = getenv("MPDIST_STANDIN_STEP_S");
     comm.timeout_s = limit ? atof(limit) : 3.0;
     mp_status st = mp_comm_use_device(&comm, 0, stream);
     if (st != MP_OK) {
@@ -287,6 +288,8 @@ static int drive(int steps)
     uint16_t h[1000];
     for (int s = 0; s < steps && st == MP_OK; s++) {
         comm.step = s;
+        if (pause) /* the step's compute */
+            mp_nap(atof(pause));
         for (size_t i = 0; i < 1000; i++)
             mp_store(h, MP_F16, i, (double)((i + (size_t)comm.rank) % 4));
         st = staged->copy_in(x.data, h, sizeof h);

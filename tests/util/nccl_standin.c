@@ -1,22 +1,20 @@
-/* The NCCL and CUDA-event stand-in of tests (see nccl_standin.h): __wrap_ definitions of the
- * calls comm/transport_nccl.c makes, over MPI on host memory. */
+/* The NCCL stand-in of tests (see nccl_standin.h): __wrap_ definitions of the NCCL calls that
+ * comm/transport_nccl.c makes. A collective is checked and queued on its stream at once (a
+ * group's at the group's end, as one launch); the stream's worker (nccl_standin_stream.c) runs
+ * it later with non-blocking MPI on host memory (sk_run). */
 #include "tests/util/nccl_standin.h"
 
-#include <cuda_runtime_api.h>
-#include <mpi.h>
-#include <nccl.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/nap.h"
 #include "engine/dtype.h"
+#include "tests/util/nccl_standin_internal.h"
 
-/* The wrapped calls (the names the transport's object calls, prefixed by the linker). */
+/* The wrapped NCCL calls (the names the transport's object calls, prefixed by the linker). */
 ncclResult_t __wrap_ncclGetUniqueId(ncclUniqueId *id);
 ncclResult_t __wrap_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
                                            ncclConfig_t *config);
@@ -39,39 +37,10 @@ ncclResult_t __wrap_ncclCommDestroy(ncclComm_t c);
 ncclResult_t __wrap_ncclCommAbort(ncclComm_t c);
 const char *__wrap_ncclGetErrorString(ncclResult_t rc);
 const char *__wrap_ncclGetLastError(ncclComm_t c);
-cudaError_t __wrap_cudaSetDevice(int device);
-cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags);
-cudaError_t __wrap_cudaStreamDestroy(cudaStream_t s);
-cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags);
-cudaError_t __wrap_cudaEventDestroy(cudaEvent_t e);
-cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
-cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags);
-cudaError_t __wrap_cudaEventQuery(cudaEvent_t e);
-cudaError_t __wrap_cudaGetLastError(void);
-cudaError_t __wrap_cudaPeekAtLastError(void);
-const char *__wrap_cudaGetErrorString(cudaError_t rc);
 
 #define ALL_RANKS (-2)
 #define NO_RANK (-1)
-
-struct CUstream_st {
-    bool stuck; /* work queued on it from now on never finishes */
-};
-
-struct CUevent_st {
-    bool never; /* recorded on a stuck stream */
-};
-
-struct ncclComm {
-    MPI_Comm mpi;
-    int rank, size;
-    int polls;          /* ncclCommGetAsyncError answers ncclInProgress this many more times */
-    bool init_stuck;    /* never finishes forming */
-    ncclResult_t async; /* the injected asynchronous error, ncclSuccess when none */
-    MPI_Request fin; /* the finalize barrier while it runs, else MPI_REQUEST_NULL */
-    long launches;
-    char last[256]; /* ncclGetLastError */
-};
+#define POLL_S 20e-6
 
 typedef struct fault_spec {
     int inprogress;
@@ -85,8 +54,8 @@ static fault_spec faults = {0, NO_RANK, NO_RANK, NO_RANK, 0, 0, false, false};
 static bool faults_set;
 static atomic_long launches_total;
 static atomic_int inside; /* threads inside a call on a communicator */
-static _Thread_local cudaError_t last_error = cudaSuccess;
-static int group_depth, group_ops;
+static int group_depth;
+static sk_coll *group_head, *group_tail; /* the open group's collectives */
 static struct ncclComm *group_comm;
 static cudaStream_t group_stream;
 
@@ -165,29 +134,59 @@ static ncclResult_t async_return(struct ncclComm *c)
     return ncclInProgress;
 }
 
-/* A collective (or a group of them) was launched on c's stream s. */
-static ncclResult_t launched(struct ncclComm *c, cudaStream_t s)
-{
-    c->launches++;
-    atomic_fetch_add(&launches_total, 1);
-    if (is_rank(faults.async_rank, c->rank) && c->launches >= faults.async_k &&
-        c->async == ncclSuccess) {
-        c->async = ncclSystemError;
-        snprintf(c->last, sizeof c->last, "stand-in: injected asynchronous error in "
-                 "launch %ld", c->launches);
-        if (s && !faults.async_late) /* what failed never finishes */
-            s->stuck = true;
-    }
-    if (is_rank(faults.hang_rank, c->rank) && c->launches >= faults.hang_k && s)
-        s->stuck = true;
-    return async_return(c);
-}
-
 static ncclResult_t usage(struct ncclComm *c, ncclResult_t rc, const char *what)
 {
     if (c)
         snprintf(c->last, sizeof c->last, "stand-in: %s", what);
     return rc;
+}
+
+/* Queues a launch of colls on c's stream s, with the faults that apply to it. */
+static ncclResult_t launch(struct ncclComm *c, cudaStream_t s, sk_coll *colls)
+{
+    sk_op *op = calloc(1, sizeof *op);
+    if (!op || !s) {
+        free(op);
+        for (sk_coll *k = colls, *next; k; k = next) {
+            next = k->next;
+            free(k);
+        }
+        return usage(c, ncclInvalidArgument, "no stream, or out of memory");
+    }
+    op->colls = colls;
+    op->comm = c;
+    op->launch = ++c->launches;
+    atomic_fetch_add(&launches_total, 1);
+    op->fail = is_rank(faults.async_rank, c->rank) && op->launch == faults.async_k;
+    op->fail_late = faults.async_late;
+    op->hang = is_rank(faults.hang_rank, c->rank) && op->launch == faults.hang_k;
+    atomic_fetch_add(&c->inflight, 1);
+    sk_stream_push(s, op);
+    return async_return(c);
+}
+
+/* A collective's arguments: queued alone, or kept for the open group's launch. */
+static ncclResult_t queue(struct ncclComm *c, cudaStream_t s, const sk_coll *args)
+{
+    sk_coll *k = malloc(sizeof *k);
+    if (!k)
+        return usage(c, ncclSystemError, "out of memory");
+    *k = *args;
+    k->next = NULL;
+    if (group_depth == 0)
+        return launch(c, s, k);
+    if (group_comm && group_comm != c) {
+        free(k);
+        return usage(c, ncclInvalidUsage, "the stand-in groups one communicator's calls only");
+    }
+    if (group_tail)
+        group_tail->next = k;
+    else
+        group_head = k;
+    group_tail = k;
+    group_comm = c;
+    group_stream = s;
+    return ncclSuccess;
 }
 
 /* The engine's dtype of an NCCL type; false for types the stand-in does not reduce. */
@@ -248,18 +247,64 @@ static const char *refuse(struct ncclComm *c, ncclDataType_t t, ncclRedOp_t op, 
     return NULL;
 }
 
-/* Runs a collective's body as NCCL would launch it: inside a group it only counts. */
-static ncclResult_t finish(struct ncclComm *c, cudaStream_t s, int mpi_rc)
+/* Waits for *req, polling; false when the communicator was aborted or the stream quits
+ * first (the request is left: the job is ending). */
+static bool wait_req(MPI_Request *req, struct ncclComm *comm, cudaStream_t s)
 {
-    if (mpi_rc != MPI_SUCCESS)
-        return usage(c, ncclSystemError, "an MPI call failed");
-    if (group_depth > 0) {
-        group_ops++;
-        group_comm = c;
-        group_stream = s;
-        return ncclSuccess;
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return false;
+        if (done)
+            return true;
+        if (atomic_load(&comm->aborted) || sk_stream_quitting(s))
+            return false;
+        mp_nap(POLL_S);
     }
-    return launched(c, s);
+}
+
+bool sk_run(const sk_coll *c, struct ncclComm *comm, cudaStream_t s)
+{
+    if (atomic_load(&comm->aborted))
+        return false;
+    size_t elem = type_size(c->type), bytes = c->count * elem, all = (size_t)comm->size * bytes;
+    mp_dtype dt = MP_F32;
+    dtype_of(c->type, &dt);
+    char *tmp = malloc(all + 1);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_SUCCESS, n = (int)bytes;
+    switch (c->kind) {
+    case SK_ALLREDUCE:
+        rc = MPI_Iallgather(c->send, n, MPI_BYTE, tmp, n, MPI_BYTE, comm->mpi, &req);
+        break;
+    case SK_REDUCE:
+        rc = MPI_Igather(c->send, n, MPI_BYTE, tmp, n, MPI_BYTE, c->root, comm->mpi, &req);
+        break;
+    case SK_BCAST:
+        if (comm->rank == c->root && c->send != c->recv)
+            memmove(c->recv, c->send, bytes);
+        rc = MPI_Ibcast(c->recv, n, MPI_BYTE, c->root, comm->mpi, &req);
+        break;
+    case SK_REDUCE_SCATTER:
+        rc = MPI_Ialltoall(c->send, n, MPI_BYTE, tmp, n, MPI_BYTE, comm->mpi, &req);
+        break;
+    default: /* SK_ALLGATHER: the piece copied first, as it may lie inside recv */
+        memcpy(tmp, c->send, bytes);
+        rc = MPI_Iallgather(tmp, n, MPI_BYTE, c->recv, n, MPI_BYTE, comm->mpi, &req);
+        break;
+    }
+    bool ok = rc == MPI_SUCCESS && wait_req(&req, comm, s);
+    if (ok && (c->kind == SK_ALLREDUCE || (c->kind == SK_REDUCE && comm->rank == c->root)))
+        fold(c->recv, tmp, comm->size, c->count, dt, c->op);
+    if (ok && c->kind == SK_REDUCE_SCATTER) {
+        fold(tmp, tmp, comm->size, c->count, dt, c->op);
+        size_t shift = faults.rs_offset && c->count > 1 ? elem : 0;
+        memcpy((char *)c->recv + shift, tmp, bytes - shift); /* rotated when sabotaged */
+        memcpy(c->recv, tmp + bytes - shift, shift);
+    }
+    if (ok || req == MPI_REQUEST_NULL)
+        free(tmp); /* else MPI may still write it */
+    return ok;
 }
 
 ncclResult_t __wrap_ncclGetUniqueId(ncclUniqueId *id)
@@ -299,18 +344,20 @@ ncclResult_t __wrap_ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUni
 ncclResult_t __wrap_ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err)
 {
     enter("ncclCommGetAsyncError");
-    *err = ncclSuccess;
-    if (c->async != ncclSuccess) {
-        *err = c->async;
-    } else if (c->polls > 0 || c->init_stuck) {
+    *err = (ncclResult_t)atomic_load(&c->async);
+    if (*err == ncclSuccess && (c->polls > 0 || c->init_stuck)) {
         c->polls -= c->polls > 0;
         *err = ncclInProgress;
-    } else if (c->fin != MPI_REQUEST_NULL) {
+    } else if (*err == ncclSuccess && c->finalizing) { /* the barrier, once the launches ended */
         int done = 0;
-        if (MPI_Test(&c->fin, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        if (c->fin == MPI_REQUEST_NULL && atomic_load(&c->inflight) == 0 &&
+            MPI_Ibarrier(c->mpi, &c->fin) != MPI_SUCCESS)
             *err = usage(c, ncclSystemError, "the finalize barrier failed");
-        else if (!done)
+        else if (c->fin == MPI_REQUEST_NULL ||
+                 MPI_Test(&c->fin, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
             *err = ncclInProgress;
+        else
+            c->finalizing = false;
     }
     leave();
     return ncclSuccess;
@@ -320,19 +367,12 @@ ncclResult_t __wrap_ncclAllReduce(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, ncclRedOp_t op, ncclComm_t c,
                                   cudaStream_t s)
 {
-    size_t bytes = count * type_size(type);
-    const char *no = refuse(c, type, op, true, bytes);
+    const char *no = refuse(c, type, op, true, count * type_size(type));
     if (no)
         return usage(c, ncclInvalidArgument, no);
     enter("ncclAllReduce");
-    char *all = malloc((size_t)c->size * bytes + 1);
-    int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, c->mpi);
-    mp_dtype dt = MP_F32;
-    dtype_of(type, &dt);
-    if (rc == MPI_SUCCESS)
-        fold(recv, all, c->size, count, dt, op);
-    free(all);
-    ncclResult_t res = finish(c, s, rc);
+    sk_coll k = {SK_ALLREDUCE, send, recv, count, type, op, 0, NULL};
+    ncclResult_t res = queue(c, s, &k);
     leave();
     return res;
 }
@@ -340,19 +380,12 @@ ncclResult_t __wrap_ncclAllReduce(const void *send, void *recv, size_t count,
 ncclResult_t __wrap_ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                                ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t s)
 {
-    size_t bytes = count * type_size(type);
-    const char *no = refuse(c, type, op, true, bytes);
+    const char *no = refuse(c, type, op, true, count * type_size(type));
     if (no)
         return usage(c, ncclInvalidArgument, no);
     enter("ncclReduce");
-    char *all = c->rank == root ? malloc((size_t)c->size * bytes + 1) : NULL;
-    int rc = MPI_Gather(send, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, root, c->mpi);
-    mp_dtype dt = MP_F32;
-    dtype_of(type, &dt);
-    if (rc == MPI_SUCCESS && all)
-        fold(recv, all, c->size, count, dt, op);
-    free(all);
-    ncclResult_t res = finish(c, s, rc);
+    sk_coll k = {SK_REDUCE, send, recv, count, type, op, root, NULL};
+    ncclResult_t res = queue(c, s, &k);
     leave();
     return res;
 }
@@ -360,20 +393,17 @@ ncclResult_t __wrap_ncclReduce(const void *send, void *recv, size_t count, ncclD
 ncclResult_t __wrap_ncclBroadcast(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, int root, ncclComm_t c, cudaStream_t s)
 {
-    size_t bytes = count * type_size(type);
-    const char *no = refuse(c, type, ncclSum, false, bytes);
+    const char *no = refuse(c, type, ncclSum, false, count * type_size(type));
     if (no)
         return usage(c, ncclInvalidArgument, no);
     enter("ncclBroadcast");
-    if (c->rank == root && send != recv)
-        memmove(recv, send, bytes);
-    int rc = MPI_Bcast(recv, (int)bytes, MPI_BYTE, root, c->mpi);
-    ncclResult_t res = finish(c, s, rc);
+    sk_coll k = {SK_BCAST, send, recv, count, type, ncclSum, root, NULL};
+    ncclResult_t res = queue(c, s, &k);
     leave();
     return res;
 }
 
-/* Whether [a, a + n) and [b, b + n) overlap. */
+/* Whether [a, a + an) and [b, b + bn) overlap. */
 static bool overlap(const char *a, size_t an, const char *b, size_t bn)
 {
     return a < b + bn && b < a + an;
@@ -387,23 +417,12 @@ ncclResult_t __wrap_ncclReduceScatter(const void *send, void *recv, size_t recvc
     const char *no = refuse(c, type, op, true, bytes);
     if (no)
         return usage(c, ncclInvalidArgument, no);
-    const char *in = send;
-    char *out = recv;
+    const char *in = send, *out = recv;
     if (out != in + (size_t)c->rank * bytes && overlap(in, (size_t)c->size * bytes, out, bytes))
         return usage(c, ncclInvalidArgument, "reduce-scatter buffers overlap out of place");
     enter("ncclReduceScatter");
-    char *all = malloc((size_t)c->size * bytes + 1);
-    int rc = MPI_Alltoall(send, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, c->mpi);
-    mp_dtype dt = MP_F32;
-    dtype_of(type, &dt);
-    if (rc == MPI_SUCCESS) {
-        fold(all, all, c->size, recvcount, dt, op);
-        size_t shift = faults.rs_offset && recvcount > 1 ? mp_dtype_size(dt) : 0;
-        memcpy(out + shift, all, bytes - shift); /* rotated by one element when sabotaged */
-        memcpy(out, all + bytes - shift, shift);
-    }
-    free(all);
-    ncclResult_t res = finish(c, s, rc);
+    sk_coll k = {SK_REDUCE_SCATTER, send, recv, recvcount, type, op, 0, NULL};
+    ncclResult_t res = queue(c, s, &k);
     leave();
     return res;
 }
@@ -415,16 +434,12 @@ ncclResult_t __wrap_ncclAllGather(const void *send, void *recv, size_t sendcount
     const char *no = refuse(c, type, ncclSum, false, bytes);
     if (no)
         return usage(c, ncclInvalidArgument, no);
-    const char *in = send;
-    char *out = recv;
+    const char *in = send, *out = recv;
     if (in != out + (size_t)c->rank * bytes && overlap(in, bytes, out, (size_t)c->size * bytes))
         return usage(c, ncclInvalidArgument, "all-gather buffers overlap out of place");
     enter("ncclAllGather");
-    char *mine = malloc(bytes + 1);
-    memcpy(mine, send, bytes);
-    int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->mpi);
-    free(mine);
-    ncclResult_t res = finish(c, s, rc);
+    sk_coll k = {SK_ALLGATHER, send, recv, sendcount, type, ncclSum, 0, NULL};
+    ncclResult_t res = queue(c, s, &k);
     leave();
     return res;
 }
@@ -432,7 +447,7 @@ ncclResult_t __wrap_ncclAllGather(const void *send, void *recv, size_t sendcount
 ncclResult_t __wrap_ncclGroupStart(void)
 {
     if (group_depth++ == 0) {
-        group_ops = 0;
+        group_head = group_tail = NULL;
         group_comm = NULL;
         group_stream = NULL;
     }
@@ -443,10 +458,11 @@ ncclResult_t __wrap_ncclGroupEnd(void)
 {
     if (group_depth == 0)
         return ncclInvalidUsage;
-    if (--group_depth > 0 || group_ops == 0 || !group_comm)
+    if (--group_depth > 0 || !group_head)
         return ncclSuccess;
     enter("ncclGroupEnd");
-    ncclResult_t res = launched(group_comm, group_stream);
+    ncclResult_t res = launch(group_comm, group_stream, group_head);
+    group_head = group_tail = NULL;
     leave();
     return res;
 }
@@ -454,13 +470,10 @@ ncclResult_t __wrap_ncclGroupEnd(void)
 ncclResult_t __wrap_ncclCommFinalize(ncclComm_t c)
 {
     enter("ncclCommFinalize");
-    ncclResult_t res = ncclInProgress;
-    if (MPI_Ibarrier(c->mpi, &c->fin) != MPI_SUCCESS)
-        res = usage(c, ncclSystemError, "the finalize barrier failed");
-    if (res == ncclInProgress)
-        (void)async_return(c); /* the inprogress fault: more polls before it settles */
+    c->finalizing = true;
+    (void)async_return(c); /* the inprogress fault: more polls before it settles */
     leave();
-    return res;
+    return ncclInProgress;
 }
 
 ncclResult_t __wrap_ncclCommDestroy(ncclComm_t c)
@@ -468,7 +481,7 @@ ncclResult_t __wrap_ncclCommDestroy(ncclComm_t c)
     if (!c)
         return ncclSuccess;
     enter("ncclCommDestroy");
-    if (c->fin != MPI_REQUEST_NULL) { /* destroyed before finalize finished: NCCL would hang */
+    if (c->finalizing || atomic_load(&c->inflight) != 0) { /* NCCL would hang or fail */
         fprintf(stderr, "nccl stand-in: ncclCommDestroy before ncclCommFinalize finished\n");
         abort();
     }
@@ -478,14 +491,15 @@ ncclResult_t __wrap_ncclCommDestroy(ncclComm_t c)
     return ncclSuccess;
 }
 
+/* The communicator's queued work is dropped; the memory stays (a stream's worker may still look
+ * at it), and so does the MPI communicator (a peer may still be inside a collective on it, and
+ * freeing it is collective). */
 ncclResult_t __wrap_ncclCommAbort(ncclComm_t c)
 {
     if (!c)
         return ncclSuccess;
     enter("ncclCommAbort");
-    /* The MPI communicator stays: a peer may still be inside a collective or the finalize
-     * barrier on it, and freeing it is collective. */
-    free(c);
+    atomic_store(&c->aborted, true);
     leave();
     return ncclSuccess;
 }
@@ -505,85 +519,4 @@ const char *__wrap_ncclGetErrorString(ncclResult_t rc)
 const char *__wrap_ncclGetLastError(ncclComm_t c)
 {
     return c ? c->last : "";
-}
-
-cudaError_t __wrap_cudaSetDevice(int device)
-{
-    return device >= 0 ? cudaSuccess : (last_error = cudaErrorInvalidDevice);
-}
-
-cudaError_t __wrap_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
-{
-    (void)flags;
-    *s = calloc(1, sizeof **s);
-    return *s ? cudaSuccess : (last_error = cudaErrorMemoryAllocation);
-}
-
-cudaError_t __wrap_cudaStreamDestroy(cudaStream_t s)
-{
-    free(s);
-    return cudaSuccess;
-}
-
-cudaError_t __wrap_cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
-{
-    (void)flags;
-    *e = calloc(1, sizeof **e);
-    return *e ? cudaSuccess : (last_error = cudaErrorMemoryAllocation);
-}
-
-cudaError_t __wrap_cudaEventDestroy(cudaEvent_t e)
-{
-    free(e);
-    return cudaSuccess;
-}
-
-cudaError_t __wrap_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
-{
-    e->never = s && s->stuck;
-    return cudaSuccess;
-}
-
-cudaError_t __wrap_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
-{
-    (void)flags;
-    if (s && e->never)
-        s->stuck = true;
-    return cudaSuccess;
-}
-
-/* Like the runtime, a query that finds the event not ready also leaves cudaErrorNotReady in the
- * thread's last-error slot (what mp_cuda_query clears). */
-cudaError_t __wrap_cudaEventQuery(cudaEvent_t e)
-{
-    return e->never ? (last_error = cudaErrorNotReady) : cudaSuccess;
-}
-
-cudaError_t __wrap_cudaGetLastError(void)
-{
-    cudaError_t rc = last_error;
-    last_error = cudaSuccess;
-    return rc;
-}
-
-cudaError_t __wrap_cudaPeekAtLastError(void)
-{
-    return last_error;
-}
-
-const char *__wrap_cudaGetErrorString(cudaError_t rc)
-{
-    switch (rc) {
-    case cudaSuccess: return "no error";
-    case cudaErrorNotReady: return "device not ready (stand-in)";
-    case cudaErrorInvalidDevice: return "invalid device ordinal (stand-in)";
-    case cudaErrorMemoryAllocation: return "out of memory (stand-in)";
-    default: return "a CUDA error (stand-in)";
-    }
-}
-
-void *mp_standin_stream(void)
-{
-    cudaStream_t s = NULL;
-    return __wrap_cudaStreamCreateWithFlags(&s, 0) == cudaSuccess ? s : NULL;
 }

@@ -5,16 +5,18 @@
  * the real NCCL runs on a GPU machine (tests/gpu/run.sh).
  *
  * Model: a communicator is a duplicate of MPI_COMM_WORLD; "device memory" is host memory; a
- * collective runs at once, inside the call that enqueues it, with blocking MPI on the calling
- * thread (every rank enqueues the same sequence, so the ranks meet), and sums in rank order in
- * the dtype's own arithmetic, rounding after each addition as a ring does (comm/halfsum.h's
- * rule per addition for the half types): on 2 ranks a sum is one rounding, the MPI transport's
- * bytes. Streams and events complete at once unless a fault makes a stream stuck. The
- * communicator is non-blocking: finalize is an MPI_Ibarrier that ncclCommGetAsyncError polls.
- * The stand-in checks the transport's invariant that NCCL calls on a communicator never
- * overlap (two threads inside at once abort the process with a message), that in-place
- * reduce-scatter and all-gather pass NCCL's in-place offsets, and that the unique id every
- * rank passes is rank 0's.
+ * stream is a queue run in order by a worker thread of its own, as a GPU runs a CUDA stream
+ * beside the host, so a collective call only queues it (nothing blocks the caller) and its
+ * worker runs it later with non-blocking MPI; an event is complete once its stream has
+ * finished what was queued before it, and cudaStreamWaitEvent queues a wait. Sums are in rank
+ * order in the dtype's own arithmetic, rounding after each addition as a ring does
+ * (comm/halfsum.h's rule per addition for the half types): on 2 ranks a sum is one rounding,
+ * the MPI transport's bytes. The communicator is non-blocking: finalize is an MPI_Ibarrier,
+ * started once its launches have finished, that ncclCommGetAsyncError polls; abort drops its
+ * queued work. The stand-in checks the transport's invariant that NCCL calls on a
+ * communicator never overlap (two threads inside at once abort the process with a message),
+ * that in-place reduce-scatter and all-gather pass NCCL's in-place offsets, that the unique id
+ * every rank passes is rank 0's, and that a communicator is destroyed only once finalized.
  *
  * Faults (mp_standin_fault, or the environment variable MPDIST_NCCL_STANDIN at the first
  * ncclCommInitRankConfig), comma-separated; R is a rank or '*' for every rank, K counts the
@@ -25,10 +27,13 @@
  *   async:R:K     launch K fails on rank R: it never finishes, and from then on
  *                 ncclCommGetAsyncError reports ncclSystemError there
  *   late:R:K      the same error, but launch K itself finishes (a failure between steps)
- *   hang:R:K      from launch K on, rank R's communication stream is stuck: its events never
- *                 complete (the data still moves, so the other ranks go on)
- *   rs_offset     every reduce-scatter writes its result one element past where it should (a
- *                 transport passing a wrong offset), to show that a test catches it */
+ *   hang:R:K      launch K on rank R moves its data, then never finishes, and nothing queued
+ *                 after it on that stream runs: the others go on to the next collective and
+ *                 wait there for rank R
+ *   rs_offset     every reduce-scatter writes its result rotated by one element (as a
+ *                 transport passing a wrong offset would), to show that a test catches it
+ * A rank stopped with SIGSTOP stops its workers too, so the others wait inside the collective,
+ * as on a GPU. */
 #ifndef MP_NCCL_STANDIN_H
 #define MP_NCCL_STANDIN_H
 
