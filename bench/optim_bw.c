@@ -1,7 +1,7 @@
 /* bench_optim (issue 7): times the optimizer step alone against the memory-bandwidth floor.
  *
- * What is measured. For each case (a row) the flat buffers of DESIGN §4 are allocated in the
- * backend's memory with N elements each, filled, stepped 3 times to warm up, then K calls of
+ * What is measured. For each case (a row) the flat buffers of docs/ARCHITECTURE.md §4 are allocated
+ * in the backend's memory with N elements each, filled, stepped 3 times to warm up, then K calls of
  * ops->optim_step are queued back to back and waited for once with ops->sync(); time/step is
  * that wall time (mp_now) over K. Cases: O2 SGD with momentum with an fp16 and a bf16 model copy
  * (FP32 master, half grad, one FP32 slot, the half copy written in the same pass), O2 Adam with

@@ -1,6 +1,6 @@
-/* Gradient buckets (DESIGN §2, §4): slices of the flat gradient buffers, in reverse layer order,
- * each summed over all ranks as soon as backward has written its last gradient, while backward
- * goes on (over MPI on host memory, or with NCCL on the device buffers themselves when the
+/* Gradient buckets (docs/ARCHITECTURE.md §2, §4): slices of the flat gradient buffers, in reverse
+ * layer order, each summed over all ranks as soon as backward has written its last gradient, while
+ * backward goes on (over MPI on host memory, or with NCCL on the device buffers themselves when the
  * communicator has device collectives). A bucket is a contiguous range of one group's buffer
  * holding whole parameters; the first bucket of a group is small (first_bucket_bytes) so
  * communication starts early, the others close once they reach bucket_bytes (PyTorch DDP's

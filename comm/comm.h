@@ -1,7 +1,7 @@
-/* Ranks and collectives (DESIGN §1, comm/): MPI start-up with thread support, world and local
- * ranks, every rank's host name, and the collectives the step needs. Collectives are started on
- * a transport (comm/transport.h), which runs them in the order they were started on its own
- * stream of execution (a worker thread over MPI on CPUs; a CUDA stream with NCCL on GPUs), and
+/* Ranks and collectives (docs/ARCHITECTURE.md §1, comm/): MPI start-up with thread support, world
+ * and local ranks, every rank's host name, and the collectives the step needs. Collectives are
+ * started on a transport (comm/transport.h), which runs them in the order they were started on its
+ * own stream of execution (a worker thread over MPI on CPUs; a CUDA stream with NCCL on GPUs), and
  * waited for under the watchdog: a collective that does not finish within timeout_s fails with
  * MP_ECOMM and a message naming the operation, the step and the ranks that did not arrive.
  * One API, the data plane (mp_comm_coll_start, _order, _wait): all-reduce, reduce-scatter,

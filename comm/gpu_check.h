@@ -1,5 +1,5 @@
-/* The check macros of DESIGN §7 for comm's C files that call the CUDA runtime and NCCL:
- * CUDA_CHECK from engine/cuda_check.h, and NCCL_CHECK when NCCL is built in (MP_HAVE_NCCL),
+/* The check macros of docs/ARCHITECTURE.md §7 for comm's C files that call the CUDA runtime and
+ * NCCL: CUDA_CHECK from engine/cuda_check.h, and NCCL_CHECK when NCCL is built in (MP_HAVE_NCCL),
  * which returns MP_ECOMM (a communication failure, exit code 6) with "[rank R @ host]
  * file:line: STMT failed (nccl): message". Include only in builds with CUDA. */
 #ifndef MP_GPU_CHECK_H

@@ -1,7 +1,7 @@
 /* A transport runs the communicator's collectives on its own stream of execution, one after the
  * other in the order they were started, while the caller goes on (the "comm stream" of
- * DESIGN §2). Tickets number the collectives from 1; waiting for a ticket waits for every
- * collective up to it. The MPI transport (comm/transport_mpi.c) runs them on a worker thread
+ * docs/ARCHITECTURE.md §2). Tickets number the collectives from 1; waiting for a ticket waits for
+ * every collective up to it. The MPI transport (comm/transport_mpi.c) runs them on a worker thread
  * with blocking MPI collectives on host memory; the NCCL transport (comm/transport_nccl.c)
  * enqueues them on a CUDA stream on device memory and tests an event, behind the same table. */
 #ifndef MP_TRANSPORT_H

@@ -1,4 +1,4 @@
-/* The opt-level table of DESIGN §3 and its resolution. */
+/* The opt-level table of docs/ARCHITECTURE.md §3 and its resolution. */
 #include "engine/amp.h"
 
 #include <string.h>

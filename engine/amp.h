@@ -1,5 +1,5 @@
-/* Opt levels (DESIGN §3, NVIDIA Apex's semantics): which dtype the model's weights, the
- * normalisation parameters, the activations and the gradients use, whether FP32 master weights
+/* Opt levels (docs/ARCHITECTURE.md §3, NVIDIA Apex's semantics): which dtype the model's weights,
+ * the normalisation parameters, the activations and the gradients use, whether FP32 master weights
  * exist, and how the loss is scaled. A level gives the defaults; keep_batchnorm_fp32,
  * master_weights and loss_scale can each be overridden. */
 #ifndef MP_AMP_H

@@ -1,6 +1,6 @@
-/* The state of the mixed-precision step (DESIGN §2), kept in backend memory so that on a GPU
- * the kernels read the loss scale and the overflow flag and the step never waits for the host,
- * and the rule that ends a step, written once for the CPU and the CUDA kernel. */
+/* The state of the mixed-precision step (docs/ARCHITECTURE.md §2), kept in backend memory so that
+ * on a GPU the kernels read the loss scale and the overflow flag and the step never waits for the
+ * host, and the rule that ends a step, written once for the CPU and the CUDA kernel. */
 #ifndef MP_AMP_STATE_H
 #define MP_AMP_STATE_H
 

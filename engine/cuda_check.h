@@ -1,4 +1,4 @@
-/* CUDA_CHECK (DESIGN §7) and mp_cuda_query for C and C++ alike: the CUDA backend
+/* CUDA_CHECK (docs/ARCHITECTURE.md §7) and mp_cuda_query for C and C++ alike: the CUDA backend
  * (engine/backend_cuda/) and the parts of comm/ that call the CUDA runtime share them. A failed
  * check returns MP_EINTERNAL from the enclosing function with "[rank R @ host] file:line: STMT
  * failed (cuda): message". Include only in builds with CUDA. */

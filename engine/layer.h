@@ -1,6 +1,6 @@
-/* Layers: a forward/backward pair written once against the op table (DESIGN §5). A layer knows
- * its per-sample input and output shapes (H, W, C; features are (1, 1, C)) and declares its
- * parameters; the model binds each declared parameter and gradient to tensors (views into the
+/* Layers: a forward/backward pair written once against the op table (docs/ARCHITECTURE.md §5). A
+ * layer knows its per-sample input and output shapes (H, W, C; features are (1, 1, C)) and declares
+ * its parameters; the model binds each declared parameter and gradient to tensors (views into the
  * flat buffers, or a test's own tensors of any dtype). */
 #ifndef MP_LAYER_H
 #define MP_LAYER_H

@@ -1,6 +1,7 @@
 /* The model: a sequence of layers built from specs, with every parameter a named view into one
- * flat FP32 buffer and every gradient a view into one flat gradient buffer (DESIGN §4), and
- * activations planned once at build time for the largest batch: nothing is allocated in a step. */
+ * flat FP32 buffer and every gradient a view into one flat gradient buffer (docs/ARCHITECTURE.md
+ * §4), and activations planned once at build time for the largest batch: nothing is allocated in a
+  * step. */
 #ifndef MP_MODEL_H
 #define MP_MODEL_H
 

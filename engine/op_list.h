@@ -1,4 +1,4 @@
-/* The op list (DESIGN §5): every op of the backend table, declared once as
+/* The op list (docs/ARCHITECTURE.md §5): every op of the backend table, declared once as
  * MP_OP(return type, name, (parameters)) with its contract. Including this file with MP_OP
  * defined generates the fields of mp_ops (engine/ops.h), the declarations of each backend's
  * functions mp_cpu_<name> and mp_cuda_<name> (engine/backend_cpu/cpu.h,

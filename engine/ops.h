@@ -1,5 +1,5 @@
-/* The backend op table (DESIGN §5): the primitives layers are written against. Every op takes
- * tensors of any dtype the backend supports; inputs stored in half are widened to FP32 and
+/* The backend op table (docs/ARCHITECTURE.md §5): the primitives layers are written against. Every
+ * op takes tensors of any dtype the backend supports; inputs stored in half are widened to FP32 and
  * arithmetic accumulates in FP32 (FP64 for FP64 tensors, used by gradient checks), and each
  * output element is rounded once to its tensor's dtype. 2-D ops read a tensor as
  * (shape[0], numel / shape[0]). Ops return MP_OK, or MP_EINTERNAL for shapes that do not match.

@@ -1,6 +1,6 @@
-/* Flat parameter storage (DESIGN §4): every parameter is a named view (name, shape, offset) into
- * the flat buffers of its group, and its gradient the view at the same offset in the group's
- * flat gradient buffer. Two groups: the weights, and the normalisation parameters (which
+/* Flat parameter storage (docs/ARCHITECTURE.md §4): every parameter is a named view (name, shape,
+ * offset) into the flat buffers of its group, and its gradient the view at the same offset in the
+ * group's flat gradient buffer. Two groups: the weights, and the normalisation parameters (which
  * keep_batchnorm_fp32 keeps in FP32). Per group:
  *   model  what layers read, in the group's dtype;
  *   grad   the gradients, in the group's gradient dtype;

@@ -1,7 +1,7 @@
-/* The loss scaler (DESIGN §3): dynamic scaling as PyTorch's GradScaler, with DeepSpeed's
- * hysteresis, a floor and a ceiling, or a static scale. One addition, for gradients stored or
- * sent in fp16 (O2's half gradients, a half wire): after a good step the scale is halved until
- * the step's largest gradient would fill at most 2^-margin of the half type's range (as
+/* The loss scaler (docs/ARCHITECTURE.md §3): dynamic scaling as PyTorch's GradScaler, with
+ * DeepSpeed's hysteresis, a floor and a ceiling, or a static scale. One addition, for gradients
+ * stored or sent in fp16 (O2's half gradients, a half wire): after a good step the scale is halved
+ * until the step's largest gradient would fill at most 2^-margin of the half type's range (as
  * Transformer Engine's amax-based scaling keeps a margin). Without it, gradients that grow from
  * step to step are caught only when they overflow, and the skipped steps are exactly those with
  * the largest gradients: early in a run at a high learning rate, the corrections a network

@@ -1,7 +1,7 @@
 /* Status codes and the last-error message shared by every library layer.
  * Library code (engine/, comm/, io/) never exits: it records a one-line message with
  * mp_fail() and returns the status; src/ prints mp_error_message() and exits with the code.
- * The numeric values are the process exit codes of DESIGN §6. */
+ * The numeric values are the process exit codes of docs/ARCHITECTURE.md §6. */
 #ifndef MP_STATUS_H
 #define MP_STATUS_H
 

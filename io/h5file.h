@@ -1,7 +1,7 @@
-/* HDF5 files as checkpoints use them (DESIGN §6): attributes on groups, and chunked datasets of
- * FP32, FP64, fp16, bf16 or int64 with Fletcher32 on every chunk (after deflate when deflate is
- * on), so a flipped bit fails the read of the dataset that holds it, and a digest beside each
- * dataset (io/h5_digest.h), so zeros or another process's data do not pass either.
+/* HDF5 files as checkpoints use them (docs/ARCHITECTURE.md §6): attributes on groups, and chunked
+ * datasets of FP32, FP64, fp16, bf16 or int64 with Fletcher32 on every chunk (after deflate when
+ * deflate is on), so a flipped bit fails the read of the dataset that holds it, and a digest beside
+ * each dataset (io/h5_digest.h), so zeros or another process's data do not pass either.
  * Writing is crash-safe: a writer fills a temporary file beside the target and only
  * mp_h5w_commit flushes it, fsyncs it, renames it over the target and fsyncs the directory, so
  * the target path holds either its old contents or the complete new file, never a torn one.

@@ -1,6 +1,6 @@
-/* The prefetching loader (DESIGN §2: "x, y <- loader, prefetched by worker threads, already in
- * the input dtype"). Each epoch the caller hands it a list of dataset indices; batch b is
- * idx[b * batch ..) (the last one may be smaller), gathered, augmented and normalised with
+/* The prefetching loader (docs/ARCHITECTURE.md §2: "x, y <- loader, prefetched by worker threads,
+ * already in the input dtype"). Each epoch the caller hands it a list of dataset indices; batch b
+ * is idx[b * batch ..) (the last one may be smaller), gathered, augmented and normalised with
  * mp_dataset_batch_augmented. Worker threads fill up to `depth` batches ahead of the one the
  * consumer holds, into depth + 1 slots allocated once under MP_MEM_DATA.
  * Invariants: batches come back strictly in order; a batch's bytes depend only on (seed, epoch,

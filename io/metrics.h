@@ -1,5 +1,5 @@
-/* Metrics as JSON Lines (DESIGN §6): one object per line, "type" first, written by rank 0
- * with cJSON and flushed after every record so a crash loses nothing already logged.
+/* Metrics as JSON Lines (docs/ARCHITECTURE.md §6): one object per line, "type" first, written by
+ * rank 0 with cJSON and flushed after every record so a crash loses nothing already logged.
  * A metrics sink opened with an empty path writes nothing. */
 #ifndef MP_METRICS_H
 #define MP_METRICS_H

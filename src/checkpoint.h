@@ -1,4 +1,4 @@
-/* Training checkpoints (DESIGN §6) between a trainer and an HDF5 file:
+/* Training checkpoints (docs/ARCHITECTURE.md §6) between a trainer and an HDF5 file:
  *   /meta      attributes: format_version, kind ("full" | "export"), step, epoch, opt_level,
  *              half, world_size, global_batch, mpdist_version, model, config (the full text)
  *   /params/<name>               FP32 master values (the widened half values at O3)

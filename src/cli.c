@@ -1,5 +1,5 @@
 /* Command-line parsing: `mpdist [train] CONFIG [--set k=v]... [--resume PATH|auto] [--dry-run]`
- * and the other subcommands of DESIGN §6. */
+ * and the other subcommands of docs/ARCHITECTURE.md §6. */
 #include "src/cli.h"
 
 #include <errno.h>

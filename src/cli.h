@@ -1,4 +1,4 @@
-/* The command line (DESIGN §6), parsed without side effects so it can be tested. */
+/* The command line (docs/ARCHITECTURE.md §6), parsed without side effects so it can be tested. */
 #ifndef MP_CLI_H
 #define MP_CLI_H
 

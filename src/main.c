@@ -1,7 +1,7 @@
 /* mpdist's entry point: parses the command line, and for training starts MPI, loads and agrees
  * on the configuration and the data, then runs. The only place that decides to exit: every
- * failure prints one line on the rank that saw it first and exits with the DESIGN §6 code; a
- * failure in the middle of training aborts all ranks so none hangs. */
+ * failure prints one line on the rank that saw it first and exits with the docs/ARCHITECTURE.md §6
+ * code; a failure in the middle of training aborts all ranks so none hangs. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
-/* The step loop (DESIGN §2): load a shard batch in the input dtype, forward, FP32 loss scaled by
- * the loss scale, backward into the flat gradient buffers while each finished bucket is summed
- * over ranks (comm/buckets.h), one unscale-and-check pass (global norm and found_inf, agreed by
- * all ranks), then the FP32 master step, skipped (weights, optimizer state and the BatchNorm
- * statistics the forward updated all left as they were) when found_inf is set, and the scaler
- * update, the same on every rank. The scale, the flag and the counters live in backend memory
- * (mp_amp_state): on a GPU the kernels read them and the host reads them only at host points
+/* The step loop (docs/ARCHITECTURE.md §2): load a shard batch in the input dtype, forward, FP32
+ * loss scaled by the loss scale, backward into the flat gradient buffers while each finished bucket
+ * is summed over ranks (comm/buckets.h), one unscale-and-check pass (global norm and found_inf,
+ * agreed by all ranks), then the FP32 master step, skipped (weights, optimizer state and the
+ * BatchNorm statistics the forward updated all left as they were) when found_inf is set, and the
+ * scaler update, the same on every rank. The scale, the flag and the counters live in backend
+ * memory (mp_amp_state): on a GPU the kernels read them and the host reads them only at host points
  * (mp_train_run). Rank 0 logs a global mean loss every log.every steps; evaluation runs every
  * train.eval_every epochs and at the end. */
 #include <math.h>

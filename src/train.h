@@ -1,6 +1,7 @@
-/* The training run (DESIGN §2 on the CPU backend): data, sampler, model, optimizer, schedule and
- * gradient buckets set up from a validated config on every rank, then the step loop with
- * gradients summed over ranks during backward, periodic evaluation on the test split, metrics and progress on rank 0. */
+/* The training run (docs/ARCHITECTURE.md §2 on the CPU backend): data, sampler, model, optimizer,
+ * schedule and gradient buckets set up from a validated config on every rank, then the step loop
+ * with gradients summed over ranks during backward, periodic evaluation on the test split, metrics
+  * and progress on rank 0. */
 #ifndef MP_TRAIN_H
 #define MP_TRAIN_H
 

@@ -1,6 +1,6 @@
 /* Internals shared by the CPU backend's op files: one dispatch macro instantiates a kernel for
  * each storage type with its accumulator, loader and storer, so an op is written once for all
- * dtypes (DESIGN §7). Half types load as float and store rounded to nearest even. */
+ * dtypes (docs/ARCHITECTURE.md §7). Half types load as float and store rounded to nearest even. */
 #ifndef MP_BACKEND_CPU_H
 #define MP_BACKEND_CPU_H
 

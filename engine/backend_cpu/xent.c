@@ -1,8 +1,8 @@
 /* Softmax cross-entropy on the CPU: each row with engine/xent_rule.h's rules (the CUDA kernel's
  * own) on one thread over its columns in order, then the mean loss over the batch (summed in
  * row order in the accumulator type) and the arg-max hit count. Computed in FP32 for FP32 and
- * half logits (FP64 for FP64), as DESIGN §2 requires. A label outside [0, C) fails the op at
- * once, before anything is written. */
+ * half logits (FP64 for FP64), as docs/ARCHITECTURE.md §2 requires. A label outside [0, C) fails
+ * the op at once, before anything is written. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"

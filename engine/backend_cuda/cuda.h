@@ -1,8 +1,8 @@
 /* Internals shared by the CUDA backend's files (C++/CUDA only): the one context (device, stream,
- * library handles, workspaces), the check macros of DESIGN §7, the launch macro that checks
- * every launch, and (engine/cast_rule.h, shared with the CPU) element loads and stores by
- * runtime dtype so that a kernel is written once for FP32, fp16 and bf16 (DESIGN §7). FP64
- * tensors are the CPU reference's alone. */
+ * library handles, workspaces), the check macros of docs/ARCHITECTURE.md §7, the launch macro that
+ * checks every launch, and (engine/cast_rule.h, shared with the CPU) element loads and stores by
+ * runtime dtype so that a kernel is written once for FP32, fp16 and bf16 (docs/ARCHITECTURE.md §7).
+ * FP64 tensors are the CPU reference's alone. */
 #ifndef MP_BACKEND_CUDA_H
 #define MP_BACKEND_CUDA_H
 

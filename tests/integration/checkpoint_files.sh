@@ -23,7 +23,7 @@ check "train cnn_bn" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set model.pr
 trained_cnn=$(acc)
 MLP=$(ls "$TMP"/mlp/ckpt-*.h5) CNN=$(ls "$TMP"/cnn/ckpt-*.h5)
 
-# h5dump (hdf5-tools) reads the layout of DESIGN §6.
+# h5dump (hdf5-tools) reads the layout of docs/ARCHITECTURE.md §6.
 check "h5dump" h5dump -A "$MLP"
 for want in 'GROUP "meta"' 'ATTRIBUTE "format_version"' 'ATTRIBUTE "config"' 'GROUP "params"' \
             'DATASET "fc1.weight"' 'GROUP "optim"' 'DATASET "momentum_buffer"' 'GROUP "scaler"' \

@@ -1,5 +1,5 @@
-/* The opt-level table of DESIGN §3 (Apex's semantics) as mp_amp_resolve produces it from each
- * level's defaults, and the overrides. */
+/* The opt-level table of docs/ARCHITECTURE.md §3 (Apex's semantics) as mp_amp_resolve produces it
+ * from each level's defaults, and the overrides. */
 #include "tests/util/test_util.h"
 
 #include "engine/amp.h"

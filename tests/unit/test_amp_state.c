@@ -1,5 +1,5 @@
-/* The device-state path of the CPU reference (mp_amp_state, DESIGN §2): amp_check equals
- * grad_stats at mult / scale, optim_step with a state equals the host-driven step with the
+/* The device-state path of the CPU reference (mp_amp_state, docs/ARCHITECTURE.md §2): amp_check
+ * equals grad_stats at mult / scale, optim_step with a state equals the host-driven step with the
  * multiplier and step count the state implies (clipping included), a step with found_inf set
  * leaves every buffer bitwise unchanged, and amp_update is mp_scaler_update plus the step count
  * and the cleared flags. The CUDA backend is held to these same results by tests/gpu. */
