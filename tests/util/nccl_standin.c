@@ -363,44 +363,39 @@ ncclResult_t __wrap_ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *err)
     return ncclSuccess;
 }
 
+/* A collective call: checked (refuse), then queued as one call on the communicator. */
+static ncclResult_t submit(struct ncclComm *c, cudaStream_t s, sk_coll k, const char *call)
+{
+    bool reduces = k.kind != SK_BCAST && k.kind != SK_ALLGATHER;
+    const char *no = refuse(c, k.type, k.op, reduces, k.count * type_size(k.type));
+    if (no)
+        return usage(c, ncclInvalidArgument, no);
+    enter(call);
+    ncclResult_t res = queue(c, s, &k);
+    leave();
+    return res;
+}
+
 ncclResult_t __wrap_ncclAllReduce(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, ncclRedOp_t op, ncclComm_t c,
                                   cudaStream_t s)
 {
-    const char *no = refuse(c, type, op, true, count * type_size(type));
-    if (no)
-        return usage(c, ncclInvalidArgument, no);
-    enter("ncclAllReduce");
-    sk_coll k = {SK_ALLREDUCE, send, recv, count, type, op, 0, NULL};
-    ncclResult_t res = queue(c, s, &k);
-    leave();
-    return res;
+    return submit(c, s, (sk_coll){SK_ALLREDUCE, send, recv, count, type, op, 0, NULL},
+                  "ncclAllReduce");
 }
 
 ncclResult_t __wrap_ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                                ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t s)
 {
-    const char *no = refuse(c, type, op, true, count * type_size(type));
-    if (no)
-        return usage(c, ncclInvalidArgument, no);
-    enter("ncclReduce");
-    sk_coll k = {SK_REDUCE, send, recv, count, type, op, root, NULL};
-    ncclResult_t res = queue(c, s, &k);
-    leave();
-    return res;
+    return submit(c, s, (sk_coll){SK_REDUCE, send, recv, count, type, op, root, NULL},
+                  "ncclReduce");
 }
 
 ncclResult_t __wrap_ncclBroadcast(const void *send, void *recv, size_t count,
                                   ncclDataType_t type, int root, ncclComm_t c, cudaStream_t s)
 {
-    const char *no = refuse(c, type, ncclSum, false, count * type_size(type));
-    if (no)
-        return usage(c, ncclInvalidArgument, no);
-    enter("ncclBroadcast");
-    sk_coll k = {SK_BCAST, send, recv, count, type, ncclSum, root, NULL};
-    ncclResult_t res = queue(c, s, &k);
-    leave();
-    return res;
+    return submit(c, s, (sk_coll){SK_BCAST, send, recv, count, type, ncclSum, root, NULL},
+                  "ncclBroadcast");
 }
 
 /* Whether [a, a + an) and [b, b + bn) overlap. */
@@ -414,34 +409,24 @@ ncclResult_t __wrap_ncclReduceScatter(const void *send, void *recv, size_t recvc
                                       cudaStream_t s)
 {
     size_t bytes = recvcount * type_size(type);
-    const char *no = refuse(c, type, op, true, bytes);
-    if (no)
-        return usage(c, ncclInvalidArgument, no);
     const char *in = send, *out = recv;
-    if (out != in + (size_t)c->rank * bytes && overlap(in, (size_t)c->size * bytes, out, bytes))
+    if (c && out != in + (size_t)c->rank * bytes &&
+        overlap(in, (size_t)c->size * bytes, out, bytes))
         return usage(c, ncclInvalidArgument, "reduce-scatter buffers overlap out of place");
-    enter("ncclReduceScatter");
-    sk_coll k = {SK_REDUCE_SCATTER, send, recv, recvcount, type, op, 0, NULL};
-    ncclResult_t res = queue(c, s, &k);
-    leave();
-    return res;
+    return submit(c, s, (sk_coll){SK_REDUCE_SCATTER, send, recv, recvcount, type, op, 0, NULL},
+                  "ncclReduceScatter");
 }
 
 ncclResult_t __wrap_ncclAllGather(const void *send, void *recv, size_t sendcount,
                                   ncclDataType_t type, ncclComm_t c, cudaStream_t s)
 {
     size_t bytes = sendcount * type_size(type);
-    const char *no = refuse(c, type, ncclSum, false, bytes);
-    if (no)
-        return usage(c, ncclInvalidArgument, no);
     const char *in = send, *out = recv;
-    if (in != out + (size_t)c->rank * bytes && overlap(in, bytes, out, (size_t)c->size * bytes))
+    if (c && in != out + (size_t)c->rank * bytes &&
+        overlap(in, bytes, out, (size_t)c->size * bytes))
         return usage(c, ncclInvalidArgument, "all-gather buffers overlap out of place");
-    enter("ncclAllGather");
-    sk_coll k = {SK_ALLGATHER, send, recv, sendcount, type, ncclSum, 0, NULL};
-    ncclResult_t res = queue(c, s, &k);
-    leave();
-    return res;
+    return submit(c, s, (sk_coll){SK_ALLGATHER, send, recv, sendcount, type, ncclSum, 0, NULL},
+                  "ncclAllGather");
 }
 
 ncclResult_t __wrap_ncclGroupStart(void)
