@@ -22,6 +22,7 @@
 #include "comm/gpu_check.h"
 #include "comm/nap.h"
 #include "comm/nccl_census.h"
+#include "comm/nccl_util.h"
 #include "engine/clock.h"
 
 #define RING MP_TRANSPORT_DEPTH
@@ -69,30 +70,12 @@ static mp_status fail_locked(nccl_transport *t, mp_status st)
     return mp_fail(t->failed, "%s", t->message);
 }
 
-/* NCCL's asynchronous state of the communicator (locked, not aborted): ncclSuccess,
- * ncclInProgress while it still works on the last call, or the error it met. */
-static ncclResult_t state_locked(nccl_transport *t)
-{
-    ncclResult_t err = ncclSuccess, rc = ncclCommGetAsyncError(t->nccl, &err);
-    return rc != ncclSuccess ? rc : err;
-}
-
 /* Waits, polling, up to limit_s for the non-blocking communicator to finish the call that
  * returned rc (locked). MP_ECOMM naming `doing` when it failed or did not finish in time. */
 static mp_status settle_locked(nccl_transport *t, ncclResult_t rc, double limit_s,
                                const char *doing)
 {
-    for (double t0 = mp_now(); rc == ncclInProgress && mp_now() - t0 < limit_s;) {
-        mp_nap(POLL_S);
-        rc = state_locked(t);
-    }
-    if (rc == ncclInProgress)
-        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL did not finish %s within %.0f s "
-                       "(comm.timeout_s)", t->rank, t->host, doing, limit_s);
-    if (rc != ncclSuccess)
-        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed %s: %s (%s)", t->rank,
-                       t->host, doing, ncclGetErrorString(rc), ncclGetLastError(t->nccl));
-    return MP_OK;
+    return mp_nccl_settle(t->nccl, rc, limit_s, t->rank, t->host, doing);
 }
 
 /* The oldest collective not seen done (locked); NULL when none is outstanding. */
@@ -113,7 +96,7 @@ static mp_status check_locked(nccl_transport *t)
             return mp_check_fail(MP_ECOMM, "cuda", "cudaEventQuery(done)", __FILE__, __LINE__,
                                  cudaGetErrorString(rc));
     }
-    ncclResult_t err = state_locked(t);
+    ncclResult_t err = mp_nccl_state(t->nccl);
     if (err == ncclSuccess || err == ncclInProgress)
         return MP_OK;
     const nccl_slot *s = oldest_locked(t); /* else the last one, finished before the error */
@@ -231,24 +214,13 @@ static void *watchdog(void *arg)
     }
 }
 
-static ncclDataType_t nccl_dtype(mp_dtype dt)
-{
-    switch (dt) {
-    case MP_F16: return ncclFloat16;
-    case MP_BF16: return ncclBfloat16;
-    case MP_F64: return ncclFloat64;
-    case MP_F32: break;
-    }
-    return ncclFloat32;
-}
-
 /* The block collectives: NCCL's in-place ncclReduceScatter and ncclAllGather over a whole
  * blocked buffer; a slice of one (a bucket) as one group of a reduce (reduce-scatter) or a
  * broadcast (all-gather) of each rank's piece with that rank as the root. */
 static ncclResult_t enqueue_blocks(nccl_transport *t, const mp_coll *c)
 {
     size_t elem = mp_dtype_size(c->dtype);
-    ncclDataType_t type = nccl_dtype(c->dtype);
+    ncclDataType_t type = mp_nccl_dtype(c->dtype);
     char *buf = c->buf;
     if (mp_coll_whole(c, t->comm->size)) {
         char *mine = buf + (size_t)t->comm->rank * c->block * elem;
@@ -277,7 +249,7 @@ static ncclResult_t enqueue(nccl_transport *t, const mp_coll *c)
         return ncclBroadcast(c->buf, c->buf, c->count, ncclUint8, c->root, t->nccl, t->stream);
     if (c->kind == MP_COLL_REDUCE_SCATTER || c->kind == MP_COLL_ALLGATHER)
         return enqueue_blocks(t, c);
-    return ncclAllReduce(c->buf, c->buf, c->count, nccl_dtype(c->dtype),
+    return ncclAllReduce(c->buf, c->buf, c->count, mp_nccl_dtype(c->dtype),
                          c->op == MP_REDOP_MAX ? ncclMax : ncclSum, t->nccl, t->stream);
 }
 
@@ -455,32 +427,6 @@ static mp_status setup(nccl_transport *t, ncclUniqueId *id)
     return MP_OK;
 }
 
-/* Creates the non-blocking communicator and waits for it to form. */
-static mp_status form(nccl_transport *t, ncclUniqueId id)
-{
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclResult_t rc = ncclCommInitRankConfig(&t->nccl, t->comm->size, id, t->comm->rank, &config);
-    pthread_mutex_lock(&t->mu);
-    mp_status st = settle_locked(t, rc, t->comm->timeout_s, "creating the communicator");
-    pthread_mutex_unlock(&t->mu);
-    return st;
-}
-
-/* Every rank's status st of one stage: MP_OK when all succeeded, else MP_ECOMM on every rank
- * with the message of the lowest rank that failed. */
-static mp_status agree(const mp_comm *c, mp_status st)
-{
-    int mine = st == MP_OK ? c->size : c->rank, first = c->size;
-    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world));
-    if (first == c->size)
-        return MP_OK;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", mp_error_message());
-    MPI_CHECK(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->world));
-    return mp_fail(MP_ECOMM, "%s", msg);
-}
-
 mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
                                  void *compute_stream)
 {
@@ -500,14 +446,12 @@ mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
     } else {
         st = mp_fail(MP_EINTERNAL, "comm: out of host memory for the NCCL transport");
     }
-    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->world) != MPI_SUCCESS && st == MP_OK)
-        st = mp_fail(MP_ECOMM, "comm: [rank %d @ %s] broadcasting the NCCL unique id failed",
-                     c->rank, c->host);
-    st = agree(c, st);
+    ncclComm_t nc = NULL;
+    st = mp_nccl_form(c, st, &id, &nc);
+    if (t)
+        t->nccl = nc; /* free_transport aborts one that did not form */
     if (st == MP_OK)
-        st = agree(c, form(t, id));
-    if (st == MP_OK)
-        st = agree(c, mp_census_open(&t->census, c));
+        st = mp_nccl_agree(c, mp_census_open(&t->census, c));
     if (st != MP_OK) {
         if (t)
             free_transport(t);

@@ -1,8 +1,10 @@
 /* The collective sweep (see bench_comm.h). Each row: the communicator's in-place collective
  * (all-reduce or reduce-scatter summing, or all-gather) of `count` elements of one dtype on host
- * memory, and the raw MPI call doing the same over the same bytes with MPI's own type of that
- * width (MPI_FLOAT for fp32, MPI_INT16_T for the half types: MPI_Allreduce,
- * MPI_Reduce_scatter_block, MPI_Allgather), timed alternately in rounds; a row's time is the
+ * memory or a backend's (--device), and the raw call doing the same over the same bytes: on
+ * NCCL the library's own (ncclAllReduce, ncclReduceScatter, ncclAllGather on a bare
+ * communicator, comm/nccl_raw.h), else MPI's with MPI's own type of that width (MPI_FLOAT for
+ * fp32, MPI_INT16_T for the half types: MPI_Allreduce, MPI_Reduce_scatter_block,
+ * MPI_Allgather), timed alternately in rounds; a row's time is the
  * best round's mean, the slowest rank's (with --blocking: the median over all rounds of single
  * collectives, each the least time over the ranks, as training measures its all-reduce); which
  * of the two goes first alternates from round to round, so neither gains from a warm cache or a
@@ -13,7 +15,6 @@
  * elements over all ranks. */
 #include "src/bench_comm.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,171 +22,19 @@
 #include "engine/alloc.h"
 #include "io/memcheck.h"
 
-static mp_status parse_size(const char *opt, const char *v, int64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(v, &end);
-    double mult = 1;
-    if (end && *end) {
-        switch (*end) {
-        case 'K': case 'k': mult = 1024.0; break;
-        case 'M': case 'm': mult = 1048576.0; break;
-        case 'G': case 'g': mult = 1073741824.0; break;
-        default: end = NULL; break;
-        }
-        if (end && end[1] != '\0')
-            end = NULL;
-    }
-    if (!end || end == v || errno || !(x * mult >= 2) || x * mult > 68719476736.0)
-        return mp_fail(MP_EUSAGE, "bench-comm: %s takes a size from 2 bytes to 64G (e.g. 8, 64K, "
-                                  "16M), not '%s'", opt, v);
-    *out = (int64_t)(x * mult);
-    return MP_OK;
-}
-
-static mp_status parse_int(const char *opt, const char *v, int lo, int hi, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!end || end == v || *end || errno || x < lo || x > hi)
-        return mp_fail(MP_EUSAGE, "bench-comm: %s takes an integer from %d to %d, not '%s'", opt,
-                       lo, hi, v);
-    *out = (int)x;
-    return MP_OK;
-}
-
-/* The dtypes of a sweep, in order, and their names (nccl-tests'); bit k of -d for TYPES[k]. */
+/* The dtypes of a sweep, in order: bit k of -d for TYPES[k], named mp_bench_type_names[k]. */
 static const mp_dtype TYPES[3] = {MP_F32, MP_F16, MP_BF16};
-static const char *const TYPE_NAMES[3] = {"float", "half", "bfloat16"};
+_Static_assert(MP_BENCH_BFLOAT16 == 1u << 2, "a dtype's bit and its place in TYPES go together");
 
-_Static_assert(sizeof TYPES / sizeof TYPES[0] == sizeof TYPE_NAMES / sizeof TYPE_NAMES[0] &&
-                   MP_BENCH_BFLOAT16 == 1u << 2,
-               "a dtype's bit, its name and its place in TYPES go together");
-
-/* The collectives, in the order of their MP_BENCH_* bits (bit k for OPS[k], OP_NAMES[k]). */
-static const char *const OP_NAMES[3] = {"allreduce", "reduce_scatter", "all_gather"};
+/* The collectives, in the order of their MP_BENCH_* bits: bit k for OPS[k], named
+ * mp_bench_op_names[k]. */
 static const struct {
     const char *title;
     mp_coll_kind kind;
 } OPS[3] = {{"all-reduce (sum)", MP_COLL_ALLREDUCE},
             {"reduce-scatter (sum)", MP_COLL_REDUCE_SCATTER},
             {"all-gather", MP_COLL_ALLGATHER}};
-_Static_assert(sizeof OPS / sizeof OPS[0] == sizeof OP_NAMES / sizeof OP_NAMES[0] &&
-                   MP_BENCH_ALLGATHER == 1u << 2,
-               "a collective's bit, its name and its place in OPS go together");
-
-/* A comma-separated list of names[0..n), or "all": bit k of *out for names[k]. Empty items
- * and lists of 128 characters or more are usage errors. */
-static mp_status parse_names(const char *opt, const char *v, const char *const *names, int n,
-                             unsigned *out)
-{
-    *out = 0;
-    char list[128];
-    size_t len = strlen(v);
-    if (len >= sizeof list)
-        return mp_fail(MP_EUSAGE, "bench-comm: %s takes a list of at most %zu characters",
-                       opt, sizeof list - 1);
-    bool empty = len == 0 || v[0] == ',' || v[len - 1] == ',' || strstr(v, ",,") != NULL;
-    snprintf(list, sizeof list, "%s", v);
-    char *save = NULL;
-    for (char *name = strtok_r(list, ",", &save); name && !empty; name = strtok_r(NULL, ",", &save)) {
-        unsigned bit = strcmp(name, "all") == 0 ? (1u << n) - 1 : 0;
-        for (int k = 0; k < n; k++)
-            bit |= strcmp(name, names[k]) == 0 ? 1u << k : 0;
-        if (!bit) {
-            *out = 0;
-            break;
-        }
-        *out |= bit;
-    }
-    if (*out == 0 || empty) {
-        char known[128] = "";
-        for (int k = 0; k < n; k++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
-                     k == 0 ? "" : ", ", names[k]);
-        return mp_fail(MP_EUSAGE, "bench-comm: %s takes %s or all, comma-separated, not '%s'",
-                       opt, known, v);
-    }
-    return MP_OK;
-}
-
-mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first)
-{
-    *o = (mp_bench_comm_opts){
-        .min_bytes = 1024, .max_bytes = 16 << 20, .factor = 2, .iters = 20, .warmup = 5,
-        .rounds = 3, .timeout_s = MP_COMM_DEFAULT_TIMEOUT_S,
-        .ops = MP_BENCH_ALLREDUCE | MP_BENCH_REDUCE_SCATTER | MP_BENCH_ALLGATHER,
-        .types = MP_BENCH_FLOAT | MP_BENCH_HALF | MP_BENCH_BFLOAT16};
-    bool factor_given = false;
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--csv") == 0) {
-            o->csv = true;
-            continue;
-        }
-        if (strcmp(a, "--blocking") == 0) {
-            o->blocking = true;
-            continue;
-        }
-        const char *known[] = {"-b", "--min-bytes", "-e", "--max-bytes", "-f", "--factor", "-n",
-                               "--iters", "-w", "--warmup", "-r", "--rounds", "--timeout", "--op",
-                               "--skew", "-d", "--datatype", "-i", "--step-bytes"};
-        bool ok = false;
-        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-            ok = ok || strcmp(a, known[k]) == 0;
-        if (!ok)
-            return mp_fail(MP_EUSAGE, "bench-comm: unknown option '%s' (see mpdist --help)", a);
-        if (i + 1 >= argc)
-            return mp_fail(MP_EUSAGE, "bench-comm: %s needs a value (see mpdist --help)", a);
-        const char *v = argv[++i];
-        int t = 0;
-        if (strcmp(a, "-b") == 0 || strcmp(a, "--min-bytes") == 0)
-            MP_TRY(parse_size(a, v, &o->min_bytes));
-        else if (strcmp(a, "-e") == 0 || strcmp(a, "--max-bytes") == 0)
-            MP_TRY(parse_size(a, v, &o->max_bytes));
-        else if (strcmp(a, "-f") == 0 || strcmp(a, "--factor") == 0) {
-            MP_TRY(parse_int(a, v, 2, 1024, &o->factor));
-            factor_given = true;
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--iters") == 0)
-            MP_TRY(parse_int(a, v, 1, 1000000, &o->iters));
-        else if (strcmp(a, "-w") == 0 || strcmp(a, "--warmup") == 0)
-            MP_TRY(parse_int(a, v, 0, 1000000, &o->warmup));
-        else if (strcmp(a, "-r") == 0 || strcmp(a, "--rounds") == 0)
-            MP_TRY(parse_int(a, v, 1, 1000, &o->rounds));
-        else if (strcmp(a, "--op") == 0)
-            MP_TRY(parse_names(a, v, OP_NAMES, 3, &o->ops));
-        else if (strcmp(a, "-d") == 0 || strcmp(a, "--datatype") == 0)
-            MP_TRY(parse_names(a, v, TYPE_NAMES, 3, &o->types));
-        else if (strcmp(a, "-i") == 0 || strcmp(a, "--step-bytes") == 0)
-            MP_TRY(parse_size(a, v, &o->step_bytes));
-        else if (strcmp(a, "--skew") == 0)
-            MP_TRY(parse_int(a, v, 0, 10000000, &o->skew_us));
-        else {
-            MP_TRY(parse_int(a, v, 1, 604800, &t)); /* --timeout */
-            o->timeout_s = t;
-        }
-    }
-    if (o->min_bytes > o->max_bytes)
-        return mp_fail(MP_EUSAGE, "bench-comm: -b (%lld) is larger than -e (%lld)",
-                       (long long)o->min_bytes, (long long)o->max_bytes);
-    if (factor_given && o->step_bytes > 0)
-        return mp_fail(MP_EUSAGE, "bench-comm: give -f (sizes times a factor) or -i (sizes plus "
-                                  "a step), not both");
-    if (o->step_bytes > 0 && (o->max_bytes - o->min_bytes) / o->step_bytes >= MP_BENCH_MAX_SIZES)
-        return mp_fail(MP_EUSAGE, "bench-comm: -i %lld from -b %lld to -e %lld makes more than %d "
-                                  "sizes", (long long)o->step_bytes, (long long)o->min_bytes,
-                       (long long)o->max_bytes, MP_BENCH_MAX_SIZES);
-    if (o->skew_us > 0 && !o->blocking)
-        return mp_fail(MP_EUSAGE, "bench-comm: --skew needs --blocking (queued collectives have "
-                                  "no single start to delay)");
-    if (o->blocking && (int64_t)o->iters * o->rounds > MP_BENCH_BLOCKING_MAX)
-        return mp_fail(MP_EUSAGE, "bench-comm: --blocking keeps every iteration's time: -n times "
-                                  "-r (%lld) may be at most %d",
-                       (long long)o->iters * o->rounds, MP_BENCH_BLOCKING_MAX);
-    return MP_OK;
-}
+_Static_assert(MP_BENCH_ALLGATHER == 1u << 2, "a collective's bit and its place in OPS go together");
 
 typedef struct row {
     int op; /* index into OPS */
@@ -195,81 +44,132 @@ typedef struct row {
     int64_t wrong;
 } row;
 
+/* One run: the communicator, the options, the memory, and from it the buffer and its host copy
+ * for the checks (the buffer itself on host memory). */
+typedef struct bench {
+    mp_comm *c;
+    const mp_bench_comm_opts *o;
+    const mp_bench_mem *m;
+    void *buf, *host;
+} bench;
+
 static const char *type_name(mp_dtype dt)
 {
-    return TYPE_NAMES[dt == MP_F32 ? 0 : dt == MP_F16 ? 1 : 2];
+    return mp_bench_type_names[dt == MP_F32 ? 0 : dt == MP_F16 ? 1 : 2];
 }
 
-/* The communicator's collective of row r over buf (host memory, whole blocked buffer). */
-static mp_coll coll_of(const mp_comm *c, const row *r, void *buf, const char *what)
+/* Whether the buffer is not host memory (a copy travels between it and b->host). */
+static bool on_device(const bench *b)
+{
+    return b->m->ops && !b->m->ops->host_memory;
+}
+
+/* The first `bytes` of b->host into the buffer, finished before any stream reads it. */
+static mp_status put(bench *b, size_t bytes)
+{
+    if (!on_device(b))
+        return MP_OK;
+    MP_TRY(b->m->ops->copy_in(b->buf, b->host, bytes));
+    return b->m->ops->sync();
+}
+
+/* The communicator's collective of row r over the whole (blocked) buffer. */
+static mp_coll coll_of(const bench *b, const row *r, const char *what)
 {
     mp_coll_kind kind = OPS[r->op].kind;
     if (kind == MP_COLL_ALLREDUCE)
-        return mp_coll_of(kind, buf, (size_t)r->count, r->dt, MP_REDOP_SUM, what);
-    return mp_coll_blocks(kind, buf, (size_t)r->count, r->dt, (size_t)(r->count / c->size), 0,
-                          what);
+        return mp_coll_of(kind, b->buf, (size_t)r->count, r->dt, MP_REDOP_SUM, what);
+    return mp_coll_blocks(kind, b->buf, (size_t)r->count, r->dt, (size_t)(r->count / b->c->size),
+                          0, what);
+}
+
+/* Starts row r's collective through the communicator, on the buffer's route. */
+static mp_status ours_start(bench *b, const row *r, const char *what, uint64_t *ticket)
+{
+    mp_coll coll = coll_of(b, r, what);
+    return mp_comm_coll_start(b->c, b->m->ops, &coll, ticket);
 }
 
 /* Mean seconds per collective over o->iters after o->warmup, the slowest rank's. Like
  * nccl-tests on a stream, the iterations are queued back to back on the transport and waited
  * for once. */
-static mp_status time_ours(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r, double *s)
+static mp_status time_ours(bench *b, const row *r, double *s)
 {
     uint64_t ticket = 0;
-    mp_coll coll = coll_of(c, r, buf, "bench-comm collective");
-    for (int i = 0; i < o->warmup; i++)
-        MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
+    for (int i = 0; i < b->o->warmup; i++)
+        MP_TRY(ours_start(b, r, "bench-comm collective", &ticket));
     if (ticket)
-        MP_TRY(mp_comm_coll_wait(c, ticket));
-    MPI_CHECK(MPI_Barrier(c->world));
+        MP_TRY(mp_comm_coll_wait(b->c, ticket));
+    MPI_CHECK(MPI_Barrier(b->c->world));
     *s = MPI_Wtime();
-    for (int i = 0; i < o->iters; i++)
-        MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
-    MP_TRY(mp_comm_coll_wait(c, ticket));
-    *s = (MPI_Wtime() - *s) / o->iters;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_MAX, c->world));
+    for (int i = 0; i < b->o->iters; i++)
+        MP_TRY(ours_start(b, r, "bench-comm collective", &ticket));
+    MP_TRY(mp_comm_coll_wait(b->c, ticket));
+    *s = (MPI_Wtime() - *s) / b->o->iters;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_MAX, b->c->world));
     return MP_OK;
 }
 
-/* One raw MPI call doing row r's collective in place over buf. */
-static mp_status raw_call(mp_comm *c, void *buf, const row *r)
+/* Starts one raw call doing row r's collective in place over the buffer: enqueued on the bare
+ * NCCL communicator, or the MPI call itself, which returns when it is done. */
+static mp_status raw_start(bench *b, const row *r)
 {
+    if (b->m->raw) {
+        mp_coll coll = coll_of(b, r, "bench-comm raw collective");
+        return mp_nccl_raw_start(b->m->raw, &coll);
+    }
     MPI_Datatype type = r->dt == MP_F32 ? MPI_FLOAT : MPI_INT16_T;
-    int n = (int)r->count, block = (int)(r->count / c->size);
+    int n = (int)r->count, block = (int)(r->count / b->c->size);
     switch (OPS[r->op].kind) {
     case MP_COLL_REDUCE_SCATTER:
-        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, block, type, MPI_SUM, c->world));
+        MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, b->buf, block, type, MPI_SUM,
+                                           b->c->world));
         break;
     case MP_COLL_ALLGATHER:
-        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, block, type, c->world));
+        MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->buf, block, type,
+                                b->c->world));
         break;
     default:
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, MPI_SUM, c->world));
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b->buf, n, type, MPI_SUM, b->c->world));
         break;
     }
     return MP_OK;
 }
 
-static mp_status time_raw(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r, double *s)
+/* Waits for the raw calls started (NCCL's stream; MPI's are done). */
+static mp_status raw_finish(bench *b)
 {
-    for (int i = 0; i < o->warmup; i++)
-        MP_TRY(raw_call(c, buf, r));
-    MPI_CHECK(MPI_Barrier(c->world));
+    return b->m->raw ? mp_nccl_raw_wait(b->m->raw, b->c->timeout_s) : MP_OK;
+}
+
+static mp_status time_raw(bench *b, const row *r, double *s)
+{
+    for (int i = 0; i < b->o->warmup; i++)
+        MP_TRY(raw_start(b, r));
+    MP_TRY(raw_finish(b));
+    MPI_CHECK(MPI_Barrier(b->c->world));
     *s = MPI_Wtime();
-    for (int i = 0; i < o->iters; i++)
-        MP_TRY(raw_call(c, buf, r));
-    *s = (MPI_Wtime() - *s) / o->iters;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_MAX, c->world));
+    for (int i = 0; i < b->o->iters; i++)
+        MP_TRY(raw_start(b, r));
+    MP_TRY(raw_finish(b));
+    *s = (MPI_Wtime() - *s) / b->o->iters;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, s, 1, MPI_DOUBLE, MPI_MAX, b->c->world));
     return MP_OK;
 }
 
 /* One collective of row r through the communicator, waited for. */
-static mp_status one_ours(mp_comm *c, void *buf, const row *r)
+static mp_status one_ours(bench *b, const row *r)
 {
     uint64_t ticket;
-    mp_coll coll = coll_of(c, r, buf, "bench-comm collective");
-    MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
-    return mp_comm_coll_wait(c, ticket);
+    MP_TRY(ours_start(b, r, "bench-comm collective", &ticket));
+    return mp_comm_coll_wait(b->c, ticket);
+}
+
+/* One raw call of row r, waited for. */
+static mp_status one_raw(bench *b, const row *r)
+{
+    MP_TRY(raw_start(b, r));
+    return raw_finish(b);
 }
 
 /* Keeps a core busy for `us` microseconds, as a rank still computing does. */
@@ -286,16 +186,17 @@ static void busy(int us)
  * find its peers' data already sent (an all-gather's most of all); meant for all-reduce. With
  * --skew the last rank computes that long before each timed collective while the others wait
  * in it, as in a step whose ranks finish backward apart. */
-static mp_status time_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, const row *r,
-                           mp_status (*one)(mp_comm *, void *, const row *), double *t, int64_t *n)
+static mp_status time_each(bench *b, const row *r, mp_status (*one)(bench *, const row *),
+                           double *t, int64_t *n)
 {
-    for (int i = 0; i < o->warmup; i++)
-        MP_TRY(one(c, buf, r));
-    for (int i = 0; i < o->iters; i++) {
-        if (o->skew_us > 0 && c->rank == c->size - 1)
-            busy(o->skew_us);
+    mp_comm *c = b->c;
+    for (int i = 0; i < b->o->warmup; i++)
+        MP_TRY(one(b, r));
+    for (int i = 0; i < b->o->iters; i++) {
+        if (b->o->skew_us > 0 && c->rank == c->size - 1)
+            busy(b->o->skew_us);
         double s = MPI_Wtime();
-        MP_TRY(one(c, buf, r));
+        MP_TRY(one(b, r));
         s = MPI_Wtime() - s;
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MIN, c->world));
         t[(*n)++] = s;
@@ -319,16 +220,15 @@ static double median(double *t, int64_t n)
 
 /* --blocking: row r's times as the median over every round's iterations, ours and raw
  * alternating as in measure. */
-static mp_status measure_each(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r)
+static mp_status measure_each(bench *b, row *r)
 {
-    int64_t cap = (int64_t)o->rounds * o->iters, n[2] = {0, 0};
+    int64_t cap = (int64_t)b->o->rounds * b->o->iters, n[2] = {0, 0};
     double *t = mp_alloc((size_t)(2 * cap) * sizeof *t, MP_MEM_WORKSPACE);
     mp_status st = MP_OK;
-    for (int k = 0; k < o->rounds && st == MP_OK; k++)
+    for (int k = 0; k < b->o->rounds && st == MP_OK; k++)
         for (int j = 0; j < 2 && st == MP_OK; j++) { /* ours first in even rounds */
             int which = (j + k) % 2;
-            st = time_each(c, o, buf, r, which == 0 ? one_ours : raw_call, t + which * cap,
-                           &n[which]);
+            st = time_each(b, r, which == 0 ? one_ours : one_raw, t + which * cap, &n[which]);
         }
     if (st == MP_OK) {
         r->us = 1e6 * median(t, n[0]);
@@ -353,48 +253,54 @@ static double expected(const mp_comm *c, const row *r, int64_t i)
     return want;
 }
 
-static mp_status check(mp_comm *c, void *buf, row *r)
+/* One more collective through the communicator, on inputs whose result is exact; the wrong
+ * elements over all ranks into r->wrong. */
+static mp_status check(bench *b, row *r)
 {
+    mp_comm *c = b->c;
     int64_t block = r->count / c->size, lo = 0, hi = r->count;
     for (int64_t i = 0; i < r->count; i++) /* an all-gather must overwrite the -1 */
-        mp_store(buf, r->dt, (size_t)i,
+        mp_store(b->host, r->dt, (size_t)i,
                  OPS[r->op].kind == MP_COLL_ALLGATHER && i / block != c->rank ? -1.0
                                                                               : input(i, c->rank));
+    MP_TRY(put(b, (size_t)r->bytes));
     uint64_t ticket;
-    mp_coll coll = coll_of(c, r, buf, "bench-comm check");
-    MP_TRY(mp_comm_coll_start(c, NULL, &coll, &ticket));
+    MP_TRY(ours_start(b, r, "bench-comm check", &ticket));
     MP_TRY(mp_comm_coll_wait(c, ticket));
+    if (on_device(b))
+        MP_TRY(b->m->ops->copy_out(b->host, b->buf, (size_t)r->bytes));
     if (OPS[r->op].kind == MP_COLL_REDUCE_SCATTER) { /* only the rank's block is defined */
         lo = c->rank * block;
         hi = lo + block;
     }
     int64_t wrong = 0;
     for (int64_t i = lo; i < hi; i++)
-        wrong += mp_load(buf, r->dt, (size_t)i) != expected(c, r, i);
+        wrong += mp_load(b->host, r->dt, (size_t)i) != expected(c, r, i);
     MPI_CHECK(MPI_Allreduce(&wrong, &r->wrong, 1, MPI_INT64_T, MPI_SUM, c->world));
     return MP_OK;
 }
 
-static mp_status measure(mp_comm *c, const mp_bench_comm_opts *o, void *buf, row *r)
+static mp_status measure(bench *b, row *r)
 {
     r->us = r->raw_us = 1e30;
-    memset(buf, 0, (size_t)r->bytes);
-    if (o->blocking) {
-        MP_TRY(measure_each(c, o, buf, r));
-        return check(c, buf, r);
+    memset(b->host, 0, (size_t)r->bytes);
+    MP_TRY(put(b, (size_t)r->bytes));
+    if (b->o->blocking) {
+        MP_TRY(measure_each(b, r));
+        return check(b, r);
     }
-    for (int k = 0; k < o->rounds; k++)
+    for (int k = 0; k < b->o->rounds; k++)
         for (int j = 0; j < 2; j++) { /* ours first in even rounds, raw first in odd ones */
             double s;
             if ((j + k) % 2 == 0) {
-                MP_TRY(time_ours(c, o, buf, r, &s));
+                MP_TRY(time_ours(b, r, &s));
                 r->us = fmin(r->us, s * 1e6);
             } else {
-                MP_TRY(time_raw(c, o, buf, r, &s));
+                MP_TRY(time_raw(b, r, &s));
                 r->raw_us = fmin(r->raw_us, s * 1e6);
             }
         }
-    return check(c, buf, r);
+    return check(b, r);
 }
 
 /* nccl-tests' bus bandwidth factor of the row's collective on n ranks. */
@@ -403,26 +309,28 @@ static double bus_factor(const row *r, int n)
     return (OPS[r->op].kind == MP_COLL_ALLREDUCE ? 2.0 : 1.0) * (n - 1) / n;
 }
 
-static void print_row(FILE *out, const row *r, int n, bool csv)
+static void print_row(FILE *out, const bench *b, const row *r)
 {
-    double bus = bus_factor(r, n);
+    double bus = bus_factor(r, b->c->size);
     double alg = (double)r->bytes / r->us / 1e3, raw = (double)r->bytes / r->raw_us / 1e3;
-    const char *rawt = r->dt == MP_F32 ? "float" : "int16";
+    const char *rawt = b->m->raw ? type_name(r->dt) : r->dt == MP_F32 ? "float" : "int16";
     const char *redop = OPS[r->op].kind == MP_COLL_ALLGATHER ? "none" : "sum";
-    if (csv)
+    if (b->o->csv)
         fprintf(out, "%s,%lld,%lld,%s,%s,%.2f,%.3f,%.3f,%lld,%s,%.2f,%.3f,%.3f,%.3f\n",
-                OP_NAMES[r->op], (long long)r->bytes, (long long)r->count, type_name(r->dt),
-                redop, r->us, alg, alg * bus, (long long)r->wrong, rawt, r->raw_us, raw,
-                raw * bus, alg / raw);
+                mp_bench_op_names[r->op], (long long)r->bytes, (long long)r->count,
+                type_name(r->dt), redop, r->us, alg, alg * bus, (long long)r->wrong, rawt,
+                r->raw_us, raw, raw * bus, alg / raw);
     else
-        fprintf(out, "%12lld %12lld %9s %5s %10.1f %7.2f %7.2f %6lld   %6s %10.1f %7.2f %7.2f "
+        fprintf(out, "%12lld %12lld %9s %5s %10.1f %7.2f %7.2f %6lld   %8s %10.1f %7.2f %7.2f "
                      "%6.2f\n",
                 (long long)r->bytes, (long long)r->count, type_name(r->dt), redop, r->us, alg,
                 alg * bus, (long long)r->wrong, rawt, r->raw_us, raw, raw * bus, alg / raw);
 }
 
-static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *o, int op)
+static void print_header(FILE *out, const bench *b, int op)
 {
+    const mp_comm *c = b->c;
+    const mp_bench_comm_opts *o = b->o;
     if (o->csv) {
         if (op < 0)
             fprintf(out, "op,size_bytes,count,type,redop,time_us,algbw_gbs,busbw_gbs,wrong,"
@@ -434,8 +342,9 @@ static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *
     int hosts = 1;
     for (int r = 1; r < c->size; r++)
         hosts += strcmp(mp_comm_host(c, r), mp_comm_host(c, r - 1)) != 0;
-    static const char *raw[3] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather"};
-    char how[256], late[64] = "";
+    static const char *mpi[3] = {"MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Allgather"};
+    static const char *nccl[3] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather"};
+    char how[256], late[64] = "", where[200] = "";
     if (o->skew_us > 0)
         snprintf(late, sizeof late, ", the last rank computing %d us first", o->skew_us);
     if (o->blocking)
@@ -445,51 +354,56 @@ static void print_header(FILE *out, const mp_comm *c, const mp_bench_comm_opts *
     else
         snprintf(how, sizeof how, "iterations after %d warm-up, best of %d alternating rounds",
                  o->warmup, o->rounds);
+    if (b->m->ops)
+        snprintf(where, sizeof where, " on %s", b->m->where);
     fprintf(out,
             "# mpdist bench-comm: in-place %s, %d ranks on %d host%s, transport "
-            "%s; %d %s\n"
+            "%s%s; %d %s\n"
             "#\n"
             "#                                          ---- mpdist communicator ----          "
             "---- raw %s, same bytes ----\n"
-            "#       size        count      type redop       time   algbw   busbw #wrong     "
+            "#       size        count      type redop       time   algbw   busbw #wrong       "
             "type       time   algbw   busbw  ratio\n"
-            "#        (B)   (elements)                       (us)  (GB/s)  (GB/s)            "
+            "#        (B)   (elements)                       (us)  (GB/s)  (GB/s)              "
             "           (us)  (GB/s)  (GB/s)\n",
-            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "", c->tx.ops->name, o->iters, how,
-            raw[op]);
+            OPS[op].title, c->size, hosts, hosts > 1 ? "s" : "",
+            on_device(b) ? c->dtx.ops->name : c->tx.ops->name, where, o->iters, how,
+            b->m->raw ? nccl[op] : mpi[op]);
 }
 
 /* The rows of collective `op` in one dtype; adds their wrong elements to *wrong. */
-static mp_status sweep(mp_comm *c, const mp_bench_comm_opts *o, void *buf, int op, mp_dtype dt,
-                       FILE *out, int64_t *wrong)
+static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
 {
+    const mp_bench_comm_opts *o = b->o;
+    int n = b->c->size;
     double sum[2] = {0, 0};
     int nbig = 0;
     int64_t last = 0;
-    for (int64_t b = o->min_bytes; b <= o->max_bytes;
-         b = o->step_bytes > 0 ? b + o->step_bytes : b * o->factor) {
+    for (int64_t size = o->min_bytes; size <= o->max_bytes;
+         size = o->step_bytes > 0 ? size + o->step_bytes : size * o->factor) {
         row r = {.op = op, .dt = dt};
-        r.count = b / (int64_t)mp_dtype_size(dt);
+        r.count = size / (int64_t)mp_dtype_size(dt);
         if (OPS[op].kind != MP_COLL_ALLREDUCE)
-            r.count -= r.count % c->size; /* whole blocks */
+            r.count -= r.count % n; /* whole blocks */
         if (r.count < 1 || r.count > 2147483647LL || r.count == last)
             continue; /* a step smaller than an element (or a block) repeats no row */
         last = r.count;
         r.bytes = r.count * (int64_t)mp_dtype_size(dt);
-        MP_TRY(measure(c, o, buf, &r));
+        MP_TRY(measure(b, &r));
         *wrong += r.wrong;
-        if (c->rank == 0)
-            print_row(out, &r, c->size, o->csv);
+        if (b->c->rank == 0)
+            print_row(out, b, &r);
         if (r.bytes >= 1048576) {
-            sum[0] += (double)r.bytes / r.us / 1e3 * bus_factor(&r, c->size);
-            sum[1] += (double)r.bytes / r.raw_us / 1e3 * bus_factor(&r, c->size);
+            sum[0] += (double)r.bytes / r.us / 1e3 * bus_factor(&r, n);
+            sum[1] += (double)r.bytes / r.raw_us / 1e3 * bus_factor(&r, n);
             nbig++;
         }
     }
-    if (c->rank == 0 && !o->csv && nbig > 0)
+    if (b->c->rank == 0 && !o->csv && nbig > 0)
         fprintf(out, "# Avg bus bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
                      "%.3f GB/s, ratio %.3f\n",
-                OP_NAMES[op], type_name(dt), sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
+                mp_bench_op_names[op], type_name(dt), sum[0] / nbig, sum[1] / nbig,
+                sum[0] / sum[1]);
     return MP_OK;
 }
 
@@ -502,24 +416,24 @@ mp_status mp_bench_comm_check_memory(const mp_comm *c, const mp_bench_comm_opts 
     return mp_data_mem_check("bench-comm", what, 3, f, NULL);
 }
 
-mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, FILE *out)
+mp_status mp_bench_comm_run(mp_comm *c, const mp_bench_comm_opts *o, const mp_bench_mem *m,
+                            FILE *out)
 {
     c->timeout_s = o->timeout_s;
-    void *buf = mp_alloc((size_t)o->max_bytes, MP_MEM_WORKSPACE);
-    if (c->rank == 0)
-        print_header(out, c, o, -1);
+    bench b = {.c = c, .o = o, .m = m, .buf = m->buf, .host = m->host};
     mp_status st = MP_OK;
+    if (c->rank == 0)
+        print_header(out, &b, -1);
     int64_t wrong = 0;
     for (int op = 0; op < 3 && st == MP_OK; op++) {
         if (!(o->ops & 1u << op))
             continue;
         if (c->rank == 0)
-            print_header(out, c, o, op);
+            print_header(out, &b, op);
         for (int k = 0; k < 3 && st == MP_OK; k++)
             if (o->types & 1u << k)
-                st = sweep(c, o, buf, op, TYPES[k], out, &wrong);
+                st = sweep(&b, op, TYPES[k], out, &wrong);
     }
-    mp_free(buf);
     if (st == MP_OK && wrong > 0)
         st = mp_fail(MP_ECOMM, "bench-comm: %lld wrong elements in the result checks",
                      (long long)wrong);

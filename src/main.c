@@ -383,10 +383,19 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     if (st != MP_OK)
         return st == MP_EUSAGE ? report_once(st) : report(st);
     mp_signals_install_fatal(comm.rank, comm.host);
+    mp_bench_mem mem = {.device = -1};
     int rc = agree(&comm, mp_bench_comm_check_memory(&comm, &o));
-    st = rc == 0 ? mp_bench_comm_run(&comm, &o, stdout) : MP_OK;
+    if (rc == 0)
+        rc = agree(&comm, mp_bench_comm_open(&comm, &o, &mem));
+    if (rc == 0)
+        rc = agree(&comm, mp_bench_comm_choose(&comm, &o, &mem));
+    if (rc == 0)
+        rc = agree(&comm, mp_bench_comm_connect(&comm, &mem));
+    st = rc == 0 ? mp_bench_comm_run(&comm, &o, &mem, stdout) : MP_OK;
     if (st != MP_OK)
         rc = fail_midway(&comm, st);
+    if (rc == 0 || !comm.broken)
+        mp_bench_comm_close(&comm, &mem);
     mp_comm_finalize(&comm);
     return rc;
 }

@@ -10,6 +10,8 @@
 #   - 4 ranks at O2 fp16: the final parameters within 1e-2 relative L2 distance of the MPI
 #     route's (sums in another order: an fp16 rounding per step at most)
 #   - comm_hidden of the NCCL runs, as their metrics report it (overlap measured, not assumed)
+#   - bench-comm --device cuda on 1 rank and on 2 sharing the GPU: our NCCL transport beside a
+#     bare NCCL loop, no wrong element, the average busbw ratios reported
 #   - rank 1 stopped (SIGSTOP) in a 2-rank NCCL run with comm.timeout_s 5: exit 6 within 15 s,
 #     one error line naming rank 1 as the one that did not arrive (the census), no process left
 # Usage: tests/gpu/nccl_ranks.sh BUILD DATA OUT      (BUILD has mpdist; DATA Fashion-MNIST's
@@ -96,6 +98,24 @@ print("%.3e" % ((sum((a - b) ** 2 for a, b in zip(x, y)) / sum(b * b for b in y)
 check "4 ranks O2 fp16: final parameters within 1e-2 relative L2 of the MPI route's (measured $dist)" \
   python3 -c "import sys; sys.exit(not float('$dist') <= 1e-2)"
 say "     comm_hidden of nccl4-fp16: $(hidden nccl4-fp16 2>/dev/null || echo none)"
+
+# bench-comm's device table: GPU memory through our NCCL transport beside a bare NCCL loop
+# (comm/nccl_raw.h), every collective and dtype, no wrong element; on 1 rank (NCCL's path on the
+# device: the ratio there is our transport's overhead) and on 2 ranks sharing the GPU (sockets on
+# loopback: the bytes and the calls, not a speed). The tables are kept in $out.
+for np in 1 2; do
+  rc=0 share=() size=256M
+  [ "$np" = 1 ] || { share=(--share-gpu); size=16M; }
+  timeout -k 10 300 mpirun -np "$np" "$mpdist" bench-comm --device cuda "${share[@]}" -b 1K \
+    -e "$size" -f 4 -n 10 -w 5 -r 2 >"$out/bench-comm-np$np.txt" 2>&1 || rc=$?
+  check "bench-comm --device cuda on $np rank(s): exit 0 (got $rc)" test "$rc" = 0
+  check "bench-comm --device cuda on $np rank(s): 3 tables of the NCCL transport on cuda memory" \
+    test "$(grep -c '^# mpdist bench-comm: in-place .*, transport nccl on cuda memory (GPU [0-9]*); ' "$out/bench-comm-np$np.txt")" = 3
+  check "bench-comm --device cuda on $np rank(s): raw ncclAllReduce rows, none wrong" \
+    awk '/raw ncclAllReduce, same bytes/ { raw = 1 } /^ +[0-9]/ { rows++; if ($8 != 0) bad = 1 }
+         END { exit !(raw && rows > 0 && !bad) }' "$out/bench-comm-np$np.txt"
+  while read -r line; do say "     np $np: $line"; done < <(grep '^# Avg bus bandwidth' "$out/bench-comm-np$np.txt")
+done
 
 # A stopped rank: the job must end by the watchdog, with exit 6, and leave nothing.
 rank_pid() { # rank_pid R: the process of rank R of the running job

@@ -4,7 +4,8 @@
 # fp16 and bf16, no wrong elements, busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n, the
 # average lines, the same rows as CSV, --op choosing the collectives, --blocking with --skew
 # (named in the header, the same rows, right results), -i (sizes plus a step) and -d (the dtypes
-# named); bad options are one-line usage errors (exit 2).
+# named), --device cpu on the staged CPU backend (the device route); bad options are one-line
+# usage errors (exit 2).
 source "$(dirname "$0")/common.bash"
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 16K -f 4 -n 2 -w 1 -r 1 >"$TMP/table" 2>&1 ||
@@ -58,6 +59,24 @@ mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 4K -n 3 -w 1 -r 1 --blocking --skew 5
   grep -q '^# mpdist bench-comm: in-place all-reduce (sum), 2 ranks on 1 host, transport mpi; 3 blocking iterations after 1 warm-up.*, the last rank computing 500 us first$' "$TMP/blocking" &&
   [ "$(grep -Ec '^ +[0-9]' "$TMP/blocking")" = 9 ] && awk '/^ +[0-9]/ && $8 != 0 { exit 1 }' "$TMP/blocking" ||
   { echo "FAIL: --blocking"; cat "$TMP/blocking"; failures=$((failures + 1)); }
+# --device cpu with the staged CPU backend: the buffers are device-like memory, so the rows take
+# the device route (the communicator's second MPI transport, as --device cuda takes NCCL), the
+# checks copy through the host, and the raw rows stay MPI's; every collective and dtype, queued
+# and blocking, with no wrong element.
+for mode in "" --blocking; do
+  MPDIST_CPU_STAGED=1 mpirun -np 2 "$MPDIST" bench-comm --device cpu -b 1K -e 16K -f 4 -n 2 -w 1 -r 2 $mode >"$TMP/dev" 2>&1 &&
+    [ "$(grep -c '^# mpdist bench-comm: in-place .*, 2 ranks on 1 host, transport mpi on cpu-staged memory (device-like host memory); ' "$TMP/dev")" = 3 ] &&
+    [ "$(grep -Ec '^ +[0-9]' "$TMP/dev")" = 27 ] && awk '/^ +[0-9]/ && $8 != 0 { exit 1 }' "$TMP/dev" ||
+    { echo "FAIL: --device cpu (staged) $mode"; cat "$TMP/dev"; failures=$((failures + 1)); }
+done
+MPDIST_CPU_STAGED=1 mpirun -np 3 "$MPDIST" bench-comm --device cpu -b 1K -e 4K -n 1 -w 0 -r 1 --csv >"$TMP/dev3" 2>&1 &&
+  [ "$(tail -n +2 "$TMP/dev3" | wc -l)" = 27 ] && awk -F, 'NR > 1 && $9 != 0 { exit 1 }' "$TMP/dev3" ||
+  { echo "FAIL: --device cpu (staged) on 3 ranks"; cat "$TMP/dev3"; failures=$((failures + 1)); }
+expect_exit 2 "bench-comm: --device takes cuda or cpu \(the backend whose memory the buffers are\), not 'gpu'" "$MPDIST" bench-comm --device gpu
+expect_exit 2 "bench-comm: --share-gpu needs --device cuda" "$MPDIST" bench-comm --device cpu --share-gpu
+if ! command -v nvidia-smi >/dev/null 2>&1; then # no GPU here: --device cuda says why, once
+  expect_exit 2 "^mpdist: error: bench-comm --device cuda: (no CUDA device|this binary was built without CUDA)" mpirun -np 2 "$MPDIST" bench-comm --device cuda -e 4K
+fi
 expect_exit 2 "bench-comm: -b takes a size" mpirun -np 2 "$MPDIST" bench-comm -b 1Q
 expect_exit 2 "bench-comm: -b \(8192\) is larger than -e \(1024\)" "$MPDIST" bench-comm -b 8K -e 1K
 expect_exit 2 "bench-comm: unknown option '--fast'" "$MPDIST" bench-comm --fast
