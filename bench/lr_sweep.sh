@@ -9,8 +9,8 @@
 #   worse / better  outside it.
 # At lr 0.1 without warm-up a network with BatchNorm goes through a loss spike in its first
 # steps, and which way a run then goes depends on rounding in the last bit: single runs of the
-# same level differ by more than levels do, hence several seeds (see README, "Mixed precision
-# at high learning rates").
+# same level differ by more than levels do, hence several seeds (see
+# docs/mixed-precision.md).
 # Usage: bench/lr_sweep.sh [PRESET...] [-- extra mpdist args]   (PRESET: mlp, cnn, cnn_bn, ...)
 # Environment: MPDIST_SWEEP_SEEDS ("42 1 2"), MPDIST_SWEEP_LRS ("0.02 0.05 0.1"),
 # MPDIST_SWEEP_STEPS (300), MPDIST_SWEEP_BATCH (128, per rank), MPDIST_SWEEP_RANKS (1),

@@ -298,7 +298,7 @@ def config_value(text, key, default=None):
 
 def read_checkpoint(path):
     """(meta, arrays) of an mpdist checkpoint or export, every array as FP32 numpy, as the
-    README's h5py example reads them (fp16 comes as float16, bf16 as float32)."""
+    docs/checkpoints.md's h5py example reads them (fp16 comes as float16, bf16 as float32)."""
     import h5py
     with h5py.File(path, "r") as f:
         meta = {k: v.decode() if isinstance(v, bytes) else v for k, v in f["meta"].attrs.items()}

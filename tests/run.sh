@@ -7,7 +7,7 @@
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
-bash launch/deps.sh python3-h5py python3-torch slurm-wlm munge gnuplot-nox gdb  # h5py: the tests read a checkpoint as the README shows, torch: a gpt checkpoint loads into PyTorch; a one-node Slurm; plots; gdb: the stack of a rank that crashed under Slurm
+bash launch/deps.sh python3-h5py python3-torch slurm-wlm munge gnuplot-nox gdb  # h5py: the tests read a checkpoint as docs/checkpoints.md shows, torch: a gpt checkpoint loads into PyTorch; a one-node Slurm; plots; gdb: the stack of a rank that crashed under Slurm
 source launch/env.sh
 exclude=slow
 [ "${MPDIST_TEST_SLOW:-0}" = 1 ] && exclude='^$'

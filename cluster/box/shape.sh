@@ -13,7 +13,7 @@
 #   RATE: N[k|m|g]bit, e.g. 1gbit; DELAY: N[.N](us|ms|s), e.g. 0.2ms; PCT: loss in percent of
 #   the packets as queued (a GSO packet of up to 64 KB counts once)
 # mpdist-delayline is found at $MPDIST_DELAYLINE, else next to $MPDIST_BIN, else in build/; it
-# adds 0.05-0.15 ms of its own wake-ups to the delay on the 2-core VM measured (README).
+# adds 0.05-0.15 ms of its own wake-ups to the delay on the 2-core VM measured (docs/cluster.md).
 # Exit codes: 0 done; 2 usage or host not up; 77 a delay or loss asked for where
 # mpdist-delayline or iptables is missing (the message says which); 1 the delay line failed.
 set -euo pipefail

@@ -9,7 +9,7 @@
 # protocol), the prediction following from alpha and beta, the error from the prediction and the
 # measurement (the all-reduce after the last rank's arrival, within the step records' range),
 # rank 0's time with the wait at least that, and box.md the table; both plots are PNGs. How close
-# the model comes is the study's result (README), not checked here: the machine is shared.
+# the model comes is the study's result (docs/cluster.md), not checked here: the machine is shared.
 # Skipped (77) where network namespaces cannot be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"

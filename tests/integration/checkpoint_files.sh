@@ -36,7 +36,7 @@ check "h5dump filters" h5dump -p -H -d /params/fc1.weight "$MLP"
 grep -q 'CHECKSUM FLETCHER32' "$TMP/out" || { echo "FAIL: no Fletcher32 on fc1.weight"; cat "$TMP/out"; exit 1; }
 echo "ok: h5dump reads $(basename "$MLP"): meta, params (FP32, Fletcher32), optim, scaler, rng, data"
 
-# h5py (Debian's python3-h5py, installed by tests/run.sh) reads it as the README shows: the
+# h5py (Debian's python3-h5py, installed by tests/run.sh) reads it as docs/checkpoints.md shows: the
 # norms it computes are those mpdist inspect prints, the generator table has a row per rank.
 /usr/bin/python3 - "$CNN" >"$TMP/h5py.out" <<'PY' || { echo "FAIL: h5py"; cat "$TMP/h5py.out"; exit 1; }
 import sys, h5py, numpy as np

@@ -4,7 +4,7 @@
 # the shipped config) reaches the published MLP baseline, and 4 ranks finish the same config.
 # A floor, not the README's number: OpenBLAS picks its kernels by CPU, so the accuracy differs in
 # the third decimal between machines; with the kernels of nine CPU families (OPENBLAS_CORETYPE)
-# it ended between 0.8978 and 0.9018 (README, Reproducibility), 0.018 above this floor.
+# it ended between 0.8978 and 0.9018 (docs/reproducibility.md), 0.018 above this floor.
 # The time is printed, not asserted: machines are shared (bench/ranks.sh measures speed).
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
