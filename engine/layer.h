@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "engine/amp.h"
+#include "engine/layer_spec.h"
 #include "engine/ops.h"
 
 #define MP_LAYER_MAX_PARAMS 4
@@ -155,6 +156,16 @@ mp_layer *mp_block_append(mp_block *b, int child);
 mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *name,
                                  const int64_t in_shape[3], const char *kind, int64_t out,
                                  int64_t stride, int64_t groups, int64_t width, double p);
+
+/* Builds layer l of type s->type (engine/layer_list.h) from its spec over a per-sample input of
+ * in_shape, named `name`, with the defaults of the keys a config left unset (0 or false in s):
+ * the type's init with its arguments. MP_EUSAGE naming the layer for a bad setting. */
+typedef mp_status mp_layer_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                const mp_layer_spec *s, const int64_t in_shape[3]);
+
+/* The make function of every registered type. */
+#define MP_LAYER(type, make, nrequired, keys) mp_layer_make make;
+#include "engine/layer_list.h"
 
 /* Per-sample element count of a (H, W, C) shape. */
 int64_t mp_shape_numel(const int64_t shape[3]);

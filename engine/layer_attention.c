@@ -61,3 +61,9 @@ mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *na
     l->attn = (mp_attn_desc){.heads = heads, .causal = causal, .dropout_p = p};
     return MP_OK;
 }
+
+mp_status mp_layer_attention_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_attention_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p);
+}

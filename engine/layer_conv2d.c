@@ -109,3 +109,13 @@ mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
     l->fan_in = (double)(kernel[0] * kernel[1]) * (double)cg;
     return MP_OK;
 }
+
+mp_status mp_layer_conv2d_make(mp_layer *l, const mp_ops *ops, const char *name,
+                               const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    int stride = s->stride ? (int)s->stride : 1, pad = (int)s->pad;
+    int dil = s->dilation > 1 ? (int)s->dilation : 1, groups = s->groups > 1 ? (int)s->groups : 1;
+    mp_conv_desc d = {{stride, stride}, {pad, pad}, {dil, dil}, groups};
+    int kernel[2] = {(int)s->kernel, (int)s->kernel};
+    return mp_layer_conv2d_init(l, ops, name, in_shape, s->out, kernel, &d, s->bias);
+}

@@ -61,3 +61,9 @@ mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name
     l->dropout_p = p;
     return MP_OK;
 }
+
+mp_status mp_layer_dropout_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_dropout_init(l, ops, name, in_shape, s->p);
+}

@@ -90,3 +90,16 @@ mp_status mp_layer_posembed_init(mp_layer *l, const mp_ops *ops, const char *nam
     setup(l, ops, &mp_posembed_class, name, in_shape, in_shape[0] * in_shape[1], in_shape[2]);
     return MP_OK;
 }
+
+mp_status mp_layer_embedding_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_embedding_init(l, ops, name, in_shape, s->vocab, s->out);
+}
+
+mp_status mp_layer_posembed_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                 const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    (void)s;
+    return mp_layer_posembed_init(l, ops, name, in_shape);
+}

@@ -28,3 +28,10 @@ mp_status mp_layer_flatten_init(mp_layer *l, const mp_ops *ops, const char *name
     l->out_shape[1] = 1;
     return MP_OK;
 }
+
+mp_status mp_layer_flatten_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    (void)s;
+    return mp_layer_flatten_init(l, ops, name, in_shape);
+}

@@ -43,3 +43,9 @@ mp_status mp_layer_layernorm_init(mp_layer *l, const mp_ops *ops, const char *na
     }
     return MP_OK;
 }
+
+mp_status mp_layer_layernorm_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                  const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_layernorm_init(l, ops, name, in_shape, s->eps > 0 ? s->eps : 1e-5);
+}

@@ -81,3 +81,9 @@ mp_status mp_layer_linear_tie(mp_layer *l, mp_layer *embedding)
     embedding->shared = true;
     return MP_OK;
 }
+
+mp_status mp_layer_linear_make(mp_layer *l, const mp_ops *ops, const char *name,
+                               const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_linear_init(l, ops, name, in_shape, s->out, s->per_token || s->tie);
+}

@@ -99,3 +99,18 @@ mp_status mp_layer_global_avgpool_init(mp_layer *l, const mp_ops *ops, const cha
     d.stride[0] = d.stride[1] = 1;
     return pool_setup(l, ops, name, in_shape, &d, &mp_gavgpool_class);
 }
+
+mp_status mp_layer_pool_make(mp_layer *l, const mp_ops *ops, const char *name,
+                             const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    int k = (int)s->kernel, stride = s->stride ? (int)s->stride : k, pad = (int)s->pad;
+    mp_pool_desc d = {{k, k}, {stride, stride}, {pad, pad}, strcmp(s->type, "maxpool") == 0};
+    return mp_layer_pool_init(l, ops, name, in_shape, &d);
+}
+
+mp_status mp_layer_global_avgpool_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                       const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    (void)s;
+    return mp_layer_global_avgpool_init(l, ops, name, in_shape);
+}

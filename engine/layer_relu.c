@@ -23,3 +23,10 @@ mp_status mp_layer_relu_init(mp_layer *l, const mp_ops *ops, const char *name,
     mp_layer_begin(l, &mp_relu_class, ops, name, in_shape, in_shape[2]);
     return MP_OK;
 }
+
+mp_status mp_layer_relu_make(mp_layer *l, const mp_ops *ops, const char *name,
+                             const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    (void)s;
+    return mp_layer_relu_init(l, ops, name, in_shape);
+}

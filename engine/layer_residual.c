@@ -145,3 +145,11 @@ mp_status mp_layer_residual_init(mp_layer *l, const mp_ops *ops, const char *nam
     memcpy(l->out_shape, l->block->layers[0][l->block->n[0] - 1].out_shape, sizeof l->out_shape);
     return MP_OK;
 }
+
+mp_status mp_layer_residual_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                 const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_residual_init(l, ops, name, in_shape, s->type, s->out,
+                                  s->stride ? s->stride : 1, s->groups > 1 ? s->groups : 1,
+                                  s->width, s->p);
+}

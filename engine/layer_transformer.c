@@ -85,3 +85,10 @@ mp_status mp_layer_transformer_init(mp_layer *l, const mp_ops *ops, const char *
     }
     return MP_OK;
 }
+
+mp_status mp_layer_transformer_make(mp_layer *l, const mp_ops *ops, const char *name,
+                                    const mp_layer_spec *s, const int64_t in_shape[3])
+{
+    return mp_layer_transformer_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p,
+                                     s->eps > 0 ? s->eps : 1e-5);
+}

@@ -29,6 +29,15 @@ int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,
     return n;
 }
 
+/* The registry's types and their make functions (engine/layer_list.h). */
+static const struct {
+    const char *type;
+    mp_layer_make *make;
+} LAYER_TYPES[] = {
+#define MP_LAYER(type, make, nrequired, keys) {#type, make},
+#include "engine/layer_list.h"
+};
+
 static mp_status layer_from_spec(mp_layer *l, const mp_ops *ops, const mp_layer_spec *s,
                                  int index, const int64_t in_shape[3])
 {
@@ -37,49 +46,10 @@ static mp_status layer_from_spec(mp_layer *l, const mp_ops *ops, const mp_layer_
         snprintf(name, sizeof name, "%s", s->name);
     else
         snprintf(name, sizeof name, "layers.%d", index);
-    const char *t = s->type;
-    int k = (int)s->kernel, stride = (int)s->stride, pad = (int)s->pad;
-    if (strcmp(t, "linear") == 0)
-        return mp_layer_linear_init(l, ops, name, in_shape, s->out, s->per_token || s->tie);
-    if (strcmp(t, "relu") == 0)
-        return mp_layer_relu_init(l, ops, name, in_shape);
-    if (strcmp(t, "conv2d") == 0) {
-        int dil = s->dilation > 1 ? (int)s->dilation : 1, groups = s->groups > 1 ? (int)s->groups : 1;
-        mp_conv_desc d = {{stride ? stride : 1, stride ? stride : 1}, {pad, pad}, {dil, dil}, groups};
-        int kernel[2] = {k, k};
-        return mp_layer_conv2d_init(l, ops, name, in_shape, s->out, kernel, &d, s->bias);
-    }
-    if (strcmp(t, "batchnorm") == 0)
-        return mp_layer_batchnorm_init(l, ops, name, in_shape, s->eps > 0 ? s->eps : 1e-5,
-                                       s->momentum);
-    if (strcmp(t, "maxpool") == 0 || strcmp(t, "avgpool") == 0) {
-        mp_pool_desc d = {{k, k}, {stride ? stride : k, stride ? stride : k}, {pad, pad},
-                          strcmp(t, "maxpool") == 0};
-        return mp_layer_pool_init(l, ops, name, in_shape, &d);
-    }
-    if (strcmp(t, "gavgpool") == 0)
-        return mp_layer_global_avgpool_init(l, ops, name, in_shape);
-    if (strcmp(t, "dropout") == 0)
-        return mp_layer_dropout_init(l, ops, name, in_shape, s->p);
-    if (strcmp(t, "flatten") == 0)
-        return mp_layer_flatten_init(l, ops, name, in_shape);
-    if (strcmp(t, "layernorm") == 0)
-        return mp_layer_layernorm_init(l, ops, name, in_shape, s->eps > 0 ? s->eps : 1e-5);
-    if (strcmp(t, "gelu") == 0)
-        return mp_layer_gelu_init(l, ops, name, in_shape);
-    if (strcmp(t, "embedding") == 0)
-        return mp_layer_embedding_init(l, ops, name, in_shape, s->vocab, s->out);
-    if (strcmp(t, "posembed") == 0)
-        return mp_layer_posembed_init(l, ops, name, in_shape);
-    if (strcmp(t, "attention") == 0)
-        return mp_layer_attention_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p);
-    if (strcmp(t, "transformer") == 0)
-        return mp_layer_transformer_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p,
-                                         s->eps > 0 ? s->eps : 1e-5);
-    if (strcmp(t, "basic") == 0 || strcmp(t, "bottleneck") == 0 || strcmp(t, "wide") == 0)
-        return mp_layer_residual_init(l, ops, name, in_shape, t, s->out, stride ? stride : 1,
-                                      s->groups > 1 ? s->groups : 1, s->width, s->p);
-    return mp_fail(MP_EUSAGE, "model layer %d: unknown type '%s'", index, t);
+    for (size_t i = 0; i < sizeof LAYER_TYPES / sizeof LAYER_TYPES[0]; i++)
+        if (strcmp(s->type, LAYER_TYPES[i].type) == 0)
+            return LAYER_TYPES[i].make(l, ops, name, s, in_shape);
+    return mp_fail(MP_EUSAGE, "model layer %d: unknown type '%s'", index, s->type);
 }
 
 /* Ties each linear layer whose spec asks for it to the first embedding layer. */

@@ -16,30 +16,6 @@
 
 #define MP_MAX_LAYERS 64
 
-/* One layer as a config describes it. Types: linear, relu, conv2d, batchnorm, maxpool,
- * avgpool, gavgpool (global average pooling), dropout, flatten, layernorm, gelu, embedding,
- * posembed, attention, the residual blocks basic, bottleneck and wide (see
- * mp_layer_residual_init) and the transformer block (mp_layer_transformer_init). */
-typedef struct mp_layer_spec {
-    char type[16];
-    char name[48];    /* parameter name prefix; "" means "layers.<index>" */
-    int64_t out;      /* linear: output features; conv2d: output channels */
-    int64_t kernel;   /* conv2d, maxpool, avgpool: square kernel or window */
-    int64_t stride;   /* conv2d (default 1), pools (0: the window) */
-    int64_t pad;      /* conv2d, pools */
-    int64_t dilation; /* conv2d (0 or 1: none) */
-    int64_t groups;   /* conv2d (0 or 1: dense) */
-    bool bias;        /* conv2d: with a bias */
-    double p;         /* dropout probability (wide blocks: optional) */
-    int64_t width;    /* bottleneck: inner width */
-    double eps, momentum; /* batchnorm; layernorm and transformer: eps */
-    int64_t heads;    /* attention, transformer */
-    bool causal;      /* attention, transformer */
-    bool per_token;   /* linear: over the last dimension of each position */
-    bool tie;         /* linear (per token): share the first embedding layer's weight */
-    int64_t vocab;    /* embedding: vocabulary (0: the data's number of classes) */
-} mp_layer_spec;
-
 /* How a model is built beyond its layers: ZeRO-1 sharding of the parameters (mp_params_shard)
  * and activation recomputation of its composite blocks. Zeroed: whole, no recomputation. */
 typedef struct mp_model_opts {

@@ -299,9 +299,10 @@ const int mp_config_nkeys = (int)(sizeof mp_config_keys / sizeof mp_config_keys[
 
 const mp_key mp_layer_keys[] = {
     {"type", MP_KEY_STRING, NULL,
-     ONE_OF("linear", "relu", "conv2d", "batchnorm", "maxpool", "avgpool", "gavgpool", "dropout",
-            "flatten", "basic", "bottleneck", "wide", "layernorm", "gelu", "embedding", "posembed",
-            "attention", "transformer"),
+     .allowed = {
+#define MP_LAYER(type, make, nrequired, keys) #type,
+#include "engine/layer_list.h"
+     },
      LF(type), .meaning = "Layer kind (required)."},
     {"out", MP_KEY_INT, NULL, GE(1), LE(1000000), LF(out),
      .meaning = "linear: output features; conv2d and blocks: output channels; embedding: "
@@ -341,26 +342,19 @@ const mp_key mp_layer_keys[] = {
      .meaning = "Parameter name prefix of letters, digits, '_' and '.'; \"\" = layers.<index>."},
 };
 
-/* Which layer keys each type takes; the required ones first, up to `nrequired`. */
+/* Which layer keys each type takes, the required ones first, up to `nrequired`
+ * (engine/layer_list.h). */
+#define MP_LAYER_KEYS(...) __VA_ARGS__
 static const struct {
     const char *type;
     int nrequired;
     const char *keys[8];
 } mp_layer_rules[] = {
-    {"linear", 1, {"out", "per_token", "tie"}},
-    {"layernorm", 0, {"eps"}},
-    {"embedding", 1, {"out", "vocab"}},
-    {"attention", 0, {"heads", "causal", "p"}},
-    {"transformer", 0, {"heads", "causal", "p", "eps"}},
-    {"conv2d", 2, {"out", "kernel", "stride", "pad", "dilation", "groups", "bias"}},
-    {"batchnorm", 0, {"eps", "momentum"}},
-    {"maxpool", 1, {"kernel", "stride", "pad"}},
-    {"avgpool", 1, {"kernel", "stride", "pad"}},
-    {"dropout", 1, {"p"}},
-    {"basic", 1, {"out", "stride"}},
-    {"bottleneck", 2, {"out", "width", "stride", "groups"}},
-    {"wide", 1, {"out", "stride", "p"}},
+#define MP_LAYER(type, make, nrequired, keys) {#type, nrequired, {MP_LAYER_KEYS keys}},
+#include "engine/layer_list.h"
 };
+_Static_assert(sizeof mp_layer_rules / sizeof mp_layer_rules[0] <= MP_KEY_MAX_ALLOWED,
+               "model.layers' type list holds every registered layer");
 
 int mp_layer_key_rule(const char *type, const char *key)
 {
