@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_internal.h"
+#include "comm/coll.h"
+#include "comm/comm_device.h"
+#include "comm/watchdog.h"
 
 #define DEVICE (UINT64_C(1) << 63)
 
@@ -34,6 +36,17 @@ struct mp_comm_stage {
     stage_rec recs[MP_TRANSPORT_DEPTH];
     int head, n; /* the records: a ring, the oldest at head */
 };
+
+mp_status mp_comm_host_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
+{
+    if (c->broken) /* the failure's message stays the one to print */
+        return MP_ECOMM;
+    if (c->issued >= MP_TRANSPORT_DEPTH)
+        MP_TRY(mp_comm_wait(c, c->issued - MP_TRANSPORT_DEPTH + 1));
+    MP_TRY(c->tx.ops->start(c->tx.self, coll, ticket));
+    c->issued = *ticket;
+    return MP_OK;
+}
 
 /* Waits for the host collectives up to `ticket` and copies the staged results among them back
  * into backend memory, freeing their blocks. */

@@ -1,7 +1,8 @@
-/* MPI start-up, ranks and hosts, and the collectives over the transport. Errors are returned
+/* MPI start-up, ranks and hosts (and the peers the transports are given), and the collectives
+ * over the transport. Errors are returned
  * (MPI_ERRORS_RETURN on our duplicates) and become MP_ECOMM with the check macro's message.
  * Waiting (and the watchdog) is in comm/watchdog.c. */
-#include "comm/comm_internal.h"
+#include "comm/comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +12,10 @@
 #include "comm/launch_check.h"
 #include "comm/transport_mpi.h"
 
-const char *mp_mpi_error_string(int rc)
+/* The peers' abort: the communicator's (mp_comm_abort). */
+static void abort_owner(void *owner, int code)
 {
-    static _Thread_local char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "MPI error %d", rc);
-    return msg;
+    mp_comm_abort(owner, code);
 }
 
 static mp_status gather_hosts(mp_comm *c)
@@ -61,7 +59,13 @@ mp_status mp_comm_init_on(mp_comm *c, MPI_Comm base)
     MPI_CHECK(MPI_Type_commit(&c->half_word));
     MPI_CHECK(MPI_Op_create(mp_halfsum_f16, 1, &c->sum_f16));
     MPI_CHECK(MPI_Op_create(mp_halfsum_bf16, 1, &c->sum_bf16));
-    return mp_transport_mpi_open(&c->tx, c, c->world);
+    c->peers = (mp_peers){.world = c->world, .rank = c->rank, .size = c->size,
+                          .thread_level = c->thread_level,
+                          .hosts = (const char(*)[MP_HOST_MAX])c->hosts,
+                          .half_word = c->half_word, .sum_f16 = c->sum_f16,
+                          .sum_bf16 = c->sum_bf16, .timeout_s = &c->timeout_s,
+                          .step = &c->step, .abort = abort_owner, .owner = c};
+    return mp_transport_mpi_open(&c->tx, &c->peers, c->world);
 }
 
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
@@ -92,17 +96,6 @@ mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
 const char *mp_comm_host(const mp_comm *c, int rank)
 {
     return c->hosts && rank >= 0 && rank < c->size ? c->hosts[rank] : "?";
-}
-
-mp_status mp_comm_host_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
-{
-    if (c->broken) /* the failure's message stays the one to print */
-        return MP_ECOMM;
-    if (c->issued >= MP_TRANSPORT_DEPTH)
-        MP_TRY(mp_comm_wait(c, c->issued - MP_TRANSPORT_DEPTH + 1));
-    MP_TRY(c->tx.ops->start(c->tx.self, coll, ticket));
-    c->issued = *ticket;
-    return MP_OK;
 }
 
 mp_status mp_comm_allreduce_start(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_redop op,

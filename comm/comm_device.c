@@ -6,13 +6,14 @@
  * the host ones: never more than MP_TRANSPORT_DEPTH started and not seen finished, so the
  * transport's start never blocks; a failure marks the communicator broken (the job must end
  * with mp_comm_abort) and this rank as the one to report it. */
-#include "comm/comm_internal.h"
+#include "comm/comm_device.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "comm/transport_mpi.h"
 #include "comm/transport_nccl.h"
+#include "comm/watchdog.h"
 
 mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream)
 {
@@ -20,12 +21,12 @@ mp_status mp_comm_use_device(mp_comm *c, int device, void *compute_stream)
         return mp_fail(MP_EUSAGE, "comm: the device transport is open already");
     MP_TRY(mp_comm_wait(c, c->issued)); /* opening uses c->world outside the host transport */
     if (compute_stream)
-        return mp_transport_nccl_open(&c->dtx, c, device, compute_stream);
+        return mp_transport_nccl_open(&c->dtx, &c->peers, device, compute_stream);
     if (c->thread_level < MPI_THREAD_MULTIPLE) /* two transport threads call MPI at once */
         return mp_fail(MP_EUSAGE, "comm: device collectives on host memory need "
                                   "MPI_THREAD_MULTIPLE (MPI provided level %d)", c->thread_level);
     MPI_CHECK(MPI_Comm_dup(c->world, &c->dworld));
-    mp_status st = mp_transport_mpi_open(&c->dtx, c, c->dworld);
+    mp_status st = mp_transport_mpi_open(&c->dtx, &c->peers, c->dworld);
     if (st != MP_OK)
         MPI_Comm_free(&c->dworld);
     return st;

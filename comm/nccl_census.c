@@ -14,7 +14,7 @@
 #define TAG_QUERY 21
 #define TAG_ANSWER 22
 
-mp_status mp_census_open(mp_census *cs, const mp_comm *c)
+mp_status mp_census_open(mp_census *cs, const mp_peers *c)
 {
     cs->comm = c;
     cs->census = MPI_COMM_NULL;
@@ -60,13 +60,13 @@ static void name_rank(const mp_census *cs, int r, const char *note, char *text, 
     size_t at = strlen(text);
     if (at + 1 < len)
         snprintf(text + at, len - at, "%s%d (%s%s)", strchr(text, '(') ? ", " : "", r,
-                 mp_comm_host(cs->comm, r), note);
+                 mp_peers_host(cs->comm, r), note);
 }
 
 bool mp_census_take(mp_census *cs, const mp_census_where *me, double grace_s, char *text,
                     size_t len)
 {
-    const mp_comm *c = cs->comm;
+    const mp_peers *c = cs->comm;
     if (cs->census == MPI_COMM_NULL) {
         snprintf(text, len, "which ranks did not arrive is not known (%s)",
                  c->size > 1 ? "MPI gave no MPI_THREAD_MULTIPLE" : "one rank");

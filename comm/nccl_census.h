@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/comm.h"
+#include "comm/mpi_check.h"
+#include "comm/peers.h"
 
 /* Where a rank is, as it says in a query or an answer. */
 typedef struct mp_census_where {
@@ -30,7 +31,7 @@ typedef struct mp_census_where {
 } mp_census_where;
 
 typedef struct mp_census {
-    const mp_comm *comm;
+    const mp_peers *comm;
     MPI_Comm census;   /* a duplicate of comm->world; MPI_COMM_NULL when no census can run */
     int lowest_overdue; /* the lowest rank that said it is past its limit; comm->size if none */
 } mp_census;
@@ -39,7 +40,7 @@ typedef struct mp_census {
  * when there are two ranks or more and MPI gave MPI_THREAD_MULTIPLE; otherwise cs->census is
  * MPI_COMM_NULL and the census only says that it cannot run. MP_ECOMM when the duplicate
  * fails. */
-mp_status mp_census_open(mp_census *cs, const mp_comm *c);
+mp_status mp_census_open(mp_census *cs, const mp_peers *c);
 
 /* Not collective: answers every query waiting for this rank with *me. */
 void mp_census_serve(mp_census *cs, const mp_census_where *me);

@@ -15,7 +15,7 @@
 #define POLL_S 20e-6 /* the wait's polling of the event */
 
 struct mp_nccl_raw {
-    const mp_comm *comm;
+    const mp_peers *comm;
     ncclComm_t nccl;
     cudaStream_t stream;
     cudaEvent_t done;
@@ -44,7 +44,7 @@ static mp_status setup(mp_nccl_raw *r, int device, ncclUniqueId *id)
     return MP_OK;
 }
 
-mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_comm *c, int device)
+mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_peers *c, int device)
 {
     mp_nccl_raw *r = calloc(1, sizeof *r);
     ncclUniqueId id = {{0}};
@@ -91,8 +91,8 @@ mp_status mp_nccl_raw_start(mp_nccl_raw *r, const mp_coll *coll)
         return mp_fail(MP_EINTERNAL, "comm: the bare NCCL communicator takes all-reduces and "
                                      "whole-buffer reduce-scatters and all-gathers (%s)",
                        coll->what);
-    mp_status st = mp_nccl_settle(r->nccl, enqueue(r, coll), r->comm->timeout_s, r->comm->rank,
-                                  mp_comm_host(r->comm, r->comm->rank), coll->what);
+    mp_status st = mp_nccl_settle(r->nccl, enqueue(r, coll), *r->comm->timeout_s, r->comm->rank,
+                                  mp_peers_host(r->comm, r->comm->rank), coll->what);
     return st == MP_OK ? MP_OK : fail(r, st);
 }
 
@@ -100,7 +100,7 @@ mp_status mp_nccl_raw_wait(mp_nccl_raw *r, double limit_s)
 {
     if (r->failed != MP_OK)
         return r->failed;
-    const char *host = mp_comm_host(r->comm, r->comm->rank);
+    const char *host = mp_peers_host(r->comm, r->comm->rank);
     cudaError_t rc = cudaEventRecord(r->done, r->stream);
     for (double t0 = mp_now(); rc == cudaSuccess; mp_nap(POLL_S)) {
         rc = mp_cuda_query(cudaEventQuery(r->done));
@@ -127,9 +127,9 @@ void mp_nccl_raw_close(mp_nccl_raw *r)
 {
     if (!r)
         return;
-    if (r->nccl && r->failed == MP_OK && mp_nccl_raw_wait(r, r->comm->timeout_s) == MP_OK &&
-        mp_nccl_settle(r->nccl, ncclCommFinalize(r->nccl), r->comm->timeout_s, r->comm->rank,
-                       mp_comm_host(r->comm, r->comm->rank), "finalizing") == MP_OK)
+    if (r->nccl && r->failed == MP_OK && mp_nccl_raw_wait(r, *r->comm->timeout_s) == MP_OK &&
+        mp_nccl_settle(r->nccl, ncclCommFinalize(r->nccl), *r->comm->timeout_s, r->comm->rank,
+                       mp_peers_host(r->comm, r->comm->rank), "finalizing") == MP_OK)
         ncclCommDestroy(r->nccl);
     else if (r->nccl)
         ncclCommAbort(r->nccl);
@@ -146,7 +146,7 @@ struct mp_nccl_raw {
     int unused;
 };
 
-mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_comm *c, int device)
+mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_peers *c, int device)
 {
     (void)out;
     (void)c;

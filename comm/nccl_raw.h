@@ -7,7 +7,9 @@
 #ifndef MP_NCCL_RAW_H
 #define MP_NCCL_RAW_H
 
-#include "comm/comm.h"
+#include "comm/mpi_check.h"
+#include "comm/peers.h"
+#include "comm/transport.h"
 
 typedef struct mp_nccl_raw mp_nccl_raw;
 
@@ -16,7 +18,7 @@ typedef struct mp_nccl_raw mp_nccl_raw;
  * rank of c (mp_nccl_form: rank 0's unique id broadcast, formed within c->timeout_s) into *out.
  * Every rank returns the same status: MP_ECOMM naming the first rank that failed; MP_EUSAGE
  * "this build has no NCCL" without NCCL. */
-mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_comm *c, int device);
+mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_peers *c, int device);
 
 /* Enqueues one in-place collective on the stream: an all-reduce (coll->op) of coll->count
  * elements, or a reduce-scatter (sum) or all-gather of a whole blocked buffer (base 0, count =

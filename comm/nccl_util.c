@@ -45,7 +45,7 @@ mp_status mp_nccl_settle(ncclComm_t nc, ncclResult_t rc, double limit_s, int ran
     return MP_OK;
 }
 
-mp_status mp_nccl_agree(const mp_comm *c, mp_status st)
+mp_status mp_nccl_agree(const mp_peers *c, mp_status st)
 {
     int mine = st == MP_OK ? c->size : c->rank, first = c->size;
     MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->world));
@@ -57,19 +57,19 @@ mp_status mp_nccl_agree(const mp_comm *c, mp_status st)
     return mp_fail(MP_ECOMM, "%s", msg);
 }
 
-mp_status mp_nccl_form(const mp_comm *c, mp_status st, const ncclUniqueId *id, ncclComm_t *nc)
+mp_status mp_nccl_form(const mp_peers *c, mp_status st, const ncclUniqueId *id, ncclComm_t *nc)
 {
     ncclUniqueId root = *id;
     *nc = NULL;
     if (MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, c->world) != MPI_SUCCESS && st == MP_OK)
         st = mp_fail(MP_ECOMM, "comm: [rank %d @ %s] broadcasting the NCCL unique id failed",
-                     c->rank, c->host);
+                     c->rank, mp_peers_host(c, c->rank));
     MP_TRY(mp_nccl_agree(c, st));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t rc = ncclCommInitRankConfig(nc, c->size, root, c->rank, &config);
-    return mp_nccl_agree(c, mp_nccl_settle(*nc, rc, c->timeout_s, c->rank,
-                                           mp_comm_host(c, c->rank),
+    return mp_nccl_agree(c, mp_nccl_settle(*nc, rc, *c->timeout_s, c->rank,
+                                           mp_peers_host(c, c->rank),
                                            "creating the communicator"));
 }
 

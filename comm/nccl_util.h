@@ -7,7 +7,10 @@
 
 #include <nccl.h>
 
-#include "comm/comm.h"
+#include "comm/mpi_check.h"
+#include "comm/peers.h"
+#include "engine/dtype.h"
+#include "engine/status.h"
 
 /* NCCL's datatype for dt. Pure. */
 ncclDataType_t mp_nccl_dtype(mp_dtype dt);
@@ -25,13 +28,13 @@ mp_status mp_nccl_settle(ncclComm_t nc, ncclResult_t rc, double limit_s, int ran
 
 /* Collective over c->world: every rank's status st of one stage of setting up. MP_OK when all
  * succeeded, else MP_ECOMM on every rank with the message of the lowest rank that failed. */
-mp_status mp_nccl_agree(const mp_comm *c, mp_status st);
+mp_status mp_nccl_agree(const mp_peers *c, mp_status st);
 
 /* Collective over c->world, no other thread using it: rank 0's unique id broadcast, then a
  * non-blocking communicator over every rank of c created into *nc (NULL when it could not be)
  * and waited for up to c->timeout_s. `st` is this rank's status of what it did before (rank 0's
  * ncclGetUniqueId included): a rank that failed takes part in the broadcast and creates nothing.
  * Every rank returns the same status (mp_nccl_agree). */
-mp_status mp_nccl_form(const mp_comm *c, mp_status st, const ncclUniqueId *id, ncclComm_t *nc);
+mp_status mp_nccl_form(const mp_peers *c, mp_status st, const ncclUniqueId *id, ncclComm_t *nc);
 
 #endif

@@ -15,7 +15,7 @@
 #define QUEUE_CAP MP_TRANSPORT_DEPTH
 
 typedef struct mpi_transport {
-    const mp_comm *comm; /* its half types and ops */
+    const mp_peers *comm; /* its half types and ops */
     MPI_Comm world;      /* where the collectives run */
     bool threaded;
     pthread_t thread;
@@ -32,7 +32,7 @@ typedef struct mpi_transport {
 
 /* MPI's datatype and reduction for op->dtype and op->op: half types travel as two-byte words
  * summed by comm/halfsum.c's ops (in FP32, rounded once). */
-static mp_status mpi_type_op(const mp_comm *c, const mp_coll *op, MPI_Datatype *type,
+static mp_status mpi_type_op(const mp_peers *c, const mp_coll *op, MPI_Datatype *type,
                              MPI_Op *mop)
 {
     switch (op->dtype) {
@@ -50,7 +50,7 @@ static mp_status mpi_type_op(const mp_comm *c, const mp_coll *op, MPI_Datatype *
     return MP_OK;
 }
 
-static mp_status run_allreduce(const mp_comm *c, MPI_Comm world, const mp_coll *op)
+static mp_status run_allreduce(const mp_peers *c, MPI_Comm world, const mp_coll *op)
 {
     MPI_Datatype type = MPI_DATATYPE_NULL;
     MPI_Op mop = MPI_OP_NULL;
@@ -71,7 +71,7 @@ static mp_status run_allreduce(const mp_comm *c, MPI_Comm world, const mp_coll *
  * in-place MPI_Reduce_scatter leaves a rank's sum at the start of buf, from where it moves to
  * the rank's piece (where NCCL leaves it); the rest of buf, which MPI may have used as scratch,
  * is zeroed (transport.h). */
-static mp_status run_pieces(const mp_comm *c, MPI_Comm world, const mp_coll *op,
+static mp_status run_pieces(const mp_peers *c, MPI_Comm world, const mp_coll *op,
                             const int *counts, const int *displs)
 {
     MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -95,7 +95,7 @@ static mp_status run_pieces(const mp_comm *c, MPI_Comm world, const mp_coll *op,
 
 /* A block collective in parts of at most INT_MAX elements (MPI's counts are ints), each itself
  * a block collective over its slice of buf; counts: scratch of 2 x the ranks ints. */
-static mp_status run_blocks(const mp_comm *c, MPI_Comm world, const mp_coll *op, int *counts)
+static mp_status run_blocks(const mp_peers *c, MPI_Comm world, const mp_coll *op, int *counts)
 {
     int *displs = counts + c->size;
     size_t elem = mp_dtype_size(op->dtype);
@@ -252,7 +252,7 @@ static const mp_transport_ops mpi_ops = {.name = "mpi",
                                          .pending = pending,
                                          .close = close_transport};
 
-mp_status mp_transport_mpi_open(mp_transport *tx, const mp_comm *c, MPI_Comm world)
+mp_status mp_transport_mpi_open(mp_transport *tx, const mp_peers *c, MPI_Comm world)
 {
     mpi_transport *t = calloc(1, sizeof *t);
     int *counts = calloc(2 * (size_t)c->size, sizeof *counts);

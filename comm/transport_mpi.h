@@ -4,11 +4,13 @@
 #ifndef MP_TRANSPORT_MPI_H
 #define MP_TRANSPORT_MPI_H
 
-#include "comm/comm.h"
+#include "comm/mpi_check.h"
+#include "comm/peers.h"
+#include "comm/transport.h"
 
 /* Opens the transport over `world` (c->world, or a duplicate of it for a second transport beside
  * the first, which needs MPI_THREAD_MULTIPLE); c's half types and ops must exist. `c` and
  * `world` must outlive it. */
-mp_status mp_transport_mpi_open(mp_transport *t, const mp_comm *c, MPI_Comm world);
+mp_status mp_transport_mpi_open(mp_transport *t, const mp_peers *c, MPI_Comm world);
 
 #endif

@@ -41,7 +41,7 @@ typedef struct nccl_slot {
 } nccl_slot;
 
 typedef struct nccl_transport {
-    const mp_comm *comm;
+    const mp_peers *comm;
     int rank, device;
     char host[MP_HOST_MAX];
     ncclComm_t nccl;
@@ -136,7 +136,7 @@ static mp_census_where where_locked(const nccl_transport *t, bool late)
 {
     mp_census_where w = {.oldest = t->completed < t->issued ? t->completed + 1 : 0,
                          .issued = t->issued,
-                         .step = t->comm->step,
+                         .step = *t->comm->step,
                          .overdue = late};
     return w;
 }
@@ -175,7 +175,7 @@ static void end_job(nccl_transport *t, bool late, const mp_census_where *me)
     fprintf(stderr, "mpdist: error: %s\n", t->message);
     fflush(stderr);
     abort_transport(t);
-    mp_comm_abort(t->comm, MP_ECOMM);
+    t->comm->abort(t->comm->owner, MP_ECOMM);
 }
 
 /* The watchdog thread: every WATCH_S it checks NCCL's asynchronous state and how long the
@@ -264,12 +264,12 @@ static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *tic
     CUDA_CHECK(cudaStreamWaitEvent(t->stream, s->start, 0));
     char doing[128];
     snprintf(doing, sizeof doing, "enqueueing %s", c->what);
-    MP_TRY(settle_locked(t, enqueue(t, c), t->comm->timeout_s, doing));
+    MP_TRY(settle_locked(t, enqueue(t, c), *t->comm->timeout_s, doing));
     CUDA_CHECK(cudaEventRecord(s->done, t->stream));
     s->coll = *c;
     s->t_start = mp_now();
-    s->limit_s = t->comm->timeout_s;
-    s->step = t->comm->step;
+    s->limit_s = *t->comm->timeout_s;
+    s->step = *t->comm->step;
     *ticket = ++t->issued;
     return MP_OK;
 }
@@ -395,7 +395,7 @@ static void close_transport(void *self)
         pthread_join(t->thread, NULL);
     }
     bool done = false;
-    double limit_s = t->comm->timeout_s;
+    double limit_s = *t->comm->timeout_s;
     if (wait_for(t, t->issued, limit_s, &done) != MP_OK || !done ||
         finalize(t, limit_s) != MP_OK)
         abort_transport(t);
@@ -427,7 +427,7 @@ static mp_status setup(nccl_transport *t, ncclUniqueId *id)
     return MP_OK;
 }
 
-mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
+mp_status mp_transport_nccl_open(mp_transport *tx, const mp_peers *c, int device,
                                  void *compute_stream)
 {
     nccl_transport *t = calloc(1, sizeof *t);
@@ -438,7 +438,7 @@ mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
         t->comm = c;
         t->rank = c->rank;
         t->device = device;
-        snprintf(t->host, sizeof t->host, "%s", mp_comm_host(c, c->rank));
+        snprintf(t->host, sizeof t->host, "%s", mp_peers_host(c, c->rank));
         t->compute = (cudaStream_t)compute_stream;
         t->census.census = MPI_COMM_NULL;
         pthread_mutex_init(&t->mu, NULL);
@@ -464,7 +464,7 @@ mp_status mp_transport_nccl_open(mp_transport *tx, const mp_comm *c, int device,
 
 #else
 
-mp_status mp_transport_nccl_open(mp_transport *t, const mp_comm *c, int device,
+mp_status mp_transport_nccl_open(mp_transport *t, const mp_peers *c, int device,
                                  void *compute_stream)
 {
     (void)t;

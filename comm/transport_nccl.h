@@ -8,7 +8,9 @@
 #ifndef MP_TRANSPORT_NCCL_H
 #define MP_TRANSPORT_NCCL_H
 
-#include "comm/comm.h"
+#include "comm/mpi_check.h"
+#include "comm/peers.h"
+#include "comm/transport.h"
 
 /* Collective over c->world, which no other thread may be using meanwhile (no host collective in
  * flight): makes the CUDA device `device` current on the calling thread, creates a non-blocking
@@ -19,7 +21,7 @@
  * timed out (the message names the first rank that failed), MP_EUSAGE "this build has no NCCL"
  * without NCCL. `c` must outlive the transport; start, wait, order and close are called from
  * the thread that opened it, abort from any. */
-mp_status mp_transport_nccl_open(mp_transport *t, const mp_comm *c, int device,
+mp_status mp_transport_nccl_open(mp_transport *t, const mp_peers *c, int device,
                                  void *compute_stream);
 
 #endif

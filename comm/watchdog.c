@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm.h"
+#include "comm/watchdog.h"
 #include "comm/nap.h"
 #include "engine/clock.h"
 
@@ -124,12 +124,12 @@ static mp_status timed_out(mp_comm *c, double waited)
             continue;
         if (at[r] > me->ticket) { /* finished this one (its part was done) and went on */
             int n = snprintf(past + plen, sizeof past - plen, "; %d (%s) is past it, in %s", r,
-                             mp_comm_host(c, r), what[r]);
+                             mp_peers_host(&c->peers, r), what[r]);
             plen += n > 0 && (size_t)n < sizeof past - plen ? (size_t)n : 0;
             continue;
         }
         int n = snprintf(msg + len, sizeof msg - len, "%s%d (%s%s%s)", len ? ", " : "", r,
-                         mp_comm_host(c, r), at[r] < 0 ? "" : ", still in ",
+                         mp_peers_host(&c->peers, r), at[r] < 0 ? "" : ", still in ",
                          at[r] < 0 ? "" : what[r]);
         len += n > 0 && (size_t)n < sizeof msg - len ? (size_t)n : 0;
     }

@@ -68,7 +68,7 @@ mp_status mp_bench_comm_connect(mp_comm *c, mp_bench_mem *m)
         return MP_OK;
     MP_TRY(mp_comm_use_device(c, m->device, m->nccl ? m->ops->queue() : NULL));
     m->connected = true;
-    return m->nccl ? mp_nccl_raw_open(&m->raw, c, m->device) : MP_OK;
+    return m->nccl ? mp_nccl_raw_open(&m->raw, &c->peers, m->device) : MP_OK;
 }
 
 void mp_bench_comm_close(mp_comm *c, mp_bench_mem *m)

@@ -275,7 +275,7 @@ static void test_raw_loop(void **state)
         mp_standin_fault(pass ? "inprogress:3" : NULL);
         long before = mp_standin_launches();
         mp_nccl_raw *raw = NULL;
-        if (mp_nccl_raw_open(&raw, &comm, 0) != MP_OK)
+        if (mp_nccl_raw_open(&raw, &comm.peers, 0) != MP_OK)
             fail_msg("%s", mp_error_message());
         int64_t wrong = 0;
         for (size_t t = 0; t < 3; t++)
@@ -300,7 +300,7 @@ static void test_raw_timeout(void **state)
     (void)state;
     mp_standin_fault("hang:*:1");
     mp_nccl_raw *raw = NULL;
-    if (mp_nccl_raw_open(&raw, &comm, 0) != MP_OK)
+    if (mp_nccl_raw_open(&raw, &comm.peers, 0) != MP_OK)
         fail_msg("%s", mp_error_message());
     float x[8] = {0};
     mp_coll c = mp_coll_of(MP_COLL_ALLREDUCE, x, 8, MP_F32, MP_REDOP_SUM, "stuck raw sum");
