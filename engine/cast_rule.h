@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "engine/dtype.h"
+#include "engine/half.h"
 #include "engine/hd.h"
 
 #ifdef __CUDACC__
