@@ -81,14 +81,6 @@ static mp_status note_place(const load_ctx *x, const config_setting_t *s, const 
     return MP_OK;
 }
 
-const char *mp_config_where(const mp_config *c, const char *path)
-{
-    for (int i = 0; i < c->nplaces; i++)
-        if (strcmp(c->places[i].key, path) == 0)
-            return c->places[i].where;
-    return NULL;
-}
-
 static mp_status wrong_type(const load_ctx *x, const config_setting_t *s, const char *key,
                             const char *expected)
 {
@@ -408,15 +400,6 @@ static mp_status cross_check(const load_ctx *x, const config_setting_t *root, mp
                        c->optim.momentum, c->optim.dampening);
     }
     return MP_OK;
-}
-
-bool mp_config_given(const mp_config *c, const char *path)
-{
-    const mp_key *k = mp_config_key_find(path);
-    if (!k)
-        return false;
-    size_t idx = (size_t)(k - mp_config_keys);
-    return (c->given[idx / 64] >> (idx % 64)) & 1u;
 }
 
 /* Fills the amp properties the file did not give with the opt level's defaults, so the

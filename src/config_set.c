@@ -1,8 +1,7 @@
 /* --set overrides: parses "key.path=value" (the value in libconfig syntax, else taken as a bare
  * string) and writes it into the loaded libconfig tree before validation, creating missing
  * groups. Each setting it creates carries the override's key as its libconfig hook, so that
- * validation can report "--set KEY: ..." instead of a file line. Also the one-line error helper
- * and type names shared by the configuration code. */
+ * validation can report "--set KEY: ..." instead of a file line. */
 #include "src/config_internal.h"
 
 #include <ctype.h>
@@ -15,35 +14,6 @@
 
 #include "src/config_schema.h"
 
-mp_status mp_config_fail(const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    for (char *p = line; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-    return mp_fail(MP_EUSAGE, "%s", line);
-}
-
-const char *mp_config_type_name(int libconfig_type)
-{
-    switch (libconfig_type) {
-    case CONFIG_TYPE_GROUP: return "group";
-    case CONFIG_TYPE_INT: return "int";
-    case CONFIG_TYPE_INT64: return "int";
-    case CONFIG_TYPE_FLOAT: return "float";
-    case CONFIG_TYPE_STRING: return "string";
-    case CONFIG_TYPE_BOOL: return "bool";
-    case CONFIG_TYPE_ARRAY: return "array";
-    case CONFIG_TYPE_LIST: return "list";
-    default: return "nothing";
-    }
-}
-
-/* A copy of s[0, n) without leading and trailing white space; NULL if out of memory. */
 static char *trimmed_copy(const char *s, size_t n)
 {
     while (n && isspace((unsigned char)*s)) {
