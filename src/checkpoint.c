@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/host_swap.h"
 #include "io/ckpt_dir.h"
 #include "io/fsutil.h"
 #include "io/h5file.h"
@@ -63,7 +64,7 @@ static mp_status check_values(const mp_h5r *r, const char *path, const void *dat
     return MP_OK;
 }
 
-static mp_status write_meta(mp_h5w *w, const mp_trainer *t, const mp_resume_point *at)
+static mp_status write_meta(mp_h5w *w, const mp_train_state *t, const mp_resume_point *at)
 {
     const mp_config *c = t->cfg;
     MP_TRY(mp_h5w_attr_int(w, "/meta", "format_version", MP_CKPT_FORMAT));
@@ -72,17 +73,17 @@ static mp_status write_meta(mp_h5w *w, const mp_trainer *t, const mp_resume_poin
     MP_TRY(mp_h5w_attr_int(w, "/meta", "epoch", at->epoch));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "opt_level", c->amp.opt_level));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "half", c->amp.half));
-    MP_TRY(mp_h5w_attr_int(w, "/meta", "world_size", t->comm->size));
+    MP_TRY(mp_h5w_attr_int(w, "/meta", "world_size", t->world_size));
     MP_TRY(mp_h5w_attr_int(w, "/meta", "global_batch",
-                           c->data.batch_size * t->comm->size * t->accum));
+                           c->data.batch_size * t->world_size * t->accum));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "mpdist_version", MPDIST_VERSION));
     MP_TRY(mp_h5w_attr_string(w, "/meta", "model", c->model.preset));
     return mp_h5w_attr_string(w, "/meta", "config", c->text ? c->text : "");
 }
 
-static mp_status write_weights(mp_h5w *w, mp_trainer *t)
+static mp_status write_weights(mp_h5w *w, const mp_train_state *t)
 {
-    const mp_params *p = &t->model.params;
+    const mp_params *p = &t->model->params;
     char path[256];
     for (int i = 0; i < p->count; i++) {
         const mp_param_view *v = &p->views[i];
@@ -98,10 +99,10 @@ static mp_status write_weights(mp_h5w *w, mp_trainer *t)
     return MP_OK;
 }
 
-static mp_status write_optim(mp_h5w *w, const mp_trainer *t)
+static mp_status write_optim(mp_h5w *w, const mp_train_state *t)
 {
-    const mp_optimizer *o = &t->opt;
-    const mp_params *p = &t->model.params;
+    const mp_optimizer *o = t->opt;
+    const mp_params *p = &t->model->params;
     const char *s0 = slot_name(o, 0), *s1 = slot_name(o, 1);
     char slots[64], path[256];
     snprintf(slots, sizeof slots, "%s%s%s", s0 ? s0 : "", s1 ? " " : "", s1 ? s1 : "");
@@ -121,33 +122,33 @@ static mp_status write_optim(mp_h5w *w, const mp_trainer *t)
     return MP_OK;
 }
 
-static mp_status write_state(mp_h5w *w, const mp_trainer *t, const mp_resume_point *at,
+static mp_status write_state(mp_h5w *w, const mp_train_state *t, const mp_resume_point *at,
                              const int64_t *rng)
 {
-    const mp_scaler_state *s = &t->scaler;
+    const mp_scaler_state *s = t->scaler;
     MP_TRY(mp_h5w_attr_double(w, "/scaler", "scale", s->scale));
     MP_TRY(mp_h5w_attr_int(w, "/scaler", "growth_tracker", s->growth_tracker));
     MP_TRY(mp_h5w_attr_int(w, "/scaler", "hysteresis_left", s->hysteresis_left));
     MP_TRY(mp_h5w_attr_int(w, "/scaler", "skipped_steps", s->skipped_steps));
     MP_TRY(mp_h5w_attr_int(w, "/scaler", "consecutive_skips", s->consecutive_skips));
-    MP_TRY(mp_h5w_attr_int(w, "/scaler", "dynamic", t->scaler_cfg.dynamic));
+    MP_TRY(mp_h5w_attr_int(w, "/scaler", "dynamic", t->scaler_cfg->dynamic));
     MP_TRY(mp_h5w_attr_string(w, "/rng", "algorithm",
                               "xoshiro256** seeded by splitmix64 from (seed, stream); counter-"
                               "based: dropout from (seed, step), shuffling from (seed, epoch), "
                               "augmentation from (seed, epoch, sample)"));
     MP_TRY(mp_h5w_attr_int(w, "/rng", "seed", (int64_t)t->cfg->train.seed));
     MP_TRY(mp_h5w_attr_string(w, "/rng", "columns", "seed, step, epoch, position"));
-    int64_t shape[2] = {t->comm->size, RNG_COLS};
+    int64_t shape[2] = {t->world_size, RNG_COLS};
     MP_TRY(mp_h5w_array(w, "/rng/state", MP_H5_I64, 2, shape, rng, MP_H5_I64));
     MP_TRY(mp_h5w_attr_int(w, "/data", "epoch", at->epoch));
     MP_TRY(mp_h5w_attr_int(w, "/data", "position", at->position));
     MP_TRY(mp_h5w_attr_int(w, "/data", "batch_size", t->cfg->data.batch_size));
     MP_TRY(mp_h5w_attr_int(w, "/data", "accum_steps", t->accum));
-    MP_TRY(mp_h5w_attr_int(w, "/data", "world_size", t->comm->size));
-    return mp_h5w_attr_int(w, "/data", "dataset_size", t->train.count);
+    MP_TRY(mp_h5w_attr_int(w, "/data", "world_size", t->world_size));
+    return mp_h5w_attr_int(w, "/data", "dataset_size", t->dataset_size);
 }
 
-static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int64_t *rng,
+static mp_status write_file(mp_train_state *t, const mp_resume_point *at, const int64_t *rng,
                             char *path, size_t size)
 {
     const mp_config *c = t->cfg;
@@ -157,10 +158,8 @@ static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int6
         return mp_fail(MP_ECKPT, "checkpoint.dir: cannot create %s (%s)", dir, strerror(errno));
     mp_h5w *w;
     MP_TRY(mp_h5w_open(&w, path, (int)c->checkpoint.deflate));
-    mp_tensor *ts[4 * MP_NGROUPS + MP_MAX_PARAMS];
     mp_host_swap hs;
-    int n = mp_train_state_tensors(t, MP_STATE_PARAMS | MP_STATE_OPTIM | MP_STATE_BUFFERS, ts);
-    mp_status st = mp_host_begin(&hs, t->ops, ts, n, true);
+    mp_status st = mp_host_begin(&hs, t->ops, t->tensors, t->ntensors, true);
     if (st == MP_OK)
         st = write_meta(w, t, at);
     if (st == MP_OK)
@@ -180,7 +179,7 @@ static mp_status write_file(mp_trainer *t, const mp_resume_point *at, const int6
 }
 
 /* Row r of the generator table: what rank r's random streams continue from. */
-static void rng_row(const mp_trainer *t, const mp_resume_point *at, int rank, int64_t *row)
+static void rng_row(const mp_train_state *t, const mp_resume_point *at, int rank, int64_t *row)
 {
     row[0] = (int64_t)t->cfg->train.seed;
     row[1] = at->step;
@@ -188,19 +187,19 @@ static void rng_row(const mp_trainer *t, const mp_resume_point *at, int rank, in
     row[3] = at->position + rank;
 }
 
-void mp_checkpoint_prune(const mp_trainer *t, int64_t step)
+void mp_checkpoint_prune(const mp_train_state *t, int64_t step)
 {
     const mp_config *c = t->cfg;
-    if (t->comm->rank == 0 &&
+    if (t->rank == 0 &&
         mp_ckpt_prune(c->checkpoint.dir, (int)c->checkpoint.keep, step) != MP_OK)
         fprintf(stderr, "mpdist: warning: %s\n", mp_error_message()); /* the new file is safe */
 }
 
-mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size)
+mp_status mp_checkpoint_save(mp_train_state *t, const mp_resume_point *at, char *path, size_t size)
 {
-    if (t->comm->rank != 0)
+    if (t->rank != 0)
         return MP_OK;
-    int world = t->comm->size;
+    int world = t->world_size;
     int64_t *table = mp_alloc((size_t)world * RNG_COLS * sizeof(int64_t), MP_MEM_WORKSPACE);
     for (int r = 0; r < world; r++)
         rng_row(t, at, r, table + (size_t)r * RNG_COLS);
@@ -363,23 +362,22 @@ mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_
     return load_weights(m, path, c, verb);
 }
 
-static mp_status read_slots(mp_h5r *r, mp_trainer *t);
+static mp_status read_slots(mp_h5r *r, mp_train_state *t);
 
-static mp_status read_optim(mp_h5r *r, mp_trainer *t)
+static mp_status read_optim(mp_h5r *r, mp_train_state *t)
 {
-    mp_tensor *ts[2 * MP_NGROUPS];
     mp_host_swap hs;
-    MP_TRY(mp_host_begin(&hs, t->ops, ts, mp_train_state_tensors(t, MP_STATE_OPTIM, ts), true));
+    MP_TRY(mp_host_begin(&hs, t->ops, t->optim, t->noptim, true));
     mp_status st = read_slots(r, t);
     mp_status end = mp_host_end(&hs, st == MP_OK);
     return st != MP_OK ? st : end;
 }
 
 /* read_optim into host copies of the optimizer slots. */
-static mp_status read_slots(mp_h5r *r, mp_trainer *t)
+static mp_status read_slots(mp_h5r *r, mp_train_state *t)
 {
-    mp_optimizer *o = &t->opt;
-    const mp_params *p = &t->model.params;
+    mp_optimizer *o = t->opt;
+    const mp_params *p = &t->model->params;
     char *name = NULL;
     MP_TRY(mp_h5r_attr_string(r, "/optim", "name", &name));
     bool same = strcmp(name, optim_name(o->args.kind)) == 0;
@@ -466,24 +464,24 @@ mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *v
  * O0) and whether the loss scale is dynamic come from the checkpoint's config, and a change
  * is refused rather than half applied (the scaler state would be the file's, the banner the
  * config's). */
-static mp_status check_precision(mp_h5r *r, const mp_trainer *t)
+static mp_status check_precision(mp_h5r *r, const mp_train_state *t)
 {
     MP_TRY(mp_checkpoint_check_level(r, t->cfg, "resume"));
     MP_TRY(check_model(r, t->cfg));
     int64_t dynamic = 0;
     MP_TRY(mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic));
-    if ((dynamic != 0) != t->scaler_cfg.dynamic)
+    if ((dynamic != 0) != t->scaler_cfg->dynamic)
         return mp_fail(MP_ECKPT, "%s: written with a %s loss scale, the config's is %s: resume "
                        "with the amp.loss_scale it was written with", mp_h5r_path(r),
                        dynamic ? "dynamic" : "static",
-                       t->scaler_cfg.dynamic ? "dynamic" : "static");
+                       t->scaler_cfg->dynamic ? "dynamic" : "static");
     return MP_OK;
 }
 
-static mp_status read_state(mp_h5r *r, mp_trainer *t)
+static mp_status read_state(mp_h5r *r, mp_train_state *t)
 {
-    mp_scaler_state *s = &t->scaler;
-    mp_resume_point *at = &t->start;
+    mp_scaler_state *s = t->scaler;
+    mp_resume_point *at = t->start;
     const char *path = mp_h5r_path(r);
     MP_TRY(mp_h5r_attr_double(r, "/scaler", "scale", &s->scale));
     MP_TRY(mp_h5r_attr_int(r, "/scaler", "growth_tracker", &s->growth_tracker));
@@ -496,17 +494,17 @@ static mp_status read_state(mp_h5r *r, mp_trainer *t)
     MP_TRY(mp_h5r_attr_int(r, "/data", "epoch", &at->epoch));
     MP_TRY(mp_h5r_attr_int(r, "/data", "position", &at->position));
     MP_TRY(mp_h5r_attr_int(r, "/rng", "seed", &at->seed));
-    MP_TRY(check_scaler(r, s, at->step, t->opt.steps));
-    if (!t->scaler_cfg.dynamic && s->scale != t->scaler_cfg.init_scale)
+    MP_TRY(check_scaler(r, s, at->step, t->opt->steps));
+    if (!t->scaler_cfg->dynamic && s->scale != t->scaler_cfg->init_scale)
         return mp_fail(MP_ECKPT, "%s: written with a static loss scale of %g, the config's is %g:"
                        " resume with the amp.loss_scale it was written with", path, s->scale,
-                       t->scaler_cfg.init_scale);
+                       t->scaler_cfg->init_scale);
     int64_t n = 0;
     MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_size", &n));
-    if (n != t->train.count)
+    if (n != t->dataset_size)
         return mp_fail(MP_ECKPT, "%s: written for a training set of %lld samples, this one has "
                        "%lld (data.path or data.train_limit changed?)", path, (long long)n,
-                       (long long)t->train.count);
+                       (long long)t->dataset_size);
     if (at->seed != (int64_t)t->cfg->train.seed)
         return mp_fail(MP_ECKPT, "%s: written with train.seed %lld, the config has %llu: keep "
                        "the seed to resume (data order and dropout follow it)", path,
@@ -531,7 +529,7 @@ static mp_status read_state(mp_h5r *r, mp_trainer *t)
     return st;
 }
 
-mp_status mp_checkpoint_load(mp_trainer *t, const char *path)
+mp_status mp_checkpoint_load(mp_train_state *t, const char *path)
 {
     mp_h5r *r;
     char *kind = NULL;
@@ -544,7 +542,7 @@ mp_status mp_checkpoint_load(mp_trainer *t, const char *path)
     if (st == MP_OK)
         st = check_precision(r, t);
     if (st == MP_OK)
-        st = read_weights(r, &t->model);
+        st = read_weights(r, t->model);
     if (st == MP_OK)
         st = read_optim(r, t);
     if (st == MP_OK)
@@ -553,7 +551,7 @@ mp_status mp_checkpoint_load(mp_trainer *t, const char *path)
     return st;
 }
 
-mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size)
+mp_status mp_checkpoint_load_auto(mp_train_state *t, char *path, size_t size)
 {
     const char *dir = t->cfg->checkpoint.dir;
     path[0] = '\0';
@@ -579,34 +577,5 @@ mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size)
     if (n > 0)
         return mp_fail(MP_ECKPT, "%s: none of its %d checkpoint files loads (newest: %s)", dir,
                        n, first);
-    return MP_OK;
-}
-
-typedef struct shared_header {
-    mp_resume_point start;
-    mp_scaler_state scaler;
-    int64_t opt_steps;
-} shared_header;
-
-mp_status mp_checkpoint_share(mp_trainer *t)
-{
-    MP_TRY(mp_train_sync(t));
-    if (t->comm->size > 1) {
-        shared_header h = {t->start, t->scaler, t->opt.steps};
-        MP_TRY(mp_comm_bcast(t->comm, &h, sizeof h, 0, "broadcast of the resume point"));
-        t->start = h.start;
-        t->scaler = h.scaler;
-        t->opt.steps = h.opt_steps;
-    }
-    if (t->start.world_size == 0)
-        return MP_OK; /* a fresh start: the initial parameters are all there is */
-    mp_train_replan(t);
-    if (t->comm->size == 1)
-        return MP_OK;
-    MP_TRY(mp_train_sync_buffers(t));
-    for (int k = 0; k < MP_NGROUPS; k++) {
-        MP_TRY(mp_train_bcast(t, &t->opt.slot1[k], "broadcast of the optimizer state"));
-        MP_TRY(mp_train_bcast(t, &t->opt.slot2[k], "broadcast of the optimizer state"));
-    }
     return MP_OK;
 }

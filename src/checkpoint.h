@@ -1,4 +1,5 @@
-/* Training checkpoints (docs/ARCHITECTURE.md §6) between a trainer and an HDF5 file:
+/* Training checkpoints (docs/ARCHITECTURE.md §6) between a training state (src/train_state.h)
+ * and an HDF5 file:
  *   /meta      attributes: format_version, kind ("full" | "export"), step, epoch, opt_level,
  *              half, world_size, global_batch, mpdist_version, model, config (the full text)
  *   /params/<name>               FP32 master values (the widened half values at O3)
@@ -20,7 +21,7 @@
 #include <stdbool.h>
 
 #include "io/h5file.h"
-#include "src/train.h"
+#include "src/train_state.h"
 
 /* The format this mpdist writes. 2: every dataset carries its digest (io/h5_digest.h), and files
  * of format 2 or later are refused without one; format 1 files (no digests) still load. */
@@ -34,7 +35,7 @@
  * mp_checkpoint_open calls it. */
 mp_status mp_checkpoint_check_attrs(mp_h5r *r, const char *kind);
 
-/* Saves the trainer's state after `at->step` steps into the checkpoint directory as
+/* Saves the training state after `at->step` steps into the checkpoint directory as
  * ckpt-<step>.h5 (rank 0 writes, through a temporary file), and writes its path to
  * path[0..size) on rank 0. Collective (gathers every rank's generator state). MP_ECKPT on rank 0
  * when the file cannot be written. */
@@ -43,27 +44,23 @@ mp_status mp_checkpoint_check_attrs(mp_h5r *r, const char *kind);
  * On failure *r is NULL. */
 mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind);
 
-mp_status mp_checkpoint_save(mp_trainer *t, const mp_resume_point *at, char *path, size_t size);
+mp_status mp_checkpoint_save(mp_train_state *t, const mp_resume_point *at, char *path, size_t size);
 
 /* On rank 0, after a save at `step`: removes the oldest checkpoints beyond checkpoint.keep,
  * never the one of `step`. A failure only warns on stderr (the new file is safe). */
-void mp_checkpoint_prune(const mp_trainer *t, int64_t step);
+void mp_checkpoint_prune(const mp_train_state *t, int64_t step);
 
-/* Rank 0: loads a full checkpoint into the trainer (parameters and their half copies, buffers,
- * optimizer state, scaler, resume point). MP_ECKPT with the file and dataset named for a
+/* Rank 0: loads a full checkpoint into the training state (parameters and their half copies,
+ * buffers, optimizer state, scaler, resume point: *t->start); mp_train_share_start then gives it
+ * to every rank. MP_ECKPT with the file and dataset named for a
  * corrupt, truncated, foreign (another model or optimizer), newer or exported file. */
-mp_status mp_checkpoint_load(mp_trainer *t, const char *path);
+mp_status mp_checkpoint_load(mp_train_state *t, const char *path);
 
 /* Rank 0: resolves checkpoint.resume = "auto" (or --resume auto): the newest file of
  * checkpoint.dir that loads, reporting on stderr each newer one that does not. Writes the path
  * used to path[0..size), or "" when the directory holds no checkpoint (a fresh start).
  * MP_ECKPT when there are checkpoints but none loads; MP_EUSAGE without checkpoint.dir. */
-mp_status mp_checkpoint_load_auto(mp_trainer *t, char *path, size_t size);
-
-/* Collective, after rank 0 loaded (or found nothing to load): broadcasts the resume point, the
- * parameters, BatchNorm statistics and optimizer state to every rank, and replans the steps
- * for this rank count. Rank 0's load checked the generator table against the resume point. */
-mp_status mp_checkpoint_share(mp_trainer *t);
+mp_status mp_checkpoint_load_auto(mp_train_state *t, char *path, size_t size);
 
 /* Loads only the weights (/params and /buffers) of a full or exported checkpoint written for
  * config c's model (/meta model is its model.preset) into a model, converting from the stored

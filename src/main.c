@@ -167,12 +167,13 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     if (rc != 0)
         return rc;
     mp_status st = MP_OK;
+    mp_train_state state = mp_train_state_of(t);
     if (t->comm->rank == 0)
-        st = strcmp(resume, "auto") == 0 ? mp_checkpoint_load_auto(t, used, sizeof used)
-                                         : mp_checkpoint_load(t, resume);
+        st = strcmp(resume, "auto") == 0 ? mp_checkpoint_load_auto(&state, used, sizeof used)
+                                         : mp_checkpoint_load(&state, resume);
     rc = agree(t->comm, st);
     if (rc == 0)
-        rc = agree(t->comm, mp_checkpoint_share(t));
+        rc = agree(t->comm, mp_train_share_start(t));
     if (rc == 0)
         rc = agree(t->comm, mp_train_ungather(t, true));
     if (rc != 0 || t->comm->rank != 0)

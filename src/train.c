@@ -582,6 +582,19 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
     mp_metrics_summary(t->metrics, &s);
 }
 
+mp_train_state mp_train_state_of(mp_trainer *t)
+{
+    mp_train_state s = {.cfg = t->cfg, .ops = t->ops, .rank = t->comm->rank,
+                        .world_size = t->comm->size, .accum = t->accum,
+                        .dataset_size = t->train.count, .model = &t->model, .bufs = t->bufs,
+                        .nbufs = t->nbufs, .opt = &t->opt, .scaler_cfg = &t->scaler_cfg,
+                        .scaler = &t->scaler, .start = &t->start};
+    s.ntensors = mp_train_state_tensors(t, MP_STATE_PARAMS | MP_STATE_OPTIM | MP_STATE_BUFFERS,
+                                        s.tensors);
+    s.noptim = mp_train_state_tensors(t, MP_STATE_OPTIM, s.optim);
+    return s;
+}
+
 /* Saves a checkpoint, then prunes older ones; rank 0 reports its size and write rate (gather,
  * write, fsync, rename and directory fsync: until the file is durable under its name; the
  * pruning after it is not counted; sharded, the gathering too). */
@@ -590,12 +603,13 @@ static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result 
     double t0 = mp_now();
     MP_TRY(mp_train_gather(t)); /* sharded: the file holds whole tensors */
     mp_status st = check_finite(t);
+    mp_train_state state = mp_train_state_of(t);
     if (st == MP_OK)
-        st = mp_checkpoint_save(t, at, r->checkpoint, sizeof r->checkpoint);
+        st = mp_checkpoint_save(&state, at, r->checkpoint, sizeof r->checkpoint);
     mp_status end = mp_train_ungather(t, false);
     MP_TRY(st != MP_OK ? st : end);
     double dt = mp_now() - t0;
-    mp_checkpoint_prune(t, at->step);
+    mp_checkpoint_prune(&state, at->step);
     struct stat sb;
     if (t->comm->rank == 0 && stat(r->checkpoint, &sb) == 0)
         mp_progress_line(&t->progress, "checkpoint: %s (%.1f MB in %.3f s, %.1f MB/s)",

@@ -24,6 +24,7 @@
 #include "io/progress.h"
 #include "io/sampler.h"
 #include "src/config.h"
+#include "src/train_state.h"
 
 typedef struct mp_train_result {
     int64_t steps;          /* optimizer steps taken */
@@ -43,16 +44,6 @@ typedef struct mp_train_result {
     const char *stopped_by; /* "SIGTERM", "SIGUSR1", "train.step_budget" */
     char checkpoint[1100];  /* rank 0: the last checkpoint written, "" if none */
 } mp_train_result;
-
-/* Where a run starts (all zero for a fresh run), and what a checkpoint records of where the
- * run it was taken from stood. */
-typedef struct mp_resume_point {
-    int64_t step;     /* optimizer steps taken */
-    int64_t epoch;    /* the epoch the next step belongs to */
-    int64_t position; /* samples of that epoch all ranks consumed (DistributedSampler order) */
-    int64_t world_size, global_batch; /* of the run that wrote it (0: a fresh run) */
-    int64_t seed;
-} mp_resume_point;
 
 /* ZeRO-1's sharded state seen whole (mp_train_gather): while `on`, each group's separate master
  * and optimizer slots point at whole-group copies (MP_MEM_WORKSPACE) and [lo, lo + n) spans the
@@ -159,6 +150,17 @@ enum { MP_STATE_PARAMS = 1, MP_STATE_OPTIM = 2, MP_STATE_BUFFERS = 4 };
  * optimizer slots, the persistent buffers; some may be empty) for mp_host_begin, and returns
  * how many: at most 4 * MP_NGROUPS + MP_MAX_PARAMS. */
 int mp_train_state_tensors(mp_trainer *t, unsigned parts, mp_tensor **out);
+
+/* The trainer's state as a checkpoint sees it (src/train_state.h): views into t, valid while t
+ * lives and its tensors stay where they are (ZeRO-1's gathered whole state included, when it is
+ * gathered). Not collective. */
+mp_train_state mp_train_state_of(mp_trainer *t);
+
+/* Collective, after rank 0 loaded a checkpoint (mp_checkpoint_load) or found nothing to load:
+ * broadcasts the resume point, the scaler, the parameters, the BatchNorm statistics and the
+ * optimizer state to every rank, and replans the steps for this rank count. Rank 0's load
+ * checked the generator table against the resume point. */
+mp_status mp_train_share_start(mp_trainer *t);
 
 /* Opens the metrics file (rank 0; a resumed run keeps the records before its checkpoint and
  * appends) and starts the progress line. MP_EUSAGE when log.metrics cannot be created. Not
