@@ -18,22 +18,11 @@
 
 #include "engine/alloc.h"
 #include "io/dataset.h"
+#include "tests/fuzz/fuzz_files.h"
 
 #define REC 3073
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Writes len bytes to dir/name (path receives the name); returns 0, or -1 when it cannot. */
-static int put_file(char *path, size_t cap, const char *dir, const char *name,
-                    const uint8_t *bytes, size_t len)
-{
-    snprintf(path, cap, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t put = len ? fwrite(bytes, 1, len, f) : 0;
-    return fclose(f) == 0 && put == len ? 0 : -1;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -73,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             snprintf(name, sizeof name, "test_batch.bin");
         else
             snprintf(name, sizeof name, "data_batch_%d.bin", i + 1);
-        ok = put_file(paths[i], sizeof paths[i], dir, name, data + at, len[i]) == 0 && ok;
+        ok = mp_fuzz_put_file(paths[i], sizeof paths[i], dir, name, data + at, len[i]) == 0 && ok;
         records += (int64_t)(len[i] / REC);
         at += len[i];
     }

@@ -18,20 +18,9 @@
 
 #include "engine/alloc.h"
 #include "io/dataset.h"
+#include "tests/fuzz/fuzz_files.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Writes len bytes to dir/name; returns 0, or -1 when it cannot. */
-static int put_file(char *path, size_t cap, const char *dir, const char *name,
-                    const uint8_t *bytes, size_t len)
-{
-    snprintf(path, cap, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t put = len ? fwrite(bytes, 1, len, f) : 0;
-    return fclose(f) == 0 && put == len ? 0 : -1;
-}
 
 /* Checks a loaded set and gathers a batch of its first and last samples. */
 static void check_loaded(const mp_dataset *d, int64_t limit)
@@ -73,9 +62,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!mkdtemp(dir))
         return 0;
     snprintf(name, sizeof name, "%s-images-idx3-ubyte%s", prefix, flags & 1 ? ".gz" : "");
-    int ok = put_file(img, sizeof img, dir, name, data, ilen) == 0;
+    int ok = mp_fuzz_put_file(img, sizeof img, dir, name, data, ilen) == 0;
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte%s", prefix, flags & 2 ? ".gz" : "");
-    ok = put_file(lab, sizeof lab, dir, name, data + ilen, size - ilen) == 0 && ok;
+    ok = mp_fuzz_put_file(lab, sizeof lab, dir, name, data + ilen, size - ilen) == 0 && ok;
     if (ok) {
         int64_t before = mp_mem_current(MP_MEM_DATA);
         mp_dataset d;

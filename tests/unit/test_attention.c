@@ -7,6 +7,7 @@
  * finite; softmax rows summing to 1 within their rounding, masked entries exactly 0; and the
  * shapes and dtypes the op refuses. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_fd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -185,6 +186,18 @@ static double loss(const mp_attn_desc *d, attn_set *s, const double *r)
     return l;
 }
 
+typedef struct attn_case {
+    const mp_attn_desc *d;
+    attn_set *s;
+    const double *r;
+} attn_case;
+
+static double attn_case_loss(void *arg)
+{
+    attn_case *c = arg;
+    return loss(c->d, c->s, c->r);
+}
+
 /* FP64 central differences of L = sum(out * r) against attention_backward's dqkv (dout = r),
  * for (heads, causal, dropout) over T = 2 x 3 tokens of D = 6: the dropout mask is fixed by
  * (seed, offset), so L stays smooth. */
@@ -210,16 +223,8 @@ static void test_gradcheck(void **state)
         int64_t n = mp_tensor_numel(&s.qkv);
         double *num = malloc((size_t)n * sizeof *num);
         assert_non_null(num);
-        double *x = s.qkv.data;
-        for (int64_t i = 0; i < n; i++) {
-            double keep = x[i];
-            x[i] = keep + EPS;
-            double lp = loss(&d, &s, rv);
-            x[i] = keep - EPS;
-            double lm = loss(&d, &s, rv);
-            x[i] = keep;
-            num[i] = (lp - lm) / (2 * EPS);
-        }
+        attn_case ac = {&d, &s, rv};
+        mp_test_fd(s.qkv.data, n, EPS, attn_case_loss, &ac, num);
         assert_close(s.dqkv.data, num, (size_t)n, ATOL, RTOL);
         free(num);
         set_free(&s);

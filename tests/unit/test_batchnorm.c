@@ -6,6 +6,7 @@
  * layer's eps handed to backward as to forward (cuDNN asks for the same value in both), and the
  * layer's declarations and errors. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_fd.h"
 
 #include <math.h>
 #include <string.h>
@@ -48,35 +49,6 @@ static void free_state(mp_layer *l)
         mp_tensor_free(&l->buf[j]);
 }
 
-/* L = sum(r * y) with y from a training-mode forward (which also moves the running stats). */
-static double loss(mp_layer *l, const mp_tensor *x, mp_tensor *y, const mp_tensor *r)
-{
-    assert_int_equal(l->cls->forward(l, x, y, true), MP_OK);
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(y); i++)
-        s += f64(y)[i] * f64(r)[i];
-    return s;
-}
-
-static void check_fd(mp_layer *l, const mp_tensor *x, mp_tensor *y, const mp_tensor *r,
-                     mp_tensor *v, const mp_tensor *grad)
-{
-    int64_t n = mp_tensor_numel(v);
-    double num[128], ana[128];
-    assert_true(n <= 128);
-    for (int64_t i = 0; i < n; i++) {
-        double *p = &f64(v)[i], keep = *p;
-        *p = keep + EPS;
-        double lp = loss(l, x, y, r);
-        *p = keep - EPS;
-        double lm = loss(l, x, y, r);
-        *p = keep;
-        num[i] = (lp - lm) / (2 * EPS);
-        ana[i] = f64(grad)[i];
-    }
-    assert_close(ana, num, (size_t)n, ATOL, RTOL);
-}
-
 static void gradcheck(const int64_t in[3], int64_t n, uint64_t seed)
 {
     mp_layer l;
@@ -89,18 +61,18 @@ static void gradcheck(const int64_t in[3], int64_t n, uint64_t seed)
                                0);
     mp_tensor r = mp_test_rand(MP_F64, 4, s, &rng, -1, 1), dx = mp_test_rand(MP_F64, 4, s, NULL, 0,
                                0);
-    loss(&l, &x, &y, &r);
+    mp_test_layer_loss(&l, &x, &y, &r);
     assert_int_equal(l.cls->backward(&l, &x, &y, &r, &dx), MP_OK);
-    check_fd(&l, &x, &y, &r, &x, &dx);
-    check_fd(&l, &x, &y, &r, &l.w[0], &l.dw[0]);
-    check_fd(&l, &x, &y, &r, &l.w[1], &l.dw[1]);
+    mp_test_layer_fd_check(&l, &x, &y, &r, &x, &dx, EPS, ATOL, RTOL);
+    mp_test_layer_fd_check(&l, &x, &y, &r, &l.w[0], &l.dw[0], EPS, ATOL, RTOL);
+    mp_test_layer_fd_check(&l, &x, &y, &r, &l.w[1], &l.dw[1], EPS, ATOL, RTOL);
     /* Without dx the parameter gradients are the same. */
     double dw0[8], db0[8];
     memcpy(dw0, l.dw[0].data, (size_t)in[2] * sizeof(double));
     memcpy(db0, l.dw[1].data, (size_t)in[2] * sizeof(double));
     memset(l.dw[0].data, 0, (size_t)in[2] * sizeof(double));
     memset(l.dw[1].data, 0, (size_t)in[2] * sizeof(double));
-    loss(&l, &x, &y, &r);
+    mp_test_layer_loss(&l, &x, &y, &r);
     assert_int_equal(l.cls->backward(&l, &x, &y, &r, NULL), MP_OK);
     assert_close(f64(&l.dw[0]), dw0, (size_t)in[2], 0, 0);
     assert_close(f64(&l.dw[1]), db0, (size_t)in[2], 0, 0);

@@ -5,6 +5,7 @@
  * and setting errors. Stored dtypes, the fused backward and the half chunks:
  * test_conv2d_storage.c. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_fd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,39 +43,6 @@ static void init_layer(mp_layer *l, const mp_test_conv_case *cc)
     assert_int_equal(l->out_shape[2], cc->k);
 }
 
-static double dot(const mp_tensor *a, const mp_tensor *b)
-{
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(a); i++)
-        s += ((double *)a->data)[i] * ((double *)b->data)[i];
-    return s;
-}
-
-/* L = sum(r * layer(x)), so dL/dy = r. */
-static double layer_loss(mp_layer *l, const mp_tensor *x, mp_tensor *y, const mp_tensor *r)
-{
-    assert_int_equal(l->cls->forward(l, x, y, true), MP_OK);
-    return dot(y, r);
-}
-
-static void check_against_fd(mp_layer *l, const mp_tensor *x, mp_tensor *y, const mp_tensor *r,
-                             mp_tensor *v, const mp_tensor *grad)
-{
-    int64_t n = mp_tensor_numel(v);
-    double *num = zeros(n);
-    for (int64_t i = 0; i < n; i++) {
-        double *p = &((double *)v->data)[i], keep = *p;
-        *p = keep + EPS;
-        double lp = layer_loss(l, x, y, r);
-        *p = keep - EPS;
-        double lm = layer_loss(l, x, y, r);
-        *p = keep;
-        num[i] = (lp - lm) / (2 * EPS);
-    }
-    assert_close((double *)grad->data, num, (size_t)n, ATOL, RTOL);
-    free(num);
-}
-
 /* Forward against ref_conv, then dx, dweight and dbias against central differences. */
 static void gradcheck_case(const mp_test_conv_case *cc, uint64_t seed)
 {
@@ -89,16 +57,16 @@ static void gradcheck_case(const mp_test_conv_case *cc, uint64_t seed)
     int64_t xs[4] = {cc->n, cc->h, cc->w, cc->c}, ys[4] = {cc->n, cc->p, cc->q, cc->k};
     mp_tensor x = t64(4, xs, &rng), y = t64(4, ys, NULL), r = t64(4, ys, &rng);
     mp_tensor dx = t64(4, xs, NULL);
-    layer_loss(&l, &x, &y, &r);
+    mp_test_layer_loss(&l, &x, &y, &r);
     double *want = zeros(mp_tensor_numel(&y));
     mp_test_conv_ref(cc, x.data, l.w[0].data, cc->bias ? l.w[1].data : NULL, NULL, want, NULL, NULL);
     assert_close((double *)y.data, want, (size_t)mp_tensor_numel(&y), 1e-13, 1e-13);
     free(want);
 
     assert_int_equal(l.cls->backward(&l, &x, &y, &r, &dx), MP_OK);
-    check_against_fd(&l, &x, &y, &r, &x, &dx);
+    mp_test_layer_fd_check(&l, &x, &y, &r, &x, &dx, EPS, ATOL, RTOL);
     for (int j = 0; j < l.nparams; j++)
-        check_against_fd(&l, &x, &y, &r, &l.w[j], &l.dw[j]);
+        mp_test_layer_fd_check(&l, &x, &y, &r, &l.w[j], &l.dw[j], EPS, ATOL, RTOL);
     mp_tensor *all[] = {&x, &y, &r, &dx};
     for (int i = 0; i < 4; i++)
         mp_tensor_free(all[i]);

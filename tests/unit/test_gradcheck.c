@@ -2,6 +2,7 @@
  * ReLU, softmax cross-entropy, and a linear-ReLU-linear-loss chain), on tiny shapes with the CPU
  * backend's FP64 path. L = sum(r * y) for a fixed random r makes dy = r. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_fd.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,41 +24,6 @@ static mp_tensor t64(int ndim, const int64_t *shape, mp_rng *r, double lo, doubl
     for (int64_t i = 0; i < mp_tensor_numel(&t); i++)
         d[i] = r ? lo + (hi - lo) * mp_rng_uniform(r) : 0.0;
     return t;
-}
-
-static double dot(const mp_tensor *a, const mp_tensor *b)
-{
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(a); i++)
-        s += ((double *)a->data)[i] * ((double *)b->data)[i];
-    return s;
-}
-
-/* L(x, params) = sum(r * layer(x)). */
-static double layer_loss(mp_layer *l, const mp_tensor *x, mp_tensor *y, const mp_tensor *r)
-{
-    assert_int_equal(l->cls->forward(l, x, y, true), MP_OK);
-    return dot(y, r);
-}
-
-/* Compares the analytic gradient `grad` of L with respect to `v` with central differences. */
-static void check_against_fd(mp_layer *l, mp_tensor *x, mp_tensor *y, const mp_tensor *r,
-                             mp_tensor *v, const mp_tensor *grad)
-{
-    int64_t n = mp_tensor_numel(v);
-    double num[64], ana[64];
-    assert_true(n <= 64);
-    for (int64_t i = 0; i < n; i++) {
-        double *p = &((double *)v->data)[i], keep = *p;
-        *p = keep + EPS;
-        double lp = layer_loss(l, x, y, r);
-        *p = keep - EPS;
-        double lm = layer_loss(l, x, y, r);
-        *p = keep;
-        num[i] = (lp - lm) / (2 * EPS);
-        ana[i] = ((double *)grad->data)[i];
-    }
-    assert_close(ana, num, (size_t)n, ATOL, RTOL);
 }
 
 static void bind_params(mp_layer *l, mp_rng *r)
@@ -85,11 +51,11 @@ static void check_layer(mp_layer *l, int64_t n, double xlo, double xhi, uint64_t
     int64_t ys[4] = {n, l->out_shape[0], l->out_shape[1], l->out_shape[2]};
     mp_tensor x = t64(4, xs, &rng, xlo, xhi), y = t64(4, ys, NULL, 0, 0);
     mp_tensor r = t64(4, ys, &rng, -1, 1), dx = t64(4, xs, NULL, 0, 0);
-    layer_loss(l, &x, &y, &r);
+    mp_test_layer_loss(l, &x, &y, &r);
     assert_int_equal(l->cls->backward(l, &x, &y, &r, &dx), MP_OK);
-    check_against_fd(l, &x, &y, &r, &x, &dx);
+    mp_test_layer_fd_check(l, &x, &y, &r, &x, &dx, EPS, ATOL, RTOL);
     for (int j = 0; j < l->nparams; j++)
-        check_against_fd(l, &x, &y, &r, &l->w[j], &l->dw[j]);
+        mp_test_layer_fd_check(l, &x, &y, &r, &l->w[j], &l->dw[j], EPS, ATOL, RTOL);
     mp_tensor *all[] = {&x, &y, &r, &dx};
     for (int i = 0; i < 4; i++)
         mp_tensor_free(all[i]);
@@ -122,9 +88,9 @@ static void test_relu_backward(void **state)
     for (int64_t i = 0; i < mp_tensor_numel(&x); i += 2)
         ((double *)x.data)[i] *= -1;
     mp_tensor r = t64(4, s, &rng, -1, 1), dx = t64(4, s, NULL, 0, 0);
-    layer_loss(&l, &x, &y, &r);
+    mp_test_layer_loss(&l, &x, &y, &r);
     assert_int_equal(l.cls->backward(&l, &x, &y, &r, &dx), MP_OK);
-    check_against_fd(&l, &x, &y, &r, &x, &dx);
+    mp_test_layer_fd_check(&l, &x, &y, &r, &x, &dx, EPS, ATOL, RTOL);
     mp_tensor *all[] = {&x, &y, &r, &dx};
     for (int i = 0; i < 4; i++)
         mp_tensor_free(all[i]);
@@ -181,6 +147,18 @@ static double chain_loss(mp_layer *l, mp_tensor *x, mp_tensor *h, mp_tensor *a, 
     return res.loss;
 }
 
+typedef struct chain_case {
+    mp_layer *l;
+    mp_tensor *x, *h, *a, *z;
+    const int32_t *labels;
+} chain_case;
+
+static double chain_case_loss(void *arg)
+{
+    chain_case *c = arg;
+    return chain_loss(c->l, c->x, c->h, c->a, c->z, c->labels);
+}
+
 static void test_chain_backward(void **state)
 {
     (void)state;
@@ -204,22 +182,15 @@ static void test_chain_backward(void **state)
     assert_int_equal(l[2].cls->backward(&l[2], &a, &z, &dz, &da), MP_OK);
     assert_int_equal(l[1].cls->backward(&l[1], &h, &a, &da, &dh), MP_OK);
     assert_int_equal(l[0].cls->backward(&l[0], &x, &h, &dh, NULL), MP_OK);
+    chain_case cc = {l, &x, &h, &a, &z, labels};
     for (int li = 0; li < 3; li += 2)
         for (int j = 0; j < 2; j++) {
             mp_tensor *v = &l[li].w[j];
             int64_t n = mp_tensor_numel(v);
-            double num[32], ana[32];
-            for (int64_t i = 0; i < n; i++) {
-                double *p = &((double *)v->data)[i], keep = *p;
-                *p = keep + EPS;
-                double lp = chain_loss(l, &x, &h, &a, &z, labels);
-                *p = keep - EPS;
-                double lm = chain_loss(l, &x, &h, &a, &z, labels);
-                *p = keep;
-                num[i] = (lp - lm) / (2 * EPS);
-                ana[i] = ((double *)l[li].dw[j].data)[i];
-            }
-            assert_close(ana, num, (size_t)n, ATOL, RTOL);
+            double num[32];
+            assert_true(n <= 32);
+            mp_test_fd(v->data, n, EPS, chain_case_loss, &cc, num);
+            assert_close(l[li].dw[j].data, num, (size_t)n, ATOL, RTOL);
         }
     mp_tensor *all[] = {&x, &h, &a, &z, &dz, &da, &dh};
     for (int i = 0; i < 7; i++)

@@ -5,6 +5,7 @@
  * first-maximum routing on ties checked exactly, NaN propagation, and the layers' output shapes
  * and errors. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_fd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -356,16 +357,6 @@ static void test_max_propagates_nan(void **state)
     }
 }
 
-/* L = sum(r * layer(x)) against central differences, in FP64. */
-static double loss(mp_layer *l, const mp_tensor *x, mp_tensor *y, const mp_tensor *r)
-{
-    assert_int_equal(l->cls->forward(l, x, y, true), MP_OK);
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(y); i++)
-        s += ((double *)y->data)[i] * ((double *)r->data)[i];
-    return s;
-}
-
 /* x holds a random permutation of k / 16, k = 0 .. numel - 1 (distinct: no ties within
  * 1/16, far more than EPS) when distinct, else U(-1, 1). */
 static void gradcheck(mp_layer *l, int64_t n, bool distinct, uint64_t seed)
@@ -379,7 +370,7 @@ static void gradcheck(mp_layer *l, int64_t n, bool distinct, uint64_t seed)
     mp_tensor y = mp_tensor_alloc(MP_F64, 4, ys, MP_MEM_WORKSPACE);
     mp_tensor r = mp_tensor_alloc(MP_F64, 4, ys, MP_MEM_WORKSPACE);
     int64_t nx = mp_tensor_numel(&x);
-    double *xv = x.data, num[256], ana[256];
+    double *xv = x.data;
     assert_true(nx <= 256);
     for (int64_t i = 0; i < nx; i++)
         xv[i] = distinct ? (double)i / 16 : 2 * mp_rng_uniform(&rng) - 1;
@@ -391,19 +382,9 @@ static void gradcheck(mp_layer *l, int64_t n, bool distinct, uint64_t seed)
     }
     for (int64_t i = 0; i < mp_tensor_numel(&r); i++)
         ((double *)r.data)[i] = 2 * mp_rng_uniform(&rng) - 1;
-    loss(l, &x, &y, &r);
+    mp_test_layer_loss(l, &x, &y, &r);
     assert_int_equal(l->cls->backward(l, &x, &y, &r, &dx), MP_OK);
-    for (int64_t i = 0; i < nx; i++) {
-        double keep = xv[i];
-        xv[i] = keep + EPS;
-        double lp = loss(l, &x, &y, &r);
-        xv[i] = keep - EPS;
-        double lm = loss(l, &x, &y, &r);
-        xv[i] = keep;
-        num[i] = (lp - lm) / (2 * EPS);
-        ana[i] = ((double *)dx.data)[i];
-    }
-    assert_close(ana, num, (size_t)nx, ATOL, RTOL);
+    mp_test_layer_fd_check(l, &x, &y, &r, &x, &dx, EPS, ATOL, RTOL);
     mp_tensor *all[] = {&x, &dx, &y, &r};
     for (int i = 0; i < 4; i++)
         mp_tensor_free(all[i]);

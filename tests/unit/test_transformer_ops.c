@@ -6,6 +6,7 @@
  * in [0, V), with nothing written; embedding_backward's sums in increasing row order, bitwise, on
  * every call; shapes the ops refuse. L = sum(w * y) for a fixed random w makes dy = w. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_fd.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,19 +35,17 @@ static double *values(const mp_tensor *t)
     return v;
 }
 
-static double dot(const mp_tensor *a, const mp_tensor *b)
-{
-    double s = 0;
-    for (int64_t i = 0; i < mp_tensor_numel(a); i++)
-        s += f64(a)[i] * f64(b)[i];
-    return s;
-}
-
 /* The operands of one op's loss L = sum(w * y): in[0..2] its inputs, y its output. */
 typedef struct fd_set {
     mp_tensor in[3], y, w;
     double (*loss)(struct fd_set *s);
 } fd_set;
+
+static double set_loss(void *arg)
+{
+    fd_set *s = arg;
+    return s->loss(s);
+}
 
 /* Central differences of s->loss by each element of v (FP64) against grad. */
 static void check_fd(fd_set *s, mp_tensor *v, const mp_tensor *grad)
@@ -54,15 +53,7 @@ static void check_fd(fd_set *s, mp_tensor *v, const mp_tensor *grad)
     int64_t n = mp_tensor_numel(v);
     double *num = malloc(((size_t)n + 1) * sizeof *num);
     assert_non_null(num);
-    for (int64_t i = 0; i < n; i++) {
-        double *p = &f64(v)[i], keep = *p;
-        *p = keep + H;
-        double lp = s->loss(s);
-        *p = keep - H;
-        double lm = s->loss(s);
-        *p = keep;
-        num[i] = (lp - lm) / (2 * H);
-    }
+    mp_test_fd(f64(v), n, H, set_loss, s, num);
     assert_close(f64(grad), num, (size_t)n, ATOL, RTOL);
     free(num);
 }
@@ -80,7 +71,7 @@ static double ln_loss(fd_set *s)
 {
     assert_int_equal(ops->layernorm_forward(LN_EPS, &s->in[0], &s->in[1], &s->in[2], &s->y),
                      MP_OK);
-    return dot(&s->y, &s->w);
+    return mp_test_dot64(&s->y, &s->w);
 }
 
 static void ln_gradcheck(int64_t rows, int64_t C, uint64_t seed)
@@ -128,7 +119,7 @@ static void test_layernorm_gradcheck(void **state)
 static double gelu_loss(fd_set *s)
 {
     assert_int_equal(ops->gelu_forward(&s->in[0], &s->y), MP_OK);
-    return dot(&s->y, &s->w);
+    return mp_test_dot64(&s->y, &s->w);
 }
 
 static void test_gelu_gradcheck(void **state)
@@ -160,7 +151,7 @@ static void test_gelu_gradcheck(void **state)
 static double emb_loss(fd_set *s)
 {
     assert_int_equal(ops->embedding_forward(&s->in[0], &s->in[1], &s->y), MP_OK);
-    return dot(&s->y, &s->w);
+    return mp_test_dot64(&s->y, &s->w);
 }
 
 /* ids 3 0 3 1 3 4 0 over V = 6: 3 three times, 0 twice, 2 and 5 never. */

@@ -1,6 +1,7 @@
 /* Whole-model test helpers; see test_model.h. */
 #include "tests/util/test_util.h"
 
+#include "tests/util/test_fd.h"
 #include "tests/util/test_model.h"
 
 #define MP_TEST_FD_STEP 1e-6
@@ -23,6 +24,18 @@ static double loss_of(mp_model *m, const mp_tensor *x, const double *r)
     return s;
 }
 
+typedef struct model_case {
+    mp_model *m;
+    const mp_tensor *x;
+    const double *r;
+} model_case;
+
+static double model_case_loss(void *arg)
+{
+    model_case *c = arg;
+    return loss_of(c->m, c->x, c->r);
+}
+
 void mp_test_model_gradcheck(mp_model *m, const mp_tensor *x, const mp_tensor *dz)
 {
     const double *r = dz->data;
@@ -33,15 +46,8 @@ void mp_test_model_gradcheck(mp_model *m, const mp_tensor *x, const mp_tensor *d
         double *w = g->model.data, *dw = g->grad.data;
         int64_t total = g->total;
         double *num = test_malloc((size_t)(total + 1) * sizeof *num);
-        for (int64_t i = 0; i < total; i++) {
-            double keep = w[i];
-            w[i] = keep + MP_TEST_FD_STEP;
-            double lp = loss_of(m, x, r);
-            w[i] = keep - MP_TEST_FD_STEP;
-            double lm = loss_of(m, x, r);
-            w[i] = keep;
-            num[i] = (lp - lm) / (2 * MP_TEST_FD_STEP);
-        }
+        model_case mc = {m, x, r};
+        mp_test_fd(w, total, MP_TEST_FD_STEP, model_case_loss, &mc, num);
         assert_close(dw, num, (size_t)total, 1e-7, 1e-5);
         test_free(num);
     }

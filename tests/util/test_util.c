@@ -116,3 +116,18 @@ void mp_test_read_losses(const char *path, double *loss, int n)
     fclose(f);
     assert_int_equal(k, n);
 }
+
+void mp_test_expect_load_fail(mp_status got, mp_status code, const mp_dataset *d,
+                              int64_t mem_before, const char *const *want, int n)
+{
+    assert_int_equal(got, code);
+    const char *msg = mp_error_message();
+    assert_null(strchr(msg, '\n'));
+    for (int i = 0; i < n; i++)
+        if (want[i] && !strstr(msg, want[i]))
+            fail_msg("message \"%s\" lacks \"%s\"", msg, want[i]);
+    mp_dataset zero;
+    memset(&zero, 0, sizeof zero);
+    assert_memory_equal(d, &zero, sizeof *d);
+    assert_int_equal(mp_mem_current(MP_MEM_DATA), mem_before);
+}

@@ -12,6 +12,8 @@
 #include "engine/dtype.h"
 #include "engine/rng.h"
 #include "engine/tensor.h"
+#include "engine/status.h"
+#include "io/dataset.h"
 
 /* Fails the test unless |a[i] - ref[i]| <= atol + rtol * |ref[i]| for every i (NaN fails);
  * the message names the first bad index and both values. */
@@ -35,6 +37,12 @@ const char *mp_test_dir(const char *name);
 
 /* Writes len bytes to path (raw, or gzip-compressed when gz != 0); fails the test on error. */
 void mp_test_write_file(const char *path, const void *data, size_t len, int gz);
+
+/* A dataset loader's failure as the tests expect it: its status `got` is `code`, its message is
+ * one line containing each non-NULL want[0..n), the dataset *d it filled is all zero, and the
+ * MP_MEM_DATA bytes are back at mem_before. Fails the test otherwise. */
+void mp_test_expect_load_fail(mp_status got, mp_status code, const mp_dataset *d,
+                              int64_t mem_before, const char *const *want, int n);
 
 /* Reads the losses of the "step" records of the metrics file at path into loss[0..n); fails the
  * test unless there are exactly n. */
