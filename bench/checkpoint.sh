@@ -14,8 +14,7 @@
 #   --rounds N     training runs without compression, each followed by its dd's (default 3)
 #   --deflate L    one more run with checkpoint.deflate=L, reported apart (default 1; 0 = skip)
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.bash"
 source launch/env.sh
 [ -x build/mpdist ] || bash launch/build.sh build >/dev/null
 parent=${TMPDIR:-/tmp} where="default, mktemp -d under \${TMPDIR:-/tmp}"

@@ -5,8 +5,7 @@
 # averages at least 90% of raw busbw.
 # Usage: bench/comm.sh [RANKS] [bench-comm options]   (default 4 ranks, 1M..64M)
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.bash"
 source launch/env.sh
 bash launch/build.sh build >/dev/null
 np=${1:-4}

@@ -77,17 +77,11 @@
 #                          already in runs/bench-cpu/raw.csv
 #   MPDIST_PYTHON          Debian's python with PyTorch (default /usr/bin/python3)
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.bash"
 die() { echo "cpu_speed: $*" >&2; exit 2; }
 install_torch=0
 [ "${1:-}" != --install-torch ] || { install_torch=1; shift; }
-build=${MPDIST_BENCH_BUILD:-}
-if [ -z "$build" ]; then
-  build=build
-  bash launch/deps.sh --check python3-torch
-  bash launch/build.sh build >/dev/null
-fi
+bench_build python3-torch
 models=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 extra=("$@")

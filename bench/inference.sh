@@ -30,13 +30,8 @@
 # The table's first line names the CPU, or the GPU (nvidia-smi) when the extra arguments set
 # amp.device=cuda (tests/gpu/run.sh runs it so with MPDIST_GPU_INF=1).
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
-build=${MPDIST_BENCH_BUILD:-}
-if [ -z "$build" ]; then
-  build=build
-  bash launch/build.sh build >/dev/null
-fi
+source "$(dirname "$0")/common.bash"
+bench_build
 models=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 extra=("$@")

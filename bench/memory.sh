@@ -26,13 +26,8 @@
 #   MPDIST_MEM_STEPS     steps per run (default 60); MPDIST_MEM_ROUNDS rounds (default 9)
 #   MPDIST_MEM_RANKS     rank counts (default "1 2 4")
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
-build=${MPDIST_BENCH_BUILD:-}
-if [ -z "$build" ]; then
-  build=build
-  bash launch/build.sh build >/dev/null
-fi
+source "$(dirname "$0")/common.bash"
+bench_build
 source launch/env.sh
 [ "${1:-}" = -- ] && shift
 extra=("$@")

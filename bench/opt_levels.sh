@@ -14,14 +14,8 @@
 # MPDIST_BENCH_KEEP=1 keeps a run whose metrics file already ends with its summary (a sweep
 # stopped half way goes on where it stopped) instead of running it again.
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
-build=${MPDIST_BENCH_BUILD:-}
-if [ -z "$build" ]; then
-  build=build
-  bash launch/deps.sh --check gnuplot-nox
-  bash launch/build.sh build >/dev/null
-fi
+source "$(dirname "$0")/common.bash"
+bench_build gnuplot-nox
 source launch/env.sh
 models=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift

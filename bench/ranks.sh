@@ -4,8 +4,7 @@
 # test accuracy, peak host bytes. On a 2-core machine 4 ranks oversubscribe the cores, so the
 # table shows the cost of that, not scaling. Usage: bench/ranks.sh [RANKS...] [-- mpdist args]
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.bash"
 source launch/env.sh
 bash launch/build.sh build >/dev/null
 ranks=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do ranks+=("$1"); shift; done
