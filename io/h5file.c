@@ -1,10 +1,8 @@
-/* HDF5 reading and writing for checkpoints; see h5file.h. HDF5's own error printing is turned
- * off: a failed call is reported once, as one line, with the innermost message of HDF5's error
- * stack. Without deflate, chunks are written directly with the Fletcher32 value computed here
+/* HDF5 writing for checkpoints (the reader is io/h5_read.c); see h5file.h. Without deflate, chunks are written directly with the Fletcher32 value computed here
  * (io/fletcher32), which makes the same file as HDF5's filter at a quarter of the CPU time. Test hook: MPDIST_TEST_CKPT_KILL_AFTER=N makes the process kill itself (SIGKILL) once
  * it has written N datasets in all (counting over every file it wrote), a crash between the
  * datasets of a checkpoint. */
-#include "io/h5file.h"
+#include "io/h5_internal.h"
 #include "io/h5_digest.h"
 #include "io/fsutil.h"
 
@@ -32,117 +30,10 @@ struct mp_h5w {
     char path[1024], tmp[1060];
 };
 
-struct mp_h5r {
-    hid_t file;
-    bool heaps_checked; /* mp_h5_check_global_heaps passed (files with variable strings) */
-    bool need_digests;  /* every dataset must carry its digest (mp_h5r_require_digests) */
-    char path[1024];
-};
-
-static herr_t innermost(unsigned n, const H5E_error2_t *e, void *arg)
-{
-    char *buf = arg;
-    if (n == 0 && e->desc)
-        snprintf(buf, 256, "%s", e->desc);
-    return 0;
-}
-
-static char mp_h5_last[256];
-
-/* Keeps the innermost message of HDF5's error stack for h5_message (then clears the stack).
- * Call it right after the failing call: any later HDF5 call starts a new stack. */
-static void grab(void)
-{
-    mp_h5_last[0] = '\0';
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, mp_h5_last);
-    H5Eclear2(H5E_DEFAULT);
-}
-
-/* The message grab() kept, or the current stack's when nothing was kept. */
-static const char *h5_message(void)
-{
-    if (!mp_h5_last[0])
-        grab();
-    return mp_h5_last[0] ? mp_h5_last : "unknown HDF5 error";
-}
-
-#define MP_H5_OK(rc) ((rc) >= 0)
-#define H5_CHECK(stmt) \
-    MP_LIB_CHECK("HDF5", MP_ECKPT, int64_t, (int64_t)(stmt), MP_H5_OK, checked_message)
-
-/* For H5_CHECK: the message of the call that just failed. */
-static const char *checked_message(int64_t rc)
-{
-    (void)rc;
-    grab();
-    return h5_message();
-}
-
-/* HDF5's own messages off; and, before the library first starts, its exit-time clean-up off
- * (mp_h5_no_atexit). */
-static void quiet(void)
-{
-    mp_h5_no_atexit();
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-void mp_h5_no_atexit(void)
-{
-    static bool done;
-    if (!done)
-        H5dont_atexit(); /* refused, harmlessly, once the library has started */
-    done = true;
-}
-
-
-/* The HDF5 file type of a dtype (a new id the caller closes), or -1. */
-static hid_t file_type(mp_dtype dt)
-{
-    hid_t t = -1;
-    switch ((int)dt) {
-    case MP_F32: return H5Tcopy(H5T_IEEE_F32LE);
-    case MP_F64: return H5Tcopy(H5T_IEEE_F64LE);
-    case MP_H5_I64: return H5Tcopy(H5T_STD_I64LE);
-    case MP_F16:
-    case MP_BF16: /* IEEE binary16, or bfloat16: FP32's exponent with 7 mantissa bits */
-        t = H5Tcopy(H5T_IEEE_F32LE);
-        if (dt == MP_F16)
-            H5Tset_fields(t, 15, 10, 5, 0, 10);
-        else
-            H5Tset_fields(t, 15, 7, 8, 0, 7);
-        H5Tset_size(t, 2);
-        H5Tset_ebias(t, dt == MP_F16 ? 15 : 127);
-        return t;
-    default: return -1;
-    }
-}
-
-/* The dtype a stored HDF5 type holds, or -1 when it is none of ours. */
-static int stored_dtype(hid_t t)
-{
-    H5T_class_t cls = H5Tget_class(t);
-    size_t size = H5Tget_size(t);
-    if (cls == H5T_INTEGER && size == 8 && H5Tget_sign(t) == H5T_SGN_2)
-        return MP_H5_I64;
-    if (cls != H5T_FLOAT)
-        return -1;
-    if (size == 4)
-        return MP_F32;
-    if (size == 8)
-        return MP_F64;
-    size_t spos, epos, esize, mpos, msize;
-    if (size != 2 || H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0)
-        return -1;
-    if (spos == 15 && esize == 5 && msize == 10 && H5Tget_ebias(t) == 15)
-        return MP_F16;
-    if (spos == 15 && esize == 8 && msize == 7 && H5Tget_ebias(t) == 127)
-        return MP_BF16;
-    return -1;
-}
 
 mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
 {
-    quiet();
+    mp_h5_quiet();
     *out = NULL;
     mp_h5w *w = calloc(1, sizeof *w);
     if (!w)
@@ -155,19 +46,19 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
     w->file = -1;
     for (unsigned attempt = 0; attempt < 100 && w->file < 0; attempt++) {
         mp_h5_temp_path(path, attempt, w->tmp, sizeof w->tmp);
-        mp_h5_last[0] = '\0';
+        mp_h5_forget();
         errno = 0;
         w->file = H5Fcreate(w->tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
         err = errno;
         if (w->file < 0)
-            grab();
+            mp_h5_grab();
         if (w->file < 0 && err != EEXIST)
             break;
     }
     H5Pclose(fapl);
     if (w->file < 0) {
         mp_status st = mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (%s: %s)",
-                               w->tmp, h5_message(), strerror(err));
+                               w->tmp, mp_h5_message(), strerror(err));
         free(w);
         return st;
     }
@@ -193,13 +84,13 @@ static hid_t open_group(mp_h5w *w, const char *obj)
 static mp_status write_attr(mp_h5w *w, const char *obj, const char *name, hid_t type,
                             const void *v)
 {
-    mp_h5_last[0] = '\0';
+    mp_h5_forget();
     hid_t g = open_group(w, obj), space = H5Screate(H5S_SCALAR), a = -1;
     if (g >= 0)
         a = H5Acreate2(g, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = a >= 0 ? H5Awrite(a, type, v) : -1;
     if (rc < 0)
-        grab();
+        mp_h5_grab();
     if (a >= 0)
         H5Aclose(a);
     H5Sclose(space);
@@ -207,7 +98,7 @@ static mp_status write_attr(mp_h5w *w, const char *obj, const char *name, hid_t 
         H5Gclose(g);
     if (rc < 0)
         return mp_fail(MP_ECKPT, "%s: cannot write attribute %s of %s (%s)", w->tmp, name, obj,
-                       h5_message());
+                       mp_h5_message());
     return MP_OK;
 }
 
@@ -368,7 +259,7 @@ static mp_status write_dataset(mp_h5w *w, const char *path, hid_t type, int ndim
             return st;
         }
     }
-    mp_h5_last[0] = '\0';
+    mp_h5_forget();
     hid_t d = H5Dcreate2(w->file, path, type, space, w->lcpl, dcpl, H5P_DEFAULT);
     herr_t rc = d >= 0 ? 0 : -1;
     if (d >= 0 && numel > 0)
@@ -377,13 +268,13 @@ static mp_status write_dataset(mp_h5w *w, const char *path, hid_t type, int ndim
     if (rc >= 0)
         rc = put_digest(d, mp_h5_digest(path, elem, ndim, shape, bytes, (size_t)numel * elem));
     if (rc < 0)
-        grab();
+        mp_h5_grab();
     if (d >= 0)
         H5Dclose(d);
     H5Pclose(dcpl);
     H5Sclose(space);
     if (rc < 0)
-        return mp_fail(MP_ECKPT, "%s: cannot write dataset %s (%s)", w->tmp, path, h5_message());
+        return mp_fail(MP_ECKPT, "%s: cannot write dataset %s (%s)", w->tmp, path, mp_h5_message());
     return MP_OK;
 }
 
@@ -392,7 +283,7 @@ mp_status mp_h5w_array(mp_h5w *w, const char *path, mp_dtype dtype, int ndim,
 {
     if (ndim < 1 || ndim > MP_H5_MAX_DIMS || (dtype == MP_H5_I64) != (src == MP_H5_I64))
         return mp_fail(MP_EINTERNAL, "h5file: dataset %s: bad rank or dtype", path);
-    hid_t type = file_type(dtype);
+    hid_t type = mp_h5_file_type(dtype);
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++)
         numel *= shape[d];
@@ -431,13 +322,13 @@ static mp_status sync_path(const char *path, const char *what)
 mp_status mp_h5w_commit(mp_h5w *w)
 {
     H5Pclose(w->lcpl);
-    mp_h5_last[0] = '\0';
+    mp_h5_forget();
     herr_t rc = H5Fflush(w->file, H5F_SCOPE_GLOBAL);
     if (rc < 0)
-        grab();
+        mp_h5_grab();
     if (H5Fclose(w->file) < 0 || rc < 0) {
         mp_status st = mp_fail(MP_ECKPT, "%s: cannot flush the checkpoint (%s)", w->tmp,
-                               h5_message());
+                               mp_h5_message());
         unlink(w->tmp);
         free(w);
         return st;
@@ -468,346 +359,3 @@ void mp_h5w_abort(mp_h5w *w)
     free(w);
 }
 
-mp_status mp_h5r_open(mp_h5r **out, const char *path)
-{
-    quiet();
-    *out = NULL;
-    const char *why; /* checked without blocking: a FIFO must never reach H5Fopen */
-    int fd = mp_open_regular(path, NULL, &why);
-    if (fd < 0 && errno == EINVAL)
-        return mp_fail(MP_ECKPT, "%s: not a checkpoint file (%s)", path, why);
-    if (fd < 0)
-        return mp_fail(MP_ECKPT, "%s: cannot open the checkpoint (%s)", path, why);
-    close(fd);
-    mp_h5_last[0] = '\0';
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        return mp_fail(MP_ECKPT, "%s: not a readable HDF5 file, truncated or damaged (%s)", path,
-                       h5_message());
-    mp_h5r *r = calloc(1, sizeof *r);
-    if (!r) {
-        H5Fclose(f);
-        return mp_fail(MP_ECKPT, "%s: out of memory", path);
-    }
-    r->file = f;
-    snprintf(r->path, sizeof r->path, "%s", path);
-    *out = r;
-    return MP_OK;
-}
-
-const char *mp_h5r_path(const mp_h5r *r) { return r->path; }
-
-bool mp_h5r_exists(mp_h5r *r, const char *path)
-{
-    /* H5Lexists needs every parent to exist: check each prefix. */
-    char buf[512];
-    size_t n = strlen(path);
-    if (n >= sizeof buf)
-        return false;
-    for (size_t i = 1; i <= n; i++)
-        if (path[i] == '/' || path[i] == '\0') {
-            memcpy(buf, path, i);
-            buf[i] = '\0';
-            if (H5Lexists(r->file, buf, H5P_DEFAULT) <= 0) {
-                H5Eclear2(H5E_DEFAULT);
-                return false;
-            }
-        }
-    return true;
-}
-
-/* The number of values attribute `name` of `obj` holds (1 for a scalar), or -1 when it cannot
- * be opened. */
-static long long attr_values(mp_h5r *r, const char *obj, const char *name)
-{
-    hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t sp = a >= 0 ? H5Aget_space(a) : -1;
-    long long n = sp >= 0 ? (long long)H5Sget_simple_extent_npoints(sp) : -1;
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Eclear2(H5E_DEFAULT);
-    return n;
-}
-
-bool mp_h5r_has_attr(mp_h5r *r, const char *obj, const char *name)
-{
-    bool has = mp_h5r_exists(r, obj) && H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) > 0;
-    H5Eclear2(H5E_DEFAULT);
-    return has;
-}
-
-/* MP_OK when attribute `name` of `obj` exists and holds exactly one value (a scalar, as mpdist
- * writes them, or an array of one): an attribute of several values is never read into one. */
-static mp_status attr_one(mp_h5r *r, const char *obj, const char *name)
-{
-    if (!mp_h5r_exists(r, obj) || H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return mp_fail(MP_ECKPT, "%s: %s has no attribute '%s' (not an mpdist checkpoint, or a "
-                       "damaged one)", r->path, obj, name);
-    }
-    long long n = attr_values(r, obj, name);
-    if (n != 1)
-        return mp_fail(MP_ECKPT, "%s: attribute %s of %s holds %lld values, expected one (not "
-                       "an mpdist checkpoint, or a damaged one)", r->path, name, obj, n);
-    return MP_OK;
-}
-
-/* Reads attribute `name` of `obj`, one value of class `cls`, as memory type `mem` into v. */
-static mp_status read_attr(mp_h5r *r, const char *obj, const char *name, H5T_class_t cls,
-                           hid_t mem, void *v)
-{
-    MP_TRY(attr_one(r, obj, name));
-    mp_h5_last[0] = '\0';
-    hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t t = a >= 0 ? H5Aget_type(a) : -1;
-    bool ok = t >= 0 && H5Tget_class(t) == cls && H5Aread(a, mem, v) >= 0;
-    if (!ok)
-        grab();
-    if (t >= 0)
-        H5Tclose(t);
-    if (a >= 0)
-        H5Aclose(a);
-    if (!ok)
-        return mp_fail(MP_ECKPT, "%s: attribute %s of %s cannot be read as a %s (%s)", r->path,
-                       name, obj, cls == H5T_STRING ? "string" : "number", h5_message());
-    return MP_OK;
-}
-
-mp_status mp_h5r_attr_int(mp_h5r *r, const char *obj, const char *name, int64_t *v)
-{
-    return read_attr(r, obj, name, H5T_INTEGER, H5T_NATIVE_INT64, v);
-}
-
-mp_status mp_h5r_attr_double(mp_h5r *r, const char *obj, const char *name, double *v)
-{
-    return read_attr(r, obj, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, v);
-}
-
-/* The stored string type of attribute `name` of `obj`: *variable, or its fixed *size, and its
- * character set (ASCII, as other tools may write, or UTF-8, as mpdist does): read as stored,
- * since HDF5 converts neither into the other. */
-static mp_status string_kind(mp_h5r *r, const char *obj, const char *name, bool *variable,
-                             size_t *size, H5T_cset_t *cset)
-{
-    hid_t a = H5Aopen_by_name(r->file, obj, name, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t t = a >= 0 ? H5Aget_type(a) : -1;
-    htri_t var = t >= 0 && H5Tget_class(t) == H5T_STRING ? H5Tis_variable_str(t) : -1;
-    *size = t >= 0 ? H5Tget_size(t) : 0;
-    *cset = var >= 0 ? H5Tget_cset(t) : H5T_CSET_UTF8;
-    if (*cset != H5T_CSET_ASCII)
-        *cset = H5T_CSET_UTF8;
-    *variable = var > 0;
-    if (t >= 0)
-        H5Tclose(t);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Eclear2(H5E_DEFAULT);
-    if (var < 0 || (!*variable && (*size == 0 || *size > ((size_t)1 << 24))))
-        return mp_fail(MP_ECKPT, "%s: attribute %s of %s is not a string (not an mpdist "
-                       "checkpoint, or a damaged one)", r->path, name, obj);
-    return MP_OK;
-}
-
-/* Today's files hold fixed-length strings; older ones variable-length strings, read only once
- * the file's global heaps are checked (mp_h5_check_global_heaps). */
-mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char **v)
-{
-    *v = NULL;
-    MP_TRY(attr_one(r, obj, name));
-    bool variable;
-    size_t size;
-    H5T_cset_t cset;
-    MP_TRY(string_kind(r, obj, name, &variable, &size, &cset));
-    if (variable && !r->heaps_checked) {
-        MP_TRY(mp_h5_check_global_heaps(r->path));
-        r->heaps_checked = true;
-    }
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, variable ? H5T_VARIABLE : size + 1);
-    H5Tset_strpad(t, H5T_STR_NULLTERM);
-    H5Tset_cset(t, cset);
-    char *s = NULL;
-    mp_status st;
-    if (variable) {
-        st = read_attr(r, obj, name, H5T_STRING, t, &s);
-        if (st == MP_OK)
-            *v = strdup(s ? s : "");
-        H5free_memory(s);
-    } else {
-        s = mp_alloc(size + 1, MP_MEM_WORKSPACE);
-        st = read_attr(r, obj, name, H5T_STRING, t, s);
-        s[size] = '\0';
-        if (st == MP_OK)
-            *v = strdup(s);
-        mp_free(s);
-    }
-    H5Tclose(t);
-    if (st == MP_OK && !*v)
-        return mp_fail(MP_ECKPT, "%s: out of memory reading attribute %s", r->path, name);
-    return st;
-}
-
-mp_status mp_h5r_info(mp_h5r *r, const char *path, int *ndim, int64_t shape[MP_H5_MAX_DIMS],
-                      mp_dtype *dtype)
-{
-    if (!mp_h5r_exists(r, path))
-        return mp_fail(MP_ECKPT, "%s: has no dataset %s", r->path, path);
-    mp_h5_last[0] = '\0';
-    hid_t d = H5Dopen2(r->file, path, H5P_DEFAULT);
-    if (d < 0)
-        return mp_fail(MP_ECKPT, "%s: %s is not a readable dataset (%s)", r->path, path,
-                       h5_message());
-    hid_t s = H5Dget_space(d), t = H5Dget_type(d);
-    hsize_t dims[MP_H5_MAX_DIMS];
-    int nd = H5Sget_simple_extent_ndims(s);
-    int dt = stored_dtype(t);
-    if (nd >= 1 && nd <= MP_H5_MAX_DIMS)
-        H5Sget_simple_extent_dims(s, dims, NULL);
-    H5Tclose(t);
-    H5Sclose(s);
-    H5Dclose(d);
-    if (nd < 1 || nd > MP_H5_MAX_DIMS || dt < 0)
-        return mp_fail(MP_ECKPT, "%s: dataset %s has a rank or element type mpdist does not "
-                       "write", r->path, path);
-    *ndim = nd;
-    for (int k = 0; k < nd; k++)
-        shape[k] = (int64_t)dims[k];
-    *dtype = (mp_dtype)dt;
-    return MP_OK;
-}
-
-
-void mp_h5r_require_digests(mp_h5r *r) { r->need_digests = true; }
-
-/* Compares the digest stored beside open dataset d (path) with its bytes as read. A dataset
- * without one passes unless r requires digests. */
-static mp_status check_digest(mp_h5r *r, hid_t d, const char *path, size_t elem, int ndim,
-                              const int64_t *shape, const void *raw, size_t bytes)
-{
-    htri_t has = H5Aexists(d, MP_H5_DIGEST_ATTR);
-    if (has <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        if (!r->need_digests)
-            return MP_OK;
-        return mp_fail(MP_ECKPT, "%s: dataset %s has no digest (%s): not written whole by "
-                       "mpdist, or a damaged file", r->path, path, MP_H5_DIGEST_ATTR);
-    }
-    hid_t a = H5Aopen(d, MP_H5_DIGEST_ATTR, H5P_DEFAULT);
-    hid_t sp = a >= 0 ? H5Aget_space(a) : -1, t = a >= 0 ? H5Aget_type(a) : -1;
-    uint32_t want = 0;
-    bool ok = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1 && t >= 0 &&
-              H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_UINT32, &want) >= 0;
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Eclear2(H5E_DEFAULT);
-    if (!ok)
-        return mp_fail(MP_ECKPT, "%s: dataset %s: its digest %s is not one 32-bit integer (a "
-                       "damaged file)", r->path, path, MP_H5_DIGEST_ATTR);
-    uint32_t got = mp_h5_digest(path, elem, ndim, shape, raw, bytes);
-    if (got != want)
-        return mp_fail(MP_ECKPT, "%s: dataset %s does not match its digest (0x%08x, stored "
-                       "0x%08x): its values are not the ones mpdist wrote (zeroed, overwritten "
-                       "or damaged)", r->path, path, got, want);
-    return MP_OK;
-}
-
-mp_status mp_h5r_array(mp_h5r *r, const char *path, int ndim, const int64_t *shape, void *data,
-                       mp_dtype dst)
-{
-    int nd;
-    int64_t have[MP_H5_MAX_DIMS];
-    mp_dtype stored;
-    MP_TRY(mp_h5r_info(r, path, &nd, have, &stored));
-    bool same = nd == ndim;
-    int64_t numel = 1;
-    for (int k = 0; same && k < nd; k++) {
-        same = have[k] == shape[k];
-        numel *= have[k];
-    }
-    if (!same) {
-        char a[96], b[96];
-        mp_h5_shape_text(nd, have, a, sizeof a);
-        mp_h5_shape_text(ndim, shape, b, sizeof b);
-        return mp_fail(MP_ECKPT, "%s: dataset %s has shape %s, expected %s (a checkpoint of "
-                       "another model?)", r->path, path, a, b);
-    }
-    if ((stored == MP_H5_I64) != (dst == MP_H5_I64))
-        return mp_fail(MP_ECKPT, "%s: dataset %s holds %s, expected %s", r->path, path,
-                       stored == MP_H5_I64 ? "integers" : "floats",
-                       dst == MP_H5_I64 ? "integers" : "floats");
-    if (numel == 0)
-        return MP_OK;
-    hid_t mem = file_type(stored); /* little-endian hosts: the stored bytes as they are */
-    size_t elem = H5Tget_size(mem);
-    void *raw = stored == dst ? data : mp_alloc((size_t)numel * elem, MP_MEM_WORKSPACE);
-    mp_h5_last[0] = '\0';
-    hid_t d = H5Dopen2(r->file, path, H5P_DEFAULT);
-    herr_t rc = d >= 0 ? H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) : -1;
-    if (rc < 0)
-        grab();
-    H5Tclose(mem);
-    mp_status st = MP_OK;
-    if (rc < 0)
-        st = mp_fail(MP_ECKPT, "%s: dataset %s is corrupt (%s)", r->path, path, h5_message());
-    else
-        st = check_digest(r, d, path, elem, nd, have, raw, (size_t)numel * elem);
-    if (d >= 0)
-        H5Dclose(d);
-    if (st == MP_OK && raw != data)
-        mp_convert(data, dst, raw, stored, (size_t)numel);
-    if (raw != data)
-        mp_free(raw);
-    return st;
-}
-
-typedef struct member_walk {
-    mp_status (*fn)(const char *name, void *arg);
-    void *arg;
-    mp_status st;
-} member_walk;
-
-static herr_t member(hid_t g, const char *name, const H5L_info_t *info, void *arg)
-{
-    (void)g;
-    (void)info;
-    member_walk *mw = arg;
-    mw->st = mw->fn(name, mw->arg);
-    return mw->st == MP_OK ? 0 : 1;
-}
-
-mp_status mp_h5r_members(mp_h5r *r, const char *group,
-                         mp_status (*fn)(const char *name, void *arg), void *arg)
-{
-    if (!mp_h5r_exists(r, group))
-        return mp_fail(MP_ECKPT, "%s: has no group %s", r->path, group);
-    mp_h5_last[0] = '\0';
-    hid_t g = H5Gopen2(r->file, group, H5P_DEFAULT);
-    if (g < 0)
-        return mp_fail(MP_ECKPT, "%s: %s is not a group (%s)", r->path, group, h5_message());
-    member_walk mw = {fn, arg, MP_OK};
-    mp_h5_last[0] = '\0';
-    herr_t rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, NULL, member, &mw);
-    if (rc < 0)
-        grab();
-    H5Gclose(g);
-    if (mw.st != MP_OK)
-        return mw.st;
-    if (rc < 0)
-        return mp_fail(MP_ECKPT, "%s: cannot list group %s (%s)", r->path, group, h5_message());
-    return MP_OK;
-}
-
-void mp_h5r_close(mp_h5r *r)
-{
-    if (!r)
-        return;
-    H5Fclose(r->file);
-    H5Eclear2(H5E_DEFAULT);
-    free(r);
-}
