@@ -2,9 +2,12 @@
  * the CUDA kernels run too. The tensors may have any dtypes each; the arithmetic is FP32 (FP64
  * when x is FP64). Elements go in tiles of MP_GELU_TILE: widened in bulk (mp_convert) into
  * accumulator buffers on the stack, computed, and rounded once in bulk into the output, so an
- * output may alias an input of its dtype (y = x, dx = dy). */
+ * output may alias an input of its dtype (y = x, dx = dy). The tile loops are compiled for AVX2
+ * as well (engine/vector_clones.h; tests/unit/test_isa_bits.c checks the bits), and, with no
+ * trapping math (engine/CMakeLists.txt), vectorised: the float tanh has no branch. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/gelu_rule.h"
+#include "engine/vector_clones.h"
 
 enum { MP_GELU_TILE = 1024 };
 
@@ -17,7 +20,7 @@ static void *at(const mp_tensor *t, int64_t off)
 /* gelu_fwd_SFX: y = gelu(x); gelu_bwd_SFX: dx = dy gelu'(x); n elements, accumulator ACC of
  * dtype ADT. */
 #define MP_GELU_TILES(ACC, SFX, ADT)                                                         \
-    static void gelu_fwd_##SFX(const mp_tensor *x, mp_tensor *y, int64_t n)                 \
+    MP_VECTOR_CLONES static void gelu_fwd_##SFX(const mp_tensor *x, mp_tensor *y, int64_t n)\
     {                                                                                       \
         ACC v[MP_GELU_TILE];                                                                \
         for (int64_t i0 = 0; i0 < n; i0 += MP_GELU_TILE) {                                  \
@@ -28,8 +31,8 @@ static void *at(const mp_tensor *t, int64_t off)
             mp_convert(at(y, i0), y->dtype, v, ADT, len);                                   \
         }                                                                                   \
     }                                                                                       \
-    static void gelu_bwd_##SFX(const mp_tensor *x, const mp_tensor *dy, mp_tensor *dx,      \
-                               int64_t n)                                                   \
+    MP_VECTOR_CLONES static void gelu_bwd_##SFX(const mp_tensor *x, const mp_tensor *dy,     \
+                                                mp_tensor *dx, int64_t n)                  \
     {                                                                                       \
         ACC xv[MP_GELU_TILE], g[MP_GELU_TILE];                                              \
         for (int64_t i0 = 0; i0 < n; i0 += MP_GELU_TILE) {                                  \

@@ -36,6 +36,10 @@ static void element_wise(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r,
     assert_int_equal(ops->relu_forward(&x, y), MP_OK);
     mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
     assert_int_equal(ops->relu_backward(y, &dy, dx), MP_OK);
+    mp_tensor *g = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->gelu_forward(&x, g), MP_OK);
+    mp_tensor *dg = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->gelu_backward(&x, &dy, dg), MP_OK);
     mp_tensor *sum = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
     assert_int_equal(ops->add(&x, &b, sum), MP_OK);
     assert_int_equal(ops->add(sum, &dy, sum), MP_OK); /* in place */
