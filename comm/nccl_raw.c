@@ -67,20 +67,6 @@ mp_status mp_nccl_raw_open(mp_nccl_raw **out, const mp_peers *c, int device)
     return MP_OK;
 }
 
-/* The NCCL call of coll, in place. */
-static ncclResult_t enqueue(mp_nccl_raw *r, const mp_coll *coll)
-{
-    ncclDataType_t type = mp_nccl_dtype(coll->dtype);
-    char *buf = coll->buf, *mine = buf + (size_t)r->comm->rank * coll->block *
-                                             mp_dtype_size(coll->dtype);
-    if (coll->kind == MP_COLL_REDUCE_SCATTER)
-        return ncclReduceScatter(buf, mine, coll->block, type, ncclSum, r->nccl, r->stream);
-    if (coll->kind == MP_COLL_ALLGATHER)
-        return ncclAllGather(mine, buf, coll->block, type, r->nccl, r->stream);
-    return ncclAllReduce(buf, buf, coll->count, type, coll->op == MP_REDOP_MAX ? ncclMax : ncclSum,
-                         r->nccl, r->stream);
-}
-
 mp_status mp_nccl_raw_start(mp_nccl_raw *r, const mp_coll *coll)
 {
     if (r->failed != MP_OK)
@@ -91,7 +77,8 @@ mp_status mp_nccl_raw_start(mp_nccl_raw *r, const mp_coll *coll)
         return mp_fail(MP_EINTERNAL, "comm: the bare NCCL communicator takes all-reduces and "
                                      "whole-buffer reduce-scatters and all-gathers (%s)",
                        coll->what);
-    mp_status st = mp_nccl_settle(r->nccl, enqueue(r, coll), *r->comm->timeout_s, r->comm->rank,
+    ncclResult_t rc = mp_nccl_enqueue(r->nccl, r->stream, r->comm->rank, r->comm->size, coll);
+    mp_status st = mp_nccl_settle(r->nccl, rc, *r->comm->timeout_s, r->comm->rank,
                                   mp_peers_host(r->comm, r->comm->rank), coll->what);
     return st == MP_OK ? MP_OK : fail(r, st);
 }
@@ -101,26 +88,25 @@ mp_status mp_nccl_raw_wait(mp_nccl_raw *r, double limit_s)
     if (r->failed != MP_OK)
         return r->failed;
     const char *host = mp_peers_host(r->comm, r->comm->rank);
+    double t0 = mp_now();
     cudaError_t rc = cudaEventRecord(r->done, r->stream);
-    for (double t0 = mp_now(); rc == cudaSuccess; mp_nap(POLL_S)) {
-        rc = mp_cuda_query(cudaEventQuery(r->done));
-        if (rc == cudaSuccess) {
-            ncclResult_t err = mp_nccl_state(r->nccl);
-            if (err == ncclSuccess || err == ncclInProgress)
-                return MP_OK;
-            return fail(r, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed in bench-comm's "
-                                             "raw loop: %s (%s)", r->comm->rank, host,
-                                   ncclGetErrorString(err), ncclGetLastError(r->nccl)));
+    if (rc == cudaSuccess)
+        while ((rc = mp_cuda_query(cudaEventQuery(r->done))) == cudaErrorNotReady) {
+            if (mp_now() - t0 >= limit_s)
+                return fail(r, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s "
+                                                 "(--timeout) in bench-comm's raw NCCL loop",
+                                       r->comm->rank, host, limit_s));
+            mp_nap(POLL_S);
         }
-        if (rc == cudaErrorNotReady && mp_now() - t0 >= limit_s)
-            return fail(r, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s "
-                                             "(--timeout) in bench-comm's raw NCCL loop",
-                                   r->comm->rank, host, limit_s));
-        if (rc == cudaErrorNotReady)
-            rc = cudaSuccess;
-    }
-    return fail(r, mp_check_fail(MP_ECOMM, "cuda", "cudaEventQuery(done)", __FILE__, __LINE__,
-                                 cudaGetErrorString(rc)));
+    if (rc != cudaSuccess)
+        return fail(r, mp_check_fail(MP_ECOMM, "cuda", "cudaEventQuery(done)", __FILE__,
+                                     __LINE__, cudaGetErrorString(rc)));
+    ncclResult_t err = mp_nccl_state(r->nccl);
+    if (err != ncclSuccess && err != ncclInProgress)
+        return fail(r, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed in bench-comm's raw "
+                                         "loop: %s (%s)", r->comm->rank, host,
+                               ncclGetErrorString(err), ncclGetLastError(r->nccl)));
+    return MP_OK;
 }
 
 void mp_nccl_raw_close(mp_nccl_raw *r)

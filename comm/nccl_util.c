@@ -23,6 +23,43 @@ ncclDataType_t mp_nccl_dtype(mp_dtype dt)
     return ncclFloat32;
 }
 
+/* The block collectives of mp_nccl_enqueue. */
+static ncclResult_t enqueue_blocks(ncclComm_t nc, cudaStream_t s, int rank, int size,
+                                   const mp_coll *c)
+{
+    size_t elem = mp_dtype_size(c->dtype);
+    ncclDataType_t type = mp_nccl_dtype(c->dtype);
+    char *buf = c->buf;
+    if (mp_coll_whole(c, size)) {
+        char *mine = buf + (size_t)rank * c->block * elem;
+        return c->kind == MP_COLL_REDUCE_SCATTER
+                   ? ncclReduceScatter(buf, mine, c->block, type, ncclSum, nc, s)
+                   : ncclAllGather(mine, buf, c->block, type, nc, s);
+    }
+    ncclResult_t rc = ncclGroupStart();
+    for (int r = 0; r < size && rc == ncclSuccess; r++) {
+        size_t lo, n;
+        mp_coll_piece(c, r, &lo, &n);
+        char *p = buf + lo * elem;
+        if (n > 0)
+            rc = c->kind == MP_COLL_REDUCE_SCATTER ? ncclReduce(p, p, n, type, ncclSum, r, nc, s)
+                                                   : ncclBroadcast(p, p, n, type, r, nc, s);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+}
+
+ncclResult_t mp_nccl_enqueue(ncclComm_t nc, cudaStream_t s, int rank, int size,
+                             const mp_coll *c)
+{
+    if (c->kind == MP_COLL_BCAST)
+        return ncclBroadcast(c->buf, c->buf, c->count, ncclUint8, c->root, nc, s);
+    if (c->kind == MP_COLL_REDUCE_SCATTER || c->kind == MP_COLL_ALLGATHER)
+        return enqueue_blocks(nc, s, rank, size, c);
+    return ncclAllReduce(c->buf, c->buf, c->count, mp_nccl_dtype(c->dtype),
+                         c->op == MP_REDOP_MAX ? ncclMax : ncclSum, nc, s);
+}
+
 ncclResult_t mp_nccl_state(ncclComm_t nc)
 {
     ncclResult_t err = ncclSuccess, rc = ncclCommGetAsyncError(nc, &err);

@@ -9,11 +9,21 @@
 
 #include "comm/mpi_check.h"
 #include "comm/peers.h"
+#include "comm/transport.h"
 #include "engine/dtype.h"
 #include "engine/status.h"
 
 /* NCCL's datatype for dt. Pure. */
 ncclDataType_t mp_nccl_dtype(mp_dtype dt);
+
+/* Enqueues collective c in place on stream s of communicator nc, as rank `rank` of `size`
+ * (not yet settled: the caller passes the result to mp_nccl_settle): an all-reduce or a byte
+ * broadcast as NCCL's call; a reduce-scatter or all-gather of a whole blocked buffer as NCCL's
+ * in-place ncclReduceScatter and ncclAllGather, and of a slice of one (a bucket) as one group
+ * of a reduce (reduce-scatter) or a broadcast (all-gather) of each rank's piece with that rank
+ * as the root. */
+ncclResult_t mp_nccl_enqueue(ncclComm_t nc, cudaStream_t s, int rank, int size,
+                             const mp_coll *c);
 
 /* NCCL's asynchronous state of nc: ncclSuccess, ncclInProgress while it still works on the last
  * call, or the error it met (ncclCommGetAsyncError's own failure included). */

@@ -214,45 +214,6 @@ static void *watchdog(void *arg)
     }
 }
 
-/* The block collectives: NCCL's in-place ncclReduceScatter and ncclAllGather over a whole
- * blocked buffer; a slice of one (a bucket) as one group of a reduce (reduce-scatter) or a
- * broadcast (all-gather) of each rank's piece with that rank as the root. */
-static ncclResult_t enqueue_blocks(nccl_transport *t, const mp_coll *c)
-{
-    size_t elem = mp_dtype_size(c->dtype);
-    ncclDataType_t type = mp_nccl_dtype(c->dtype);
-    char *buf = c->buf;
-    if (mp_coll_whole(c, t->comm->size)) {
-        char *mine = buf + (size_t)t->comm->rank * c->block * elem;
-        return c->kind == MP_COLL_REDUCE_SCATTER
-                   ? ncclReduceScatter(buf, mine, c->block, type, ncclSum, t->nccl, t->stream)
-                   : ncclAllGather(mine, buf, c->block, type, t->nccl, t->stream);
-    }
-    ncclResult_t rc = ncclGroupStart();
-    for (int r = 0; r < t->comm->size && rc == ncclSuccess; r++) {
-        size_t lo, n;
-        mp_coll_piece(c, r, &lo, &n);
-        char *p = buf + lo * elem;
-        if (n > 0)
-            rc = c->kind == MP_COLL_REDUCE_SCATTER
-                     ? ncclReduce(p, p, n, type, ncclSum, r, t->nccl, t->stream)
-                     : ncclBroadcast(p, p, n, type, r, t->nccl, t->stream);
-    }
-    ncclResult_t end = ncclGroupEnd();
-    return rc != ncclSuccess ? rc : end;
-}
-
-/* Enqueues c on the communication stream (in place; not yet settled). */
-static ncclResult_t enqueue(nccl_transport *t, const mp_coll *c)
-{
-    if (c->kind == MP_COLL_BCAST)
-        return ncclBroadcast(c->buf, c->buf, c->count, ncclUint8, c->root, t->nccl, t->stream);
-    if (c->kind == MP_COLL_REDUCE_SCATTER || c->kind == MP_COLL_ALLGATHER)
-        return enqueue_blocks(t, c);
-    return ncclAllReduce(c->buf, c->buf, c->count, mp_nccl_dtype(c->dtype),
-                         c->op == MP_REDOP_MAX ? ncclMax : ncclSum, t->nccl, t->stream);
-}
-
 static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *ticket)
 {
     MP_TRY(check_locked(t));
@@ -264,7 +225,8 @@ static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *tic
     CUDA_CHECK(cudaStreamWaitEvent(t->stream, s->start, 0));
     char doing[128];
     snprintf(doing, sizeof doing, "enqueueing %s", c->what);
-    MP_TRY(settle_locked(t, enqueue(t, c), *t->comm->timeout_s, doing));
+    ncclResult_t rc = mp_nccl_enqueue(t->nccl, t->stream, t->comm->rank, t->comm->size, c);
+    MP_TRY(settle_locked(t, rc, *t->comm->timeout_s, doing));
     CUDA_CHECK(cudaEventRecord(s->done, t->stream));
     s->coll = *c;
     s->t_start = mp_now();

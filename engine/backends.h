@@ -17,7 +17,8 @@ typedef struct mp_backend_options {
 
 /* Opens the backend `device` names: "cpu"; "cuda" (MP_EUSAGE with a one-line reason when the
  * binary was built without CUDA or no GPU can be used); "auto" (CUDA when a GPU can be used,
- * else the CPU). *ops is the table; *why (cap bytes) says what was chosen and why. The CUDA
+ * else the CPU). *ops is the table; *why (cap bytes) says what was chosen and why, or, when it
+ * fails, the reason alone (the message adds which amp.device asked). The CUDA
  * backend is opened once per process; a second open with other options changes only
  * allow_tf32 and the workspace bound. */
 mp_status mp_backend_open(const char *device, const mp_backend_options *o, const mp_ops **ops,

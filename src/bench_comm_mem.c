@@ -4,7 +4,6 @@
 #include "src/bench_comm.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "comm/device_bind.h"
 #include "engine/alloc.h"
@@ -21,11 +20,8 @@ mp_status mp_bench_comm_open(const mp_comm *c, const mp_bench_comm_opts *o, mp_b
     int dev = mp_device_for_local_rank(c->local_rank, mp_backend_cuda_devices());
     mp_backend_options bo = {.device = dev > 0 ? dev : 0};
     char why[320];
-    if (mp_backend_open(o->device, &bo, &m->ops, why, sizeof why) != MP_OK) {
-        const char *msg = mp_error_message(), *said = strstr(msg, "\": "); /* amp.device "x": */
-        return mp_fail(MP_EUSAGE, "bench-comm --device %s: %s", o->device,
-                       strncmp(msg, "amp.device", 10) == 0 && said ? said + 3 : msg);
-    }
+    if (mp_backend_open(o->device, &bo, &m->ops, why, sizeof why) != MP_OK)
+        return mp_fail(MP_EUSAGE, "bench-comm --device %s: %s", o->device, why);
     m->device = m->ops->queue() ? bo.device : -1;
     if (m->device >= 0)
         snprintf(m->where, sizeof m->where, "%s memory (GPU %d)", m->ops->name, m->device);
