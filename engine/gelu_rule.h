@@ -4,7 +4,8 @@
  *   y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2 / pi);
  *   y' = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 0.044715 x^2), t = tanh(k (x + 0.044715 x^3)).
  * In float the tanh is our own mp_tanh_f32 below, a sequence of correctly rounded operations,
- * so the CPU and the GPU (both built without FMA contraction) give the same bits, and the CPU
+ * so the CPU and the GPU (both built without FMA contraction) should give the same bits (not
+ * yet checked on a GPU: the op table's GELU cases will show it), and the CPU
  * loop needs no call into libm (whose tanhf took most of a GELU); in double it is libm's (CPU)
  * and CUDA's tanh, which may differ in the last bits. */
 #ifndef MP_GELU_RULE_H
