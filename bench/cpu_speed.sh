@@ -25,8 +25,10 @@
 #      threads). Then PyTorch's CPU fast paths, tried one after another on the best so far and
 #      kept when faster: channels_last (cnn_bn, resnet20, vit), mkldnn=off (the same models;
 #      oneDNN is on by default), cap=avx512 (ATEN_CPU_CAPABILITY, where the CPU has AVX-512 and
-#      the torch dispatches to less), compile (torch.compile, where the torch has it; it
-#      compiles in the first window, which is not timed).
+#      the torch dispatches to less), attn=matrix (gpt, vit: the explicit T x T softmax instead
+#      of torch's fused scaled_dot_product_attention, which bench/torch_models.py uses by
+#      default where the torch has it, 2.0 and later), compile (torch.compile, where the torch
+#      has it; it compiles in the first window, which is not timed).
 #   2. rounds 1..REPEATS: the FINALISTS best screened settings of every framework, side by side,
 #      alternating (even rounds in reverse order).
 # bench/cpu_sweep.py then picks each framework's best (the finalist with the highest median over
@@ -59,7 +61,7 @@
 #                          framework in the rounds (default 2)
 #   MPDIST_TCPU_MPDIST_GRID, MPDIST_TCPU_TORCH_GRID   the screened settings, space-separated
 #                          (default: as above; a torch setting: threads=N[/blas=N][/channels_last]
-#                          [/mkldnn=off][/cap=avx512][/compile])
+#                          [/mkldnn=off][/cap=avx512][/attn=matrix][/compile])
 #   MPDIST_TCPU_FASTPATHS  0: no fast paths tried (default 1)
 #   MPDIST_TCPU_PEERS      the PyTorch peers, space-separated NAME=PYTHON (default
 #                          "debian=/usr/bin/python3" and "pypi=<bench/torch_venv.sh's python>"
@@ -174,6 +176,7 @@ fast_paths() {
   [ "$fastpaths" = 1 ] || return 0
   case $2 in cnn_bn | resnet20 | vit) echo channels_last; echo mkldnn=off ;; esac
   if [ "$cpu_avx512" = 1 ] && [ "${peer_cap[$1]}" != AVX512 ]; then echo cap=avx512; fi
+  case $2 in gpt | vit) [ "${peer_compile[$1]}" != 1 ] || echo attn=matrix ;; esac
   if [ "${peer_compile[$1]}" = 1 ]; then echo compile; fi
 }
 # field SETTING KEY DEFAULT: KEY's value in a setting ("ranks=1/omp=2/blas=2"), or DEFAULT
@@ -254,7 +257,8 @@ run_torch() {
   [ -z "$cap" ] || envs+=("ATEN_CPU_CAPABILITY=$cap")
   echo "== $1 $2 $3: $4 [$5]" >&2
   args=(--model "$1" --batch "$(batch_of "$1")" --steps "$steps" --every "$every" --threads "$t"
-        --lr "$lr" --seed 42 --test-limit "$ntest" --mkldnn "$(field "$5" mkldnn on)")
+        --lr "$lr" --seed 42 --test-limit "$ntest" --mkldnn "$(field "$5" mkldnn on)"
+        --attention "$(field "$5" attn sdpa)")
   if has "$5" channels_last; then args+=(--channels-last); fi
   if has "$5" compile; then args+=(--compile); fi
   case $1 in

@@ -94,6 +94,9 @@ def arg_parser():
     t.add_argument("--heads", type=int, default=4)
     t.add_argument("--stem", choices=("patch", "conv"), default="patch", help="vit: model.stem")
     t.add_argument("--context", type=int, default=128, help="gpt: bytes per window (T)")
+    t.add_argument("--attention", choices=("sdpa", "matrix"), default="sdpa",
+                   help="gpt, vit: torch's scaled_dot_product_attention (where this torch has "
+                   "it) or the explicit T x T softmax")
     t.add_argument("--dropout", type=float, default=None, help="default: gpt 0.1, vit 0")
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--seed", type=int, default=42, help="train.seed: batch order, offsets")
@@ -330,6 +333,16 @@ class PosEmbedding(nn.Module):
         self.weight = nn.Parameter(torch.empty(tokens, d))
 
 
+# How Attention computes: "sdpa" (torch's fused scaled_dot_product_attention, what a user writes
+# today, where this torch has it: 2.0 and later) or "matrix" (softmax of the explicit T x T
+# scores); set from --attention.
+ATTENTION = "sdpa"
+
+
+def use_sdpa():
+    return ATTENTION == "sdpa" and hasattr(F, "scaled_dot_product_attention")
+
+
 class Attention(nn.Module):
     def __init__(self, d, heads, causal, p):
         super().__init__()
@@ -344,6 +357,10 @@ class Attention(nn.Module):
         dh = d // self.heads
         q, k, v = (z.reshape(n, t, self.heads, dh).transpose(1, 2)
                    for z in self.qkv(x).split(d, dim=-1))
+        if use_sdpa():
+            o = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0,
+                                               is_causal=self.causal)
+            return self.proj(o.transpose(1, 2).reshape(n, t, d))
         s = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(dh))
         if self.causal:
             mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
@@ -528,6 +545,8 @@ def cpu_capability():
 
 
 def train(a):
+    global ATTENTION
+    ATTENTION = a.attention
     torch.set_num_threads(a.threads)
     torch.backends.mkldnn.enabled = a.mkldnn == "on"
     torch.manual_seed(a.seed)
@@ -580,6 +599,7 @@ def train(a):
             "final_loss": loss, "test_loss": test_loss, "test_accuracy": acc,
             "test_samples": data.ntest, "torch": torch.__version__,
             "channels_last": a.channels_last, "compiled": a.compile,
+            "attention": "sdpa" if use_sdpa() else "matrix",
             "mkldnn": torch.backends.mkldnn.enabled,
             "mkldnn_available": torch.backends.mkldnn.is_available(),
             "cpu_capability": cpu_capability(),

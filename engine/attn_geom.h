@@ -39,12 +39,11 @@ static inline bool mp_attn_fits(int64_t heads, int64_t tokens, int64_t features)
 /* Whether p is a dropout probability of attention, in [0, 1). */
 static inline bool mp_attn_dropout_ok(double p) { return p >= 0 && p < 1; }
 
-/* Fills *g from d, qkv (N, H, W, 3D), probs (N, heads, T, T) and out (N, H, W, D) (the forward's
- * output or backward's dout); false when a shape does not match, heads < 1 or does not divide
- * D, D or T is 0, or dropout_p is outside [0, 1). N may be 0 (nothing to do). */
-static inline bool mp_attn_geometry(const mp_attn_desc *d, const mp_tensor *qkv,
-                                    const mp_tensor *probs, const mp_tensor *out,
-                                    mp_attn_geom *g)
+/* Fills *g from d and qkv (N, H, W, 3D), and checks out (N, H, W, D) (the forward's output or
+ * backward's dout); false when a shape does not match, heads < 1 or does not divide D, D or T
+ * is 0, or dropout_p is outside [0, 1). N may be 0 (nothing to do). */
+static inline bool mp_attn_geom_of(const mp_attn_desc *d, const mp_tensor *qkv,
+                                   const mp_tensor *out, mp_attn_geom *g)
 {
     if (qkv->ndim != 4 || !mp_attn_dropout_ok(d->dropout_p) ||
         !mp_attn_fits(d->heads, qkv->shape[1] * qkv->shape[2], qkv->shape[3]))
@@ -54,8 +53,15 @@ static inline bool mp_attn_geometry(const mp_attn_desc *d, const mp_tensor *qkv,
     g->D = qkv->shape[3] / 3;
     g->heads = d->heads;
     g->dh = g->D / g->heads;
-    return mp_attn_shaped(out, g->N, qkv->shape[1], qkv->shape[2], g->D) &&
-           mp_attn_shaped(probs, g->N, g->heads, g->T, g->T);
+    return mp_attn_shaped(out, g->N, qkv->shape[1], qkv->shape[2], g->D);
+}
+
+/* mp_attn_geom_of, and probs (N, heads, T, T). */
+static inline bool mp_attn_geometry(const mp_attn_desc *d, const mp_tensor *qkv,
+                                    const mp_tensor *probs, const mp_tensor *out,
+                                    mp_attn_geom *g)
+{
+    return mp_attn_geom_of(d, qkv, out, g) && mp_attn_shaped(probs, g->N, g->heads, g->T, g->T);
 }
 
 /* The dropout counter of probability (n, h, i, j): offset + ((n heads + h) T + i) T + j, the

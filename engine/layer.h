@@ -82,9 +82,11 @@ struct mp_layer {
     double buffer_init[MP_LAYER_MAX_PARAMS];
     mp_tensor buf[MP_LAYER_MAX_PARAMS];
 
-    /* A saved activation beside the output (attention's probabilities): its per-sample shape
-     * (all zero: none), allocated by the owner like the output, in the output's dtype. */
+    /* A saved activation beside the output (attention's probabilities or row statistics): its
+     * per-sample shape (all zero: none), allocated by the owner like the output, in the
+     * output's dtype or, with save_fp32, in FP32 (FP64 when the output is FP64). */
     int64_t save_shape[3];
+    bool save_fp32;
     mp_tensor save;
 
     /* Layer settings. */
@@ -92,6 +94,7 @@ struct mp_layer {
     mp_pool_desc pool;  /* max/avg/global average pooling */
     mp_bn_args bn;      /* batchnorm; layernorm uses bn.eps */
     mp_attn_desc attn;  /* attention (seed and offset set at each call) */
+    bool attn_flash;    /* attention: the tiled ops */
     bool per_token;     /* linear: over the last dimension of each position (else flattened) */
     mp_layer *tie;      /* linear: uses tie's weight (an embedding's) instead of its own */
     bool shared;        /* embedding: its weight gradient is added to (a tied head wrote first) */
@@ -200,17 +203,21 @@ mp_status mp_layer_posembed_init(mp_layer *l, const mp_ops *ops, const char *nam
                                  const int64_t in_shape[3]);
 
 /* Sets up the self-attention core over qkv (H, W, 3D) -> (H, W, D) (the op's layout) with
- * `heads` heads dividing D, an optional causal mask and dropout p on the probabilities.
- * MP_EUSAGE for a bad shape or p outside [0, 1). */
+ * `heads` heads dividing D, an optional causal mask and dropout p on the probabilities; `flash`:
+ * the tiled ops (attention_flash_*), saving 2 FP32 numbers per row instead of the (T, T)
+ * probabilities. MP_EUSAGE for a bad shape, p outside [0, 1), or with flash heads wider than
+ * MP_ATTN_FLASH_MAX_DH. */
 mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *name,
-                                  const int64_t in_shape[3], int heads, bool causal, double p);
+                                  const int64_t in_shape[3], int heads, bool causal, double p,
+                                  bool flash);
 
 /* Sets up a pre-LN transformer block over (H, W, D) (engine/layer_transformer.c): attention
- * with `heads` heads (causal or not) and a 4x MLP, dropout p on the attention probabilities and
- * both residual branches (none when 0), LayerNorm eps. MP_EUSAGE naming the block. */
+ * with `heads` heads (causal or not; tiled when `flash`, as mp_layer_attention_init) and a 4x
+ * MLP, dropout p on the attention probabilities and both residual branches (none when 0),
+ * LayerNorm eps. MP_EUSAGE naming the block. */
 mp_status mp_layer_transformer_init(mp_layer *l, const mp_ops *ops, const char *name,
                                     const int64_t in_shape[3], int heads, bool causal, double p,
-                                    double eps);
+                                    double eps, bool flash);
 
 /* Sets up an elementwise ReLU (no parameters). */
 mp_status mp_layer_relu_init(mp_layer *l, const mp_ops *ops, const char *name,

@@ -1,8 +1,11 @@
 /* The self-attention layer: the core between the qkv projection and the output projection of a
- * transformer block, y (N, H, W, D) from qkv (N, H, W, 3D) over the H W tokens of each sample,
- * with its probabilities (heads, T, T) per sample kept for backward (mp_layer.save). Dropout on
- * the probabilities draws its mask, like the dropout layer's, from (seed, step 2^32 + i). */
-#include "engine/attn_geom.h"
+ * transformer block, y (N, H, W, D) from qkv (N, H, W, 3D) over the H W tokens of each sample.
+ * Tiled (attn_flash, the default): attention_flash_forward keeps each row's maximum and sum
+ * (heads, T, 2) in FP32 per sample (mp_layer.save) and backward recomputes the probabilities
+ * from them and y; else attention_forward keeps the probabilities (heads, T, T) per sample.
+ * Dropout on the probabilities draws its mask, like the dropout layer's, from
+ * (seed, step 2^32 + i): the same mask on both paths. */
+#include "engine/attn_flash.h"
 #include "engine/layer.h"
 
 #define MP_ATTN_STEP_STRIDE ((uint64_t)1 << 32)
@@ -16,35 +19,42 @@ static mp_attn_desc desc(const mp_layer *l, bool train)
     return d;
 }
 
-static mp_tensor probs(const mp_layer *l, int64_t n) { return mp_tensor_batch(&l->save, n); }
+static mp_tensor saved(const mp_layer *l, int64_t n) { return mp_tensor_batch(&l->save, n); }
 
 static mp_status attn_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     mp_attn_desc d = desc(l, train);
-    mp_tensor p = probs(l, x->shape[0]);
-    if ((uint64_t)mp_tensor_numel(&p) > MP_ATTN_STEP_STRIDE)
+    mp_tensor s = saved(l, x->shape[0]);
+    /* the dropout counters of a step: one per probability */
+    int64_t T = l->in_shape[0] * l->in_shape[1], probs = x->shape[0] * l->attn.heads * T * T;
+    if (d.dropout_p > 0 && (uint64_t)probs > MP_ATTN_STEP_STRIDE)
         return mp_fail(MP_EINTERNAL, "layer %s: attention over %lld probabilities exceeds the "
-                       "2^32 dropout counters of a step", l->name, (long long)mp_tensor_numel(&p));
-    return l->ops->attention_forward(&d, x, &p, y);
+                       "2^32 dropout counters of a step", l->name, (long long)probs);
+    if (l->attn_flash)
+        return l->ops->attention_flash_forward(&d, x, &s, y);
+    return l->ops->attention_forward(&d, x, &s, y);
 }
 
-/* Backward runs only after a training forward: its dropout mask is the training one. */
+/* Backward runs only after a training forward: its dropout mask is the training one, and y and
+ * the saved tensor are that forward's. */
 static mp_status attn_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *y,
                                const mp_tensor *dy, mp_tensor *dx)
 {
-    (void)y;
     if (!dx)
         return MP_OK;
     mp_attn_desc d = desc(l, true);
-    mp_tensor p = probs(l, x->shape[0]);
-    return l->ops->attention_backward(&d, x, &p, dy, dx);
+    mp_tensor s = saved(l, x->shape[0]);
+    if (l->attn_flash)
+        return l->ops->attention_flash_backward(&d, x, y, &s, dy, dx);
+    return l->ops->attention_backward(&d, x, &s, dy, dx);
 }
 
 static const mp_layer_class mp_attention_class = {
     .type = "attention", .forward = attn_forward, .backward = attn_backward};
 
 mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *name,
-                                  const int64_t in_shape[3], int heads, bool causal, double p)
+                                  const int64_t in_shape[3], int heads, bool causal, double p,
+                                  bool flash)
 {
     int64_t width = in_shape[2] / 3, tokens = in_shape[0] * in_shape[1];
     if (!mp_attn_fits(heads, tokens, in_shape[2]))
@@ -54,16 +64,23 @@ mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *na
     if (!mp_attn_dropout_ok(p))
         return mp_fail(MP_EUSAGE, "layer %s: attention dropout must be in [0, 1) (got %g)",
                        name, p);
+    if (flash && !mp_attn_flash_fits(width / heads))
+        return mp_fail(MP_EUSAGE, "layer %s: heads of %lld columns are wider than the %d that "
+                       "attention = \"flash\" takes: use more heads or attention = \"matrix\"",
+                       name, (long long)(width / heads), MP_ATTN_FLASH_MAX_DH);
     mp_layer_begin(l, &mp_attention_class, ops, name, in_shape, width);
     l->save_shape[0] = heads;
     l->save_shape[1] = tokens;
-    l->save_shape[2] = tokens;
+    l->save_shape[2] = flash ? 2 : tokens;
+    l->save_fp32 = flash;
     l->attn = (mp_attn_desc){.heads = heads, .causal = causal, .dropout_p = p};
+    l->attn_flash = flash;
     return MP_OK;
 }
 
 mp_status mp_layer_attention_make(mp_layer *l, const mp_ops *ops, const char *name,
                                   const mp_layer_spec *s, const int64_t in_shape[3])
 {
-    return mp_layer_attention_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p);
+    return mp_layer_attention_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p,
+                                   mp_layer_spec_flash(s));
 }

@@ -30,6 +30,7 @@ MP_LAYER(layernorm, mp_layer_layernorm_make, 0, ("eps"))
 MP_LAYER(gelu, mp_layer_gelu_make, 0, (NULL))
 MP_LAYER(embedding, mp_layer_embedding_make, 1, ("out", "vocab"))
 MP_LAYER(posembed, mp_layer_posembed_make, 0, (NULL))
-MP_LAYER(attention, mp_layer_attention_make, 0, ("heads", "causal", "p"))
-MP_LAYER(transformer, mp_layer_transformer_make, 0, ("heads", "causal", "p", "eps"))
+MP_LAYER(attention, mp_layer_attention_make, 0, ("heads", "causal", "p", "attention"))
+MP_LAYER(transformer, mp_layer_transformer_make, 0,
+         ("heads", "causal", "p", "eps", "attention"))
 #undef MP_LAYER

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 /* One layer as a config describes it (model.layers): its type, one of engine/layer_list.h,
  * and the settings of every type side by side, each read only by the types that take it (the
@@ -24,9 +25,16 @@ typedef struct mp_layer_spec {
     double eps, momentum; /* batchnorm; layernorm and transformer: eps */
     int64_t heads;    /* attention, transformer */
     bool causal;      /* attention, transformer */
+    char attention[8]; /* attention, transformer: "flash" (or "": the tiled ops) | "matrix" */
     bool per_token;   /* linear: over the last dimension of each position */
     bool tie;         /* linear (per token): share the first embedding layer's weight */
     int64_t vocab;    /* embedding: vocabulary (0: the data's number of classes) */
 } mp_layer_spec;
+
+/* Whether attention in layer s runs the tiled ops (its "attention" setting is not "matrix"). */
+static inline bool mp_layer_spec_flash(const mp_layer_spec *s)
+{
+    return strcmp(s->attention, "matrix") != 0;
+}
 
 #endif

@@ -45,7 +45,7 @@ static const mp_layer_class mp_transformer_class = {
     } while (0)
 
 static mp_status build(mp_block *b, const mp_ops *ops, const int64_t in_shape[3], int heads,
-                       bool causal, double p, double eps)
+                       bool causal, double p, double eps, bool flash)
 {
     int64_t d = in_shape[2];
     const int64_t *shape = in_shape;
@@ -54,7 +54,7 @@ static mp_status build(mp_block *b, const mp_ops *ops, const int64_t in_shape[3]
     b->in_tmp_used = true;
     APPEND(0, mp_layer_layernorm_init, "ln1", shape, eps);
     APPEND(0, mp_layer_linear_init, "attn.qkv", shape, 3 * d, true);
-    APPEND(0, mp_layer_attention_init, "attn", shape, heads, causal, p);
+    APPEND(0, mp_layer_attention_init, "attn", shape, heads, causal, p, flash);
     APPEND(0, mp_layer_linear_init, "attn.proj", shape, d, true);
     if (p > 0)
         APPEND(0, mp_layer_dropout_init, "drop1", shape, p);
@@ -70,13 +70,13 @@ static mp_status build(mp_block *b, const mp_ops *ops, const int64_t in_shape[3]
 
 mp_status mp_layer_transformer_init(mp_layer *l, const mp_ops *ops, const char *name,
                                     const int64_t in_shape[3], int heads, bool causal, double p,
-                                    double eps)
+                                    double eps, bool flash)
 {
     mp_layer_begin(l, &mp_transformer_class, ops, name, in_shape, in_shape[2]);
     l->block = calloc(1, sizeof *l->block);
     if (!l->block)
         return mp_fail(MP_EINTERNAL, "layer %s: out of memory", name);
-    mp_status st = build(l->block, ops, in_shape, heads, causal, p, eps);
+    mp_status st = build(l->block, ops, in_shape, heads, causal, p, eps, flash);
     if (st != MP_OK) {
         mp_status keep = mp_fail(st, "layer %s: %s", name, mp_error_message());
         free(l->block);
@@ -90,5 +90,5 @@ mp_status mp_layer_transformer_make(mp_layer *l, const mp_ops *ops, const char *
                                     const mp_layer_spec *s, const int64_t in_shape[3])
 {
     return mp_layer_transformer_init(l, ops, name, in_shape, (int)s->heads, s->causal, s->p,
-                                     s->eps > 0 ? s->eps : 1e-5);
+                                     s->eps > 0 ? s->eps : 1e-5, mp_layer_spec_flash(s));
 }

@@ -260,4 +260,20 @@ MP_OP(mp_status, attention_backward, (const mp_attn_desc *d, const mp_tensor *qk
                                       const mp_tensor *probs, const mp_tensor *dout,
                                       mp_tensor *dqkv))
 
+/* attention_forward's out without its (T, T) probabilities (engine/attn_flash.h): over key
+ * tiles, an online softmax keeps per row its maximum m and sum l, stored in stats
+ * (N, heads, T, 2) of mp_attn_flash_stats_dtype; S and P stay in FP32 (FP64), never rounded to a
+ * half dtype; out = (sum_j P_j keep_j / (1 - p) V_j) accumulated in FP32, rounded once. The
+ * dropout mask is attention_forward's. Memory grows with T, not T^2. */
+MP_OP(mp_status, attention_flash_forward, (const mp_attn_desc *d, const mp_tensor *qkv,
+                                           mp_tensor *stats, mp_tensor *out))
+
+/* Gradients of attention_flash_forward from its qkv, out and stats: dqkv overwritten with
+ * attention_backward's dQ, dK and dV, the probabilities recomputed tile by tile
+ * (P = e^(S - m) / l) and rowsum(dP o P) taken as dO . out (from out as stored). dqkv may
+ * alias none of the inputs. */
+MP_OP(mp_status, attention_flash_backward, (const mp_attn_desc *d, const mp_tensor *qkv,
+                                            const mp_tensor *out, const mp_tensor *stats,
+                                            const mp_tensor *dout, mp_tensor *dqkv))
+
 #undef MP_OP

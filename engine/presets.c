@@ -105,6 +105,7 @@ static int blocks(mp_layer_spec *specs, int n, const mp_preset_args *a, bool cau
         b->heads = a->heads;
         b->causal = causal;
         b->p = a->dropout;
+        snprintf(b->attention, sizeof b->attention, "%s", a->matrix_attention ? "matrix" : "flash");
     }
     add(specs, &n, "layernorm", "ln_f");
     return n;

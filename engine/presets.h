@@ -17,6 +17,7 @@ typedef struct mp_preset_args {
     int64_t dim, heads;    /* vit, gpt: token width and attention heads */
     int64_t patch;         /* vit: patch side; 0: 7 */
     bool conv_stem;        /* vit: a convolutional stem instead of the patch convolution */
+    bool matrix_attention; /* vit, gpt: the blocks keep the (T, T) probabilities (not tiled) */
 } mp_preset_args;
 
 /* Writes the layer specs of preset `name` with num_classes outputs into specs (room for

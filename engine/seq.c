@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/attn_flash.h"
 #include "engine/profile.h"
 #include "engine/rng.h"
 
@@ -161,7 +162,9 @@ static mp_dtype alloc_seq(const mp_seq *s, const mp_amp_policy *a, mp_dtype in,
             dt = l->cls->out_dtype(l, a, dt);
         s->acts[i] = batch_tensor(l->ops, mine, dt, max_batch, l->out_shape);
         if (mp_shape_numel(l->save_shape) > 0)
-            l->save = batch_tensor(l->ops, mine, dt, max_batch, l->save_shape);
+            l->save = batch_tensor(l->ops, mine,
+                                   l->save_fp32 ? mp_attn_flash_stats_dtype(dt) : dt,
+                                   max_batch, l->save_shape);
         raise_widest(l->out_shape, dt, widest, elem);
     }
     return dt;

@@ -41,6 +41,7 @@ typedef struct mp_config {
         int64_t dim, heads;                       /* vit, gpt */
         int64_t patch;                            /* vit */
         char stem[8];                             /* vit: "patch" | "conv" */
+        char attention[8];                        /* vit, gpt: "flash" | "matrix" */
         bool recompute;                  /* composite blocks recompute their activations */
         mp_layer_spec layers[MP_MAX_LAYERS];
         int nlayers;                     /* > 0 when model.layers was given */

@@ -47,7 +47,8 @@ int mp_config_preset_specs(const mp_config *c, mp_layer_spec *specs)
     mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
                          c->model.cardinality, c->model.width, c->model.dropout,
                          c->model.dim, c->model.heads, c->model.patch,
-                         strcmp(c->model.stem, "conv") == 0};
+                         strcmp(c->model.stem, "conv") == 0,
+                         strcmp(c->model.attention, "matrix") == 0};
     return mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs);
 }
 

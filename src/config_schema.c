@@ -114,6 +114,12 @@ const mp_key mp_config_keys[] = {
      .meaning = "vit: how images become tokens: patch (one convolution, model.patch) or conv "
                 "(Xiao et al.'s stem: three 3x3 stride-2 convolutions with BatchNorm and ReLU, "
                 "32, 64, 128 channels, to 4x4 = 16 tokens, then a 1x1 convolution)."},
+    {"model.attention", MP_KEY_STRING, "\"flash\"", ONE_OF("flash", "matrix"),
+     .flags = MP_KEY_PRESET, CF(model.attention),
+     .meaning = "vit, gpt: the blocks' attention: flash (tiled: an online softmax over key "
+                "tiles keeps 2 numbers per token and head for backward, which recomputes the "
+                "probabilities; memory linear in the tokens) or matrix (keeps the T x T "
+                "probabilities)."},
     {"model.recompute", MP_KEY_BOOL, "false", CF(model.recompute),
      .meaning = "Activation recomputation of the composite blocks (residual and transformer "
                 "blocks): forward keeps only each block's input and output, and backward runs "
@@ -331,6 +337,9 @@ const mp_key mp_layer_keys[] = {
      .meaning = "attention, transformer: heads (dividing the width)."},
     {"causal", MP_KEY_BOOL, "false", LF(causal),
      .meaning = "attention, transformer: no position attends to a later one."},
+    {"attention", MP_KEY_STRING, "\"flash\"", ONE_OF("flash", "matrix"), LF(attention),
+     .meaning = "attention, transformer: flash (tiled, saving 2 numbers per token and head; "
+                "heads of at most 128 columns) or matrix (saving the T x T probabilities)."},
     {"per_token", MP_KEY_BOOL, "false", LF(per_token),
      .meaning = "linear: over the last dimension of each position (PyTorch's nn.Linear on "
                 "(N, T, D)) instead of the flattened sample."},

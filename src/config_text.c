@@ -137,6 +137,8 @@ static void tb_layers(text_buf *b, const mp_config *c)
                 double v;
                 memcpy(&v, f, sizeof v);
                 tb_float(b, v);
+            } else if (lk->type == MP_KEY_STRING) {
+                tb_string(b, f);
             } else {
                 bool v;
                 memcpy(&v, f, sizeof v);

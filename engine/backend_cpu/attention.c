@@ -16,39 +16,21 @@
  * dtype are computed in a working copy and rounded once at the end. Deterministic: a fixed order
  * everywhere, one thread per call (OpenBLAS may thread a product). The working memory is a
  * per-thread workspace that only grows (MP_MEM_WORKSPACE). */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "engine/alloc.h"
 #include "engine/attn_geom.h"
-#include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/attn_cpu.h"
 #include "engine/dropout_mask.h"
 
 /* Rows per block under the causal mask. */
 enum { MP_ATTN_BLOCK = 32 };
 
-static size_t round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
-
-/* Working memory: parts of the given byte sizes, each 64-byte aligned, from one block. */
-static void workspace(int n, const size_t *bytes, void **part)
-{
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += round64(bytes[i]);
-    char *p = mp_cpu_workspace(MP_CPU_WS_ATTN, total);
-    for (int i = 0; i < n; i++) {
-        part[i] = p;
-        p += round64(bytes[i]);
-    }
-}
-
 /* One call's geometry, mask and working tensors, in the working type (wt: MP_F32 or MP_F64). */
 typedef struct attn_run {
     mp_attn_geom g;
-    bool causal, drop;
-    uint64_t key, thr, offset;
-    double scale, keep_scale; /* 1 / sqrt(dh), 1 / (1 - p) */
+    mp_attn_mask k;
     mp_dtype wt, pdt;         /* working type, probs' dtype */
     const void *x;            /* qkv (N, T, 3D) */
     void *probs;              /* probs (N, heads, T, T) in pdt */
@@ -61,7 +43,7 @@ typedef struct attn_run {
 /* The end of the block holding row i: the columns its products cover. */
 static int64_t block_end(const attn_run *r, int64_t i)
 {
-    if (!r->causal)
+    if (!r->k.causal)
         return r->g.T;
     int64_t e = (i / MP_ATTN_BLOCK + 1) * MP_ATTN_BLOCK;
     return e < r->g.T ? e : r->g.T;
@@ -74,55 +56,6 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
     return (char *)r->probs + (size_t)off * mp_dtype_size(r->pdt);
 }
 
-static void gemm_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                     const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                     int64_t ldc)
-{
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb, 0.0f, c,
-                (int)ldc);
-}
-
-static void gemm_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-                     const double *a, int64_t lda, const double *b, int64_t ldb, double *c,
-                     int64_t ldc)
-{
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, 0.0, c, (int)ldc);
-}
-
-/* Row-major c (m, n) = alpha op(a) op(b), in the working type of c. */
-#define GEMM(ta, tb, m, n, k, alpha, a, lda, b, ldb, c, ldc)                                 \
-    _Generic((c), float *: gemm_f32, double *: gemm_f64)(ta, tb, m, n, k, alpha, a, lda, b,  \
-                                                         ldb, c, ldc)
-
-/* The maximum of v[0 .. n) (n >= 1), and whether any element is inf or NaN. FP32 compares
- * unsigned keys that order like the floats, in a loop the compiler vectorises (it leaves float
- * comparisons scalar). */
-static float rowmax_f32(const float *restrict v, int64_t n, bool *bad)
-{
-    uint32_t top = 0, nonfinite = 0;
-    for (int64_t j = 0; j < n; j++) {
-        uint32_t b = mp_f32_bits(v[j]);
-        uint32_t key = b ^ ((0u - (b >> 31)) | 0x80000000u); /* negative: ~b; else b | sign */
-        top = key > top ? key : top;
-        nonfinite |= (b & 0x7f800000u) == 0x7f800000u;
-    }
-    *bad = nonfinite != 0;
-    return mp_bits_f32(top ^ (top >> 31 ? 0x80000000u : 0xffffffffu));
-}
-
-static double rowmax_f64(const double *restrict v, int64_t n, bool *bad)
-{
-    double m = v[0];
-    *bad = false;
-    for (int64_t j = 0; j < n; j++) {
-        m = v[j] > m ? v[j] : m;
-        *bad |= !isfinite(v[j]);
-    }
-    return m;
-}
-
 /* Defines, for working type ACC (suffix SFX, exponential EXP):
  *   softmax_SFX(v, n): v[0 .. n) = softmax(v) in place (n >= 1): e^(v - max) summed in 8
  *     lanes combined in a fixed order, times the sum's reciprocal; NaN everywhere when v holds
@@ -130,124 +63,124 @@ static double rowmax_f64(const double *restrict v, int64_t n, bool *bad)
  *   fwd_head_SFX(r, n, h): probs and out of head h of sequence n;
  *   bwd_head_SFX(r, n, h): dq, dk and dv of head h of sequence n.
  * Loops over a row are simple or go in 8 lanes, so that the compiler vectorises them. */
-#define MP_ATTN_KERNELS(ACC, SFX, EXP)                                                       \
-    static void softmax_##SFX(ACC *restrict v, int64_t n)                                     \
-    {                                                                                         \
-        bool bad;                                                                             \
-        ACC m = rowmax_##SFX(v, n, &bad), sum[8] = {0};                                       \
-        if (bad) {                                                                            \
-            for (int64_t j = 0; j < n; j++)                                                   \
-                v[j] = (ACC)NAN;                                                              \
-            return;                                                                           \
-        }                                                                                     \
-        for (int64_t j = 0; j < n; j++)                                                       \
-            v[j] = EXP(v[j] - m);                                                             \
-        int64_t j = 0;                                                                        \
-        for (; j + 8 <= n; j += 8)                                                            \
-            for (int k = 0; k < 8; k++)                                                       \
-                sum[k] += v[j + k];                                                           \
-        for (; j < n; j++)                                                                    \
-            sum[0] += v[j];                                                                   \
-        ACC inv = (ACC)1 / (((sum[0] + sum[1]) + (sum[2] + sum[3])) +                         \
-                            ((sum[4] + sum[5]) + (sum[6] + sum[7])));                         \
-        for (j = 0; j < n; j++)                                                               \
-            v[j] *= inv;                                                                      \
-    }                                                                                         \
-                                                                                              \
-    static void fwd_head_##SFX(const attn_run *r, int64_t n, int64_t h)                       \
-    {                                                                                         \
-        const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                       \
-        const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;   \
-        ACC *s = r->a, *out = (ACC *)r->y + n * T * D + h * dh;                               \
-        const int64_t blk = r->causal ? MP_ATTN_BLOCK : T;                                    \
-        for (int64_t r0 = 0; r0 < T; r0 += blk) {                                             \
-            int64_t r1 = block_end(r, r0);                                                    \
-            GEMM(false, true, r1 - r0, r->causal ? r1 : T, dh, r->scale, q + r0 * ld, ld, k,  \
-                 ld, s + r0 * T, T);                                                          \
-        }                                                                                     \
-        const mp_dtype wt = r->wt;                                                            \
-        const ACC ks = (ACC)r->keep_scale;                                                    \
-        for (int64_t i = 0; i < T; i++) {                                                     \
-            ACC *si = s + i * T;                                                              \
-            void *pi = probs_row(r, n, h, i);                                                 \
-            int64_t lim = mp_attn_span(r->causal, T, i);                                      \
-            if (r->pdt != wt) { /* S rounded to probs' dtype */                               \
-                mp_convert(pi, r->pdt, si, wt, (size_t)lim);                                  \
-                mp_convert(si, wt, pi, r->pdt, (size_t)lim);                                  \
-            }                                                                                 \
-            softmax_##SFX(si, lim);                                                           \
-            mp_convert(pi, r->pdt, si, wt, (size_t)lim);                                      \
-            if (r->pdt != wt) /* the products use the stored P */                             \
-                mp_convert(si, wt, pi, r->pdt, (size_t)lim);                                  \
-            memset((char *)pi + (size_t)lim * mp_dtype_size(r->pdt), 0,                       \
-                   (size_t)(T - lim) * mp_dtype_size(r->pdt));                                \
-            for (int64_t j = lim; j < block_end(r, i); j++)                                   \
-                si[j] = 0;                                                                    \
-            if (r->drop)                                                                      \
-                for (int64_t j = 0; j < lim; j++) {                                           \
-                    uint64_t c = mp_attn_counter(r->offset, r->g.heads, T, n, h, i, j);       \
-                    si[j] *= mp_dropout_keep(r->key, c, r->thr) ? ks : (ACC)0;                \
-                }                                                                             \
-        }                                                                                     \
-        for (int64_t r0 = 0; r0 < T; r0 += blk) {                                             \
-            int64_t r1 = block_end(r, r0);                                                    \
-            GEMM(false, false, r1 - r0, dh, r->causal ? r1 : T, 1.0, s + r0 * T, T, v, ld,    \
-                 out + r0 * D, D);                                                            \
-        }                                                                                     \
-    }                                                                                         \
-                                                                                              \
-    static void bwd_head_##SFX(const attn_run *r, int64_t n, int64_t h)                       \
-    {                                                                                         \
-        const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                       \
-        const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;   \
-        const ACC *dout = (const ACC *)r->dout + n * T * D + h * dh;                          \
-        ACC *dq = (ACC *)r->y + n * T * ld + h * dh, *dk = dq + D, *dv = dq + 2 * D;          \
-        ACC *p = r->a, *ds = r->b, *mult = r->row;                                            \
-        const int64_t blk = r->causal ? MP_ATTN_BLOCK : T;                                    \
-        mp_convert(p, r->wt, probs_row(r, n, h, 0), r->pdt, (size_t)(T * T));                 \
-        for (int64_t r0 = 0; r0 < T; r0 += blk) { /* dP' = dO V^T */                          \
-            int64_t r1 = block_end(r, r0);                                                    \
-            GEMM(false, true, r1 - r0, r->causal ? r1 : T, dh, 1.0, dout + r0 * D, D, v, ld,  \
-                 ds + r0 * T, T);                                                             \
-        }                                                                                     \
-        const ACC ks = (ACC)r->keep_scale;                                                    \
-        for (int64_t i = 0; i < T; i++) {                                                     \
-            ACC *restrict pi = p + i * T, *restrict di = ds + i * T, acc[8] = {0};            \
-            int64_t lim = mp_attn_span(r->causal, T, i), j = 0;                               \
-            if (r->drop) /* dP = dP' keep / (1 - p) */                                        \
-                for (j = 0; j < lim; j++) {                                                   \
-                    uint64_t c = mp_attn_counter(r->offset, r->g.heads, T, n, h, i, j);       \
-                    mult[j] = mp_dropout_keep(r->key, c, r->thr) ? ks : (ACC)0;               \
-                    di[j] *= mult[j];                                                         \
-                }                                                                             \
-            for (j = 0; j + 8 <= lim; j += 8)                                                 \
-                for (int c = 0; c < 8; c++)                                                   \
-                    acc[c] += di[j + c] * pi[j + c];                                          \
-            for (; j < lim; j++)                                                              \
-                acc[0] += di[j] * pi[j];                                                      \
-            ACC rs = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                                \
-                     ((acc[4] + acc[5]) + (acc[6] + acc[7]));                                 \
-            for (j = 0; j < lim; j++) /* dS = P o (dP - rowsum(dP o P)) */                    \
-                di[j] = pi[j] * (di[j] - rs);                                                 \
-            if (r->drop) /* P' for dV */                                                      \
-                for (j = 0; j < lim; j++)                                                     \
-                    pi[j] *= mult[j];                                                         \
-            for (j = lim; j < block_end(r, i); j++)                                           \
-                pi[j] = 0, di[j] = 0;                                                         \
-        }                                                                                     \
-        for (int64_t r0 = 0; r0 < T; r0 += blk) { /* dQ = dS K / sqrt(dh) */                  \
-            int64_t r1 = block_end(r, r0);                                                    \
-            GEMM(false, false, r1 - r0, dh, r->causal ? r1 : T, r->scale, ds + r0 * T, T, k,  \
-                 ld, dq + r0 * ld, ld);                                                       \
-        }                                                                                     \
-        for (int64_t c0 = 0; c0 < T; c0 += blk) {                                             \
-            int64_t c1 = block_end(r, c0), i0 = r->causal ? c0 : 0;                           \
-            /* dV = P'^T dO, dK = dS^T Q / sqrt(dh): rows i >= c0 of the column block */      \
-            GEMM(true, false, c1 - c0, dh, T - i0, 1.0, p + i0 * T + c0, T, dout + i0 * D, D, \
-                 dv + c0 * ld, ld);                                                           \
-            GEMM(true, false, c1 - c0, dh, T - i0, r->scale, ds + i0 * T + c0, T,             \
-                 q + i0 * ld, ld, dk + c0 * ld, ld);                                          \
-        }                                                                                     \
+#define MP_ATTN_KERNELS(ACC, SFX, EXP)                                                            \
+    static void softmax_##SFX(ACC *restrict v, int64_t n)                                         \
+    {                                                                                             \
+        bool bad;                                                                                 \
+        ACC m = mp_attn_rowmax_##SFX(v, n, &bad), sum[8] = {0};                                   \
+        if (bad) {                                                                                \
+            for (int64_t j = 0; j < n; j++)                                                       \
+                v[j] = (ACC)NAN;                                                                  \
+            return;                                                                               \
+        }                                                                                         \
+        for (int64_t j = 0; j < n; j++)                                                           \
+            v[j] = EXP(v[j] - m);                                                                 \
+        int64_t j = 0;                                                                            \
+        for (; j + 8 <= n; j += 8)                                                                \
+            for (int k = 0; k < 8; k++)                                                           \
+                sum[k] += v[j + k];                                                               \
+        for (; j < n; j++)                                                                        \
+            sum[0] += v[j];                                                                       \
+        ACC inv = (ACC)1 / (((sum[0] + sum[1]) + (sum[2] + sum[3])) +                             \
+                            ((sum[4] + sum[5]) + (sum[6] + sum[7])));                             \
+        for (j = 0; j < n; j++)                                                                   \
+            v[j] *= inv;                                                                          \
+    }                                                                                             \
+                                                                                                  \
+    static void fwd_head_##SFX(const attn_run *r, int64_t n, int64_t h)                           \
+    {                                                                                             \
+        const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                           \
+        const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;       \
+        ACC *s = r->a, *out = (ACC *)r->y + n * T * D + h * dh;                                   \
+        const int64_t blk = r->k.causal ? MP_ATTN_BLOCK : T;                                      \
+        for (int64_t r0 = 0; r0 < T; r0 += blk) {                                                 \
+            int64_t r1 = block_end(r, r0);                                                        \
+            GEMM(false, true, r1 - r0, r->k.causal ? r1 : T, dh, r->k.scale, q + r0 * ld, ld, k,  \
+                 ld, s + r0 * T, T);                                                              \
+        }                                                                                         \
+        const mp_dtype wt = r->wt;                                                                \
+        const ACC ks = (ACC)r->k.keep_scale;                                                      \
+        for (int64_t i = 0; i < T; i++) {                                                         \
+            ACC *si = s + i * T;                                                                  \
+            void *pi = probs_row(r, n, h, i);                                                     \
+            int64_t lim = mp_attn_span(r->k.causal, T, i);                                        \
+            if (r->pdt != wt) { /* S rounded to probs' dtype */                                   \
+                mp_convert(pi, r->pdt, si, wt, (size_t)lim);                                      \
+                mp_convert(si, wt, pi, r->pdt, (size_t)lim);                                      \
+            }                                                                                     \
+            softmax_##SFX(si, lim);                                                               \
+            mp_convert(pi, r->pdt, si, wt, (size_t)lim);                                          \
+            if (r->pdt != wt) /* the products use the stored P */                                 \
+                mp_convert(si, wt, pi, r->pdt, (size_t)lim);                                      \
+            memset((char *)pi + (size_t)lim * mp_dtype_size(r->pdt), 0,                           \
+                   (size_t)(T - lim) * mp_dtype_size(r->pdt));                                    \
+            for (int64_t j = lim; j < block_end(r, i); j++)                                       \
+                si[j] = 0;                                                                        \
+            if (r->k.drop)                                                                        \
+                for (int64_t j = 0; j < lim; j++) {                                               \
+                    uint64_t c = mp_attn_counter(r->k.offset, r->g.heads, T, n, h, i, j);         \
+                    si[j] *= mp_dropout_keep(r->k.key, c, r->k.thr) ? ks : (ACC)0;                \
+                }                                                                                 \
+        }                                                                                         \
+        for (int64_t r0 = 0; r0 < T; r0 += blk) {                                                 \
+            int64_t r1 = block_end(r, r0);                                                        \
+            GEMM(false, false, r1 - r0, dh, r->k.causal ? r1 : T, 1.0, s + r0 * T, T, v, ld,      \
+                 out + r0 * D, D);                                                                \
+        }                                                                                         \
+    }                                                                                             \
+                                                                                                  \
+    static void bwd_head_##SFX(const attn_run *r, int64_t n, int64_t h)                           \
+    {                                                                                             \
+        const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                           \
+        const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;       \
+        const ACC *dout = (const ACC *)r->dout + n * T * D + h * dh;                              \
+        ACC *dq = (ACC *)r->y + n * T * ld + h * dh, *dk = dq + D, *dv = dq + 2 * D;              \
+        ACC *p = r->a, *ds = r->b, *mult = r->row;                                                \
+        const int64_t blk = r->k.causal ? MP_ATTN_BLOCK : T;                                      \
+        mp_convert(p, r->wt, probs_row(r, n, h, 0), r->pdt, (size_t)(T * T));                     \
+        for (int64_t r0 = 0; r0 < T; r0 += blk) { /* dP' = dO V^T */                              \
+            int64_t r1 = block_end(r, r0);                                                        \
+            GEMM(false, true, r1 - r0, r->k.causal ? r1 : T, dh, 1.0, dout + r0 * D, D, v, ld,    \
+                 ds + r0 * T, T);                                                                 \
+        }                                                                                         \
+        const ACC ks = (ACC)r->k.keep_scale;                                                      \
+        for (int64_t i = 0; i < T; i++) {                                                         \
+            ACC *restrict pi = p + i * T, *restrict di = ds + i * T, acc[8] = {0};                \
+            int64_t lim = mp_attn_span(r->k.causal, T, i), j = 0;                                 \
+            if (r->k.drop) /* dP = dP' keep / (1 - p) */                                          \
+                for (j = 0; j < lim; j++) {                                                       \
+                    uint64_t c = mp_attn_counter(r->k.offset, r->g.heads, T, n, h, i, j);         \
+                    mult[j] = mp_dropout_keep(r->k.key, c, r->k.thr) ? ks : (ACC)0;               \
+                    di[j] *= mult[j];                                                             \
+                }                                                                                 \
+            for (j = 0; j + 8 <= lim; j += 8)                                                     \
+                for (int c = 0; c < 8; c++)                                                       \
+                    acc[c] += di[j + c] * pi[j + c];                                              \
+            for (; j < lim; j++)                                                                  \
+                acc[0] += di[j] * pi[j];                                                          \
+            ACC rs = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                                    \
+                     ((acc[4] + acc[5]) + (acc[6] + acc[7]));                                     \
+            for (j = 0; j < lim; j++) /* dS = P o (dP - rowsum(dP o P)) */                        \
+                di[j] = pi[j] * (di[j] - rs);                                                     \
+            if (r->k.drop) /* P' for dV */                                                        \
+                for (j = 0; j < lim; j++)                                                         \
+                    pi[j] *= mult[j];                                                             \
+            for (j = lim; j < block_end(r, i); j++)                                               \
+                pi[j] = 0, di[j] = 0;                                                             \
+        }                                                                                         \
+        for (int64_t r0 = 0; r0 < T; r0 += blk) { /* dQ = dS K / sqrt(dh) */                      \
+            int64_t r1 = block_end(r, r0);                                                        \
+            GEMM(false, false, r1 - r0, dh, r->k.causal ? r1 : T, r->k.scale, ds + r0 * T, T, k,  \
+                 ld, dq + r0 * ld, ld);                                                           \
+        }                                                                                         \
+        for (int64_t c0 = 0; c0 < T; c0 += blk) {                                                 \
+            int64_t c1 = block_end(r, c0), i0 = r->k.causal ? c0 : 0;                             \
+            /* dV = P'^T dO, dK = dS^T Q / sqrt(dh): rows i >= c0 of the column block */          \
+            GEMM(true, false, c1 - c0, dh, T - i0, 1.0, p + i0 * T + c0, T, dout + i0 * D, D,     \
+                 dv + c0 * ld, ld);                                                               \
+            GEMM(true, false, c1 - c0, dh, T - i0, r->k.scale, ds + i0 * T + c0, T,               \
+                 q + i0 * ld, ld, dk + c0 * ld, ld);                                              \
+        }                                                                                         \
     }
 
 MP_ATTN_KERNELS(float, f32, mp_attn_exp_f32)
@@ -268,13 +201,7 @@ static mp_status attn_setup(const char *op, const mp_attn_desc *d, const mp_tens
     r->wt = f64 ? MP_F64 : MP_F32;
     r->pdt = probs->dtype;
     r->probs = probs->data;
-    r->causal = d->causal;
-    r->drop = d->dropout_p > 0;
-    r->key = mp_dropout_key(d->seed);
-    r->thr = mp_dropout_threshold(d->dropout_p);
-    r->offset = d->offset;
-    r->keep_scale = 1.0 / (1.0 - d->dropout_p);
-    r->scale = 1.0 / sqrt((double)r->g.dh);
+    r->k = mp_attn_mask_of(d, r->g.dh);
     return MP_OK;
 }
 
@@ -289,7 +216,7 @@ mp_status mp_cpu_attention_forward(const mp_attn_desc *d, const mp_tensor *qkv,
     bool cx = qkv->dtype != r.wt, cy = out->dtype != r.wt;
     size_t bytes[3] = {cx ? nx * es : 0, cy ? ny * es : 0, (size_t)(g->T * g->T) * es};
     void *part[3];
-    workspace(3, bytes, part);
+    mp_attn_workspace(3, bytes, part);
     r.x = cx ? part[0] : qkv->data;
     r.y = cy ? part[1] : out->data;
     r.a = part[2];
@@ -323,7 +250,7 @@ mp_status mp_cpu_attention_backward(const mp_attn_desc *d, const mp_tensor *qkv,
     size_t bytes[6] = {cx ? nx * es : 0, co ? ny * es : 0, cd ? nx * es : 0, tt * es, tt * es,
                        (size_t)g->T * es};
     void *part[6];
-    workspace(6, bytes, part);
+    mp_attn_workspace(6, bytes, part);
     r.x = cx ? part[0] : qkv->data;
     r.dout = co ? part[1] : dout->data;
     r.y = cd ? part[2] : dqkv->data;

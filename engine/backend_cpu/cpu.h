@@ -69,7 +69,7 @@ void mp_cpu_convert_bulk(void *dst, mp_dtype dt, const void *src, mp_dtype st, s
 typedef enum mp_cpu_ws {
     MP_CPU_WS_GEMM, MP_CPU_WS_CONV, MP_CPU_WS_ATTN, MP_CPU_WS_NORM, MP_CPU_WS_EMBED_IDS,
     MP_CPU_WS_EMBED_ACC, MP_CPU_WS_POOL, MP_CPU_WS_BN, MP_CPU_WS_BN_TILE, MP_CPU_WS_DNNL,
-    MP_CPU_WS_CONV_COL, MP_CPU_WS_BN_LANES, MP_CPU_WS_CONV_SUM,
+    MP_CPU_WS_CONV_COL, MP_CPU_WS_BN_LANES, MP_CPU_WS_CONV_SUM, MP_CPU_WS_ATTN_TILE,
     MP_CPU_WS_N
 } mp_cpu_ws;
 

@@ -1,4 +1,5 @@
-/* The op table's cases of multi-head self-attention (op_table.h): attention_forward (probs and
+/* The op table's cases of multi-head self-attention (op_table.h): the tiled ops
+ * (attention_flash_forward and _backward, op_cases_flash) and attention_forward (probs and
  * out) and attention_backward (dqkv, from the reference's probs on both sides) over sequences
  * of T = 1, 7 and 33 tokens (as H x W) and one of T = 40 with dh = 32, 1 to 4 heads of D = 12
  * (dh = 12, 6, 4, 3), causal or not, dropout 0 or 0.1, in FP32, fp16 and bf16, and mixes: FP32
@@ -58,19 +59,28 @@ static void attn_shapes(const op_case *c, int64_t qs[4], int64_t ps[4], int64_t 
         qs[i] = q4[i], ps[i] = p4[i], os[i] = o4[i];
 }
 
+/* The relative error of the tiled ops' rescaling of a row's sum and accumulator (each key tile
+ * multiplies them by an exponential within an ulp and rounds): 4 u per tile of 32 keys, the
+ * smaller of the backends' tiles. */
+static double rescale_err(int64_t T) { return 4 * U * (double)(T / 32 + 2); }
+
 /* Per-element bounds of the forward, dt = (qkv, probs, out) = (w, pdt, odt). Each backend's FP32
  * S is within 4 u dh sum_c |q k| / sqrt(dh) of the exact one and may round to another neighbour
  * in pdt (2 eps(pdt) |S|): e_S. P_j = e^(S_j - m) / sum moves by at most e_S_j + max e_S
  * relative, plus the sums of the softmax (mp_gpu_atol) and the exponential's inputs: eP of the
  * row; and P may round to another neighbour (rtol). out = sum_j P'_j v_j moves by
  * sum_j (eP + 2 eps(pdt)) P'_j |v_j|, by the GPU's rounding of P' to w (2 eps(w) P'_j |v_j|, when
- * P' is not probs itself) and by FP32 sums in another order (mp_gpu_atol). */
-static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, double *bp, double *bo)
+ * P' is not probs itself) and by FP32 sums in another order (mp_gpu_atol). With `flash` (the
+ * tiled ops, pdt FP32): P' is never rounded, each row's sum and accumulator carry the
+ * rescaling's error (rescale_err), and bs (when not NULL) gets the stats' bounds; bp may be
+ * NULL. */
+static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, bool flash, double *bp,
+                            double *bo, double *bs)
 {
     const mp_attn_desc *d = &c->u.attn;
     attn_dims g = dims_of(c);
     mp_dtype w = c->dt[0], pdt = c->dt[1];
-    bool own_p = d->dropout_p > 0 || pdt != w;
+    bool own_p = !flash && (d->dropout_p > 0 || pdt != w); /* the tiled ops keep P' in FP32 */
     double *s = op_zeros(g.T), *es = op_zeros(g.T), *p = op_zeros(g.T);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t h = 0; h < g.heads; h++)
@@ -92,10 +102,15 @@ static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, double *bp
                 }
                 for (int64_t j = 0; j < lim; j++)
                     sum += p[j] = exp(s[j] - m);
-                double eP = 2 * emax + mp_gpu_atol(lim, 1) + 8 * U;
-                int64_t prow = ((n * g.heads + h) * g.T + i) * g.T;
-                for (int64_t j = 0; j < g.T; j++)
+                double eP = 2 * emax + mp_gpu_atol(lim, 1) + 8 * U +
+                            (flash ? rescale_err(g.T) : 0);
+                int64_t prow = ((n * g.heads + h) * g.T + i) * g.T, srow = prow / g.T * 2;
+                for (int64_t j = 0; j < g.T && bp; j++)
                     bp[prow + j] = j < lim ? eP * p[j] / sum : 0;
+                if (bs) { /* m within both scores' errors, l = sum e^(S - m) within 2 eP */
+                    bs[srow] = 2 * emax;
+                    bs[srow + 1] = 2 * eP * sum;
+                }
                 for (int64_t k = 0; k < g.dh; k++) {
                     double e = 0, top = 0;
                     for (int64_t j = 0; j < lim; j++) {
@@ -124,7 +139,7 @@ static void run_attn_forward(const op_case *c)
     if (!c->refused) {
         double *bp = op_zeros(mp_tensor_numel(&probs.host));
         double *bo = op_zeros(mp_tensor_numel(&out.host));
-        attn_fwd_bounds(c, &qkv, bp, bo);
+        attn_fwd_bounds(c, &qkv, false, bp, bo, NULL);
         mp_gpu_check_each(&probs, bp, mp_gpu_rtol(c->dt[1]), "%s: probs", c->name);
         mp_gpu_check_each(&out, bo, mp_gpu_rtol(c->dt[2]), "%s: out", c->name);
         free(bp), free(bo);
@@ -138,18 +153,21 @@ static void run_attn_forward(const op_case *c)
  * their absolute sum. dP' (sums over dh) is within (8 u dh + eo) sum_c |dO v|, dP is that times
  * the multiplier, the rowsum within sum_j e_dP P + 8 u lim sum_j |dP P|, and
  * dS = P (dP - rs) within P (e_dP + e_rs) + (2 eps(w) + 4 u) |dS|; dV, dQ and dK add their terms'
- * errors and their own sums' over T. */
+ * errors and their own sums' over T. With `flash` (the tiled ops): nothing is rounded to w, and
+ * each side recomputes P from its own S (2 e_S relative, plus an ulp of the exponential), which
+ * moves dV by that times P' |dO| and dS by that times |dS|. */
 static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_gpu_pair *probs,
-                            const mp_gpu_pair *dout, double *bx)
+                            const mp_gpu_pair *dout, bool flash, double *bx)
 {
     const mp_attn_desc *d = &c->u.attn;
     attn_dims g = dims_of(c);
     mp_dtype w = c->dt[0];
-    double ew = 2 * mp_test_eps(w), eo = c->dt[2] != w ? ew : 0;
-    bool own_p = d->dropout_p > 0 || c->dt[1] != w;
+    /* the tiled ops round neither dS, P' nor dout to w */
+    double ew = flash ? 0 : 2 * mp_test_eps(w), eo = c->dt[2] != w ? ew : 0;
+    bool own_p = !flash && (d->dropout_p > 0 || c->dt[1] != w);
     int64_t tt = g.T * g.T;
     double *P = op_zeros(tt), *PP = op_zeros(tt), *eP = op_zeros(tt);
-    double *dS = op_zeros(tt), *eS = op_zeros(tt);
+    double *dS = op_zeros(tt), *eS = op_zeros(tt), *rel = op_zeros(g.T);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t h = 0; h < g.heads; h++) {
             for (int64_t i = 0; i < g.T; i++) {
@@ -157,15 +175,22 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
                 double rs = 0, ers = 0, rabs = 0;
                 double *dp = dS + i * g.T, *edp = eS + i * g.T; /* dP, e_dP first */
                 for (int64_t j = 0; j < lim; j++) {
-                    double mult = mult_of(d, &g, n, h, i, j), acc = 0, abs = 0;
+                    double mult = mult_of(d, &g, n, h, i, j), acc = 0, abs = 0, sabs = 0;
                     for (int64_t k = 0; k < g.dh; k++) {
                         double t = op_hv(dout, (n * g.T + i) * g.D + h * g.dh + k) *
                                    op_hv(qkv, (n * g.T + j) * g.ld + 2 * g.D + h * g.dh + k);
                         acc += t, abs += fabs(t);
+                        sabs += flash ? fabs(op_hv(qkv, (n * g.T + i) * g.ld + h * g.dh + k) *
+                                             op_hv(qkv, (n * g.T + j) * g.ld + g.D + h * g.dh + k))
+                                      : 0;
                     }
+                    /* the tiled ops recompute P = e^(S - m) / l: each side's S within
+                     * 4 u dh sum |q k| / sqrt(dh), the exponential within an ulp */
+                    double ep = flash ? 8 * U * (double)g.dh * sabs * g.scale + 4 * U : 0;
                     P[i * g.T + j] = op_hv(probs, ((n * g.heads + h) * g.T + i) * g.T + j);
                     PP[i * g.T + j] = P[i * g.T + j] * mult;
-                    eP[i * g.T + j] = own_p ? ew * PP[i * g.T + j] : 0;
+                    eP[i * g.T + j] = (own_p ? ew : 0) * PP[i * g.T + j] + ep * PP[i * g.T + j];
+                    rel[j] = ep;
                     dp[j] = acc * mult;
                     edp[j] = (8 * U * (double)g.dh + eo) * abs * mult;
                     rs += dp[j] * P[i * g.T + j];
@@ -175,7 +200,7 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
                 ers += 8 * U * (double)lim * rabs;
                 for (int64_t j = 0; j < lim; j++) {
                     double pj = P[i * g.T + j], ds = pj * (dp[j] - rs);
-                    eS[i * g.T + j] = pj * (edp[j] + ers) + (ew + 4 * U) * fabs(ds);
+                    eS[i * g.T + j] = pj * (edp[j] + ers) + (ew + 4 * U + rel[j]) * fabs(ds);
                     dS[i * g.T + j] = ds;
                 }
                 for (int64_t j = lim; j < g.T; j++)
@@ -203,7 +228,7 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
                     bx[at + 2 * g.D] = ev + sumk * av;
                 }
         }
-    free(P), free(PP), free(eP), free(dS), free(eS);
+    free(P), free(PP), free(eP), free(dS), free(eS), free(rel);
 }
 
 /* dqkv from the reference's probs (uploaded, so both sides read the same P); dt = (qkv, probs,
@@ -229,11 +254,115 @@ static void run_attn_backward(const op_case *c)
             OP_T(&dqkv));
     if (!c->refused) {
         double *bx = op_zeros(mp_tensor_numel(&dqkv.host));
-        attn_bwd_bounds(c, &qkv, &probs, &dout, bx);
+        attn_bwd_bounds(c, &qkv, &probs, &dout, false, bx);
         mp_gpu_check_each(&dqkv, bx, mp_gpu_rtol(c->dt[3]), "%s: dqkv", c->name);
         free(bx);
     }
     OP_FREE(&qkv, &dout, &probs, &out, &dqkv);
+}
+
+/* The tiled forward: stats (FP32) and out from qkv on both sides; dt = (qkv, F32, out). Bounds:
+ * attn_fwd_bounds with FP32 probabilities (the tiled ops never round S or P) and the rescaling's
+ * error; stats: m within both sides' score errors, l within the probabilities' error. */
+static void run_flash_forward(const op_case *c)
+{
+    mp_rng r;
+    mp_rng_seed(&r, 603, c->seed);
+    int64_t qs[4], ps[4], os[4];
+    attn_shapes(c, qs, ps, os);
+    const int64_t ss[4] = {ps[0], ps[1], ps[2], 2};
+    mp_gpu_pair qkv = mp_gpu_random(c->dt[0], 4, qs, &r, -1, 1);
+    mp_gpu_pair stats = mp_gpu_poisoned(MP_F32, 4, ss), out = mp_gpu_poisoned(c->dt[2], 4, os);
+    OP_BOTH(c, attention_flash_forward, &c->u.attn, OP_T(&qkv), OP_T(&stats), OP_T(&out));
+    if (!c->refused) {
+        double *bo = op_zeros(mp_tensor_numel(&out.host));
+        double *bs = op_zeros(mp_tensor_numel(&stats.host));
+        attn_fwd_bounds(c, &qkv, true, NULL, bo, bs);
+        mp_gpu_check_each(&stats, bs, mp_gpu_rtol(MP_F32), "%s: stats", c->name);
+        mp_gpu_check_each(&out, bo, mp_gpu_rtol(c->dt[2]), "%s: out", c->name);
+        free(bo), free(bs);
+    }
+    OP_FREE(&qkv, &stats, &out);
+}
+
+/* The tiled backward from the reference's tiled forward (out and stats uploaded, so both sides
+ * read the same), dt = (qkv, F32, dout, dqkv), out in qkv's dtype. Bounds: attn_bwd_bounds with
+ * the probabilities of the (T, T) path in FP32 (their size) and the recomputed P's error. */
+static void run_flash_backward(const op_case *c)
+{
+    mp_rng r;
+    mp_rng_seed(&r, 604, c->seed);
+    int64_t qs[4], ps[4], os[4];
+    attn_shapes(c, qs, ps, os);
+    const int64_t ss[4] = {ps[0], ps[1], ps[2], 2};
+    mp_gpu_pair qkv = mp_gpu_random(c->dt[0], 4, qs, &r, -1, 1);
+    mp_gpu_pair dout = mp_gpu_random(c->dt[2], 4, os, &r, -1, 1);
+    mp_gpu_pair stats = mp_gpu_pair_alloc(MP_F32, 4, ss), out = mp_gpu_pair_alloc(c->dt[0], 4, os);
+    mp_gpu_pair probs = mp_gpu_pair_alloc(MP_F32, 4, ps), o32 = mp_gpu_pair_alloc(MP_F32, 4, os);
+    mp_gpu_pair dqkv = mp_gpu_poisoned(c->dt[3], 4, qs);
+    if (!c->refused) {
+        assert_int_equal(op_ref->attention_flash_forward(&c->u.attn, &qkv.host, &stats.host,
+                                                         &out.host),
+                         MP_OK);
+        assert_int_equal(op_ref->attention_forward(&c->u.attn, &qkv.host, &probs.host,
+                                                   &o32.host),
+                         MP_OK);
+        mp_gpu_upload(&stats);
+        mp_gpu_upload(&out);
+    }
+    OP_BOTH(c, attention_flash_backward, &c->u.attn, OP_T(&qkv), OP_T(&out), OP_T(&stats),
+            OP_T(&dout), OP_T(&dqkv));
+    if (!c->refused) {
+        double *bx = op_zeros(mp_tensor_numel(&dqkv.host));
+        attn_bwd_bounds(c, &qkv, &probs, &dout, true, bx);
+        mp_gpu_check_each(&dqkv, bx, mp_gpu_rtol(c->dt[3]), "%s: dqkv", c->name);
+        free(bx);
+    }
+    OP_FREE(&qkv, &dout, &stats, &out, &probs, &o32, &dqkv);
+}
+
+/* Adds the tiled ops' forward and backward cases of one geometry: qkv, out, dout and dqkv of
+ * dtype t, or (mixed) out, dout and dqkv FP32 beside half qkv. */
+static void add_flash(mp_dtype t, bool mixed, const int64_t shape[4], int heads, bool causal,
+                      double p, bool refused)
+{
+    mp_attn_desc d = {.heads = heads, .causal = causal, .dropout_p = p, .seed = 8765, .offset = 7};
+    mp_dtype o = mixed ? MP_F32 : t;
+    const mp_dtype dts[2][4] = {{t, MP_F32, o, MP_F32}, {t, MP_F32, o, o}};
+    for (int b = 0; b < 2; b++) {
+        op_case c = {.run = b ? run_flash_backward : run_flash_forward, .u.attn = d,
+                     .refused = refused};
+        for (int i = 0; i < 4; i++)
+            c.dt[i] = dts[b][i], c.shape[i] = shape[i];
+        op_add(c, b ? "attention_flash_backward" : "attention_flash_forward", b ? 4 : 3, 4,
+               "heads %d%s dropout %g%s", heads, causal ? " causal" : "", p,
+               refused ? " (refused)" : "");
+    }
+}
+
+/* The tiled ops over T = 1, 7, 129 and 1000 tokens (one key tile, several, a partial one), two
+ * heads of D = 12 and one of 64 and of 128 (T = 129: MP_ATTN_FLASH_MAX_DH), causal or not, dropout 0 or 0.1, in each dtype; FP32
+ * outputs of half qkv; an empty batch; a head wider than MP_ATTN_FLASH_MAX_DH (refused). */
+static void op_cases_flash(void)
+{
+    static const int64_t hw[4][2] = {{1, 1}, {7, 1}, {3, 43}, {40, 25}};
+    for (int k = 0; k < MP_GPU_NDTYPES; k++)
+        for (int mode = 0; mode < 4; mode++) {
+            bool causal = mode & 1;
+            double p = mode & 2 ? 0.1 : 0.0;
+            for (int s = 0; s < 4; s++) {
+                const int64_t shape[4] = {s == 3 ? 1 : 2, hw[s][0], hw[s][1], 12};
+                add_flash(mp_gpu_dtypes[k], false, shape, 2, causal, p, false);
+            }
+            const int64_t wide[4] = {1, 3, 43, 64}, widest[4] = {1, 3, 43, 128};
+            add_flash(mp_gpu_dtypes[k], false, wide, 1, causal, p, false);
+            add_flash(mp_gpu_dtypes[k], false, widest, 1, causal, p, false); /* dh = 128 */
+        }
+    const int64_t mixed[4] = {2, 3, 11, 12}, empty[4] = {0, 3, 1, 12}, huge[4] = {1, 2, 1, 129};
+    add_flash(MP_F16, true, mixed, 3, true, 0.1, false);
+    add_flash(MP_BF16, true, mixed, 3, false, 0.0, false);
+    add_flash(MP_F16, false, empty, 2, true, 0.1, false);
+    add_flash(MP_F32, false, huge, 1, false, 0.0, true); /* dh = 129 */
 }
 
 /* Adds the forward and backward cases of one geometry and dtype set: fwd = (qkv, probs, out),
@@ -289,4 +418,5 @@ void op_cases_attn(void)
     const int64_t empty[4] = {0, 3, 1, 12}, odd[4] = {2, 3, 1, 12};
     add_attn(hf, hb, empty, 2, true, 0.1, false); /* no sequences: nothing to do */
     add_attn(hf, hb, odd, 5, false, 0.0, true);   /* 5 heads do not divide D = 12 */
+    op_cases_flash();
 }

@@ -56,7 +56,7 @@ grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null ||
 # What the build, the tests (h5dump, h5diff, mpirun) and the training run need.
 want=(libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libcmocka-dev libconfig-dev zlib1g-dev
       libopenblas-dev libcjson-dev pkgconf)
-[ "${MPDIST_GPU_DATA:-1}" = 0 ] || want+=(dataset-fashion-mnist)
+[ "${MPDIST_GPU_DATA:-1}" = 0 ] || want+=(dataset-fashion-mnist fortunes)
 read -ra extra <<<"${MPDIST_GPU_EXTRA:-}"
 # libunistring2 (for libidn2, under HDF5's libcurl): the Ubuntu 24.04 GPU image lacks it.
 always=(zlib1g libunistring2 ${extra[@]+"${extra[@]}"})
@@ -173,7 +173,7 @@ for deb in "${debs[@]}"; do
   dpkg-deb -R "$deb" "$tmp/stage/$name"
   echo 0 >"$tmp/meta/$name.bytes"
   : >"$tmp/meta/$name.links"
-  case $name in dataset-fashion-mnist_*) continue ;; esac
+  case $name in dataset-fashion-mnist_* | fortunes_*) continue ;; esac
   args=(-false)
   for pattern in "${trim[@]}"; do args+=(-o -path "$pattern"); done
   (cd "$tmp/stage/$name" && find . -path ./DEBIAN -prune -o \( "${args[@]}" -o \( -path './usr/share/doc/*' \

@@ -33,6 +33,12 @@
 #                             $OUT/gpu-step-table.txt and .csv, every run to $OUT/gpu-step-raw.csv.
 #                             MPDIST_GPU_STEP_* settings (models, batches, rows, PyTorch modes,
 #                             steps, rounds) pass through to it
+#   MPDIST_GPU_GPT=1          then the transformers (tests/gpu/transformers.sh --device cuda: gpt
+#                             and vit at O0, O2 fp16 and O2 bf16 for 200 steps, each logged loss
+#                             within the CPU's band of bench/results/cpu-band-*.csv; GPT-2 small's
+#                             shape, context 1024, 30 steps with tiled and (T, T) attention);
+#                             report to $OUT/transformers/transformers.txt. Needs the fortunes
+#                             text (packed by pack-deps.sh with the data)
 #   MPDIST_GPU_INF=1          then inference per precision on the GPU (bench/inference.sh with
 #                             --set amp.device=cuda: fp32, fp16 and fp16 with FP32 BatchNorm
 #                             exports of cnn_bn, resnet20 and resnext); table to
@@ -60,6 +66,7 @@ nccl="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
+gpt="not run (MPDIST_GPU_GPT=1 runs it)"
 failures=0 build_rc=1 tests_rc=1 train_rc=1
 
 summary() {
@@ -70,7 +77,7 @@ summary() {
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
     "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" "gpu step:" "$gpu_step" \
-    "inference:" "$inference" "log:" "$log"
+    "transformers:" "$gpt" "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -101,7 +108,8 @@ write_report() {
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
     printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" \
-      "gpu step:" "$gpu_step" "inference:" "$inference" "log:" "$log" "result:" "$1"
+      "gpu step:" "$gpu_step" "transformers:" "$gpt" "inference:" "$inference" "log:" "$log" \
+      "result:" "$1"
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
   } >"$report"
 }
@@ -420,6 +428,21 @@ if [ "${MPDIST_GPU_STEP:-0}" = 1 ] && [ "$build_state" = ok ]; then
   [ "$step_rc" -eq 0 ] || fail "gpu step benchmark: a run failed or a goal was missed"
 elif [ "${MPDIST_GPU_STEP:-0}" = 1 ]; then
   gpu_step="not run (build failed)"
+fi
+
+# tests/gpu/transformers.sh: gpt and vit against the CPU's loss band, GPT-2 small's shape (issue 49).
+fortunes=$prefix/usr/share/games/fortunes
+[ -d "$fortunes" ] || fortunes=/usr/share/games/fortunes
+gpt_out=${OUT:-$build}/transformers
+do_gpt() { bash tests/gpu/transformers.sh --device cuda "$build" "$fortunes" "$data" "$gpt_out"; }
+if [ "${MPDIST_GPU_GPT:-0}" = 1 ] && [ "$build_state" = ok ] && [ -n "$data" ] && [ -d "$fortunes" ]; then
+  echo "== transformers on the GPU: gpt, vit against the CPU band; GPT-2 small's shape"
+  gpt_rc=1
+  step gpt_rc do_gpt
+  gpt="$(grep -c '^PASS' "$gpt_out/transformers.txt" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$gpt_out/transformers.txt" 2>/dev/null || true) failed (exit $gpt_rc; $gpt_out/transformers.txt)"
+  [ "$gpt_rc" -eq 0 ] || fail "transformers stage failed"
+elif [ "${MPDIST_GPU_GPT:-0}" = 1 ]; then
+  gpt="not run (build failed, or no Fashion-MNIST or fortunes text)"
 fi
 
 # bench/inference.sh on the GPU: each model trained at O0, exported three ways, evaluated.

@@ -7,9 +7,10 @@
  *                                 host_memory false, so the table and its harness run through
  *                                 mem_alloc and the copies exactly as on a GPU, where no GPU is
  *   test_op_table cpu-staged --sabotage   (test_op_table_sabotage, label unit) the staged
- *                                 backend with three ops broken on purpose (a missing write, a
- *                                 write past the end, a wrong bit): passes only when the harness
- *                                 fails cases of each, so a harness that cannot fail is caught
+ *                                 backend with four ops broken on purpose (a missing write, a
+ *                                 write past the end, a wrong bit, tiled attention 1% off):
+ *                                 passes only when the harness fails cases of each, so a
+ *                                 harness (or a bound) that cannot fail is caught
  * Options: --list prints the cases; a last argument PATTERN runs only the tests whose names
  * match it (CMocka's filter: '*' and '?' wildcards). */
 #include "tests/gpu/op_table.h"
@@ -173,8 +174,8 @@ static void test_memory(void **state)
     assert_int_equal(mp_mem_current(MP_MEM_DATA), base);
 }
 
-/* The sabotaged backend (--sabotage): the staged CPU backend with three ops broken, one for
- * each kind of error the harness must see. */
+/* The sabotaged backend (--sabotage): the staged CPU backend with four ops broken, one for
+ * each kind of error the harness must see, and one for the tiled attention's bounds. */
 static const mp_ops *intact;
 
 static mp_status relu_missing_write(const mp_tensor *x, mp_tensor *y)
@@ -208,6 +209,22 @@ static mp_status convert_wrong_bit(const mp_tensor *src, mp_tensor *dst)
     return intact->copy_in(at, &byte, 1);
 }
 
+/* The tiled attention's middle output 1% off (what a lost rescale or a skipped key tile does to a
+ * row): the bounds of op_table_attn.c must be tighter than that. */
+static mp_status flash_one_percent(const mp_attn_desc *d, const mp_tensor *qkv, mp_tensor *stats,
+                                   mp_tensor *out)
+{
+    MP_TRY(intact->attention_flash_forward(d, qkv, stats, out));
+    int64_t n = mp_tensor_numel(out);
+    if (n == 0)
+        return MP_OK;
+    double v;
+    char *at = (char *)out->data + (size_t)(n / 2) * mp_dtype_size(out->dtype);
+    MP_TRY(intact->copy_out(&v, at, mp_dtype_size(out->dtype)));
+    mp_store(&v, out->dtype, 0, 1.01 * mp_load(&v, out->dtype, 0) + 0x1p-10);
+    return intact->copy_in(at, &v, mp_dtype_size(out->dtype));
+}
+
 /* Runs the cases of each sabotaged op; returns 0 when every sabotage failed at least one. */
 static int sabotage(const char *pattern)
 {
@@ -218,15 +235,17 @@ static int sabotage(const char *pattern)
     broken.relu_forward = relu_missing_write;
     broken.fill = fill_past_end;
     broken.convert = convert_wrong_bit;
+    broken.attention_flash_forward = flash_one_percent;
     op_uut = &broken;
     if (pattern)
         cmocka_set_test_filter(pattern);
-    static const char *const ops[3] = {"relu_forward ", "fill ", "convert "};
+    static const char *const ops[4] = {"relu_forward ", "fill ", "convert ",
+                                       "attention_flash_forward "};
     struct CMUnitTest *tests = calloc((size_t)ncases + 1, sizeof *tests);
     if (!tests)
         return 1;
     int missed = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         size_t n = 0;
         for (int i = 0; i < ncases; i++)
             if (strncmp(table[i].name, ops[k], strlen(ops[k])) == 0)

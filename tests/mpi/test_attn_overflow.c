@@ -6,7 +6,9 @@
  * skip to a loss close to the clean run's, and both ranks end with bitwise equal parameters.
  * The same run without the injection skips nothing, so the skip is the overflow's. The model
  * (model.layers) is a patch embedding with one attention layer and no LayerNorm before it, so
- * the input's scale reaches the logits. */
+ * the input's scale reaches the logits. That layer runs the (T, T) path (attention =
+ * "matrix"), which rounds the logits to fp16; the tiled path (the default) keeps them in FP32,
+ * and the same injection leaves its saved row statistics finite (test_o1_fp16_tiled). */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 
@@ -21,7 +23,7 @@ static mp_comm comm;
 
 enum { INJECT_AT = 8, STEPS = 40 };
 
-static void setup(mp_trainer *t, mp_config *cfg, const char *level)
+static void setup(mp_trainer *t, mp_config *cfg, const char *level, const char *attention)
 {
     char path[512], text[2048], lv[64];
     snprintf(path, sizeof path, "%s/attn.cfg", mp_test_dir("attn_overflow"));
@@ -31,7 +33,7 @@ static void setup(mp_trainer *t, mp_config *cfg, const char *level)
              "  { type = \"conv2d\"; name = \"patch\"; out = 48; kernel = 7; stride = 7; },\n"
              "  { type = \"posembed\"; name = \"pos\"; },\n"
              "  { type = \"linear\"; name = \"qkv\"; out = 144; per_token = true; },\n"
-             "  { type = \"attention\"; name = \"attn\"; heads = 4; },\n"
+             "  { type = \"attention\"; name = \"attn\"; heads = 4; attention = \"%s\"; },\n"
              "  { type = \"linear\"; name = \"proj\"; out = 48; per_token = true; },\n"
              "  { type = \"gavgpool\"; name = \"pool\"; },\n"
              "  { type = \"linear\"; name = \"head\"; out = 10; }); };\n"
@@ -39,7 +41,7 @@ static void setup(mp_trainer *t, mp_config *cfg, const char *level)
              "amp: { half = \"fp16\"; growth_interval = 1000; };\n"
              "train: { epochs = 100; seed = 5; max_steps = %d; eval_every = 0; };\n"
              "log: { progress = \"none\"; every = 1; };\n",
-             STEPS);
+             attention, STEPS);
     mp_test_write_file(path, text, strlen(text), 0);
     snprintf(lv, sizeof lv, "amp.opt_level=%s", level);
     const char *sets[1] = {lv};
@@ -53,6 +55,7 @@ static void setup(mp_trainer *t, mp_config *cfg, const char *level)
 
 typedef struct probe {
     bool inject;
+    const char *attention; /* the layer's path: "matrix" or "flash" */
     int qkv_finite, probs_nonfinite; /* at the injected step, on the injecting rank */
     double scale_before, scale_after;
     double final_loss;
@@ -97,7 +100,7 @@ static int64_t run(const char *level, probe *p)
 {
     mp_trainer t;
     mp_config cfg;
-    setup(&t, &cfg, level);
+    setup(&t, &cfg, level, p->attention);
     t.before_forward = scale_batch;
     t.after_reduce = look;
     t.hook_arg = p;
@@ -121,9 +124,9 @@ static int64_t run(const char *level, probe *p)
 
 static void check_level(const char *level)
 {
-    probe clean = {.inject = false};
+    probe clean = {.inject = false, .attention = "matrix"};
     assert_int_equal(run(level, &clean), 0);
-    probe p = {.inject = true};
+    probe p = {.inject = true, .attention = "matrix"};
     int64_t skipped = run(level, &p);
     if (skipped != 1)
         fail_msg("%s: %lld steps skipped on rank %d, want exactly the injected one", level,
@@ -152,9 +155,23 @@ static void test_o2_fp16(void **state)
     check_level("O2");
 }
 
+/* The tiled path under the same injection: q and k as finite as before, and the saved row
+ * statistics (FP32 maximum and sum) finite too, where the (T, T) path's fp16 logits were not. */
+static void test_o1_fp16_tiled(void **state)
+{
+    (void)state;
+    probe p = {.inject = true, .attention = "flash"};
+    run("O1", &p);
+    if (comm.rank == comm.size - 1) {
+        assert_true(p.qkv_finite);
+        assert_false(p.probs_nonfinite);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_o1_fp16),
-                                       cmocka_unit_test(test_o2_fp16)};
+                                       cmocka_unit_test(test_o2_fp16),
+                                       cmocka_unit_test(test_o1_fp16_tiled)};
     return mp_test_mpi_run(&comm, &argc, &argv, tests);
 }

@@ -242,6 +242,7 @@ static void test_transformer_layers(void **state)
               "    { type = \"transformer\"; heads = 4; causal = true; p = 0.1; eps = 1e-6; },\n"
               "    { type = \"layernorm\"; },\n"
               "    { type = \"attention\"; },\n"
+              "    { type = \"attention\"; attention = \"matrix\"; },\n"
               "    { type = \"gelu\"; },\n"
               "    { type = \"linear\"; out = 48; per_token = true; },\n"
               "    { type = \"linear\"; out = 300; tie = true; name = \"head\"; }\n"
@@ -250,7 +251,7 @@ static void test_transformer_layers(void **state)
     mp_config c;
     load_ok(&c, path, NULL, 0);
     const mp_layer_spec *l = c.model.layers;
-    assert_int_equal(c.model.nlayers, 8);
+    assert_int_equal(c.model.nlayers, 9);
     assert_int_equal(l[0].out, 16);
     assert_int_equal(l[0].vocab, 300);
     assert_string_equal(l[1].type, "posembed");
@@ -262,11 +263,13 @@ static void test_transformer_layers(void **state)
     assert_int_equal(l[4].heads, 1);
     assert_false(l[4].causal);
     assert_true(l[4].p == 0.0);
-    assert_true(l[6].per_token);
-    assert_false(l[6].tie);
-    assert_true(l[7].tie);
-    assert_false(l[7].per_token);
-    assert_int_equal(l[7].vocab, 0);
+    assert_string_equal(l[4].attention, "flash"); /* the default */
+    assert_string_equal(l[5].attention, "matrix");
+    assert_true(l[7].per_token);
+    assert_false(l[7].tie);
+    assert_true(l[8].tie);
+    assert_false(l[8].per_token);
+    assert_int_equal(l[8].vocab, 0);
     mp_config_free(&c);
     round_trip(path, NULL, 0, "gpt_layers_out.cfg");
 

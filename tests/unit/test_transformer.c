@@ -4,13 +4,15 @@
  * embedding, so the shared weight's gradient is the sum of both uses) and of a tiny ViT (patch
  * convolution, position embedding, a non-causal block, LayerNorm, mean pooling, linear); the
  * causal mask through a whole block (a later position never reaches an earlier output, exactly);
- * the presets' parameter counts against hand-computed totals; and the dtypes the opt levels give
- * a transformer's layers. */
+ * the presets' parameter counts against hand-computed totals; the dtypes the opt levels give
+ * a transformer's layers; and the attention's saved bytes against the context (linear when
+ * tiled). Every model-level check runs with tiled attention (the default) and the (T, T) path. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "engine/alloc.h"
 #include "engine/model.h"
 #include "engine/presets.h"
 #include "engine/rng.h"
@@ -62,12 +64,15 @@ static mp_layer_spec spec(const char *type, const char *name)
 static void test_gpt_gradients(void **state)
 {
     (void)state;
-    mp_preset_args pa = {.depth = 1, .dim = 8, .heads = 2, .dropout = 0.25};
-    mp_layer_spec specs[MP_MAX_LAYERS];
-    int n = mp_preset_specs("gpt", &pa, 11, specs);
-    assert_true(n > 0);
-    const int64_t in[3] = {1, 5, 1};
-    check_model(specs, n, in, 11, true);
+    for (int matrix = 0; matrix < 2; matrix++) { /* tiled attention, then the (T, T) path */
+        mp_preset_args pa = {.depth = 1, .dim = 8, .heads = 2, .dropout = 0.25,
+                             .matrix_attention = matrix};
+        mp_layer_spec specs[MP_MAX_LAYERS];
+        int n = mp_preset_specs("gpt", &pa, 11, specs);
+        assert_true(n > 0);
+        const int64_t in[3] = {1, 5, 1};
+        check_model(specs, n, in, 11, true);
+    }
 }
 
 static void test_vit_gradients(void **state)
@@ -176,7 +181,7 @@ static void test_preset_counts(void **state)
 
 /* The dtypes of a transformer's activations: the residual stream in the weights' dtype, GEMM
  * outputs in the compute dtype, LayerNorm's output FP32 at O1 (autocast's rule), attention
- * probabilities in the compute dtype; LayerNorm parameters FP32 unless O3 drops them. A
+ * probabilities in the compute dtype (the tiled path's row statistics in FP32); LayerNorm parameters FP32 unless O3 drops them. A
  * training step runs at every level, with dropout (at O1 the branches' last dropout gets its
  * gradient from the FP32 residual sum). */
 static void test_opt_level_dtypes(void **state)
@@ -184,10 +189,12 @@ static void test_opt_level_dtypes(void **state)
     (void)state;
     mp_preset_args pa = {.depth = 1, .dim = 16, .heads = 2, .dropout = 0.1};
     mp_layer_spec specs[MP_MAX_LAYERS];
-    int n = mp_preset_specs("gpt", &pa, 256, specs);
     const int64_t in[3] = {1, 8, 1};
     const mp_opt_level levels[4] = {MP_O0, MP_O1, MP_O2, MP_O3};
-    for (int i = 0; i < 4; i++) {
+    for (int k = 0; k < 8; k++) { /* tiled attention, then the (T, T) path */
+        int i = k % 4;
+        pa.matrix_attention = k >= 4;
+        int n = mp_preset_specs("gpt", &pa, 256, specs);
         mp_amp_defaults d = mp_amp_level_defaults(levels[i], MP_BF16);
         mp_amp_policy a = mp_amp_resolve(levels[i], MP_BF16, d.keep_batchnorm_fp32,
                                          d.master_weights, d.loss_scale, false);
@@ -202,7 +209,8 @@ static void test_opt_level_dtypes(void **state)
         assert_int_equal(m.acts[3].dtype, stream);
         assert_int_equal(b->acts[0][0].dtype, levels[i] == MP_O1 ? MP_F32 : stream); /* ln1 */
         assert_int_equal(b->acts[0][1].dtype, compute);                            /* qkv */
-        assert_int_equal(b->layers[0][2].save.dtype, compute);                     /* probs */
+        assert_int_equal(b->layers[0][2].save.dtype, /* the row statistics, or the probs */
+                         pa.matrix_attention ? compute : MP_F32);
         assert_int_equal(m.params.groups[MP_GROUP_NORM].spec.model,
                          levels[i] == MP_O3 ? MP_BF16 : MP_F32);
         const mp_tensor *z;
@@ -222,6 +230,50 @@ static void test_opt_level_dtypes(void **state)
         mp_tensor_free(&dz);
         mp_tensor_free(&x);
         mp_model_free(&m);
+    }
+}
+
+/* A gpt block's attention layer over contexts T = 128, 256, 512, 1024 (batch 2, 4 heads of
+ * width 128, O2 bf16): its saved tensor, as the model allocates it (the allocator's activation
+ * counter), grows linearly in T with the tiled ops (2 FP32 numbers per token and head: 8x the
+ * tokens, 8x the bytes) and as T^2 with the (T, T) path, which the check tells apart. */
+static int64_t saved_bytes(bool matrix, int64_t T)
+{
+    mp_preset_args pa = {.depth = 1, .dim = 128, .heads = 4, .matrix_attention = matrix};
+    mp_layer_spec specs[MP_MAX_LAYERS];
+    int n = mp_preset_specs("gpt", &pa, 256, specs);
+    const int64_t in[3] = {1, T, 1};
+    mp_amp_defaults d = mp_amp_level_defaults(MP_O2, MP_BF16);
+    mp_amp_policy a = mp_amp_resolve(MP_O2, MP_BF16, d.keep_batchnorm_fp32, d.master_weights,
+                                     d.loss_scale, false);
+    mp_model m;
+    int64_t before = mp_mem_current(MP_MEM_ACTIVATIONS);
+    assert_int_equal(mp_model_build(&m, mp_backend_cpu(), specs, n, in, 256, 2, &a), MP_OK);
+    int b = 0;
+    while (!m.layers[b].block) /* blocks.0 */
+        b++;
+    const mp_tensor *save = &m.layers[b].block->layers[0][2].save; /* its attn */
+    int64_t acts = mp_mem_current(MP_MEM_ACTIVATIONS) - before, bytes = mp_tensor_bytes(save);
+    assert_true(bytes > 0 && bytes < acts); /* counted among the activations */
+    assert_int_equal(bytes, matrix ? 2 * 4 * T * T * 2 : 2 * 4 * T * 2 * 4);
+    mp_model_free(&m);
+    assert_int_equal(mp_mem_current(MP_MEM_ACTIVATIONS), before);
+    return bytes;
+}
+
+static void test_attention_memory_linear(void **state)
+{
+    (void)state;
+    int64_t tiled[4], full[4];
+    for (int k = 0; k < 4; k++) {
+        tiled[k] = saved_bytes(false, 128 << k);
+        full[k] = saved_bytes(true, 128 << k);
+        print_message("T = %d: attention saves %lld bytes tiled, %lld as (T, T)\n", 128 << k,
+                      (long long)tiled[k], (long long)full[k]);
+    }
+    for (int k = 1; k < 4; k++) {
+        assert_int_equal(tiled[k], 2 * tiled[k - 1]); /* linear */
+        assert_int_equal(full[k], 4 * full[k - 1]);   /* quadratic */
     }
 }
 
@@ -256,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_gpt_gradients),   cmocka_unit_test(test_vit_gradients),
         cmocka_unit_test(test_causal_block),    cmocka_unit_test(test_preset_counts),
         cmocka_unit_test(test_opt_level_dtypes), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_attention_memory_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
