@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench/bench_args.h"
+
 #include "engine/backend_cpu/isa.h"
 #include "engine/clock.h"
 #include "engine/dtype.h"
@@ -42,19 +44,10 @@ static void check(mp_status s, const char *what)
     }
 }
 
-/* argv[i] as an integer in [1, 4096], or `dflt` when there is no argv[i]; -1 when it is not. */
-static int count_arg(int argc, char **argv, int i, int dflt)
-{
-    if (i >= argc)
-        return dflt;
-    char *end = NULL;
-    long v = strtol(argv[i], &end, 10);
-    return end != argv[i] && *end == '\0' && v >= 1 && v <= 4096 ? (int)v : -1;
-}
-
 int main(int argc, char **argv)
 {
-    int threads = count_arg(argc, argv, 1, 2), reps = count_arg(argc, argv, 2, 20);
+    int threads = mp_bench_count_arg(argc, argv, 1, 2);
+    int reps = mp_bench_count_arg(argc, argv, 2, 20);
     int level = argc > 3 && argv[3][0] >= '0' && argv[3][0] <= '3' && !argv[3][1]
                     ? argv[3][0] - '0'
                     : argc > 3 ? -1 : MP_ISA_AVX512BF16;

@@ -68,6 +68,22 @@ __device__ static void stage(const flash_args &a, const void *qkv, int pa, int p
     }
 }
 
+/* The end of the keys that the block of query rows from i0 attends to (under the causal mask,
+ * those of its last row). */
+__device__ static int64_t keys_end(const flash_args &a, int64_t i0)
+{
+    int64_t last = i0 + MP_FLASH_THREADS < a.T ? i0 + MP_FLASH_THREADS : a.T;
+    return a.causal ? last : a.T;
+}
+
+/* The columns of key tile [j0, j0 + MP_FLASH_TILE) that row i attends to (<= 0: none; rows past
+ * T: none). */
+__device__ static int64_t tile_cols(const flash_args &a, int64_t i, int64_t j0)
+{
+    int64_t j1 = j0 + MP_FLASH_TILE < a.T ? j0 + MP_FLASH_TILE : a.T;
+    return i < a.T ? mp_attn_flash_cols(a.causal, i, j0, j1) : 0;
+}
+
 /* The forward: block (row tile, h, n), a thread per query row i. */
 __global__ static void k_flash_fwd(flash_args a, const void *qkv, void *stats, void *out)
 {
@@ -79,14 +95,11 @@ __global__ static void k_flash_fwd(flash_args a, const void *qkv, void *stats, v
         q[c] = i < a.T ? qkv_at(a, qkv, n, i, 0, h, c) : 0.0f;
         acc[c] = 0.0f;
     }
-    int64_t last = i0 + MP_FLASH_THREADS < a.T ? i0 + MP_FLASH_THREADS : a.T;
-    int64_t jend = a.causal ? last : a.T;
-    for (int64_t j0 = 0; j0 < jend; j0 += MP_FLASH_TILE) {
+    for (int64_t j0 = 0; j0 < keys_end(a, i0); j0 += MP_FLASH_TILE) {
         __syncthreads();
         stage(a, qkv, 1, 2, NULL, a.w, n, h, j0, ks, vs);
         __syncthreads();
-        int64_t j1 = j0 + MP_FLASH_TILE < a.T ? j0 + MP_FLASH_TILE : a.T;
-        int64_t lim = i < a.T ? mp_attn_flash_cols(a.causal, i, j0, j1) : 0;
+        int64_t lim = tile_cols(a, i, j0);
         if (lim <= 0)
             continue;
         float s[MP_FLASH_TILE], tmax = -INFINITY;
@@ -157,14 +170,11 @@ __global__ static void k_flash_dq(flash_args a, const void *qkv, const void *o, 
                         : 0.0f;
         dq[c] = 0.0f;
     }
-    int64_t last = i0 + MP_FLASH_THREADS < a.T ? i0 + MP_FLASH_THREADS : a.T;
-    int64_t jend = a.causal ? last : a.T;
-    for (int64_t j0 = 0; j0 < jend; j0 += MP_FLASH_TILE) {
+    for (int64_t j0 = 0; j0 < keys_end(a, i0); j0 += MP_FLASH_TILE) {
         __syncthreads();
         stage(a, qkv, 1, 2, NULL, a.w, n, h, j0, ks, vs);
         __syncthreads();
-        int64_t j1 = j0 + MP_FLASH_TILE < a.T ? j0 + MP_FLASH_TILE : a.T;
-        int64_t lim = i < a.T ? mp_attn_flash_cols(a.causal, i, j0, j1) : 0;
+        int64_t lim = tile_cols(a, i, j0);
         for (int64_t j = 0; j < lim; j++) {
             float s = 0.0f, dp = 0.0f;
             for (int64_t c = 0; c < a.dh; c++) {

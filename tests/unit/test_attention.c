@@ -7,6 +7,7 @@
  * finite; softmax rows summing to 1 within their rounding, masked entries exactly 0; and the
  * shapes and dtypes the op refuses. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_attn.h"
 #include "tests/util/test_fd.h"
 
 #include <math.h>
@@ -25,18 +26,6 @@
 static const mp_ops *ops;
 
 static const mp_dtype all_dtypes[4] = {MP_F64, MP_F32, MP_F16, MP_BF16};
-
-static mp_attn_desc desc(int heads, bool causal, double p)
-{
-    mp_attn_desc d;
-    memset(&d, 0, sizeof d);
-    d.heads = heads;
-    d.causal = causal;
-    d.dropout_p = p;
-    d.seed = 1234;
-    d.offset = 77;
-    return d;
-}
 
 /* The tensors of one call: qkv (N, H, W, 3D), probs (N, heads, T, T), out (N, H, W, D) and the
  * gradients, all of dtype dt; the outputs start as NaN. */
@@ -69,22 +58,6 @@ static void set_free(attn_set *s)
     mp_tensor_free(&s->probs);
     mp_tensor_free(&s->out);
     mp_tensor_free(&s->dout);
-}
-
-static void fill(mp_tensor *t, mp_rng *r, double lo, double hi)
-{
-    for (int64_t i = 0; i < mp_tensor_numel(t); i++)
-        mp_store(t->data, t->dtype, (size_t)i, lo + (hi - lo) * mp_rng_uniform(r));
-}
-
-static double *values(const mp_tensor *t)
-{
-    int64_t n = mp_tensor_numel(t);
-    double *v = malloc((size_t)(n + 1) * sizeof *v);
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = mp_load(t->data, t->dtype, (size_t)i);
-    return v;
 }
 
 /* v rounded to dt. */
@@ -154,13 +127,14 @@ static void test_forward_reference(void **state)
                 for (int mode = 0; mode < 4; mode++) {
                     mp_dtype dt = all_dtypes[di];
                     bool causal = mode & 1;
-                    mp_attn_desc d = desc(heads, causal, mode & 2 ? 0.1 : 0.0);
+                    mp_attn_desc d = mp_test_attn_desc(heads, causal, mode & 2 ? 0.1 : 0.0);
                     attn_set s = set_alloc(dt, 2, hw[ti][0], hw[ti][1], 12, heads);
-                    fill(&s.qkv, &r, -1, 1);
+                    mp_test_fill(&s.qkv, &r, -1, 1);
                     assert_int_equal(ops->attention_forward(&d, &s.qkv, &s.probs, &s.out),
                                      MP_OK);
                     int64_t np = mp_tensor_numel(&s.probs), no = mp_tensor_numel(&s.out);
-                    double *x = values(&s.qkv), *p = values(&s.probs), *o = values(&s.out);
+                    double *x = mp_test_values(&s.qkv), *p = mp_test_values(&s.probs);
+                    double *o = mp_test_values(&s.out);
                     double *pr = malloc((size_t)np * sizeof *pr);
                     double *orf = malloc((size_t)no * sizeof *orf);
                     assert_non_null(pr);
@@ -212,10 +186,10 @@ static void test_gradcheck(void **state)
     mp_rng r;
     mp_rng_seed(&r, 32, 0);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        mp_attn_desc d = desc(cases[c].heads, cases[c].causal, cases[c].p);
+        mp_attn_desc d = mp_test_attn_desc(cases[c].heads, cases[c].causal, cases[c].p);
         attn_set s = set_alloc(MP_F64, 2, 2, 3, 6, cases[c].heads);
-        fill(&s.qkv, &r, -1.5, 1.5);
-        fill(&s.dout, &r, -1, 1);
+        mp_test_fill(&s.qkv, &r, -1.5, 1.5);
+        mp_test_fill(&s.dout, &r, -1, 1);
         const double *rv = s.dout.data;
         loss(&d, &s, rv);
         assert_int_equal(ops->attention_backward(&d, &s.qkv, &s.probs, &s.dout, &s.dqkv),
@@ -245,10 +219,10 @@ static void test_causal_mask(void **state)
         for (int mode = 0; mode < 3; mode++) {
             mp_dtype dt = all_dtypes[di];
             bool causal = mode < 2;
-            mp_attn_desc d = desc(2, causal, mode == 1 ? 0.2 : 0.0);
+            mp_attn_desc d = mp_test_attn_desc(2, causal, mode == 1 ? 0.2 : 0.0);
             attn_set s = set_alloc(dt, 2, 7, 10, 8, 2);
             int64_t T = s.T, D = s.D, row = 3 * D;
-            fill(&s.qkv, &r, -2, 2);
+            mp_test_fill(&s.qkv, &r, -2, 2);
             assert_int_equal(ops->attention_forward(&d, &s.qkv, &s.probs, &s.out), MP_OK);
             int64_t leaked = 0;
             for (int64_t t = 0; t < T; t++) {
@@ -277,7 +251,7 @@ static void test_causal_mask(void **state)
                 continue;
             }
             for (int64_t t = 0; t + 1 < T; t += 9) { /* new values after t: out[<= t] stays */
-                double *before = values(&s.out);
+                double *before = mp_test_values(&s.out);
                 for (int64_t n = 0; n < s.N; n++)
                     for (int64_t i = (n * T + t + 1) * row; i < (n + 1) * T * row; i++)
                         mp_store(s.qkv.data, dt, (size_t)i, -3 + 6 * mp_rng_uniform(&r));
@@ -304,7 +278,7 @@ static void test_fp16_overflow(void **state)
     static const mp_dtype pt[4] = {MP_F16, MP_BF16, MP_F32, MP_F32};
     for (int k = 0; k < 4; k++)
         for (int sign = -1; sign <= 1; sign += 2) {
-            mp_attn_desc d = desc(1, false, 0);
+            mp_attn_desc d = mp_test_attn_desc(1, false, 0);
             int64_t T = 3, D = 4;
             const int64_t qs[4] = {1, 1, T, 3 * D}, ps[4] = {1, 1, T, T}, os[4] = {1, 1, T, D};
             mp_tensor qkv = mp_tensor_alloc(qt[k], 4, qs, MP_MEM_WORKSPACE);
@@ -353,10 +327,10 @@ static void test_rows_sum_to_one(void **state)
     for (int di = 0; di < 4; di++)
         for (int causal = 0; causal < 2; causal++) {
             mp_dtype dt = all_dtypes[di];
-            mp_attn_desc d = desc(2, causal, 0);
+            mp_attn_desc d = mp_test_attn_desc(2, causal, 0);
             attn_set s = set_alloc(dt, 3, 5, 9, 16, 2);
             int64_t T = s.T;
-            fill(&s.qkv, &r, -3, 3);
+            mp_test_fill(&s.qkv, &r, -3, 3);
             assert_int_equal(ops->attention_forward(&d, &s.qkv, &s.probs, &s.out), MP_OK);
             double tol = dt == MP_F64 ? 1e-13 : 2 * mp_test_eps(dt) + (double)T * 0x1p-24;
             for (int64_t row = 0; row < s.N * 2 * T; row++) {
@@ -385,7 +359,7 @@ static void test_errors(void **state)
 {
     (void)state;
     attn_set s = set_alloc(MP_F32, 2, 3, 1, 12, 4);
-    mp_attn_desc good = desc(4, true, 0.1);
+    mp_attn_desc good = mp_test_attn_desc(4, true, 0.1);
     assert_int_equal(ops->attention_forward(&good, &s.qkv, &s.probs, &s.out), MP_OK);
     assert_int_equal(ops->attention_backward(&good, &s.qkv, &s.probs, &s.dout, &s.dqkv), MP_OK);
     mp_attn_desc bad[4] = {good, good, good, good};

@@ -9,6 +9,7 @@
  * the working memory of the op grows linearly in T where the (T, T) path's grows as T^2 (the
  * allocator's workspace counter); and the calls the op refuses. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_attn.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,18 +21,6 @@
 #include "engine/rng.h"
 
 static const mp_ops *ops;
-
-static mp_attn_desc desc(int heads, bool causal, double p)
-{
-    mp_attn_desc d;
-    memset(&d, 0, sizeof d);
-    d.heads = heads;
-    d.causal = causal;
-    d.dropout_p = p;
-    d.seed = 99;
-    d.offset = 5;
-    return d;
-}
 
 /* One geometry: qkv (N, H, W, 3D) of dtype dt, the tiled op's stats, out and dqkv, dout. */
 typedef struct flash_set {
@@ -65,12 +54,6 @@ static void set_free(flash_set *s)
     mp_tensor_free(&s->dout);
 }
 
-static void fill(mp_tensor *t, mp_rng *r, double lo, double hi)
-{
-    for (int64_t i = 0; i < mp_tensor_numel(t); i++)
-        mp_store(t->data, t->dtype, (size_t)i, lo + (hi - lo) * mp_rng_uniform(r));
-}
-
 /* An FP64 tensor of t's shape holding t's values. */
 static mp_tensor widened(const mp_tensor *t)
 {
@@ -78,16 +61,6 @@ static mp_tensor widened(const mp_tensor *t)
     for (int64_t i = 0; i < mp_tensor_numel(t); i++)
         ((double *)w.data)[i] = mp_load(t->data, t->dtype, (size_t)i);
     return w;
-}
-
-static double *values(const mp_tensor *t)
-{
-    int64_t n = mp_tensor_numel(t);
-    double *v = malloc((size_t)(n + 1) * sizeof *v);
-    assert_non_null(v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = mp_load(t->data, t->dtype, (size_t)i);
-    return v;
 }
 
 static double max_abs(const double *v, int64_t n)
@@ -108,8 +81,8 @@ static void matrix_f64(const mp_attn_desc *d, const flash_set *s, double **out, 
     mp_tensor dx = mp_tensor_alloc(MP_F64, 4, x.shape, MP_MEM_WORKSPACE);
     assert_int_equal(ops->attention_forward(d, &x, &probs, &o), MP_OK);
     assert_int_equal(ops->attention_backward(d, &x, &probs, &dout, &dx), MP_OK);
-    *out = values(&o);
-    *dqkv = values(&dx);
+    *out = mp_test_values(&o);
+    *dqkv = mp_test_values(&dx);
     mp_tensor_free(&x), mp_tensor_free(&dout), mp_tensor_free(&probs);
     mp_tensor_free(&o), mp_tensor_free(&dx);
 }
@@ -145,18 +118,18 @@ static double row_lse(const mp_attn_desc *d, const double *x, const flash_set *s
 static void check_case(mp_dtype dt, int64_t N, int64_t H, int64_t W, int64_t D, int heads,
                        bool causal, double p, mp_rng *r)
 {
-    mp_attn_desc d = desc(heads, causal, p);
+    mp_attn_desc d = mp_test_attn_desc(heads, causal, p);
     flash_set s = set_alloc(dt, N, H, W, D, heads);
-    fill(&s.qkv, r, -1, 1);
-    fill(&s.dout, r, -1, 1);
+    mp_test_fill(&s.qkv, r, -1, 1);
+    mp_test_fill(&s.dout, r, -1, 1);
     assert_int_equal(ops->attention_flash_forward(&d, &s.qkv, &s.stats, &s.out), MP_OK);
     assert_int_equal(
         ops->attention_flash_backward(&d, &s.qkv, &s.out, &s.stats, &s.dout, &s.dqkv), MP_OK);
     double *ref_o, *ref_dx;
     matrix_f64(&d, &s, &ref_o, &ref_dx);
     int64_t no = mp_tensor_numel(&s.out), nx = mp_tensor_numel(&s.qkv);
-    double *o = values(&s.out), *dx = values(&s.dqkv), *x = values(&s.qkv);
-    double *st = values(&s.stats);
+    double *o = mp_test_values(&s.out), *dx = mp_test_values(&s.dqkv), *x = mp_test_values(&s.qkv);
+    double *st = mp_test_values(&s.stats);
     bool f64 = dt == MP_F64;
     double u = 0x1p-24, e = f64 ? 0 : mp_test_eps(dt), T = (double)s.T;
     double tiles = ceil(T / 64) + 1;
@@ -204,10 +177,10 @@ static void test_nonfinite_row(void **state)
     mp_rng r;
     mp_rng_seed(&r, 42, 0);
     flash_set s = set_alloc(MP_F32, 2, 5, 1, 8, 2);
-    fill(&s.qkv, &r, -1, 1);
-    fill(&s.dout, &r, -1, 1);
+    mp_test_fill(&s.qkv, &r, -1, 1);
+    mp_test_fill(&s.dout, &r, -1, 1);
     ((float *)s.qkv.data)[2 * 24 + 1] = INFINITY; /* sequence 0, token 2, q of head 0 */
-    mp_attn_desc d = desc(2, false, 0.0);
+    mp_attn_desc d = mp_test_attn_desc(2, false, 0.0);
     assert_int_equal(ops->attention_flash_forward(&d, &s.qkv, &s.stats, &s.out), MP_OK);
     const float *o = s.out.data;
     for (int64_t t = 0; t < 10; t++)
@@ -227,7 +200,7 @@ static int64_t ws_after(bool flash, int64_t T)
     flash_set s = set_alloc(MP_F16, 1, T, 1, 64, 2);
     memset(s.qkv.data, 0, (size_t)mp_tensor_bytes(&s.qkv));
     memset(s.dout.data, 0, (size_t)mp_tensor_bytes(&s.dout));
-    mp_attn_desc d = desc(2, true, 0.0);
+    mp_attn_desc d = mp_test_attn_desc(2, true, 0.0);
     int64_t before = mp_mem_current(MP_MEM_WORKSPACE);
     if (flash) {
         assert_int_equal(ops->attention_flash_forward(&d, &s.qkv, &s.stats, &s.out), MP_OK);
@@ -270,7 +243,7 @@ static void test_errors(void **state)
 {
     (void)state;
     flash_set s = set_alloc(MP_F32, 2, 3, 1, 12, 4);
-    mp_attn_desc good = desc(4, true, 0.1), bad = good;
+    mp_attn_desc good = mp_test_attn_desc(4, true, 0.1), bad = good;
     assert_int_equal(ops->attention_flash_forward(&good, &s.qkv, &s.stats, &s.out), MP_OK);
     bad.heads = 5;
     assert_int_equal(ops->attention_flash_forward(&bad, &s.qkv, &s.stats, &s.out), MP_EINTERNAL);
@@ -291,7 +264,7 @@ static void test_errors(void **state)
         MP_EINTERNAL);
     set_free(&s);
     flash_set w = set_alloc(MP_F32, 1, 2, 1, 3 * 129, 3); /* dh = 129: too wide a head */
-    mp_attn_desc three = desc(3, false, 0.0);
+    mp_attn_desc three = mp_test_attn_desc(3, false, 0.0);
     assert_int_equal(ops->attention_flash_forward(&three, &w.qkv, &w.stats, &w.out),
                      MP_EINTERNAL);
     mp_error_clear();
