@@ -67,7 +67,7 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
     static void softmax_##SFX(ACC *restrict v, int64_t n)                                         \
     {                                                                                             \
         bool bad;                                                                                 \
-        ACC m = mp_attn_rowmax_##SFX(v, n, &bad), sum[8] = {0};                                   \
+        ACC m = mp_attn_rowmax_##SFX(v, n, &bad), sum;                                            \
         if (bad) {                                                                                \
             for (int64_t j = 0; j < n; j++)                                                       \
                 v[j] = (ACC)NAN;                                                                  \
@@ -75,15 +75,9 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
         }                                                                                         \
         for (int64_t j = 0; j < n; j++)                                                           \
             v[j] = EXP(v[j] - m);                                                                 \
-        int64_t j = 0;                                                                            \
-        for (; j + 8 <= n; j += 8)                                                                \
-            for (int k = 0; k < 8; k++)                                                           \
-                sum[k] += v[j + k];                                                               \
-        for (; j < n; j++)                                                                        \
-            sum[0] += v[j];                                                                       \
-        ACC inv = (ACC)1 / (((sum[0] + sum[1]) + (sum[2] + sum[3])) +                             \
-                            ((sum[4] + sum[5]) + (sum[6] + sum[7])));                             \
-        for (j = 0; j < n; j++)                                                                   \
+        MP_ATTN_SUM8(ACC, v, n, sum);                                                             \
+        ACC inv = (ACC)1 / sum;                                                                   \
+        for (int64_t j = 0; j < n; j++)                                                           \
             v[j] *= inv;                                                                          \
     }                                                                                             \
                                                                                                   \

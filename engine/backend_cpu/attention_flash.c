@@ -66,11 +66,12 @@ static double flash_rescale_f64(double m, double m2) { return m == -INFINITY ? 0
 
 static double flash_p_f64(double s, double m, double inv_l) { return exp(s - m) * inv_l; }
 
-/* Defines, for working type ACC (suffix SFX; rules MAX, RESCALE, EXP, P):
- *   fwd_tile_SFX(r, n, h, i0, i1): out rows [i0, i1) of head h of sequence n and their stats;
- *   bwd_tile_SFX(r, n, h, j0, j1, i0, i1): the products of key tile [j0, j1) and query tile
+/* Defines, for working type ACC (suffix SFX; rules MAX, RESCALE, EXP, P), each working in this
+ * thread's tiles w:
+ *   fwd_tile_SFX(r, w, n, h, i0, i1): out rows [i0, i1) of head h of sequence n and their stats;
+ *   bwd_tile_SFX(r, w, n, h, j0, j1, i0, i1): the products of key tile [j0, j1) and query tile
  *     [i0, i1) added to dq, dk and dv;
- *   bwd_head_SFX(r, n, h): the d_i of the head and all its tiles. */
+ *   bwd_head_SFX(r, w, n, h): the d_i of the head and all its tiles. */
 #define MP_FLASH_KERNELS(ACC, SFX, MAX, RESCALE, EXP, P)                                          \
     static void fwd_tile_##SFX(const flash_run *r, const flash_tiles *w, int64_t n,               \
                                int64_t h, int64_t i0, int64_t i1)                                 \
