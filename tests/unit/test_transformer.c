@@ -287,6 +287,12 @@ static void test_refusals(void **state)
     int64_t params, acts;
     assert_int_equal(mp_model_plan(s, 2, in, 8, 1, &params, &acts), MP_EUSAGE);
     assert_non_null(strstr(mp_error_message(), "blocks.0"));
+    const int64_t wide[3] = {1, 4, 258}; /* 2 heads of 129 columns: too wide to tile */
+    s[1].heads = 2;
+    assert_int_equal(mp_model_plan(s, 2, wide, 8, 1, &params, &acts), MP_EUSAGE);
+    assert_non_null(strstr(mp_error_message(), "attention = \"matrix\""));
+    snprintf(s[1].attention, sizeof s[1].attention, "matrix"); /* which takes them */
+    assert_int_equal(mp_model_plan(s, 2, wide, 8, 1, &params, &acts), MP_OK);
     mp_layer_spec h[2] = {spec("posembed", "pos"), spec("linear", "head")};
     h[1].out = 8;
     h[1].tie = true; /* no embedding to tie to */
