@@ -3,13 +3,14 @@
  * is engine/elem_rule.h's, which the CUDA kernels run too. The kernels walk memory in order in
  * tiles of MP_BIAS_BLOCK elements, half tiles widened and rounded back in bulk (mp_convert: F16C
  * or AVX2 where the CPU has them), so the loops over the accumulator type vectorise. The tiles
- * of the element-wise ops spread over the threads (parallel.h); bias_grad's sums stay on one. */
+ * of the element-wise ops spread over the threads (parallel.h), bias_grad's by groups of
+ * columns. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/vector_clones.h"
 #include "engine/elem_rule.h"
 
-enum { MP_BIAS_BLOCK = 1024 };
+enum { MP_BIAS_BLOCK = 1024, MP_BIAS_COLS = 64 };
 
 /* Row loops of the bias ops for accumulator type ACC: v (nr, len) += b (len) row by row, and
  * acc (len) += each row of v (nr, len) in row order. The arrays never overlap (restrict) and the
@@ -95,28 +96,33 @@ mp_status mp_cpu_bias_add(mp_tensor *y, const mp_tensor *b)
 
 /* db = column sums of dy, accumulated row by row into one accumulator per column (rows in
  * order 0..rows-1 for every column, as a column-by-column walk would add them), then rounded
- * once to db's dtype. */
+ * once to db's dtype. Wide enough work goes in groups of MP_BIAS_COLS columns spread over the
+ * threads; each column's sum is the same either way. */
 #define BIAS_GRAD(T, ACC, LD, ST, dy, db, rows, cols)                                      \
     do {                                                                                   \
-        ACC acc[MP_BIAS_BLOCK], dbuf[MP_BIAS_BLOCK];                                       \
-        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                               \
-        BIAS_TILES(rows, cols, cw, rpb);                                                   \
+        const mp_dtype adt = MP_CPU_ACC_DTYPE(ACC);                                        \
+        bool groups = (cols) >= 2 * MP_BIAS_COLS && (rows) * (cols) >= MP_CPU_GRAIN;       \
+        int64_t cw = groups ? MP_BIAS_COLS : (cols) < MP_BIAS_BLOCK ? (cols) : MP_BIAS_BLOCK; \
+        cw = cw > 0 ? cw : 1; /* OpenMP divides by the step */                           \
+        int64_t rpb = cw == (cols) && (cols) > 0 ? MP_BIAS_BLOCK / (cols) : 1;             \
         (void)sizeof(T);                                                                   \
         (void)LD;                                                                          \
         (void)ST;                                                                          \
+        MP_CPU_PARALLEL_FOR(groups ? (rows) * (cols) : 0)                                  \
         for (int64_t j0 = 0; j0 < (cols); j0 += cw) {                                      \
+            ACC acc[MP_BIAS_BLOCK], dbuf[MP_BIAS_BLOCK];                                   \
             int64_t len = (cols) - j0 < cw ? (cols) - j0 : cw;                             \
             for (int64_t j = 0; j < len; j++)                                              \
                 acc[j] = 0;                                                                \
             for (int64_t r0 = 0; r0 < (rows); r0 += rpb) {                                 \
                 int64_t nr = (rows) - r0 < rpb ? (rows) - r0 : rpb;                        \
-                const void *tile = mp_cpu_at(dy, r0 * (cols) + j0);                               \
+                const void *tile = mp_cpu_at(dy, r0 * (cols) + j0);                        \
                 const ACC *v = (dy)->dtype == adt ? tile : dbuf;                           \
                 if (v == dbuf)                                                             \
                     mp_convert(dbuf, adt, tile, (dy)->dtype, (size_t)(nr * len));          \
                 sum_rows(acc, v, nr, len);                                                 \
             }                                                                              \
-            mp_convert(mp_cpu_at(db, j0), (db)->dtype, acc, adt, (size_t)len);                    \
+            mp_convert(mp_cpu_at(db, j0), (db)->dtype, acc, adt, (size_t)len);             \
         }                                                                                  \
     } while (0)
 

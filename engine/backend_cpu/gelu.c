@@ -1,47 +1,52 @@
 /* GELU (tanh form) forward and backward on the CPU with engine/gelu_rule.h's arithmetic, which
  * the CUDA kernels run too. The tensors may have any dtypes each; the arithmetic is FP32 (FP64
- * when x is FP64). Elements go in tiles of MP_GELU_TILE: widened in bulk (mp_convert) into
- * accumulator buffers on the stack, computed, and rounded once in bulk into the output, so an
- * output may alias an input of its dtype (y = x, dx = dy). The tile loops are compiled for AVX2
- * as well (engine/vector_clones.h; tests/unit/test_isa_bits.c checks the bits), and, with no
- * trapping math (engine/CMakeLists.txt), vectorised: the float tanh has no branch. */
+ * when x is FP64). Elements go in tiles of MP_GELU_TILE: half tiles widened in bulk
+ * (mp_convert) into accumulator buffers on the stack, computed, and rounded once in bulk into
+ * the output, so an output may alias an input of its dtype (y = x, dx = dy). The tile loops are
+ * compiled for AVX2 as well (engine/vector_clones.h; tests/unit/test_isa_bits.c checks the
+ * bits), and, with no trapping math (engine/CMakeLists.txt), vectorised: the float tanh has no
+ * branch. Tiles are independent, so they spread over the threads (parallel.h) with the serial
+ * loop's bits. */
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/gelu_rule.h"
 #include "engine/vector_clones.h"
 
 enum { MP_GELU_TILE = 1024 };
 
-/* Element `off` of tensor t's storage, whatever its dtype. */
-static void *at(const mp_tensor *t, int64_t off)
-{
-    return (char *)t->data + (size_t)off * mp_dtype_size(t->dtype);
-}
-
 /* gelu_fwd_SFX: y = gelu(x); gelu_bwd_SFX: dx = dy gelu'(x); n elements, accumulator ACC of
- * dtype ADT. */
+ * dtype ADT. A tensor already in ADT is read or written where it is (mp_cpu_widen); the others
+ * go through the tile's buffers. Each element is read before it is written, so an output may
+ * alias an input. */
 #define MP_GELU_TILES(ACC, SFX, ADT)                                                         \
     MP_VECTOR_CLONES static void gelu_fwd_##SFX(const mp_tensor *x, mp_tensor *y, int64_t n)\
     {                                                                                       \
-        ACC v[MP_GELU_TILE];                                                                \
+        MP_CPU_PARALLEL_FOR(n)                                                              \
         for (int64_t i0 = 0; i0 < n; i0 += MP_GELU_TILE) {                                  \
-            size_t len = (size_t)(n - i0 < MP_GELU_TILE ? n - i0 : MP_GELU_TILE);           \
-            mp_convert(v, ADT, at(x, i0), x->dtype, len);                                   \
-            for (size_t j = 0; j < len; j++)                                                \
-                v[j] = mp_gelu_##SFX(v[j]);                                                 \
-            mp_convert(at(y, i0), y->dtype, v, ADT, len);                                   \
+            ACC buf[MP_GELU_TILE];                                                          \
+            int64_t len = n - i0 < MP_GELU_TILE ? n - i0 : MP_GELU_TILE;                    \
+            const ACC *v = mp_cpu_widen(x, i0, len, ADT, buf);                              \
+            ACC *o = y->dtype == ADT ? (ACC *)mp_cpu_at(y, i0) : buf;                       \
+            for (int64_t j = 0; j < len; j++)                                               \
+                o[j] = mp_gelu_##SFX(v[j]);                                                 \
+            if (o == buf)                                                                   \
+                mp_convert(mp_cpu_at(y, i0), y->dtype, buf, ADT, (size_t)len);              \
         }                                                                                   \
     }                                                                                       \
     MP_VECTOR_CLONES static void gelu_bwd_##SFX(const mp_tensor *x, const mp_tensor *dy,     \
                                                 mp_tensor *dx, int64_t n)                  \
     {                                                                                       \
-        ACC xv[MP_GELU_TILE], g[MP_GELU_TILE];                                              \
+        MP_CPU_PARALLEL_FOR(n)                                                              \
         for (int64_t i0 = 0; i0 < n; i0 += MP_GELU_TILE) {                                  \
-            size_t len = (size_t)(n - i0 < MP_GELU_TILE ? n - i0 : MP_GELU_TILE);           \
-            mp_convert(xv, ADT, at(x, i0), x->dtype, len);                                  \
-            mp_convert(g, ADT, at(dy, i0), dy->dtype, len);                                 \
-            for (size_t j = 0; j < len; j++)                                                \
-                g[j] = mp_gelu_grad_##SFX(xv[j], g[j]);                                     \
-            mp_convert(at(dx, i0), dx->dtype, g, ADT, len);                                 \
+            ACC xbuf[MP_GELU_TILE], gbuf[MP_GELU_TILE];                                     \
+            int64_t len = n - i0 < MP_GELU_TILE ? n - i0 : MP_GELU_TILE;                    \
+            const ACC *xv = mp_cpu_widen(x, i0, len, ADT, xbuf);                            \
+            const ACC *g = mp_cpu_widen(dy, i0, len, ADT, gbuf);                            \
+            ACC *o = dx->dtype == ADT ? (ACC *)mp_cpu_at(dx, i0) : gbuf;                    \
+            for (int64_t j = 0; j < len; j++)                                               \
+                o[j] = mp_gelu_grad_##SFX(xv[j], g[j]);                                     \
+            if (o == gbuf)                                                                  \
+                mp_convert(mp_cpu_at(dx, i0), dx->dtype, gbuf, ADT, (size_t)len);           \
         }                                                                                   \
     }
 MP_GELU_TILES(float, f32, MP_F32)

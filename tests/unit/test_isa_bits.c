@@ -48,7 +48,9 @@ static const mp_ops base = {.batchnorm_forward = mp_cpu_batchnorm_forward,
                             .pool_forward = mp_cpu_pool_forward,
                             .pool_backward = mp_cpu_pool_backward,
                             .optim_step = mp_cpu_optim_step,
-                            .grad_stats = mp_cpu_grad_stats};
+                            .grad_stats = mp_cpu_grad_stats,
+                            .layernorm_forward = mp_cpu_layernorm_forward,
+                            .layernorm_backward = mp_cpu_layernorm_backward};
 
 /* Whether the library runs AVX2 copies here (else both sides are the same baseline code). */
 static bool have_avx2(void)

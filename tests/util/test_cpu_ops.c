@@ -166,6 +166,35 @@ static void optimizer(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs
     mp_tensor_free(&gr);
 }
 
+/* The row-wise ops at WIDE features a row (wider than bias_grad's and LayerNorm's column
+ * groups, not a multiple of them): bias_grad, LayerNorm forward, and its backward with dx
+ * apart, with dx = dy (in place) and without dx; gamma and beta of dtype pt. */
+static void row_wise(const mp_ops *ops, mp_dtype dt, mp_dtype pt, mp_rng *r, mp_test_outputs *o)
+{
+    enum { WIDE = 200 };
+    int64_t s[2] = {N * H * W, WIDE}, cs[1] = {WIDE};
+    mp_tensor x = mp_test_rand(dt, 2, s, r, -2, 2), dy = mp_test_rand(dt, 2, s, r, -1, 1);
+    mp_tensor g = mp_test_rand(pt, 1, cs, r, 0.5, 1.5), b = mp_test_rand(pt, 1, cs, r, -1, 1);
+    mp_tensor *db = mp_test_keep(o, mp_test_rand(dt, 1, cs, NULL, 0, 0));
+    assert_int_equal(ops->bias_grad(&dy, db), MP_OK);
+    mp_tensor *y = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
+    assert_int_equal(ops->layernorm_forward(1e-5, &x, &g, &b, y), MP_OK);
+    mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
+    mp_tensor *dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    mp_tensor *dbeta = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    assert_int_equal(ops->layernorm_backward(1e-5, &x, &dy, &g, dx, dg, dbeta), MP_OK);
+    dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    dbeta = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    assert_int_equal(ops->layernorm_backward(1e-5, &x, &dy, &g, NULL, dg, dbeta), MP_OK);
+    dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    dbeta = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    mp_tensor *inplace = mp_test_keep(o, dy);
+    assert_int_equal(ops->layernorm_backward(1e-5, &x, inplace, &g, inplace, dg, dbeta), MP_OK);
+    mp_tensor *all[] = {&x, &g, &b};
+    for (int i = 0; i < 3; i++)
+        mp_tensor_free(all[i]);
+}
+
 void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o)
 {
     mp_rng r;
@@ -174,6 +203,7 @@ void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outp
     element_wise(ops, dt, C, &r, o);
     pooling(ops, dt, C, &r, o);
     const mp_dtype pt = dt == MP_F64 ? MP_F64 : MP_F32;
+    row_wise(ops, dt, pt, &r, o);
     mp_test_cpu_bn_run(ops, dt, pt, N * H * W, C, &r, o);
     mp_test_cpu_bn_run(ops, dt, pt, N * H * W, 100, &r, o);
     optimizer(ops, dt, &r, o);
