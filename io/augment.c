@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/rng.h"
+#include "io/tokens.h"
 
 typedef struct aug_window {
     int oy, ox; /* offsets of the crop in the padded image, in [0, 2 pad] */
@@ -63,14 +64,16 @@ void mp_augment_crop_flip(const mp_dataset *d, int64_t index, uint64_t seed, int
     }
 }
 
-void mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,
-                                const double *mean, const double *std, uint64_t seed,
-                                int64_t epoch, int pad, bool flip, mp_dtype dt, void *x,
-                                int32_t *y)
+mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,
+                                     const double *mean, const double *std, uint64_t seed,
+                                     int64_t epoch, int pad, bool flip, mp_dtype dt, void *x,
+                                     int32_t *y)
 {
+    if (d->tokens)
+        return mp_tokens_batch(d, idx, n, seed, epoch, dt, x, y);
     if (d->text) {
         mp_text_batch(d, idx, n, seed, epoch, dt, x, y);
-        return;
+        return MP_OK;
     }
     /* Channel by channel: the channel's 256 normalised values are rounded once (by mp_store)
      * into a table, then every sample's pixels of that channel are copied from it. Redrawing a
@@ -100,4 +103,5 @@ void mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t
     }
     for (int64_t i = 0; i < n; i++)
         y[i] = d->labels[idx[i]];
+    return MP_OK;
 }

@@ -36,13 +36,15 @@ void mp_augment_crop_flip(const mp_dataset *d, int64_t index, uint64_t seed, int
  * each pixel p of channel ch normalised as (p / 255 - mean[ch]) / std[ch] in double and rounded
  * once to dt (half types through FP32, as mp_store does); labels go to y (n). mean and std hold
  * d->c entries (CIFAR-10: mean 0.4914, 0.4822, 0.4465; std 0.2470, 0.2435, 0.2616).
- * A text dataset (d->text) is mp_text_batch(d, idx, n, seed, epoch, dt, x, y): y then holds
- * n * T labels, and mean, std, pad and flip are ignored. Thread-safe: it only reads d, mean
- * and std. */
-void mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,
-                                const double *mean /* (c) */, const double *std /* (c) */,
-                                uint64_t seed, int64_t epoch, int pad, bool flip, mp_dtype dt,
-                                void *x /* (n, H, W, C) */,
-                                int32_t *y /* (n * mp_dataset_label_len(d)) */);
+ * A text dataset (d->text) is mp_text_batch(d, idx, n, seed, epoch, dt, x, y), a token
+ * dataset (d->tokens) io/tokens.h's mp_tokens_batch with the same arguments: y then holds
+ * n * T labels, and mean, std, pad and flip are ignored. Returns MP_OK, or the error of a
+ * token shard that cannot be read (MP_EDATA; the only one that reads files). Thread-safe: it
+ * only reads d, mean and std (and a token dataset's files). */
+mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,
+                                     const double *mean /* (c) */, const double *std /* (c) */,
+                                     uint64_t seed, int64_t epoch, int pad, bool flip,
+                                     mp_dtype dt, void *x /* (n, H, W, C) */,
+                                     int32_t *y /* (n * mp_dataset_label_len(d)) */);
 
 #endif

@@ -13,6 +13,8 @@
 #include "engine/dtype.h"
 #include "engine/status.h"
 
+typedef struct mp_tokens mp_tokens; /* token shards (io/tokens.h) */
+
 typedef struct mp_dataset {
     int64_t count;       /* number of samples */
     int h, w, c;         /* per-sample shape (NHWC) */
@@ -23,9 +25,13 @@ typedef struct mp_dataset {
     uint8_t *text;       /* (text_len) the split's bytes, owned, counted under MP_MEM_DATA */
     int64_t text_len;    /* >= count * T + 1, and >= (count + 1) * T when text_shift */
     bool text_shift;     /* windows start at a per-epoch offset in [0, T) (mp_text_offset) */
+    /* Token shards only (NULL otherwise): windows of T tokens read from files as batches need
+     * them (io/tokens.h), h = 1, w = T, c = 1, num_classes the vocabulary; text_shift as text. */
+    mp_tokens *tokens;   /* owned */
 } mp_dataset;
 
-/* Labels per sample: 1 for an image dataset, T = d->w (one per byte of the window) for text.
+/* Labels per sample: 1 for an image dataset, T = d->w (one per byte or token of the window)
+ * for text and token shards.
  * A batch of n samples has n * mp_dataset_label_len(d) labels. */
 int mp_dataset_label_len(const mp_dataset *d);
 
@@ -42,7 +48,7 @@ mp_status mp_idx_load(mp_dataset *d, const char *dir, const char *split, int num
                       int64_t limit);
 
 /* Frees what any loader of this file allocated (mp_idx_load, mp_cifar10_load,
- * mp_synthetic_make, mp_text_load) and zeroes *d. */
+ * mp_synthetic_make, mp_text_load) or io/tokens.h's mp_tokens_load, and zeroes *d. */
 void mp_dataset_free(mp_dataset *d);
 
 /* Gathers the samples idx[0..n) of an image dataset into x (n, h, w, c) of dtype `dt`, each
@@ -90,7 +96,7 @@ mp_status mp_synthetic_make(mp_dataset *d, const char *split, int h, int w, int 
 mp_status mp_text_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
                        double val_fraction, int64_t train_limit, int64_t test_limit);
 
-/* The start of epoch `epoch`'s windows in text dataset d: 0 unless d->text_shift, else
+/* The start of epoch `epoch`'s windows in text or token dataset d: 0 unless d->text_shift, else
  * uniform in [0, d->w) from mp_rng_seed(seed ^ MP_TEXT_SALT, epoch), the same on every rank
  * and thread. Sample j's window starts at j * d->w + mp_text_offset(d, seed, epoch). */
 #define MP_TEXT_SALT 0x7e47d1a3c5f0b219ull

@@ -22,6 +22,7 @@
 #include "io/fsutil.h"
 #include "io/gzfile.h"
 #include "io/memcheck.h"
+#include "io/tokens.h"
 
 #define MP_IDX_IMAGES_MAGIC 0x00000803u
 #define MP_IDX_LABELS_MAGIC 0x00000801u
@@ -221,6 +222,7 @@ void mp_dataset_free(mp_dataset *d)
     mp_free(d->images);
     mp_free(d->labels);
     mp_free(d->text);
+    mp_tokens_free(d->tokens);
     memset(d, 0, sizeof *d);
 }
 

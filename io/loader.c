@@ -25,6 +25,8 @@ typedef struct mp_loader_slot {
     int64_t n;     /* samples of the batch held, under mu */
     int64_t ready; /* batch number whose fill finished here this epoch, -1 if none; under mu */
     void *fence;   /* recorded by the consumer after its copies out of the slot, or NULL */
+    mp_status st;  /* the fill's status (a token shard that cannot be read) */
+    char why[512]; /* its message when st is not MP_OK */
 } mp_loader_slot;
 
 struct mp_loader {
@@ -57,16 +59,19 @@ static int64_t mp_loader_batch_n(const mp_loader *l, int64_t j, int64_t count)
 }
 
 /* Builds batch j of (idx, count, epoch) into slot s's buffers, once the copies out of the slot
- * the consumer queued have finished. Touches no shared state but fence_failed. */
+ * the consumer queued have finished, and keeps its status (and message) in the slot. Touches no
+ * shared state but fence_failed. */
 static void mp_loader_fill(mp_loader *l, mp_loader_slot *s, int64_t j, const int64_t *idx,
                            int64_t count, int64_t epoch)
 {
     const mp_loader_config *c = &l->cfg;
     if (s->fence && c->fence_wait && c->fence_wait(s->fence) != MP_OK)
         atomic_store(&l->fence_failed, true);
-    mp_dataset_batch_augmented(c->data, idx + j * c->batch, mp_loader_batch_n(l, j, count),
-                               c->mean, c->std, c->seed, epoch, c->pad, c->flip, c->dtype, s->x,
-                               s->y);
+    s->st = mp_dataset_batch_augmented(c->data, idx + j * c->batch,
+                                       mp_loader_batch_n(l, j, count), c->mean, c->std, c->seed,
+                                       epoch, c->pad, c->flip, c->dtype, s->x, s->y);
+    if (s->st != MP_OK)
+        snprintf(s->why, sizeof s->why, "%s", mp_error_message());
 }
 
 static bool mp_loader_claimable(const mp_loader *l)
@@ -285,6 +290,10 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
         pthread_mutex_unlock(&l->mu);
         return mp_fail(MP_EINTERNAL, "loader: waiting for the device to finish reading a batch "
                                      "buffer failed");
+    }
+    if (s->st != MP_OK) {
+        pthread_mutex_unlock(&l->mu);
+        return mp_fail(s->st, "%s", s->why);
     }
     *x = s->x;
     *y = s->y;

@@ -62,7 +62,8 @@ void mp_loader_start_epoch(mp_loader *l, const int64_t *idx, int64_t count, int6
  * mp_dataset_label_len(data): one per image, T per text window), *n samples.
  * The buffers belong to the loader and stay valid until the next call to next, start_epoch or
  * close. Past the last batch, or before any epoch, returns MP_EINTERNAL ("loader: no batch left
- * in this epoch") and leaves the outputs untouched. */
+ * in this epoch") and leaves the outputs untouched; a batch that could not be built (a token
+ * shard that cannot be read) returns its error (MP_EDATA, the shard's message) the same way. */
 mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_t *n);
 
 /* The fence of the slot the last mp_loader_next returned, for the consumer to record (with

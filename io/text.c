@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 
 #include "engine/alloc.h"
-#include "engine/rng.h"
 #include "io/fsutil.h"
 #include "io/memcheck.h"
 
@@ -301,16 +300,7 @@ mp_status mp_text_load(mp_dataset *train, mp_dataset *test, const char *path, in
 
 int mp_dataset_label_len(const mp_dataset *d)
 {
-    return d->text ? d->w : 1;
-}
-
-int64_t mp_text_offset(const mp_dataset *d, uint64_t seed, int64_t epoch)
-{
-    if (!d->text_shift)
-        return 0;
-    mp_rng r;
-    mp_rng_seed(&r, seed ^ MP_TEXT_SALT, (uint64_t)epoch);
-    return (int64_t)mp_rng_below(&r, (uint64_t)d->w);
+    return d->text || d->tokens ? d->w : 1;
 }
 
 void mp_text_batch(const mp_dataset *d, const int64_t *idx, int64_t n, uint64_t seed,

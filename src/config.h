@@ -17,7 +17,7 @@ typedef struct mp_config {
     char path[512]; /* the file it was read from */
     struct {
         char path[512];     /* directory with the dataset files (text: a file or directory) */
-        char format[16];    /* "idx" | "cifar10" | "synthetic" | "text" */
+        char format[16];    /* "idx" | "cifar10" | "synthetic" | "text" | "tokens" */
         int64_t batch_size; /* per rank */
         int64_t num_classes;
         double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
@@ -29,7 +29,8 @@ typedef struct mp_config {
         int64_t synthetic_shape[3];      /* H, W, C of data.format "synthetic" */
         int nsynthetic_shape;
         int64_t synthetic_train, synthetic_test;
-        int64_t context;                 /* text: bytes per sample (T) */
+        int64_t context;                 /* text, tokens: bytes or tokens per sample (T) */
+        int64_t token_bytes;             /* tokens: bytes a token of a headerless shard */
         double val_fraction;             /* text: the corpus's tail held out for validation */
     } data;
     struct {

@@ -78,6 +78,32 @@ static mp_status preset_buildable(const mp_config *c)
                           c->model.preset, at);
 }
 
+/* Token shards name their directory and their vocabulary (no default fits anyone's data),
+ * have tokens of 2 or 4 bytes, and are not augmented. */
+static mp_status token_rules(const mp_config *c)
+{
+    if (strcmp(c->data.format, "tokens") != 0)
+        return MP_OK;
+    static const char *const needed[2] = {"data.path", "data.num_classes"};
+    static const char *const why[2] = {"the directory of the *.bin shards",
+                                       "the vocabulary, e.g. 50257 for GPT-2's tokenizer"};
+    for (int k = 0; k < 2; k++)
+        if (!mp_config_given(c, needed[k]))
+            return mp_config_fail("%s: token data needs %s: give %s", c->path, needed[k],
+                                  why[k]);
+    if (c->data.token_bytes != 2 && c->data.token_bytes != 4) {
+        const char *where = mp_config_where(c, "data.token_bytes");
+        return mp_config_fail("%s: tokens are 2 (uint16) or 4 (uint32) bytes (got %lld)",
+                              where ? where : "data.token_bytes", (long long)c->data.token_bytes);
+    }
+    if (c->data.augment) {
+        const char *where = mp_config_where(c, "data.augment");
+        return mp_config_fail("%s: token data is not augmented (random crop and flip are for "
+                              "images): set it false", where ? where : "data.augment");
+    }
+    return MP_OK;
+}
+
 /* Text data has the 256 byte values as classes and is never augmented (the random crop and
  * flip are for images). */
 static mp_status text_rules(const mp_config *c)
@@ -117,6 +143,7 @@ mp_status mp_config_check_rules(const mp_config *c)
 {
     MP_TRY(norm_alias(c));
     MP_TRY(text_rules(c));
+    MP_TRY(token_rules(c));
     MP_TRY(ordered(c, "amp.min_scale", c->amp.min_scale, "amp.max_scale", c->amp.max_scale,
                    "the loss scale's floor cannot be above its ceiling"));
     if (c->amp.loss_scale == 0.0) { /* dynamic: the scaler starts at init_scale unclamped */

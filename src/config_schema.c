@@ -25,15 +25,19 @@ const mp_key mp_config_keys[] = {
     {"data.path", MP_KEY_STRING, "\"/usr/share/datasets/fashion-mnist\"", .flags = MP_KEY_NONEMPTY,
      CF(data.path),
      .meaning = "Directory with the dataset files; text: a file or a directory of text files "
-                "(unset: /usr/share/games/fortunes, Debian's fortunes)."},
-    {"data.format", MP_KEY_STRING, "\"idx\"", ONE_OF("idx", "cifar10", "synthetic", "text"),
+                "(unset: /usr/share/games/fortunes, Debian's fortunes); tokens: the directory of "
+                "the *.bin shards (must be given)."},
+    {"data.format", MP_KEY_STRING, "\"idx\"",
+     ONE_OF("idx", "cifar10", "synthetic", "text", "tokens"),
      CF(data.format),
      .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]), cifar10 (the "
                 "binary version: data_batch_1..5.bin, test_batch.bin), synthetic (made in "
                 "memory from train.seed, no files: data.synthetic_*), or text (bytes for a "
                 "language model: windows of data.context bytes, each byte's label the next "
                 "byte; a directory is read recursively in name order, skipping *.dat and hidden "
-                "files)."},
+                "files), or tokens (token shards as llm.c and nanoGPT write them: the *.bin files "
+                "of data.path, those named *val* the test split; windows of data.context tokens, "
+                "each token's label the next one; data.num_classes is the vocabulary)."},
     {"data.synthetic_shape", MP_KEY_INT_ARRAY, "[32, 32, 3]", GE(1), LE(4096),
      CF(data.synthetic_shape), COUNT(data.nsynthetic_shape, 3),
      .meaning = "synthetic: image height, width and channels."},
@@ -53,9 +57,10 @@ const mp_key mp_config_keys[] = {
      .meaning = "Batches prepared ahead per rank."},
     {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),
      .meaning = "Samples per step on each rank (the global batch is this times the ranks)."},
-    {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(256), CF(data.num_classes),
+    {"data.num_classes", MP_KEY_INT, "10", GE(2), LE(1000000), CF(data.num_classes),
      .meaning = "Number of classes: the output features of the last layer (text: 256, the byte "
-                "values, which is also its default)."},
+                "values, which is also its default; tokens: the vocabulary, which must be "
+                "given, e.g. 50257 for GPT-2's tokenizer)."},
     {"data.mean", MP_KEY_FLOAT, "0.2860", CF(data.mean),
      .meaning = "Normalisation: inputs are (pixel/255 - mean) / std. cifar10 without mean/std "
                 "given: per channel (0.4914, 0.4822, 0.4465) / (0.2470, 0.2435, 0.2616)."},
@@ -66,12 +71,15 @@ const mp_key mp_config_keys[] = {
     {"data.drop_last", MP_KEY_BOOL, "false", CF(data.drop_last),
      .meaning = "Drop the last incomplete batch of each epoch."},
     {"data.train_limit", MP_KEY_INT, "0", GE(0), CF(data.train_limit),
-     .meaning = "Use only the first N training samples (text: windows); 0 = all."},
+     .meaning = "Use only the first N training samples (text, tokens: windows); 0 = all."},
     {"data.test_limit", MP_KEY_INT, "0", GE(0), CF(data.test_limit),
-     .meaning = "Use only the first N test samples (text: windows); 0 = all."},
+     .meaning = "Use only the first N test samples (text, tokens: windows); 0 = all."},
     {"data.context", MP_KEY_INT, "128", GE(2), LE(4096), CF(data.context),
-     .meaning = "text: bytes per sample (the sequence length); each epoch the training windows "
-                "start at an offset drawn from (train.seed, epoch)."},
+     .meaning = "text, tokens: bytes or tokens per sample (the sequence length); each epoch the "
+                "training windows start at an offset drawn from (train.seed, epoch)."},
+    {"data.token_bytes", MP_KEY_INT, "2", GE(2), LE(4), CF(data.token_bytes),
+     .meaning = "tokens: bytes a token in a shard without llm.c's header (2: uint16, nanoGPT's "
+                "train.bin; 4: uint32); a shard with the header says it itself."},
     {"data.val_fraction", MP_KEY_FLOAT, "0.1", GT(0), LE(0.5), CF(data.val_fraction),
      .meaning = "text: the last fraction of the corpus's bytes, held out as the test split "
                 "(its loss also in bits per byte)."},

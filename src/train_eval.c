@@ -59,8 +59,10 @@ mp_status mp_train_evaluate_timed(mp_trainer *t, double *loss, double *accuracy,
         int64_t n = 0;
         for (int64_t i = start; i < t->test.count && n < b; i += t->comm->size)
             idx[n++] = i;
-        mp_dataset_batch_augmented(&t->test, idx, n, t->mean, t->std, 0, 0, 0, false, t->x.dtype,
-                                   t->xhost, t->y);
+        st = mp_dataset_batch_augmented(&t->test, idx, n, t->mean, t->std, 0, 0, 0, false,
+                                        t->x.dtype, t->xhost, t->y);
+        if (st != MP_OK)
+            break;
         mp_tensor x = mp_tensor_batch(&t->x, n);
         int64_t rows = n * mp_dataset_label_len(&t->test);
         const mp_tensor *logits;

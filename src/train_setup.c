@@ -11,6 +11,7 @@
 
 #include "comm/device_bind.h"
 #include "engine/backends.h"
+#include "io/tokens.h"
 #include "src/train.h"
 
 /* The backend amp.device asks for: the CPU, or the GPU of this rank (local rank modulo the
@@ -45,6 +46,10 @@ static mp_status load_data(mp_trainer *t)
     } else if (strcmp(c->data.format, "text") == 0) {
         MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                             c->data.val_fraction, c->data.train_limit, c->data.test_limit));
+    } else if (strcmp(c->data.format, "tokens") == 0) {
+        MP_TRY(mp_tokens_load(&t->train, &t->test, c->data.path, (int)c->data.context,
+                              (int)c->data.token_bytes, c->data.num_classes, c->data.train_limit,
+                              c->data.test_limit));
     } else if (strcmp(c->data.format, "synthetic") == 0) {
         const int64_t *sh = c->data.synthetic_shape;
         if (c->data.nsynthetic_shape != 3)

@@ -319,7 +319,7 @@ static const bad_case k_bad[] = {
     /* out of range */
     {"data = {\n  batch_size = 0;\n};\n", 2, "data.batch_size", "must be in [1, 65536] (got 0)"},
     {"data = { batch_size = 65537; };\n", 1, "data.batch_size", "(got 65537)"},
-    {"data = { num_classes = 1; };\n", 1, "data.num_classes", "must be in [2, 256] (got 1)"},
+    {"data = { num_classes = 1; };\n", 1, "data.num_classes", "must be in [2, 1000000] (got 1)"},
     {"data = { std = 0.0; };\n", 1, "data.std", "must be > 0 (got 0)"},
     {"data = { path = \"\"; };\n", 1, "data.path", "must not be empty"},
     {"data = { train_limit = -1; };\n", 1, "data.train_limit", "must be >= 0 (got -1)"},

@@ -101,8 +101,10 @@ static void check_batch(const mp_loader_config *c, const int64_t *idx, int64_t c
     int32_t *ry = malloc((size_t)want_n * sizeof *ry);
     assert_non_null(rx);
     assert_non_null(ry);
-    mp_dataset_batch_augmented(d, idx + b * c->batch, want_n, c->mean, c->std, c->seed, epoch,
-                               c->pad, c->flip, c->dtype, rx, ry);
+    assert_int_equal(mp_dataset_batch_augmented(d, idx + b * c->batch, want_n, c->mean, c->std,
+                                                c->seed, epoch, c->pad, c->flip, c->dtype, rx,
+                                                ry),
+                     MP_OK);
     assert_memory_equal(x, rx, xb);
     assert_memory_equal(y, ry, (size_t)want_n * sizeof *ry);
     free(rx);
