@@ -5,9 +5,11 @@
 #include "io/augment.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/rng.h"
+#include "io/h5data.h"
 #include "io/tokens.h"
 
 typedef struct aug_window {
@@ -64,6 +66,44 @@ void mp_augment_crop_flip(const mp_dataset *d, int64_t index, uint64_t seed, int
     }
 }
 
+/* The c per-channel tables of the 256 pixel values normalised, (p / 255 - mean) / std in double
+ * rounded once to dt (by mp_store), into tables (c * 256 elements of dt). */
+static void pixel_tables(unsigned char *tables, size_t c, const double *mean, const double *std,
+                         mp_dtype dt)
+{
+    size_t es = mp_dtype_size(dt);
+    for (size_t ch = 0; ch < c; ch++)
+        for (int p = 0; p < 256; p++)
+            mp_store(tables + ch * 256 * es, dt, (size_t)p,
+                     ((double)p / 255.0 - mean[ch]) / std[ch]);
+}
+
+/* Sample `index` of image dataset d, augmented by window w, normalised into dst (h, w, c of
+ * dt): src holds its pixels (uint8) or, when values, its doubles; padding is pixel or value 0. */
+static void put_sample(const mp_dataset *d, const void *src, bool values, const aug_window *w,
+                       int pad, const unsigned char *tables, const double *mean,
+                       const double *std, mp_dtype dt, unsigned char *dst)
+{
+    size_t es = mp_dtype_size(dt), wd = (size_t)d->w, c = (size_t)d->c;
+    for (int yy = 0; yy < d->h; yy++) {
+        int sy = aug_src_row(w, yy, d->h, pad);
+        for (int xx = 0; xx < d->w; xx++) {
+            int sx = sy < 0 ? -1 : aug_src_col(w, xx, d->w, pad);
+            size_t from = ((size_t)sy * wd + (size_t)sx) * c;
+            size_t to = ((size_t)yy * wd + (size_t)xx) * c;
+            for (size_t ch = 0; ch < c; ch++) {
+                if (values) {
+                    double v = sx < 0 ? 0.0 : ((const double *)src)[from + ch];
+                    mp_store(dst, dt, to + ch, (v - mean[ch]) / std[ch]);
+                } else {
+                    uint8_t v = sx < 0 ? 0 : ((const uint8_t *)src)[from + ch];
+                    memcpy(dst + (to + ch) * es, tables + (ch * 256 + v) * es, es);
+                }
+            }
+        }
+    }
+}
+
 mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,
                                      const double *mean, const double *std, uint64_t seed,
                                      int64_t epoch, int pad, bool flip, mp_dtype dt, void *x,
@@ -75,33 +115,29 @@ mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, in
         mp_text_batch(d, idx, n, seed, epoch, dt, x, y);
         return MP_OK;
     }
-    /* Channel by channel: the channel's 256 normalised values are rounded once (by mp_store)
-     * into a table, then every sample's pixels of that channel are copied from it. Redrawing a
-     * sample's window per channel costs a seed and three draws, and needs no scratch memory. */
-    double table[256]; /* 256 elements of dt; double is the widest and most aligned dtype */
-    size_t es = mp_dtype_size(dt);
-    size_t h = (size_t)d->h, wd = (size_t)d->w, c = (size_t)d->c, per = h * wd * c;
-    unsigned char *out = x;
-    for (size_t ch = 0; ch < c; ch++) {
-        for (int p = 0; p < 256; p++)
-            mp_store(table, dt, (size_t)p, ((double)p / 255.0 - mean[ch]) / std[ch]);
-        for (int64_t i = 0; i < n; i++) {
-            assert(idx[i] >= 0 && idx[i] < d->count);
-            aug_window w = aug_draw(seed, epoch, idx[i], pad, flip);
-            const uint8_t *src = d->images + (size_t)idx[i] * per;
-            unsigned char *dst = out + (size_t)i * per * es;
-            for (int yy = 0; yy < d->h; yy++) {
-                int sy = aug_src_row(&w, yy, d->h, pad);
-                for (int xx = 0; xx < d->w; xx++) {
-                    int sx = sy < 0 ? -1 : aug_src_col(&w, xx, d->w, pad);
-                    uint8_t v = sx < 0 ? 0 : src[((size_t)sy * wd + (size_t)sx) * c + ch];
-                    size_t k = ((size_t)yy * wd + (size_t)xx) * c + ch;
-                    memcpy(dst + k * es, (const unsigned char *)table + (size_t)v * es, es);
-                }
-            }
-        }
-    }
-    for (int64_t i = 0; i < n; i++)
+    size_t es = mp_dtype_size(dt), c = (size_t)d->c;
+    size_t per = (size_t)d->h * (size_t)d->w * c;
+    bool file = d->h5 != NULL, values = file && mp_h5data_float(d);
+    double small[MP_DATA_MAX_CHANNELS * 256]; /* tables of 256 elements of dt per channel */
+    void *sample = file ? malloc(per * (values ? sizeof(double) : 1)) : NULL;
+    if (file && !sample)
+        return mp_fail(MP_EDATA, "out of memory for a sample of %zu values", per);
+    assert(c <= MP_DATA_MAX_CHANNELS);
+    pixel_tables((unsigned char *)small, c, mean, std, dt);
+    mp_status st = MP_OK;
+    for (int64_t i = 0; st == MP_OK && i < n; i++) {
+        assert(idx[i] >= 0 && idx[i] < d->count);
+        const void *src = sample;
+        if (file)
+            st = mp_h5data_read(d, idx[i], sample);
+        else
+            src = d->images + (size_t)idx[i] * per;
+        aug_window w = aug_draw(seed, epoch, idx[i], pad, flip);
+        if (st == MP_OK)
+            put_sample(d, src, values, &w, pad, (const unsigned char *)small, mean, std, dt,
+                       (unsigned char *)x + (size_t)i * per * es);
         y[i] = d->labels[idx[i]];
-    return MP_OK;
+    }
+    free(sample);
+    return st;
 }

@@ -14,6 +14,10 @@
 #include "engine/status.h"
 
 typedef struct mp_tokens mp_tokens; /* token shards (io/tokens.h) */
+typedef struct mp_h5data mp_h5data; /* images in an HDF5 file (io/h5data.h) */
+
+/* Channels an image dataset may have (grayscale, RGB, RGBA): the per-channel mean and std. */
+#define MP_DATA_MAX_CHANNELS 4
 
 typedef struct mp_dataset {
     int64_t count;       /* number of samples */
@@ -28,6 +32,9 @@ typedef struct mp_dataset {
     /* Token shards only (NULL otherwise): windows of T tokens read from files as batches need
      * them (io/tokens.h), h = 1, w = T, c = 1, num_classes the vocabulary; text_shift as text. */
     mp_tokens *tokens;   /* owned */
+    /* Images in an HDF5 file only (NULL otherwise): `images` is NULL, each sample is read from
+     * the file as a batch needs it (io/h5data.h); labels are in memory as for every image set. */
+    mp_h5data *h5;       /* owned */
 } mp_dataset;
 
 /* Labels per sample: 1 for an image dataset, T = d->w (one per byte or token of the window)

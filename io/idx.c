@@ -22,6 +22,7 @@
 #include "io/fsutil.h"
 #include "io/gzfile.h"
 #include "io/memcheck.h"
+#include "io/h5data.h"
 #include "io/tokens.h"
 
 #define MP_IDX_IMAGES_MAGIC 0x00000803u
@@ -223,6 +224,7 @@ void mp_dataset_free(mp_dataset *d)
     mp_free(d->labels);
     mp_free(d->text);
     mp_tokens_free(d->tokens);
+    mp_h5data_free(d->h5);
     memset(d, 0, sizeof *d);
 }
 

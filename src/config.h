@@ -17,7 +17,7 @@ typedef struct mp_config {
     char path[512]; /* the file it was read from */
     struct {
         char path[512];     /* directory with the dataset files (text: a file or directory) */
-        char format[16];    /* "idx" | "cifar10" | "synthetic" | "text" | "tokens" */
+        char format[16];    /* "idx" | "cifar10" | "synthetic" | "text" | "tokens" | "hdf5" */
         int64_t batch_size; /* per rank */
         int64_t num_classes;
         double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
@@ -31,6 +31,10 @@ typedef struct mp_config {
         int64_t synthetic_train, synthetic_test;
         int64_t context;                 /* text, tokens: bytes or tokens per sample (T) */
         int64_t token_bytes;             /* tokens: bytes a token of a headerless shard */
+        char train_images[128], train_labels[128]; /* hdf5: dataset paths in the file */
+        char test_images[128], test_labels[128];
+        char layout[8];                  /* hdf5: "nhwc" | "nchw" */
+        int64_t chunk_cache_mb;          /* hdf5: chunk cache per image dataset */
         double val_fraction;             /* text: the corpus's tail held out for validation */
     } data;
     struct {

@@ -104,6 +104,14 @@ static mp_status token_rules(const mp_config *c)
     return MP_OK;
 }
 
+/* HDF5 data names its file (the default path is a directory of IDX files). */
+static mp_status hdf5_rules(const mp_config *c)
+{
+    if (strcmp(c->data.format, "hdf5") != 0 || mp_config_given(c, "data.path"))
+        return MP_OK;
+    return mp_config_fail("%s: hdf5 data needs data.path: give the HDF5 file", c->path);
+}
+
 /* Text data has the 256 byte values as classes and is never augmented (the random crop and
  * flip are for images). */
 static mp_status text_rules(const mp_config *c)
@@ -144,6 +152,7 @@ mp_status mp_config_check_rules(const mp_config *c)
     MP_TRY(norm_alias(c));
     MP_TRY(text_rules(c));
     MP_TRY(token_rules(c));
+    MP_TRY(hdf5_rules(c));
     MP_TRY(ordered(c, "amp.min_scale", c->amp.min_scale, "amp.max_scale", c->amp.max_scale,
                    "the loss scale's floor cannot be above its ceiling"));
     if (c->amp.loss_scale == 0.0) { /* dynamic: the scaler starts at init_scale unclamped */

@@ -28,7 +28,7 @@ const mp_key mp_config_keys[] = {
                 "(unset: /usr/share/games/fortunes, Debian's fortunes); tokens: the directory of "
                 "the *.bin shards (must be given)."},
     {"data.format", MP_KEY_STRING, "\"idx\"",
-     ONE_OF("idx", "cifar10", "synthetic", "text", "tokens"),
+     ONE_OF("idx", "cifar10", "synthetic", "text", "tokens", "hdf5"),
      CF(data.format),
      .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]), cifar10 (the "
                 "binary version: data_batch_1..5.bin, test_batch.bin), synthetic (made in "
@@ -37,7 +37,9 @@ const mp_key mp_config_keys[] = {
                 "byte; a directory is read recursively in name order, skipping *.dat and hidden "
                 "files), or tokens (token shards as llm.c and nanoGPT write them: the *.bin files "
                 "of data.path, those named *val* the test split; windows of data.context tokens, "
-                "each token's label the next one; data.num_classes is the vocabulary)."},
+                "each token's label the next one; data.num_classes is the vocabulary), or hdf5 "
+                "(an HDF5 file, data.path, with images and labels in the datasets data.train_* "
+                "and data.test_*, read a sample at a time)."},
     {"data.synthetic_shape", MP_KEY_INT_ARRAY, "[32, 32, 3]", GE(1), LE(4096),
      CF(data.synthetic_shape), COUNT(data.nsynthetic_shape, 3),
      .meaning = "synthetic: image height, width and channels."},
@@ -80,6 +82,23 @@ const mp_key mp_config_keys[] = {
     {"data.token_bytes", MP_KEY_INT, "2", GE(2), LE(4), CF(data.token_bytes),
      .meaning = "tokens: bytes a token in a shard without llm.c's header (2: uint16, nanoGPT's "
                 "train.bin; 4: uint32); a shard with the header says it itself."},
+    {"data.train_images", MP_KEY_STRING, "\"train/images\"", .flags = MP_KEY_NONEMPTY,
+     CF(data.train_images),
+     .meaning = "hdf5: the training images' dataset, (N, H, W, C), (N, C, H, W) with "
+                "data.layout = \"nchw\", or (N, H, W); uint8 pixels or float values."},
+    {"data.train_labels", MP_KEY_STRING, "\"train/labels\"", .flags = MP_KEY_NONEMPTY,
+     CF(data.train_labels),
+     .meaning = "hdf5: the training labels' dataset, (N) integers in [0, data.num_classes)."},
+    {"data.test_images", MP_KEY_STRING, "\"test/images\"", .flags = MP_KEY_NONEMPTY,
+     CF(data.test_images), .meaning = "hdf5: the test images' dataset (as data.train_images)."},
+    {"data.test_labels", MP_KEY_STRING, "\"test/labels\"", .flags = MP_KEY_NONEMPTY,
+     CF(data.test_labels), .meaning = "hdf5: the test labels' dataset (as data.train_labels)."},
+    {"data.layout", MP_KEY_STRING, "\"nhwc\"", ONE_OF("nhwc", "nchw"), CF(data.layout),
+     .meaning = "hdf5: the layout of 4-D image datasets: nhwc (channels last, as numpy "
+                "images) or nchw (channels first, as PyTorch tensors)."},
+    {"data.chunk_cache_mb", MP_KEY_INT, "16", GE(0), LE(65536), CF(data.chunk_cache_mb),
+     .meaning = "hdf5: MiB of HDF5's chunk cache for each image dataset (a compressed chunk is "
+                "decoded once while it stays in the cache)."},
     {"data.val_fraction", MP_KEY_FLOAT, "0.1", GT(0), LE(0.5), CF(data.val_fraction),
      .meaning = "text: the last fraction of the corpus's bytes, held out as the test split "
                 "(its loss also in bits per byte)."},

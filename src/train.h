@@ -81,7 +81,7 @@ typedef struct mp_trainer {
     int32_t *ydev;          /* (batch) labels in the backend's memory (y itself on the CPU) */
     void *xhost;            /* (batch, H, W, C) host staging of x for evaluation, host_alloc's
                                memory (x's own storage on the CPU) */
-    double mean[3], std[3]; /* per-channel normalisation */
+    double mean[MP_DATA_MAX_CHANNELS], std[MP_DATA_MAX_CHANNELS]; /* per channel */
     int device;             /* the CUDA device of this rank, -1 on the CPU */
     int cpu_threads;        /* the CPU libraries' threads per rank (mp_backend_cpu_threads) */
     bool device_comm;       /* mp_train_connect opened comm's device transport (NCCL) */

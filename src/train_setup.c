@@ -11,6 +11,7 @@
 
 #include "comm/device_bind.h"
 #include "engine/backends.h"
+#include "io/h5data.h"
 #include "io/tokens.h"
 #include "src/train.h"
 
@@ -50,6 +51,12 @@ static mp_status load_data(mp_trainer *t)
         MP_TRY(mp_tokens_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                               (int)c->data.token_bytes, c->data.num_classes, c->data.train_limit,
                               c->data.test_limit));
+    } else if (strcmp(c->data.format, "hdf5") == 0) {
+        const mp_h5data_keys keys[2] = {{c->data.train_images, c->data.train_labels},
+                                        {c->data.test_images, c->data.test_labels}};
+        MP_TRY(mp_h5data_load(&t->train, &t->test, c->data.path, keys,
+                              strcmp(c->data.layout, "nchw") == 0, c->data.num_classes,
+                              c->data.chunk_cache_mb, c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "synthetic") == 0) {
         const int64_t *sh = c->data.synthetic_shape;
         if (c->data.nsynthetic_shape != 3)
@@ -73,9 +80,10 @@ static mp_status load_data(mp_trainer *t)
     }
     static const double cifar_mean[3] = {0.4914, 0.4822, 0.4465}, cifar_std[3] = {0.2470, 0.2435, 0.2616};
     bool per_channel = strcmp(c->data.format, "cifar10") == 0;
-    for (int k = 0; k < 3; k++) {
-        t->mean[k] = per_channel && !mp_config_given(c, "data.mean") ? cifar_mean[k] : c->data.mean;
-        t->std[k] = per_channel && !mp_config_given(c, "data.std") ? cifar_std[k] : c->data.std;
+    for (int k = 0; k < MP_DATA_MAX_CHANNELS; k++) {
+        bool cifar = per_channel && k < 3;
+        t->mean[k] = cifar && !mp_config_given(c, "data.mean") ? cifar_mean[k] : c->data.mean;
+        t->std[k] = cifar && !mp_config_given(c, "data.std") ? cifar_std[k] : c->data.std;
     }
     if (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c)
         return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",

@@ -34,6 +34,30 @@ expect_ok() {
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
 
+# expect_larger_than_memory KB WHAT READ_WHOLE CONFIG [MPDIST ARGS]: the python code READ_WHOLE
+# (reading WHAT whole) must fail under `ulimit -v KB`, and 3 steps of mpdist CONFIG ARGS on one
+# rank and thread must train under the same limit.
+expect_larger_than_memory() {
+  local kb=$1 what=$2 read=$3 cfg=$4 rc=0
+  shift 4
+  if (ulimit -v "$kb" && /usr/bin/python3 -c "$read") 2>/dev/null; then
+    echo "FAIL: reading $what whole fits under ulimit -v $kb"
+    failures=$((failures + 1))
+  else
+    echo "ok: reading $what whole fails under ulimit -v $kb"
+  fi
+  (ulimit -v "$kb" && OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 300 "$MPDIST" "$cfg" \
+    --set train.max_steps=3 --set "checkpoint.dir=\"$TMP/ck-big\"" \
+    --set "log.metrics=\"$TMP/big.jsonl\"" "$@") >"$TMP/big.out" 2>&1 || rc=$?
+  if [ $rc = 0 ] && grep -q '^done: 3 steps' "$TMP/big.out"; then
+    echo "ok: 3 steps on $what under ulimit -v $kb"
+  else
+    echo "FAIL: $what under ulimit -v $kb: exit $rc"
+    tail -5 "$TMP/big.out"
+    failures=$((failures + 1))
+  fi
+}
+
 finish() {
   if [ "$failures" -ne 0 ]; then
     echo "$failures check(s) failed"
