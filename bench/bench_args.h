@@ -1,4 +1,5 @@
-/* Command-line arguments of the bench programs (bench/attention_ops.c, batchnorm_bw.c). */
+/* Command-line arguments of the bench programs (bench/attention_ops.c, batchnorm_bw.c,
+ * loader_folder.c). */
 #ifndef MP_BENCH_ARGS_H
 #define MP_BENCH_ARGS_H
 

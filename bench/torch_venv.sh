@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The PyTorch a user installs today, for the bench scripts' side-by-side runs: the current
-# release of `torch` from the Python package registry (with numpy), in a virtual environment
+# release of `torch` from the Python package registry (with numpy, and torchvision and Pillow
+# for the loader benchmark's DataLoader), in a virtual environment
 # outside the repository. Debian's python3-torch (1.13) stays the other peer; the benches report
 # both and compare against the faster.
 #
 # Usage: bench/torch_venv.sh [--install]
 #   (no option)  print the venv's python when it imports torch, else exit 1 with one line saying
 #                how to install it
-#   --install    create the venv and `pip install torch numpy` into it when it does not import
-#                torch yet (about 4 GB with the CUDA libraries the wheel depends on; a few
+#   --install    create the venv and `pip install torch numpy torchvision pillow` into it when
+#                it does not import them yet (about 4 GB with the CUDA libraries the wheel depends on; a few
 #                minutes), then print its python. Never run by the test suite.
 #   MPDIST_TORCH_VENV   where the venv lives (default ${XDG_CACHE_HOME:-$HOME/.cache}/mpdist/torch-venv)
 #   MPDIST_TORCH_SPEC   what pip installs (default "torch"; e.g. "torch==2.15.0")
@@ -29,20 +30,24 @@ mkdir -p "$(dirname "$venv")" 2>/dev/null || true
 case "$(cd "$(dirname "$venv")" 2>/dev/null && pwd -P)/" in
   "$repo"/*) echo "torch_venv: $venv is inside the repository; set MPDIST_TORCH_VENV elsewhere" >&2; exit 2 ;;
 esac
-ready() { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch, numpy' 2>/dev/null; }
+ready() {
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch, numpy, torchvision, PIL' 2>/dev/null
+}
 if ready; then echo "$venv/bin/python"; exit 0; fi
 if [ "$install" = 0 ]; then
-  echo "torch_venv: no PyTorch in $venv; install it with: bash bench/torch_venv.sh --install" >&2
+  echo "torch_venv: no PyTorch (with torchvision) in $venv; install it with:" \
+    "bash bench/torch_venv.sh --install" >&2
   exit 1
 fi
 base=/usr/bin/python3
 "$base" -c 'import venv, ensurepip' 2>/dev/null || base=python3
 "$base" -c 'import venv, ensurepip' 2>/dev/null ||
   { echo "torch_venv: no python3 with venv and ensurepip (Debian: apt-get install python3-venv)" >&2; exit 1; }
-echo "torch_venv: installing $spec and numpy into $venv (a few minutes)" >&2
-"$base" -m venv "$venv" >&2 || { echo "torch_venv: python3 -m venv $venv failed" >&2; exit 1; }
-"$venv/bin/pip" install -q --disable-pip-version-check "$spec" numpy >&2 ||
-  { echo "torch_venv: pip install $spec numpy failed" >&2; exit 1; }
+echo "torch_venv: installing $spec, numpy, torchvision and pillow into $venv (a few minutes)" >&2
+[ -x "$venv/bin/pip" ] || "$base" -m venv "$venv" >&2 ||
+  { echo "torch_venv: python3 -m venv $venv failed" >&2; exit 1; }
+"$venv/bin/pip" install -q --disable-pip-version-check "$spec" numpy torchvision pillow >&2 ||
+  { echo "torch_venv: pip install $spec numpy torchvision pillow failed" >&2; exit 1; }
 ready || { echo "torch_venv: $venv/bin/python still cannot import torch" >&2; exit 1; }
 echo "torch_venv: $("$venv/bin/python" -c 'import torch; print(torch.__version__)') ready" >&2
 echo "$venv/bin/python"

@@ -22,6 +22,12 @@ mp_require(HDF5_FOUND "HDF5 (serial)" "libhdf5-dev")
 find_package(ZLIB QUIET)
 mp_require(ZLIB_FOUND "zlib" "zlib1g-dev")
 
+# Image folders: libjpeg-turbo (through its libjpeg API) and libpng decode JPEG and PNG files.
+find_package(JPEG QUIET)
+mp_require(JPEG_FOUND "libjpeg-turbo" "libjpeg62-turbo-dev")
+find_package(PNG QUIET)
+mp_require(PNG_FOUND "libpng" "libpng-dev")
+
 pkg_check_modules(LIBCONFIG QUIET IMPORTED_TARGET libconfig)
 mp_require(LIBCONFIG_FOUND "libconfig" "libconfig-dev")
 

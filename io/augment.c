@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/rng.h"
+#include "io/folder.h"
 #include "io/h5data.h"
 #include "io/tokens.h"
 
@@ -111,6 +112,8 @@ mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, in
 {
     if (d->tokens)
         return mp_tokens_batch(d, idx, n, seed, epoch, dt, x, y);
+    if (d->folder) /* augmentation: its own (random resized crop and flip), not pad and flip */
+        return mp_folder_batch(d, idx, n, mean, std, seed, epoch, flip, dt, x, y);
     if (d->text) {
         mp_text_batch(d, idx, n, seed, epoch, dt, x, y);
         return MP_OK;

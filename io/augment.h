@@ -38,7 +38,9 @@ void mp_augment_crop_flip(const mp_dataset *d, int64_t index, uint64_t seed, int
  * d->c entries (CIFAR-10: mean 0.4914, 0.4822, 0.4465; std 0.2470, 0.2435, 0.2616).
  * A text dataset (d->text) is mp_text_batch(d, idx, n, seed, epoch, dt, x, y), a token
  * dataset (d->tokens) io/tokens.h's mp_tokens_batch with the same arguments: y then holds
- * n * T labels, and mean, std, pad and flip are ignored. Returns MP_OK, or the error of a
+ * n * T labels, and mean, std, pad and flip are ignored. An image folder (d->folder) is
+ * io/folder.h's mp_folder_batch, augmented (random resized crop and flip) when flip, pad
+ * ignored. Returns MP_OK, or the error of a
  * token shard that cannot be read (MP_EDATA; the only one that reads files). Thread-safe: it
  * only reads d, mean and std (and a token dataset's files). */
 mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,

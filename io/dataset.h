@@ -15,6 +15,7 @@
 
 typedef struct mp_tokens mp_tokens; /* token shards (io/tokens.h) */
 typedef struct mp_h5data mp_h5data; /* images in an HDF5 file (io/h5data.h) */
+typedef struct mp_folder mp_folder; /* an image folder of JPEG and PNG files (io/folder.h) */
 
 /* Channels an image dataset may have (grayscale, RGB, RGBA): the per-channel mean and std. */
 #define MP_DATA_MAX_CHANNELS 4
@@ -35,6 +36,9 @@ typedef struct mp_dataset {
     /* Images in an HDF5 file only (NULL otherwise): `images` is NULL, each sample is read from
      * the file as a batch needs it (io/h5data.h); labels are in memory as for every image set. */
     mp_h5data *h5;       /* owned */
+    /* Image folders only (NULL otherwise): `images` is NULL, each sample is a file decoded and
+     * transformed as a batch needs it (io/folder.h); labels are in memory. */
+    mp_folder *folder;   /* owned */
 } mp_dataset;
 
 /* Labels per sample: 1 for an image dataset, T = d->w (one per byte or token of the window)

@@ -22,6 +22,7 @@
 #include "io/fsutil.h"
 #include "io/gzfile.h"
 #include "io/memcheck.h"
+#include "io/folder.h"
 #include "io/h5data.h"
 #include "io/tokens.h"
 
@@ -225,6 +226,7 @@ void mp_dataset_free(mp_dataset *d)
     mp_free(d->text);
     mp_tokens_free(d->tokens);
     mp_h5data_free(d->h5);
+    mp_folder_free(d->folder);
     memset(d, 0, sizeof *d);
 }
 

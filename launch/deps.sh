@@ -11,7 +11,8 @@ check=0
 [ "${1:-}" != --check ] || { check=1; shift; }
 
 packages=(gcc make cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
-          libcmocka-dev libconfig-dev zlib1g-dev libopenblas-dev libopenblas0-openmp libcjson-dev
+          libcmocka-dev libconfig-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libopenblas-dev
+          libopenblas0-openmp libcjson-dev
           libdnnl-dev ocl-icd-opencl-dev iproute2 procps iptables libnetfilter-queue-dev
           dataset-fashion-mnist fortunes "$@")
 

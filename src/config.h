@@ -17,7 +17,7 @@ typedef struct mp_config {
     char path[512]; /* the file it was read from */
     struct {
         char path[512];     /* directory with the dataset files (text: a file or directory) */
-        char format[16];    /* "idx" | "cifar10" | "synthetic" | "text" | "tokens" | "hdf5" */
+        char format[16]; /* "idx" | "cifar10" | "synthetic" | "text" | "tokens" | "hdf5" | "folder" */
         int64_t batch_size; /* per rank */
         int64_t num_classes;
         double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
@@ -35,6 +35,7 @@ typedef struct mp_config {
         char test_images[128], test_labels[128];
         char layout[8];                  /* hdf5: "nhwc" | "nchw" */
         int64_t chunk_cache_mb;          /* hdf5: chunk cache per image dataset */
+        int64_t image_size, channels, resize; /* folder: sample side, 1 or 3, eval resize */
         double val_fraction;             /* text: the corpus's tail held out for validation */
     } data;
     struct {

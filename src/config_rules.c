@@ -104,12 +104,20 @@ static mp_status token_rules(const mp_config *c)
     return MP_OK;
 }
 
-/* HDF5 data names its file (the default path is a directory of IDX files). */
+/* HDF5 data and image folders name their file or directory (the default path is a directory
+ * of IDX files); folders have 1 or 3 channels. */
 static mp_status hdf5_rules(const mp_config *c)
 {
-    if (strcmp(c->data.format, "hdf5") != 0 || mp_config_given(c, "data.path"))
-        return MP_OK;
-    return mp_config_fail("%s: hdf5 data needs data.path: give the HDF5 file", c->path);
+    bool h5 = strcmp(c->data.format, "hdf5") == 0, folder = strcmp(c->data.format, "folder") == 0;
+    if ((h5 || folder) && !mp_config_given(c, "data.path"))
+        return mp_config_fail("%s: %s data needs data.path: give the %s", c->path,
+                              c->data.format, h5 ? "HDF5 file" : "folder's root");
+    if (folder && c->data.channels == 2) {
+        const char *where = mp_config_where(c, "data.channels");
+        return mp_config_fail("%s: image folders have 1 (luminance) or 3 (RGB) channels",
+                              where ? where : "data.channels");
+    }
+    return MP_OK;
 }
 
 /* Text data has the 256 byte values as classes and is never augmented (the random crop and

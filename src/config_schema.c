@@ -28,7 +28,7 @@ const mp_key mp_config_keys[] = {
                 "(unset: /usr/share/games/fortunes, Debian's fortunes); tokens: the directory of "
                 "the *.bin shards (must be given)."},
     {"data.format", MP_KEY_STRING, "\"idx\"",
-     ONE_OF("idx", "cifar10", "synthetic", "text", "tokens", "hdf5"),
+     ONE_OF("idx", "cifar10", "synthetic", "text", "tokens", "hdf5", "folder"),
      CF(data.format),
      .meaning = "Dataset files: idx (MNIST, Fashion-MNIST: *-idx?-ubyte[.gz]), cifar10 (the "
                 "binary version: data_batch_1..5.bin, test_batch.bin), synthetic (made in "
@@ -39,7 +39,9 @@ const mp_key mp_config_keys[] = {
                 "of data.path, those named *val* the test split; windows of data.context tokens, "
                 "each token's label the next one; data.num_classes is the vocabulary), or hdf5 "
                 "(an HDF5 file, data.path, with images and labels in the datasets data.train_* "
-                "and data.test_*, read a sample at a time)."},
+                "and data.test_*, read a sample at a time), or folder (JPEG and PNG files in "
+                "data.path/train/CLASS/ and data.path/val/CLASS/, as torchvision's ImageFolder "
+                "reads them, decoded on the loader's threads)."},
     {"data.synthetic_shape", MP_KEY_INT_ARRAY, "[32, 32, 3]", GE(1), LE(4096),
      CF(data.synthetic_shape), COUNT(data.nsynthetic_shape, 3),
      .meaning = "synthetic: image height, width and channels."},
@@ -99,6 +101,16 @@ const mp_key mp_config_keys[] = {
     {"data.chunk_cache_mb", MP_KEY_INT, "16", GE(0), LE(65536), CF(data.chunk_cache_mb),
      .meaning = "hdf5: MiB of HDF5's chunk cache for each image dataset (a compressed chunk is "
                 "decoded once while it stays in the cache)."},
+    {"data.image_size", MP_KEY_INT, "224", GE(8), LE(1024), CF(data.image_size),
+     .meaning = "folder: the side of the square samples; training images are cropped and "
+                "resized to it (random resized crop and flip with data.augment), test images "
+                "resized to data.resize and centre-cropped."},
+    {"data.channels", MP_KEY_INT, "3", GE(1), LE(3), CF(data.channels),
+     .meaning = "folder: 3 (RGB) or 1 (luminance); data.mean and data.std default to "
+                "ImageNet's per-channel values for RGB."},
+    {"data.resize", MP_KEY_INT, "0", GE(0), LE(4096), CF(data.resize),
+     .meaning = "folder: the shorter side test images are resized to before the centre crop; "
+                "0 = data.image_size / 0.875 (256 for 224)."},
     {"data.val_fraction", MP_KEY_FLOAT, "0.1", GT(0), LE(0.5), CF(data.val_fraction),
      .meaning = "text: the last fraction of the corpus's bytes, held out as the test split "
                 "(its loss also in bits per byte)."},

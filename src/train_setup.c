@@ -11,6 +11,7 @@
 
 #include "comm/device_bind.h"
 #include "engine/backends.h"
+#include "io/folder.h"
 #include "io/h5data.h"
 #include "io/tokens.h"
 #include "src/train.h"
@@ -57,6 +58,10 @@ static mp_status load_data(mp_trainer *t)
         MP_TRY(mp_h5data_load(&t->train, &t->test, c->data.path, keys,
                               strcmp(c->data.layout, "nchw") == 0, c->data.num_classes,
                               c->data.chunk_cache_mb, c->data.train_limit, c->data.test_limit));
+    } else if (strcmp(c->data.format, "folder") == 0) {
+        MP_TRY(mp_folder_load(&t->train, &t->test, c->data.path, (int)c->data.image_size,
+                              (int)c->data.channels, (int)c->data.resize, c->data.num_classes,
+                              c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "synthetic") == 0) {
         const int64_t *sh = c->data.synthetic_shape;
         if (c->data.nsynthetic_shape != 3)
@@ -78,12 +83,16 @@ static mp_status load_data(mp_trainer *t)
         MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
                            c->data.test_limit));
     }
-    static const double cifar_mean[3] = {0.4914, 0.4822, 0.4465}, cifar_std[3] = {0.2470, 0.2435, 0.2616};
-    bool per_channel = strcmp(c->data.format, "cifar10") == 0;
+    static const double cifar_mean[3] = {0.4914, 0.4822, 0.4465};
+    static const double cifar_std[3] = {0.2470, 0.2435, 0.2616};
+    static const double net_mean[3] = MP_FOLDER_MEAN, net_std[3] = MP_FOLDER_STD;
+    bool cifar = strcmp(c->data.format, "cifar10") == 0;
+    bool rgb_folder = strcmp(c->data.format, "folder") == 0 && c->data.channels == 3;
     for (int k = 0; k < MP_DATA_MAX_CHANNELS; k++) {
-        bool cifar = per_channel && k < 3;
-        t->mean[k] = cifar && !mp_config_given(c, "data.mean") ? cifar_mean[k] : c->data.mean;
-        t->std[k] = cifar && !mp_config_given(c, "data.std") ? cifar_std[k] : c->data.std;
+        bool own = (cifar || rgb_folder) && k < 3; /* the format's per-channel defaults */
+        const double *m = cifar ? cifar_mean : net_mean, *s = cifar ? cifar_std : net_std;
+        t->mean[k] = own && !mp_config_given(c, "data.mean") ? m[k] : c->data.mean;
+        t->std[k] = own && !mp_config_given(c, "data.std") ? s[k] : c->data.std;
     }
     if (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c)
         return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",

@@ -55,7 +55,7 @@ grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null ||
 
 # What the build, the tests (h5dump, h5diff, mpirun) and the training run need.
 want=(libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libcmocka-dev libconfig-dev zlib1g-dev
-      libopenblas-dev libcjson-dev pkgconf)
+      libjpeg62-turbo-dev libpng-dev libopenblas-dev libcjson-dev pkgconf)
 [ "${MPDIST_GPU_DATA:-1}" = 0 ] || want+=(dataset-fashion-mnist fortunes)
 read -ra extra <<<"${MPDIST_GPU_EXTRA:-}"
 # libunistring2 (for libidn2, under HDF5's libcurl): the Ubuntu 24.04 GPU image lacks it.

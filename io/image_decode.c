@@ -1,0 +1,123 @@
+/* JPEG and PNG decoding (io/image_decode.h). libjpeg reports errors through a callback that
+ * must not return: it longjmps back here, with the message kept. libpng's simplified API
+ * returns its errors. Both read from memory, so a file is read once by the caller. */
+#include "io/image_decode.h"
+
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stdio.h> /* before jpeglib.h, which uses FILE */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <png.h>
+
+typedef struct jpeg_error {
+    struct jpeg_error_mgr mgr;
+    jmp_buf back;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_error;
+
+static void jpeg_fail(j_common_ptr c)
+{
+    jpeg_error *e = (jpeg_error *)c->err;
+    (*c->err->format_message)(c, e->msg);
+    longjmp(e->back, 1);
+}
+
+static void jpeg_quiet(j_common_ptr c, int level)
+{
+    (void)c;
+    (void)level; /* warnings (a corrupt but decodable stream) are not printed */
+}
+
+static bool size_ok(int64_t h, int64_t w)
+{
+    return h >= 1 && w >= 1 && h <= MP_IMAGE_MAX_SIDE && w <= MP_IMAGE_MAX_SIDE &&
+           h * w <= MP_IMAGE_MAX_PIXELS;
+}
+
+static mp_status decode_jpeg(const uint8_t *buf, size_t n, const char *path, int channels,
+                             mp_image *out)
+{
+    struct jpeg_decompress_struct d;
+    jpeg_error e;
+    uint8_t *volatile px = NULL;
+    d.err = jpeg_std_error(&e.mgr);
+    e.mgr.error_exit = jpeg_fail;
+    e.mgr.emit_message = jpeg_quiet;
+    if (setjmp(e.back)) {
+        jpeg_destroy_decompress(&d);
+        free(px);
+        return mp_fail(MP_EDATA, "%s: not a readable JPEG file (%s)", path, e.msg);
+    }
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, buf, (unsigned long)n);
+    jpeg_read_header(&d, TRUE);
+    if (!size_ok(d.image_height, d.image_width)) {
+        mp_status st = mp_fail(MP_EDATA, "%s: a JPEG of %u x %u pixels: at most %d a side and "
+                               "%lld pixels are read", path, d.image_width, d.image_height,
+                               MP_IMAGE_MAX_SIDE, (long long)MP_IMAGE_MAX_PIXELS);
+        jpeg_destroy_decompress(&d);
+        return st;
+    }
+    d.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_start_decompress(&d);
+    size_t row = (size_t)d.output_width * (size_t)d.output_components;
+    px = malloc(row * d.output_height);
+    if (!px)
+        longjmp(e.back, 1);
+    while (d.output_scanline < d.output_height) {
+        JSAMPROW r = px + row * d.output_scanline;
+        jpeg_read_scanlines(&d, &r, 1);
+    }
+    jpeg_finish_decompress(&d);
+    *out = (mp_image){.px = px, .h = (int)d.output_height, .w = (int)d.output_width,
+                      .c = channels};
+    jpeg_destroy_decompress(&d);
+    return MP_OK;
+}
+
+static mp_status decode_png(const uint8_t *buf, size_t n, const char *path, int channels,
+                            mp_image *out)
+{
+    png_image im;
+    memset(&im, 0, sizeof im);
+    im.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&im, buf, n))
+        return mp_fail(MP_EDATA, "%s: not a readable PNG file (%s)", path, im.message);
+    if (!size_ok(im.height, im.width)) {
+        png_image_free(&im);
+        return mp_fail(MP_EDATA, "%s: a PNG of %u x %u pixels: at most %d a side and %lld "
+                       "pixels are read", path, im.width, im.height, MP_IMAGE_MAX_SIDE,
+                       (long long)MP_IMAGE_MAX_PIXELS);
+    }
+    im.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    uint8_t *px = malloc(PNG_IMAGE_SIZE(im));
+    if (!px) {
+        png_image_free(&im);
+        return mp_fail(MP_EDATA, "%s: out of memory for %u x %u pixels", path, im.width,
+                       im.height);
+    }
+    png_color black = {0, 0, 0};
+    if (!png_image_finish_read(&im, &black, px, 0, NULL)) {
+        free(px);
+        return mp_fail(MP_EDATA, "%s: not a readable PNG file (%s)", path, im.message);
+    }
+    *out = (mp_image){.px = px, .h = (int)im.height, .w = (int)im.width, .c = channels};
+    return MP_OK;
+}
+
+mp_status mp_image_decode(const uint8_t *buf, size_t n, const char *path, int channels,
+                          mp_image *out)
+{
+    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    memset(out, 0, sizeof *out);
+    if (channels != 1 && channels != 3)
+        return mp_fail(MP_EUSAGE, "image decoding: %d channels: expected 1 or 3", channels);
+    if (n >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff)
+        return decode_jpeg(buf, n, path, channels, out);
+    if (n >= 8 && memcmp(buf, png_sig, 8) == 0)
+        return decode_png(buf, n, path, channels, out);
+    return mp_fail(MP_EDATA, "%s: neither a JPEG nor a PNG file (by its first bytes)", path);
+}
