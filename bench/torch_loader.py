@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """PyTorch's input pipeline on an image folder, for bench/loader.sh: torchvision's ImageFolder
 (PIL decodes JPEG and PNG) with the ImageNet training transform (RandomResizedCrop, a horizontal
 flip, ToTensor, Normalize; Grayscale first for one channel) and a DataLoader of batch 128,
@@ -8,14 +9,16 @@ Usage: torch_loader.py ROOT SIZE CHANNELS WORKERS [EPOCHS]"""
 import sys
 import time
 
-import torch
-import torchvision
-from torchvision import transforms as T
-
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
     if len(sys.argv) < 5:
         sys.exit("usage: torch_loader.py ROOT SIZE CHANNELS WORKERS [EPOCHS]")
+    import torch
+    import torchvision
+    from torchvision import transforms as T
     root, size, channels, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     epochs = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     torch.set_num_threads(1)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/alloc.h"
 #include "engine/rng.h"
@@ -202,9 +203,9 @@ mp_status mp_folder_load(mp_dataset *train, mp_dataset *test, const char *root, 
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
     if (!root || !*root || size < 8 || size > 1024 || (channels != 1 && channels != 3) ||
-        resize < 0 || resize > 4096)
+        resize < 0 || resize > 4096 || (resize > 0 && resize < size))
         return mp_fail(MP_EUSAGE, "image folder: size %d (8..1024), channels %d (1 or 3) or "
-                       "resize %d (0..4096) out of range", size, channels, resize);
+                       "resize %d (0, or size..4096) out of range", size, channels, resize);
     MP_TRY(mp_check_dir(root));
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/train", root);
@@ -249,7 +250,8 @@ static box random_box(int h, int w, uint64_t seed, int64_t epoch, int64_t index)
     for (int t = 0; t < 10 && !found; t++) {
         double target = area * (0.08 + 0.92 * mp_rng_uniform(&r));
         double ar = exp(lo + (hi - lo) * mp_rng_uniform(&r));
-        int cw = (int)lround(sqrt(target * ar)), ch = (int)lround(sqrt(target / ar));
+        /* Python's round(), as torchvision's: halves to even */
+        int cw = (int)nearbyint(sqrt(target * ar)), ch = (int)nearbyint(sqrt(target / ar));
         if (cw > 0 && ch > 0 && cw <= w && ch <= h) {
             b.y = (double)mp_rng_below(&r, (uint64_t)(h - ch + 1));
             b.x = (double)mp_rng_below(&r, (uint64_t)(w - cw + 1));
@@ -260,8 +262,8 @@ static box random_box(int h, int w, uint64_t seed, int64_t epoch, int64_t index)
     }
     if (!found) { /* the centre crop at the nearest allowed aspect ratio */
         double in = (double)w / h;
-        b.w = in < 0.75 ? w : in > 4.0 / 3.0 ? lround(h * 4.0 / 3.0) : w;
-        b.h = in < 0.75 ? lround(w / 0.75) : h;
+        b.w = in < 0.75 ? w : in > 4.0 / 3.0 ? nearbyint(h * 4.0 / 3.0) : w;
+        b.h = in < 0.75 ? nearbyint(w / 0.75) : h;
         b.y = floor((h - b.h) / 2);
         b.x = floor((w - b.w) / 2);
     }
@@ -269,13 +271,16 @@ static box random_box(int h, int w, uint64_t seed, int64_t epoch, int64_t index)
     return b;
 }
 
-/* The shorter side resized to `resize`, then the centre size x size: as a source box. */
+/* The shorter side resized to `resize` and the longer to resize * long / short (rounded down,
+ * as torchvision's Resize), then the centre size x size (offsets rounded half to even, as its
+ * CenterCrop): as a source box. */
 static box centre_box(int h, int w, int size, int resize)
 {
-    double s = (double)resize / (h < w ? h : w);
-    double nh = h < w ? resize : floor(h * s), nw = h < w ? floor(w * s) : resize;
-    double top = round((nh - size) / 2), left = round((nw - size) / 2);
-    box b = {top / s, left / s, size / s, size / s, false};
+    int64_t lng = (int64_t)resize * (h < w ? w : h) / (h < w ? h : w);
+    double nh = h < w ? resize : (double)lng, nw = h < w ? (double)lng : resize;
+    double sy = nh / h, sx = nw / w;
+    double top = nearbyint((nh - size) / 2), left = nearbyint((nw - size) / 2);
+    box b = {top / sy, left / sx, size / sy, size / sx, false};
     return b;
 }
 
@@ -286,6 +291,8 @@ typedef struct tap {
 } tap;
 
 enum { MP_TAP_ONE = 2048, MP_TAP_SHIFT = 22 }; /* 2048^2 = 2^22 */
+_Static_assert((int64_t)MP_TAP_ONE * MP_TAP_ONE * 255 + (1 << (MP_TAP_SHIFT - 1)) <= INT32_MAX,
+               "a row_bytes sum fits an int");
 
 /* The taps of `size` outputs over a box [start, start + len) of a side of n pixels (pixel
  * centres aligned: output o samples start + (o + 0.5) len / size - 0.5, clamped to the side). */
@@ -362,6 +369,8 @@ static mp_status read_file(const char *path, uint8_t **buf, size_t *n)
     if (!f || size > MP_FOLDER_MAX_FILE) {
         if (f)
             fclose(f);
+        else
+            close(fd);
         return mp_fail(MP_EDATA, "%s: %s", path, f ? "larger than 64 MiB" : strerror(errno));
     }
     *buf = malloc((size_t)size + 1);

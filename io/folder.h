@@ -23,7 +23,7 @@
  * MP_EUSAGE for a bad argument; MP_EDATA naming the directory for a missing root, train or val
  * directory, a split without images, a validation class not among the training classes, more
  * classes than num_classes. `resize` is the evaluation transform's shorter side (0: size /
- * 0.875, torchvision's 256 for 224). */
+ * 0.875, torchvision's 256 for 224; else at least size). */
 mp_status mp_folder_load(mp_dataset *train, mp_dataset *test, const char *root, int size,
                          int channels, int resize, int64_t num_classes, int64_t train_limit,
                          int64_t test_limit);
@@ -34,8 +34,9 @@ mp_status mp_folder_load(mp_dataset *train, mp_dataset *test, const char *root, 
  * (a box of 8% to 100% of the area, aspect ratio 3/4 to 4/3 on a log scale, 10 tries then the
  * centre crop) and a horizontal flip with probability 1/2, drawn from (seed, epoch, idx[i]);
  * else the evaluation transform, the shorter side resized to `resize` and the centre
- * size x size kept. Both resample bilinearly (pixel centres aligned; weights in 1/2048ths and
- * bytes rounded half up, as PIL computes; no antialiasing).
+ * size x size kept. Both resample bilinearly in one pass (pixel centres aligned; weights in
+ * 1/2048ths and bytes rounded half up, as PIL's fixed point, which resamples in two passes
+ * and antialiases when it shrinks; this does neither).
  * MP_EDATA naming the file when one cannot be read or decoded. Thread-safe. */
 mp_status mp_folder_batch(const mp_dataset *d, const int64_t *idx, int64_t n,
                           const double *mean, const double *std, uint64_t seed, int64_t epoch,

@@ -1,37 +1,35 @@
 /* A check of a chunked HDF5 dataset's stored chunks before HDF5 reads them (io/h5_chunks.h).
  * HDF5 1.10 trusts a chunk's filtered bytes: a chunk that inflates to fewer bytes than the
  * chunk's size is then read past its buffer (fuzz_h5data found it: corpus/h5data/
- * chunk_inflates_short). So each chunk is read raw once (H5Dread_chunk), unfiltered here as
- * HDF5 would (Fletcher32's 4 bytes off the end, then zlib's inflate; shuffling keeps the
- * size), and must come to exactly the chunk's size. */
+ * chunk_inflates_short). So each chunk is read raw once (H5Dread_chunk), its pipeline undone
+ * here in reverse order as HDF5 would (Fletcher32's 4 bytes off the end, zlib's inflate;
+ * shuffling keeps the size), and must come to exactly the chunk's size. */
 #include "io/h5_chunks.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #define MP_H5_MAX_CHUNK ((hsize_t)1 << 28) /* bytes of one chunk, unfiltered */
 
-/* The filters of dcpl, in order: MP_OK when each is deflate, shuffle or Fletcher32 (else
- * MP_EDATA naming it); *deflate and *fletcher are their places in the pipeline (-1: none). */
-static mp_status filters(hid_t dcpl, const char *path, const char *name, int *deflate,
-                         int *fletcher)
+/* The pipeline of dcpl: its filters' ids in order (*n of them, at most H5Z_MAX_NFILTERS); MP_OK
+ * when each is deflate, shuffle or Fletcher32, else MP_EDATA naming it. */
+static mp_status filters(hid_t dcpl, const char *path, const char *name, H5Z_filter_t *ids,
+                         int *n)
 {
-    *deflate = *fletcher = -1;
-    int n = H5Pget_nfilters(dcpl);
-    for (int i = 0; i < n; i++) {
+    *n = H5Pget_nfilters(dcpl);
+    if (*n < 0 || *n > H5Z_MAX_NFILTERS)
+        return mp_fail(MP_EDATA, "%s: %s: an unreadable filter pipeline", path, name);
+    for (int i = 0; i < *n; i++) {
         unsigned flags, conf;
         size_t nv = 0;
         char fname[64] = "";
-        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, sizeof fname,
-                                         fname, &conf);
-        if (id == H5Z_FILTER_DEFLATE)
-            *deflate = i;
-        else if (id == H5Z_FILTER_FLETCHER32)
-            *fletcher = i;
-        else if (id != H5Z_FILTER_SHUFFLE)
+        ids[i] = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, sizeof fname, fname, &conf);
+        if (ids[i] != H5Z_FILTER_DEFLATE && ids[i] != H5Z_FILTER_FLETCHER32 &&
+            ids[i] != H5Z_FILTER_SHUFFLE)
             return mp_fail(MP_EDATA, "%s: %s is stored with HDF5 filter %d (%s): only gzip "
-                           "(deflate), shuffle and fletcher32 are read", path, name, (int)id,
+                           "(deflate), shuffle and fletcher32 are read", path, name, (int)ids[i],
                            fname[0] ? fname : "unknown");
     }
     return MP_OK;
@@ -54,70 +52,107 @@ static int64_t inflate_all(const uint8_t *in, size_t n, uint8_t *out, size_t cap
     return rc == Z_STREAM_END ? got : -1;
 }
 
+/* The bytes a stored chunk of `size` bytes (raw, cap bytes of room in plain) holds once its
+ * pipeline (ids[0..n), filters whose bit is set in mask skipped) is undone in reverse order:
+ * Fletcher32 takes its 4 bytes off the end, deflate inflates into plain, shuffling keeps the
+ * size. -1 for a stream that does not inflate. */
+static int64_t unfiltered(const H5Z_filter_t *ids, int n, unsigned mask, uint8_t *raw,
+                          int64_t size, uint8_t *plain, size_t cap)
+{
+    uint8_t *cur = raw;
+    for (int k = n - 1; k >= 0 && size >= 0; k--) {
+        if (mask & (1u << k))
+            continue;
+        if (ids[k] == H5Z_FILTER_FLETCHER32)
+            size = size >= 4 ? size - 4 : -1;
+        else if (ids[k] == H5Z_FILTER_DEFLATE && cur == raw)
+            size = inflate_all(cur, (size_t)size, plain, cap), cur = plain;
+        else if (ids[k] == H5Z_FILTER_DEFLATE)
+            size = -1; /* deflate twice: not a pipeline anyone writes */
+    }
+    return size;
+}
+
 mp_status mp_h5_check_chunks(hid_t d, const char *path, const char *name)
 {
-    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d);
+    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
     mp_status st = MP_OK;
-    if (dcpl < 0 || t < 0 || H5Pget_layout(dcpl) != H5D_CHUNKED)
+    uint8_t *raw = NULL, *plain = NULL;
+    if (dcpl < 0 || t < 0 || s < 0 || H5Pget_layout(dcpl) != H5D_CHUNKED)
         goto out;
-    hsize_t cdims[H5S_MAX_RANK], bytes = H5Tget_size(t);
+    hsize_t cdims[H5S_MAX_RANK], dims[H5S_MAX_RANK], bytes = H5Tget_size(t);
     int rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
+    if (rank < 1 || H5Sget_simple_extent_dims(s, dims, NULL) != rank) {
+        st = mp_fail(MP_EDATA, "%s: %s: chunk and dataspace ranks disagree", path, name);
+        goto out;
+    }
     for (int k = 0; k < rank && bytes <= MP_H5_MAX_CHUNK; k++)
         bytes = cdims[k] <= MP_H5_MAX_CHUNK ? bytes * cdims[k] : MP_H5_MAX_CHUNK + 1;
-    if (rank < 1 || bytes == 0 || bytes > MP_H5_MAX_CHUNK) {
+    if (bytes == 0 || bytes > MP_H5_MAX_CHUNK) {
         st = mp_fail(MP_EDATA, "%s: %s has chunks of %llu bytes: expected 1..%llu", path, name,
                      (unsigned long long)bytes, (unsigned long long)MP_H5_MAX_CHUNK);
         goto out;
     }
-    int deflate, fletcher;
-    st = filters(dcpl, path, name, &deflate, &fletcher);
-    hsize_t nchunks = 0; /* none stored (never written: HDF5 reads the fill value) */
-    if (st == MP_OK && H5Dget_storage_size(d) > 0 && H5Dget_num_chunks(d, H5S_ALL, &nchunks) < 0)
-        st = mp_fail(MP_EDATA, "%s: %s: cannot list its chunks", path, name);
-    uint8_t *raw = NULL, *plain = st == MP_OK ? malloc(bytes + 1) : NULL;
-    if (st == MP_OK && !plain)
-        st = mp_fail(MP_EDATA, "%s: %s: out of memory for a chunk", path, name);
-    for (hsize_t i = 0; st == MP_OK && i < nchunks; i++) {
-        hsize_t off[H5S_MAX_RANK], size = 0;
-        unsigned mask = 0;
-        haddr_t addr;
-        if (H5Dget_chunk_info(d, H5S_ALL, i, off, &mask, &addr, &size) < 0 ||
-            size > 2 * bytes + 4096) {
-            st = mp_fail(MP_EDATA, "%s: %s: chunk %llu is unreadable or too large (%llu bytes)",
-                         path, name, (unsigned long long)i, (unsigned long long)size);
-            break;
-        }
-        uint8_t *r = realloc(raw, size + 1);
-        if (!r) {
-            st = mp_fail(MP_EDATA, "%s: %s: out of memory for a chunk", path, name);
-            break;
-        }
-        raw = r;
-        uint32_t filter_mask = 0;
-        if (H5Dread_chunk(d, H5P_DEFAULT, off, &filter_mask, raw) < 0) {
-            st = mp_fail(MP_EDATA, "%s: %s: chunk %llu cannot be read", path, name,
-                         (unsigned long long)i);
-            break;
-        }
-        /* Bit k of the chunk's mask set: the pipeline's filter k was skipped for it. */
-        (void)addr;
-        hsize_t n = size;
-        if (fletcher >= 0 && !(filter_mask & (1u << fletcher)) && n >= 4)
-            n -= 4;
-        int64_t got = (int64_t)n;
-        if (deflate >= 0 && !(filter_mask & (1u << deflate)))
-            got = inflate_all(raw, (size_t)n, plain, (size_t)bytes + 1);
-        if (got != (int64_t)bytes)
-            st = mp_fail(MP_EDATA, "%s: %s: chunk %llu holds %lld bytes once unfiltered, not "
-                         "the chunk's %llu (damaged)", path, name, (unsigned long long)i,
-                         (long long)got, (unsigned long long)bytes);
+    H5Z_filter_t ids[H5Z_MAX_NFILTERS];
+    int nf;
+    st = filters(dcpl, path, name, ids, &nf);
+    if (st != MP_OK || H5Dget_storage_size(d) == 0) /* none stored: HDF5 reads the fill value */
+        goto out;
+    plain = malloc(bytes + 8);
+    hsize_t stored = 0, grid = 1;
+    if (!plain || H5Dget_num_chunks(d, s, &stored) < 0) { /* 1.10.8 refuses H5S_ALL here */
+        st = mp_fail(MP_EDATA, "%s: %s: %s", path, name,
+                     plain ? "the chunk index is unreadable" : "out of memory for a chunk");
+        goto out;
     }
+    for (int k = 0; k < rank && grid <= 4 * stored + 4096; k++)
+        grid *= cdims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
+    /* Every chunk of the grid by its coordinates (a lookup in the chunk index each, where the
+     * chunk's number would walk the index from its start every time); a grid far larger than
+     * the chunks stored (a damaged or hostile extent) would take forever: refused. */
+    if (grid > 4 * stored + 4096) {
+        st = mp_fail(MP_EDATA, "%s: %s: %llu chunks stored in a grid of more than %llu: not "
+                     "read (damaged?)", path, name, (unsigned long long)stored,
+                     (unsigned long long)(4 * stored + 4096));
+        goto out;
+    }
+    hsize_t at[H5S_MAX_RANK] = {0};
+    for (bool more = true; st == MP_OK && more;) {
+        hsize_t off[H5S_MAX_RANK], size = 0;
+        for (int k = 0; k < rank; k++)
+            off[k] = at[k] * cdims[k];
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) < 0)
+            st = mp_fail(MP_EDATA, "%s: %s: the chunk index is unreadable", path, name);
+        else if (addr != HADDR_UNDEF) {
+            uint8_t *r = size <= 2 * bytes + 4096 ? realloc(raw, size + 1) : NULL;
+            uint32_t fm = 0;
+            if (r)
+                raw = r;
+            if (!r || H5Dread_chunk(d, H5P_DEFAULT, off, &fm, raw) < 0 ||
+                unfiltered(ids, nf, fm, raw, (int64_t)size, plain, bytes + 8) != (int64_t)bytes)
+                st = mp_fail(MP_EDATA, "%s: %s: the chunk at element %llu holds %llu bytes "
+                             "that do not unpack to the chunk's %llu (damaged)", path, name,
+                             (unsigned long long)off[0], (unsigned long long)size,
+                             (unsigned long long)bytes);
+        }
+        more = false; /* the next coordinate, last dimension fastest */
+        for (int k = rank - 1; k >= 0 && !more; k--) {
+            if (++at[k] * cdims[k] < dims[k])
+                more = true;
+            else
+                at[k] = 0;
+        }
+    }
+out:
     free(raw);
     free(plain);
-out:
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (t >= 0)
         H5Tclose(t);
+    if (s >= 0)
+        H5Sclose(s);
     return st;
 }

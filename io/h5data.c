@@ -90,6 +90,10 @@ static mp_status storage_ok(hid_t d, const char *path, const char *name)
     return MP_OK;
 }
 
+/* Set only in the probing child (probe below), a process of one thread: its load skips the
+ * chunk checks, a pass over the data that may take long on a large file. */
+static bool probing;
+
 /* Opens dataset `name` of file f if it exists (every prefix of its path too: H5Lexists needs
  * the parents) and is a dataset; else MP_EDATA naming it. */
 static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t *out)
@@ -118,7 +122,7 @@ static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t
         return mp_fail(MP_EDATA, "%s: cannot open dataset %s (%s)", path, name,
                        mp_h5_message());
     mp_status st = storage_ok(*out, path, name);
-    if (st == MP_OK)
+    if (st == MP_OK && !probing)
         st = mp_h5_check_chunks(*out, path, name);
     if (st != MP_OK) {
         H5Dclose(*out);
@@ -293,10 +297,14 @@ static mp_status load_both(mp_dataset *train, mp_dataset *test, const char *path
 
 /* HDF5 1.10 trusts a file's structure: a damaged one can make it read through a NULL or past a
  * buffer (fuzz_h5data found a local heap whose size made malloc fail:
- * corpus/h5data/local_heap_huge). So a child process loads the file first, walking every
- * structure the load and the batches use (links, dataset headers, every chunk: io/h5_chunks.c),
- * and exits; a child killed by a signal (or by a sanitizer's report) leaves the job an error
- * to report, not a crash. The parent loads only a file its child loaded or refused. */
+ * corpus/h5data/local_heap_huge; and one whose structure makes it loop). So a child process
+ * loads the file first, walking the structures the load uses (links, dataset headers, the
+ * labels; not the chunks' data, which io/h5_chunks.c checks in the parent afterwards), and
+ * exits; a child killed by a signal (or by a sanitizer's report) leaves the job an error to
+ * report, not a crash, and so does one still running after 60 seconds. The parent loads only
+ * a file its child loaded or refused. The child touches nothing but HDF5 and leaves with _exit
+ * (HDF5's exit-time clean-up is off: mp_h5_quiet), so the parent's open files and MPI are
+ * untouched. */
 static mp_status probe(const char *path, const mp_h5data_keys keys[2], bool nchw,
                        int64_t num_classes, int64_t cache_mb)
 {
@@ -308,6 +316,8 @@ static mp_status probe(const char *path, const mp_h5data_keys keys[2], bool nchw
                        strerror(errno));
     if (pid == 0) {
         child_quiet();
+        probing = true;
+        alarm(60); /* a file that makes HDF5 loop ends the child (SIGALRM), not the job */
         mp_dataset tr, te;
         memset(&tr, 0, sizeof tr);
         memset(&te, 0, sizeof te);
@@ -349,15 +359,17 @@ mp_status mp_h5data_load(mp_dataset *train, mp_dataset *test, const char *path,
 mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out)
 {
     const mp_h5data *h = d->h5;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* HDF5 prints per thread: not on a loader's either */
     MP_TRY(whole(h));
     size_t n = (size_t)d->h * (size_t)d->w * (size_t)d->c, es = h->is_float ? 8 : 1;
     hid_t mem_type = h->is_float ? H5T_NATIVE_DOUBLE : H5T_NATIVE_UINT8;
     hsize_t start[4] = {(hsize_t)index, 0, 0, 0}, count[4] = {1, 1, 1, 1};
     hsize_t chw[3] = {(hsize_t)d->c, (hsize_t)d->h, (hsize_t)d->w};
     hsize_t hwc[3] = {(hsize_t)d->h, (hsize_t)d->w, (hsize_t)d->c};
+    bool nchw = h->nchw && h->rank == 4; /* (N, H, W) is one channel whatever the layout */
     for (int k = 1; k < h->rank; k++)
-        count[k] = h->nchw ? chw[k - 1] : hwc[k - 1];
-    bool transpose = h->nchw && h->rank == 4 && d->c > 1;
+        count[k] = nchw ? chw[k - 1] : hwc[k - 1];
+    bool transpose = nchw && d->c > 1;
     void *buf = transpose ? malloc(n * es) : out;
     hid_t fs = H5Dget_space(h->images);
     hsize_t flat = (hsize_t)n;

@@ -25,10 +25,40 @@ static void jpeg_fail(j_common_ptr c)
     longjmp(e->back, 1);
 }
 
+/* libjpeg-turbo's advice against hostile progressive files: at most this many scans. */
+enum { MP_JPEG_MAX_SCANS = 500 };
+
+static void jpeg_scans(j_common_ptr c)
+{
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    if (d->is_decompressor && d->input_scan_number > MP_JPEG_MAX_SCANS) {
+        jpeg_error *e = (jpeg_error *)c->err;
+        snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", MP_JPEG_MAX_SCANS);
+        longjmp(e->back, 1);
+    }
+}
+
 static void jpeg_quiet(j_common_ptr c, int level)
 {
     (void)c;
     (void)level; /* warnings (a corrupt but decodable stream) are not printed */
+}
+
+/* CMYK pixels (4 bytes each, stored inverted when Adobe wrote the file, as Photoshop does) to
+ * RGB, R = (255 - C)(255 - K) / 255 and so on, or to luminance (ITU-R 601 weights), in place. */
+static void from_cmyk(uint8_t *px, size_t n, bool inverted, int channels)
+{
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *q = px + 4 * i;
+        int k = inverted ? q[3] : 255 - q[3], rgb[3];
+        for (int j = 0; j < 3; j++)
+            rgb[j] = ((inverted ? q[j] : 255 - q[j]) * k + 127) / 255;
+        if (channels == 1)
+            px[i] = (uint8_t)((299 * rgb[0] + 587 * rgb[1] + 114 * rgb[2] + 500) / 1000);
+        else
+            for (int j = 0; j < 3; j++)
+                px[3 * i + (size_t)j] = (uint8_t)rgb[j];
+    }
 }
 
 static bool size_ok(int64_t h, int64_t w)
@@ -41,8 +71,11 @@ static mp_status decode_jpeg(const uint8_t *buf, size_t n, const char *path, int
                              mp_image *out)
 {
     struct jpeg_decompress_struct d;
+    struct jpeg_progress_mgr progress = {.progress_monitor = jpeg_scans};
     jpeg_error e;
     uint8_t *volatile px = NULL;
+    memset(&d, 0, sizeof d);
+    snprintf(e.msg, sizeof e.msg, "out of memory");
     d.err = jpeg_std_error(&e.mgr);
     e.mgr.error_exit = jpeg_fail;
     e.mgr.emit_message = jpeg_quiet;
@@ -52,6 +85,7 @@ static mp_status decode_jpeg(const uint8_t *buf, size_t n, const char *path, int
         return mp_fail(MP_EDATA, "%s: not a readable JPEG file (%s)", path, e.msg);
     }
     jpeg_create_decompress(&d);
+    d.progress = &progress;
     jpeg_mem_src(&d, buf, (unsigned long)n);
     jpeg_read_header(&d, TRUE);
     if (!size_ok(d.image_height, d.image_width)) {
@@ -61,7 +95,8 @@ static mp_status decode_jpeg(const uint8_t *buf, size_t n, const char *path, int
         jpeg_destroy_decompress(&d);
         return st;
     }
-    d.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    bool cmyk = d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK;
+    d.out_color_space = cmyk ? JCS_CMYK : channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_start_decompress(&d);
     size_t row = (size_t)d.output_width * (size_t)d.output_components;
     px = malloc(row * d.output_height);
@@ -71,6 +106,8 @@ static mp_status decode_jpeg(const uint8_t *buf, size_t n, const char *path, int
         JSAMPROW r = px + row * d.output_scanline;
         jpeg_read_scanlines(&d, &r, 1);
     }
+    if (cmyk)
+        from_cmyk(px, (size_t)d.output_width * d.output_height, d.saw_Adobe_marker, channels);
     jpeg_finish_decompress(&d);
     *out = (mp_image){.px = px, .h = (int)d.output_height, .w = (int)d.output_width,
                       .c = channels};

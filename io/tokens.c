@@ -297,6 +297,11 @@ mp_status mp_tokens_batch(const mp_dataset *d, const int64_t *idx, int64_t n, ui
         int64_t first = (idx[i] - s->first) * T + off;
         st = read_at(fd, s->path, buf, len, s->start + first * t->width);
         unsigned char *dst = (unsigned char *)x + (size_t)i * (size_t)T * es;
+        for (int64_t k = 0; st == MP_OK && k <= T; k++) /* rewritten since it was checked? */
+            if (token_at(buf, t->width, k) >= (uint32_t)d->num_classes)
+                st = mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary (the "
+                             "file changed since it was loaded)", s->path,
+                             (long long)(first + k), token_at(buf, t->width, k));
         for (int64_t k = 0; st == MP_OK && k < T; k++) {
             mp_store(dst, dt, (size_t)k, (double)token_at(buf, t->width, k));
             y[i * T + k] = (int32_t)token_at(buf, t->width, k + 1);

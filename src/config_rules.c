@@ -117,6 +117,13 @@ static mp_status hdf5_rules(const mp_config *c)
         return mp_config_fail("%s: image folders have 1 (luminance) or 3 (RGB) channels",
                               where ? where : "data.channels");
     }
+    if (folder && c->data.resize > 0 && c->data.resize < c->data.image_size) {
+        const char *where = mp_config_where(c, "data.resize");
+        return mp_config_fail("%s: test images are resized to at least data.image_size = %lld "
+                              "before the centre crop (got %lld; 0 = image_size / 0.875)",
+                              where ? where : "data.resize", (long long)c->data.image_size,
+                              (long long)c->data.resize);
+    }
     return MP_OK;
 }
 

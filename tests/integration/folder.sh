@@ -54,4 +54,6 @@ printf 'data: { format = "folder"; };\n' >"$TMP/nopath.cfg"
 expect_exit 2 "nopath.cfg: folder data needs data.path" "$MPDIST" "$TMP/nopath.cfg"
 expect_exit 2 'data.channels: image folders have 1 \(luminance\) or 3 \(RGB\) channels' \
   "${one[@]}" --set "data.path=\"$TMP/fm\"" --set data.channels=2
+expect_exit 2 'data.resize: test images are resized to at least data.image_size = 28' \
+  "${one[@]}" --set "data.path=\"$TMP/fm\"" --set data.resize=20
 finish

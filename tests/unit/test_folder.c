@@ -2,7 +2,7 @@
  * JPEG files written here: classes in name order, files in name order, hidden and other files
  * skipped, a validation split of fewer classes; PNG pixels decoded exactly and, at the image's
  * own size, batches equal to the same pixels in memory (the IDX path) in every dtype; gray
- * files read as RGB and RGB files as gray; JPEG within a few levels; the evaluation transform's
+ * files read as RGB and RGB files as gray; JPEG within a few levels; CMYK JPEGs as RGB; the evaluation transform's
  * resize and centre crop against values worked out by hand; the training transform
  * deterministic per (seed, epoch, index), different across epochs, and its flip a mirror; the
  * loader with 0 and 3 threads; limits; refusals, one line each with the data memory back: no
@@ -131,6 +131,38 @@ static void test_listing_and_pixels(void **state)
     mp_dataset *all[3] = {&tr, &te, &mem};
     for (int i = 0; i < 3; i++)
         mp_dataset_free(all[i]);
+}
+
+/* A CMYK JPEG as Photoshop writes it (Adobe's inverted values): read as RGB, R = C K / 255 of
+ * the stored values and so on, and as its luminance. */
+static void test_cmyk_jpeg(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cmyk.jpg", mp_test_dir("folder-cmyk"));
+    uint8_t px[8 * 8 * 4];
+    for (int p = 0; p < 64; p++) {
+        px[4 * p] = 200;
+        px[4 * p + 1] = 100;
+        px[4 * p + 2] = 50;
+        px[4 * p + 3] = 255;
+    }
+    assert_int_equal(mp_test_write_jpeg(path, px, 8, 8, 4, 100), 0);
+    FILE *f = fopen(path, "rb");
+    uint8_t buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    mp_image im;
+    assert_int_equal(mp_image_decode(buf, n, path, 3, &im), MP_OK);
+    const int want[3] = {200, 100, 50};
+    for (int p = 0; p < 64; p++)
+        for (int c = 0; c < 3; c++)
+            assert_true(abs(im.px[3 * p + c] - want[c]) <= 2);
+    free(im.px);
+    assert_int_equal(mp_image_decode(buf, n, path, 1, &im), MP_OK);
+    assert_int_equal(im.c, 1);
+    assert_true(abs(im.px[0] - (299 * 200 + 587 * 100 + 114 * 50 + 500) / 1000) <= 2);
+    free(im.px);
 }
 
 /* Gray files read as RGB (equal channels) and RGB files as gray (one channel). */
@@ -344,7 +376,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_listing_and_pixels), cmocka_unit_test(test_channels),
         cmocka_unit_test(test_resize_and_centre_crop), cmocka_unit_test(test_random_crops),
-        cmocka_unit_test(test_flip),
+        cmocka_unit_test(test_flip),          cmocka_unit_test(test_cmyk_jpeg),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* Images in HDF5 files (data.format = "hdf5", io/h5data.c), files written here with HDF5's C
  * API as h5py writes them: uint8 (N, H, W, C) batches, plain and augmented, have the bytes of
  * the same pixels held in memory (the IDX path), in every dtype; (N, C, H, W) with layout nchw
- * and (N, H, W) give the same; float images are normalised as (v - mean) / std; limits; the
+ * and (N, H, W) (with either layout) give the same, also chunked with shuffle, deflate and
+ * Fletcher32 in h5py's and in PyTables' order; float images are normalised as (v - mean) / std; limits; the
  * loader with 0 and 3 threads hands out the direct batches; refusals, each one line naming the
  * file and the dataset with both datasets zeroed and the data memory back: a missing file, a
  * file that is not HDF5, a missing dataset, a group where a dataset should be, labels of the
@@ -139,8 +140,8 @@ static void test_pixels_as_idx(void **state)
     for (int k = 0; k < 3; k++) {
         const char *path = write_file(dir, names[k], hows[k]);
         mp_dataset tr, te;
-        assert_int_equal(mp_h5data_load(&tr, &te, path, KEYS, hows[k] == NCHW, 7, 1, 0, 0),
-                         MP_OK);
+        bool nchw = hows[k] != NHWC; /* (N, H, W) is one channel whatever the layout */
+        assert_int_equal(mp_h5data_load(&tr, &te, path, KEYS, nchw, 7, 1, 0, 0), MP_OK);
         assert_int_equal(tr.count, N);
         assert_int_equal(te.count, N);
         assert_int_equal(tr.h, H);
@@ -162,6 +163,58 @@ static void test_pixels_as_idx(void **state)
     mp_dataset_free(&te);
     mp_dataset_free(&mem);
     mp_dataset_free(&gray_mem);
+}
+
+/* Chunked and compressed as h5py and PyTables write them: shuffle, deflate, Fletcher32 (h5py's
+ * order) and Fletcher32 first (PyTables' order): the batches of the plain file. */
+static void test_filtered_chunks(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("h5data-filtered");
+    mp_dataset mem = in_memory(C);
+    for (int order = 0; order < 2; order++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/f%d.h5", dir, order);
+        hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        hsize_t chunk[4] = {3, H, W, C}, dims[4] = {N, H, W, C}, nl = N;
+        H5Pset_chunk(dcpl, 4, chunk);
+        if (order == 1)
+            H5Pset_fletcher32(dcpl);
+        H5Pset_shuffle(dcpl);
+        H5Pset_deflate(dcpl, 6);
+        if (order == 0)
+            H5Pset_fletcher32(dcpl);
+        uint8_t px[N * PER];
+        int64_t labels[N];
+        for (int i = 0; i < N; i++) {
+            labels[i] = i % 7;
+            for (int k = 0; k < PER; k++)
+                px[i * PER + k] = pixel(i, k / C / W, k / C % W, k % C);
+        }
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        H5Pset_create_intermediate_group(lcpl, 1);
+        const char *names[2] = {"train/images", "test/images"};
+        for (int s = 0; s < 2; s++) {
+            hid_t sp = H5Screate_simple(4, dims, NULL);
+            hid_t d = H5Dcreate2(f, names[s], H5T_NATIVE_UINT8, sp, lcpl, dcpl, H5P_DEFAULT);
+            assert_true(d >= 0);
+            assert_true(H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, px) >= 0);
+            H5Dclose(d);
+            H5Sclose(sp);
+        }
+        put(f, "train/labels", H5T_NATIVE_INT64, 1, &nl, labels);
+        put(f, "test/labels", H5T_NATIVE_INT64, 1, &nl, labels);
+        H5Pclose(lcpl);
+        H5Pclose(dcpl);
+        H5Fclose(f);
+        mp_dataset tr, te;
+        assert_int_equal(mp_h5data_load(&tr, &te, path, KEYS, false, 7, 1, 0, 0), MP_OK);
+        same_batches(&mem, &tr);
+        mp_dataset_free(&tr);
+        mp_dataset_free(&te);
+    }
+    mp_dataset_free(&mem);
 }
 
 static void test_float_values(void **state)
@@ -312,7 +365,8 @@ int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pixels_as_idx), cmocka_unit_test(test_float_values),
+        cmocka_unit_test(test_pixels_as_idx), cmocka_unit_test(test_filtered_chunks),
+        cmocka_unit_test(test_float_values),
         cmocka_unit_test(test_loader),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_file_cut),
     };

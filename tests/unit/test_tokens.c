@@ -7,7 +7,8 @@
  * directory, no shard of a split, a bad header version, a header count or size that disagrees
  * with the file, a mix of widths, a token >= the vocabulary (named with its position), a split
  * without a window; and a shard that shrinks after loading, refused by the batch (MP_EDATA
- * naming it) and by the loader's next, not read past its end. */
+ * naming it) and by the loader's next, not read past its end, and one rewritten with a token
+ * past the vocabulary, refused by the batch. */
 #include "tests/util/test_util.h"
 
 #include <stdbool.h>
@@ -288,8 +289,24 @@ static void test_shard_shrinks(void **state)
     assert_int_equal(mp_loader_next(l, &bx, &by, &n), MP_EDATA);
     assert_non_null(strstr(mp_error_message(), path));
     mp_loader_close(l);
+    /* The same size, a token past the vocabulary: refused at the batch, not by the model. */
     mp_dataset_free(&tr);
     mp_dataset_free(&te);
+    write_shard(dir, "train.bin", 0, 200, 2, 0, 0);
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65535, 0, 0), MP_OK); /* all below */
+    mp_dataset_free(&te);
+    int64_t at = mp_text_offset(&tr, 42, 0) + 2; /* inside window 0 of epoch 0 */
+    uint16_t big = 65535;
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 2 * at, SEEK_SET), 0);
+    assert_int_equal(fwrite(&big, 2, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(mp_tokens_batch(&tr, &early, 1, 42, 0, MP_F32, x, y), MP_EDATA);
+    char want[64];
+    snprintf(want, sizeof want, "token %lld is 65535", (long long)at);
+    assert_non_null(strstr(mp_error_message(), want));
+    mp_dataset_free(&tr);
 }
 
 int main(void)

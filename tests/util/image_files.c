@@ -20,7 +20,7 @@ int mp_test_write_jpeg(const char *path, const uint8_t *px, int h, int w, int c,
     j.image_width = (JDIMENSION)w;
     j.image_height = (JDIMENSION)h;
     j.input_components = c;
-    j.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    j.in_color_space = c == 1 ? JCS_GRAYSCALE : c == 4 ? JCS_CMYK : JCS_RGB;
     jpeg_set_defaults(&j);
     jpeg_set_quality(&j, quality, TRUE);
     for (int k = 0; k < j.num_components; k++) /* 4:4:4, no chroma subsampling */

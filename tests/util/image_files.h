@@ -5,8 +5,9 @@
 
 #include <stdint.h>
 
-/* Writes px (h, w, c) row-major, c 1 or 3, to path as a JPEG of `quality` (1..100), colour
- * without chroma subsampling; returns 0, or -1 when the file cannot be written. */
+/* Writes px (h, w, c) row-major, c 1, 3 or 4 (CMYK, with libjpeg's Adobe marker: the values as
+ * given, read back as inverted), to path as a JPEG of `quality` (1..100), colour without chroma
+ * subsampling; returns 0, or -1 when the file cannot be written. */
 int mp_test_write_jpeg(const char *path, const uint8_t *px, int h, int w, int c, int quality);
 
 /* Writes px (h, w, c) row-major, c 1 or 3, to path as an 8-bit PNG; returns 0 or -1. */
