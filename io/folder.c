@@ -71,11 +71,12 @@ static mp_status list(const char *dir, bool dirs, name_list *out)
     for (struct dirent *e; st == MP_OK && (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat sb;
-        if (stat(path, &sb) != 0 || (dirs ? !S_ISDIR(sb.st_mode)
-                                          : !S_ISREG(sb.st_mode) || !image_name(e->d_name)))
-            continue;
+        if (w < 0 || (size_t)w >= sizeof path || stat(path, &sb) != 0 ||
+            (dirs ? !S_ISDIR(sb.st_mode)
+                  : !S_ISREG(sb.st_mode) || !image_name(e->d_name)))
+            continue; /* (a path too long to name is skipped as unreadable) */
         if (out->n == cap) {
             cap = cap ? 2 * cap : 64;
             char **m = realloc(out->names, (size_t)cap * sizeof *m);

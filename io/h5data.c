@@ -188,7 +188,7 @@ static mp_status read_labels(mp_dataset *d, hid_t f, const char *path, const cha
 {
     hid_t l;
     MP_TRY(open_dataset(f, path, name, &l));
-    int rank;
+    int rank = 0;
     hsize_t dims[4];
     mp_status st = dims_of(l, path, name, &rank, dims);
     hid_t t = H5Dget_type(l);
