@@ -333,33 +333,20 @@ static mp_status check_model(mp_h5r *r, const mp_config *c)
     return st;
 }
 
-/* The weights of `path` into m, written for config c's model; with `verb` not NULL, after
- * mp_checkpoint_check_level(verb). */
-static mp_status load_weights(mp_model *m, const char *path, const mp_config *c,
-                              const char *verb)
+/* The stored values are FP32 at every opt level (the masters, or the model's own values at O0
+ * and O3), and read_weights_host rounds them into the config's copies, so the file's precision
+ * does not matter here: only --resume (check_precision) holds a run to it. */
+mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_config *c)
 {
     mp_h5r *r;
     char *kind = NULL;
     MP_TRY(mp_checkpoint_open(path, &r, &kind));
     free(kind);
-    mp_status st = verb ? mp_checkpoint_check_level(r, c, verb) : MP_OK;
-    if (st == MP_OK)
-        st = check_model(r, c);
+    mp_status st = check_model(r, c);
     if (st == MP_OK)
         st = read_weights(r, m);
     mp_h5r_close(r);
     return st;
-}
-
-mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_config *c)
-{
-    return load_weights(m, path, c, NULL);
-}
-
-mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_config *c,
-                                        const char *verb)
-{
-    return load_weights(m, path, c, verb);
 }
 
 static mp_status read_slots(mp_h5r *r, mp_train_state *t);
@@ -443,7 +430,9 @@ static mp_status check_scaler(const mp_h5r *r, const mp_scaler_state *s, int64_t
     return MP_OK;
 }
 
-mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *verb)
+/* A resumed run keeps the opt level and (but at O0) amp.half it was written with: MP_ECKPT
+ * naming both otherwise. */
+static mp_status check_level(mp_h5r *r, const mp_config *c)
 {
     char *level = NULL, *half = NULL;
     mp_status st = mp_h5r_attr_string(r, "/meta", "opt_level", &level);
@@ -451,10 +440,10 @@ mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *v
         st = mp_h5r_attr_string(r, "/meta", "half", &half);
     if (st == MP_OK && (strcmp(level, c->amp.opt_level) != 0 ||
                         (strcmp(level, "O0") != 0 && strcmp(half, c->amp.half) != 0)))
-        st = mp_fail(MP_ECKPT, "%s: written at opt level %s (%s), the config has %s (%s): %s "
-                     "with the opt level and amp.half it was written with%s", mp_h5r_path(r),
-                     level, half, c->amp.opt_level, c->amp.half, verb,
-                     strcmp(verb, "resume") == 0 ? " (or start a new run from its weights)" : "");
+        st = mp_fail(MP_ECKPT, "%s: written at opt level %s (%s), the config has %s (%s): resume "
+                     "with the opt level and amp.half it was written with (or start a new run "
+                     "from its weights; sample, eval and export take it at any opt level)",
+                     mp_h5r_path(r), level, half, c->amp.opt_level, c->amp.half);
     free(level);
     free(half);
     return st;
@@ -466,7 +455,7 @@ mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *v
  * config's). */
 static mp_status check_precision(mp_h5r *r, const mp_train_state *t)
 {
-    MP_TRY(mp_checkpoint_check_level(r, t->cfg, "resume"));
+    MP_TRY(check_level(r, t->cfg));
     MP_TRY(check_model(r, t->cfg));
     int64_t dynamic = 0;
     MP_TRY(mp_h5r_attr_int(r, "/scaler", "dynamic", &dynamic));

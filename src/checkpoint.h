@@ -63,18 +63,10 @@ mp_status mp_checkpoint_load(mp_train_state *t, const char *path);
 mp_status mp_checkpoint_load_auto(mp_train_state *t, char *path, size_t size);
 
 /* Loads only the weights (/params and /buffers) of a full or exported checkpoint written for
- * config c's model (/meta model is its model.preset) into a model, converting from the stored
- * dtype (rank 0; mp_train_sync shares them). */
+ * config c's model (/meta model is its model.preset) into a model, at any opt level and half
+ * type: the stored values (FP32 masters where the run had them) are rounded into c's precision
+ * (rank 0; mp_train_sync shares them). For sample, eval and the like; --resume stays strict. */
 mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_config *c);
-
-/* As mp_checkpoint_load_weights, once mp_checkpoint_check_level(verb) accepted the file for
- * config c. */
-mp_status mp_checkpoint_load_weights_at(mp_model *m, const char *path, const mp_config *c,
-                                        const char *verb);
-
-/* Checks that checkpoint r was written at c's amp.opt_level and (but at O0) amp.half: MP_ECKPT
- * naming both otherwise, saying to `verb` (e.g. "resume", "sample") with the file's. */
-mp_status mp_checkpoint_check_level(mp_h5r *r, const mp_config *c, const char *verb);
 
 /* Writes an export file of `in`'s weights in dtype `dt` (MP_F32, MP_F16 or MP_BF16) to
  * `out`, with its /meta (config and model description) and kind "export". With keep_bn_fp32

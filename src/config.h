@@ -105,6 +105,7 @@ typedef struct mp_config {
         int64_t keep;       /* newest files kept */
         int64_t deflate;    /* gzip level, 0 = none */
         char resume[512];   /* "" | "auto" | a path */
+        char init[512];     /* "" | a checkpoint whose weights start a fresh run */
     } checkpoint;
     struct {
         char metrics[512]; /* JSON Lines path; "" = none */

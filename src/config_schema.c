@@ -326,6 +326,11 @@ const mp_key mp_config_keys[] = {
      .meaning = "Resume from this checkpoint file, or \"auto\": the newest valid one in "
                 "checkpoint.dir (none there: start afresh); \"\" = start afresh. --resume "
                 "overrides it."},
+    {"checkpoint.init", MP_KEY_STRING, "\"\"", CF(checkpoint.init),
+     .meaning = "A fresh run starts from the weights of this checkpoint (full or exported, "
+                "written at any opt level and half type) instead of random ones, as for "
+                "fine-tuning: optimizer state, loss scale, step and data order start anew. "
+                "Not used when the run resumes from a checkpoint; \"\" = none."},
 
     {"log.metrics", MP_KEY_STRING, "\"\"", CF(log.metrics),
      .meaning = "JSON Lines metrics file written by rank 0; \"\" = none."},

@@ -135,6 +135,35 @@ static mp_status prepare_ckpt_dir(const mp_config *cfg)
     return MP_OK;
 }
 
+/* Rank 0 reads the weights of checkpoint `path` (any opt level) into the model, every rank takes
+ * them (sharded: whole on rank 0, then each rank's block). Collective; the exit code. */
+static int load_weights_all(mp_trainer *t, const char *path)
+{
+    int rc = agree(t->comm, mp_train_gather(t));
+    if (rc == 0)
+        rc = agree(t->comm, t->comm->rank == 0
+                                ? mp_checkpoint_load_weights(&t->model, path, t->cfg)
+                                : MP_OK);
+    if (rc == 0)
+        rc = agree(t->comm, mp_train_sync(t));
+    if (rc == 0)
+        rc = agree(t->comm, mp_train_ungather(t, true));
+    return rc;
+}
+
+/* A fresh run's first weights: checkpoint.init's when set (printed on rank 0), else rank 0's
+ * random ones, shared. Collective; the exit code. */
+static int fresh_weights(mp_trainer *t, const mp_config *cfg)
+{
+    if (!cfg->checkpoint.init[0])
+        return agree(t->comm, mp_train_sync(t));
+    int rc = load_weights_all(t, cfg->checkpoint.init);
+    if (rc == 0 && t->comm->rank == 0)
+        printf("init: the weights of %s (optimizer state, loss scale and step start anew)\n",
+               cfg->checkpoint.init);
+    return rc;
+}
+
 /* Rank 0 loads the checkpoint named by --resume or checkpoint.resume, then every rank takes
  * its state; without one, rank 0's initial parameters are shared. Returns the exit code. */
 static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
@@ -158,7 +187,7 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
                                             "checkpoint.dir", cfg->checkpoint.dir,
                                             (long long)newest);
         int rc = agree(t->comm, st);
-        return rc ? rc : agree(t->comm, mp_train_sync(t));
+        return rc ? rc : fresh_weights(t, cfg);
     }
     char used[1100];
     snprintf(used, sizeof used, "%s", resume);
@@ -176,13 +205,14 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
         rc = agree(t->comm, mp_train_share_start(t));
     if (rc == 0)
         rc = agree(t->comm, mp_train_ungather(t, true));
+    if (rc == 0 && t->start.world_size == 0) { /* "auto" found nothing: a fresh start */
+        if (t->comm->rank == 0)
+            printf("resume: no checkpoint in %s yet, starting afresh\n", cfg->checkpoint.dir);
+        return cfg->checkpoint.init[0] ? fresh_weights(t, cfg) : 0; /* shared already */
+    }
     if (rc != 0 || t->comm->rank != 0)
         return rc;
     const mp_resume_point *at = &t->start;
-    if (!used[0]) {
-        printf("resume: no checkpoint in %s yet, starting afresh\n", cfg->checkpoint.dir);
-        return 0;
-    }
     printf("resumed from %s: step %lld, epoch %lld, %lld samples into it\n", used,
            (long long)at->step, (long long)at->epoch + 1, (long long)at->position);
     int64_t gb = cfg->data.batch_size * t->comm->size * t->accum;
@@ -272,15 +302,7 @@ static void print_eval_speed(const mp_eval_speed *s)
 /* mpdist eval on a set-up trainer: rank 0 loads the weights, all evaluate. The exit code. */
 static int evaluate(mp_trainer *t, const mp_cli *cli)
 {
-    int rc = agree(t->comm, mp_train_gather(t)); /* sharded: loaded whole, then each block */
-    if (rc == 0)
-        rc = agree(t->comm, t->comm->rank == 0
-                                ? mp_checkpoint_load_weights(&t->model, cli->checkpoint, t->cfg)
-                                : MP_OK);
-    if (rc == 0)
-        rc = agree(t->comm, mp_train_sync(t));
-    if (rc == 0)
-        rc = agree(t->comm, mp_train_ungather(t, true));
+    int rc = load_weights_all(t, cli->checkpoint);
     double loss = 0.0, accuracy = 0.0;
     if (rc == 0) {
         mp_eval_speed speed;

@@ -111,7 +111,7 @@ mp_status mp_sample_run(const mp_config *c, const mp_sample_opts *o, FILE *out)
     memset(&m, 0, sizeof m);
     mp_status st = build(c, &m);
     if (st == MP_OK)
-        st = mp_checkpoint_load_weights_at(&m, o->checkpoint, c, "sample");
+        st = mp_checkpoint_load_weights(&m, o->checkpoint, c);
     if (st != MP_OK) {
         mp_model_free(&m);
         return st;
