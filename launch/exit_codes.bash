@@ -1,0 +1,28 @@
+# What mpdist's exit codes mean, and which a restart can fix (sourced by launch/mpdist-run and
+# cluster/slurm/job.sh, not run). mpdist: 0 done, 1 internal error, 2 usage or config, 3 data,
+# 4 checkpoint, 5 divergence, 6 communication failure; a launcher adds its own codes, 128 + N
+# when a rank or the launcher was ended by signal N.
+
+# mp_exit_cause RC: prints what exit code RC means, in a few words.
+mp_exit_cause() {
+  case $1 in
+    0) echo "done" ;;
+    1) echo "an internal error, or the launcher's own failure" ;;
+    2) echo "a usage or config error" ;;
+    3) echo "a data error" ;;
+    4) echo "a checkpoint error" ;;
+    5) echo "the run diverged" ;;
+    6) echo "a communication failure: a lost rank or host" ;;
+    *) if [ "$1" -gt 128 ]; then echo "a rank or the launcher ended by signal $(($1 - 128))"
+       else echo "a failed rank"; fi ;;
+  esac
+}
+
+# mp_exit_restartable RC: succeeds when a run that failed with RC may succeed when started again
+# from its newest checkpoint: not for 0 and not for 2-5, which would fail the same way.
+mp_exit_restartable() {
+  case $1 in
+    0 | 2 | 3 | 4 | 5) return 1 ;;
+    *) return 0 ;;
+  esac
+}

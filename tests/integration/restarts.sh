@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# launch/mpdist-run --max-restarts (issue 51, self-healing for plain mpirun users): (1) a rank
+# killed mid-run (SIGKILL) is restarted from the newest checkpoint, once, with the cause in
+# MPDIST_RESTART_LOG, and the run ends with parameters, optimizer state and BatchNorm-free
+# buffers bitwise those of an uninterrupted run; (2) a bad config (exit 2) is not restarted;
+# (3) a run that fails every time (a binary that reports a communication failure, exit 6) is
+# started 1 + N times and then given up, exit 6; (4) a bad --max-restarts exits 2.
+source "$(dirname "$0")/common.bash"
+cd "$TMP"
+RUN=$SRC/launch/mpdist-run
+CFG=$SRC/configs/fashion-mnist-mlp.cfg
+ARGS=(--set data.train_limit=2048 --set data.test_limit=500 --set train.max_steps=1200
+      --set train.epochs=1000 --set checkpoint.every_steps=100 --set log.every=10
+      --set log.progress='"none"' --set optim.momentum=0.9)
+export MPDIST_BIN=$MPDIST MPDIST_RESTART_DELAY_S=0
+
+timeout 300 "$RUN" -n 2 "$CFG" "${ARGS[@]}" --set "checkpoint.dir=\"$TMP/ref\"" \
+  --set "log.metrics=\"$TMP/ref.jsonl\"" >ref.out 2>&1 ||
+  { echo "FAIL: the uninterrupted run"; tail -20 ref.out; exit 1; }
+
+echo "== (1) a rank killed at step 400 or later"
+MPDIST_RESTART_LOG=$TMP/restarts.log timeout 300 "$RUN" --max-restarts 2 -n 2 "$CFG" "${ARGS[@]}" \
+  --set "checkpoint.dir=\"$TMP/f\"" --set "log.metrics=\"$TMP/f.jsonl\"" >f.out 2>&1 &
+job=$!
+for _ in $(seq 1200); do
+  grep -Eq '"step":([4-9][0-9][0-9]|1[01][0-9][0-9])[,}]' f.jsonl 2>/dev/null && break
+  sleep 0.05
+done
+victim=
+for p in $(pgrep -x mpdist || true); do # a rank of this run (its checkpoint.dir is $TMP/f)
+  tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$TMP/f\"" && victim=$p
+done
+step=$(grep -o '"step":[0-9]*' f.jsonl | tail -1)
+if [ -n "$victim" ]; then
+  kill -KILL "$victim"
+  echo "killed rank pid $victim at $step"
+else
+  echo "FAIL: no rank of the run to kill (it ended before $step?)"
+  failures=$((failures + 1))
+fi
+rc=0
+wait "$job" || rc=$?
+expect_ok "the run ended with exit 0 (got $rc)" test "$rc" = 0
+expect_ok "one restart, its cause logged" \
+  grep -q "exit 137 (a rank or the launcher ended by signal 9): restart 1 of 2" restarts.log
+expect_ok "one line in the restart log" test "$(wc -l <restarts.log)" = 1
+expect_ok "resumed from a checkpoint" grep -q "^resumed from $TMP/f/ckpt-" f.out
+expect_ok "the final checkpoint equals the uninterrupted run's" /usr/bin/python3 -c "
+import h5py, numpy as np, sys
+with h5py.File('$TMP/ref/ckpt-00001200.h5') as a, h5py.File('$TMP/f/ckpt-00001200.h5') as b:
+    names = []
+    a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    same = [np.array_equal(a[n][()], b[n][()]) for n in names if n.startswith(('params', 'optim'))]
+    sys.exit(not (len(same) >= 8 and all(same)))"
+[ "$failures" = 0 ] || grep -v '^step\|^eval' f.out | sed 's/^/    /'
+
+echo "== (2) a bad config is not restarted"
+expect_exit 2 "optim.lr" "$RUN" --max-restarts 3 "$CFG" --set optim.lr=-1
+expect_ok "started once" test "$(grep -c '^mpdist-run: mpirun' out)" = 1
+expect_ok "said why" grep -q "^mpdist-run: exit 2 (a usage or config error): a restart would fail the same way; not restarted" out
+
+echo "== (3) a run that fails every time"
+cat >fails.sh <<'F'
+#!/bin/sh
+echo "mpdist: error: comm: [rank 1 @ h2] timed out after 5 s in all-reduce (stand-in)" >&2
+exit 6
+F
+chmod +x fails.sh
+rc=0
+MPDIST_BIN=$TMP/fails.sh MPDIST_HANG_GRACE_S=0 MPDIST_RESTART_LOG=$TMP/fails.log \
+  timeout 120 "$RUN" --max-restarts 2 "$CFG" >fails.out 2>&1 || rc=$?
+expect_ok "exit 6 after the budget (got $rc)" test "$rc" = 6
+expect_ok "started 3 times" test "$(grep -c '^mpdist-run: mpirun' fails.out)" = 3
+expect_ok "two restarts and the end logged" bash -c "grep -q 'restart 2 of 2' fails.log &&
+  grep -q 'after 2 restarts: the budget (--max-restarts 2) is spent; giving up' fails.log &&
+  [ \$(wc -l <fails.log) = 3 ]"
+
+echo "== (4) usage"
+for bad in "--max-restarts x $CFG" "--max-restarts 10000 $CFG" "--max-restarts -1 $CFG"; do
+  rc=0
+  "$RUN" $bad >out 2>&1 || rc=$?
+  expect_ok "mpdist-run $bad: exit 2 and one line (got $rc)" \
+    bash -c "[ $rc = 2 ] && [ \$(wc -l <out) = 1 ] && grep -q -- '--max-restarts needs a whole number' out"
+done
+finish
