@@ -12,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/clock.h"
+#include "engine/trace.h"
+
 #define QUEUE_CAP MP_TRANSPORT_DEPTH
 
 typedef struct mpi_transport {
@@ -22,6 +25,7 @@ typedef struct mpi_transport {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     mp_coll queue[QUEUE_CAP];
+    double queued[QUEUE_CAP]; /* when each was started (host clock), with a trace on */
     uint64_t issued, completed; /* tickets: queue holds issued - completed entries */
     bool stop;
     mp_status failed;
@@ -160,9 +164,12 @@ static void *worker(void *arg)
         if (t->completed == t->issued)
             break; /* stopping, queue drained */
         mp_coll op = t->queue[t->completed % QUEUE_CAP];
+        double queued = t->queued[t->completed % QUEUE_CAP];
         bool skip = t->failed != MP_OK;
         pthread_mutex_unlock(&t->mu);
         mp_status st = skip ? MP_OK : run(t, &op);
+        if (mp_trace_on()) /* from its start by the caller to its end */
+            mp_trace_span(op.what, "collective", MP_TRACE_COMM, queued, mp_now(), -1);
         pthread_mutex_lock(&t->mu);
         finish_locked(t, st);
     }
@@ -174,7 +181,10 @@ static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
 {
     mpi_transport *t = self;
     if (!t->threaded) {
+        double t0 = mp_trace_on() ? mp_now() : 0.0;
         mp_status st = t->failed == MP_OK ? run(t, c) : MP_OK;
+        if (mp_trace_on())
+            mp_trace_span(c->what, "collective", MP_TRACE_COMM, t0, mp_now(), -1);
         t->issued++;
         *ticket = t->issued;
         finish_locked(t, st);
@@ -184,6 +194,7 @@ static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
     while (t->issued - t->completed >= QUEUE_CAP)
         pthread_cond_wait(&t->done, &t->mu); /* full: the worker is making room */
     t->queue[t->issued % QUEUE_CAP] = *c;
+    t->queued[t->issued % QUEUE_CAP] = mp_trace_on() ? mp_now() : 0.0;
     *ticket = ++t->issued;
     pthread_cond_signal(&t->work);
     pthread_mutex_unlock(&t->mu);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/clock.h"
+#include "engine/trace.h"
 
 #define MP_PROFILE_DEPTH 32
 
@@ -50,10 +51,11 @@ static void reset_warm(void)
     prof.warm = true;
 }
 
-double mp_profile_begin(void)
+double mp_profile_begin(const char *kind)
 {
+    mp_trace_push(kind);
     if (!prof.on)
-        return 0.0;
+        return mp_trace_on() ? mp_now() : 0.0;
     double t = now_synced();
     if (++prof.depth <= MP_PROFILE_DEPTH)
         prof.child[prof.depth] = 0.0;
@@ -78,11 +80,29 @@ static mp_prof_entry *entry(const char *name, mp_prof_phase phase)
     return e;
 }
 
-void mp_profile_end(double mark, const char *kind, mp_prof_phase phase)
+/* The trace's span of an op: named "label (kind)", or kind without a label. */
+static void trace_op(const char *kind, const char *label, mp_prof_phase phase, double t0,
+                     double t1)
 {
-    if (!prof.on || prof.depth == 0)
+    char name[160];
+    if (label && label[0])
+        snprintf(name, sizeof name, "%s (%s)", label, kind);
+    else
+        snprintf(name, sizeof name, "%s", kind);
+    mp_trace_span(name, mp_prof_phase_name(phase), MP_TRACE_MAIN, t0, t1, -1);
+}
+
+void mp_profile_end_as(double mark, const char *kind, mp_prof_phase phase, const char *label)
+{
+    mp_trace_pop();
+    if (!prof.on || prof.depth == 0) {
+        if (mp_trace_on())
+            trace_op(kind, label, phase, mark, mp_now());
         return;
-    double el = now_synced() - mark;
+    }
+    double end = now_synced(), el = end - mark;
+    if (mp_trace_on())
+        trace_op(kind, label, phase, mark, end);
     double own = prof.depth <= MP_PROFILE_DEPTH ? el - prof.child[prof.depth] : el;
     prof.depth--;
     if (prof.depth <= MP_PROFILE_DEPTH)
@@ -92,8 +112,14 @@ void mp_profile_end(double mark, const char *kind, mp_prof_phase phase)
     e->calls++;
 }
 
+void mp_profile_end(double mark, const char *kind, mp_prof_phase phase)
+{
+    mp_profile_end_as(mark, kind, phase, NULL);
+}
+
 void mp_profile_step_end(double mark)
 {
+    mp_trace_pop();
     if (!prof.on)
         return;
     double el = now_synced() - mark;

@@ -35,14 +35,20 @@ void mp_profile_stop(void);
 /* Whether it is on. */
 bool mp_profile_on(void);
 
-/* Starts timing an op (or a training step); returns the mark for mp_profile_end (0 when off). */
-double mp_profile_begin(void);
+/* Starts timing an op `kind` (or a training step); returns the mark for mp_profile_end (0 when
+ * off). With a trace on (engine/trace.h) the mark is the host clock also when the profile is
+ * off, mp_profile_end records the op as a span of the trace, and `kind` opens its NVTX range. */
+double mp_profile_begin(const char *kind);
 
 /* Ends the op begun at `mark`: its time less that of the ops begun inside it is added to
  *  (kind, phase); kind is copied (23 characters at most).
  * Past MP_PROFILE_MAX (kind, phase) pairs the last entry, renamed "(other kinds)", takes the
  * rest. Nothing when off. */
 void mp_profile_end(double mark, const char *kind, mp_prof_phase phase);
+
+/* mp_profile_end whose trace span is named "label (kind)" (a layer's name and kind); the
+ * profile counts it under kind. */
+void mp_profile_end_as(double mark, const char *kind, mp_prof_phase phase, const char *label);
 
 /* Ends a training step begun at `mark` (with mp_profile_begin, outside any op): adds its wall
  * time to the steps' total and counts it. The first step after mp_profile_start is warm-up

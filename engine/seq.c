@@ -276,16 +276,16 @@ mp_status mp_seq_forward(const mp_seq *s, const mp_tensor *x, bool train, int64_
         in = cur;
         if (s->xcast[i].data) {
             in = mp_tensor_batch(&s->xcast[i], n);
-            double mark = train ? mp_profile_begin() : 0.0;
+            double mark = train ? mp_profile_begin("cast") : 0.0;
             MP_TRY(l->ops->convert(&cur, &in));
             if (train)
                 mp_profile_end(mark, "cast", MP_PROF_FORWARD);
         }
         y = mp_tensor_batch(&s->acts[i], n);
-        double mark = train ? mp_profile_begin() : 0.0;
+        double mark = train ? mp_profile_begin(l->name) : 0.0;
         MP_TRY(l->cls->forward(l, &in, &y, train));
         if (train)
-            mp_profile_end(mark, l->cls->type, MP_PROF_FORWARD);
+            mp_profile_end_as(mark, l->cls->type, MP_PROF_FORWARD, l->name);
         cur = y;
     }
     *out = cur;
@@ -315,7 +315,7 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
         mp_tensor y = mp_tensor_batch(&s->acts[i], n);
         if (s->recompute && l->block) { /* its inner activations, from its input again */
             set_recomputing(l, true);
-            double mark = mp_profile_begin();
+            double mark = mp_profile_begin("recompute");
             mp_status st = l->cls->forward(l, &xin, &y, true);
             mp_profile_end(mark, "recompute", MP_PROF_BACKWARD);
             set_recomputing(l, false);
@@ -334,11 +334,11 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
         } else {
             gxp = dx;
         }
-        double mark = mp_profile_begin();
+        double mark = mp_profile_begin(l->name);
         MP_TRY(l->cls->backward(l, &xin, &y, &g, gxp));
-        mp_profile_end(mark, l->cls->type, MP_PROF_BACKWARD);
+        mp_profile_end_as(mark, l->cls->type, MP_PROF_BACKWARD, l->name);
         if (done) {
-            mark = mp_profile_begin();
+            mark = mp_profile_begin("gradient buckets");
             MP_TRY(done->fn(done->arg, i));
             mp_profile_end(mark, "gradient buckets", MP_PROF_BACKWARD);
         }

@@ -344,6 +344,13 @@ const mp_key mp_config_keys[] = {
                 "out): a table on rank 0's output at the end and \"profile_ms\" in the summary "
                 "record. On a GPU the device is synchronised around every op, which slows the "
                 "run."},
+    {"log.trace", MP_KEY_STRING, "\"\"", CF(log.trace),
+     .meaning = "Directory (created) for a timeline of the training: each rank writes "
+                "rank-<R>.json, Chrome trace-event JSON on rank 0's clock (forward and backward "
+                "per layer, each collective from its start to its end, waits, the optimizer, "
+                "data, checkpoints, evaluation); bench/trace_merge.py DIR joins them into "
+                "DIR/trace.json for Perfetto. Nothing is synchronised for it; on a CUDA build "
+                "the same spans are NVTX ranges. \"\" = none."},
 };
 const int mp_config_nkeys = (int)(sizeof mp_config_keys / sizeof mp_config_keys[0]);
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "engine/profile.h"
+#include "engine/trace.h"
 #include "src/checkpoint.h"
 #include "src/signals.h"
 #include "src/train.h"
@@ -20,7 +21,7 @@
  * from the caller when it fails. */
 #define PROFILED(KIND, CALL)                                                                 \
     do {                                                                                     \
-        double mark_ = mp_profile_begin();                                                   \
+        double mark_ = mp_profile_begin(KIND);                                               \
         mp_status st_ = (CALL);                                                              \
         mp_profile_end(mark_, KIND, MP_PROF_STEP);                                           \
         MP_TRY(st_);                                                                         \
@@ -271,7 +272,7 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
 static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, bool want_loss,
                             bool host, mp_window *w, mp_train_result *r, double *loss)
 {
-    double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin();
+    double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin("step");
     PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if the step is skipped */
     for (int i = 0; i < micro; i++) {
         double one = 0.0;
@@ -291,7 +292,9 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     if (host)
         PROFILED("host point", host_point(t));
     mp_profile_step_end(mark);
-    r->step_s += mp_now() - t0;
+    double t1 = mp_now();
+    mp_trace_span("step", "step", MP_TRACE_MAIN, t0, t1, step);
+    r->step_s += t1 - t0;
     w->steps++;
     *loss = sum / micro;
     return MP_OK;
@@ -420,7 +423,9 @@ static mp_status check_finite(mp_trainer *t)
 
 static mp_status evaluate_epoch(mp_trainer *t, int64_t epoch, mp_train_result *r)
 {
+    double t0 = mp_now();
     MP_TRY(mp_train_evaluate(t, &r->test_loss, &r->accuracy));
+    mp_trace_span("evaluation", "evaluation", MP_TRACE_MAIN, t0, mp_now(), epoch);
     MP_TRY(check_finite(t));
     if (!isfinite(r->test_loss))
         return together(t, mp_fail(MP_EDIVERGED, "diverged: the test loss after epoch %lld is %g "
@@ -520,6 +525,7 @@ static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result 
     mp_status end = mp_train_ungather(t, false);
     MP_TRY(st != MP_OK ? st : end);
     double dt = mp_now() - t0;
+    mp_trace_span("checkpoint save", "checkpoint", MP_TRACE_MAIN, t0, t0 + dt, at->step);
     mp_checkpoint_prune(&state, at->step);
     struct stat sb;
     if (t->comm->rank == 0 && stat(r->checkpoint, &sb) == 0)

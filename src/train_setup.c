@@ -3,15 +3,20 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_ALLOC */
 #endif
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/clock_sync.h"
 #include "comm/device_bind.h"
+#include "engine/clock.h"
+#include "engine/trace.h"
 #include "engine/backends.h"
 #include "io/folder.h"
+#include "io/fsutil.h"
 #include "io/h5data.h"
 #include "io/tokens.h"
 #include "src/train.h"
@@ -381,10 +386,36 @@ static mp_status setup_buckets(mp_trainer *t)
     return MP_OK;
 }
 
+/* With log.trace: rank 0's clock on every rank (collective), then this rank's file. */
+static mp_status open_trace(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    double offset = 0.0, error = 0.0, origin = 0.0;
+    MP_TRY(mp_comm_clock_offset(t->comm, &offset, &error));
+    if (t->comm->rank == 0)
+        origin = mp_now();
+    MP_TRY(mp_comm_bcast(t->comm, &origin, sizeof origin, 0, "broadcast of the trace's origin"));
+    MP_TRY(mp_comm_allreduce(t->comm, &error, 1, MP_F64, MP_REDOP_MAX,
+                             "the largest clock error of the trace"));
+    char path[600], dir[600];
+    snprintf(path, sizeof path, "%s/rank-%d.json", c->log.trace, t->comm->rank);
+    if (mp_make_parents(path, dir, sizeof dir) != 0)
+        return mp_fail(MP_EUSAGE, "log.trace: cannot create directory %s (%s)", dir,
+                       strerror(errno));
+    MP_TRY(mp_trace_open(path, t->comm->rank, mp_comm_host(t->comm, t->comm->rank), offset,
+                         origin));
+    if (t->comm->rank == 0)
+        printf("trace: %s/rank-*.json (clocks aligned to rank 0's within %.0f us; join them with "
+               "bench/trace_merge.py %s)\n", c->log.trace, 1e6 * error, c->log.trace);
+    return MP_OK;
+}
+
 mp_status mp_train_open_outputs(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     mp_progress_mode mode = MP_PROGRESS_NONE;
+    if (c->log.trace[0])
+        MP_TRY(open_trace(t));
     if (t->comm->rank == 0) {
         if (t->start.world_size > 0)
             MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step,
@@ -495,6 +526,8 @@ void mp_train_free(mp_trainer *t)
         mp_comm_drop_device(t->comm);
     mp_progress_finish(&t->progress);
     mp_metrics_close(t->metrics);
+    if (mp_trace_close() != MP_OK)
+        fprintf(stderr, "mpdist: warning: %s\n", mp_error_message());
     mp_loader_close(t->loader);
     if (t->ops) {
         if (!t->ops->host_memory) {

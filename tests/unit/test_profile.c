@@ -44,10 +44,10 @@ static const mp_prof_entry *find(const char *kind, mp_prof_phase phase)
 /* One step: "outer" naps 2 ms of its own around "inner", which naps 60 ms. */
 static void one_step(void)
 {
-    double step = mp_profile_begin();
-    double outer = mp_profile_begin();
+    double step = mp_profile_begin("test");
+    double outer = mp_profile_begin("test");
     nap(0.001);
-    double inner = mp_profile_begin();
+    double inner = mp_profile_begin("test");
     nap(0.06);
     mp_profile_end(inner, "inner", MP_PROF_BACKWARD);
     nap(0.001);
@@ -89,13 +89,13 @@ static void test_long_kinds_and_deep_nesting(void **state)
     const char *longer = "a kind name well over twenty-three characters";
     mp_profile_start(NULL);
     for (int step = 0; step < 3; step++) {
-        double m = mp_profile_begin();
+        double m = mp_profile_begin("test");
         double marks[40];
         for (int d = 0; d < 40; d++)
-            marks[d] = mp_profile_begin();
+            marks[d] = mp_profile_begin("test");
         for (int d = 39; d >= 0; d--)
             mp_profile_end(marks[d], d == 0 ? "top" : longer, MP_PROF_STEP);
-        double after = mp_profile_begin();
+        double after = mp_profile_begin("test");
         mp_profile_end(after, "after", MP_PROF_STEP);
         mp_profile_step_end(m);
     }
@@ -116,7 +116,7 @@ static void test_off_counts_nothing(void **state)
     mp_profile_start(NULL);
     mp_profile_stop();
     assert_false(mp_profile_on());
-    double m = mp_profile_begin();
+    double m = mp_profile_begin("test");
     assert_true(m == 0.0);
     mp_profile_end(m, "x", MP_PROF_FORWARD);
     mp_profile_step_end(m);
