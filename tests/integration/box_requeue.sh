@@ -14,18 +14,9 @@
 # the box are stopped however the test ends. Needs root, slurm-wlm and munge.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root to start slurmd"; exit 1; }
-box=$SRC/cluster/box
-slurm=$TMP/slurm
 source "$SRC/tests/integration/slurm_jobs.bash"
-trap 'report_cores; bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; bash "$box/down.sh"; rm -rf "$TMP"' EXIT
-rc=0
-bash "$box/up.sh" 2 >/dev/null || rc=$?
-[ "$rc" = 77 ] && { echo "skipped: network namespaces cannot be made here"; exit 77; }
-[ "$rc" = 0 ] || { echo "FAIL: cluster/box/up.sh 2 exited $rc"; exit 1; }
-bash cluster/local-slurm/start.sh "$slurm" 8 --box 2 >/dev/null
-source "$slurm/env.sh"
-export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs MPDIST_RESTART_DELAY_S=0
+box_slurm_up
+export MPDIST_RESTART_DELAY_S=0
 source launch/env.sh
 keep_cores
 steps=120
@@ -77,13 +68,8 @@ expect_ok "started again on 2 nodes" grep -q "start 2: started on 2 node(s), 4 t
 expect_ok "resumed from a checkpoint of the first start" \
   grep -q "^resumed from $run/ckpt/ckpt-0*[1-9][0-9]*\.h5" "$TMP/fault.out"
 expect_ok "the run finished" grep -q "run finished" "$TMP/fault.out"
-expect_ok "the final checkpoint equals the uninterrupted run's" /usr/bin/python3 -c "
-import h5py, numpy as np, sys
-with h5py.File('$TMP/ref/ckpt-00000120.h5') as a, h5py.File('$run/ckpt/ckpt-00000120.h5') as b:
-    names = []
-    a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-    same = [np.array_equal(a[n][()], b[n][()]) for n in names if n.startswith(('params', 'optim'))]
-    sys.exit(not (len(same) >= 8 and all(same)))"
+expect_ok "the final parameters and optimizer state equal the uninterrupted run's" \
+  bash -c "h5diff '$TMP/ref/ckpt-00000120.h5' '$run/ckpt/ckpt-00000120.h5' /params /params && h5diff '$TMP/ref/ckpt-00000120.h5' '$run/ckpt/ckpt-00000120.h5' /optim /optim"
 sed 's/^/    /' "$log"
 if [ "$failures" != 0 ]; then
   grep -av "^step\|^eval" "$TMP/fault.out" | sed 's/^/    /'

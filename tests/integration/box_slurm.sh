@@ -11,18 +11,8 @@
 # made; Slurm and the box are stopped however the test ends. Needs root, slurm-wlm and munge.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root to start slurmd"; exit 1; }
-box=$SRC/cluster/box
-slurm=$TMP/slurm
 source "$SRC/tests/integration/slurm_jobs.bash"
-trap 'report_cores; bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; bash "$box/down.sh"; rm -rf "$TMP"' EXIT
-rc=0
-bash "$box/up.sh" 2 >/dev/null || rc=$?
-[ "$rc" = 77 ] && { echo "skipped: network namespaces cannot be made here"; exit 77; }
-[ "$rc" = 0 ] || { echo "FAIL: cluster/box/up.sh 2 exited $rc"; exit 1; }
-bash cluster/local-slurm/start.sh "$slurm" 8 --box 2 >/dev/null
-source "$slurm/env.sh"
-export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
+box_slurm_up
 # As in tests/integration/slurm.sh: jobs run as root, 8 ranks on 2 cores.
 source launch/env.sh
 keep_cores

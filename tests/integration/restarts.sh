@@ -45,13 +45,8 @@ expect_ok "one restart, its cause logged" \
   grep -q "exit 137 (a rank or the launcher ended by signal 9): restart 1 of 2" restarts.log
 expect_ok "one line in the restart log" test "$(wc -l <restarts.log)" = 1
 expect_ok "resumed from a checkpoint" grep -q "^resumed from $TMP/f/ckpt-" f.out
-expect_ok "the final checkpoint equals the uninterrupted run's" /usr/bin/python3 -c "
-import h5py, numpy as np, sys
-with h5py.File('$TMP/ref/ckpt-00001200.h5') as a, h5py.File('$TMP/f/ckpt-00001200.h5') as b:
-    names = []
-    a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
-    same = [np.array_equal(a[n][()], b[n][()]) for n in names if n.startswith(('params', 'optim'))]
-    sys.exit(not (len(same) >= 8 and all(same)))"
+expect_ok "the final parameters and optimizer state equal the uninterrupted run's" \
+  bash -c "h5diff '$TMP/ref/ckpt-00001200.h5' '$TMP/f/ckpt-00001200.h5' /params /params && h5diff '$TMP/ref/ckpt-00001200.h5' '$TMP/f/ckpt-00001200.h5' /optim /optim"
 [ "$failures" = 0 ] || grep -v '^step\|^eval' f.out | sed 's/^/    /'
 
 echo "== (2) a bad config is not restarted"

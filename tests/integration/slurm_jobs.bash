@@ -32,3 +32,20 @@ report_cores() {
     rm -f "$c"
   done
 }
+
+# box_slurm_up: the cluster box with 2 hosts and a Slurm over them (slurmctld, a slurmd per host)
+# for a test in $SRC; sets box and slurm, stops both however the test ends, exits 77 where
+# network namespaces cannot be made; exports what the batch templates need.
+box_slurm_up() {
+  [ "$(id -u)" = 0 ] || { echo "FAIL: needs root to start slurmd"; exit 1; }
+  box=$SRC/cluster/box
+  slurm=$TMP/slurm
+  trap 'report_cores; bash "$SRC/cluster/local-slurm/stop.sh" "$slurm"; bash "$box/down.sh"; rm -rf "$TMP"' EXIT
+  local rc=0
+  bash "$box/up.sh" 2 >/dev/null || rc=$?
+  [ "$rc" = 77 ] && { echo "skipped: network namespaces cannot be made here"; exit 77; }
+  [ "$rc" = 0 ] || { echo "FAIL: cluster/box/up.sh 2 exited $rc"; exit 1; }
+  bash "$SRC/cluster/local-slurm/start.sh" "$slurm" 8 --box 2 >/dev/null
+  source "$slurm/env.sh"
+  export MPDIST_BIN=$MPDIST MPDIST_HOME=$SRC MPDIST_RUNS=$TMP/runs
+}
