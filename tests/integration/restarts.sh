@@ -28,7 +28,7 @@ for _ in $(seq 1200); do
 done
 victim=
 for p in $(pgrep -x mpdist || true); do # a rank of this run (its checkpoint.dir is $TMP/f)
-  tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$TMP/f\"" && victim=$p
+  [[ $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null || true) == *"$TMP/f\""* ]] && victim=$p
 done
 step=$(grep -o '"step":[0-9]*' f.jsonl | tail -1)
 if [ -n "$victim" ]; then
