@@ -9,13 +9,8 @@
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 
-for i in $(seq 1 400); do
-  echo "the quick brown fox jumps over the lazy dog $i times."
-done >corpus.txt
-CFG=$SRC/configs/fortunes-gpt.cfg
-MODEL=(--set model.dim=32 --set model.depth=1 --set model.heads=2 --set data.context=32
-       --set model.dropout=0 --set "data.path=\"$TMP/corpus.txt\"" --set data.test_limit=16
-       --set log.progress=none)
+tiny_gpt
+MODEL+=(--set "data.path=\"$TMP/corpus.txt\"" --set data.test_limit=16 --set log.progress=none)
 run_ok() { timeout 120 "$@" >"$TMP/out" 2>&1 || { echo "FAIL: $* exited $?"; cat "$TMP/out"; exit 1; }; }
 run_ok "$MPDIST" "$CFG" "${MODEL[@]}" --set train.epochs=2 --set data.batch_size=16 \
   --set optim.lr=0.01 --set amp.opt_level=O2 --set amp.half=bf16 \

@@ -78,3 +78,16 @@ finish() {
   fi
   echo "all checks passed"
 }
+
+# tiny_gpt: a corpus for a tiny gpt, $TMP/corpus.txt (400 lines of one sentence and a number),
+# and CFG and MODEL, the gpt config and the --set options of a 1-block model of width 32 on
+# 32-byte windows without dropout (sample.sh, any_level.sh).
+tiny_gpt() {
+  local i
+  for i in $(seq 1 400); do
+    echo "the quick brown fox jumps over the lazy dog $i times."
+  done >"$TMP/corpus.txt"
+  CFG=$SRC/configs/fortunes-gpt.cfg
+  MODEL=(--set model.dim=32 --set model.depth=1 --set model.heads=2 --set data.context=32
+         --set model.dropout=0)
+}

@@ -9,12 +9,7 @@
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 
-for i in $(seq 1 400); do
-  echo "the quick brown fox jumps over the lazy dog $i times."
-done >corpus.txt
-CFG=$SRC/configs/fortunes-gpt.cfg
-MODEL=(--set model.dim=32 --set model.depth=1 --set model.heads=2 --set data.context=32
-       --set model.dropout=0)
+tiny_gpt
 timeout 120 "$MPDIST" "$CFG" "${MODEL[@]}" --set "data.path=\"$TMP/corpus.txt\"" \
   --set data.test_limit=16 --set train.epochs=2 --set data.batch_size=16 --set optim.lr=0.01 \
   --set "checkpoint.dir=\"$TMP/ckpt\"" \
