@@ -18,6 +18,9 @@ export MPDIST_HOME
 [ -f "$MPDIST_HOME/cluster/slurm/site.env" ] && source "$MPDIST_HOME/cluster/slurm/site.env"
 for m in ${MPDIST_MODULES:-}; do module load "$m" || exit 1; done
 [ $# -ge 1 ] || { echo "usage: sbatch TEMPLATE CONFIG.cfg [mpdist arguments]" >&2; exit 2; }
+for v in MPDIST_MAX_FAILURES MPDIST_MAX_RESTARTS; do
+  [[ ${!v:-0} =~ ^[0-9]{1,6}$ ]] || { echo "mpdist job: $v must be a whole number (got '${!v}')" >&2; exit 2; }
+done
 run=${MPDIST_RUN_DIR:-${MPDIST_RUNS:-$MPDIST_HOME/runs}/${SLURM_JOB_NAME}-${SLURM_JOB_ID}}
 mkdir -p "$run"
 restarts=${SLURM_RESTART_COUNT:-0}

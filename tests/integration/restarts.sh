@@ -77,4 +77,13 @@ for bad in "--max-restarts x $CFG" "--max-restarts 10000 $CFG" "--max-restarts -
   expect_ok "mpdist-run $bad: exit 2 and one line (got $rc)" \
     bash -c "[ $rc = 2 ] && [ \$(wc -l <out) = 1 ] && grep -q -- '--max-restarts needs a whole number' out"
 done
+rc=0
+MPDIST_RESTART_DELAY_S=soon "$RUN" --max-restarts 1 "$CFG" >out 2>&1 || rc=$?
+expect_ok "MPDIST_RESTART_DELAY_S=soon: exit 2 and one line (got $rc)" \
+  bash -c "[ $rc = 2 ] && [ \$(wc -l <out) = 1 ] && grep -q 'MPDIST_RESTART_DELAY_S must be a whole number' out"
+rc=0
+SLURM_JOB_ID=1 SLURM_JOB_NAME=t SLURM_JOB_NUM_NODES=1 SLURM_NTASKS=1 MPDIST_HOME=$SRC \
+  MPDIST_RUN_DIR=$TMP/slurm-run MPDIST_MAX_FAILURES=lots bash "$SRC/cluster/slurm/job.sh" "$CFG" >out 2>&1 || rc=$?
+expect_ok "job.sh with MPDIST_MAX_FAILURES=lots: exit 2 and one line, nothing run (got $rc)" \
+  bash -c "[ $rc = 2 ] && [ \$(wc -l <out) = 1 ] && grep -q 'MPDIST_MAX_FAILURES must be a whole number' out && [ ! -e '$TMP/slurm-run' ]"
 finish
