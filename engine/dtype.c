@@ -116,8 +116,8 @@ MP_VECTOR_CLONES
 static void f32_to_bf16_bulk(uint16_t *dst, const float *src, size_t n)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (size_t k = 0; k < 8; k++)
+    for (; i + 16 <= n; i += 16)
+        for (size_t k = 0; k < 16; k++)
             dst[i + k] = f32_to_bf16_select(src[i + k]);
     for (; i < n; i++)
         dst[i] = mp_f32_to_bf16(src[i]);
@@ -127,8 +127,8 @@ MP_VECTOR_CLONES
 static void bf16_to_f32_bulk(float *dst, const uint16_t *src, size_t n)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (size_t k = 0; k < 8; k++)
+    for (; i + 16 <= n; i += 16)
+        for (size_t k = 0; k < 16; k++)
             dst[i + k] = mp_bf16_to_f32(src[i + k]);
     for (; i < n; i++)
         dst[i] = mp_bf16_to_f32(src[i]);

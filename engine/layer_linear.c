@@ -31,14 +31,11 @@ static mp_status linear_backward(mp_layer *l, const mp_tensor *x, const mp_tenso
                                  const mp_tensor *dy, mp_tensor *dx)
 {
     (void)y;
-    mp_tensor x2 = rows_view(l, x), dy2 = rows_view(l, dy);
-    MP_TRY(l->ops->gemm(true, false, 1.0, &dy2, &x2, 0.0, l->tie ? &l->tie->dw[0] : &l->dw[0]));
-    if (!l->tie)
-        MP_TRY(l->ops->bias_grad(&dy2, &l->dw[1]));
-    if (!dx)
-        return MP_OK;
-    mp_tensor dx2 = rows_view(l, dx);
-    return l->ops->gemm(false, false, 1.0, &dy2, weight(l), 0.0, &dx2);
+    mp_tensor x2 = rows_view(l, x), dy2 = rows_view(l, dy), dx2;
+    if (dx)
+        dx2 = rows_view(l, dx);
+    return l->ops->linear_backward(&x2, weight(l), &dy2, l->tie ? &l->tie->dw[0] : &l->dw[0],
+                                   l->tie ? NULL : &l->dw[1], dx ? &dx2 : NULL);
 }
 
 static const mp_layer_class mp_linear_class = {

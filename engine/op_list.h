@@ -84,6 +84,14 @@ MP_OP(mp_status, bias_add, (mp_tensor *y, const mp_tensor *b))
 /* db (C) = sum over rows of dy (N, C). */
 MP_OP(mp_status, bias_grad, (const mp_tensor *dy, mp_tensor *db))
 
+/* The linear layer's backward, dy (N, out), x (N, in), w (out, in): dw (out, in) = dy^T x,
+ * then db (out) = sum over rows of dy when db is not NULL, then dx (N, in) = dy w when dx is
+ * not NULL; the results of gemm(true, false, 1, dy, x, 0, dw), bias_grad(dy, db) and
+ * gemm(false, false, 1, dy, w, 0, dx) bit for bit, in one op so that a backend reads dy once
+ * (the CPU widens a half dy once for all three). */
+MP_OP(mp_status, linear_backward, (const mp_tensor *x, const mp_tensor *w, const mp_tensor *dy,
+                                   mp_tensor *dw, mp_tensor *db, mp_tensor *dx))
+
 /* y = max(x, 0), elementwise (NaN propagates); x and y same numel (may alias). */
 MP_OP(mp_status, relu_forward, (const mp_tensor *x, mp_tensor *y))
 

@@ -6,7 +6,8 @@
 
 #include "engine/alloc.h"
 #include "engine/backend_cpu/cpu.h"
-
+#include "engine/backend_cpu/parallel.h"
+#include "engine/elem_rule.h"
 
 static const float *as_f32(const mp_tensor *t, float *scratch)
 {
@@ -16,43 +17,99 @@ static const float *as_f32(const mp_tensor *t, float *scratch)
     return scratch;
 }
 
-mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
-                      double beta, mp_tensor *c)
+/* The FP32 product op(a) op(b) (m, n) of half or FP32 operands, with beta times c's values
+ * when beta != 0: c's own data when c is FP32, else the workspace (the caller rounds it). */
+static mp_status product_f32(bool ta, bool tb, double alpha, const mp_tensor *a,
+                             const mp_tensor *b, double beta, mp_tensor *c, float **out)
 {
     int64_t ar = a->shape[0], ac = mp_tensor_row(a);
     int64_t br = b->shape[0], bc = mp_tensor_row(b);
     int64_t m = ta ? ac : ar, k = ta ? ar : ac;
     int64_t n = tb ? br : bc, kb = tb ? bc : br;
     MP_CPU_REQUIRE(k == kb && c->shape[0] == m && mp_tensor_row(c) == n, "gemm");
-    if (m == 0 || n == 0)
-        return MP_OK;
-    CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
-    bool f64 = a->dtype == MP_F64;
-    MP_CPU_REQUIRE(f64 == (b->dtype == MP_F64) && f64 == (c->dtype == MP_F64), "gemm");
-    if (f64) {
-        cblas_dgemm(CblasRowMajor, oa, ob, (int)m, (int)n, (int)k, alpha, a->data, (int)ac,
-                    b->data, (int)bc, beta, c->data, (int)n);
-        return MP_OK;
-    }
+    MP_CPU_REQUIRE(a->dtype != MP_F64 && b->dtype != MP_F64 && c->dtype != MP_F64, "gemm");
     size_t na = a->dtype == MP_F32 ? 0 : (size_t)(ar * ac);
     size_t nb = b->dtype == MP_F32 ? 0 : (size_t)(br * bc);
     size_t nc = c->dtype == MP_F32 ? 0 : (size_t)(m * n);
     float *ws = mp_cpu_workspace(MP_CPU_WS_GEMM, (na + nb + nc + 1) * sizeof(float));
-    const float *fa = as_f32(a, ws), *fb = as_f32(b, ws + na);
     float *fc = c->dtype == MP_F32 ? c->data : ws + na + nb;
+    *out = fc;
+    if (m == 0 || n == 0)
+        return MP_OK;
+    const float *fa = as_f32(a, ws), *fb = as_f32(b, ws + na);
     if (c->dtype != MP_F32 && beta != 0.0)
         mp_cpu_convert_bulk(fc, MP_F32, c->data, c->dtype, (size_t)(m * n));
-    cblas_sgemm(CblasRowMajor, oa, ob, (int)m, (int)n, (int)k, (float)alpha, fa, (int)ac, fb,
-                (int)bc, (float)beta, fc, (int)n);
-    if (c->dtype != MP_F32)
-        mp_cpu_convert_bulk(c->data, c->dtype, fc, MP_F32, (size_t)(m * n));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, (float)alpha, fa, (int)ac, fb, (int)bc, (float)beta, fc,
+                (int)n);
     return MP_OK;
 }
 
-/* The reference rounds twice: the product into c's dtype, then the sum with the bias. */
+mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
+                      double beta, mp_tensor *c)
+{
+    if (a->dtype == MP_F64) {
+        int64_t ac = mp_tensor_row(a), bc = mp_tensor_row(b);
+        int64_t m = ta ? ac : a->shape[0], k = ta ? a->shape[0] : ac;
+        int64_t n = tb ? b->shape[0] : bc, kb = tb ? bc : b->shape[0];
+        MP_CPU_REQUIRE(k == kb && c->shape[0] == m && mp_tensor_row(c) == n, "gemm");
+        MP_CPU_REQUIRE(b->dtype == MP_F64 && c->dtype == MP_F64, "gemm");
+        if (m > 0 && n > 0)
+            cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a->data,
+                        (int)ac, b->data, (int)bc, beta, c->data, (int)n);
+        return MP_OK;
+    }
+    float *fc = NULL;
+    MP_TRY(product_f32(ta, tb, alpha, a, b, beta, c, &fc));
+    if (c->dtype != MP_F32)
+        mp_cpu_convert_bulk(c->data, c->dtype, fc, MP_F32, (size_t)mp_tensor_numel(c));
+    return MP_OK;
+}
+
+/* The reference rounds twice: the product into c's dtype, then the sum with the bias. Half c does
+ * both row by row while the FP32 row is in cache (one pass over c instead of two). */
 mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
                            const mp_tensor *bias, mp_tensor *c)
 {
-    MP_TRY(mp_cpu_gemm(ta, tb, 1.0, a, b, 0.0, c));
-    return mp_cpu_bias_add(c, bias);
+    if (c->dtype == MP_F32 || c->dtype == MP_F64) {
+        MP_TRY(mp_cpu_gemm(ta, tb, 1.0, a, b, 0.0, c));
+        return mp_cpu_bias_add(c, bias);
+    }
+    int64_t m = c->shape[0], n = mp_tensor_row(c);
+    MP_CPU_REQUIRE(mp_tensor_numel(bias) == n && bias->dtype != MP_F64, "gemm_bias");
+    float *fc = NULL;
+    MP_TRY(product_f32(ta, tb, 1.0, a, b, 0.0, c, &fc));
+    float *fb = (float *)mp_cpu_workspace(MP_CPU_WS_GEMM_BIAS, (size_t)(n + 1) * sizeof(float));
+    mp_convert(fb, MP_F32, bias->data, bias->dtype, (size_t)n);
+    size_t esz = mp_dtype_size(c->dtype);
+    MP_CPU_PARALLEL_FOR(m * n)
+    for (int64_t r = 0; r < m; r++) {
+        float *row = fc + r * n;
+        void *out = (char *)c->data + (size_t)(r * n) * esz;
+        mp_convert(out, c->dtype, row, MP_F32, (size_t)n); /* the product, rounded */
+        mp_convert(row, MP_F32, out, c->dtype, (size_t)n); /* exactly its value */
+        for (int64_t j = 0; j < n; j++)
+            row[j] = mp_add_f32(row[j], fb[j]);
+        mp_convert(out, c->dtype, row, MP_F32, (size_t)n);
+    }
+    return MP_OK;
+}
+
+/* A half dy is widened once (exactly) into its own slot and the three results computed from the
+ * FP32 copy: the same values in, so the same bits out as from the half dy. */
+mp_status mp_cpu_linear_backward(const mp_tensor *x, const mp_tensor *w, const mp_tensor *dy,
+                                 mp_tensor *dw, mp_tensor *db, mp_tensor *dx)
+{
+    mp_tensor fdy = *dy;
+    if (dy->dtype == MP_F16 || dy->dtype == MP_BF16) {
+        size_t n = (size_t)mp_tensor_numel(dy);
+        fdy.dtype = MP_F32;
+        fdy.data = mp_cpu_workspace(MP_CPU_WS_GEMM_DY, (n + 1) * sizeof(float));
+        mp_cpu_convert_bulk(fdy.data, MP_F32, dy->data, dy->dtype, n);
+    }
+    MP_TRY(mp_cpu_gemm(true, false, 1.0, &fdy, x, 0.0, dw));
+    if (db)
+        MP_TRY(mp_cpu_bias_grad(&fdy, db));
+    return dx ? mp_cpu_gemm(false, false, 1.0, &fdy, w, 0.0, dx) : MP_OK;
 }

@@ -228,6 +228,17 @@ extern "C" mp_status mp_cuda_gemm_bias(bool ta, bool tb, const mp_tensor *a, con
     return mp_cuda_bias_add(c, bias);
 }
 
+/* cuBLAS reads dy from device memory for each product: the three ops in turn. */
+extern "C" mp_status mp_cuda_linear_backward(const mp_tensor *x, const mp_tensor *w,
+                                             const mp_tensor *dy, mp_tensor *dw, mp_tensor *db,
+                                             mp_tensor *dx)
+{
+    MP_TRY(mp_cuda_gemm(true, false, 1.0, dy, x, 0.0, dw));
+    if (db)
+        MP_TRY(mp_cuda_bias_grad(dy, db));
+    return dx ? mp_cuda_gemm(false, false, 1.0, dy, w, 0.0, dx) : MP_OK;
+}
+
 /* c = alpha op(a) op(b) + beta c (+ bias along c's rows when bias is not NULL, in the
  * epilogue) with a, b of one dtype and c (and bias) of it or FP32. *done is false (and c
  * untouched) when cuBLASLt has no algorithm for this shape, which the plan remembers. */

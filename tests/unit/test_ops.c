@@ -1,6 +1,7 @@
 /* CPU ops in FP32, fp16 and bf16 against the same ops in FP64 on the same (rounded) inputs,
  * with tolerances from each dtype's epsilon; SGD against torch.optim.SGD's update rule written
- * out by hand; model building errors and the flat parameter views. */
+ * out by hand; gemm_bias and linear_backward against the ops they stand for; model building
+ * errors and the flat parameter views. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -70,6 +71,79 @@ static void test_gemm_shape_mismatch(void **state)
     mp_tensor tc = mp_tensor_view(c, MP_F32, 2, s22);
     assert_int_equal(ops->gemm(false, false, 1, &ta, &tb, 0, &tc), MP_EINTERNAL);
     assert_non_null(strstr(mp_error_message(), "gemm"));
+}
+
+/* gemm_bias into half c rounds twice, as gemm then bias_add: the FP32 product (gemm into an FP32
+ * c) rounded to c's dtype, plus the bias in FP32, rounded again (rounding once would differ in
+ * many of these 48 x 40 elements). */
+static void test_gemm_bias_rounds_twice(void **state)
+{
+    (void)state;
+    mp_dtype dts[] = {MP_F16, MP_BF16};
+    for (int d = 0; d < 2; d++) {
+        mp_rng r;
+        mp_rng_seed(&r, 23, (uint64_t)d);
+        int64_t m = 48, n = 40, k = 65, as[2] = {m, k}, ws[2] = {n, k}, cs[2] = {m, n};
+        mp_tensor a, a64, w, w64, b, b64;
+        random_pair(dts[d], 2, as, &r, &a, &a64);
+        random_pair(dts[d], 2, ws, &r, &w, &w64);
+        random_pair(dts[d], 1, &n, &r, &b, &b64);
+        mp_tensor c = mp_tensor_alloc(dts[d], 2, cs, MP_MEM_WORKSPACE);
+        mp_tensor p = mp_tensor_alloc(MP_F32, 2, cs, MP_MEM_WORKSPACE);
+        mp_tensor want = mp_tensor_alloc(dts[d], 2, cs, MP_MEM_WORKSPACE);
+        assert_int_equal(ops->gemm_bias(false, true, &a, &w, &b, &c), MP_OK);
+        assert_int_equal(ops->gemm(false, true, 1.0, &a, &w, 0.0, &p), MP_OK);
+        for (int64_t i = 0; i < m * n; i++) {
+            mp_store(want.data, dts[d], (size_t)i, ((float *)p.data)[i]);
+            float rounded = (float)mp_load(want.data, dts[d], (size_t)i);
+            mp_store(want.data, dts[d], (size_t)i,
+                     rounded + (float)mp_load(b.data, dts[d], (size_t)(i % n)));
+        }
+        assert_memory_equal(c.data, want.data, (size_t)(m * n) * mp_dtype_size(dts[d]));
+        mp_tensor *all[] = {&a, &a64, &w, &w64, &b, &b64, &c, &p, &want};
+        for (int i = 0; i < 9; i++)
+            mp_tensor_free(all[i]);
+    }
+}
+
+/* linear_backward gives the bits of its three ops called one by one, with and without db and
+ * dx, in every dtype (the CPU widens a half dy once for all three). */
+static void test_linear_backward_is_its_ops(void **state)
+{
+    (void)state;
+    mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int parts = 0; parts < 4; parts++) {
+            mp_rng r;
+            mp_rng_seed(&r, 24, (uint64_t)(d * 4 + parts));
+            int64_t N = 70, in = 33, out = 45;
+            int64_t xs[2] = {N, in}, ws[2] = {out, in}, ys[2] = {N, out};
+            mp_tensor x, x64, w, w64, dy, dy64, t[6];
+            random_pair(dts[d], 2, xs, &r, &x, &x64);
+            random_pair(dts[d], 2, ws, &r, &w, &w64);
+            random_pair(dts[d], 2, ys, &r, &dy, &dy64);
+            for (int i = 0; i < 6; i += 3) {
+                t[i] = mp_tensor_alloc(dts[d], 2, ws, MP_MEM_WORKSPACE);
+                t[i + 1] = mp_tensor_alloc(dts[d], 1, &out, MP_MEM_WORKSPACE);
+                t[i + 2] = mp_tensor_alloc(dts[d], 2, xs, MP_MEM_WORKSPACE);
+            }
+            bool db = parts & 1, dx = parts & 2;
+            assert_int_equal(ops->linear_backward(&x, &w, &dy, &t[0], db ? &t[1] : NULL,
+                                                  dx ? &t[2] : NULL),
+                             MP_OK);
+            assert_int_equal(ops->gemm(true, false, 1.0, &dy, &x, 0.0, &t[3]), MP_OK);
+            if (db)
+                assert_int_equal(ops->bias_grad(&dy, &t[4]), MP_OK);
+            if (dx)
+                assert_int_equal(ops->gemm(false, false, 1.0, &dy, &w, 0.0, &t[5]), MP_OK);
+            for (int i = 0; i < 3; i++)
+                assert_memory_equal(t[i].data, t[i + 3].data, mp_tensor_bytes(&t[i]));
+            mp_tensor *all[] = {&x, &x64, &w, &w64, &dy, &dy64};
+            for (int i = 0; i < 6; i++)
+                mp_tensor_free(all[i]);
+            for (int i = 0; i < 6; i++)
+                mp_tensor_free(&t[i]);
+        }
 }
 
 static void test_xent_all_dtypes(void **state)
@@ -262,6 +336,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_all_dtypes),
         cmocka_unit_test(test_gemm_shape_mismatch),
+        cmocka_unit_test(test_gemm_bias_rounds_twice),
+        cmocka_unit_test(test_linear_backward_is_its_ops),
         cmocka_unit_test(test_xent_all_dtypes),
         cmocka_unit_test(test_sgd_matches_pytorch_rule),
         cmocka_unit_test(test_adam_matches_pytorch_rule),
