@@ -86,6 +86,7 @@ mp_status mp_trace_open(const char *path, int rank, const char *host, double off
     put_name("process_name", MP_TRACE_MAIN, name);
     put_name("thread_name", MP_TRACE_MAIN, "model (forward, backward, step)");
     put_name("thread_name", MP_TRACE_COMM, "collectives");
+    put_name("thread_name", MP_TRACE_IO, "checkpoint writer");
     tr.on = true;
     pthread_mutex_unlock(&tr.mu);
     return MP_OK;

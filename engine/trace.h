@@ -16,7 +16,7 @@
 #include "engine/status.h"
 
 /* Tracks of a rank's timeline. */
-enum { MP_TRACE_MAIN = 0, MP_TRACE_COMM = 1 };
+enum { MP_TRACE_MAIN = 0, MP_TRACE_COMM = 1, MP_TRACE_IO = 2 };
 
 /* Opens `path` for this process's events (truncating it): pid `rank` named "rank R (host)";
  * offset_s is added to the host clock (mp_now) to give rank 0's, and origin_s (on rank 0's

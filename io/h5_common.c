@@ -12,7 +12,7 @@ static herr_t innermost(unsigned n, const H5E_error2_t *e, void *arg)
     return 0;
 }
 
-static char mp_h5_last[256];
+static _Thread_local char mp_h5_last[256]; /* HDF5's error stacks are per thread too */
 
 /* Keeps the innermost message of HDF5's error stack for mp_h5_message (then clears the stack).
  * Call it right after the failing call: any later HDF5 call starts a new stack. */

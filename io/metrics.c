@@ -55,15 +55,16 @@ mp_status mp_metrics_open(mp_metrics **m, const char *path)
     return open_sink(m, path, "w");
 }
 
-/* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary, a step
- * record past `step`, or an eval record of `epoch` or later (evaluated again). */
+/* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary, a step or
+ * checkpoint record past `step`, or an eval record of `epoch` or later (evaluated again). */
 static bool before_resume(const char *line, int64_t step, int64_t epoch)
 {
     cJSON *o = cJSON_Parse(line);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "step");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "epoch");
-    bool is_step = cJSON_IsString(type) && strcmp(type->valuestring, "step") == 0;
+    bool is_step = cJSON_IsString(type) && (strcmp(type->valuestring, "step") == 0 ||
+                                            strcmp(type->valuestring, "checkpoint") == 0);
     bool is_eval = cJSON_IsString(type) && strcmp(type->valuestring, "eval") == 0;
     bool keep = cJSON_IsString(type) && strcmp(type->valuestring, "summary") != 0 &&
                 !(is_step && cJSON_IsNumber(n) && n->valuedouble > (double)step) &&
@@ -184,6 +185,22 @@ void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r)
         cJSON_AddNumberToObject(o, "accuracy", r->accuracy);
         if (r->text)
             cJSON_AddNumberToObject(o, "bpb", mp_metrics_bpb(r->loss));
+    }
+    record_end(m, o);
+}
+
+void mp_metrics_checkpoint(mp_metrics *m, const mp_ckpt_record *r)
+{
+    cJSON *o = record_begin(m, "checkpoint");
+    if (o) {
+        cJSON_AddNumberToObject(o, "step", (double)r->step);
+        add_str(o, "path", r->path);
+        cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
+        cJSON_AddBoolToObject(o, "async", r->async);
+        cJSON_AddNumberToObject(o, "stall_s", r->stall_s);
+        cJSON_AddNumberToObject(o, "wait_s", r->wait_s);
+        cJSON_AddNumberToObject(o, "write_s", r->write_s);
+        cJSON_AddNumberToObject(o, "steps_during_write", (double)r->steps_during);
     }
     record_end(m, o);
 }

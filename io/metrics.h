@@ -36,6 +36,19 @@ typedef struct mp_eval_record {
     bool text; /* a text dataset: "bpb" (mp_metrics_bpb of loss) follows "accuracy" */
 } mp_eval_record;
 
+/* A checkpoint written: its step and file, and what it cost the training steps. */
+typedef struct mp_ckpt_record {
+    int64_t step;
+    const char *path;
+    int64_t bytes;
+    bool async;           /* written by the background writer (checkpoint.async) */
+    double stall_s;       /* the step boundary's time for the save (rank 0): synchronous, the
+                             whole save; async, waiting for the save before plus the snapshot */
+    double wait_s;        /* of stall_s, waiting for the save before to finish (async) */
+    double write_s;       /* the file's writing until durable under its name */
+    int64_t steps_during; /* training steps completed while it was written (async) */
+} mp_ckpt_record;
+
 typedef struct mp_summary_record {
     int world_size;
     const char *opt_level, *half, *backend, *model;
@@ -74,6 +87,7 @@ mp_status mp_metrics_open(mp_metrics **m, const char *path);
 /* Append one record each; I/O errors are reported once on stderr and then ignored. */
 void mp_metrics_step(mp_metrics *m, const mp_step_record *r);
 void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r);
+void mp_metrics_checkpoint(mp_metrics *m, const mp_ckpt_record *r);
 void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r);
 
 /* Opens the metrics of a run resumed from a checkpoint taken after `step`, whose next step

@@ -83,7 +83,7 @@ static mp_status write_meta(mp_h5w *w, const mp_train_state *t, const mp_resume_
 
 static mp_status write_weights(mp_h5w *w, const mp_train_state *t)
 {
-    const mp_params *p = &t->model->params;
+    const mp_params *p = t->params;
     char path[256];
     for (int i = 0; i < p->count; i++) {
         const mp_param_view *v = &p->views[i];
@@ -102,7 +102,7 @@ static mp_status write_weights(mp_h5w *w, const mp_train_state *t)
 static mp_status write_optim(mp_h5w *w, const mp_train_state *t)
 {
     const mp_optimizer *o = t->opt;
-    const mp_params *p = &t->model->params;
+    const mp_params *p = t->params;
     const char *s0 = slot_name(o, 0), *s1 = slot_name(o, 1);
     char slots[64], path[256];
     snprintf(slots, sizeof slots, "%s%s%s", s0 ? s0 : "", s1 ? " " : "", s1 ? s1 : "");

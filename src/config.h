@@ -104,6 +104,7 @@ typedef struct mp_config {
         bool at_end;
         int64_t keep;       /* newest files kept */
         int64_t deflate;    /* gzip level, 0 = none */
+        bool async;         /* a writer thread writes from a host snapshot */
         char resume[512];   /* "" | "auto" | a path */
         char init[512];     /* "" | a checkpoint whose weights start a fresh run */
     } checkpoint;

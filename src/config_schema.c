@@ -322,6 +322,11 @@ const mp_key mp_config_keys[] = {
     {"checkpoint.deflate", MP_KEY_INT, "0", GE(0), LE(9), CF(checkpoint.deflate),
      .meaning = "gzip level of the checkpoint datasets (0 = none); Fletcher32 checksums are "
                 "always on."},
+    {"checkpoint.async", MP_KEY_BOOL, "false", CF(checkpoint.async),
+     .meaning = "Save in the background: at the step boundary rank 0 copies the state into a "
+                "host snapshot (kept for the next save; host memory of the state's size) and "
+                "training goes on while a thread writes the same file; at most one save in "
+                "flight (the next waits for it). false = every rank waits for the write."},
     {"checkpoint.resume", MP_KEY_STRING, "\"\"", CF(checkpoint.resume),
      .meaning = "Resume from this checkpoint file, or \"auto\": the newest valid one in "
                 "checkpoint.dir (none there: start afresh); \"\" = start afresh. --resume "

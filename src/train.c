@@ -9,11 +9,9 @@
  * train.eval_every epochs and at the end. */
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "engine/profile.h"
 #include "engine/trace.h"
-#include "src/checkpoint.h"
 #include "src/signals.h"
 #include "src/train.h"
 
@@ -502,7 +500,8 @@ mp_train_state mp_train_state_of(mp_trainer *t)
 {
     mp_train_state s = {.cfg = t->cfg, .ops = t->ops, .rank = t->comm->rank,
                         .world_size = t->comm->size, .accum = t->accum,
-                        .dataset_size = t->train.count, .model = &t->model, .bufs = t->bufs,
+                        .dataset_size = t->train.count, .model = &t->model,
+                        .params = &t->model.params, .bufs = t->bufs,
                         .nbufs = t->nbufs, .opt = &t->opt, .scaler_cfg = &t->scaler_cfg,
                         .scaler = &t->scaler, .start = &t->start};
     s.ntensors = mp_train_state_tensors(t, MP_STATE_PARAMS | MP_STATE_OPTIM | MP_STATE_BUFFERS,
@@ -511,27 +510,21 @@ mp_train_state mp_train_state_of(mp_trainer *t)
     return s;
 }
 
-/* Saves a checkpoint, then prunes older ones; rank 0 reports its size and write rate (gather,
- * write, fsync, rename and directory fsync: until the file is durable under its name; the
- * pruning after it is not counted; sharded, the gathering too). */
+/* Saves a checkpoint of the state after `at` (collective: sharded, the state is gathered whole
+ * first); with checkpoint.async rank 0 waits for the save before if it is still in flight. */
 static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
 {
     double t0 = mp_now();
+    MP_TRY(mp_train_save_finished(t, true, r)); /* at most one in flight */
+    double waited = mp_now() - t0;
     MP_TRY(mp_train_gather(t)); /* sharded: the file holds whole tensors */
     mp_status st = check_finite(t);
     mp_train_state state = mp_train_state_of(t);
     if (st == MP_OK)
-        st = mp_checkpoint_save(&state, at, r->checkpoint, sizeof r->checkpoint);
+        st = mp_train_save_state(t, &state, at, r);
     mp_status end = mp_train_ungather(t, false);
     MP_TRY(st != MP_OK ? st : end);
-    double dt = mp_now() - t0;
-    mp_trace_span("checkpoint save", "checkpoint", MP_TRACE_MAIN, t0, t0 + dt, at->step);
-    mp_checkpoint_prune(&state, at->step);
-    struct stat sb;
-    if (t->comm->rank == 0 && stat(r->checkpoint, &sb) == 0)
-        mp_progress_line(&t->progress, "checkpoint: %s (%.1f MB in %.3f s, %.1f MB/s)",
-                         r->checkpoint, (double)sb.st_size / 1e6, dt,
-                         dt > 0 ? (double)sb.st_size / 1e6 / dt : 0.0);
+    mp_train_saved(t, &state, at, r, t0, waited);
     return MP_OK;
 }
 
@@ -542,6 +535,8 @@ static mp_status after_step(mp_trainer *t, const mp_resume_point *at, mp_train_r
     const mp_config *c = t->cfg;
     bool last = at->step >= t->total_steps;
     bool budget = c->train.step_budget > 0 && at->step - t->start.step >= c->train.step_budget;
+    mp_ckpt_async_step(t->ckpt); /* this step ran while the save in flight was written */
+    MP_TRY(mp_train_save_finished(t, false, r));
     if (!last && t->stop_signal) {
         t->stop = true;
         r->stopped_by = mp_signal_name(t->stop_signal);
@@ -629,6 +624,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
     r->images_per_s = r->wall_s > 0 ? (double)images / r->wall_s : 0.0;
     if (t->stop) {
         r->stopped = true;
+        MP_TRY(mp_train_save_finished(t, true, r));
         mp_progress_finish(&t->progress);
         return MP_OK;
     }
@@ -636,6 +632,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
         MP_TRY(evaluate_epoch(t, epoch - 1, r));
     if (c->checkpoint.dir[0] && c->checkpoint.at_end && step > t->start.step)
         MP_TRY(save(t, &at, r));
+    MP_TRY(mp_train_save_finished(t, true, r)); /* the run is done when its last file is */
     if (t->metrics)
         write_summary(t, r);
     mp_progress_finish(&t->progress);

@@ -23,6 +23,7 @@
 #include "io/metrics.h"
 #include "io/progress.h"
 #include "io/sampler.h"
+#include "src/checkpoint_async.h"
 #include "src/config.h"
 #include "src/train_state.h"
 
@@ -98,6 +99,8 @@ typedef struct mp_trainer {
                                state (divergence, a bad label): every rank returns it at the
                                same step, so rank 0 reports it and no rank aborts */
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
+    mp_ckpt_async *ckpt;    /* checkpoint.async's writer: rank 0 only; NULL elsewhere */
+    double ckpt_stall_s, ckpt_wait_s; /* the step boundary's time for the save in flight */
     mp_progress progress;
     /* Test hooks, NULL in normal runs. before_forward may change this rank's batch x (on a
      * host-memory backend the loader's slot itself, refilled only after the step);
@@ -179,6 +182,25 @@ mp_status mp_train_write_state(mp_trainer *t);
  * at logging, evaluation, checkpoint, budget, epoch-end and last steps, where it reads the state
  * (loss scale, skipped steps, stop signals, divergence). */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
+
+/* Rank 0 (nothing elsewhere): writes state s (the trainer's, whole) as the checkpoint of `at`
+ * into r->checkpoint, or with checkpoint.async copies it into the writer's snapshot and returns
+ * (r->checkpoint is set when mp_train_save_finished reports the file). MP_ECKPT when the file
+ * cannot be written. */
+mp_status mp_train_save_state(mp_trainer *t, mp_train_state *s,
+                              const mp_resume_point *at, mp_train_result *r);
+
+/* After mp_train_save_state, begun at t0 (mp_now) of which `waited` seconds went waiting for the
+ * save before: the trace span, and synchronously the pruning of old files and, on rank 0, the
+ * report (progress line, metrics record with the stall); with checkpoint.async the stall is kept
+ * for mp_train_save_finished's report. */
+void mp_train_saved(mp_trainer *t, const mp_train_state *s, const mp_resume_point *at,
+                    mp_train_result *r, double t0, double waited);
+
+/* checkpoint.async on rank 0: reports the save in flight once it has finished (with wait: waits
+ * for it first) into r->checkpoint, the progress line and the metrics, or returns the writer's
+ * failure (MP_ECKPT). Nothing elsewhere or when no save is in flight. */
+mp_status mp_train_save_finished(mp_trainer *t, bool wait, mp_train_result *r);
 
 /* Batches (micro-batches) for `count` samples of this rank in one epoch: count / batch_size,
  * rounded up unless data.drop_last, and at least one when count > 0. */

@@ -422,6 +422,8 @@ mp_status mp_train_open_outputs(mp_trainer *t)
                                            t->start.epoch));
         else
             MP_TRY(mp_metrics_open(&t->metrics, c->log.metrics));
+        if (c->checkpoint.async && c->checkpoint.dir[0])
+            MP_TRY(mp_ckpt_async_create(&t->ckpt));
         mp_progress_mode_parse(c->log.progress, &mode);
     }
     mp_progress_init(&t->progress, mode, stdout, t->total_steps, c->log.every);
@@ -521,6 +523,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
 
 void mp_train_free(mp_trainer *t)
 {
+    mp_ckpt_async_free(t->ckpt); /* a save in flight finishes first */
     mp_train_ungather(t, false);
     if (t->device_comm) /* before the buckets the collectives read are freed */
         mp_comm_drop_device(t->comm);

@@ -71,8 +71,7 @@ run() { # run NAME MPIRUN-ARGS...: trains the MLP for $steps steps with metrics 
     --set log.every=5 --set "log.metrics=\"$TMP/$name.jsonl\"" \
     --set "checkpoint.dir=\"$TMP/$name\"" >"$TMP/$name.out" 2>&1 ||
     { echo "FAIL: run $name exited $?"; cat "$TMP/$name.out"; exit 1; }
-  sed -E 's/"time_s":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s)":[^,}]*,?//g' \
-    "$TMP/$name.jsonl" >"$TMP/$name.cmp"
+  comparable "$TMP/$name.jsonl" "$TMP/$name.cmp"
 }
 bytes() { echo $(($(cat /sys/class/net/mpbv1/statistics/tx_bytes) + $(cat /sys/class/net/mpbv1/statistics/rx_bytes))); }
 

@@ -63,12 +63,14 @@ expect_larger_than_memory() {
   fi
 }
 
-# comparable IN OUT: the metrics file IN without its timings and memory figures (what may differ
-# between runs that must otherwise match bit for bit), into OUT.
+# comparable IN OUT: the metrics file IN without its timings and memory figures and without its
+# checkpoint records (file names and save times: what may differ between runs that must otherwise
+# match bit for bit), into OUT.
 comparable() {
   local timings='images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms'
   local memory='wall_s|peak_mem_bytes|device_peak_bytes|host_peak_bytes|data'
-  sed -E 's/"time_s":\{[^}]*\},?//g; s/"('"$timings|$memory"')":[^,}]*,?//g' "$1" >"$2"
+  grep -v '"type":"checkpoint"' "$1" |
+    sed -E 's/"time_s":\{[^}]*\},?//g; s/"('"$timings|$memory"')":[^,}]*,?//g' >"$2"
 }
 
 finish() {
