@@ -11,10 +11,10 @@
 # build dir)
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
-bench_build
 rounds=${1:-3} every=${2:-5}
 [[ $rounds =~ ^[1-9][0-9]?$ ]] || { echo "ckpt_stall: ROUNDS must be 1-99" >&2; exit 2; }
 [[ $every =~ ^[1-9][0-9]?$ ]] || { echo "ckpt_stall: EVERY must be 1-99" >&2; exit 2; }
+bench_build
 source launch/env.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -6,7 +6,8 @@
 # non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST; bench_batchnorm
 # with a zero, non-integer or trailing-junk count, a vector level outside 0-3 or a fourth
 # argument; bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
-# round count. mpirun is a stub that records any call, and none may be made.
+# round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval. mpirun
+# is a stub that records any call, and none may be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -49,6 +50,8 @@ usage '^bn_levels_ab: usage: bench/bn_levels_ab.sh' -- bash bench/bn_levels_ab.s
 usage "^bn_levels_ab: $TMP/empty/bench_batchnorm: not built\$" -- bash bench/bn_levels_ab.sh "$build" "$TMP/empty"
 usage "^bn_levels_ab: ROUNDS must be a positive integer, not '0'\$" -- bash bench/bn_levels_ab.sh "$build" "$build" 0
 
+usage '^ckpt_stall: ROUNDS must be 1-99$' -- bash bench/ckpt_stall.sh 0
+usage '^ckpt_stall: EVERY must be 1-99$' -- bash bench/ckpt_stall.sh 3 x
 usage "^inference: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" -- bash bench/inference.sh vgg
 usage '^inference: rounds must be an integer >= 1' "MPDIST_BENCH_BUILD=$build" MPDIST_INF_ROUNDS=x -- bash bench/inference.sh cnn_bn
 usage "^inference: no Fashion-MNIST in $TMP/empty " "MPDIST_BENCH_BUILD=$build" "MPDIST_INF_DATA=$TMP/empty" -- bash bench/inference.sh cnn_bn
