@@ -24,6 +24,7 @@
 #include "comm/nccl_census.h"
 #include "comm/nccl_util.h"
 #include "engine/clock.h"
+#include "engine/trace.h"
 
 #define RING MP_TRANSPORT_DEPTH
 #define POLL_S 100e-6 /* the host's polling of events and of NCCL's state */
@@ -85,7 +86,9 @@ static const nccl_slot *oldest_locked(const nccl_transport *t)
 }
 
 /* Brings `completed` up to date with the done events, then checks NCCL's asynchronous state
- * (locked, not failed). */
+ * (locked, not failed). With log.trace, each collective seen done becomes a span from its start
+ * to now: its end as the host first saw it (polled every POLL_S while waited for, every WATCH_S
+ * by the watchdog), with nothing synchronised for it. */
 static mp_status check_locked(nccl_transport *t)
 {
     for (const nccl_slot *s; (s = oldest_locked(t)) != NULL; t->completed++) {
@@ -95,6 +98,9 @@ static mp_status check_locked(nccl_transport *t)
         if (rc != cudaSuccess)
             return mp_check_fail(MP_ECOMM, "cuda", "cudaEventQuery(done)", __FILE__, __LINE__,
                                  cudaGetErrorString(rc));
+        if (mp_trace_on())
+            mp_trace_span(s->coll.what, "collective", MP_TRACE_COMM, s->t_start, mp_now(),
+                          s->step);
     }
     ncclResult_t err = mp_nccl_state(t->nccl);
     if (err == ncclSuccess || err == ncclInProgress)

@@ -7,7 +7,8 @@
  * progress for a while; a communicator that never forms on one rank (every rank fails alike
  * within comm.timeout_s); and an abort in the middle of a collective (the waiting caller is
  * released at once, and close frees everything); and bench-comm's bare communicator
- * (comm/nccl_raw.h): its collectives' bytes, and a wait that gives up.
+ * (comm/nccl_raw.h): its collectives' bytes, and a wait that gives up; with log.trace on, each
+ * collective a span on the "collectives" track.
  *   test_nccl_standin --drive STEPS   trains-like loop for tests/integration/nccl_standin.sh:
  *                                     STEPS all-reduces under the faults of MPDIST_NCCL_STANDIN,
  *                                     comm.timeout_s from MPDIST_STANDIN_TIMEOUT (default 3),
@@ -28,6 +29,7 @@
 #include "comm/nap.h"
 #include "comm/nccl_raw.h"
 #include "engine/clock.h"
+#include "engine/trace.h"
 #include "engine/ops.h"
 
 #ifdef MP_HAVE_NCCL_STANDIN
@@ -195,6 +197,36 @@ static void test_every_collective(void **state)
     if (wrong)
         fail_msg("%lld elements differ from the MPI transport's", (long long)wrong);
     assert_true(mp_standin_launches() > before + 100); /* they went through the stand-in */
+}
+
+/* With a trace open, every collective of the NCCL transport is one span on the collectives
+ * track (tid 1) under its own name, from its start to when the host saw it done. */
+static void test_traced(void **state)
+{
+    (void)state;
+    const char *dir = getenv("MPDIST_TEST_TMP");
+    char path[512];
+    snprintf(path, sizeof path, "%s/nccl-trace-%d-%d.json", dir && *dir ? dir : "/tmp",
+             (int)getpid(), comm.rank);
+    assert_int_equal(mp_trace_open(path, comm.rank, "standin", 0.0, mp_now()), MP_OK);
+    const mp_ops *staged = mp_backend_cpu_staged();
+    int64_t shape[1] = {1000};
+    mp_tensor x = mp_tensor_new(staged, MP_F32, 1, shape, MP_MEM_WORKSPACE);
+    open_device();
+    run(staged, MP_COLL_ALLREDUCE, MP_REDOP_SUM, x.data, 1000, MP_F32, 1000, 333); /* 4 */
+    mp_comm_drop_device(&comm);
+    mp_tensor_delete(staged, &x);
+    assert_int_equal(mp_trace_close(), MP_OK);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[1024];
+    int spans = 0;
+    while (fgets(line, sizeof line, f))
+        spans += strstr(line, "{\"name\":\"test collective\",\"cat\":\"collective\"") &&
+                 strstr(line, "\"tid\":1") != NULL;
+    fclose(f);
+    remove(path);
+    assert_int_equal(spans, 4);
 }
 
 /* NCCL answers ncclInProgress for a while on every call: the transport polls, and the results
@@ -427,6 +459,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_collective),
+        cmocka_unit_test(test_traced),
         cmocka_unit_test(test_in_progress),
         cmocka_unit_test(test_init_stuck),
         cmocka_unit_test(test_raw_loop),
