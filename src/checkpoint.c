@@ -81,13 +81,41 @@ static mp_status write_meta(mp_h5w *w, const mp_train_state *t, const mp_resume_
     return mp_h5w_attr_string(w, "/meta", "config", c->text ? c->text : "");
 }
 
-static mp_status write_weights(mp_h5w *w, const mp_train_state *t)
+/* Whether part `part` (0 the FP32 master, 1 and 2 the optimizer's slots) of group k is sharded
+ * without a whole copy: only this rank's block of it is here, and t->whole gives the rest. */
+static bool sharded(const mp_train_state *t, int part, int k)
+{
+    if (!t->whole)
+        return false;
+    const mp_param_group *g = &t->params->groups[k];
+    if (part == 0)
+        return g->master.data && g->master.data != g->model.data;
+    return (part == 1 ? t->opt->slot1 : t->opt->slot2)[k].data != NULL;
+}
+
+/* Parameter i's values of part `part` as the file stores them: a view of them, or when sharded
+ * their whole values gathered into buf (collective then). */
+static mp_status part_values(const mp_train_state *t, int part, int i, float *buf, mp_tensor *x)
+{
+    const mp_param_view *v = &t->params->views[i];
+    if (sharded(t, part, v->group)) {
+        MP_TRY(t->whole(t->whole_arg, part, i, buf));
+        *x = mp_tensor_view(buf, MP_F32, v->ndim, v->shape);
+    } else if (part == 0)
+        *x = stored_values(t->params, i);
+    else
+        *x = slice(&(part == 1 ? t->opt->slot1 : t->opt->slot2)[v->group], v);
+    return MP_OK;
+}
+
+static mp_status write_weights(mp_h5w *w, const mp_train_state *t, float *buf)
 {
     const mp_params *p = t->params;
     char path[256];
     for (int i = 0; i < p->count; i++) {
         const mp_param_view *v = &p->views[i];
-        mp_tensor x = stored_values(p, i);
+        mp_tensor x;
+        MP_TRY(part_values(t, 0, i, buf, &x));
         snprintf(path, sizeof path, "/params/%s", v->name);
         MP_TRY(mp_h5w_array(w, path, MP_F32, v->ndim, v->shape, x.data, x.dtype));
     }
@@ -99,7 +127,7 @@ static mp_status write_weights(mp_h5w *w, const mp_train_state *t)
     return MP_OK;
 }
 
-static mp_status write_optim(mp_h5w *w, const mp_train_state *t)
+static mp_status write_optim(mp_h5w *w, const mp_train_state *t, float *buf)
 {
     const mp_optimizer *o = t->opt;
     const mp_params *p = t->params;
@@ -112,13 +140,28 @@ static mp_status write_optim(mp_h5w *w, const mp_train_state *t)
     for (int i = 0; i < p->count; i++)
         for (int s = 0; s < 2; s++) {
             const mp_param_view *v = &p->views[i];
-            const mp_tensor *flat = &(s == 0 ? o->slot1 : o->slot2)[v->group];
-            if (!flat->data)
+            if (!(s == 0 ? o->slot1 : o->slot2)[v->group].data)
                 continue;
-            mp_tensor x = slice(flat, v);
+            mp_tensor x;
+            MP_TRY(part_values(t, 1 + s, i, buf, &x));
             snprintf(path, sizeof path, "/optim/%s/%s", v->name, slot_name(o, s));
             MP_TRY(mp_h5w_array(w, path, MP_F32, v->ndim, v->shape, x.data, x.dtype));
         }
+    return MP_OK;
+}
+
+/* The other ranks' side of a sharded save: the gathers of write_weights and write_optim, in their
+ * order, with nothing written. */
+static mp_status serve(const mp_train_state *t, float *buf)
+{
+    const mp_params *p = t->params;
+    mp_tensor x;
+    for (int i = 0; i < p->count; i++)
+        MP_TRY(part_values(t, 0, i, buf, &x));
+    for (int i = 0; i < p->count; i++)
+        for (int s = 0; s < 2; s++)
+            if ((s == 0 ? t->opt->slot1 : t->opt->slot2)[p->views[i].group].data)
+                MP_TRY(part_values(t, 1 + s, i, buf, &x));
     return MP_OK;
 }
 
@@ -149,7 +192,7 @@ static mp_status write_state(mp_h5w *w, const mp_train_state *t, const mp_resume
 }
 
 static mp_status write_file(mp_train_state *t, const mp_resume_point *at, const int64_t *rng,
-                            char *path, size_t size)
+                            float *buf, char *path, size_t size)
 {
     const mp_config *c = t->cfg;
     char dir[1100];
@@ -163,9 +206,9 @@ static mp_status write_file(mp_train_state *t, const mp_resume_point *at, const 
     if (st == MP_OK)
         st = write_meta(w, t, at);
     if (st == MP_OK)
-        st = write_weights(w, t);
+        st = write_weights(w, t, buf);
     if (st == MP_OK)
-        st = write_optim(w, t);
+        st = write_optim(w, t, buf);
     if (st == MP_OK)
         st = write_state(w, t, at, rng);
     mp_status end = mp_host_end(&hs, false);
@@ -197,14 +240,29 @@ void mp_checkpoint_prune(const mp_train_state *t, int64_t step)
 
 mp_status mp_checkpoint_save(mp_train_state *t, const mp_resume_point *at, char *path, size_t size)
 {
-    if (t->rank != 0)
+    if (t->rank != 0 && !t->whole)
         return MP_OK;
-    int world = t->world_size;
-    int64_t *table = mp_alloc((size_t)world * RNG_COLS * sizeof(int64_t), MP_MEM_WORKSPACE);
-    for (int r = 0; r < world; r++)
-        rng_row(t, at, r, table + (size_t)r * RNG_COLS);
-    mp_status st = write_file(t, at, table, path, size);
-    mp_free(table);
+    int64_t most = 0; /* a sharded save's buffer: the largest parameter */
+    for (int i = 0; t->whole && i < t->params->count; i++)
+        most = t->params->views[i].numel > most ? t->params->views[i].numel : most;
+    float *buf = t->whole ? mp_alloc((size_t)most * sizeof(float) + 1, MP_MEM_WORKSPACE) : NULL;
+    mp_status st;
+    if (t->rank != 0) {
+        mp_host_swap hs;
+        st = mp_host_begin(&hs, t->ops, t->tensors, t->ntensors, true);
+        if (st == MP_OK)
+            st = serve(t, buf);
+        mp_status end = mp_host_end(&hs, false);
+        st = st != MP_OK ? st : end;
+    } else {
+        int world = t->world_size;
+        int64_t *table = mp_alloc((size_t)world * RNG_COLS * sizeof(int64_t), MP_MEM_WORKSPACE);
+        for (int r = 0; r < world; r++)
+            rng_row(t, at, r, table + (size_t)r * RNG_COLS);
+        st = write_file(t, at, table, buf, path, size);
+        mp_free(table);
+    }
+    mp_free(buf);
     return st;
 }
 

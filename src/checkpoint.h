@@ -35,15 +35,16 @@
  * mp_checkpoint_open calls it. */
 mp_status mp_checkpoint_check_attrs(mp_h5r *r, const char *kind);
 
-/* Saves the training state after `at->step` steps into the checkpoint directory as
- * ckpt-<step>.h5 (rank 0 writes, through a temporary file), and writes its path to
- * path[0..size) on rank 0. Collective (gathers every rank's generator state). MP_ECKPT on rank 0
- * when the file cannot be written. */
 /* Opens checkpoint `path` for reading and checks its format version (MP_ECKPT for a newer or
  * invalid one); when kind is not NULL, *kind gets "full" or "export" (the caller frees it).
  * On failure *r is NULL. */
 mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind);
 
+/* Saves the training state after `at->step` steps into the checkpoint directory as
+ * ckpt-<step>.h5 (rank 0 writes, through a temporary file), and writes its path to
+ * path[0..size) on rank 0. With t->whole (ZeRO-1 without a whole copy) every rank calls it: each
+ * sharded parameter is gathered from its owners into a buffer of the largest parameter's size,
+ * one at a time, as rank 0 writes it. MP_ECKPT on rank 0 when the file cannot be written. */
 mp_status mp_checkpoint_save(mp_train_state *t, const mp_resume_point *at, char *path, size_t size);
 
 /* On rank 0, after a save at `step`: removes the oldest checkpoints beyond checkpoint.keep,

@@ -510,16 +510,22 @@ mp_train_state mp_train_state_of(mp_trainer *t)
     return s;
 }
 
-/* Saves a checkpoint of the state after `at` (collective: sharded, the state is gathered whole
- * first); with checkpoint.async rank 0 waits for the save before if it is still in flight. */
+/* Saves a checkpoint of the state after `at` (collective); with checkpoint.async rank 0 first
+ * waits for the save before if it is still in flight. */
 static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
 {
     double t0 = mp_now();
     MP_TRY(mp_train_save_finished(t, true, r)); /* at most one in flight */
     double waited = mp_now() - t0;
-    MP_TRY(mp_train_gather(t)); /* sharded: the file holds whole tensors */
+    /* Sharded (ZeRO-1), a synchronous save gathers one parameter at a time as rank 0 writes it;
+     * the async snapshot needs the whole state on rank 0, gathered on every rank first. */
+    bool stream = mp_params_sharded(&t->model.params) && !t->cfg->checkpoint.async;
+    if (!stream)
+        MP_TRY(mp_train_gather(t));
     mp_status st = check_finite(t);
     mp_train_state state = mp_train_state_of(t);
+    if (stream)
+        state.whole = mp_train_whole_part, state.whole_arg = t;
     if (st == MP_OK)
         st = mp_train_save_state(t, &state, at, r);
     mp_status end = mp_train_ungather(t, false);

@@ -183,8 +183,9 @@ mp_status mp_train_write_state(mp_trainer *t);
  * (loss scale, skipped steps, stop signals, divergence). */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
 
-/* Rank 0 (nothing elsewhere): writes state s (the trainer's, whole) as the checkpoint of `at`
- * into r->checkpoint, or with checkpoint.async copies it into the writer's snapshot and returns
+/* Rank 0 writes state s as the checkpoint of `at` into r->checkpoint (the other ranks take part
+ * when s.whole gathers a sharded state one parameter at a time; otherwise s is whole and they do
+ * nothing), or with checkpoint.async copies s into the writer's snapshot and returns
  * (r->checkpoint is set when mp_train_save_finished reports the file). MP_ECKPT when the file
  * cannot be written. */
 mp_status mp_train_save_state(mp_trainer *t, mp_train_state *s,
@@ -215,6 +216,11 @@ int64_t mp_train_steps(const mp_trainer *t, int64_t count);
  * writes the state by parameter (checkpoints, the finiteness check, a resume's broadcast).
  * Collective; nothing when the state is not sharded or is whole already. */
 mp_status mp_train_gather(mp_trainer *t);
+
+/* mp_train_state.whole for trainer `arg` (ZeRO-1, not gathered): parameter i's whole FP32
+ * master (part 0) or optimizer slot (1, 2) into buf on every rank, each block broadcast by its
+ * owner from the host copy of its shard. Collective. */
+mp_status mp_train_whole_part(void *arg, int part, int i, float *buf);
 
 /* Ends mp_train_gather: with `keep`, the rank's own block of the whole copies is copied into
  * its shards first (after a resume wrote them); the copies are freed. Not collective. */

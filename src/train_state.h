@@ -43,6 +43,12 @@ typedef struct mp_train_state {
     int ntensors;
     mp_tensor *optim[2 * MP_NGROUPS]; /* the optimizer's slots alone */
     int noptim;
+    /* ZeRO-1 saved without a whole copy (NULL otherwise): fills buf (FP32, parameter i's numel)
+     * with the whole values of its sharded FP32 master (part 0) or optimizer slot (parts 1, 2)
+     * from their owners, with the tensors in host memory (mp_host_begin). Collective: every rank
+     * asks for the same (part, i) in the same order, inside mp_checkpoint_save. */
+    mp_status (*whole)(void *arg, int part, int i, float *buf);
+    void *whole_arg;
 } mp_train_state;
 
 #endif

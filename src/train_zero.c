@@ -1,11 +1,38 @@
 /* ZeRO-1's whole view of the sharded state (train.h, mp_train_gather): each rank owns block
  * [lo, lo + n) of every flat group's FP32 master and optimizer slots; the code that reads or
  * writes them by parameter (checkpoints, check_finite, the resume broadcast) sees whole-group
- * copies gathered from the owners. Invariant: while t->whole.on, the shards are in t->whole and
+ * copies gathered from the owners; a synchronous save instead gathers one parameter at a time
+ * (mp_train_whole_part). Invariant: while t->whole.on, the shards are in t->whole and
  * every [lo, lo + n) spans its group; otherwise nothing of the copies is left. */
 #include <string.h>
 
 #include "src/train.h"
+
+mp_status mp_train_whole_part(void *arg, int part, int i, float *buf)
+{
+    mp_trainer *t = arg;
+    const mp_params *p = &t->model.params;
+    const mp_param_view *v = &p->views[i];
+    const mp_param_group *g = &p->groups[v->group];
+    const mp_tensor *own = part == 0   ? &g->master
+                           : part == 1 ? &t->opt.slot1[v->group]
+                                       : &t->opt.slot2[v->group];
+    if (own->dtype != MP_F32 || mp_tensor_numel(own) != g->n)
+        return mp_fail(MP_EINTERNAL, "checkpoint: %s: part %d is not an FP32 block", v->name,
+                       part);
+    for (int r = 0; r < t->comm->size; r++) { /* rank r holds [r n, (r + 1) n) */
+        int64_t a = v->offset > r * g->n ? v->offset : r * g->n;
+        int64_t b = v->offset + v->numel < (r + 1) * g->n ? v->offset + v->numel : (r + 1) * g->n;
+        if (a >= b)
+            continue;
+        if (r == t->comm->rank)
+            memcpy(buf + (a - v->offset), (const float *)own->data + (a - g->lo),
+                   (size_t)(b - a) * sizeof(float));
+        MP_TRY(mp_comm_bcast(t->comm, buf + (a - v->offset), (size_t)(b - a) * sizeof(float), r,
+                             "checkpoint: a block of a sharded parameter from its owner"));
+    }
+    return MP_OK;
+}
 
 /* The sharded tensors of group k that are swapped: the separate master and the slots. */
 static int sharded_tensors(mp_trainer *t, int k, mp_tensor **live, mp_tensor **aside)
