@@ -17,19 +17,28 @@ static const float *as_f32(const mp_tensor *t, float *scratch)
     return scratch;
 }
 
+/* op(a) (m, k) times op(b) (k, n) into c (m, n): the sizes, or MP_EINTERNAL when they do not
+ * match or FP64 is mixed with other dtypes. */
+static mp_status dims(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
+                      const mp_tensor *c, int64_t *m, int64_t *n, int64_t *k)
+{
+    int64_t ar = a->shape[0], ac = mp_tensor_row(a), br = b->shape[0], bc = mp_tensor_row(b);
+    *m = ta ? ac : ar, *k = ta ? ar : ac, *n = tb ? br : bc;
+    MP_CPU_REQUIRE(*k == (tb ? bc : br) && c->shape[0] == *m && mp_tensor_row(c) == *n, "gemm");
+    bool f64 = a->dtype == MP_F64;
+    MP_CPU_REQUIRE(f64 == (b->dtype == MP_F64) && f64 == (c->dtype == MP_F64), "gemm");
+    return MP_OK;
+}
+
 /* The FP32 product op(a) op(b) (m, n) of half or FP32 operands, with beta times c's values
  * when beta != 0: c's own data when c is FP32, else the workspace (the caller rounds it). */
 static mp_status product_f32(bool ta, bool tb, double alpha, const mp_tensor *a,
                              const mp_tensor *b, double beta, mp_tensor *c, float **out)
 {
-    int64_t ar = a->shape[0], ac = mp_tensor_row(a);
-    int64_t br = b->shape[0], bc = mp_tensor_row(b);
-    int64_t m = ta ? ac : ar, k = ta ? ar : ac;
-    int64_t n = tb ? br : bc, kb = tb ? bc : br;
-    MP_CPU_REQUIRE(k == kb && c->shape[0] == m && mp_tensor_row(c) == n, "gemm");
-    MP_CPU_REQUIRE(a->dtype != MP_F64 && b->dtype != MP_F64 && c->dtype != MP_F64, "gemm");
-    size_t na = a->dtype == MP_F32 ? 0 : (size_t)(ar * ac);
-    size_t nb = b->dtype == MP_F32 ? 0 : (size_t)(br * bc);
+    int64_t m, n, k, ac = mp_tensor_row(a), bc = mp_tensor_row(b);
+    MP_TRY(dims(ta, tb, a, b, c, &m, &n, &k));
+    size_t na = a->dtype == MP_F32 ? 0 : (size_t)mp_tensor_numel(a);
+    size_t nb = b->dtype == MP_F32 ? 0 : (size_t)mp_tensor_numel(b);
     size_t nc = c->dtype == MP_F32 ? 0 : (size_t)(m * n);
     float *ws = mp_cpu_workspace(MP_CPU_WS_GEMM, (na + nb + nc + 1) * sizeof(float));
     float *fc = c->dtype == MP_F32 ? c->data : ws + na + nb;
@@ -49,15 +58,13 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
                       double beta, mp_tensor *c)
 {
     if (a->dtype == MP_F64) {
-        int64_t ac = mp_tensor_row(a), bc = mp_tensor_row(b);
-        int64_t m = ta ? ac : a->shape[0], k = ta ? a->shape[0] : ac;
-        int64_t n = tb ? b->shape[0] : bc, kb = tb ? bc : b->shape[0];
-        MP_CPU_REQUIRE(k == kb && c->shape[0] == m && mp_tensor_row(c) == n, "gemm");
-        MP_CPU_REQUIRE(b->dtype == MP_F64 && c->dtype == MP_F64, "gemm");
+        int64_t m, n, k;
+        MP_TRY(dims(ta, tb, a, b, c, &m, &n, &k));
         if (m > 0 && n > 0)
             cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                         tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a->data,
-                        (int)ac, b->data, (int)bc, beta, c->data, (int)n);
+                        (int)mp_tensor_row(a), b->data, (int)mp_tensor_row(b), beta, c->data,
+                        (int)n);
         return MP_OK;
     }
     float *fc = NULL;
