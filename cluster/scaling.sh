@@ -5,6 +5,9 @@
 # communication and input wait), and runs the alpha-beta scaling model (cluster/scaling_model.py)
 # on the measured single-rank step times.
 # Usage: cluster/scaling.sh CONFIG [options] [-- mpdist arguments]
+#        cluster/scaling.sh --predict --profile P.json --cluster C.cluster [options]: the scaling
+#                     model on measured step profiles and cluster files, 1 to 1,024 GPUs, no run
+#                     (cluster/predict.py --help; docs/scaling.md)
 #   --ranks "1 2 4"   rank counts (default "1 2 4")
 #   --opt "O0 O2"     opt levels (default "O0 O2")
 #   --mode weak|strong  weak: --batch is per rank; strong: --batch is the global batch, split
@@ -30,6 +33,7 @@
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 home=$(cd "$(dirname "$0")/.." && pwd)
+[ "${1:-}" != --predict ] || { shift; exec python3 "$home/cluster/predict.py" "$@"; }
 usage() { sed -n '/^# Usage:/,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 config=$1

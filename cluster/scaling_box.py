@@ -29,7 +29,10 @@ prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the basel
 and input time per step (no overlap with backward assumed).
 Writes box.csv and box.md (with the points where the model misses by more than 15%).
 """
-import argparse, csv, json, math, os, re, statistics
+import argparse, csv, json, math, os, re, statistics, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import step_model as sm  # noqa: E402  (the scaling model's code path: docs/scaling.md)
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 for a in ("--runs", "--opts", "--hosts", "--links", "--out", "--config"):
@@ -63,13 +66,16 @@ def log_info(path):
 
 
 def buckets(g):
-    """How many buckets g gradient bytes fill: comm.first_bucket_mb, then comm.bucket_mb each
-    (the config's values or the defaults; bucket edges fall between parameters, so roughly)."""
+    """The bytes of the buckets g gradient bytes fill: comm.first_bucket_mb, then comm.bucket_mb
+    each (the config's values or the defaults; bucket edges fall between parameters, so roughly)."""
     text = open(a.config).read()
     mb = lambda key, default: float(m.group(1)) if (m := re.search(
         rf"(?<![a-z_]){key}\s*=\s*([0-9.]+)", text)) else default
     first, rest = mb("first_bucket_mb", 1.0) * 2**20, mb("bucket_mb", 25.0) * 2**20
-    return 1 if g <= first else 1 + math.ceil((g - first) / rest)
+    if g <= first:
+        return [g]
+    k = math.ceil((g - first) / rest)
+    return [first] + [rest] * (k - 1) + [g - first - rest * (k - 1)]
 
 
 def eager_limit():
@@ -152,10 +158,13 @@ for o in opts:
             nparam, gb = log_info(f"{run}.log")
             gbytes, dtype = GRAD[s["amp"]["grads"]]
             g = nparam * gbytes
-            k = buckets(g)
+            sizes = buckets(g)
+            k = len(sizes)
             A, B, npts, proto = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, gbytes, g, n, limit)
             alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
-            pred = 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * g * beta
+            # the box as a cluster of one-GPU nodes on the fitted link, its ring all-reduce, the
+            # buckets one after another: 2 (n-1) k alpha + 2 (n-1)/n g beta
+            pred = sm.in_turn_s(sm.fitted_link(f"box {link}", alpha, beta), sizes, n)
             steps = [r for r in records(f"{run}.jsonl") if r["type"] == "step"][1:]
             med = lambda key: statistics.median(r[key] for r in steps) / 1e3
             if not steps or any(r.get("comm_last_ms") is None for r in steps):

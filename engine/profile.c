@@ -51,6 +51,11 @@ static void reset_warm(void)
     prof.warm = true;
 }
 
+double mp_profile_now(void)
+{
+    return prof.on ? now_synced() : mp_now();
+}
+
 double mp_profile_begin(const char *kind)
 {
     mp_trace_push(kind);

@@ -35,6 +35,10 @@ void mp_profile_stop(void);
 /* Whether it is on. */
 bool mp_profile_on(void);
 
+/* The host clock (mp_now); while the profile is on, read after the backend's queue has drained,
+ * so that on a GPU it marks the device's progress as the profile's own marks do. */
+double mp_profile_now(void);
+
 /* Starts timing an op `kind` (or a training step); returns the mark for mp_profile_end (0 when
  * off). With a trace on (engine/trace.h) the mark is the host clock also when the profile is
  * off, mp_profile_end records the op as a span of the trace, and `kind` opens its NVTX range. */

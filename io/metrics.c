@@ -55,7 +55,8 @@ mp_status mp_metrics_open(mp_metrics **m, const char *path)
     return open_sink(m, path, "w");
 }
 
-/* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary, a step or
+/* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary or
+ * backward record (written at a run's end), a step or
  * checkpoint record past `step`, or an eval record of `epoch` or later (evaluated again). */
 static bool before_resume(const char *line, int64_t step, int64_t epoch)
 {
@@ -67,6 +68,7 @@ static bool before_resume(const char *line, int64_t step, int64_t epoch)
                                             strcmp(type->valuestring, "checkpoint") == 0);
     bool is_eval = cJSON_IsString(type) && strcmp(type->valuestring, "eval") == 0;
     bool keep = cJSON_IsString(type) && strcmp(type->valuestring, "summary") != 0 &&
+                strcmp(type->valuestring, "backward") != 0 &&
                 !(is_step && cJSON_IsNumber(n) && n->valuedouble > (double)step) &&
                 !(is_eval && cJSON_IsNumber(e) && e->valuedouble >= (double)epoch);
     cJSON_Delete(o);
@@ -259,6 +261,44 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
             cJSON_AddNumberToObject(prof, "step", r->prof_step_ms);
         for (int i = 0; prof && i < r->n_prof && i < 64; i++)
             cJSON_AddNumberToObject(prof, r->prof_name[i], r->prof_ms[i]);
+    }
+    record_end(m, o);
+}
+
+/* A new object appended to array, or NULL (array NULL, or out of memory). */
+static cJSON *array_item(cJSON *array)
+{
+    cJSON *q = array ? cJSON_CreateObject() : NULL;
+    if (q && !cJSON_AddItemToArray(array, q)) {
+        cJSON_Delete(q);
+        return NULL;
+    }
+    return q;
+}
+
+void mp_metrics_backward(mp_metrics *m, const mp_backward_record *r)
+{
+    cJSON *o = record_begin(m, "backward");
+    if (o) {
+        cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        cJSON_AddNumberToObject(o, "bucket_mb", r->bucket_mb);
+        cJSON_AddNumberToObject(o, "first_bucket_mb", r->first_bucket_mb);
+        cJSON *ps = cJSON_AddArrayToObject(o, "params");
+        cJSON *q;
+        for (int i = 0; i < r->nparams && (q = array_item(ps)); i++) {
+            const mp_backward_param *p = &r->params[i];
+            add_str(q, "name", p->name);
+            add_str(q, "group", p->group);
+            cJSON_AddNumberToObject(q, "elements", (double)p->elements);
+            cJSON_AddNumberToObject(q, "bytes", (double)p->bytes);
+            cJSON_AddNumberToObject(q, "ready_ms", p->ready_ms);
+        }
+        cJSON *bs = cJSON_AddArrayToObject(o, "buckets");
+        for (int i = 0; i < r->nbuckets && (q = array_item(bs)); i++) {
+            cJSON_AddNumberToObject(q, "bytes", (double)r->buckets[i].bytes);
+            cJSON_AddNumberToObject(q, "params", r->buckets[i].params);
+            cJSON_AddNumberToObject(q, "ready_ms", r->buckets[i].ready_ms);
+        }
     }
     record_end(m, o);
 }

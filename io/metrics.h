@@ -76,6 +76,32 @@ typedef struct mp_summary_record {
     double prof_ms[64], prof_step_ms;
 } mp_summary_record;
 
+/* A gradient as backward completes it (log.profile): see mp_backward_record. */
+typedef struct mp_backward_param {
+    const char *name, *group; /* "fc1.weight"; "weights" or "norm" (engine/params.h) */
+    int64_t elements, bytes;  /* bytes of its slot on the wire (alignment padding included, as
+                                 buckets carry it; comm.grad_dtype or the gradient's dtype) */
+    double ready_ms;          /* from backward's start to its gradient's completion */
+} mp_backward_param;
+
+/* A gradient bucket of the engine's plan (comm/buckets.h), in start order. */
+typedef struct mp_backward_bucket {
+    int64_t bytes;
+    int params;
+    double ready_ms; /* when backward completed its last gradient */
+} mp_backward_bucket;
+
+/* When backward completes each gradient, the mean over `steps` profiled steps (the first left
+ * out, as in the profile); the scaling model's input (cluster/step_model.py), written as the
+ * record "backward" with "params" in backward's order and "buckets" in start order. */
+typedef struct mp_backward_record {
+    int64_t steps;
+    double bucket_mb, first_bucket_mb;
+    int nparams, nbuckets;
+    const mp_backward_param *params;
+    const mp_backward_bucket *buckets;
+} mp_backward_record;
+
 /* Bits per byte of a byte-level model whose mean cross-entropy (in nats per byte) is `loss`:
  * loss / ln 2. */
 double mp_metrics_bpb(double loss);
@@ -89,10 +115,12 @@ void mp_metrics_step(mp_metrics *m, const mp_step_record *r);
 void mp_metrics_eval(mp_metrics *m, const mp_eval_record *r);
 void mp_metrics_checkpoint(mp_metrics *m, const mp_ckpt_record *r);
 void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r);
+void mp_metrics_backward(mp_metrics *m, const mp_backward_record *r);
 
 /* Opens the metrics of a run resumed from a checkpoint taken after `step`, whose next step
  * belongs to `epoch` (0-based): an existing file keeps its records up to that point (every line
- * before the first step record past `step`, eval record of `epoch` or later, or summary; a torn
+ * before the first step record past `step`, eval record of `epoch` or later, summary or
+ * backward record (the end of a run); a torn
  * last line is dropped too) and is appended to; a missing one is created. The resumed run then
  * writes what an uninterrupted run would have. Errors as mp_metrics_open. */
 mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step,

@@ -256,7 +256,11 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
         PROFILED("accumulate", mp_grad_sync_accumulate(&t->sync, i == 0));
     } else {
         mp_grad_sync_begin(&t->sync, micro > 1);
+        if (t->ready.sum)
+            mp_ready_times_begin(&t->ready);
         MP_TRY(mp_model_backward(&t->model, &x, &dl));
+        if (t->ready.sum)
+            mp_ready_times_end(&t->ready);
         PROFILED("gradient sync wait", mp_grad_sync_finish(&t->sync));
     }
     w->images += n * t->comm->size;
@@ -493,6 +497,8 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         s.mem_bytes[i] = mp_mem_peak((mp_mem_cat)i);
         s.n_mem = i + 1;
     }
+    if (t->ready.sum)
+        mp_ready_times_report(&t->ready, t->metrics);
     mp_metrics_summary(t->metrics, &s);
 }
 

@@ -25,6 +25,7 @@
 #include "io/sampler.h"
 #include "src/checkpoint_async.h"
 #include "src/config.h"
+#include "src/train_ready.h"
 #include "src/train_state.h"
 
 typedef struct mp_train_result {
@@ -65,6 +66,7 @@ typedef struct mp_trainer {
     mp_amp_policy amp;
     mp_model model;
     mp_grad_sync sync;      /* gradient buckets, summed over ranks during backward */
+    mp_ready_times ready;   /* log.profile: when backward completes each gradient */
     int64_t accum;          /* micro-batches per optimizer step (train.accum_steps) */
     mp_zero_whole whole;    /* the sharded state gathered whole, when it is (optim.zero) */
     mp_optimizer opt;

@@ -383,6 +383,11 @@ static mp_status setup_buckets(mp_trainer *t)
     MP_TRY(mp_grad_sync_init(&t->sync, t->comm, t->ops, &t->model.params, &sc));
     t->model.grads_ready = mp_grad_sync_ready;
     t->model.grads_ready_arg = &t->sync;
+    if (!c->log.profile)
+        return MP_OK;
+    MP_TRY(mp_ready_times_init(&t->ready, &t->sync));
+    t->model.grads_ready = mp_ready_times_ready;
+    t->model.grads_ready_arg = &t->ready;
     return MP_OK;
 }
 
@@ -546,6 +551,7 @@ void mp_train_free(mp_trainer *t)
     }
     mp_free(t->bufpack);
     mp_optimizer_free(&t->opt);
+    mp_ready_times_free(&t->ready);
     mp_grad_sync_free(&t->sync);
     mp_sampler_free(&t->sampler);
     mp_model_free(&t->model);

@@ -39,6 +39,10 @@
 #                             shape, context 1024, 30 steps with tiled and (T, T) attention);
 #                             report to $OUT/transformers/transformers.txt. Needs the fortunes
 #                             text (packed by pack-deps.sh with the data)
+#   MPDIST_GPU_SCALING=1      then step profiles for the scaling model (bench/scaling_profiles.sh:
+#                             resnet20, WRN-16-4 and gpt at O0 and O2, each with log.profile for
+#                             the ready times and without for the step; docs/scaling.md); to
+#                             $OUT/scaling-profiles/ (PRESET-OPT.json, runs/). Needs the fortunes text
 #   MPDIST_GPU_INF=1          then inference per precision on the GPU (bench/inference.sh with
 #                             --set amp.device=cuda: fp32, fp16 and fp16 with FP32 BatchNorm
 #                             exports of cnn_bn, resnet20 and resnext); table to
@@ -67,6 +71,7 @@ table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
 gpt="not run (MPDIST_GPU_GPT=1 runs it)"
+scaling="not run (MPDIST_GPU_SCALING=1 runs it)"
 failures=0 build_rc=1 tests_rc=1 train_rc=1
 
 summary() {
@@ -77,7 +82,7 @@ summary() {
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
     "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" "gpu step:" "$gpu_step" \
-    "transformers:" "$gpt" "inference:" "$inference" "log:" "$log"
+    "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -108,8 +113,8 @@ write_report() {
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
     printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" \
-      "gpu step:" "$gpu_step" "transformers:" "$gpt" "inference:" "$inference" "log:" "$log" \
-      "result:" "$1"
+      "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" \
+      "inference:" "$inference" "log:" "$log" "result:" "$1"
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
   } >"$report"
 }
@@ -443,6 +448,21 @@ if [ "${MPDIST_GPU_GPT:-0}" = 1 ] && [ "$build_state" = ok ] && [ -n "$data" ] &
   [ "$gpt_rc" -eq 0 ] || fail "transformers stage failed"
 elif [ "${MPDIST_GPU_GPT:-0}" = 1 ]; then
   gpt="not run (build failed, or no Fashion-MNIST or fortunes text)"
+fi
+
+# bench/scaling_profiles.sh on the GPU: the scaling model's profiles (issue 52).
+scaling_out=${OUT:-$build}/scaling-profiles
+do_scaling() {
+  MPDIST_BIN=$build/mpdist MPDIST_SCALING_FORTUNES=$fortunes bash bench/scaling_profiles.sh "$scaling_out"
+}
+if [ "${MPDIST_GPU_SCALING:-0}" = 1 ] && [ "$build_state" = ok ] && [ -d "$fortunes" ]; then
+  echo "== step profiles for the scaling model: resnet20, WRN-16-4, gpt at O0 and O2"
+  scaling_rc=1
+  step scaling_rc do_scaling
+  scaling="$(ls "$scaling_out"/*.json 2>/dev/null | wc -l) profiles (exit $scaling_rc; $scaling_out)"
+  [ "$scaling_rc" -eq 0 ] || fail "scaling profiles failed"
+elif [ "${MPDIST_GPU_SCALING:-0}" = 1 ]; then
+  scaling="not run (build failed, or no fortunes text)"
 fi
 
 # bench/inference.sh on the GPU: each model trained at O0, exported three ways, evaluated.

@@ -366,11 +366,39 @@ static void test_resumed(void **state)
     assert_int_equal(mp_metrics_open_resumed(&m, path, 5, 0), MP_OK); /* none yet: created */
     mp_metrics_close(m);
     assert_file(path, "");
+    /* A finished run's end (the backward record of log.profile, the summary) goes too. */
+    const char *ended = "{\"type\":\"step\",\"step\":10}\n{\"type\":\"backward\",\"steps\":9}\n"
+                        "{\"type\":\"summary\",\"steps\":10}\n";
+    mp_test_write_file(path, ended, strlen(ended), 0);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 10, 1), MP_OK);
+    mp_metrics_close(m);
+    assert_file(path, "{\"type\":\"step\",\"step\":10}\n");
     /* Resumed at step 15 inside epoch 0: the eval of epoch 0 written after step 20 goes too. */
     mp_test_write_file(path, before, strlen(before), 0);
     assert_int_equal(mp_metrics_open_resumed(&m, path, 15, 0), MP_OK);
     mp_metrics_close(m);
     assert_file(path, "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n");
+}
+
+/* The backward record: its fields, params and buckets in the order given. */
+static void test_backward_record(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/b.jsonl", mp_test_dir("metrics_backward"));
+    mp_metrics *m;
+    assert_int_equal(mp_metrics_open(&m, path), MP_OK);
+    mp_backward_param ps[2] = {{"fc.bias", "weights", 10, 32, 0.5}, {"bn.weight", "norm", 4, 64, 2.25}};
+    mp_backward_bucket bs[1] = {{96, 2, 2.25}};
+    mp_metrics_backward(m, &(mp_backward_record){.steps = 9, .bucket_mb = 25, .first_bucket_mb = 1,
+                                                  .nparams = 2, .nbuckets = 1, .params = ps,
+                                                  .buckets = bs});
+    mp_metrics_close(m);
+    assert_file(path, "{\"type\":\"backward\",\"steps\":9,\"bucket_mb\":25,\"first_bucket_mb\":1,"
+                      "\"params\":[{\"name\":\"fc.bias\",\"group\":\"weights\",\"elements\":10,"
+                      "\"bytes\":32,\"ready_ms\":0.5},{\"name\":\"bn.weight\",\"group\":\"norm\","
+                      "\"elements\":4,\"bytes\":64,\"ready_ms\":2.25}],"
+                      "\"buckets\":[{\"bytes\":96,\"params\":2,\"ready_ms\":2.25}]}\n");
 }
 
 int main(void)
@@ -382,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_unopenable),
         cmocka_unit_test(test_write_error_reported_once),
         cmocka_unit_test(test_resumed),
+        cmocka_unit_test(test_backward_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
