@@ -4,13 +4,14 @@ measured step profiles on described clusters, 1 to 1,024 GPUs (docs/scaling.md; 
 cluster/step_model.py).
 
   cluster/scaling.sh --predict --profile P.json [--profile ...] --cluster C.cluster [--cluster ...]
-      [--gpus "1 2 4 ..."] [--bucket-mb "25 100"] [--first-bucket-mb 1] [--no-overlap]
+      [--gpus "1 2 4 ..."] [--bucket-mb "25 100"] [--first-bucket-mb 1] [--accum K] [--no-overlap]
       [--out DIR]
 
 --gpus defaults to 1, 2, 4, ... up to a node, then whole nodes doubling up to 1,024 GPUs (a count
 that does not fill whole nodes is an error). Writes DIR/predict.csv, predict.md (efficiency per
 GPU count, one row per profile, cluster and bucket size) and, with gnuplot, predict.png; prints
-the table. Exit 2 with one line for a bad option, cluster file or profile.
+the table. --accum K: K micro-batches a step (train.accum_steps), the buckets sent by the last.
+Exit 2 with one line for a bad option, cluster file or profile, or an output it cannot write.
 """
 import argparse, csv, os, subprocess, sys
 
@@ -38,20 +39,38 @@ def positive_list(text, what, kind):
 def run(a):
     profiles = [sm.load_profile(p) for p in a.profile]
     clusters = [sm.load_cluster(c) for c in a.cluster]
+    for what, names in (("profile", [p["name"] for p in profiles]), ("cluster", [c.name for c in clusters])):
+        twice = sorted({x for x in names if names.count(x) > 1})
+        if twice:
+            raise sm.ModelError(f"two {what}s are named '{twice[0]}': the table could not tell them apart")
     buckets = positive_list(a.bucket_mb, "--bucket-mb", float)
-    first = positive_list(a.first_bucket_mb, "--first-bucket-mb", float)[0]
+    first = positive_list(a.first_bucket_mb, "--first-bucket-mb", float)
+    if len(first) != 1:
+        raise sm.ModelError(f"--first-bucket-mb '{a.first_bucket_mb}': give one size")
+    first = first[0]
+    accum = positive_list(a.accum, "--accum", int)
+    if len(accum) != 1:
+        raise sm.ModelError(f"--accum '{a.accum}': give one count")
+    accum = accum[0]
     rows = []
     for c in clusters:
         gpus = positive_list(a.gpus, "--gpus", int) if a.gpus else counts(c)
         for p in profiles:
             for b in buckets:
-                base = sm.predict_step(p, c, 1, b, first, not a.no_overlap)
+                base = sm.predict_step(p, c, 1, b, first, not a.no_overlap, accum)
                 for n in gpus:
-                    s = sm.predict_step(p, c, n, b, first, not a.no_overlap)
+                    s = sm.predict_step(p, c, n, b, first, not a.no_overlap, accum)
                     rows.append(dict(profile=p["name"], cluster=c.name, bucket_mb=b, gpus=n,
                                      step_ms=s.step_ms, exposed_ms=s.exposed_ms, comm_ms=s.comm_ms,
                                      efficiency=base.step_ms / s.step_ms,
                                      algorithms=" ".join(f"{k}:{v}" for k, v in sorted(s.algorithms.items()))))
+    try:
+        write(rows, profiles, clusters, a)
+    except OSError as e:
+        raise sm.ModelError(f"--out {a.out}: {e.strerror}") from None
+
+
+def write(rows, profiles, clusters, a):
     os.makedirs(a.out, exist_ok=True)
     with open(f"{a.out}/predict.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -82,7 +101,7 @@ def markdown(rows, profiles, clusters, a):
         for k in mine:
             cells = {r["gpus"]: r for r in rows if (r["profile"], r["cluster"], r["bucket_mb"]) == k}
             one = [p for p in profiles if p["name"] == k[0]][0]
-            step1 = sm.predict_step(one, c, 1).step_ms
+            step1 = sm.predict_step(one, c, 1, accum=int(a.accum)).step_ms
             out.append(f"| {k[0]} | {step1:.2f} | {k[2]:g} | " +
                        " | ".join(f"{cells[g]['efficiency']:.2f}" for g in gpus) + " |\n")
     return "".join(out)
@@ -114,8 +133,11 @@ def plot(rows, out):
               f"set multiplot layout {len(clusters)},1 title 'Predicted weak-scaling efficiency'; "
               "set xlabel 'GPUs'; set ylabel 'efficiency'; set logscale x 2; set grid; "
               "set key outside right; " + "; ".join(panels) + "; unset multiplot")
-    subprocess.run(["gnuplot", "-e", script], check=True)
+    done = subprocess.run(["gnuplot", "-e", script], capture_output=True, text=True)
     os.unlink(f"{out}/predict.dat")
+    if done.returncode:
+        print(f"scaling: gnuplot failed, no predict.png: {(done.stderr.strip().splitlines() or ['?'])[-1]}",
+              file=sys.stderr)
 
 
 def main():
@@ -126,6 +148,7 @@ def main():
     p.add_argument("--gpus")
     p.add_argument("--bucket-mb", default="25")
     p.add_argument("--first-bucket-mb", default="1")
+    p.add_argument("--accum", default="1")
     p.add_argument("--no-overlap", action="store_true")
     p.add_argument("--out", default="bench/results/scaling-predict")
     a = p.parse_args()

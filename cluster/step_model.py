@@ -2,24 +2,22 @@
 """The scaling model of a data-parallel step (docs/scaling.md): one GPU's measured step and the
 times its gradients become ready in backward, and a cluster's links, give the step on n GPUs.
 
-Collectives (alpha-beta: a step over a link costs its latency alpha plus bytes over its
-bandwidth B). An all-reduce of S bytes on n GPUs, g of them on each of N nodes
-(g = min(n, gpus_per_node)), with a fixed cost base per collective:
+Collectives. A cluster file names its links (NVLink or PCIe inside a node, NICs between nodes)
+with bus bandwidths as nccl-tests reports them (measured, not nominal); an all-reduce's time per
+algorithm and protocol is then NCCL's own tuning model (cluster/nccl_model.py), the bus
+bandwidth inside a node the NVLink or PCIe figure and across nodes the lesser of that and the
+node's NICs together (a ring crosses each node once per channel, and NCCL gives each NIC its
+own channels). "hierarchical" (Horovod's) is a ring all-reduce inside each node, then one across
+the nodes of the node's share on the GPU's share of its NICs. Each all-reduce takes the fastest
+algorithm and protocol the cluster's library offers at its size, as NCCL's tuner does.
+A cluster built with explicit latencies (the cluster box's fitted link, made-up test clusters)
+uses alpha-beta steps instead, with n GPUs, g of them on each of N nodes:
 - ring, one node:     base + 2 (n-1) alpha_in + 2 (n-1)/n S / B_in
-- ring, N nodes:      base + 2 (n-N) alpha_in + 2 (N-1) alpha_net + 2 (n-1)/n S / min(B_in, B_node):
-                      of the ring's 2 (n-1) steps, 2 (N-1) cross a node boundary (NCCL's
-                      model, src/graph/tuning.cc); the node's rings leave it through all its
-                      NICs (B_node = nics x NIC bandwidth)
-- tree (NCCL's double binary tree between nodes, a chain inside each):
-                      base + 2 ((g-1) alpha_in + ceil(log2 N) alpha_net) + 2 S / min(B_in, B_node)
-- hierarchical (reduce-scatter in the node, ring all-reduce of the node's S/g per GPU between
-  nodes on the GPU's share of the NICs, all-gather in the node):
-                      base + 2 (g-1) alpha_in + 2 (g-1)/g S / B_in
+- ring, N nodes:      base + 2 (n-N) alpha_in + 2 (N-1) alpha_net + 2 (n-1)/n S / min(B_in, B_node)
+- tree:               base + 2 ((g-1) alpha_in + ceil(log2 N) alpha_net) + 2 S / min(B_in, B_node)
+- hierarchical:       base + 2 (g-1) alpha_in + 2 (g-1)/g S / B_in
                       + 2 (N-1) alpha_net + 2 (N-1)/N S / B_node
-With one GPU a node every step is a network one. Bandwidths are bus bandwidths as nccl-tests
-reports them (what a ring step moves per second), so the cluster files give measured rather
-than nominal figures. A cluster lists the algorithms its library chooses from; each all-reduce
-takes the fastest of them at its size, as NCCL's tuner does.
+With one GPU a node every step is a network one.
 
 The step (weak scaling: each GPU keeps its batch). Buckets are planned from the gradients as
 comm/buckets.c plans them (backward's order, one open bucket per group, the first closing at
@@ -30,8 +28,11 @@ the found_inf agreement (an all-reduce of 4 bytes) + optimizer + other; with one
 travels. Without overlap every bucket is ready when backward ends. With gradient accumulation
 the micro-batches before the last add forward + backward + other each, and send nothing.
 """
-import configparser, json, math, re
+import configparser, json, math, os, re, sys
 from dataclasses import dataclass, field
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nccl_model  # noqa: E402
 
 
 class ModelError(Exception):
@@ -55,9 +56,11 @@ class Cluster:
     inter: Link              # one NIC between nodes
     nics_per_node: int
     algorithms: list         # of "ring", "tree", "hierarchical"
-    base_us: float = 0.0     # fixed cost of a collective (launch, NCCL's baseLat)
+    base_us: float = 0.0     # explicit latencies: the fixed cost of a collective
     sources: list = field(default_factory=list)
     notes: str = ""
+    intra_link: str = ""     # "nvlink" or "pcie": NCCL's model; "": explicit latencies (Link.us)
+    gpu: str = "other"       # "volta", "ampere", "hopper": NCCL's ring plateau factor
 
     def node_gbs(self):
         return self.inter.gbs * self.nics_per_node
@@ -75,30 +78,42 @@ def layout(cluster, n):
 
 
 def allreduce_s(cluster, algo, nbytes, n):
-    """Seconds for an all-reduce of nbytes on n GPUs of cluster by algorithm algo (0 for n = 1)."""
+    """(seconds, protocol) of an all-reduce of nbytes on n GPUs of cluster by algorithm algo
+    ((0, "") for n = 1): NCCL's model in its fastest protocol, or the explicit alpha-beta steps."""
     if n == 1:
-        return 0.0
+        return 0.0, ""
+    if algo not in ALGORITHMS:
+        raise ModelError(f"unknown algorithm '{algo}' (one of {', '.join(ALGORITHMS)})")
     nodes, g = layout(cluster, n)
+    b_in, b_node = cluster.intra.gbs, cluster.node_gbs()
+    bus = b_in if nodes == 1 else min(b_in, b_node) if g > 1 else b_node
+    if cluster.intra_link:
+        link, gpu = cluster.intra_link, cluster.gpu
+        if algo != "hierarchical":
+            return nccl_model.best_s(algo, nbytes, n, nodes, bus, link, gpu)
+        inside = nccl_model.best_s("ring", nbytes, g, 1, b_in, link, gpu) if g > 1 else (0.0, "")
+        between = nccl_model.best_s("ring", nbytes / g, nodes, nodes, b_node / g, link, gpu)
+        return inside[0] + between[0], between[1]
     a_in, a_out = cluster.intra.us * 1e-6, cluster.inter.us * 1e-6
-    b_in, b_node = cluster.intra.gbs * 1e9, cluster.node_gbs() * 1e9
-    base = cluster.base_us * 1e-6
+    base, bus = cluster.base_us * 1e-6, bus * 1e9
     if nodes == 1:  # every algorithm is the ring inside the node
-        return base + 2 * (n - 1) * a_in + 2 * (n - 1) / n * nbytes / b_in
-    b_min = min(b_in, b_node) if g > 1 else b_node
+        return base + 2 * (n - 1) * a_in + 2 * (n - 1) / n * nbytes / bus, ""
     if algo == "ring":
-        return base + 2 * (n - nodes) * a_in + 2 * (nodes - 1) * a_out + \
-            2 * (n - 1) / n * nbytes / b_min
+        return base + 2 * (n - nodes) * a_in + 2 * (nodes - 1) * a_out + 2 * (n - 1) / n * nbytes / bus, ""
     if algo == "tree":
-        return base + 2 * ((g - 1) * a_in + math.ceil(math.log2(nodes)) * a_out) + 2 * nbytes / b_min
-    if algo == "hierarchical":
-        inside = 2 * (g - 1) * a_in + 2 * (g - 1) / g * nbytes / b_in if g > 1 else 0.0
-        return base + inside + 2 * (nodes - 1) * a_out + 2 * (nodes - 1) / nodes * nbytes / b_node
-    raise ModelError(f"unknown algorithm '{algo}' (one of {', '.join(ALGORITHMS)})")
+        return base + 2 * ((g - 1) * a_in + math.ceil(math.log2(nodes)) * a_out) + 2 * nbytes / bus, ""
+    inside = 2 * (g - 1) * a_in + 2 * (g - 1) / g * nbytes / (b_in * 1e9) if g > 1 else 0.0
+    return base + inside + 2 * (nodes - 1) * a_out + 2 * (nodes - 1) / nodes * nbytes / (b_node * 1e9), ""
 
 
 def best_allreduce(cluster, nbytes, n):
-    """(seconds, algorithm) of the fastest of cluster's algorithms for nbytes on n GPUs."""
-    return min((allreduce_s(cluster, a, nbytes, n), a) for a in cluster.algorithms)
+    """(seconds, "algorithm" or "algorithm/protocol") of the fastest of cluster's algorithms."""
+    best = None
+    for a in cluster.algorithms:
+        t, proto = allreduce_s(cluster, a, nbytes, n)
+        if best is None or t < best[0]:
+            best = (t, f"{a}/{proto}" if proto else a)
+    return best
 
 
 def plan_buckets(params, bucket_bytes, first_bucket_bytes):
@@ -141,7 +156,7 @@ def fitted_link(name, alpha_s, beta_s_per_byte):
 def in_turn_s(cluster, sizes, n, algo="ring"):
     """Seconds from the first bucket's start to the last one's end for buckets of these sizes,
     all ready at once, one after another on the stream."""
-    times = schedule([(b, 0.0) for b in sizes], 0.0, lambda b: 1e3 * allreduce_s(cluster, algo, b, n),
+    times = schedule([(b, 0.0) for b in sizes], 0.0, lambda b: 1e3 * allreduce_s(cluster, algo, b, n)[0],
                      overlap=False)
     return (times[-1][1] - times[0][0]) / 1e3 if times else 0.0
 
@@ -195,20 +210,23 @@ def _number(sec, key, path, kind=float, low=0.0, strict=True):
     return v
 
 
-CLUSTER_KEYS = {"name", "gpus_per_node", "intra_gbs", "intra_us", "nic_gbs", "inter_us",
-                "nics_per_node", "algorithms", "base_us", "source", "notes"}
+CLUSTER_KEYS = {"name", "gpus_per_node", "intra_gbs", "intra_link", "nic_gbs", "nics_per_node", "gpu",
+                "algorithms", "source", "notes"}
 
 
 def load_cluster(path):
     """A cluster description file (cluster/clusters/*.cluster, an INI file with one [cluster]
-    section: name, gpus_per_node, intra_gbs, intra_us, nic_gbs, inter_us, nics_per_node,
-    algorithms, base_us (optional, 0), source lines and notes)."""
+    section: name, gpus_per_node, intra_gbs and intra_link (nvlink or pcie; with one GPU a node
+    neither), nic_gbs, nics_per_node, gpu (volta, ampere, hopper or other), algorithms, source
+    lines and notes). Latencies are NCCL's (cluster/nccl_model.py)."""
     cp = configparser.ConfigParser(inline_comment_prefixes=("#",), interpolation=None)
     try:
-        if not cp.read(path):
+        if not cp.read(path, encoding="utf-8"):
             raise ModelError(f"{path}: cannot read the cluster file")
     except configparser.Error as e:
         raise ModelError(f"{path}: not a cluster file: {str(e).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise ModelError(f"{path}: not a cluster file: not UTF-8 text") from None
     if cp.sections() != ["cluster"]:
         raise ModelError(f"{path}: a cluster file has one section, [cluster]")
     sec = cp["cluster"]
@@ -221,34 +239,41 @@ def load_cluster(path):
         raise ModelError(f"{path}: algorithms = {sec.get('algorithms', '')}: give one or more of "
                          f"{', '.join(ALGORITHMS)}")
     gpn = _number(sec, "gpus_per_node", path, int)
-    intra = Link(_number(sec, "intra_gbs", path), _number(sec, "intra_us", path, low=0, strict=False)) \
-        if gpn > 1 else Link(1.0, 0.0)
+    link = sec.get("intra_link", "nvlink" if gpn == 1 else "")
+    if link not in nccl_model.LINKS:
+        raise ModelError(f"{path}: intra_link = {link}: give one of {', '.join(nccl_model.LINKS)}")
+    gpu = sec.get("gpu", "other")
+    if gpu not in nccl_model.GPUS:
+        raise ModelError(f"{path}: gpu = {gpu}: give one of {', '.join(nccl_model.GPUS)}")
+    intra = Link(_number(sec, "intra_gbs", path), 0.0) if gpn > 1 else Link(1.0, 0.0)
     sources = [s.strip() for s in sec.get("source", "").splitlines() if s.strip()]
     if not sources:
         raise ModelError(f"{path}: 'source' is missing: name where the figures come from")
-    return Cluster(sec.get("name", path), gpn, intra,
-                   Link(_number(sec, "nic_gbs", path), _number(sec, "inter_us", path, low=0, strict=False)),
-                   _number(sec, "nics_per_node", path, int), algos,
-                   _number(sec, "base_us", path, low=0, strict=False) if "base_us" in sec else 0.0,
-                   sources, " ".join(sec.get("notes", "").split()))
+    return Cluster(sec.get("name", path), gpn, intra, Link(_number(sec, "nic_gbs", path), 0.0),
+                   _number(sec, "nics_per_node", path, int), algos, 0.0, sources,
+                   " ".join(sec.get("notes", "").split()), link, gpu)
 
 
 def load_profile(path):
-    """A step profile (JSON; bench/scaling_profile.py writes them from a run with log.profile):
-    name, source, forward_ms, backward_ms, optimizer_ms, other_ms, and params, the gradients in
-    backward's order, each with bytes (on the wire), group and ready_ms (from backward's start)."""
+    """A step profile (JSON; cluster/make_profile.py writes them from a run with log.profile):
+    name, source, forward_ms, backward_ms, optimizer_ms, other_ms (a micro-batch's forward,
+    backward and other; the step's optimizer), and params, the gradients in backward's order,
+    each with bytes (on the wire), group and ready_ms (from backward's start)."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             p = json.load(f)
     except OSError as e:
         raise ModelError(f"{path}: cannot read the profile: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ModelError(f"{path}: not a profile: not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise ModelError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from None
     if not isinstance(p, dict):
         raise ModelError(f"{path}: a profile is a JSON object")
-    for k in ("forward_ms", "backward_ms", "optimizer_ms"):
+    p.setdefault("other_ms", 0.0)
+    for k in ("forward_ms", "backward_ms", "optimizer_ms", "other_ms"):
         v = p.get(k)
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ModelError(f"{path}: '{k}' must be a number of milliseconds, 0 or more")
     params = p.get("params")
     if not isinstance(params, list) or not params:
@@ -256,9 +281,11 @@ def load_profile(path):
     last = 0.0
     for i, q in enumerate(params):
         ok = isinstance(q, dict) and isinstance(q.get("bytes"), int) and q["bytes"] > 0 and \
-            isinstance(q.get("ready_ms"), (int, float)) and math.isfinite(q["ready_ms"])
+            isinstance(q.get("ready_ms"), (int, float)) and math.isfinite(q["ready_ms"]) and \
+            isinstance(q.get("group", ""), str)
         if not ok:
-            raise ModelError(f"{path}: params[{i}] needs bytes (an integer above 0) and ready_ms")
+            raise ModelError(f"{path}: params[{i}] needs bytes (an integer above 0), ready_ms and a "
+                             "group name (text)")
         if not last - 1e-9 <= q["ready_ms"] <= p["backward_ms"] + 1e-9:
             raise ModelError(f"{path}: params[{i}].ready_ms = {q['ready_ms']}: ready times must rise "
                              f"through backward (0 to backward_ms = {p['backward_ms']})")

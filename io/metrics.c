@@ -281,6 +281,7 @@ void mp_metrics_backward(mp_metrics *m, const mp_backward_record *r)
     cJSON *o = record_begin(m, "backward");
     if (o) {
         cJSON_AddNumberToObject(o, "steps", (double)r->steps);
+        cJSON_AddNumberToObject(o, "micro_batches", (double)r->micro_batches);
         cJSON_AddNumberToObject(o, "bucket_mb", r->bucket_mb);
         cJSON_AddNumberToObject(o, "first_bucket_mb", r->first_bucket_mb);
         cJSON *ps = cJSON_AddArrayToObject(o, "params");

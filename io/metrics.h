@@ -96,6 +96,8 @@ typedef struct mp_backward_bucket {
  * record "backward" with "params" in backward's order and "buckets" in start order. */
 typedef struct mp_backward_record {
     int64_t steps;
+    int64_t micro_batches; /* a step's (train.accum_steps): the summary's phase times cover them
+                              all, the ready times only the last one's backward */
     double bucket_mb, first_bucket_mb;
     int nparams, nbuckets;
     const mp_backward_param *params;

@@ -498,7 +498,7 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         s.n_mem = i + 1;
     }
     if (t->ready.sum)
-        mp_ready_times_report(&t->ready, t->metrics);
+        mp_ready_times_report(&t->ready, t->metrics, t->accum);
     mp_metrics_summary(t->metrics, &s);
 }
 

@@ -1,6 +1,7 @@
 /* When backward completes each gradient (see train_ready.h). */
 #include "src/train_ready.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ static int64_t slot(const mp_params *p, int i)
     return p->groups[v->group].total - v->offset;
 }
 
-void mp_ready_times_report(const mp_ready_times *r, mp_metrics *m)
+void mp_ready_times_report(const mp_ready_times *r, mp_metrics *m, int64_t micro_batches)
 {
     const mp_grad_sync *s = r->sync;
     const mp_params *p = s->params;
@@ -88,9 +89,11 @@ void mp_ready_times_report(const mp_ready_times *r, mp_metrics *m)
             .bytes = (b->hi - b->lo) * (int64_t)mp_dtype_size(s->wire[b->group]),
             .params = b->nparams, .ready_ms = ms * r->sum[b->first_param]};
     }
-    if (ps && bs)
+    if (!ps || !bs) /* like the metrics' own write errors: said once, training goes on */
+        fprintf(stderr, "mpdist: log.profile: out of memory for the backward record; not written\n");
+    else
         mp_metrics_backward(m, &(mp_backward_record){
-                                   .steps = r->steps,
+                                   .steps = r->steps, .micro_batches = micro_batches,
                                    .bucket_mb = (double)s->cfg.bucket_bytes / 1048576.0,
                                    .first_bucket_mb = (double)s->cfg.first_bucket_bytes / 1048576.0,
                                    .nparams = p->count, .nbuckets = s->nbuckets,

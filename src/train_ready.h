@@ -38,8 +38,9 @@ mp_status mp_ready_times_ready(void *arg, int first_param);
  * (after the first). */
 void mp_ready_times_end(mp_ready_times *r);
 
-/* Writes the "backward" record (io/metrics.h) to m: nothing before a step was counted. */
-void mp_ready_times_report(const mp_ready_times *r, mp_metrics *m);
+/* Writes the "backward" record (io/metrics.h) to m, of steps of micro_batches micro-batches:
+ * nothing before a step was counted. */
+void mp_ready_times_report(const mp_ready_times *r, mp_metrics *m, int64_t micro_batches);
 
 /* Frees what init allocated; r may be zeroed or already freed. */
 void mp_ready_times_free(mp_ready_times *r);

@@ -55,6 +55,18 @@ p = sm.load_profile(\"$TMP/p.json\")
 parts = p[\"forward_ms\"] + p[\"backward_ms\"] + p[\"optimizer_ms\"] + p[\"other_ms\"]
 last = p[\"params\"][-1][\"ready_ms\"]
 assert abs(parts - p[\"step_ms\"]) < 1e-3 * p[\"step_ms\"] and 0.8 * p[\"backward_ms\"] < last <= p[\"backward_ms\"], p'"
+# train.accum_steps = 2: the record says so, the profile's phases are a micro-batch's
+timeout 300 mpirun -np 1 "$MPDIST" configs/fashion-mnist-cnn-bn.cfg --set train.accum_steps=2 \
+  --set train.max_steps=6 --set data.train_limit=1024 --set data.test_limit=100 --set log.progress=none \
+  --set log.profile=true --set "log.metrics=\"$TMP/accum.jsonl\"" >"$TMP/accum.log" 2>&1 ||
+  { cat "$TMP/accum.log"; failures=$((failures + 1)); }
+expect_ok "accumulation: micro_batches 2, the profile a micro-batch's" sh -c "
+  python3 cluster/make_profile.py '$TMP/accum.jsonl' -o '$TMP/accum.json' &&
+  python3 -c 'import json; p = json.load(open(\"$TMP/accum.json\"))
+b = [json.loads(l) for l in open(\"$TMP/accum.jsonl\") if \"backward\" in l and \"params\" in l][0]
+assert b[\"micro_batches\"] == 2 and p[\"accum\"] == 2, (b[\"micro_batches\"], p[\"accum\"])
+parts = 2 * (p[\"forward_ms\"] + p[\"backward_ms\"] + p[\"other_ms\"]) + p[\"optimizer_ms\"]
+assert abs(parts - p[\"step_ms\"]) < 1e-3 * p[\"step_ms\"], p'"
 bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster cluster/clusters/dgx-h100-ndr400.cluster \
   --cluster cluster/clusters/pcie8-100gbe.cluster --bucket-mb "1 25" --out "$TMP/pred" >"$TMP/pred.log" 2>&1 ||
   { cat "$TMP/pred.log"; failures=$((failures + 1)); }
@@ -63,12 +75,12 @@ expect_ok "--predict: 44 rows (2 clusters x 2 bucket sizes x 11 GPU counts)" \
 expect_ok "--predict: the table printed, 1 GPU at efficiency 1.00" \
   grep -q '| 25 | 1.00 | 1.00 |' "$TMP/pred.log"
 expect_ok "--predict: a plot" sh -c "[ \$(stat -c %s '$TMP/pred/predict.png') -gt 5000 ]"
-# expect_fail CODE REGEX CMD...: one "scaling:" line matching REGEX, exit CODE
+# expect_fail CODE REGEX CMD...: one "scaling:" (or "make_profile:") line matching REGEX, exit CODE
 expect_fail() {
   local want=$1 regex=$2 rc=0
   shift 2
   "$@" >"$TMP/out" 2>&1 || rc=$?
-  if [ "$rc" = "$want" ] && [ "$(grep -c . "$TMP/out")" = 1 ] && grep -Eq "^scaling: .*$regex" "$TMP/out"; then
+  if [ "$rc" = "$want" ] && [ "$(grep -c . "$TMP/out")" = 1 ] && grep -Eq "^(scaling|make_profile): .*$regex" "$TMP/out"; then
     echo "ok: exit $rc: $(cat "$TMP/out")"
   else
     echo "FAIL: $* -> exit $rc (want $want, /$regex/):"; sed 's/^/    /' "$TMP/out"; failures=$((failures + 1))
@@ -82,6 +94,11 @@ sed 's/^nic_gbs.*/nic_gbs = 0/' $good >"$TMP/bad.cluster"
 expect_fail 2 "nic_gbs = 0: must be above 0" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster "$TMP/bad.cluster"
 expect_fail 2 "12 GPUs do not fill nodes of 8" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --gpus "1 12"
 expect_fail 2 "--bucket-mb" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --bucket-mb "0"
+expect_fail 2 "--accum '2 3': give one count" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --accum "2 3"
+expect_fail 2 "two profiles are named" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --profile "$TMP/p.json" --cluster $good
+expect_fail 2 "--out /proc/nope" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --out /proc/nope
+expect_fail 2 "--step-ms -1" python3 cluster/make_profile.py "$TMP/profiled.jsonl" -o "$TMP/q.json" --step-ms -1
+expect_fail 2 "no backward and summary records" python3 cluster/make_profile.py "$TMP/plain.jsonl" -o "$TMP/q.json"
 for f in cluster/clusters/*.cluster; do
   expect_ok "$f loads and names its sources" python3 -c "import sys; sys.path.insert(0, 'cluster'); import step_model as sm
 c = sm.load_cluster('$f'); assert len(c.sources) >= 3, c.sources"

@@ -390,11 +390,12 @@ static void test_backward_record(void **state)
     assert_int_equal(mp_metrics_open(&m, path), MP_OK);
     mp_backward_param ps[2] = {{"fc.bias", "weights", 10, 32, 0.5}, {"bn.weight", "norm", 4, 64, 2.25}};
     mp_backward_bucket bs[1] = {{96, 2, 2.25}};
-    mp_metrics_backward(m, &(mp_backward_record){.steps = 9, .bucket_mb = 25, .first_bucket_mb = 1,
+    mp_metrics_backward(m, &(mp_backward_record){.steps = 9, .micro_batches = 2, .bucket_mb = 25,
+                                                  .first_bucket_mb = 1,
                                                   .nparams = 2, .nbuckets = 1, .params = ps,
                                                   .buckets = bs});
     mp_metrics_close(m);
-    assert_file(path, "{\"type\":\"backward\",\"steps\":9,\"bucket_mb\":25,\"first_bucket_mb\":1,"
+    assert_file(path, "{\"type\":\"backward\",\"steps\":9,\"micro_batches\":2,\"bucket_mb\":25,\"first_bucket_mb\":1,"
                       "\"params\":[{\"name\":\"fc.bias\",\"group\":\"weights\",\"elements\":10,"
                       "\"bytes\":32,\"ready_ms\":0.5},{\"name\":\"bn.weight\",\"group\":\"norm\","
                       "\"elements\":4,\"bytes\":64,\"ready_ms\":2.25}],"

@@ -23,40 +23,40 @@ class Collectives(unittest.TestCase):
     def test_ring_bandwidth_bound(self):
         c = flat(10.0, 0.0)  # 10 GB/s, no latency
         for n in (2, 4, 64):  # 2 (n-1)/n S / B
-            self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, n), 2 * (n - 1) / n * 0.1)
+            self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, n)[0], 2 * (n - 1) / n * 0.1)
 
     def test_ring_latency_bound(self):
         c = flat(1e9, 5.0)  # no bandwidth term to speak of, 5 us a step
-        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 4, 8), 14 * 5e-6, places=12)
-        self.assertEqual(sm.allreduce_s(c, "ring", 4, 1), 0.0)
+        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 4, 8)[0], 14 * 5e-6, places=12)
+        self.assertEqual(sm.allreduce_s(c, "ring", 4, 1), (0.0, ""))
 
     def test_one_node_uses_its_links(self):
         c = flat(1.0, 100.0, gpn=8, intra=(100.0, 2.0))
         # 8 GPUs in one node: the ring on NVLink whatever the algorithm list says
         for algo in sm.ALGORITHMS:
-            self.assertAlmostEqual(sm.allreduce_s(c, algo, 1e9, 8), 14 * 2e-6 + 14 / 8 * 1e9 / 100e9)
+            self.assertAlmostEqual(sm.allreduce_s(c, algo, 1e9, 8)[0], 14 * 2e-6 + 14 / 8 * 1e9 / 100e9)
 
     def test_ring_across_nodes(self):
         # 2 nodes x 4 GPUs, 4 NICs of 10 GB/s (40 GB/s a node) under 100 GB/s inside: network-bound;
         # of the 14 steps 2 cross the nodes (5 us), 12 stay inside (1 us)
         c = flat(10.0, 5.0, gpn=4, nics=4, intra=(100.0, 1.0))
-        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, 8), 22e-6 + 14 / 8 * 1e9 / 40e9)
+        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, 8)[0], 22e-6 + 14 / 8 * 1e9 / 40e9)
         c.nics_per_node = 16  # 160 GB/s of NICs: NVLink is the bound now
-        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, 8), 22e-6 + 14 / 8 * 1e9 / 100e9)
+        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, 8)[0], 22e-6 + 14 / 8 * 1e9 / 100e9)
         c.base_us = 8.0  # a fixed cost per collective
-        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, 8), 30e-6 + 14 / 8 * 1e9 / 100e9)
+        self.assertAlmostEqual(sm.allreduce_s(c, "ring", 1e9, 8)[0], 30e-6 + 14 / 8 * 1e9 / 100e9)
 
     def test_hierarchical(self):
         # 4 nodes x 2 GPUs: inside 2 (g-1) a + 2 (g-1)/g S/B_in = 2 us + 1e9/100e9;
         # between: 2 (N-1) a + 2 (N-1)/N S/B_node = 6 * 5 us + 1.5 * 1e9/20e9
         c = flat(10.0, 5.0, gpn=2, nics=2, intra=(100.0, 1.0))
         want = 2e-6 + 1e9 / 100e9 + 30e-6 + 1.5 * 1e9 / 20e9
-        self.assertAlmostEqual(sm.allreduce_s(c, "hierarchical", 1e9, 8), want)
+        self.assertAlmostEqual(sm.allreduce_s(c, "hierarchical", 1e9, 8)[0], want)
 
     def test_tree(self):
         # 8 nodes x 4 GPUs: 2 (log2 8 a_out + 3 a_in) + 2 S / min(B_in, B_node)
         c = flat(10.0, 5.0, gpn=4, nics=1, intra=(100.0, 1.0))
-        self.assertAlmostEqual(sm.allreduce_s(c, "tree", 1e6, 32), 2 * (15e-6 + 3e-6) + 2e6 / 10e9)
+        self.assertAlmostEqual(sm.allreduce_s(c, "tree", 1e6, 32)[0], 2 * (15e-6 + 3e-6) + 2e6 / 10e9)
 
     def test_fastest_by_size(self):
         c = flat(10.0, 5.0, ("ring", "tree"), gpn=4, nics=1, intra=(100.0, 1.0))
@@ -66,6 +66,43 @@ class Collectives(unittest.TestCase):
     def test_partial_nodes_refused(self):
         with self.assertRaises(sm.ModelError):
             sm.allreduce_s(flat(1, 0, gpn=8), "ring", 1, 12)
+
+
+class NcclModel(unittest.TestCase):
+    """NCCL's tuning model (cluster/nccl_model.py), worked by hand from tuning.cc's constants:
+    4 nodes x 8 GPUs on NVLink (370 GB/s), 8 NICs of 47 GB/s (376 a node), Hopper."""
+    c = sm.Cluster("nccl", 8, sm.Link(370.0, 0.0), sm.Link(47.0, 0.0), 8, ["ring", "tree"],
+                   intra_link="nvlink", gpu="hopper")
+
+    def test_small_message_tree_ll(self):
+        # LL tree: base 6.8 + 2 ((8-1) x 0.6 NVLink + log2(4) x 5.0 network) = 35.2 us; 4 bytes at
+        # 370 x 0.92 / 3.8 x 0.5 GB/s (correction factor 1.0 below 64 bytes) add next to nothing
+        t = 35.2e-6 + 4 / (370e9 * 0.92 / 3.8 * 0.5)
+        self.assertAlmostEqual(sm.nccl_model.time_s("tree", "LL", 4, 32, 4, 370.0, "nvlink", "hopper"), t, places=12)
+        self.assertEqual(sm.best_allreduce(self.c, 4, 32)[1], "tree/LL")
+
+    def test_large_message_ring_simple(self):
+        # Simple ring: base 8.4 + (62 - 6) x 3.4 in the nodes + 6 x 14 across = 282.8 us, x1.4 (the
+        # plateau, Hopper); 2 (n-1)/n S over min(370, 376) GB/s
+        s = 256e6
+        t = 282.8e-6 * 1.4 + 62 / 32 * s / 370e9
+        self.assertAlmostEqual(sm.nccl_model.time_s("ring", "Simple", s, 32, 4, 370.0, "nvlink", "hopper"), t, places=12)
+        # LL128 (bandwidth x 0.92, no plateau: 14 + 56 x 1.9 + 6 x 4.0 = 144.4 us) is faster still,
+        # with NCCL's per-channel caps left out; the cluster's all-reduce takes it
+        t128 = 144.4e-6 + 62 / 32 * s / (370e9 * 0.92)
+        self.assertAlmostEqual(sm.allreduce_s(self.c, "ring", s, 32)[0], t128, places=12)
+        self.assertEqual(sm.best_allreduce(self.c, s, 32)[1], "ring/LL128")
+
+    def test_tree_correction(self):
+        # 1 MiB: floor(log2(2^20 / 64)) = 14, Simple's factor 0.5: the tree at half its bandwidth
+        lat = (8.4 + 2 * (7 * 4.0 + 2 * 14.0)) * 1e-6
+        t = lat + 2**20 / (370e9 * 0.92 * 0.5 * 0.5)
+        self.assertAlmostEqual(sm.nccl_model.time_s("tree", "Simple", 2**20, 32, 4, 370.0, "nvlink", "hopper"), t, places=12)
+
+    def test_volta_plateau(self):
+        a = sm.nccl_model.time_s("ring", "Simple", 64 * 32, 32, 4, 120.0, "nvlink", "volta")
+        b = sm.nccl_model.time_s("ring", "Simple", 64 * 32, 32, 4, 120.0, "nvlink", "ampere")
+        self.assertAlmostEqual((a - 64 * 62 / 120e9) / (b - 64 * 62 / 120e9), 1.9 / 1.4)
 
 
 class Steps(unittest.TestCase):
@@ -133,28 +170,31 @@ class Buckets(unittest.TestCase):
 
 class Files(unittest.TestCase):
     def write(self, text, suffix):
-        f = tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False)
-        f.write(text)
+        f = tempfile.NamedTemporaryFile("wb", suffix=suffix, delete=False)
+        f.write(text.encode("utf-8", "surrogateescape"))
         f.close()
         self.addCleanup(os.unlink, f.name)
         return f.name
 
-    GOOD = ("[cluster]\nname = x\ngpus_per_node = 8\nintra_gbs = 300  # NVLink\nintra_us = 2\n"
-            "nic_gbs = 45\ninter_us = 5\nnics_per_node = 8\nalgorithms = ring tree\nbase_us = 8\n"
+    GOOD = ("[cluster]\nname = x\ngpus_per_node = 8\nintra_gbs = 300  # NVLink\nintra_link = nvlink\n"
+            "nic_gbs = 45\nnics_per_node = 8\ngpu = hopper\nalgorithms = ring tree\n"
             "source = somewhere\n  and elsewhere\n")
 
     def test_cluster_file(self):
         c = sm.load_cluster(self.write(self.GOOD, ".cluster"))
-        self.assertEqual((c.gpus_per_node, c.intra.gbs, c.node_gbs(), c.algorithms, c.base_us, len(c.sources)),
-                         (8, 300.0, 360.0, ["ring", "tree"], 8.0, 2))
+        self.assertEqual((c.gpus_per_node, c.intra.gbs, c.node_gbs(), c.algorithms, c.intra_link, c.gpu,
+                          len(c.sources)), (8, 300.0, 360.0, ["ring", "tree"], "nvlink", "hopper", 2))
 
     def test_bad_cluster_files(self):
         for text, says in [(self.GOOD.replace("nic_gbs = 45", "nic_gbs = -1"), "nic_gbs"),
                            (self.GOOD.replace("nic_gbs = 45", "nic_gbs = fast"), "not a number"),
                            (self.GOOD.replace("algorithms = ring tree", "algorithms = star"), "algorithms"),
-                           (self.GOOD.replace("inter_us", "inter_usec"), "unknown key"),
+                           (self.GOOD.replace("nic_gbs", "nic_gbps"), "unknown key"),
+                           (self.GOOD.replace("intra_link = nvlink", "intra_link = qpi"), "intra_link"),
+                           (self.GOOD.replace("gpu = hopper", "gpu = pascal"), "gpu"),
                            (self.GOOD.replace("source = somewhere\n  and elsewhere\n", ""), "source"),
-                           ("nothing", "not a cluster file"), ("[a]\n[b]\n", "one section")]:
+                           ("nothing", "not a cluster file"), ("[a]\n[b]\n", "one section"),
+                           ("\udcff", "UTF-8")]:
             with self.assertRaisesRegex(sm.ModelError, says):
                 sm.load_cluster(self.write(text, ".cluster"))
 
@@ -165,7 +205,10 @@ class Files(unittest.TestCase):
                                                    "backward_ms"),
                            (ok % '[{"bytes": 0, "ready_ms": 1}]', "bytes"),
                            (ok % '[{"bytes": 4, "ready_ms": 1}, {"bytes": 4, "ready_ms": 0.5}]', "rise"),
-                           (ok % '[{"bytes": 4, "ready_ms": 3}]', "rise")]:
+                           (ok % '[{"bytes": 4, "ready_ms": 3}]', "rise"),
+                           (ok.replace('"optimizer_ms": 0', '"optimizer_ms": 0, "other_ms": "x"') % "[]", "other_ms"),
+                           (ok % '[{"bytes": 4, "ready_ms": 1, "group": []}]', "group"),
+                           ("\udcff", "UTF-8")]:
             with self.assertRaisesRegex(sm.ModelError, says):
                 sm.load_profile(self.write(text, ".json"))
         self.assertEqual(len(sm.load_profile(self.write(ok % '[{"bytes": 4, "ready_ms": 1}]', ".json"))["params"]), 1)
