@@ -261,7 +261,11 @@ static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
 static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *done)
 {
     nccl_transport *t = self;
-    for (double t0 = mp_now();; mp_nap(POLL_S)) {
+    for (double t0 = mp_now(), last = t0;; mp_nap(POLL_S)) {
+        double now = mp_now();
+        if (now - last > MISSED_S) /* this process was stopped (SIGSTOP): not the wait's time, as */
+            t0 += now - last - POLL_S; /* the watchdog forgives it (forgive_locked) */
+        last = now;
         pthread_mutex_lock(&t->mu);
         mp_status st = t->failed;
         if (st == MP_OK && ticket > t->issued)
@@ -281,7 +285,7 @@ static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *don
         }
         /* The watchdog, which times each collective from its start, decides a timeout (with its
          * census): while it runs, the caller gives it time to do so before giving up itself. */
-        if (st != MP_OK || *done || mp_now() - t0 >= seconds + (watched ? MISSED_S : 0.0))
+        if (st != MP_OK || *done || now - t0 >= seconds + (watched ? MISSED_S : 0.0))
             return st;
     }
 }
