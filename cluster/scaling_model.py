@@ -16,7 +16,10 @@ gives the predictions at 8, 64 and 512 ranks for the link given (--link-gbs, --l
 to check the model where it can be checked, its predictions for the measured rank counts with
 the link fitted to the measured exposed communication of the largest run (here: shared memory).
 """
-import argparse, json, math, os, re
+import argparse, json, math, os, re, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import step_model as sm  # noqa: E402  (the ring's time: docs/scaling.md)
 
 p = argparse.ArgumentParser()
 for a in ("--runs", "--opts", "--ranks", "--mode", "--out", "--config"):
@@ -50,7 +53,9 @@ def bucket_mb():
 
 
 def allreduce_s(n, grad_bytes, buckets, bw, lat):
-    return 0.0 if n == 1 else 2 * (n - 1) * buckets * lat + 2 * (n - 1) / n * grad_bytes / bw
+    """k equal buckets one after another over one-GPU nodes on a link of latency lat (s) a step
+    and bandwidth bw (bytes/s): 2 (n-1) k lat + 2 (n-1)/n G / bw."""
+    return sm.in_turn_s(sm.fitted_link("link", lat, 1 / bw), [grad_bytes / buckets] * buckets, n)
 
 
 rows = []
