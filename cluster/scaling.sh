@@ -30,6 +30,9 @@
 #   --link R[/D]      a link of the box: rate R (tc, e.g. 1gbit) and one-way delay D (e.g.
 #                     0.2ms, through mpdist-delayline next to MPDIST_BIN: cluster/box/shape.sh);
 #                     repeatable (default: 200mbit and 1gbit)
+#   --rounds R        --box: train each point R times (1-10, default 1), a calibration sweep
+#                     after each, and compare the rounds' pooled medians, so that both sides
+#                     sample the same stretch of a VM whose speed drifts
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 home=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +42,7 @@ usage() { sed -n '/^# Usage:/,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 config=$1
 shift
 ranks="1 2 4" opts="O0 O2" mode=weak batch=64 steps=200 out=$home/bench/results/scaling submit=0
-link_gbs=25 link_us=5 box='' box_links=()
+link_gbs=25 link_us=5 box='' box_links=() rounds=1
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -54,6 +57,7 @@ while [ $# -gt 0 ]; do
     --link-us) link_us=$2; shift 2 ;;
     --box) box=$2; shift 2 ;;
     --link) box_links+=("$2"); shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) usage ;;
@@ -62,6 +66,8 @@ done
 die() { echo "scaling: $*" >&2; exit 2; }
 [ -f "$config" ] || die "$config: no such config"
 [[ $mode = weak || $mode = strong ]] || die "--mode must be weak or strong"
+[[ $rounds =~ ^([1-9]|10)$ ]] || die "--rounds: 1 to 10 (got '$rounds')"
+[ "$rounds" = 1 ] || [ -n "$box" ] || die "--rounds is for the study on the box (--box)"
 for n in $ranks; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$n' is not a rank count"
   [ "$mode" = weak ] || [ $((batch % n)) = 0 ] || die "strong scaling: --batch $batch is not divisible by $n ranks"

@@ -3,7 +3,8 @@
 # with that many hosts and the link on each, `mpdist bench-comm --blocking` over its all-reduce
 # (the calibration: each all-reduce waited for before the next, as training waits for its
 # gradients, so that the fit's alpha holds the latency a step pays), then training at each opt
-# level, one rank per host, then the calibration again; then the single-rank baselines, the
+# level, one rank per host, then the calibration again, all of it $rounds times (--rounds: round
+# K's files end in -rK from the second on); then the single-rank baselines, the
 # model (cluster/scaling_box.py) and the plots. The box is torn down at the end, also on failure.
 [ ${#box_links[@]} -gt 0 ] || box_links=(200mbit 1gbit)
 for h in $box; do
@@ -80,11 +81,14 @@ for l in "${box_links[@]}"; do
       die "cannot start the box with $h hosts and link $l (cluster/box/up.sh)"
     hosts=$(seq -s, -f 'h%g:1' "$h")
     calibrate "$name-$h"
-    for o in $opts; do
-      echo "scaling: box, $h hosts, link $l: $o"
-      MPDIST_MPIRUN_ARGS="--host $hosts $("$boxdir/mpirun-args") $ring" train "$name-$o-$h" "$h"
+    for ((k = 1; k <= rounds; k++)); do
+      sfx=; [ "$k" = 1 ] || sfx=-r$k
+      for o in $opts; do
+        echo "scaling: box, $h hosts, link $l: $o${sfx:+ (round $k)}"
+        MPDIST_MPIRUN_ARGS="--host $hosts $("$boxdir/mpirun-args") $ring" train "$name-$o-$h$sfx" "$h"
+      done
+      calibrate "$name-$h-after$sfx"
     done
-    calibrate "$name-$h-after"
     bash "$boxdir/down.sh"
   done
 done
@@ -93,7 +97,7 @@ for o in $opts; do
   train "$o-1" 1
 done
 python3 "$home/cluster/scaling_box.py" --runs "$out/runs" --opts "$opts" --hosts "$box" \
-  --links "${names[*]}" --out "$out" --config "$config"
+  --links "${names[*]}" --out "$out" --config "$config" --rounds "$rounds"
 # box.csv columns: 1 link, 2 opt, 3 hosts, 11 measured all-reduce ms (after the last arrival),
 # 12 model ms, 14 efficiency, 15 model efficiency, 17 rank 0's all-reduce ms (wait included)
 lab="stringcolumn(1).' '.stringcolumn(2).' x'.stringcolumn(3)"

@@ -6,8 +6,10 @@ training measured.
 For each link setting L and host count n (one rank per host), runs/bench-L-n.csv and
 runs/bench-L-n-after.csv hold the bench-comm --blocking sweeps before and after the training
 (all-reduce, communicator time per size and dtype: the median of single all-reduces, each as the
-last rank to start saw it; the fit takes each size's mean of the two) and runs/L-OPT-n.jsonl the
-training metrics; runs/OPT-1.jsonl is the single-rank baseline; runs/ompi-btl-tcp.txt holds
+last rank to start saw it; the fit takes each size's mean of the sweeps) and runs/L-OPT-n.jsonl the
+training metrics; with --rounds R > 1 the training and the sweep after it were repeated, round k's
+in runs/L-OPT-n-rk.jsonl and runs/bench-L-n-after-rk.csv (k = 2 .. R), so that both sides sample
+the same stretch of a VM whose speed drifts; runs/OPT-1.jsonl is the single-rank baseline; runs/ompi-btl-tcp.txt holds
 `ompi_info --parsable --param btl tcp --level 9`. For the dtype of the gradients, a weighted
 least-squares line t(s) = A + B s through the sweep's sizes from half to twice the gradients'
 bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2: relative
@@ -20,13 +22,18 @@ all-reduce of c elements as blocks of at most ceil(c/n), and Open MPI's TCP tran
 a message at once (eager) where it fits in btl_tcp_eager_limit bytes with ob1's header, and a
 larger one after a handshake (rendezvous), with a jump in time between them that no line through
 both describes.
-The measured all-reduce time is the median over the step records (the first left out) of
+The measured all-reduce time is the median over the step records of every round (each round's first
+left out) of
 comm_last_ms: the time from the first bucket's start to all summed as the last rank to start
 saw it (the least over the ranks), which leaves out the wait for ranks still computing that the
 model does not describe. That wait is reported beside it: comm_skew_ms (the most over the ranks
 less the least) and rank 0's comm_ms (first start to all summed, wait included). The
 prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute
-and input time per step (no overlap with backward assumed).
+and input time per step (no overlap with backward assumed); the measured step time, exposed
+communication and efficiency are the median over the rounds of each round's summary.
+Beside the model, bench_ms is bench-comm's own time (the sweeps' mean) at the sweep's size
+nearest the gradients' bytes: where the model misses, it tells a line that missed its own
+calibration from a training all-reduce that differs from bench-comm's.
 Writes box.csv and box.md (with the points where the model misses by more than 15%).
 """
 import argparse, csv, json, math, os, re, statistics, sys
@@ -37,7 +44,12 @@ import step_model as sm  # noqa: E402  (the scaling model's code path: docs/scal
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 for a in ("--runs", "--opts", "--hosts", "--links", "--out", "--config"):
     p.add_argument(a, required=True)
+p.add_argument("--rounds", type=int, default=1, help="training rounds per point (default 1)")
 a = p.parse_args()
+if not 1 <= a.rounds <= 10:
+    raise SystemExit(f"scaling: --rounds must be 1 to 10 (got {a.rounds})")
+# a round's file suffix: none for the first, -rK for round K
+rsuffix = lambda k: "" if k == 1 else f"-r{k}"
 opts, hosts, links = a.opts.split(), sorted(int(n) for n in a.hosts.split()), a.links.split()
 if not (opts and hosts and links) or min(hosts) < 2:
     raise SystemExit("scaling: --opts, --links and --hosts (2 or more each) must not be empty")
@@ -99,17 +111,17 @@ def eager(size, dsize, n, limit):
 
 def sweep(path, dtype):
     """(size in bytes, seconds) of each all-reduce size of dtype: the mean of the sweep in path
-    (bench-L-n.csv) and the one after the training (bench-L-n-after.csv), which must have the
-    same sizes."""
+    (bench-L-n.csv) and those after each round's training (bench-L-n-after.csv, then
+    bench-L-n-after-rK.csv), which must all have the same sizes."""
     times = []
-    for p in (path, path.replace(".csv", "-after.csv")):
+    for p in [path] + [path.replace(".csv", f"-after{rsuffix(k)}.csv") for k in range(1, a.rounds + 1)]:
         if not os.path.exists(p):
             raise SystemExit(f"scaling: {p} is missing")
         times.append({int(r["size_bytes"]): float(r["time_us"]) * 1e-6 for r in csv.DictReader(open(p))
                       if r["type"] == dtype and r["op"] == "allreduce"})
-    if times[0].keys() != times[1].keys():
-        raise SystemExit(f"scaling: the {dtype} sizes of {path} and its -after sweep differ")
-    return [(s, (t + times[1][s]) / 2) for s, t in sorted(times[0].items())]
+        if times[-1].keys() != times[0].keys():
+            raise SystemExit(f"scaling: the {dtype} sizes of {path} and its sweep {os.path.basename(p)} differ")
+    return [(s, statistics.fmean(t[s] for t in times)) for s in sorted(times[0])]
 
 
 def fit(path, dtype, dsize, g, n, limit):
@@ -154,28 +166,38 @@ for o in opts:
     for link in links:
         for n in hosts:
             run = f"{a.runs}/{link}-{o}-{n}"
-            s = summary(f"{run}.jsonl")
+            tries = [f"{run}{rsuffix(k)}" for k in range(1, a.rounds + 1)]
+            sums = [summary(f"{t}.jsonl") for t in tries]
+            s = sums[0]
             nparam, gb = log_info(f"{run}.log")
             gbytes, dtype = GRAD[s["amp"]["grads"]]
             g = nparam * gbytes
             sizes = buckets(g)
             k = len(sizes)
             A, B, npts, proto = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, gbytes, g, n, limit)
+            bench_s = min(sweep(f"{a.runs}/bench-{link}-{n}.csv", dtype), key=lambda st: abs(st[0] - g))[1]
             alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
             # the box as a cluster of one-GPU nodes on the fitted link, its ring all-reduce, the
             # buckets one after another: 2 (n-1) k alpha + 2 (n-1)/n g beta
             pred = sm.in_turn_s(sm.fitted_link(f"box {link}", alpha, beta), sizes, n)
-            steps = [r for r in records(f"{run}.jsonl") if r["type"] == "step"][1:]
+            steps = []
+            for t in tries:
+                mine = [r for r in records(f"{t}.jsonl") if r["type"] == "step"][1:]
+                if not mine or any(r.get("comm_last_ms") is None for r in mine):
+                    raise SystemExit(f"scaling: {t}.jsonl has fewer than 2 step records, or one "
+                                     "without comm_last_ms")
+                steps += mine
             med = lambda key: statistics.median(r[key] for r in steps) / 1e3
-            if not steps or any(r.get("comm_last_ms") is None for r in steps):
-                raise SystemExit(f"scaling: {run}.jsonl has fewer than 2 step records, or one "
-                                 "without comm_last_ms")
             meas = med("comm_last_ms")
-            thr = s["steps"] * gb / s["time_s"]["steps"]
+            # the rounds' median of a summary's figure
+            over = lambda f: statistics.median(f(x) for x in sums)
+            thr = over(lambda x: x["steps"] * gb / x["time_s"]["steps"])
             rows.append(dict(link=link, opt=o, hosts=n, grads=s["amp"]["grads"], grad_mb=g / 1e6,
                              buckets=k, alpha_us=alpha * 1e6, beta_mbs=1e-6 / beta if beta > 0 else 0,
-                             step_ms=per_step(s, "steps"), exposed_ms=per_step(s, "comm_exposed"),
+                             step_ms=over(lambda x: per_step(x, "steps")),
+                             exposed_ms=over(lambda x: per_step(x, "comm_exposed")),
                              meas_ms=meas * 1e3, pred_ms=pred * 1e3, err=pred / meas - 1,
+                             bench_ms=bench_s * 1e3,
                              eff=thr / (n * thr1), pred_eff=t1 / (t1 + pred), t1_ms=t1 * 1e3,
                              first_ms=med("comm_ms") * 1e3, skew_ms=med("comm_skew_ms") * 1e3,
                              protocol=proto, fit_points=npts))
@@ -188,16 +210,16 @@ with open(f"{a.out}/box.csv", "w") as f:
 with open(f"{a.out}/box.md", "w") as f:
     f.write(f"Weak scaling of {os.path.basename(a.config)} on the cluster box, one rank per host; "
             "model: ring all-reduce, alpha and beta fitted to `mpdist bench-comm --blocking` on "
-            "the same links\n\n")
+            f"the same links{f', {a.rounds} rounds of training and calibration' if a.rounds > 1 else ''}\n\n")
     f.write("| link | opt | hosts | grads | fitted to | alpha us | beta MB/s | step ms | exposed comm ms | "
             "rank 0's all-reduce ms | arrival skew ms | all-reduce ms, the last rank to start | "
-            "model | model error | efficiency | model efficiency |\n"
-            "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+            "model | model error | bench-comm at the gradients' size | efficiency | model efficiency |\n"
+            "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for r in rows:
         f.write("| {link} | {opt} | {hosts} | {grads} {grad_mb:.2f} MB | {fit_points} sizes, {protocol} | "
                 "{alpha_us:.0f} | {beta_mbs:.1f} | "
                 "{step_ms:.1f} | {exposed_ms:.1f} | {first_ms:.1f} | {skew_ms:.1f} | "
-                "{meas_ms:.1f} | {pred_ms:.1f} | {err:+.1%} | {eff:.2f} | {pred_eff:.2f} |\n"
+                "{meas_ms:.1f} | {pred_ms:.1f} | {err:+.1%} | {bench_ms:.1f} | {eff:.2f} | {pred_eff:.2f} |\n"
                 .format(**r))
     bad = [r for r in rows if abs(r["err"]) > 0.15]
     f.write(f"\nThe model is within 15% of the all-reduce time the last rank to start saw at "

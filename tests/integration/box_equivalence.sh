@@ -42,6 +42,10 @@ usage_error 2 "--link: give RATE or RATE/DELAY, e.g. 1gbit/0.2ms \(got '1gb'\)" 
   bash "$SRC/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --box 2 --link 1gb --out "$TMP/study"
 usage_error 2 "--link: a rate above 0 bit/s \(got '0kbit/1ms'\)" \
   bash "$SRC/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --box 2 --link 0kbit/1ms --out "$TMP/study"
+usage_error 2 "--rounds: 1 to 10 \(got '0'\)" \
+  bash "$SRC/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --box 2 --rounds 0 --out "$TMP/study"
+usage_error 2 "--rounds is for the study on the box \(--box\)" \
+  bash "$SRC/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --rounds 2 --out "$TMP/study"
 
 # MPDIST_BOX_PIN=1: each of the 2 hosts on its own half of the cores this test may use (both on
 # the first where there is only one); without it, on every core.

@@ -2,8 +2,9 @@
 # labels: integration cluster nosan
 # serial
 # cluster/scaling.sh --box on the cluster box (issue 22): 2 hosts, one link (10gbit), O0 and O2,
-# 30 steps: a bench-comm sweep per host count with the sizes that bracket the gradients (G/4 to
-# 2G in steps of G/8, in the gradients' dtypes; before and again after the training), the
+# 30 steps, 2 rounds: a bench-comm sweep per host count with the sizes that bracket the gradients
+# (G/4 to 2G in steps of G/8, in the gradients' dtypes; before, and again after each round's
+# training), the
 # training runs across the hosts with Open MPI's ring all-reduce, the baselines; box.csv has a
 # row per opt level with the model's fit (beta positive, three or more sizes of the gradients'
 # protocol), the prediction following from alpha and beta, the error from the prediction and the
@@ -19,7 +20,7 @@ ip netns del mpbox-probe
 export MPDIST_BIN=$MPDIST
 out=$TMP/study
 bash cluster/scaling.sh configs/fashion-mnist-mlp.cfg --box 2 --link 10gbit --opt "O0 O2" --steps 30 \
-  --out "$out" -- --set data.train_limit=4096 --set data.test_limit=500 >"$TMP/log" 2>&1 ||
+  --rounds 2 --out "$out" -- --set data.train_limit=4096 --set data.test_limit=500 >"$TMP/log" 2>&1 ||
   { cat "$TMP/log"; echo "FAIL: scaling.sh --box failed"; exit 1; }
 expect_ok "the box is down afterwards" sh -c '! ip netns list | grep -q mpbox-h'
 python3 - "$out" <<'P' || failures=$((failures + 1))
@@ -34,8 +35,8 @@ for r in rows:
     pred = 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * g * beta
     assert beta > 0 and abs(pred * 1e3 - float(r["pred_ms"])) < 0.01 * float(r["pred_ms"]) + 0.01, (r, pred)
     assert abs(float(r["pred_ms"]) / float(r["meas_ms"]) - 1 - float(r["err"])) < 1e-3, r
-    comm = sorted(x["comm_last_ms"] for x in map(json.loads, open(f"{out}/runs/10gbit-{r['opt']}-2.jsonl"))
-                  if x["type"] == "step")
+    comm = sorted(x["comm_last_ms"] for f in ("", "-r2")  # both rounds' records
+                  for x in map(json.loads, open(f"{out}/runs/10gbit-{r['opt']}-2{f}.jsonl")) if x["type"] == "step")
     assert comm[0] <= float(r["meas_ms"]) <= comm[-1] and float(r["meas_ms"]) > 0, (r, comm)
     # per step rank 0's time is at least the least over the ranks, so its median is too
     assert float(r["first_ms"]) >= float(r["meas_ms"]) - 1e-3 and float(r["skew_ms"]) >= 0, r
@@ -45,11 +46,12 @@ sizes = sorted({int(b["size_bytes"]) for b in bench})
 assert len(sizes) == 15 and all(b - a == sizes[0] // 2 for a, b in zip(sizes, sizes[1:])), sizes
 assert sorted({b["type"] for b in bench}) == ["float", "half"], bench  # the gradients' dtypes only
 assert all(b["wrong"] == "0" for b in bench), bench
-after = list(csv.DictReader(open(f"{out}/runs/bench-10gbit-2-after.csv")))  # the sweep after the training
-assert [(b["size_bytes"], b["type"]) for b in after] == [(b["size_bytes"], b["type"]) for b in bench], after
+for f in ("", "-r2"):  # the sweeps after each round's training
+    after = list(csv.DictReader(open(f"{out}/runs/bench-10gbit-2-after{f}.csv")))
+    assert [(b["size_bytes"], b["type"]) for b in after] == [(b["size_bytes"], b["type"]) for b in bench], after
 assert all(r["protocol"] == "rendezvous" and int(r["fit_points"]) >= 3 for r in rows), rows
 md = open(f"{out}/box.md").read()
-assert md.count("| 10gbit |") == 2 and "points" in md, md
+assert md.count("| 10gbit |") == 2 and "points" in md and "2 rounds" in md, md
 P
 for png in box_allreduce box_efficiency; do
   expect_ok "$png.png is a PNG" sh -c "head -c 8 '$out/$png.png' | od -An -c | grep -q 'P   N   G'"
