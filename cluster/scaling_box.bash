@@ -1,11 +1,11 @@
 # The box mode of cluster/scaling.sh (sourced by it, after its options are read: config, opts,
-# batch, steps, out, extra, box, box_links, home, die, gp). For each link and host count: the box
-# with that many hosts and the link on each, `mpdist bench-comm --blocking` over its all-reduce
-# (the calibration: each all-reduce waited for before the next, as training waits for its
-# gradients, so that the fit's alpha holds the latency a step pays), then training at each opt
-# level, one rank per host, then the calibration again, all of it $rounds times (--rounds: round
-# K's files end in -rK from the second on); then the single-rank baselines, the
-# model (cluster/scaling_box.py) and the plots. The box is torn down at the end, also on failure.
+# batch, steps, out, extra, box, box_links, rounds, home, die, gp). For each link and host count:
+# the box with that many hosts and the link on each, `mpdist bench-comm --blocking` over its
+# all-reduce (the calibration: each all-reduce waited for before the next, as training waits for
+# its gradients, so that the fit's alpha holds the latency a step pays), then $rounds times
+# (--rounds; round K's files end in -rK from the second on) training at each opt level, one rank
+# per host, and the calibration again; then the single-rank baselines, the model
+# (cluster/scaling_box.py) and the plots. The box is torn down at the end, also on failure.
 [ ${#box_links[@]} -gt 0 ] || box_links=(200mbit 1gbit)
 for h in $box; do
   [[ $h =~ ^[2-4]$ ]] || die "--box: host counts are 2, 3 or 4 (got '$h')"
