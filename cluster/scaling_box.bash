@@ -98,11 +98,10 @@ for o in $opts; do
 done
 python3 "$home/cluster/scaling_box.py" --runs "$out/runs" --opts "$opts" --hosts "$box" \
   --links "${names[*]}" --out "$out" --config "$config" --rounds "$rounds"
-# box.csv columns: 1 link, 2 opt, 3 hosts, 11 measured all-reduce ms (after the last arrival),
-# 12 model ms, 14 efficiency, 15 model efficiency, 17 rank 0's all-reduce ms (wait included)
-lab="stringcolumn(1).' '.stringcolumn(2).' x'.stringcolumn(3)"
-bars="set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30"
-gp "set output '$out/box_allreduce.png'; set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; $bars; set yrange [0.1:*]; plot '$out/box.csv' using 17:xtic($lab) skip 1 title 'rank 0 (wait included)', '' using 11 skip 1 title 'the last rank to start', '' using 12 skip 1 title 'model'"
-gp "set output '$out/box_efficiency.png'; set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; $bars; set yrange [0:1.1]; plot '$out/box.csv' using 14:xtic($lab) skip 1 title 'measured', '' using 15 skip 1 title 'model'"
+# The plots take box.csv's columns by their header names (gnuplot fails on a name it lacks).
+lab="stringcolumn('link').' '.stringcolumn('opt').' x'.stringcolumn('hosts')"
+bars="set datafile columnheaders; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30"
+gp "set output '$out/box_allreduce.png'; set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; $bars; set yrange [0.1:*]; plot '$out/box.csv' using 'first_ms':xtic($lab) title 'rank 0 (wait included)', '' using 'meas_ms' title 'the last rank to start', '' using 'pred_ms' title 'model'"
+gp "set output '$out/box_efficiency.png'; set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; $bars; set yrange [0:1.1]; plot '$out/box.csv' using 'eff':xtic($lab) title 'measured', '' using 'pred_eff' title 'model'"
 cat "$out/box.md"
 echo "scaling: $out/box.csv, box.md, box_allreduce.png, box_efficiency.png"

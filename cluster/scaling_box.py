@@ -6,35 +6,35 @@ training measured.
 For each link setting L and host count n (one rank per host), runs/bench-L-n.csv and
 runs/bench-L-n-after.csv hold the bench-comm --blocking sweeps before and after the training
 (all-reduce, communicator time per size and dtype: the median of single all-reduces, each as the
-last rank to start saw it; the fit takes each size's mean of the sweeps) and runs/L-OPT-n.jsonl the
-training metrics; with --rounds R > 1 the training and the sweep after it were repeated, round k's
-in runs/L-OPT-n-rk.jsonl and runs/bench-L-n-after-rk.csv (k = 2 .. R), so that both sides sample
-the same stretch of a VM whose speed drifts; runs/OPT-1.jsonl is the single-rank baseline; runs/ompi-btl-tcp.txt holds
-`ompi_info --parsable --param btl tcp --level 9`. For the dtype of the gradients, a weighted
-least-squares line t(s) = A + B s through the sweep's sizes from half to twice the gradients'
-bytes (TCP over a shaped link is far from linear over a wider range; weights 1/t^2: relative
-errors count; A >= 0, else the line through the origin) gives the ring's
+last rank to start saw it; the fit takes each size's mean of the sweeps) and runs/L-OPT-n.jsonl
+the training metrics; with --rounds R > 1 the training and the sweep after it were repeated,
+round k's in runs/L-OPT-n-rk.jsonl and runs/bench-L-n-after-rk.csv (k = 2 .. R), so that both
+sides sample the same stretch of a VM whose speed drifts; runs/OPT-1.jsonl is the single-rank
+baseline; runs/ompi-btl-tcp.txt holds `ompi_info --parsable --param btl tcp --level 9`. For the
+dtype of the gradients, a weighted least-squares line t(s) = A + B s through the sweep's sizes
+from half to twice the gradients' bytes (TCP over a shaped link is far from linear over a wider
+range; weights 1/t^2: relative errors count; A >= 0, else the line through the origin) gives the
+ring's
     alpha = A / (2 (n - 1)),   beta = B n / (2 (n - 1)),
 so that k buckets of G gradient bytes take
     t(n) = 2 (n - 1) k alpha + 2 (n - 1) / n * G beta.
 The line takes only the sizes sent by the same protocol as the gradients: the ring sends an
-all-reduce of c elements as blocks of at most ceil(c/n), and Open MPI's TCP transport (ob1) sends
-a message at once (eager) where it fits in btl_tcp_eager_limit bytes with ob1's header, and a
-larger one after a handshake (rendezvous), with a jump in time between them that no line through
-both describes.
-The measured all-reduce time is the median over the step records of every round (each round's first
-left out) of
-comm_last_ms: the time from the first bucket's start to all summed as the last rank to start
-saw it (the least over the ranks), which leaves out the wait for ranks still computing that the
-model does not describe. That wait is reported beside it: comm_skew_ms (the most over the ranks
-less the least) and rank 0's comm_ms (first start to all summed, wait included). The
-prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the baseline's compute
-and input time per step (no overlap with backward assumed); the measured step time, exposed
-communication and efficiency are the median over the rounds of each round's summary.
-Beside the model, bench_ms is bench-comm's own time (the sweeps' mean) at the sweep's size
-nearest the gradients' bytes: where the model misses, it tells a line that missed its own
-calibration from a training all-reduce that differs from bench-comm's.
-Writes box.csv and box.md (with the points where the model misses by more than 15%).
+all-reduce of c elements as blocks of at most ceil(c/n), and Open MPI's TCP transport (ob1)
+sends a message at once (eager) where it fits in btl_tcp_eager_limit bytes with ob1's header,
+and a larger one after a handshake (rendezvous), with a jump in time between them that no line
+through both describes.
+The measured all-reduce time is the median over the step records of every round (each round's
+first left out) of comm_last_ms: the time from the first bucket's start to all summed as the
+last rank to start saw it (the least over the ranks), which leaves out the wait for ranks still
+computing that the model does not describe. That wait is reported beside it: comm_skew_ms (the
+most over the ranks less the least) and rank 0's comm_ms (first start to all summed, wait
+included). The prediction of the weak-scaling efficiency is t1 / (t1 + t(n)), with t1 the
+baseline's compute and input time per step (no overlap with backward assumed); the measured step
+time, exposed communication and efficiency are the median over the rounds of each round's
+summary. Beside the model, bench_ms is bench-comm's own time (the sweeps' mean) at the sweep's
+size nearest the gradients' bytes: where the model misses, it tells a line that missed its own
+calibration from a training all-reduce that differs from bench-comm's. Writes box.csv and box.md
+(with the points where the model misses by more than 15%).
 """
 import argparse, csv, json, math, os, re, statistics, sys
 
@@ -124,13 +124,13 @@ def sweep(path, dtype):
     return [(s, statistics.fmean(t[s] for t in times)) for s in sorted(times[0])]
 
 
-def fit(path, dtype, dsize, g, n, limit):
-    """A, B (s, s/byte) of t = A + B s through the sweep's rows of dtype with sizes from g/2 to
+def fit(path, pts, dtype, dsize, g, n, limit):
+    """A, B (s, s/byte) of t = A + B s through pts (sweep(path, dtype)) with sizes from g/2 to
     2g whose ring blocks go by the same protocol as g's (eager()), weights 1/t^2; the number of
     rows and the protocol's name."""
     proto = eager(g, dsize, n, limit)
     name = "eager" if proto else "rendezvous"
-    rows = [(s, t) for s, t in sweep(path, dtype)
+    rows = [(s, t) for s, t in pts
             if 0.45 * g <= s <= 2.2 * g and eager(s, dsize, n, limit) == proto]
     if len(rows) < 2:
         raise SystemExit(f"scaling: fewer than 2 {dtype} all-reduce rows of {g / 2:.0f}-{2 * g:.0f} bytes "
@@ -174,8 +174,10 @@ for o in opts:
             g = nparam * gbytes
             sizes = buckets(g)
             k = len(sizes)
-            A, B, npts, proto = fit(f"{a.runs}/bench-{link}-{n}.csv", dtype, gbytes, g, n, limit)
-            bench_s = min(sweep(f"{a.runs}/bench-{link}-{n}.csv", dtype), key=lambda st: abs(st[0] - g))[1]
+            path = f"{a.runs}/bench-{link}-{n}.csv"
+            pts = sweep(path, dtype)
+            A, B, npts, proto = fit(path, pts, dtype, gbytes, g, n, limit)
+            bench_s = min(pts, key=lambda st: abs(st[0] - g))[1]  # at the size nearest g
             alpha, beta = A / (2 * (n - 1)), B * n / (2 * (n - 1))
             # the box as a cluster of one-GPU nodes on the fitted link, its ring all-reduce, the
             # buckets one after another: 2 (n-1) k alpha + 2 (n-1)/n g beta
