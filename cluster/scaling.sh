@@ -45,6 +45,10 @@ ranks="1 2 4" opts="O0 O2" mode=weak batch=64 steps=200 out=$home/bench/results/
 link_gbs=25 link_us=5 box='' box_links=() rounds=1
 extra=()
 while [ $# -gt 0 ]; do
+  case $1 in # an option that takes a value and has none: one line, exit 2
+    --ranks | --opt | --mode | --batch | --steps | --out | --link-gbs | --link-us | --box | --link | --rounds)
+      [ $# -ge 2 ] || { echo "scaling: $1 needs a value" >&2; exit 2; } ;;
+  esac
   case $1 in
     --ranks) ranks=$2; shift 2 ;;
     --opt) opts=$2; shift 2 ;;

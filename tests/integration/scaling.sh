@@ -2,10 +2,17 @@
 # labels: integration nosan
 # cluster/scaling.sh over 1, 2 and 4 ranks at O0 and O2 (weak scaling, 40 steps each): one CSV
 # row per run with the time split adding up, the Markdown table, the model's predictions at 8,
-# 64 and 512 ranks, and three non-empty PNG plots.
+# 64 and 512 ranks, and three non-empty PNG plots; an option given without its value exits 2 with
+# one line.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 export MPDIST_BIN=$MPDIST
+# an option without its value: one line naming it, exit 2
+for opt in --rounds --ranks --link; do
+  rc=0 && bash cluster/scaling.sh configs/fashion-mnist-mlp.cfg "$opt" >/dev/null 2>"$TMP/err" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/err")" = 1 ] && grep -qx "scaling: $opt needs a value" "$TMP/err" ||
+    { echo "FAIL: $opt without a value: exit $rc"; cat "$TMP/err"; failures=$((failures + 1)); }
+done
 out=$TMP/study
 bash cluster/scaling.sh configs/fashion-mnist-mlp.cfg --ranks "1 2 4" --opt "O0 O2" --steps 40 \
   --out "$out" -- --set data.train_limit=4096 --set data.test_limit=500 >"$TMP/log" 2>&1 ||
