@@ -7,6 +7,9 @@
  * batch; start_epoch stops new claims and waits for `inflight` to reach zero before it touches
  * the epoch state, so a discarded fill can neither read a stale idx nor land in the new epoch.
  * A batch's bytes come only from mp_dataset_batch_augmented on (seed, epoch, its indices). */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* nice */
+#endif
 #include "io/loader.h"
 
 #include <limits.h>
@@ -14,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/alloc.h"
 #include "io/augment.h"
@@ -82,6 +86,13 @@ static bool mp_loader_claimable(const mp_loader *l)
 static void *mp_loader_worker(void *arg)
 {
     mp_loader *l = arg;
+    /* Background work below the step: on a core it shares with the step, the comm thread woken
+     * for a bucket runs before a fill (docs/ARCHITECTURE.md §2). Linux keeps a nice value per
+     * thread. A raise is allowed to anyone; were it refused, the batches would be the same. */
+    if (l->cfg.nice > 0) {
+        int now = nice(l->cfg.nice); /* -1 (also a valid value) if refused: nothing to do */
+        (void)now;
+    }
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && !mp_loader_claimable(l))
@@ -153,6 +164,8 @@ static mp_status mp_loader_check(const mp_loader_config *c)
                        (long long)c->batch);
     if (c->pad < 0)
         return mp_fail(MP_EINTERNAL, "loader: pad must be >= 0, got %d", c->pad);
+    if (c->nice < 0 || c->nice > 19)
+        return mp_fail(MP_EINTERNAL, "loader: nice must be in [0, 19], got %d", c->nice);
     if (!c->mean || !c->std)
         return mp_fail(MP_EINTERNAL, "loader: no per-channel mean/std");
     if ((c->host_alloc == NULL) != (c->host_free == NULL))

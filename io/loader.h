@@ -23,6 +23,7 @@ typedef struct mp_loader_config {
     const mp_dataset *data;   /* read-only, must outlive the loader */
     int threads;              /* worker threads; 0 = each batch is built in mp_loader_next */
     int depth;                /* batches prepared ahead (>= 1; e.g. 2) */
+    int nice;                 /* added to each worker's nice value (0-19; 0 = unchanged) */
     int64_t batch;            /* samples per batch (the last of an epoch may be smaller) */
     mp_dtype dtype;           /* of x */
     const double *mean, *std; /* (data->c) per channel; copied by mp_loader_open */
@@ -45,9 +46,10 @@ typedef struct mp_loader_config {
  * worker threads, which wait for the first mp_loader_start_epoch. On success *l owns the
  * threads and the slot buffers (depth + 1 batches of x and y, MP_MEM_DATA); free it with
  * mp_loader_close. Returns MP_EINTERNAL, with *l = NULL and nothing left allocated or running,
- * when the configuration is invalid (no data, threads < 0, depth < 1, batch < 1, pad < 0, no
- * mean/std) or a thread cannot start; MP_EDATA, the same way, when the slot buffers would not
- * fit memory or their size overflows (mp_data_mem_check, before anything is allocated). */
+ * when the configuration is invalid (no data, threads < 0, depth < 1, batch < 1, pad < 0, nice
+ * outside [0, 19], no mean/std) or a thread cannot start; MP_EDATA, the same way, when the slot
+ * buffers would not fit memory or their size overflows (mp_data_mem_check, before anything is
+ * allocated). */
 mp_status mp_loader_open(mp_loader **l, const mp_loader_config *c);
 
 /* Begins epoch `epoch` (>= 0, keys the augmentation) over the dataset indices idx[0..count)

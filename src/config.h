@@ -23,7 +23,7 @@ typedef struct mp_config {
         double mean, std;   /* normalisation of pixel/255 (cifar10 unset: per channel) */
         bool augment;       /* random crop (pad_crop) and horizontal flip of training images */
         int64_t pad_crop;
-        int64_t loader_threads, prefetch;
+        int64_t loader_threads, loader_nice, prefetch;
         bool shuffle, drop_last;
         int64_t train_limit, test_limit; /* 0 = all samples */
         int64_t synthetic_shape[3];      /* H, W, C of data.format "synthetic" */

@@ -57,6 +57,10 @@ const mp_key mp_config_keys[] = {
     {"data.loader_threads", MP_KEY_INT, "1", GE(0), LE(64), CF(data.loader_threads),
      .meaning = "Threads per rank preparing batches ahead of the step; 0 = in the step. "
                 "Batches are identical whatever the number."},
+    {"data.loader_nice", MP_KEY_INT, "19", GE(0), LE(19), CF(data.loader_nice),
+     .meaning = "Added to the loader threads' nice value (Linux: per thread), so that on a core "
+                "they share with the step they yield to it and to the gradient all-reduce "
+                "(docs/ARCHITECTURE.md §2); 0 = the rank's own priority."},
     {"data.prefetch", MP_KEY_INT, "2", GE(1), LE(64), CF(data.prefetch),
      .meaning = "Batches prepared ahead per rank."},
     {"data.batch_size", MP_KEY_INT, "64", GE(1), LE(65536), CF(data.batch_size),

@@ -485,6 +485,7 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
     MP_TRY(setup_buckets(t));
     mp_loader_config lc = {.data = &t->train,
                            .threads = (int)cfg->data.loader_threads,
+                           .nice = (int)cfg->data.loader_nice,
                            .depth = (int)cfg->data.prefetch,
                            .batch = cfg->data.batch_size,
                            .dtype = mp_model_input_dtype(&t->model),

@@ -73,6 +73,7 @@ expect_exit 2 "the model gives 784 outputs per sample \(one per position\) but t
   "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.preset=gpt --set model.depth=1
 expect_exit 2 "optim.zero: must be in \[0, 1\] \(got 2\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.zero=2
 expect_exit 2 "train.accum_steps: must be in \[1, 4096\] \(got 0\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.accum_steps=0
+expect_exit 2 "data.loader_nice: must be in \[0, 19\] \(got 20\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.loader_nice=20
 expect_exit 2 "model.recompute: wrong type: expected bool" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set model.recompute=3
 expect_exit 2 "no config file" "$MPDIST"
 expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --frobnicate

@@ -5,11 +5,14 @@
  * closing mid-epoch with blocked workers, or before any epoch, returns and frees everything;
  * invalid configurations are refused; batch buffers larger than memory, or whose size
  * overflows, are refused with MP_EDATA and the numbers before anything is allocated (they used
- * to abort in mp_alloc); 200 tiny epochs with 3 threads and depth 1 shake out
- * races. A watchdog alarm turns any hang into a failure. */
+ * to abort in mp_alloc); the worker runs `nice` above the consumer, the consumer stays where it
+ * was; 200 tiny epochs with 3 threads and depth 1 shake out races. A watchdog alarm turns any
+ * hang into a failure. */
 #include "tests/util/test_util.h"
 
+#include <dirent.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -293,8 +296,8 @@ static void test_invalid_config(void **state)
     mp_dataset d = make_dataset(4, 2, 2, 1);
     int64_t base = mp_mem_current(MP_MEM_DATA);
     mp_loader_config good = config(&d, 1, 1, 2, MP_F32);
-    mp_loader_config bad[6];
-    for (int i = 0; i < 6; i++)
+    mp_loader_config bad[8];
+    for (int i = 0; i < 8; i++)
         bad[i] = good;
     bad[0].data = NULL;
     bad[1].threads = -1;
@@ -302,7 +305,9 @@ static void test_invalid_config(void **state)
     bad[3].batch = 0;
     bad[4].pad = -1;
     bad[5].mean = NULL;
-    for (int i = 0; i < 6; i++) {
+    bad[6].nice = -1;
+    bad[7].nice = 20;
+    for (int i = 0; i < 8; i++) {
         mp_loader *l = (mp_loader *)&d;
         mp_error_clear();
         assert_int_equal(mp_loader_open(&l, &bad[i]), MP_EINTERNAL);
@@ -410,6 +415,68 @@ static void test_copies_normalisation(void **state)
     free_dataset(&d);
 }
 
+/* The nice value of each of this process's threads (Linux's /proc/self/task/TID/stat, field 19,
+ * the 17th after the command's closing parenthesis), into v; returns how many (at most cap). */
+static int thread_nices(int *v, int cap)
+{
+    DIR *dir = opendir("/proc/self/task");
+    assert_non_null(dir);
+    int n = 0;
+    for (struct dirent *e; n < cap && (e = readdir(dir));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], line[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* a thread that just ended */
+        size_t got = fread(line, 1, sizeof line - 1, f);
+        fclose(f);
+        line[got] = 0;
+        char *p = strrchr(line, ')');
+        assert_non_null(p);
+        for (int field = 2; field < 19 && p; field++)
+            p = strchr(p + 1, ' ');
+        assert_non_null(p);
+        v[n++] = atoi(p + 1);
+    }
+    closedir(dir);
+    return n;
+}
+
+/* With nice 0 every thread keeps the consumer's nice value; with nice 7 the one worker runs 7
+ * above it (once it has filled a batch it has surely started) and the consumer stays. */
+static void test_worker_nice(void **state)
+{
+    (void)state;
+    int before[8];
+    assert_int_equal(thread_nices(before, 8), 1);
+    if (before[0] > 19 - 7)
+        skip(); /* already near the bottom: a raise of 7 would not show */
+    mp_dataset d = make_dataset(COUNT, H, W, C);
+    int64_t *p = permutation(COUNT, 9);
+    for (int nice = 0; nice <= 7; nice += 7) {
+        mp_loader_config c = config(&d, 1, 2, BATCH, MP_F32);
+        c.nice = nice;
+        mp_loader *l = NULL;
+        assert_int_equal(mp_loader_open(&l, &c), MP_OK);
+        mp_loader_start_epoch(l, p, COUNT, 0);
+        assert_int_equal(consume(l, &c, p, COUNT, 0, 2, false), 2);
+        int v[8], raised = 0, kept = 0;
+        int n = thread_nices(v, 8);
+        for (int i = 0; i < n; i++) {
+            raised += v[i] == before[0] + nice && nice > 0;
+            kept += v[i] == before[0];
+        }
+        assert_int_equal(n, 2);
+        assert_int_equal(raised, nice > 0 ? 1 : 0);
+        assert_int_equal(kept, nice > 0 ? 1 : 2);
+        mp_loader_close(l);
+    }
+    free(p);
+    free_dataset(&d);
+}
+
 /* 200 epochs of a tiny dataset, 3 threads, depth 1: full epochs of 5 to 7 indices (batches of 2,
  * so the last is sometimes partial), epochs abandoned after 0 to 2 batches, and every old index
  * array freed as soon as the next epoch has started (ASan catches a straggling reader). */
@@ -456,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_invalid_config),
         cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_copies_normalisation),
+        cmocka_unit_test(test_worker_nice),
         cmocka_unit_test(test_stress),
     };
     alarm(120); /* watchdog: a hung loader kills the test instead of stalling the suite */
