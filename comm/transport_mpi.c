@@ -143,7 +143,8 @@ static mp_status run(const mpi_transport *t, const mp_coll *op)
     return MP_OK;
 }
 
-/* Marks the oldest queued collective finished with status st (locked). */
+/* Marks the oldest queued collective finished with status st (locked); the caller wakes the
+ * waiters on `done` once it has unlocked. */
 static void finish_locked(mpi_transport *t, mp_status st)
 {
     if (st != MP_OK && t->failed == MP_OK) {
@@ -151,7 +152,6 @@ static void finish_locked(mpi_transport *t, mp_status st)
         snprintf(t->message, sizeof t->message, "%s", mp_error_message());
     }
     t->completed++;
-    pthread_cond_broadcast(&t->done);
 }
 
 static void *worker(void *arg)
@@ -172,6 +172,9 @@ static void *worker(void *arg)
             mp_trace_span(op.what, "collective", MP_TRACE_COMM, queued, mp_now(), -1);
         pthread_mutex_lock(&t->mu);
         finish_locked(t, st);
+        pthread_mutex_unlock(&t->mu);
+        pthread_cond_broadcast(&t->done); /* unlocked: see start */
+        pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
@@ -196,8 +199,13 @@ static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
     t->queue[t->issued % QUEUE_CAP] = *c;
     t->queued[t->issued % QUEUE_CAP] = mp_trace_on() ? mp_now() : 0.0;
     *ticket = ++t->issued;
-    pthread_cond_signal(&t->work);
     pthread_mutex_unlock(&t->mu);
+    /* Signalled after the unlock (the worker rechecks under the lock, so nothing is lost): woken
+     * with the lock still held, the worker would block on it at once, and on a core it shares
+     * with this thread and the loader's the scheduler may run a batch fill before this thread
+     * gets back to unlock, delaying the collective's start by that fill
+     * (bench/results/box-scaling/loader-nice-2026-11-29/). */
+    pthread_cond_signal(&t->work);
     return MP_OK;
 }
 
