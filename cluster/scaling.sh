@@ -22,7 +22,8 @@
 #   --link-gbs B --link-us L   the model's link bandwidth (GB/s) and latency (us) for its
 #                     predictions at 8, 64 and 512 ranks (default 25 and 5: 200 Gb/s InfiniBand)
 #   --box "2 4"       instead: the study on the cluster box (cluster/box, needs root), one rank
-#                     per host, for each host count and each --link; Open MPI's ring all-reduce
+#                     per host, batches built in the step (data.loader_threads=0: a box host
+#                     has one core), for each host count and each --link; Open MPI's ring all-reduce
 #                     (the algorithm the model describes); per link and host count `mpdist
 #                     bench-comm`, before and after the training, calibrates the model
 #                     (cluster/scaling_box.py); writes box.csv,

@@ -26,9 +26,14 @@ export MPDIST_BOX_PIN=1
 # all-reduce is not a ring), and the model is that of a ring. Over ob1, whose TCP eager limit
 # the fit reads (UCX would take over where it finds its devices).
 ring="--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4 --mca pml ob1"
+# Training builds each batch in the step (data.loader_threads=0; after it, -- arguments may set
+# it again): a box host has one core, which a loader thread would share with the step's
+# communication thread, slowing the all-reduce from outside the network by up to a fifth at O0
+# (bench/results/box-scaling/loader-nice-2026-11-29/start-experiment.txt); a GPU node's loader
+# has cores of its own.
 train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.jsonl, log runs/NAME.log
   rm -f "$out/runs/$1.jsonl"
-  "$home/launch/mpdist-run" -n "$2" "$config" --set "amp.opt_level=$o" --set "data.batch_size=$batch" \
+  "$home/launch/mpdist-run" -n "$2" "$config" --set data.loader_threads=0 --set "amp.opt_level=$o" --set "data.batch_size=$batch" \
     --set "train.max_steps=$steps" --set log.progress=plain --set "log.every=10" \
     --set "log.metrics=\"$out/runs/$1.jsonl\"" "${extra[@]}" >"$out/runs/$1.log" 2>&1 ||
     { tail -5 "$out/runs/$1.log" >&2; die "run $1 failed (log: $out/runs/$1.log)"; }
@@ -36,13 +41,20 @@ train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.json
 # calibrate NAME: the bench-comm sweep on the box's $hosts into runs/bench-NAME.csv, before and
 # again after the training at each link and host count (the fit takes each size's mean of the
 # two, so that the calibration is not one moment of a VM whose speed drifts).
+# Each dtype is swept by a bench-comm of its own, from a fresh connection as a training run has:
+# in one process, the half sizes measured after the FP32 sizes' larger messages ran 30% faster
+# than training's on the 10 Gbit/s box (TCP's windows grown by them; loader-nice-2026-11-29/).
 calibrate() {
   echo "scaling: box, $h hosts, link $l: bench-comm"
-  # shellcheck disable=SC2046 # the options are words
-  timeout "$deadline" mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
-    bench-comm --op allreduce -d "$dtypes" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
-    >"$out/runs/bench-$1.csv" 2>"$out/runs/bench-$1.log" ||
-    die "bench-comm failed (log: $out/runs/bench-$1.log)"
+  : >"$out/runs/bench-$1.log"
+  local d csv
+  for d in "${dtype_list[@]}"; do
+    # shellcheck disable=SC2046 # the options are words
+    csv=$(timeout "$deadline" mpirun --host "$hosts" $("$boxdir/mpirun-args") $ring "${MPDIST_BIN:-$home/build/mpdist}" \
+      bench-comm --op allreduce -d "$d" --blocking -b $((g / 4)) -e $((g * 2)) -i $((g / 8)) -n 8 -w 1 -r 3 --csv \
+      2>>"$out/runs/bench-$1.log") || die "bench-comm failed (log: $out/runs/bench-$1.log)"
+    if [ "$d" = "${dtype_list[0]}" ]; then echo "$csv"; else tail -n +2 <<<"$csv"; fi
+  done >"$out/runs/bench-$1.csv"
 }
 # The sweep brackets the gradients: G/4 to 2G in steps of G/8, with G the FP32 gradient bytes
 # (a multiple of 64), so both FP32 (G) and half gradients (G/2) have sizes from half to twice
@@ -60,7 +72,6 @@ for o in $opts; do
   case $grads in fp32) dtype_list+=(float) ;; fp16) dtype_list+=(half) ;; bf16) dtype_list+=(bfloat16) ;; esac
 done
 mapfile -t dtype_list < <(printf '%s\n' "${dtype_list[@]}" | sort -u)
-dtypes=$(IFS=,; echo "${dtype_list[*]}") ndtypes=${#dtype_list[@]}
 g=$((nparam * 4 / 64 * 64))
 # What the model's fit needs to know of the TCP transport: its eager limit.
 ompi_info --parsable --param btl tcp --level 9 >"$out/runs/ompi-btl-tcp.txt" ||
@@ -71,11 +82,11 @@ for l in "${box_links[@]}"; do
   names+=("$name")
   rate=${l%%/*} delay=
   [ "$rate" = "$l" ] || delay=${l#*/}
-  # The calibration's deadline: 15 minutes, plus twice what the sweep's bytes take at the rate
-  # (each rank sends under 2s bytes per all-reduce of s bytes, 54 all-reduces a size, sizes
-  # adding up to 135G/8 per dtype).
+  # A dtype's sweep's deadline: 15 minutes, plus twice what its bytes take at the rate (each rank
+  # sends under 2s bytes per all-reduce of s bytes, 54 all-reduces a size, sizes adding up to
+  # 135G/8).
   bits=$(rate_bps "$rate")
-  deadline=$((900 + 2 * 8 * 2 * 54 * (g * 135 / 8) * ndtypes / bits))
+  deadline=$((900 + 2 * 8 * 2 * 54 * (g * 135 / 8) / bits))
   for h in $box; do
     bash "$boxdir/up.sh" "$h" --rate "$rate" ${delay:+--delay "$delay"} >/dev/null ||
       die "cannot start the box with $h hosts and link $l (cluster/box/up.sh)"
