@@ -7,7 +7,8 @@
 # every call on to the buckets); cluster/make_profile.py on it; `cluster/scaling.sh --predict`
 # (its table, CSV and plot, and its bad inputs: exit 2, one line); every shipped cluster file
 # loads with its sources; cluster/published.py within 10 points of every published point or
-# with the miss explained.
+# with the miss explained; the box study's committed runs recomputed through the model (23 of 24
+# on 2026-11-28, 24 of 24 on 2026-11-29).
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 expect_ok "the model's hand-worked cases" python3 tests/util/test_step_model.py
@@ -103,19 +104,28 @@ for f in cluster/clusters/*.cluster; do
   expect_ok "$f loads and names its sources" python3 -c "import sys; sys.path.insert(0, 'cluster'); import step_model as sm
 c = sm.load_cluster('$f'); assert len(c.sources) >= 3, c.sources"
 done
-expect_ok "the box study's committed runs through the model's code: 23 of 24 within 15%" python3 -c "
+# The box study's committed runs through the model's code: the study's own prediction at each
+# point again, and how many are within 15% of the measurement (protocol-fit, 2026-11-28; the
+# runs after the host-side causes of the 2-host misses were removed, 2026-11-29).
+box_runs() { # WANT DIR RUN...
+  local want=$1 dir=$2
+  shift 2
+  expect_ok "$dir's runs through the model's code: $want within 15%" python3 -c "
 import csv, sys
 sys.path.insert(0, 'cluster')
 import step_model as sm
-d, good, n = 'bench/results/box-scaling/protocol-fit', 0, 0
-for f in ('box', 'run2', 'run3'):
-    for r in csv.DictReader(open(f'{d}/{f}.csv')):
+good, n = 0, 0
+for f in sys.argv[2:]:
+    for r in csv.DictReader(open(f'{sys.argv[1]}/{f}.csv')):
         g, k = float(r['grad_mb']) * 1e6, int(r['buckets'])
         link = sm.fitted_link(r['link'], float(r['alpha_us']) * 1e-6, 1e-6 / float(r['beta_mbs']))
         pred = 1e3 * sm.in_turn_s(link, [g / k] * k, int(r['hosts']))
         assert abs(pred - float(r['pred_ms'])) < 0.01, (r, pred)  # the study's own prediction
         n, good = n + 1, good + (abs(pred / float(r['meas_ms']) - 1) <= 0.15)
-assert (good, n) == (23, 24), (good, n)"
+assert f'{good} of {n}' == '$want', (good, n)" "bench/results/box-scaling/$dir" "$@"
+}
+box_runs "23 of 24" protocol-fit box run2 run3
+box_runs "24 of 24" loader-nice-2026-11-29 fix1 fix2 fix3
 expect_ok "published results within 10 points, or the miss explained" \
   sh -c "python3 cluster/published.py --check 10 >'$TMP/published.md'"
 expect_ok "README.md holds published.py's tables as they are now" \
