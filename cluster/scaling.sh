@@ -80,7 +80,15 @@ done
 command -v gnuplot >/dev/null || die "gnuplot not found (launch/deps.sh gnuplot-nox)"
 mkdir -p "$out/runs"
 out=$(cd "$out" && pwd)
-gp() { gnuplot -e "set terminal pngcairo size 800,500 font ',10'; set datafile separator ','; set key left top; set grid; $1"; }
+# One plot; a column missing from the CSV (gnuplot only warns where other curves have points)
+# fails the study like any gnuplot error, exit 1.
+gp() {
+  local err
+  err=$(gnuplot -e "set terminal pngcairo size 800,500 font ',10'; set datafile separator ','; set key left top; set grid; $1" 2>&1) &&
+    ! grep -q 'no column with header' <<<"$err" ||
+    { echo "scaling: gnuplot: $(grep -m1 . <<<"$err")" >&2; exit 1; }
+  [ -z "$err" ] || echo "$err" >&2
+}
 [ -z "$box" ] || { source "$home/cluster/scaling_box.bash"; exit 0; }
 
 # One run per opt level and rank count: metrics in runs/OPT-N.jsonl, output in runs/OPT-N.log.
@@ -111,17 +119,19 @@ done
 python3 "$home/cluster/scaling_model.py" --runs "$out/runs" --opts "$opts" --ranks "$ranks" \
   --mode "$mode" --link-gbs "$link_gbs" --link-us "$link_us" --out "$out" --config "$config"
 
-plots_t="" plots_e="" i=0
+# The plots take scaling.csv's columns by their header names (gnuplot fails on a name it lacks).
+plots_t="" plots_e=""
 for o in $opts; do
-  i=$((i + 1))
-  sel="(stringcolumn(2) eq '$o' ? \$3 : 1/0)"
-  plots_t+="'$out/scaling.csv' using $sel:(stringcolumn(2) eq '$o' ? \$8 : 1/0) with linespoints lw 2 title '$o', "
-  plots_t+="'$out/scaling.csv' using $sel:(stringcolumn(2) eq '$o' ? \$16 : 1/0) with lines dt 2 title '$o ideal', "
-  plots_e+="'$out/scaling.csv' using $sel:(stringcolumn(2) eq '$o' ? \$10 : 1/0) with linespoints lw 2 title '$o', "
+  is="strcol('opt_level') eq '$o'"
+  sel="($is ? column('ranks') : 1/0)"
+  plots_t+="'$out/scaling.csv' using $sel:($is ? column('images_per_s') : 1/0) with linespoints lw 2 title '$o', "
+  plots_t+="'$out/scaling.csv' using $sel:($is ? column('ideal_images_per_s') : 1/0) with lines dt 2 title '$o ideal', "
+  plots_e+="'$out/scaling.csv' using $sel:($is ? column('efficiency') : 1/0) with linespoints lw 2 title '$o', "
 done
-gp "set output '$out/throughput.png'; set title 'Throughput, $mode scaling ($(basename "$config"))'; set xlabel 'ranks'; set ylabel 'images/s'; set logscale x 2; plot ${plots_t%, }"
-gp "set output '$out/efficiency.png'; set title 'Scaling efficiency, $mode scaling'; set xlabel 'ranks'; set ylabel 'efficiency'; set logscale x 2; set yrange [0:1.1]; plot ${plots_e%, }, 1 with lines dt 2 lc 'gray' title 'ideal'"
-gp "set output '$out/time_split.png'; set title 'Time per step'; set ylabel 'ms per step'; set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.7; set xtics rotate by -30; plot '$out/scaling.csv' using 11:xtic(stringcolumn(2).' x'.stringcolumn(3)) title 'compute', '' using 12 title 'exposed comm', '' using 13 title 'input wait'"
+heads="set datafile columnheaders"
+gp "set output '$out/throughput.png'; set title 'Throughput, $mode scaling ($(basename "$config"))'; set xlabel 'ranks'; set ylabel 'images/s'; set logscale x 2; $heads; plot ${plots_t%, }"
+gp "set output '$out/efficiency.png'; set title 'Scaling efficiency, $mode scaling'; set xlabel 'ranks'; set ylabel 'efficiency'; set logscale x 2; set yrange [0:1.1]; $heads; plot ${plots_e%, }, 1 with lines dt 2 lc 'gray' title 'ideal'"
+gp "set output '$out/time_split.png'; set title 'Time per step'; set ylabel 'ms per step'; set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.7; set xtics rotate by -30; $heads; plot '$out/scaling.csv' using 'compute_ms':xtic(strcol('opt_level').' x'.strcol('ranks')) title 'compute', '' using 'comm_exposed_ms' title 'exposed comm', '' using 'input_wait_ms' title 'input wait'"
 cat "$out/scaling.md"
 echo
 cat "$out/model.md"
