@@ -39,6 +39,11 @@ typedef struct mp_layer_class {
      * it reads dy at other positions only before it writes any of dx (BatchNorm's sums), and
      * dy at a position before it writes dx there (ReLU, BatchNorm). */
     bool inplace_backward;
+    /* backward does not read x (skips_x), or y (skips_y): for the memory plan (engine/plan.h),
+     * where a tensor no later op reads gives its bytes to others */
+    bool skips_x, skips_y;
+    /* forward may be given y over x's own memory (element for element) */
+    bool inplace_forward;
 } mp_layer_class;
 
 /* Starts a layer class's set-up of l: zeroes it and sets its class, backend, name and input
@@ -136,8 +141,12 @@ struct mp_block {
     mp_tensor out_tmp; /* (max_batch, out_shape) in the output dtype, the class's own */
     mp_tensor in_tmp;  /* (max_batch, in_shape) in the input dtype, the class's own */
     bool post_relu;    /* residual: a ReLU after the sum */
-    bool shared;       /* its inner storage (the children's activations, gbuf, out_tmp,
-                          in_tmp) is a view of the model's recomputation arena, not its own */
+    /* How the class uses its tensors, for the memory plan (engine/seq_plan.c): with mid_tmp,
+     * out_tmp holds a value the block writes between its children in forward, child 1's input,
+     * kept for backward (the transformer's h); without, out_tmp, in_tmp and gbuf are backward
+     * scratch. With sum_over_main the block's output may be written over child 0's output
+     * (the residual sum, element for element). */
+    bool mid_tmp, sum_over_main;
 };
 
 /* Child i of a block as a sequence. */

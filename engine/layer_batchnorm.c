@@ -59,7 +59,8 @@ static const mp_layer_class mp_batchnorm_class = {
     .type = "batchnorm",
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
-    .inplace_backward = true};
+    .inplace_backward = true,
+    .skips_y = true};
 
 mp_status mp_layer_batchnorm_init(mp_layer *l, const mp_ops *ops, const char *name,
                                   const int64_t in_shape[3], double eps, double momentum)

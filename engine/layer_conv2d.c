@@ -58,7 +58,7 @@ static mp_status conv2d_backward(mp_layer *l, const mp_tensor *x, const mp_tenso
 
 static const mp_layer_class mp_conv2d_class = {
     .type = "conv2d", .forward = conv2d_forward, .backward = conv2d_backward,
-    .out_dtype = mp_out_compute, .cast_input = true};
+    .out_dtype = mp_out_compute, .cast_input = true, .skips_y = true};
 
 mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
                                const int64_t in_shape[3], int64_t out, const int kernel[2],

@@ -49,7 +49,8 @@ static mp_status dropout_backward(mp_layer *l, const mp_tensor *x, const mp_tens
 }
 
 static const mp_layer_class mp_dropout_class = {
-    .type = "dropout", .forward = dropout_forward, .backward = dropout_backward};
+    .type = "dropout", .forward = dropout_forward, .backward = dropout_backward,
+    .skips_x = true, .skips_y = true};
 
 mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name,
                                 const int64_t in_shape[3], double p)

@@ -25,7 +25,7 @@ static mp_status embed_backward(mp_layer *l, const mp_tensor *x, const mp_tensor
 
 static const mp_layer_class mp_embedding_class = {
     .type = "embedding", .forward = embed_forward, .backward = embed_backward,
-    .out_dtype = mp_out_weights};
+    .out_dtype = mp_out_weights, .skips_y = true};
 
 /* P as one row of H W D elements, for bias_add and bias_grad over the batch. */
 static mp_tensor flat(const mp_tensor *p)
@@ -54,7 +54,7 @@ static mp_status pos_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *
 
 static const mp_layer_class mp_posembed_class = {
     .type = "posembed", .forward = pos_forward, .backward = pos_backward,
-    .out_dtype = mp_out_weights};
+    .out_dtype = mp_out_weights, .skips_x = true, .skips_y = true};
 
 static void setup(mp_layer *l, const mp_ops *ops, const mp_layer_class *cls, const char *name,
                   const int64_t in_shape[3], int64_t rows, int64_t width)

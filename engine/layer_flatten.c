@@ -18,7 +18,8 @@ static mp_status flatten_backward(mp_layer *l, const mp_tensor *x, const mp_tens
 }
 
 static const mp_layer_class mp_flatten_class = {
-    .type = "flatten", .forward = flatten_forward, .backward = flatten_backward};
+    .type = "flatten", .forward = flatten_forward, .backward = flatten_backward,
+    .skips_x = true, .skips_y = true};
 
 mp_status mp_layer_flatten_init(mp_layer *l, const mp_ops *ops, const char *name,
                                 const int64_t in_shape[3])

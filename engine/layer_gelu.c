@@ -15,7 +15,7 @@ static mp_status gelu_backward(mp_layer *l, const mp_tensor *x, const mp_tensor 
 }
 
 static const mp_layer_class mp_gelu_class = {
-    .type = "gelu", .forward = gelu_forward, .backward = gelu_backward};
+    .type = "gelu", .forward = gelu_forward, .backward = gelu_backward, .skips_y = true};
 
 mp_status mp_layer_gelu_init(mp_layer *l, const mp_ops *ops, const char *name,
                              const int64_t in_shape[3])

@@ -24,7 +24,8 @@ static mp_dtype ln_out(const mp_layer *l, const mp_amp_policy *a, mp_dtype in)
 }
 
 static const mp_layer_class mp_layernorm_class = {
-    .type = "layernorm", .forward = ln_forward, .backward = ln_backward, .out_dtype = ln_out};
+    .type = "layernorm", .forward = ln_forward, .backward = ln_backward, .out_dtype = ln_out,
+    .skips_y = true};
 
 mp_status mp_layer_layernorm_init(mp_layer *l, const mp_ops *ops, const char *name,
                                   const int64_t in_shape[3], double eps)

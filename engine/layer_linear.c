@@ -40,7 +40,7 @@ static mp_status linear_backward(mp_layer *l, const mp_tensor *x, const mp_tenso
 
 static const mp_layer_class mp_linear_class = {
     .type = "linear", .forward = linear_forward, .backward = linear_backward,
-    .out_dtype = mp_out_compute, .cast_input = true};
+    .out_dtype = mp_out_compute, .cast_input = true, .skips_y = true};
 
 mp_status mp_layer_linear_init(mp_layer *l, const mp_ops *ops, const char *name,
                                const int64_t in_shape[3], int64_t out, bool per_token)

@@ -15,7 +15,8 @@ static mp_status relu_backward(mp_layer *l, const mp_tensor *x, const mp_tensor 
 }
 
 static const mp_layer_class mp_relu_class = {
-    .type = "relu", .forward = relu_forward, .backward = relu_backward, .inplace_backward = true};
+    .type = "relu", .forward = relu_forward, .backward = relu_backward, .inplace_backward = true,
+    .skips_x = true, .inplace_forward = true};
 
 mp_status mp_layer_relu_init(mp_layer *l, const mp_ops *ops, const char *name,
                              const int64_t in_shape[3])

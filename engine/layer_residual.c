@@ -82,6 +82,7 @@ static mp_status build_paths(mp_block *b, const mp_ops *ops, const int64_t in_sh
 {
     path m = {b, 0, ops, in_shape};
     b->nchild = 2;
+    b->sum_over_main = true; /* block_forward's add, element for element */
     if (strcmp(kind, "basic") == 0) {
         MP_TRY(conv(&m, "conv1", out, 3, stride, 1));
         MP_TRY(bn(&m, "bn1"));

@@ -33,7 +33,7 @@ static mp_status block_backward(mp_layer *l, const mp_tensor *x, const mp_tensor
 }
 
 static const mp_layer_class mp_transformer_class = {
-    .type = "transformer", .forward = block_forward, .backward = block_backward};
+    .type = "transformer", .forward = block_forward, .backward = block_backward, .skips_y = true};
 
 /* Appends a layer to child c set up by init(...), its input the child's last output (or the
  * block's input). */
@@ -52,6 +52,7 @@ static mp_status build(mp_block *b, const mp_ops *ops, const int64_t in_shape[3]
     b->nchild = 2;
     b->out_child = -1;
     b->in_tmp_used = true;
+    b->mid_tmp = true;
     APPEND(0, mp_layer_layernorm_init, "ln1", shape, eps);
     APPEND(0, mp_layer_linear_init, "attn.qkv", shape, 3 * d, true);
     APPEND(0, mp_layer_attention_init, "attn", shape, heads, causal, p, flash);

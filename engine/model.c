@@ -155,28 +155,38 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
                                NULL);
 }
 
-/* The activations of m's layers (with recomputation the blocks' inner storage in one shared
- * region, measured first) and the activation-gradient ping-pong. */
+/* The activations of m's layers and the activation-gradient ping-pong, placed by one plan over
+ * a training step (engine/plan.h): forward, the loss reading the logits, backward (with
+ * recomputation, each block's forward again inside it). */
 static void alloc_activations(mp_model *m)
 {
     mp_seq s = top(m);
+    mp_plan *p = &m->plan;
     int64_t widest = 0;
     size_t elem = 0;
-    mp_arena arena = {0};
-    mp_seq_alloc(&s, &m->amp, m->input, m->max_batch, &widest, &elem,
-                 m->recompute ? &arena : NULL);
-    if (m->recompute && arena.size > 0) {
-        m->arena = m->ops->mem_alloc(arena.size, MP_MEM_ACTIVATIONS);
+    mp_seq_alloc(&s, &m->amp, m->input, m->max_batch, &widest, &elem, p);
+    int64_t ds[2] = {m->max_batch, widest};
+    for (int i = 0; i < 2; i++) { /* activation gradients: sized for the widest element */
+        m->dbuf[i] = mp_tensor_view(NULL, mp_seq_scratch_dtype(elem), 2, ds);
+        mp_plan_add(p, &m->dbuf[i]);
+    }
+    const mp_tensor *logits = mp_seq_plan_forward(&s, NULL, p);
+    m->forward_end = p->tick;
+    mp_plan_read(p, logits, ++p->tick); /* the loss */
+    for (int i = 0; i < 2; i++)
+        mp_plan_write(p, &m->dbuf[i], p->tick + 1);
+    mp_seq_plan_backward(&s, NULL, p, m->backward_end);
+    for (int i = 0; i < 2; i++)
+        mp_plan_read(p, &m->dbuf[i], p->tick);
+    mp_plan_place(p);
+    if (p->size > 0) {
+        m->arena = m->ops->mem_alloc(p->size, MP_MEM_ACTIVATIONS);
         if (!m->arena) {
             fprintf(stderr, "mpdist: %s\n", mp_error_message());
             abort();
         }
-        arena.base = m->arena;
-        mp_seq_place_blocks(&s, &m->amp, m->input, m->max_batch, &arena);
     }
-    int64_t ds[2] = {m->max_batch, widest};
-    for (int i = 0; i < 2; i++) /* activation gradients: sized for the widest element */
-        m->dbuf[i] = mp_tensor_new(m->ops, mp_seq_scratch_dtype(elem), 2, ds, MP_MEM_ACTIVATIONS);
+    mp_plan_bind(p, m->arena);
 }
 
 mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs,
@@ -232,6 +242,7 @@ mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spe
         m->first_param[i] = k;
         mp_seq_bind(&one, &m->params, &k, &m->stats, &off);
     }
+    m->plan.apart = o && o->unplanned;
     alloc_activations(m);
     return MP_OK;
 }
@@ -349,8 +360,6 @@ void mp_model_free(mp_model *m)
 {
     mp_seq s = top(m);
     mp_seq_free(&s);
-    for (int i = 0; i < 2 && m->ops; i++)
-        mp_tensor_delete(m->ops, &m->dbuf[i]);
     if (m->ops && m->stats_saved.data) {
         mp_tensor_delete(m->ops, &m->stats);
         mp_tensor_delete(m->ops, &m->stats_saved);
@@ -358,5 +367,6 @@ void mp_model_free(mp_model *m)
     mp_params_free(&m->params);
     if (m->arena)
         m->ops->mem_free(m->arena);
+    mp_plan_free(&m->plan);
     memset(m, 0, sizeof *m);
 }

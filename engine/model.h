@@ -13,6 +13,7 @@
 #include "engine/layer.h"
 #include "engine/ops.h"
 #include "engine/params.h"
+#include "engine/plan.h"
 
 #define MP_MAX_LAYERS 64
 
@@ -22,6 +23,8 @@ typedef struct mp_model_opts {
     int shard_rank, shard_size; /* this rank among shard_size (0 or 1: unsharded) */
     bool recompute;             /* model.recompute: blocks keep only their input and output,
                                    and run their forward again before their backward */
+    bool unplanned;             /* every activation in bytes of its own (engine/plan.h's
+                                   apart: the tests' reference for the plan) */
 } mp_model_opts;
 
 typedef struct mp_model {
@@ -42,8 +45,14 @@ typedef struct mp_model {
     mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
     mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
     bool recompute;                 /* the blocks recompute (mp_model_opts) */
-    void *arena;                    /* the blocks' shared inner storage when they recompute,
-                                       MP_MEM_ACTIVATIONS; NULL otherwise */
+    /* Every activation and scratch tensor above (the layers' and their blocks') is a view of
+     * one arena (MP_MEM_ACTIVATIONS) that the plan lays out over a training step: tensors
+     * whose lifetimes do not overlap share bytes (engine/plan.h, docs/memory.md). The plan
+     * keeps the lifetimes: its ops are numbered from 1, forward_end the last op of forward,
+     * then the loss, then backward_end[i] the last op of top-level layer i's backward. */
+    mp_plan plan;
+    void *arena;
+    int64_t forward_end, backward_end[MP_MAX_LAYERS];
     mp_tensor logits;               /* view of the last forward's output (n positions,
                                        num_classes) */
     mp_tensor stats;                /* the persistent buffers (BatchNorm running statistics),

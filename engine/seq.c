@@ -80,25 +80,19 @@ int64_t mp_seq_stats_numel(const mp_seq *s)
 
 mp_dtype mp_seq_scratch_dtype(size_t elem) { return elem >= 8 ? MP_F64 : elem == 4 ? MP_F32 : MP_F16; }
 
-/* Storage of `bytes`-rounded shape (ndim, shape) in dt: fresh, or the next 64-byte aligned view
- * of the arena (no storage yet while it is measured: arena->base NULL). */
-static mp_tensor take(const mp_ops *ops, mp_arena *arena, mp_dtype dt, int ndim,
-                      const int64_t *shape)
+/* A tensor of shape (ndim, shape) in dt at *dst, its storage planned (no data until the plan
+ * is bound). */
+static void take(mp_tensor *dst, mp_plan *plan, mp_dtype dt, int ndim, const int64_t *shape)
 {
-    if (!arena)
-        return mp_tensor_new(ops, dt, ndim, shape, MP_MEM_ACTIVATIONS);
-    mp_tensor t = mp_tensor_view(NULL, dt, ndim, shape);
-    if (arena->base)
-        t.data = arena->base + arena->off;
-    arena->off += ((size_t)mp_tensor_bytes(&t) + 63) / 64 * 64;
-    return t;
+    *dst = mp_tensor_view(NULL, dt, ndim, shape);
+    mp_plan_add(plan, dst);
 }
 
-static mp_tensor batch_tensor(const mp_ops *ops, mp_arena *arena, mp_dtype dt, int64_t max_batch,
-                              const int64_t shape[3])
+static void batch_tensor(mp_tensor *dst, mp_plan *plan, mp_dtype dt, int64_t max_batch,
+                         const int64_t shape[3])
 {
     int64_t s[4] = {max_batch, shape[0], shape[1], shape[2]};
-    return take(ops, arena, dt, 4, s);
+    take(dst, plan, dt, 4, s);
 }
 
 static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, size_t *elem)
@@ -109,79 +103,51 @@ static void raise_widest(const int64_t shape[3], mp_dtype dt, int64_t *widest, s
         *elem = mp_dtype_size(dt);
 }
 
-static mp_dtype alloc_seq(const mp_seq *s, const mp_amp_policy *a, mp_dtype in,
-                          int64_t max_batch, int64_t *widest, size_t *elem, mp_arena *arena,
-                          bool inner);
-
 /* A block's inner storage: its children's activations (each child takes an input of the
- * block's input dtype), gradient scratch sized for them, and the class's own tensors; all of
- * it from the arena's start when there is one (then only one block's is live at a time). */
+ * block's input dtype), gradient scratch sized for them, and the class's own tensors. */
 static mp_dtype alloc_block(mp_layer *l, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
-                            mp_arena *arena)
+                            mp_plan *plan)
 {
     mp_block *b = l->block;
     int64_t widest = mp_shape_numel(l->in_shape);
     size_t elem = mp_dtype_size(in);
     mp_dtype out = in;
-    b->shared = arena != NULL;
-    if (arena)
-        arena->off = 0;
     for (int c = 0; c < b->nchild; c++) {
         mp_seq child = mp_block_child(b, c);
-        mp_dtype dt = alloc_seq(&child, a, in, max_batch, &widest, &elem, arena, true);
+        mp_dtype dt = mp_seq_alloc(&child, a, in, max_batch, &widest, &elem, plan);
         if (c == b->out_child)
             out = dt;
     }
     mp_dtype gdt = mp_seq_scratch_dtype(elem);
     int64_t gs[2] = {max_batch, widest};
     for (int i = 0; i < 2; i++)
-        b->gbuf[i] = take(l->ops, arena, gdt, 2, gs);
-    b->out_tmp = batch_tensor(l->ops, arena, out, max_batch, l->out_shape);
+        take(&b->gbuf[i], plan, gdt, 2, gs);
+    batch_tensor(&b->out_tmp, plan, out, max_batch, l->out_shape);
     if (b->in_tmp_used)
-        b->in_tmp = batch_tensor(l->ops, arena, in, max_batch, l->in_shape);
-    if (arena && arena->off > arena->size)
-        arena->size = arena->off;
+        batch_tensor(&b->in_tmp, plan, in, max_batch, l->in_shape);
     return out;
 }
 
-/* mp_seq_alloc; `inner`: s is a block's child, whose storage comes from the arena if any. */
-static mp_dtype alloc_seq(const mp_seq *s, const mp_amp_policy *a, mp_dtype in,
-                          int64_t max_batch, int64_t *widest, size_t *elem, mp_arena *arena,
-                          bool inner)
+mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
+                      int64_t *widest, size_t *elem, mp_plan *plan)
 {
-    mp_arena *mine = inner ? arena : NULL;
     mp_dtype dt = in;
     raise_widest(s->n ? s->layers[0].in_shape : (int64_t[3]){1, 1, 1}, dt, widest, elem);
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
         if (l->cls->cast_input && dt != a->compute)
-            s->xcast[i] = batch_tensor(l->ops, mine, a->compute, max_batch, l->in_shape);
+            batch_tensor(&s->xcast[i], plan, a->compute, max_batch, l->in_shape);
         if (l->block)
-            dt = alloc_block(l, a, dt, max_batch, arena);
+            dt = alloc_block(l, a, dt, max_batch, plan);
         else if (l->cls->out_dtype)
             dt = l->cls->out_dtype(l, a, dt);
-        s->acts[i] = batch_tensor(l->ops, mine, dt, max_batch, l->out_shape);
+        batch_tensor(&s->acts[i], plan, dt, max_batch, l->out_shape);
         if (mp_shape_numel(l->save_shape) > 0)
-            l->save = batch_tensor(l->ops, mine,
-                                   l->save_fp32 ? mp_attn_flash_stats_dtype(dt) : dt,
-                                   max_batch, l->save_shape);
+            batch_tensor(&l->save, plan, l->save_fp32 ? mp_attn_flash_stats_dtype(dt) : dt,
+                         max_batch, l->save_shape);
         raise_widest(l->out_shape, dt, widest, elem);
     }
     return dt;
-}
-
-mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
-                      int64_t *widest, size_t *elem, mp_arena *arena)
-{
-    return alloc_seq(s, a, in, max_batch, widest, elem, arena, false);
-}
-
-void mp_seq_place_blocks(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
-                         mp_arena *arena)
-{
-    for (int i = 0; i < s->n; i++)
-        if (s->layers[i].block)
-            alloc_block(&s->layers[i], a, i == 0 ? in : s->acts[i - 1].dtype, max_batch, arena);
 }
 
 /* Whether parameter k's separate FP32 master is sharded (ZeRO-1). */
@@ -417,38 +383,22 @@ void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *
     *acts += shared;
 }
 
-/* mp_seq_free; `views`: the activation storage is the arena's, not to be freed. */
-static void free_seq(const mp_seq *s, bool views)
+void mp_seq_free(const mp_seq *s)
 {
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
-        if (s->acts && !views)
-            mp_tensor_delete(l->ops, &s->acts[i]);
-        if (s->xcast && !views)
-            mp_tensor_delete(l->ops, &s->xcast[i]);
-        if (l->save.data && !views)
-            mp_tensor_delete(l->ops, &l->save);
         for (int j = 0; j < l->nbuffers; j++) {
             if (!l->buffer_persistent[j]) /* else a view of the model's statistics */
                 mp_tensor_delete(l->ops, &l->buf[j]);
             l->buf[j] = (mp_tensor){0};
         }
         if (l->block) {
-            mp_block *b = l->block;
-            for (int c = 0; c < b->nchild; c++) {
-                mp_seq child = mp_block_child(b, c);
-                free_seq(&child, b->shared);
+            for (int c = 0; c < l->block->nchild; c++) {
+                mp_seq child = mp_block_child(l->block, c);
+                mp_seq_free(&child);
             }
-            if (!b->shared) {
-                mp_tensor_delete(l->ops, &b->gbuf[0]);
-                mp_tensor_delete(l->ops, &b->gbuf[1]);
-                mp_tensor_delete(l->ops, &b->out_tmp);
-                mp_tensor_delete(l->ops, &b->in_tmp);
-            }
-            free(b);
+            free(l->block);
             l->block = NULL;
         }
     }
 }
-
-void mp_seq_free(const mp_seq *s) { free_seq(s, false); }

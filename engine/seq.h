@@ -7,6 +7,7 @@
 #include "engine/amp.h"
 #include "engine/layer.h"
 #include "engine/params.h"
+#include "engine/plan.h"
 
 /* Declares the parameters of every layer of s (depth first) as "<prefix><layer>.<suffix>".
  * MP_EUSAGE when a name is used twice. */
@@ -22,26 +23,21 @@ void mp_seq_bind(const mp_seq *s, const mp_params *p, int *k, const mp_tensor *s
  * padded as mp_seq_bind places them. */
 int64_t mp_seq_stats_numel(const mp_seq *s);
 
-/* Where composite blocks' inner storage comes from when the model recomputes (mp_seq.recompute):
- * one region of `size` bytes at base, which every block's storage views from its start (only one
- * block's is live at a time). While base is NULL, allocation only measures: the tensors get no
- * storage, and size becomes the largest block's need. */
-typedef struct mp_arena {
-    char *base;
-    size_t off, size;
-} mp_arena;
-
-/* Allocates each layer's output (and cast input) for batches of max_batch under policy a,
- * starting from input dtype `in`; returns the output dtype of the last layer and raises
- * *widest (elements per sample) and *elem (bytes per element) to the largest seen. With an
- * arena, blocks' inner storage is the arena's (see mp_arena), the sequence's own fresh. */
+/* Adds each layer's output (and cast input, and saved tensor) for batches of max_batch under
+ * policy a, starting from input dtype `in`, to the plan (engine/plan.h), blocks' inner storage
+ * included; returns the output dtype of the last layer and raises *widest (elements per sample)
+ * and *elem (bytes per element) to the largest seen. */
 mp_dtype mp_seq_alloc(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
-                      int64_t *widest, size_t *elem, mp_arena *arena);
+                      int64_t *widest, size_t *elem, mp_plan *plan);
 
-/* After mp_seq_alloc measured the arena and its region is allocated (base set): points every
- * block's inner storage into it. `in` as for mp_seq_alloc. */
-void mp_seq_place_blocks(const mp_seq *s, const mp_amp_policy *a, mp_dtype in, int64_t max_batch,
-                         mp_arena *arena);
+/* The tensors' lifetimes (engine/seq_plan.c): numbers the ops of a training step over s, whose
+ * input x the plan does not hold, in the order mp_seq_forward and mp_seq_backward run them, and
+ * tells the plan what each writes and reads; blocks' inner ops are numbered as their classes
+ * run them, and with s->recompute a block's forward runs again at the start of its backward.
+ * mp_seq_plan_forward returns the last output; mp_seq_plan_backward sets end[i] (may be NULL)
+ * to the last op of top-level layer i's backward. */
+const mp_tensor *mp_seq_plan_forward(const mp_seq *s, const mp_tensor *x, mp_plan *plan);
+void mp_seq_plan_backward(const mp_seq *s, const mp_tensor *x, mp_plan *plan, int64_t *end);
 
 /* A dtype with `elem` bytes an element, for gradient scratch that holds any activation's. */
 mp_dtype mp_seq_scratch_dtype(size_t elem);
@@ -78,11 +74,12 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
  * out[*n..max) as "<prefix><layer>.<suffix>", counting them in *n (also past max). */
 void mp_seq_buffers(const mp_seq *s, const char *prefix, mp_named_tensor *out, int *n, int max);
 
-/* Parameter and activation elements s would allocate (blocks included; with s->recompute the
- * blocks' inner storage once, the largest), without allocating. */
+/* Parameter elements of s, and an upper bound of its activation elements without a plan: every
+ * tensor its own storage (with s->recompute the blocks' inner storage once, the largest), as
+ * the memory check before a build counts them. Allocates nothing. */
 void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts);
 
-/* Frees what alloc and bind allocated, and the blocks. */
+/* Frees what bind allocated, and the blocks (the planned tensors' arena is the caller's). */
 void mp_seq_free(const mp_seq *s);
 
 #endif

@@ -250,6 +250,10 @@ static void print_dry_run(mp_trainer *t, const mp_config *cfg)
     for (int k = 0; k < MP_MEM_NCAT; k++)
         printf(" %s %lld%s", mp_mem_cat_name((mp_mem_cat)k),
                (long long)mp_mem_current((mp_mem_cat)k), k + 1 < MP_MEM_NCAT ? "," : "\n");
+    const mp_plan *p = &t->model.plan;
+    size_t apart = mp_plan_unshared(p);
+    printf("activation plan: %zu tensors in %zu bytes, %zu if each had bytes of its own (%.3f)\n",
+           (size_t)p->n, p->size, apart, apart ? (double)p->size / (double)apart : 0.0);
 }
 
 /* mpdist train on a set-up trainer: the start state, outputs, the run. The exit code. */

@@ -4,7 +4,10 @@
  * residual blocks with BatchNorm (resnet20's) and transformer blocks with dropout (vit's, whose
  * stem holds BatchNorm too), at O0 and O2 fp16, over two training steps with different dropout
  * masks; and it allocates fewer activation bytes (the allocator's counters): for resnet20 at
- * most half. */
+ * most 0.55x of the planned arena without it (engine/plan.h; 0.51x at O0 and O2 when the plan
+ * came, 2026-11-30: the plan without recomputation already shares the blocks' scratch and its
+ * ReLUs' inputs, so the ratio is no longer against every tensor in bytes of its own, where
+ * recomputation had kept under half). */
 #include "tests/util/test_util.h"
 
 #include <string.h>
@@ -99,8 +102,8 @@ static void test_resnet20(void **state)
     (void)state;
     mp_preset_args pa = {.depth = 20};
     const int64_t in[3] = {16, 16, 3};
-    assert_true(compare("resnet20", &pa, in, 10, MP_O0) <= 0.5);
-    assert_true(compare("resnet20", &pa, in, 10, MP_O2) <= 0.5);
+    assert_true(compare("resnet20", &pa, in, 10, MP_O0) <= 0.55);
+    assert_true(compare("resnet20", &pa, in, 10, MP_O2) <= 0.55);
 }
 
 static void test_vit_with_dropout(void **state)

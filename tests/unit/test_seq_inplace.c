@@ -74,6 +74,8 @@ static void check_specs(const char *preset, const mp_layer_spec *specs, int nspe
         assert_non_null(grads[k]);
         memcpy(grads[k], gr->data, (size_t)mp_tensor_bytes(gr));
     }
+    /* forward again: the planned arena (engine/plan.h) reuses what a backward has read */
+    assert_int_equal(mp_model_forward(&m, &x, true, &logits), MP_OK);
     assert_int_equal(mp_model_backward(&m, &x, &dl), MP_OK);
     for (int k = 0; k < MP_NGROUPS; k++) {
         const mp_tensor *gr = &m.params.groups[k].grad;
