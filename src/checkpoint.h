@@ -74,7 +74,10 @@ mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_con
  * the BatchNorm layers' parameters and running statistics stay FP32 (a BatchNorm layer: a
  * prefix P with a buffer P.running_mean; its parameters are P.weight and P.bias). /meta gets
  * attribute "batchnorm_dtype" when the model has BatchNorm layers. LayerNorm's parameters are
- * written in dt. */
+ * written in dt. MP_EUSAGE, before anything is written, for an empty `out`, one that is not a
+ * regular file (a directory, device or FIFO), `in` itself, or a training checkpoint (kind
+ * "full"): export replaces only a missing file, an earlier export or a file that is no
+ * checkpoint. */
 mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32);
 
 /* Prints a checkpoint's meta, parameter table (name, shape, dtype, norm), buffers, scaler and

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "io/h5file.h"
 #include "src/checkpoint.h"
@@ -140,8 +141,40 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const nam
     return st;
 }
 
+/* Refuses an export's output that it must not replace (MP_EUSAGE): no path, anything but a
+ * regular file (a directory, a device, a FIFO: the new file would take its name), the input
+ * itself, or a training checkpoint (what a run resumes from). A missing file or an earlier
+ * export is fine; a file that is not a checkpoint is replaced, as cp would. */
+static mp_status export_target(const char *in, const char *out)
+{
+    if (!out[0])
+        return mp_fail(MP_EUSAGE, "export: the output path is empty");
+    struct stat so, si;
+    if (stat(out, &so) != 0)
+        return MP_OK;
+    if (!S_ISREG(so.st_mode))
+        return mp_fail(MP_EUSAGE, "export: %s is not a regular file (%s); give the path of a new "
+                       "file", out, S_ISDIR(so.st_mode) ? "a directory" : "a device, FIFO or socket");
+    if (stat(in, &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+        return mp_fail(MP_EUSAGE, "export: %s is the checkpoint being exported; give another "
+                       "output path", out);
+    mp_h5r *r = NULL;
+    char *kind = NULL;
+    mp_status st = mp_checkpoint_open(out, &r, &kind);
+    mp_error_clear();
+    bool full = st == MP_OK && kind && strcmp(kind, "full") == 0;
+    free(kind);
+    if (r)
+        mp_h5r_close(r);
+    if (full)
+        return mp_fail(MP_EUSAGE, "export: %s is a training checkpoint; export will not replace "
+                       "it (remove it first, or give another output path)", out);
+    return MP_OK;
+}
+
 mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32)
 {
+    MP_TRY(export_target(in, out));
     mp_h5r *r;
     MP_TRY(mp_checkpoint_open(in, &r, NULL));
     mp_dtype bn_dt = keep_bn_fp32 ? MP_F32 : dt;

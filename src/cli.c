@@ -192,7 +192,7 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
                 first = 2;
             }
     cli->rest = first;
-    int max_pos = cli->cmd == MP_CMD_EXPORT ? 2 : 1;
+    int max_pos = cli->cmd == MP_CMD_EXPORT ? 2 : cli->cmd == MP_CMD_INFO ? 0 : 1;
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (cli->cmd == MP_CMD_BENCH_COMM && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0)

@@ -83,6 +83,7 @@ expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint" "$MPDIST" eval x.cfg
 expect_exit 2 "usage: mpdist export FILE.h5 OUT.h5" "$MPDIST" export a.h5
 expect_exit 2 "unexpected argument 'b.h5'" "$MPDIST" inspect a.h5 b.h5
+expect_exit 2 "unexpected argument 'extra'" "$MPDIST" info extra
 expect_exit 2 "usage: mpdist inspect FILE.h5" "$MPDIST" inspect
 expect_exit 2 "--resume is an option of mpdist train" "$MPDIST" inspect a.h5 --resume auto
 # Under mpirun a command-line error is printed once, not once per rank.
