@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <jpeglib.h>
+#include <jerror.h>
 #include <png.h>
 
 typedef struct jpeg_error {
@@ -38,10 +39,15 @@ static void jpeg_scans(j_common_ptr c)
     }
 }
 
-static void jpeg_quiet(j_common_ptr c, int level)
+/* libjpeg's warnings: a stream whose data ran out (a cut file: "Premature end of JPEG file") or
+ * whose scan ends at a marker before its last row ("premature end of data segment") decodes
+ * with filler pixels, so it fails as an error does, as PIL refuses a truncated image. The others
+ * (extraneous bytes before a marker, which cameras and some ImageNet files have) leave every
+ * pixel decoded and are not printed. */
+static void jpeg_warning(j_common_ptr c, int level)
 {
-    (void)c;
-    (void)level; /* warnings (a corrupt but decodable stream) are not printed */
+    if (level == -1 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER))
+        jpeg_fail(c);
 }
 
 /* CMYK pixels (4 bytes each, stored inverted when Adobe wrote the file, as Photoshop does) to
@@ -78,7 +84,7 @@ static mp_status decode_jpeg(const uint8_t *buf, size_t n, const char *path, int
     snprintf(e.msg, sizeof e.msg, "out of memory");
     d.err = jpeg_std_error(&e.mgr);
     e.mgr.error_exit = jpeg_fail;
-    e.mgr.emit_message = jpeg_quiet;
+    e.mgr.emit_message = jpeg_warning;
     if (setjmp(e.back)) {
         jpeg_destroy_decompress(&d);
         free(px);

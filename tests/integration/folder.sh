@@ -3,8 +3,8 @@
 # files written from Fashion-MNIST's IDX files (tests/util/make_folder.c: even samples PNG, odd
 # JPEG). The MLP trains on 2 ranks at the images' own size, and the cnn with the training
 # transform (random resized crop and flip): each bit for bit the same over reruns and with 0, 1
-# and 3 loader threads; a damaged JPEG ends the run with exit 3 naming the file; bad configs
-# end with exit 2 naming the key.
+# and 3 loader threads; a damaged JPEG (a cut header, a cut scan, a scan ended early by its end
+# marker) ends the run with exit 3 naming the file; bad configs end with exit 2 naming the key.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -48,6 +48,16 @@ bad=${jpegs[0]}
 truncate -s 100 "$bad"
 expect_exit 3 "$(basename "$bad"): not a readable JPEG file" \
   "${one[@]}" --set "data.path=\"$TMP/bad\"" --set data.shuffle=false
+# A JPEG cut inside its scan, or whose scan meets its end marker early, decodes with filler
+# pixels; it is refused as a damaged file (exit 3), not trained on.
+cp -r "$TMP/fm" "$TMP/cut" && cp -r "$TMP/fm" "$TMP/eoi"
+cut=("$TMP"/cut/train/0/*.jpg) eoi=("$TMP"/eoi/train/0/*.jpg)
+truncate -s $(($(stat -c %s "${cut[0]}") - 40)) "${cut[0]}"
+expect_exit 3 "$(basename "${cut[0]}"): not a readable JPEG file \(Premature end of JPEG file\)" \
+  "${one[@]}" --set "data.path=\"$TMP/cut\"" --set data.shuffle=false --set "checkpoint.dir=\"$TMP/ck-cut\""
+printf '\xff\xd9' | dd of="${eoi[0]}" bs=1 seek=$(($(stat -c %s "${eoi[0]}") - 60)) conv=notrunc status=none
+expect_exit 3 "$(basename "${eoi[0]}"): not a readable JPEG file \(Corrupt JPEG data: premature end of data segment\)" \
+  "${one[@]}" --set "data.path=\"$TMP/eoi\"" --set data.shuffle=false --set "checkpoint.dir=\"$TMP/ck-eoi\""
 mkdir -p "$TMP/noval" && cp -r "$TMP/fm/train" "$TMP/noval/"
 expect_exit 3 'noval/val: no such directory' "${one[@]}" --set "data.path=\"$TMP/noval\""
 printf 'data: { format = "folder"; };\n' >"$TMP/nopath.cfg"
