@@ -90,8 +90,13 @@ static mp_status scan_shard(mp_token_shard *s, int token_bytes, int64_t vocab, i
     mp_status st = buf ? MP_OK : mp_fail(MP_EDATA, "%s: out of memory", s->path);
     int32_t head[3] = {0, 0, 0};
     int w = token_bytes;
-    if (st == MP_OK && size >= MP_TOKENS_HEADER_BYTES)
-        st = read_at(fd, s->path, head, sizeof head, 0);
+    if (st == MP_OK && size >= (long long)sizeof head[0])
+        st = read_at(fd, s->path, head, size < (long long)sizeof head ? sizeof head[0]
+                                                                         : sizeof head, 0);
+    if (st == MP_OK && size < MP_TOKENS_HEADER_BYTES && head[0] == MP_TOKENS_MAGIC)
+        st = mp_fail(MP_EDATA, "%s: starts with llm.c's header magic but holds %lld bytes, "
+                     "less than the %d-byte header (a cut file?)", s->path, size,
+                     MP_TOKENS_HEADER_BYTES);
     if (st == MP_OK && size >= MP_TOKENS_HEADER_BYTES && head[0] == MP_TOKENS_MAGIC) {
         if (head[1] != 1 && head[1] != 2)
             st = mp_fail(MP_EDATA, "%s: llm.c header version %d: expected 1 (uint16 tokens) or "

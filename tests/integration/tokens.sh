@@ -70,6 +70,9 @@ expect_exit 3 'fortunes_train_000000.bin: token [0-9]+ is [0-9]+, not below the 
 cp -r "$TMP/u16" "$TMP/cut" && truncate -s -1 "$TMP/cut/fortunes_val_000000.bin"
 expect_exit 3 'cut/fortunes_val_000000.bin: the header announces' \
   "${one[@]}" --set "data.path=\"$TMP/cut\"" --set data.num_classes=256
+cp -r "$TMP/u16" "$TMP/head" && head -c 12 "$TMP/u16/fortunes_val_000000.bin" >"$TMP/head/fortunes_val_000000.bin"
+expect_exit 3 "head/fortunes_val_000000.bin: starts with llm.c's header magic but holds 12 bytes, less than the 1024-byte header" \
+  "${one[@]}" --set "data.path=\"$TMP/head\"" --set data.num_classes=256
 mkdir -p "$TMP/noval" && cp "$TMP/u16/fortunes_train_000000.bin" "$TMP/noval/"
 expect_exit 3 'noval: no validation shard' "${one[@]}" --set "data.path=\"$TMP/noval\"" --set data.num_classes=256
 expect_exit 2 'token data needs data.num_classes' "${one[@]}" --set "data.path=\"$TMP/u16\""
