@@ -49,7 +49,8 @@ typedef struct mp_model {
      * one arena (MP_MEM_ACTIVATIONS) that the plan lays out over a training step: tensors
      * whose lifetimes do not overlap share bytes (engine/plan.h, docs/memory.md). The plan
      * keeps the lifetimes: its ops are numbered from 1, forward_end the last op of forward,
-     * then the loss, then backward_end[i] the last op of top-level layer i's backward. */
+     * then the loss, then backward_end[i] the last op of top-level layer i's backward (a
+     * block's: its window's, where every read of its inner layers counts). */
     mp_plan plan;
     void *arena;
     int64_t forward_end, backward_end[MP_MAX_LAYERS];

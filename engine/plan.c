@@ -87,8 +87,8 @@ static int root(const mp_plan *p, int i)
     return i;
 }
 
-/* Whether an in-place pair may share: the same bytes, and `in`'s span that holds op `at` ends
- * there (its own spans, before any join). */
+/* Whether an in-place pair may share: the same bytes and dtype, and `in`'s span that holds op
+ * `at` ends there (its own spans, before any join). */
 static bool pair_ok(const mp_plan *p, const mp_plan_pair *q)
 {
     const mp_plan_buf *in = &p->buf[q->in], *out = &p->buf[q->out];
@@ -98,6 +98,25 @@ static bool pair_ok(const mp_plan *p, const mp_plan_pair *q)
         if (in->from[s] <= q->at && q->at <= in->to[s])
             return in->to[s] == q->at;
     return false;
+}
+
+/* Whether `out` may join root r: every overlap of their spans is a joint, one of r's spans
+ * ending at an op that names the pair (out, in) and one of out's beginning there. */
+static bool joins_clean(const mp_plan *p, const mp_plan_buf *r, int out, int in)
+{
+    const mp_plan_buf *o = &p->buf[out];
+    for (int i = 0; i < r->nspan; i++)
+        for (int j = 0; j < o->nspan; j++) {
+            if (r->from[i] > o->to[j] || o->from[j] > r->to[i])
+                continue;
+            bool named = false;
+            for (int k = 0; k < p->npair && !named; k++)
+                named = p->pair[k].out == out && p->pair[k].in == in &&
+                        p->pair[k].at == o->from[j];
+            if (r->to[i] != o->from[j] || !named)
+                return false;
+        }
+    return true;
 }
 
 /* Merges b's spans into r's, in order. */
@@ -132,7 +151,7 @@ static void join_pairs(mp_plan *p)
     for (int k = 0; k < p->npair; k++) {
         const mp_plan_pair *q = &p->pair[k];
         int ro = root(p, q->out), ri = root(p, q->in);
-        if (bad[q->out] || ro == ri)
+        if (bad[q->out] || ro == ri || ro != q->out || !joins_clean(p, &p->buf[ri], q->out, q->in))
             continue;
         join_spans(&p->buf[ri], &p->buf[ro]);
         p->buf[ro].root = ri;
@@ -142,6 +161,8 @@ static void join_pairs(mp_plan *p)
 
 static bool overlap(const mp_plan_buf *a, const mp_plan_buf *b)
 {
+    if (a->nspan == 0 || b->nspan == 0) /* never written or read by the walk: kept apart */
+        return true;
     for (int i = 0; i < a->nspan; i++)
         for (int j = 0; j < b->nspan; j++)
             if (a->from[i] <= b->to[j] && b->from[j] <= a->to[i])

@@ -57,12 +57,14 @@ void mp_plan_write(mp_plan *p, const mp_tensor *t, int64_t tick);
 void mp_plan_read(mp_plan *p, const mp_tensor *t, int64_t tick);
 
 /* Op `tick` may write `out` over `in` element for element: they share a buffer when they have
- * the same bytes and no op after `tick` reads what `in` held (at every tick the pair is named). */
+ * the same bytes and dtype, no op after `tick` reads what `in` held (at every tick the pair is
+ * named), and their lifetimes meet nowhere else than at those ticks. */
 void mp_plan_inplace(mp_plan *p, const mp_tensor *out, const mp_tensor *in, int64_t tick);
 
 /* Joins the in-place pairs that qualify and places every buffer at the lowest offset where it
  * overlaps no buffer live at the same time (largest first, as TVM's greedy planner); sets size.
- * With p->apart, one after the other instead, nothing shared. */
+ * A tensor the walk never wrote or read is kept apart from every other. With p->apart, one after
+ * the other instead, nothing shared. */
 void mp_plan_place(mp_plan *p);
 
 /* Points every planned tensor's data into the arena at base (mp_plan_place's size bytes). */

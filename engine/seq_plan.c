@@ -2,7 +2,10 @@
  * one tick per op, in the order mp_seq_forward, mp_seq_backward and the block classes
  * (engine/layer_residual.c, engine/layer_transformer.c) run them. Inside a block's backward
  * every read is placed at the block's last tick: nothing is written there but the block's
- * scratch, live over all of it, so the children's own order does not matter. */
+ * scratch, live over all of it, so the children's own order does not matter. A block's children
+ * are plain layers (the residual and transformer classes build them so); the walk follows each
+ * class's forward through mid_tmp and sum_over_main (engine/layer.h), which a change to those
+ * classes must keep true. */
 #include "engine/seq.h"
 
 static void write_at(mp_plan *p, const mp_tensor *t, int64_t tick)
@@ -120,7 +123,9 @@ static void backward_seq(const mp_seq *s, const mp_tensor *x, mp_plan *p, int64_
     for (int i = s->n - 1; i >= 0; i--) {
         mp_layer *l = &s->layers[i];
         const mp_tensor *in = input_of(s, i, x);
-        int64_t t = l->block ? backward_block(l, in, &s->acts[i], s->recompute, p) : ++p->tick;
+        int64_t t = l->block ? backward_block(l, in, &s->acts[i], s->recompute, p)
+                    : at > 0   ? at
+                               : ++p->tick;
         int64_t r = at > 0 ? at : t;
         if (!l->cls->skips_x)
             read_at(p, in, r);

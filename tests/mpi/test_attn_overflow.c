@@ -88,6 +88,9 @@ static void look(mp_trainer *t, int64_t step, void *arg)
         p->scale_after = t->scaler.scale;
     if (step != INJECT_AT || !p->inject || comm.rank != comm.size - 1)
         return;
+    /* After backward the activation plan (engine/plan.h) has let qkv and the saved statistics
+     * go; in this model nothing but the gradient ping-pong is written after the attention's
+     * backward, so their bytes still hold the step's values. */
     const mp_layer *attn = &t->model.layers[3];
     int64_t n = t->cfg->data.batch_size;
     const mp_tensor *qkv = &t->model.acts[2];

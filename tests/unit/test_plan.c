@@ -1,7 +1,8 @@
 /* The memory plan's placement (engine/plan.h) on hand-made lifetimes: tensors live at different
  * times share bytes, tensors live at the same time do not, an in-place pair shares only when
- * nothing reads its input later (at every tick it is named), a second write begins a second
- * span, and on random lifetimes no two buffers live at the same op overlap while the arena
+ * nothing reads its input later (at every tick it is named) and their lifetimes meet nowhere
+ * else, a tensor never named stays apart, a second write begins a second span, and on random
+ * lifetimes no two buffers live at the same op overlap while the arena
  * stays at most the sum of the tensors. */
 #include "tests/util/test_util.h"
 
@@ -121,6 +122,36 @@ static void test_inplace_every_tick(void **state)
     mp_plan_free(&q);
 }
 
+/* A pair whose lifetimes also meet away from its tick (the input written again while the output
+ * still lives) does not share. */
+static void test_inplace_meets_elsewhere(void **state)
+{
+    (void)state;
+    mp_plan p = {0};
+    mp_tensor *in = tensor(&p, 0, 1024), *out = tensor(&p, 1, 1024);
+    live(&p, in, 1, 5);
+    live(&p, out, 5, 10);
+    live(&p, in, 20, 30);
+    live(&p, out, 22, 25);
+    mp_plan_inplace(&p, out, in, 5);
+    mp_plan_place(&p);
+    assert_int_not_equal(offset(&p, in), offset(&p, out));
+    mp_plan_free(&p);
+}
+
+/* A tensor the walk never names is kept apart from every other. */
+static void test_unnamed_kept_apart(void **state)
+{
+    (void)state;
+    mp_plan p = {0};
+    mp_tensor *a = tensor(&p, 0, 1024), *b = tensor(&p, 1, 1024);
+    live(&p, a, 1, 2);
+    (void)b;
+    mp_plan_place(&p);
+    assert_int_equal(p.size, 2048);
+    mp_plan_free(&p);
+}
+
 /* A chain of in-place ops (BatchNorm's output under ReLU, a sum under its ReLU) is one buffer,
  * live from the first write to the last read. */
 static void test_inplace_chain(void **state)
@@ -208,6 +239,8 @@ int main(void)
         cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_inplace_every_tick),
         cmocka_unit_test(test_inplace_chain),
+        cmocka_unit_test(test_inplace_meets_elsewhere),
+        cmocka_unit_test(test_unnamed_kept_apart),
         cmocka_unit_test(test_random_lifetimes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

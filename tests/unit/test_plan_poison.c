@@ -84,11 +84,10 @@ static void step(mp_model *m, const mp_tensor *x, const mp_tensor *dl, bool pois
     }
     const mp_tensor *logits;
     assert_int_equal(mp_model_forward(m, x, true, &logits), MP_OK);
-    *len = 0;
-    memcpy(out, logits->data, (size_t)mp_tensor_bytes(logits));
-    *len += (size_t)mp_tensor_bytes(logits);
-    if (poisoned)
+    if (poisoned) /* before the logits are read, as the loss reads them */
         poison(m, m->forward_end);
+    memcpy(out, logits->data, (size_t)mp_tensor_bytes(logits));
+    *len = (size_t)mp_tensor_bytes(logits);
     assert_int_equal(mp_model_backward(m, x, dl), MP_OK);
     for (int k = 0; k < MP_NGROUPS; k++) {
         const mp_tensor *g = &m->params.groups[k].grad;
