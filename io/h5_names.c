@@ -8,13 +8,16 @@
 
 void mp_h5_temp_path(const char *path, unsigned attempt, char *out, size_t size)
 {
-    const char *slash = strrchr(path, '/');
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
     long pid = (long)getpid();
+    /* at most MP_H5_TEMP_BASE bytes of the name: with the dots, pid and attempt the temporary
+     * stays within a file system's 255-byte names wherever the target's name is one */
+    int keep = (int)strnlen(base, MP_H5_TEMP_BASE);
     if (slash)
-        snprintf(out, size, "%.*s/.%s.%ld-%u.tmp", (int)(slash - path), path, slash + 1, pid,
+        snprintf(out, size, "%.*s/.%.*s.%ld-%u.tmp", (int)(slash - path), path, keep, base, pid,
                  attempt);
     else
-        snprintf(out, size, ".%s.%ld-%u.tmp", path, pid, attempt);
+        snprintf(out, size, ".%.*s.%ld-%u.tmp", keep, base, pid, attempt);
 }
 
 void mp_h5_shape_text(int ndim, const int64_t *shape, char *out, size_t size)

@@ -57,8 +57,8 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
     }
     H5Pclose(fapl);
     if (w->file < 0) {
-        mp_status st = mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (%s: %s)",
-                               w->tmp, mp_h5_message(), strerror(err));
+        mp_status st = mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (its temporary "
+                               "%s: %s: %s)", path, w->tmp, mp_h5_message(), strerror(err));
         free(w);
         return st;
     }
@@ -335,7 +335,7 @@ mp_status mp_h5w_commit(mp_h5w *w)
     }
     mp_status st = sync_path(w->tmp, "checkpoint");
     if (st == MP_OK && rename(w->tmp, w->path) != 0)
-        st = mp_fail(MP_ECKPT, "%s: cannot rename it to %s (%s)", w->tmp, w->path,
+        st = mp_fail(MP_ECKPT, "%s: cannot rename the temporary %s to it (%s)", w->path, w->tmp,
                      strerror(errno));
     if (st == MP_OK) {
         char dir[1024];

@@ -103,8 +103,10 @@ void mp_h5r_close(mp_h5r *r);
 void mp_h5_shape_text(int ndim, const int64_t *shape, char *out, size_t size);
 
 /* "<dir>/.<base>.<pid>-<attempt>.tmp" for a target path: where mp_h5w_open writes before the
- * rename. The writer creates it exclusively (never truncating a file another process may be
- * writing), taking the next attempt while the name exists. */
+ * rename, with at most MP_H5_TEMP_BASE bytes of <base> (so that a long but legal name keeps a
+ * legal temporary). The writer creates it exclusively (never truncating a file another process
+ * may be writing), taking the next attempt while the name exists. */
+#define MP_H5_TEMP_BASE 200
 void mp_h5_temp_path(const char *path, unsigned attempt, char *out, size_t size);
 
 /* The temporary file a writer fills (mp_h5_temp_path of its target). */

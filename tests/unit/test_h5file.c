@@ -298,6 +298,26 @@ static void test_newer_format(void **state)
     assert_non_null(strstr(mp_error_message(), want));
 }
 
+/* A file name of 250 bytes (legal: under 255) is written: its temporary keeps 200 of them. */
+static void test_long_name(void **state)
+{
+    (void)state;
+    char base[251];
+    memset(base, 'a', 250);
+    base[250] = '\0';
+    snprintf(path, sizeof path, "%s/%s", mp_test_dir("h5_long"), base);
+    char tmp[1100];
+    mp_h5_temp_path(path, 7, tmp, sizeof tmp);
+    const char *name = strrchr(tmp, '/') + 1;
+    assert_true(strlen(name) <= 255);
+    assert_int_equal(strncmp(name + 1, base, MP_H5_TEMP_BASE), 0);
+    mp_h5w *w;
+    assert_int_equal(mp_h5w_open(&w, path, 0), MP_OK);
+    assert_int_equal(mp_h5w_attr_int(w, "/meta", "format_version", MP_CKPT_FORMAT), MP_OK);
+    assert_int_equal(mp_h5w_commit(w), MP_OK);
+    assert_int_equal(access(path, F_OK), 0);
+}
+
 static void test_directory(void **state)
 {
     (void)state;
@@ -340,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_many_chunks),
         cmocka_unit_test(test_abort_and_truncation),
         cmocka_unit_test(test_newer_format),
+        cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_directory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
