@@ -5,10 +5,10 @@
 # the plan: the arena's bytes (what the allocator counts as activations: every activation and
 # scratch tensor of a step) and what the same tensors took each with bytes of its own, as
 # before the plan; the same with model.recompute = true. Nothing trains and the bytes do not
-# depend on the machine, but a dry run builds the model: it passes the memory check (about 4
-# bytes an activation element, before the plan) and allocates and zeroes the arena, so the
-# resnext row at O0 needs about 17 GiB of host memory to pass and holds 8.4 GiB (leave it out
-# with MPDIST_PLAN_MODELS on a smaller machine); gpt reads the fortunes text (fortunes-min). Writes bench/results/activation-plan.md and .csv
+# depend on the machine, but a dry run builds the model and allocates and zeroes the arena: the
+# resnext row at O0 holds 8.4 GiB of host memory (leave it out with MPDIST_PLAN_MODELS on a
+# smaller machine, where the memory check refuses it); gpt reads the fortunes text
+# (fortunes-min). Writes bench/results/activation-plan.md and .csv
 # and checks issue 48's goal: resnet20 and WRN-16-4 at O2, activation + scratch bytes at most
 # 0.5x of before (exit 1 when missed, after writing the tables).
 # Usage: bench/activation_plan.sh [-- extra mpdist args]

@@ -147,6 +147,13 @@ static mp_group_spec group_spec(const mp_amp_policy *a, mp_group_id g)
     return s;
 }
 
+/* The dtype of m's batches: FP32 token ids for an embedding, else the policy's input dtype. */
+static mp_dtype input_dtype(const mp_model *m)
+{
+    return m->nlayers && strcmp(m->layers[0].cls->type, "embedding") == 0 ? MP_F32
+                                                                          : m->amp.input;
+}
+
 mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs, int nspecs,
                          const int64_t in_shape[3], int64_t num_classes, int64_t max_batch,
                          const mp_amp_policy *amp)
@@ -155,10 +162,10 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
                                NULL);
 }
 
-/* The activations of m's layers and the activation-gradient ping-pong, placed by one plan over
- * a training step (engine/plan.h): forward, the loss reading the logits, backward (with
- * recomputation, each block's forward again inside it). */
-static void alloc_activations(mp_model *m)
+/* The plan of m's activations and activation-gradient ping-pong over a training step
+ * (engine/plan.h): forward, the loss reading the logits, backward (with recomputation, each
+ * block's forward again inside it); placed, not yet bound to memory. */
+static void plan_activations(mp_model *m)
 {
     mp_seq s = top(m);
     mp_plan *p = &m->plan;
@@ -179,6 +186,13 @@ static void alloc_activations(mp_model *m)
     for (int i = 0; i < 2; i++)
         mp_plan_read(p, &m->dbuf[i], p->tick);
     mp_plan_place(p);
+}
+
+/* The planned activations in one arena of backend memory. */
+static void alloc_activations(mp_model *m)
+{
+    mp_plan *p = &m->plan;
+    plan_activations(m);
     if (p->size > 0) {
         m->arena = m->ops->mem_alloc(p->size, MP_MEM_ACTIVATIONS);
         if (!m->arena) {
@@ -187,6 +201,33 @@ static void alloc_activations(mp_model *m)
         }
     }
     mp_plan_bind(p, m->arena);
+}
+
+mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
+                              int64_t num_classes, int64_t max_batch, const mp_amp_policy *amp,
+                              bool recompute, int64_t *act_bytes)
+{
+    *act_bytes = 0;
+    if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
+        return mp_fail(MP_EUSAGE, "model: needs 1 to %d layers (got %d)", MP_MAX_LAYERS, nspecs);
+    mp_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return mp_fail(MP_EINTERNAL, "model: out of host memory planning the activations");
+    m->amp = *amp;
+    m->max_batch = max_batch;
+    m->recompute = recompute;
+    mp_status st = build_layers(m->layers, &m->nlayers, NULL, specs, nspecs, in_shape,
+                                num_classes);
+    if (st == MP_OK) {
+        m->input = input_dtype(m);
+        plan_activations(m);
+        *act_bytes = (int64_t)m->plan.size;
+    }
+    mp_seq s = top(m);
+    mp_seq_free(&s);
+    mp_plan_free(&m->plan);
+    free(m);
+    return st;
 }
 
 mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spec *specs,
@@ -212,8 +253,7 @@ mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spe
                      "classes",
                      m->layers[nspecs - 1].name, (long long)shape[2], (long long)num_classes);
     m->positions = shape[0] * shape[1];
-    m->input = m->nlayers && strcmp(m->layers[0].cls->type, "embedding") == 0 ? MP_F32
-                                                                               : m->amp.input;
+    m->input = input_dtype(m);
     mp_seq s = top(m);
     if (st == MP_OK)
         st = mp_seq_declare(&s, &m->params, "");

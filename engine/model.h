@@ -103,6 +103,13 @@ mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
                                   int64_t max_batch, bool recompute, int64_t *param_elems,
                                   int64_t *act_elems);
 
+/* The bytes of the activation arena mp_model_build_opts would allocate for these specs under
+ * policy amp, with or without recomputation (the plan, engine/plan.h, made without memory),
+ * into *act_bytes. MP_EUSAGE for a bad spec, as mp_model_build. */
+mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
+                              int64_t num_classes, int64_t max_batch, const mp_amp_policy *amp,
+                              bool recompute, int64_t *act_bytes);
+
 /* Fills the specs for the "mlp" preset: linear(hidden[i]) + relu for each hidden size, then
  * linear(num_classes), named fc1, relu1, ..., fcK. Returns the number of specs written. */
 int mp_model_mlp_specs(mp_layer_spec *specs, const int64_t *hidden, int nhidden,

@@ -74,10 +74,10 @@ mp_status mp_seq_backward(const mp_seq *s, const mp_tensor *x, const mp_tensor *
  * out[*n..max) as "<prefix><layer>.<suffix>", counting them in *n (also past max). */
 void mp_seq_buffers(const mp_seq *s, const char *prefix, mp_named_tensor *out, int *n, int max);
 
-/* Parameter elements of s, and the activation elements the memory check before a build counts:
- * layer outputs, saved tensors and the blocks' scratch each once (with s->recompute the blocks'
- * inner storage once, the largest), not O1's cast inputs; above what the plan allocates for
- * the models built today (about twice for resnet20). Allocates nothing. */
+/* Parameter elements of s, and its activation elements counted without a plan: layer outputs,
+ * saved tensors and the blocks' scratch each once (with s->recompute the blocks' inner storage
+ * once, the largest), not O1's cast inputs (mp_model_plan_recompute; the memory check takes
+ * the planned bytes from mp_model_plan_bytes). Allocates nothing. */
 void mp_seq_count(const mp_seq *s, int64_t max_batch, int64_t *params, int64_t *acts);
 
 /* Frees what bind allocated, and the blocks (the planned tensors' arena is the caller's). */

@@ -136,7 +136,8 @@ static mp_status model_error(const mp_config *c, mp_status st, const mp_layer_sp
 
 /* Refuses a model whose weights, gradients, momentum and activations do not fit in this rank's
  * share of the host's memory, or in what is free on its GPU, before anything is allocated
- * (allocation failure aborts). */
+ * (allocation failure aborts): 4 bytes for each parameter and copy, and the activation arena's
+ * bytes as the plan lays it out (mp_model_plan_bytes). */
 static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, int n,
                               const int64_t in_shape[3])
 {
@@ -145,15 +146,20 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     mp_status st = mp_model_plan_recompute(specs, n, in_shape, c->data.num_classes,
                                            c->data.batch_size, c->model.recompute, &params,
                                            &acts);
+    int64_t act_bytes = 0; /* the planned arena's, exactly */
+    if (st == MP_OK)
+        st = mp_model_plan_bytes(specs, n, in_shape, c->data.num_classes, c->data.batch_size,
+                                 &t->amp, c->model.recompute, &act_bytes);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
+    (void)acts;
     /* weights and gradients, then the optimizer's slots and the masters, which ZeRO-1 shards,
      * and the accumulator */
     double slots = strcmp(c->optim.name, "sgd") != 0 ? 2.0 : c->optim.momentum != 0.0 ? 1.0 : 0.0;
     slots += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
     double copies = 2.0 + slots / (c->optim.zero > 0 ? t->comm->size : 1);
     copies += c->train.accum_steps > 1 ? 1.0 : 0.0;
-    double need = 4.0 * ((double)params * copies + (double)acts);
+    double need = 4.0 * (double)params * copies + (double)act_bytes;
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
     int64_t device = t->ops->mem_free_bytes();
     const char *where = "this host has";

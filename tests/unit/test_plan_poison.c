@@ -5,7 +5,8 @@
  * its own (mp_model_opts.unplanned), for every preset
  * at O0, O1 fp16 and O2 bf16, with and without recomputation. An op that reads a tensor after the
  * plan let its bytes go, or a lifetime the walk got wrong, reads poison or another tensor's
- * values. Recomputation keeps fewer bytes than the plan without it. The plan shares bytes in
+ * values. Recomputation keeps fewer bytes than the plan without it; mp_model_plan_bytes (the
+ * memory check before a build) gives the arena's bytes exactly. The plan shares bytes in
  * every preset, and keeps resnet20's and WRN-16-4's activation and scratch bytes
  * at most 0.5x of what the same tensors take each with storage of its own (issue 48's goal). */
 #include "tests/util/test_util.h"
@@ -144,6 +145,11 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
                              mp_opt_level_name(levels[li]), recompute ? " recomputing" : "", s);
             }
             assert_int_equal(a.plan.size, mp_plan_unshared(&a.plan));
+            int64_t ahead = 0; /* the memory check's figure, planned without memory */
+            assert_int_equal(mp_model_plan_bytes(specs, n, in, classes, batch, &amp, recompute,
+                                                 &ahead),
+                             MP_OK);
+            assert_int_equal(ahead, (int64_t)b.plan.size);
             double ratio = (double)b.plan.size / (double)a.plan.size;
             printf("%s at %s%s: planned %zu of %zu bytes (%.2f)\n", preset,
                    mp_opt_level_name(levels[li]), recompute ? " recomputing" : "", b.plan.size,
