@@ -87,21 +87,10 @@ static int root(const mp_plan *p, int i)
     return i;
 }
 
-/* Whether an in-place pair may share: the same bytes and dtype, and `in`'s span that holds op
- * `at` ends there (its own spans, before any join). */
-static bool pair_ok(const mp_plan *p, const mp_plan_pair *q)
-{
-    const mp_plan_buf *in = &p->buf[q->in], *out = &p->buf[q->out];
-    if (in->bytes != out->bytes || in->t->dtype != out->t->dtype)
-        return false;
-    for (int s = 0; s < in->nspan; s++)
-        if (in->from[s] <= q->at && q->at <= in->to[s])
-            return in->to[s] == q->at;
-    return false;
-}
-
-/* Whether `out` may join root r: every overlap of their spans is a joint, one of r's spans
- * ending at an op that names the pair (out, in) and one of out's beginning there. */
+/* Whether `out` may join root r (in's): every overlap of their spans is a joint, one of r's
+ * spans ending at an op that names the pair (out, in) and one of out's beginning there. So
+ * nothing reads `in` after such an op, at every tick the pair is named, and the two are live
+ * together nowhere else. */
 static bool joins_clean(const mp_plan *p, const mp_plan_buf *r, int out, int in)
 {
     const mp_plan_buf *o = &p->buf[out];
@@ -130,33 +119,23 @@ static void join_spans(mp_plan_buf *r, const mp_plan_buf *b)
         to[n++] = take_r ? r->to[i++] : b->to[j++];
     }
     r->nspan = 0;
-    for (int k = 0; k < n; k++) {
-        if (r->nspan > 0 && from[k] <= r->to[r->nspan - 1] + 1) {
-            if (to[k] > r->to[r->nspan - 1])
-                r->to[r->nspan - 1] = to[k];
-        } else {
-            add_span(r, from[k], to[k]);
-        }
-    }
+    for (int k = 0; k < n; k++)
+        add_span(r, from[k], to[k]); /* joins touching spans */
 }
 
+/* Joins every in-place pair of the same bytes and dtype whose lifetimes meet only at it. */
 static void join_pairs(mp_plan *p)
 {
-    bool *bad = calloc((size_t)p->n + 1, 1);
-    if (!bad)
-        abort();
-    for (int k = 0; k < p->npair; k++) /* a pair named at several ticks must qualify at each */
-        if (!pair_ok(p, &p->pair[k]))
-            bad[p->pair[k].out] = true;
     for (int k = 0; k < p->npair; k++) {
         const mp_plan_pair *q = &p->pair[k];
+        const mp_plan_buf *in = &p->buf[q->in], *out = &p->buf[q->out];
         int ro = root(p, q->out), ri = root(p, q->in);
-        if (bad[q->out] || ro == ri || ro != q->out || !joins_clean(p, &p->buf[ri], q->out, q->in))
+        if (in->bytes != out->bytes || in->t->dtype != out->t->dtype || ro == ri ||
+            ro != q->out || !joins_clean(p, &p->buf[ri], q->out, q->in))
             continue;
         join_spans(&p->buf[ri], &p->buf[ro]);
         p->buf[ro].root = ri;
     }
-    free(bad);
 }
 
 static bool overlap(const mp_plan_buf *a, const mp_plan_buf *b)

@@ -28,8 +28,6 @@ static const mp_tensor *input_of(const mp_seq *s, int i, const mp_tensor *x)
     return i == 0 ? x : &s->acts[i - 1];
 }
 
-static const mp_tensor *forward_seq(const mp_seq *s, const mp_tensor *x, mp_plan *p);
-
 /* A block's forward, its output written to y: the children from x (child 1 from out_tmp with
  * mid_tmp), then the sum. */
 static void forward_block(mp_layer *l, const mp_tensor *x, const mp_tensor *y, mp_plan *p)
@@ -39,7 +37,7 @@ static void forward_block(mp_layer *l, const mp_tensor *x, const mp_tensor *y, m
     for (int c = 0; c < b->nchild; c++) {
         mp_seq child = mp_block_child(b, c);
         const mp_tensor *in = c == 1 && b->mid_tmp ? &b->out_tmp : x;
-        out[c] = child.n > 0 ? forward_seq(&child, in, p) : in;
+        out[c] = child.n > 0 ? mp_seq_plan_forward(&child, in, p) : in;
         if (c == 0 && b->mid_tmp) { /* h = x + child 0's output */
             int64_t t = ++p->tick;
             read_at(p, x, t);
@@ -57,15 +55,14 @@ static void forward_block(mp_layer *l, const mp_tensor *x, const mp_tensor *y, m
         mp_plan_inplace(p, y, out[0], t);
 }
 
-static const mp_tensor *forward_seq(const mp_seq *s, const mp_tensor *x, mp_plan *p)
+const mp_tensor *mp_seq_plan_forward(const mp_seq *s, const mp_tensor *x, mp_plan *p)
 {
-    const mp_tensor *cur = x;
     for (int i = 0; i < s->n; i++) {
         mp_layer *l = &s->layers[i];
         const mp_tensor *in = input_of(s, i, x);
         if (s->xcast[i].ndim > 0) {
             int64_t t = ++p->tick;
-            read_at(p, cur, t);
+            read_at(p, i == 0 ? x : &s->acts[i - 1], t);
             write_at(p, &s->xcast[i], t);
         }
         if (l->block) {
@@ -78,14 +75,8 @@ static const mp_tensor *forward_seq(const mp_seq *s, const mp_tensor *x, mp_plan
             if (l->cls->inplace_forward)
                 mp_plan_inplace(p, &s->acts[i], in, t);
         }
-        cur = &s->acts[i];
     }
-    return cur;
-}
-
-const mp_tensor *mp_seq_plan_forward(const mp_seq *s, const mp_tensor *x, mp_plan *plan)
-{
-    return forward_seq(s, x, plan);
+    return s->n > 0 ? &s->acts[s->n - 1] : x;
 }
 
 static void backward_seq(const mp_seq *s, const mp_tensor *x, mp_plan *p, int64_t at,
@@ -126,12 +117,11 @@ static void backward_seq(const mp_seq *s, const mp_tensor *x, mp_plan *p, int64_
         int64_t t = l->block ? backward_block(l, in, &s->acts[i], s->recompute, p)
                     : at > 0   ? at
                                : ++p->tick;
-        int64_t r = at > 0 ? at : t;
         if (!l->cls->skips_x)
-            read_at(p, in, r);
+            read_at(p, in, t);
         if (!l->cls->skips_y)
-            read_at(p, &s->acts[i], r);
-        read_at(p, &l->save, r);
+            read_at(p, &s->acts[i], t);
+        read_at(p, &l->save, t);
         if (end)
             end[i] = t;
     }

@@ -152,7 +152,6 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
                                  &t->amp, c->model.recompute, &act_bytes);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
-    (void)acts;
     /* weights and gradients, then the optimizer's slots and the masters, which ZeRO-1 shards,
      * and the accumulator */
     double slots = strcmp(c->optim.name, "sgd") != 0 ? 2.0 : c->optim.momentum != 0.0 ? 1.0 : 0.0;
