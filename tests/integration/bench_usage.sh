@@ -6,7 +6,8 @@
 # non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST; bench_batchnorm
 # with a zero, non-integer or trailing-junk count, a vector level outside 0-3 or a fourth
 # argument; bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
-# round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval. mpirun
+# round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval;
+# bench/activation_plan.sh with a zero batch, an unknown opt level or an unknown model. mpirun
 # is a stub that records any call, and none may be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
@@ -53,6 +54,9 @@ usage "^bn_levels_ab: ROUNDS must be a positive integer, not '0'\$" -- bash benc
 usage '^ckpt_stall: ROUNDS must be 1-99$' -- bash bench/ckpt_stall.sh 0
 usage '^ckpt_stall: EVERY must be 1-99$' -- bash bench/ckpt_stall.sh 3 x
 usage "^inference: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" -- bash bench/inference.sh vgg
+usage "^activation_plan: MPDIST_PLAN_BATCH must be a positive integer \(got '0'\)\$" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_BATCH=0" -- bash bench/activation_plan.sh
+usage "^activation_plan: unknown opt level 'O5' \(O0 to O3\)\$" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_LEVELS=O2 O5" -- bash bench/activation_plan.sh
+usage "^activation_plan: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_MODELS=resnet20 vgg" -- bash bench/activation_plan.sh
 usage '^inference: rounds must be an integer >= 1' "MPDIST_BENCH_BUILD=$build" MPDIST_INF_ROUNDS=x -- bash bench/inference.sh cnn_bn
 usage "^inference: no Fashion-MNIST in $TMP/empty " "MPDIST_BENCH_BUILD=$build" "MPDIST_INF_DATA=$TMP/empty" -- bash bench/inference.sh cnn_bn
 finish
