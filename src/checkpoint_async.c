@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/alloc.h"
 #include "engine/clock.h"
@@ -36,6 +37,7 @@ struct mp_ckpt_async {
     bool busy;               /* started and not yet reported (the main thread's view) */
     atomic_bool finished;    /* set by the writer as its last act */
     atomic_llong steps;      /* steps completed while busy */
+    atomic_bool joining;     /* the main thread waits for the writer (poll with wait) */
     mp_status status;        /* the writer's result, with its message */
     char error[1024];
     double write_s;
@@ -151,9 +153,22 @@ static mp_status snapshot(mp_ckpt_async *a, const mp_train_state *s, const mp_re
     return MP_OK;
 }
 
+/* Test hook: with MPDIST_TEST_CKPT_WAIT_STEPS=N the writer starts writing only once the main
+ * thread has counted N steps or waits for it, so that a test sees steps run during a save however
+ * slow a step is; a main thread that blocked on the writer would count none. */
+static void wait_for_steps(mp_ckpt_async *a)
+{
+    const char *n = getenv("MPDIST_TEST_CKPT_WAIT_STEPS");
+    if (!n)
+        return;
+    while (atomic_load(&a->steps) < atoll(n) && !atomic_load(&a->joining))
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+}
+
 static void *writer(void *arg)
 {
     mp_ckpt_async *a = arg;
+    wait_for_steps(a);
     double t0 = mp_now();
     mp_status st = mp_checkpoint_save(&a->state, &a->at, a->path, sizeof a->path);
     a->write_s = mp_now() - t0;
@@ -178,6 +193,7 @@ mp_status mp_ckpt_async_start(mp_ckpt_async *a, const mp_train_state *s,
     MP_TRY(snapshot(a, s, at));
     atomic_store(&a->finished, false);
     atomic_store(&a->steps, 0);
+    atomic_store(&a->joining, false);
     /* The writer starts with every signal blocked, so that SIGTERM and SIGUSR1 reach the
      * training thread that agrees on them (src/signals.c). */
     sigset_t all, old;
@@ -205,6 +221,7 @@ mp_status mp_ckpt_async_poll(mp_ckpt_async *a, bool wait, bool *done, mp_ckpt_do
     *done = false;
     if (!a || !a->busy || (!wait && !atomic_load(&a->finished)))
         return MP_OK;
+    atomic_store(&a->joining, true);
     pthread_join(a->thread, NULL);
     a->busy = false;
     *done = true;
