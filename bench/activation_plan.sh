@@ -3,8 +3,9 @@
 # at batch 128 on its usual input (Fashion-MNIST's 28x28x1, CIFAR's 32x32x3, the fortunes text's
 # 128-byte context) and each opt level in LEVELS, `mpdist --dry-run` builds the model and prints
 # the plan: the arena's bytes (what the allocator counts as activations: every activation and
-# scratch tensor of a step) and what the same tensors took each with bytes of its own, as
-# before the plan; the same with model.recompute = true. Nothing trains and the bytes do not
+# scratch tensor of a step) and what the tensors of the same model without its fused ops
+# (BatchNorm + ReLU, add + ReLU) took each with bytes of its own, as before the plan; the same
+# with model.recompute = true. Nothing trains and the bytes do not
 # depend on the machine, but a dry run builds the model and allocates and zeroes the arena: the
 # resnext row at O0 holds 8.4 GiB of host memory (leave it out with MPDIST_PLAN_MODELS on a
 # smaller machine, where the memory check refuses it); gpt reads the fortunes text
@@ -49,14 +50,15 @@ for m in "${models[@]}"; do
   args_of "$m" || { echo "activation_plan: unknown model '$m' (mlp cnn_bn resnet20 wrn resnext vit gpt)" >&2; exit 2; }
 done
 mkdir -p "$out"
-# plan MODEL LEVEL RECOMPUTE: "planned before" bytes from the dry run's plan line
+# plan MODEL LEVEL RECOMPUTE: "planned before" bytes from the dry run's plan line (before: every
+# tensor of the model without the fused ops in bytes of its own, the layout before issue 48)
 plan() {
   local line
   args_of "$1"
   line=$("$build/mpdist" "${args[@]}" --dry-run --set "amp.opt_level=\"$2\"" --set 'amp.device="cpu"' \
     --set "data.batch_size=$batch" --set "model.recompute=$3" "${extra[@]}" 2>&1 | grep '^activation plan:') ||
     { echo "activation_plan: the dry run of $1 at $2 printed no plan" >&2; exit 1; }
-  sed -E 's/.* in ([0-9]+) bytes, ([0-9]+) if .*/\1 \2/' <<<"$line"
+  sed -E 's/.* in ([0-9]+) bytes, .*, ([0-9]+) unfused and unplanned .*/\1 \2/' <<<"$line"
 }
 csv=$out/activation-plan.csv md=$out/activation-plan.md
 echo "model,opt_level,batch,before_bytes,planned_bytes,ratio,recompute_bytes,recompute_ratio" >"$csv"

@@ -21,13 +21,16 @@
 /* Defines, for accumulator type ACC:
  *   mp_add_SFX(a, b): a + b;
  *   mp_scale_SFX(v, a): v * a;
- *   mp_relu_SFX(v): max(v, 0), a NaN stays NaN (as in PyTorch);
+ *   mp_relu_SFX(v): max(v, 0) with -0 to +0, a NaN stays NaN (as in PyTorch). It commutes
+ *     with rounding to any dtype (rounding is monotone and keeps the sign: v <= 0 rounds to a
+ *     value <= 0, v > 0 to one >= +0), so relu(round(v)) == round(relu(v)) bit for bit, and a
+ *     fused op (add_relu, BatchNorm with ReLU) may apply it before its one rounding;
  *   mp_relu_passes_SFX(y): whether ReLU backward passes the gradient where the forward output
  *     is y: y > 0 (0 and NaN: it does not, dx is 0). */
 #define MP_ELEM_RULES(ACC, SFX)                                                             \
     MP_HD static inline ACC mp_add_##SFX(ACC a, ACC b) { return a + b; }                    \
     MP_HD static inline ACC mp_scale_##SFX(ACC v, ACC a) { return v * a; }                  \
-    MP_HD static inline ACC mp_relu_##SFX(ACC v) { return v < (ACC)0 ? (ACC)0 : v; }        \
+    MP_HD static inline ACC mp_relu_##SFX(ACC v) { return v <= (ACC)0 ? (ACC)0 : v; }       \
     MP_HD static inline bool mp_relu_passes_##SFX(ACC y) { return y > (ACC)0; }
 
 MP_ELEM_RULES(float, f32)
@@ -47,6 +50,15 @@ MP_HD static inline void mp_add_at(const void *a, mp_dtype at, const void *b, mp
 {
     float v = mp_add_f32(mp_elem_load_f32(a, at, i), mp_elem_load_f32(b, bt, i));
     mp_elem_store_f32(y, yt, i, v);
+}
+
+/* y[i] = relu(a[i] + b[i]): add_relu, the sum and the ReLU in FP32, rounded once (the bits of
+ * mp_add_at then mp_relu_forward_at in place, by the commuting rule above). */
+MP_HD static inline void mp_add_relu_at(const void *a, mp_dtype at, const void *b, mp_dtype bt,
+                                        void *y, mp_dtype yt, int64_t i)
+{
+    float v = mp_add_f32(mp_elem_load_f32(a, at, i), mp_elem_load_f32(b, bt, i));
+    mp_elem_store_f32(y, yt, i, mp_relu_f32(v));
 }
 
 /* x[i] *= a: scale (a is alpha rounded to float). */

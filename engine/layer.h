@@ -141,6 +141,7 @@ struct mp_block {
     mp_tensor out_tmp; /* (max_batch, out_shape) in the output dtype, the class's own */
     mp_tensor in_tmp;  /* (max_batch, in_shape) in the input dtype, the class's own */
     bool post_relu;    /* residual: a ReLU after the sum */
+    bool fused_relu;   /* residual: that ReLU in the sum's op (add_relu; mp_layers_fuse) */
     /* How the class uses its tensors, for the memory plan (engine/seq_plan.c): with mid_tmp,
      * out_tmp holds a value the block writes between its children in forward, child 1's input,
      * kept for backward (the transformer's h); without, out_tmp, in_tmp and gbuf are backward
@@ -243,6 +244,18 @@ mp_status mp_layer_conv2d_init(mp_layer *l, const mp_ops *ops, const char *name,
  * bias (C) = 0, buffers running_mean (0), running_var (1), save_mean, save_invstd. */
 mp_status mp_layer_batchnorm_init(mp_layer *l, const mp_ops *ops, const char *name,
                                   const int64_t in_shape[3], double eps, double momentum);
+
+/* Makes batchnorm layer l one that applies a ReLU to its output (type "batchnorm_relu": the
+ * fused ops, mp_bn_args.relu; its backward reads its output). false, changing nothing, when l
+ * is not a plain batchnorm layer. */
+bool mp_layer_batchnorm_fuse_relu(mp_layer *l);
+
+/* Fuses every batchnorm layer followed by a relu layer among the n layers of `layers` and, depth
+ * first, of their blocks' children into one (mp_layer_batchnorm_fuse_relu, the relu removed and
+ * the layers after it moved up, the freed slot zeroed), and a block's ReLU after its sum into
+ * the sum (mp_block.fused_relu): the same values, a pass over memory fewer each. Layer names,
+ * parameters and buffers do not change. */
+void mp_layers_fuse(mp_layer *layers, int *n);
 
 /* Sets up max or average pooling (mp_pool_desc); MP_EUSAGE when the output would be empty. */
 mp_status mp_layer_pool_init(mp_layer *l, const mp_ops *ops, const char *name,

@@ -40,19 +40,21 @@ static mp_status batchnorm_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y
                                      &l->buf[BN_SAVE_MEAN], &l->buf[BN_SAVE_INVSTD], &y4);
 }
 
-/* Training-mode gradients from the statistics the last training forward saved. */
+/* Training-mode gradients from the statistics the last training forward saved (and, fused
+ * with a ReLU, its output y). */
 static mp_status batchnorm_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *y,
                                     const mp_tensor *dy, mp_tensor *dx)
 {
-    (void)y;
-    mp_tensor x4, dy4, dx4;
+    mp_tensor x4, y4, dy4, dx4;
     MP_TRY(image_view(l, x, "input", &x4));
+    if (l->bn.relu)
+        MP_TRY(image_view(l, y, "output", &y4));
     MP_TRY(image_view(l, dy, "output gradient", &dy4));
     if (dx)
         MP_TRY(image_view(l, dx, "input gradient", &dx4));
-    return l->ops->batchnorm_backward(&l->bn, &x4, &dy4, &l->w[0], &l->buf[BN_SAVE_MEAN],
-                                      &l->buf[BN_SAVE_INVSTD], dx ? &dx4 : NULL, &l->dw[0],
-                                      &l->dw[1]);
+    return l->ops->batchnorm_backward(&l->bn, &x4, l->bn.relu ? &y4 : NULL, &dy4, &l->w[0],
+                                      &l->buf[BN_SAVE_MEAN], &l->buf[BN_SAVE_INVSTD],
+                                      dx ? &dx4 : NULL, &l->dw[0], &l->dw[1]);
 }
 
 static const mp_layer_class mp_batchnorm_class = {
@@ -61,6 +63,22 @@ static const mp_layer_class mp_batchnorm_class = {
     .backward = batchnorm_backward,
     .inplace_backward = true,
     .skips_y = true};
+
+/* BatchNorm + ReLU: its backward reads y (the ReLU's mask). */
+static const mp_layer_class mp_batchnorm_relu_class = {
+    .type = "batchnorm_relu",
+    .forward = batchnorm_forward,
+    .backward = batchnorm_backward,
+    .inplace_backward = true};
+
+bool mp_layer_batchnorm_fuse_relu(mp_layer *l)
+{
+    if (l->cls != &mp_batchnorm_class)
+        return false;
+    l->cls = &mp_batchnorm_relu_class;
+    l->bn.relu = true;
+    return true;
+}
 
 mp_status mp_layer_batchnorm_init(mp_layer *l, const mp_ops *ops, const char *name,
                                   const int64_t in_shape[3], double eps, double momentum)

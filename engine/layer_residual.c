@@ -14,6 +14,8 @@ static mp_status block_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bo
     MP_TRY(mp_seq_forward(&m, x, train, l->step, &main_out));
     if (sc.n > 0)
         MP_TRY(mp_seq_forward(&sc, x, train, l->step, &sc_out));
+    if (b->fused_relu)
+        return l->ops->add_relu(&main_out, &sc_out, y);
     MP_TRY(l->ops->add(&main_out, &sc_out, y));
     return b->post_relu ? l->ops->relu_forward(y, y) : MP_OK;
 }

@@ -73,7 +73,7 @@ static mp_status tie_heads(mp_layer *layers, const mp_layer_spec *specs, int n)
  * num_classes, and it may only be the first layer. */
 static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
                               const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
-                              int64_t num_classes)
+                              int64_t num_classes, bool fuse)
 {
     const int64_t *shape = in_shape;
     *n = 0;
@@ -93,7 +93,10 @@ static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
                            "input is token ids, which have no gradient)", layers[i].name);
         shape = layers[i].out_shape;
     }
-    return tie_heads(layers, specs, nspecs);
+    MP_TRY(tie_heads(layers, specs, nspecs));
+    if (fuse)
+        mp_layers_fuse(layers, n);
+    return MP_OK;
 }
 
 static mp_seq top(mp_model *m)
@@ -121,7 +124,7 @@ mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
     static _Thread_local mp_layer l[MP_MAX_LAYERS];
     int64_t widest = mp_shape_numel(in_shape);
     mp_seq s = {l, 0, NULL, NULL, recompute};
-    mp_status st = build_layers(l, &s.n, NULL, specs, nspecs, in_shape, num_classes);
+    mp_status st = build_layers(l, &s.n, NULL, specs, nspecs, in_shape, num_classes, true);
     for (int i = 0; i < s.n; i++)
         if (mp_shape_numel(l[i].out_shape) > widest)
             widest = mp_shape_numel(l[i].out_shape);
@@ -205,7 +208,7 @@ static void alloc_activations(mp_model *m)
 
 mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
                               int64_t num_classes, int64_t max_batch, const mp_amp_policy *amp,
-                              bool recompute, int64_t *act_bytes)
+                              const mp_model_opts *o, int64_t *act_bytes)
 {
     *act_bytes = 0;
     if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
@@ -215,9 +218,10 @@ mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int6
         return mp_fail(MP_EINTERNAL, "model: out of host memory planning the activations");
     m->amp = *amp;
     m->max_batch = max_batch;
-    m->recompute = recompute;
+    m->recompute = o && o->recompute;
+    m->plan.apart = o && o->unplanned;
     mp_status st = build_layers(m->layers, &m->nlayers, NULL, specs, nspecs, in_shape,
-                                num_classes);
+                                num_classes, !(o && o->unfused));
     if (st == MP_OK) {
         m->input = input_dtype(m);
         plan_activations(m);
@@ -245,13 +249,14 @@ mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spe
     m->num_classes = num_classes;
     memcpy(m->in_shape, in_shape, sizeof m->in_shape);
     mp_status st = build_layers(m->layers, &m->nlayers, ops, specs, nspecs, in_shape,
-                                num_classes);
+                                num_classes, !(o && o->unfused));
     const int64_t *shape = m->nlayers ? m->layers[m->nlayers - 1].out_shape : in_shape;
     if (st == MP_OK && shape[2] != num_classes)
         st = mp_fail(MP_EUSAGE,
                      "model: the last layer (%s) produces %lld features but the data has %lld "
                      "classes",
-                     m->layers[nspecs - 1].name, (long long)shape[2], (long long)num_classes);
+                     m->layers[m->nlayers - 1].name, (long long)shape[2],
+                     (long long)num_classes);
     m->positions = shape[0] * shape[1];
     m->input = input_dtype(m);
     mp_seq s = top(m);

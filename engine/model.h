@@ -25,6 +25,8 @@ typedef struct mp_model_opts {
                                    and run their forward again before their backward */
     bool unplanned;             /* every activation in bytes of its own (engine/plan.h's
                                    apart: the tests' reference for the plan) */
+    bool unfused;               /* BatchNorm and ReLU as two layers (mp_layers_fuse not run:
+                                   the tests' reference for the fused ops) */
 } mp_model_opts;
 
 typedef struct mp_model {
@@ -104,11 +106,12 @@ mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
                                   int64_t *act_elems);
 
 /* The bytes of the activation arena mp_model_build_opts would allocate for these specs under
- * policy amp, with or without recomputation (the plan, engine/plan.h, made without memory),
- * into *act_bytes. MP_EUSAGE for a bad spec, as mp_model_build. */
+ * policy amp and options o (NULL: the defaults; recompute, unplanned and unfused are read: the
+ * plan, engine/plan.h, made without memory), into *act_bytes. MP_EUSAGE for a bad spec, as
+ * mp_model_build. */
 mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
                               int64_t num_classes, int64_t max_batch, const mp_amp_policy *amp,
-                              bool recompute, int64_t *act_bytes);
+                              const mp_model_opts *o, int64_t *act_bytes);
 
 /* Fills the specs for the "mlp" preset: linear(hidden[i]) + relu for each hidden size, then
  * linear(num_classes), named fc1, relu1, ..., fcK. Returns the number of specs written. */

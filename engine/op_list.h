@@ -162,6 +162,11 @@ MP_OP(mp_status, convert, (const mp_tensor *src, mp_tensor *dst))
 /* y = a + b elementwise (residual connections); equal numel, any dtypes. */
 MP_OP(mp_status, add, (const mp_tensor *a, const mp_tensor *b, mp_tensor *y))
 
+/* y = relu(a + b) (the residual sum followed by a ReLU): the bits of add(a, b, y) then
+ * relu_forward(y, y) in one pass (engine/elem_rule.h: ReLU commutes with the rounding). Its
+ * backward is relu_backward on y. */
+MP_OP(mp_status, add_relu, (const mp_tensor *a, const mp_tensor *b, mp_tensor *y))
+
 /* Convolution (mp_conv_desc): y = conv(x, w); dx = conv_transpose(dy, w);
  * dw = correlation of x with dy. Outputs are overwritten. The one exception to rounding
  * once: cuDNN computes in one dtype, so where the inputs are half and the output FP32 (O1's
@@ -183,7 +188,8 @@ MP_OP(mp_status, conv2d_backward, (const mp_conv_desc *d, const mp_tensor *x, co
  * running_var, save_mean, save_invstd (C) in FP32 (FP64 in tests); gamma, beta and their
  * gradients in FP32, or half at O3 without keep_batchnorm_fp32.
  * Training fills save_mean/save_invstd for backward and updates the running statistics;
- * evaluation (train == false) reads the running statistics and leaves save_* alone. */
+ * evaluation (train == false) reads the running statistics and leaves save_* alone. With
+ * a->relu, y = relu(BatchNorm(x)): the bits of the op without it then relu_forward(y, y). */
 MP_OP(mp_status, batchnorm_forward, (const mp_bn_args *a, bool train, const mp_tensor *x,
                                      const mp_tensor *gamma, const mp_tensor *beta,
                                      mp_tensor *running_mean, mp_tensor *running_var,
@@ -191,8 +197,11 @@ MP_OP(mp_status, batchnorm_forward, (const mp_bn_args *a, bool train, const mp_t
 /* Gradients of training-mode batch normalisation: dx (NULL for none; may alias dy), dgamma,
  * dbeta (overwritten), from the save_mean/save_invstd of the training forward. `a` is the one
  * that forward was given (its eps must be > 0); the result depends only on the saved
- * statistics, and momentum is unused. */
-MP_OP(mp_status, batchnorm_backward, (const mp_bn_args *a, const mp_tensor *x, const mp_tensor *dy,
+ * statistics, and momentum is unused. With a->relu, y is that forward's output (x's shape and
+ * dtype) and dy passes only where y > 0: the bits of relu_backward(y, dy, g) then this op
+ * without relu on g; without, y is not read (NULL allowed). */
+MP_OP(mp_status, batchnorm_backward, (const mp_bn_args *a, const mp_tensor *x, const mp_tensor *y,
+                                      const mp_tensor *dy,
                                       const mp_tensor *gamma, const mp_tensor *save_mean,
                                       const mp_tensor *save_invstd, mp_tensor *dx,
                                       mp_tensor *dgamma, mp_tensor *dbeta))

@@ -71,9 +71,11 @@ typedef struct mp_pool_desc {
 
 /* Batch normalisation over (N, H, W) per channel C, PyTorch's semantics: training uses the
  * batch mean and biased variance, and updates running_mean/running_var (unbiased variance)
- * with `momentum`; evaluation uses the running statistics. */
+ * with `momentum`; evaluation uses the running statistics. relu fuses a ReLU after it (as
+ * cuDNN's and oneDNN's BatchNorm + ReLU do; engine/op_list.h). */
 typedef struct mp_bn_args {
     double eps, momentum;
+    bool relu;
 } mp_bn_args;
 
 /* Multi-head self-attention (attention_forward): `heads` heads over the token width, an

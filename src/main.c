@@ -252,8 +252,20 @@ static void print_dry_run(mp_trainer *t, const mp_config *cfg)
                (long long)mp_mem_current((mp_mem_cat)k), k + 1 < MP_MEM_NCAT ? "," : "\n");
     const mp_plan *p = &t->model.plan;
     size_t apart = mp_plan_unshared(p);
-    printf("activation plan: %zu tensors in %zu bytes, %zu if each had bytes of its own (%.3f)\n",
+    printf("activation plan: %zu tensors in %zu bytes, %zu if each had bytes of its own (%.3f)",
            (size_t)p->n, p->size, apart, apart ? (double)p->size / (double)apart : 0.0);
+    /* as before the plan and the fused ops: every tensor of the unfused model apart */
+    mp_layer_spec specs[MP_MAX_LAYERS];
+    int n = 0;
+    int64_t before = 0;
+    const mp_model *m = &t->model;
+    mp_model_opts o = {.recompute = m->recompute, .unplanned = true, .unfused = true};
+    if (mp_train_model_specs(cfg, specs, &n) == MP_OK &&
+        mp_model_plan_bytes(specs, n, m->in_shape, m->num_classes, m->max_batch, &t->amp, &o,
+                            &before) == MP_OK && before > 0)
+        printf(", %lld unfused and unplanned (%.3f)", (long long)before,
+               (double)p->size / (double)before);
+    printf("\n");
 }
 
 /* mpdist train on a set-up trainer: the start state, outputs, the run. The exit code. */

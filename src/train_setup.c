@@ -149,7 +149,8 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     int64_t act_bytes = 0; /* the planned arena's, exactly */
     if (st == MP_OK)
         st = mp_model_plan_bytes(specs, n, in_shape, c->data.num_classes, c->data.batch_size,
-                                 &t->amp, c->model.recompute, &act_bytes);
+                                 &t->amp, &(mp_model_opts){.recompute = c->model.recompute},
+                                 &act_bytes);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
     /* weights and gradients, then the optimizer's slots and the masters, which ZeRO-1 shards,

@@ -16,7 +16,9 @@
  * mp_convert's bits), so no pass converts into a buffer first (except at the baseline level on
  * x86-64: BN_HALF_BULK). The kernels are compiled once per level of engine/backend_cpu/isa.h
  * (the conversions by F16C and AVX512-BF16 where the CPU has them; every level gives the same
- * bits) and picked at run time; FP64 runs at the baseline. */
+ * bits) and picked at run time; FP64 runs at the baseline. With mp_bn_args.relu the normalisation
+ * pass applies engine/elem_rule.h's ReLU before it rounds (forward fused), and backward masks dy
+ * in a pass of its own first. */
 #include <math.h>
 #include <string.h>
 
@@ -26,6 +28,7 @@
 #include "engine/backend_cpu/vec8.h"
 #include "engine/bn_rule.h"
 #include "engine/cast_rule.h"
+#include "engine/elem_rule.h"
 
 /* Elements of a tile of rows (at least one row): the element-wise passes' unit of work for the
  * threads, and backward's sums', whose two sweeps over a tile of x and dy find it in L1. */
@@ -88,6 +91,20 @@ BN_INLINE void bn_vst_f64(mp_dtype dt, void *p, int64_t o, bn_vec_double v)
     (void)dt;
     memcpy((double *)p + o, &v, sizeof v);
 }
+
+/* The ReLU of engine/elem_rule.h on a vector (v <= 0, -0 included, to +0; NaN kept), by a
+ * mask: BatchNorm with a->relu applies it before its one rounding, as the rule allows. */
+typedef int32_t bn_mask_float __attribute__((vector_size(32)));
+typedef int64_t bn_mask_double __attribute__((vector_size(32)));
+#define MP_BN_RELU_V(ACC)                                                                     \
+    BN_INLINE bn_vec_##ACC bn_relu_v_##ACC(bn_vec_##ACC r)                                    \
+    {                                                                                         \
+        const bn_vec_##ACC zero = {0};                                                        \
+        const bn_mask_##ACC off = (bn_mask_##ACC)(r <= zero);                                 \
+        return (bn_vec_##ACC)((bn_mask_##ACC)r & ~off);                                       \
+    }
+MP_BN_RELU_V(float)
+MP_BN_RELU_V(double)
 
 /* BN_BY_DTYPE_<ACC>(dt, F, args...): F(DT, args...) with DT the constant equal to dt, the storage
  * dtypes of accumulator ACC (FP32, fp16 and bf16 for float; FP64 for double), so that an always
@@ -285,12 +302,13 @@ MP_BN_DY_ROWS(double)
     }
 
 /* The element-wise passes over rows m0 .. m0 + r - 1 of C channels, storage dtype dt, FP32 (or
- * FP64) arithmetic per element, one rounding: bn_norm_<ACC>_<ISA> y = (x - mean) scale + shift;
+ * FP64) arithmetic per element, one rounding: bn_norm_<ACC>_<ISA> y = (x - mean) scale + shift
+ * (with relu, its ReLU);
  * bn_dx_<ACC>_<ISA> dx = k (dy - sdy - (x - mean) invstd sdx). */
 #define MP_BN_ROWS_FN(ACC, ISA)                                                               \
     MP_ISA_TARGET_##ISA BN_INLINE void bn_norm_dt_##ACC##_##ISA(                              \
         mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,                \
-        const ACC *mean, const ACC *scale, const ACC *shift)                                  \
+        const ACC *mean, const ACC *scale, const ACC *shift, bool relu)                       \
     {                                                                                         \
         enum { W = (int)(sizeof(bn_vec_##ACC) / sizeof(ACC)) };                               \
         for (int64_t m = m0; m < m0 + r; m++) {                                               \
@@ -301,11 +319,13 @@ MP_BN_DY_ROWS(double)
                 BN_LD(sc, scale + c);                                                         \
                 BN_LD(sh, shift + c);                                                         \
                 const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                   \
-                BN_VST_##ACC(ISA)(dt, y, m * C + c, (v - mu) * sc + sh);                      \
+                const bn_vec_##ACC o = (v - mu) * sc + sh;                                    \
+                BN_VST_##ACC(ISA)(dt, y, m * C + c, relu ? bn_relu_v_##ACC(o) : o);           \
             }                                                                                 \
-            for (; c < C; c++)                                                                \
-                bn_st1_##ACC(dt, y, m * C + c,                                                \
-                             (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * scale[c] + shift[c]); \
+            for (; c < C; c++) {                                                              \
+                const ACC o = (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * scale[c] + shift[c]; \
+                bn_st1_##ACC(dt, y, m * C + c, relu ? mp_relu(o) : o);                        \
+            }                                                                                 \
         }                                                                                     \
     }                                                                                         \
     MP_ISA_TARGET_##ISA BN_INLINE void bn_dx_dt_##ACC##_##ISA(                                \
@@ -337,18 +357,19 @@ MP_BN_DY_ROWS(double)
     }                                                                                         \
     MP_ISA_TARGET_##ISA static void bn_norm_##ACC##_##ISA(                                    \
         mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,                \
-        const ACC *mean, const ACC *scale, const ACC *shift)                                  \
+        const ACC *mean, const ACC *scale, const ACC *shift, bool relu)                       \
     {                                                                                         \
         if (BN_HALF_BULK(ISA, dt)) {                                                          \
             const int64_t n = r * C;                                                          \
             ACC *b = mp_cpu_workspace(MP_CPU_WS_BN_TILE, (size_t)(2 * n) * sizeof(ACC));      \
             BN_WIDEN(ACC, b, x, dt, m0 * C, n);                                               \
             bn_norm_dt_##ACC##_##ISA(MP_CPU_ACC_DTYPE(ACC), b, b + n, 0, r, C, mean, scale,   \
-                                     shift);                                                  \
+                                     shift, relu);                                            \
             BN_NARROW(ACC, y, b + n, dt, m0 * C, n);                                          \
             return;                                                                           \
         }                                                                                     \
-        BN_BY_DTYPE_##ACC(dt, bn_norm_dt_##ACC##_##ISA, x, y, m0, r, C, mean, scale, shift);  \
+        BN_BY_DTYPE_##ACC(dt, bn_norm_dt_##ACC##_##ISA, x, y, m0, r, C, mean, scale, shift,   \
+                          relu);                                                              \
     }                                                                                         \
     MP_ISA_TARGET_##ISA static void bn_dx_##ACC##_##ISA(                                      \
         mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0, int64_t r,          \
@@ -379,7 +400,7 @@ MP_BN_DY_ROWS(double)
                       int64_t R, int64_t C, const ACC *mean, const ACC *invstd, ACC *lane,    \
                       ACC *t);                                                                \
         void (*norm)(mp_dtype dt, const void *x, void *y, int64_t m0, int64_t r, int64_t C,   \
-                     const ACC *mean, const ACC *scale, const ACC *shift);                    \
+                     const ACC *mean, const ACC *scale, const ACC *shift, bool relu);         \
         void (*dx)(mp_dtype dt, const void *x, const void *dy, void *dx, int64_t m0,          \
                    int64_t r, int64_t C, const ACC *mean, const ACC *invstd, const ACC *k,    \
                    const ACC *sdy, const ACC *sdx);                                           \
@@ -487,7 +508,8 @@ static inline size_t bn_ws_bytes(int64_t M, int64_t C, int64_t n, size_t acc)
             shift[c] = (ACC)ld(beta, c);                                                      \
         MP_CPU_PARALLEL_FOR(M * C)                                                            \
         for (int64_t m0 = 0; m0 < M; m0 += R)                                                 \
-            L->norm(x->dtype, x->data, y->data, m0, bn_rows(M, R, m0), C, mean, scale, shift); \
+            L->norm(x->dtype, x->data, y->data, m0, bn_rows(M, R, m0), C, mean, scale, shift, \
+                    a->relu);                                                                 \
     }
 
 /* Backward for accumulator ACC at the level bn_pick_<ACC>() picks; the arguments are
@@ -552,7 +574,10 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
     return MP_OK;
 }
 
-mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
+/* With a->relu, dy where y > 0 (relu_backward's pass, into dx or, without one, a block of
+ * host memory in *masked), then the unfused backward on it: the CPU fuses the ReLU into the
+ * forward only, and its backward costs what the unfused pair does. */
+mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x, const mp_tensor *y,
                                     const mp_tensor *dy, const mp_tensor *gamma,
                                     const mp_tensor *save_mean, const mp_tensor *save_invstd,
                                     mp_tensor *dx, mp_tensor *dgamma, mp_tensor *dbeta)
@@ -568,8 +593,24 @@ mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
     MP_CPU_REQUIRE(per_channel(save_mean, C, false) && per_channel(save_invstd, C, false) &&
                        per_channel(dgamma, C, false) && per_channel(dbeta, C, false),
                    "batchnorm_backward");
-    (x->dtype == MP_F64 ? bn_backward_double : bn_backward_float)(x, dy, gamma, save_mean,
+    MP_CPU_REQUIRE(!a->relu || (y && mp_tensor_numel(y) == M * C && y->dtype == x->dtype),
+                   "batchnorm_backward");
+    mp_tensor g = *dy;
+    void *masked = NULL;
+    if (a->relu) {
+        if (dx)
+            g.data = dx->data;
+        else
+            g.data = masked = mp_alloc((size_t)mp_tensor_bytes(dy) + 1, MP_MEM_WORKSPACE);
+        mp_status st = mp_cpu_relu_backward(y, dy, &g);
+        if (st != MP_OK) {
+            mp_free(masked);
+            return st;
+        }
+    }
+    (x->dtype == MP_F64 ? bn_backward_double : bn_backward_float)(x, &g, gamma, save_mean,
                                                                   save_invstd, dx, dgamma, dbeta,
                                                                   M, C);
+    mp_free(masked);
     return MP_OK;
 }

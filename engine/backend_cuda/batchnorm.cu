@@ -16,6 +16,9 @@
  * wants a reserve space kept per layer from forward to backward, which the op table's contract
  * has no place for. These kernels move the data 3 times in a training forward (x twice from
  * memory, y once; evaluation twice) and 5 times backward (x and dy twice, dx once).
+ * With mp_bn_args.relu (BatchNorm + ReLU, fused) the apply kernel takes engine/elem_rule.h's ReLU
+ * before its rounding, and backward reads dy through the mask of y (the forward's output) where
+ * it reads dy, in the sums and in dx: the unfused pair's bits without its pass over memory.
  * Column sums (per channel over the M rows) are formed without atomics in engine/bn_rule.h's
  * order, the CPU's: blocks of 32 x MP_BN_LANES threads sum 32 channels over a chunk of rows
  * (thread y one lane, the lanes added in order), and one thread per channel adds the chunks'
@@ -25,6 +28,7 @@
 
 #include "engine/backend_cuda/cuda.h"
 #include "engine/bn_rule.h"
+#include "engine/elem_rule.h"
 
 enum { MP_BN_STATS = 5 };
 
@@ -35,15 +39,25 @@ enum { BN_SUM_XQ, BN_SUM_DY };
 static void *mp_bn_scratch;
 static size_t mp_bn_scratch_bytes;
 
+/* dy's element i (dtype dyt), or 0 where the fused ReLU's output y (x's dtype xt; NULL: no
+ * ReLU) did not pass it: relu_backward's value, read where it is used. */
+__device__ static float bn_dy(const void *dy, mp_dtype dyt, const void *y, mp_dtype xt, int64_t i)
+{
+    if (y && !mp_relu_passes_f32(mp_elem_load_f32(y, xt, i)))
+        return 0.0f;
+    return mp_elem_load_f32(dy, dyt, i);
+}
+
 /* Chunk blockIdx.y's two sums of channels blockIdx.x * 32 + threadIdx.x over its rows
  * [chunk rows, min((chunk + 1) rows, M)), into part[2 chunk C + j] and part[(2 chunk + 1) C + j]:
  * BN_SUM_XQ the sum of x, then, in a second sweep over the same rows (from L2 mostly), the sum
  * of (x - the chunk's mean)^2 (engine/bn_rule.h's variance rule); BN_SUM_DY the sums of dy and
  * of dy (x - mean) invstd, mean and invstd per-channel tensors of dtypes mt and it. Thread y is
  * lane y of the rule, and the lanes are added in order. Blocks of 32 x MP_BN_LANES. */
-__global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const void *dy,
-                                 mp_dtype dyt, const void *mean, mp_dtype mt, const void *invstd,
-                                 mp_dtype it, float *part, int64_t M, int64_t C, int64_t rows)
+__global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const void *y,
+                                 const void *dy, mp_dtype dyt, const void *mean, mp_dtype mt,
+                                 const void *invstd, mp_dtype it, float *part, int64_t M,
+                                 int64_t C, int64_t rows)
 {
     __shared__ float p1[MP_BN_LANES][33], p2[MP_BN_LANES][33], cm[32];
     const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
@@ -57,7 +71,7 @@ __global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const voi
             if (what == BN_SUM_XQ) {
                 s1 += v;
             } else {
-                float g = mp_elem_load_f32(dy, dyt, r * C + j);
+                float g = bn_dy(dy, dyt, y, xt, r * C + j);
                 s1 += g;
                 s2 += g * ((v - m) * inv);
             }
@@ -153,15 +167,16 @@ __global__ static void k_bn_eval_stats(int64_t C, float eps, const void *g, mp_d
     }
 }
 
-/* y = (x - mean) scale + shift per element, from st's three per-channel rows. */
+/* y = (x - mean) scale + shift per element, from st's three per-channel rows; with relu, its
+ * ReLU. */
 __global__ static void k_bn_apply(const void *x, mp_dtype xt, void *y, mp_dtype yt, int64_t n,
-                                  int64_t C, const float *st)
+                                  int64_t C, const float *st, bool relu)
 {
     MP_CUDA_FOR(i, n)
     {
         unsigned c = (unsigned)i % (unsigned)C;
-        float v = mp_elem_load_f32(x, xt, i);
-        mp_elem_store_f32(y, yt, i, (v - st[c]) * st[C + c] + st[2 * C + c]);
+        float v = (mp_elem_load_f32(x, xt, i) - st[c]) * st[C + c] + st[2 * C + c];
+        mp_elem_store_f32(y, yt, i, relu ? mp_relu_f32(v) : v);
     }
 }
 
@@ -186,15 +201,17 @@ __global__ static void k_bn_bwd_stats(const float *part, int64_t chunks, int64_t
     }
 }
 
-/* dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M) per element. */
-__global__ static void k_bn_dx(const void *x, mp_dtype xt, const void *dy, mp_dtype dyt, void *dx,
-                               mp_dtype dxt, int64_t n, int64_t C, const float *st)
+/* dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M) per element (dy through y's
+ * mask when y is not NULL). */
+__global__ static void k_bn_dx(const void *x, mp_dtype xt, const void *y, const void *dy,
+                               mp_dtype dyt, void *dx, mp_dtype dxt, int64_t n, int64_t C,
+                               const float *st)
 {
     MP_CUDA_FOR(i, n)
     {
         unsigned c = (unsigned)i % (unsigned)C;
         float xhat = (mp_elem_load_f32(x, xt, i) - st[c]) * st[C + c];
-        float g = mp_elem_load_f32(dy, dyt, i);
+        float g = bn_dy(dy, dyt, y, xt, i);
         mp_elem_store_f32(dx, dxt, i, st[2 * C + c] * (g - st[3 * C + c] - xhat * st[4 * C + c]));
     }
 }
@@ -225,14 +242,15 @@ static mp_status bn_layout(int64_t M, int64_t C, int64_t *chunks, int64_t *rows,
     return MP_OK;
 }
 
-/* Launches k_bn_part over x (and dy) of M rows, C channels. */
-static mp_status bn_part(int what, const mp_tensor *x, const mp_tensor *dy, const void *mean,
-                         mp_dtype mt, const void *invstd, mp_dtype it, float *part, int64_t M,
-                         int64_t C, int64_t chunks, int64_t rows)
+/* Launches k_bn_part over x (and dy, masked by y when y is not NULL) of M rows, C channels. */
+static mp_status bn_part(int what, const mp_tensor *x, const mp_tensor *y, const mp_tensor *dy,
+                         const void *mean, mp_dtype mt, const void *invstd, mp_dtype it,
+                         float *part, int64_t M, int64_t C, int64_t chunks, int64_t rows)
 {
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
-    MP_LAUNCH(k_bn_part, grid, dim3(32, MP_BN_LANES), what, x->data, x->dtype, dy ? dy->data : NULL,
-              dy ? dy->dtype : MP_F32, mean, mt, invstd, it, part, M, C, rows);
+    MP_LAUNCH(k_bn_part, grid, dim3(32, MP_BN_LANES), what, x->data, x->dtype,
+              y ? y->data : NULL, dy ? dy->data : NULL, dy ? dy->dtype : MP_F32, mean, mt, invstd,
+              it, part, M, C, rows);
     return MP_OK;
 }
 
@@ -262,7 +280,8 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     const float eps = (float)a->eps;
     unsigned cb = mp_cuda_blocks(C);
     if (train) {
-        MP_TRY(bn_part(BN_SUM_XQ, x, NULL, NULL, MP_F32, NULL, MP_F32, part, M, C, chunks, rows));
+        MP_TRY(bn_part(BN_SUM_XQ, x, NULL, NULL, NULL, MP_F32, NULL, MP_F32, part, M, C, chunks,
+                       rows));
         MP_LAUNCH(k_bn_train_stats, cb, 256, part, chunks, rows, C, M, eps, (float)a->momentum,
                   gamma->data, gamma->dtype, beta->data, beta->dtype, running_mean->data,
                   running_mean->dtype, running_var->data, running_var->dtype, save_mean->data,
@@ -273,12 +292,13 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
                   running_var->dtype, st);
     }
     MP_LAUNCH(k_bn_apply, mp_cuda_blocks(M * C), 256, x->data, x->dtype, y->data, y->dtype,
-              M * C, C, st);
+              M * C, C, st, a->relu);
     return MP_OK;
 }
 
 extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x,
-                                                const mp_tensor *dy, const mp_tensor *gamma,
+                                                const mp_tensor *y, const mp_tensor *dy,
+                                                const mp_tensor *gamma,
                                                 const mp_tensor *save_mean,
                                                 const mp_tensor *save_invstd, mp_tensor *dx,
                                                 mp_tensor *dgamma, mp_tensor *dbeta)
@@ -294,6 +314,9 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_te
                         per_channel(dgamma, C, false) && per_channel(dbeta, C, false),
                     "batchnorm_backward");
     MP_CUDA_REQUIRE(a->eps > 0, "batchnorm_backward"); /* as the CPU checks it */
+    MP_CUDA_REQUIRE(!a->relu || (y && mp_tensor_numel(y) == M * C && y->dtype == x->dtype),
+                    "batchnorm_backward");
+    const mp_tensor *mask = a->relu ? y : NULL;
     MP_CUDA_REQUIRE(M * C <= INT_MAX, "batchnorm_backward");
     if (M == 0) { /* empty batch: zero parameter gradients (all-zero bits in every dtype) */
         cudaStream_t stream = mp_cuda_ctx_get()->stream;
@@ -304,13 +327,14 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_te
     int64_t chunks, rows;
     float *part, *st;
     MP_TRY(bn_layout(M, C, &chunks, &rows, &part, &st));
-    MP_TRY(bn_part(BN_SUM_DY, x, dy, save_mean->data, save_mean->dtype, save_invstd->data,
+    MP_TRY(bn_part(BN_SUM_DY, x, mask, dy, save_mean->data, save_mean->dtype, save_invstd->data,
                    save_invstd->dtype, part, M, C, chunks, rows));
     MP_LAUNCH(k_bn_bwd_stats, mp_cuda_blocks(C), 256, part, chunks, C, M, gamma->data,
               gamma->dtype, save_mean->data, save_mean->dtype, save_invstd->data,
               save_invstd->dtype, dgamma->data, dgamma->dtype, dbeta->data, dbeta->dtype, st);
     if (dx)
-        MP_LAUNCH(k_bn_dx, mp_cuda_blocks(M * C), 256, x->data, x->dtype, dy->data, dy->dtype,
-                  dx->data, dx->dtype, M * C, C, st);
+        MP_LAUNCH(k_bn_dx, mp_cuda_blocks(M * C), 256, x->data, x->dtype,
+                  mask ? mask->data : NULL, dy->data, dy->dtype, dx->data, dx->dtype, M * C, C,
+                  st);
     return MP_OK;
 }

@@ -1,5 +1,5 @@
 /* Elementwise and row-broadcast kernels: bias add and its gradient, ReLU forward and backward,
- * scale, fill, convert, add. One kernel per op for every dtype, a grid-stride launch around
+ * scale, fill, convert, add and add_relu. One kernel per op for every dtype, a grid-stride launch around
  * engine/elem_rule.h's body for element i (loads and stores by the tensor's runtime dtype, FP32
  * arithmetic, each output element rounded once): the CPU backend's rules, so every op but
  * bias_grad gives the CPU's bits. bias_grad's column sums are a parallel reduction whose order
@@ -142,20 +142,37 @@ extern "C" mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst)
     return MP_OK;
 }
 
+/* y = a + b, or with relu y = relu(a + b) (add_relu). */
 __global__ static void k_add(const void *a, mp_dtype at, const void *b, mp_dtype bt, void *y,
-                             mp_dtype yt, int64_t n)
+                             mp_dtype yt, int64_t n, bool relu)
 {
-    MP_CUDA_FOR(i, n)
-        mp_add_at(a, at, b, bt, y, yt, i);
+    if (relu) {
+        MP_CUDA_FOR(i, n)
+            mp_add_relu_at(a, at, b, bt, y, yt, i);
+    } else {
+        MP_CUDA_FOR(i, n)
+            mp_add_at(a, at, b, bt, y, yt, i);
+    }
+}
+
+static mp_status add(const char *op, const mp_tensor *a, const mp_tensor *b, mp_tensor *y,
+                     bool relu)
+{
+    MP_CUDA_DTYPES(op, a, b, y);
+    int64_t n = mp_tensor_numel(y);
+    MP_CUDA_REQUIRE(mp_tensor_numel(a) == n && mp_tensor_numel(b) == n, op);
+    if (n)
+        MP_LAUNCH(k_add, mp_cuda_blocks(n), 256, a->data, a->dtype, b->data, b->dtype, y->data,
+                  y->dtype, n, relu);
+    return MP_OK;
 }
 
 extern "C" mp_status mp_cuda_add(const mp_tensor *a, const mp_tensor *b, mp_tensor *y)
 {
-    MP_CUDA_DTYPES("add", a, b, y);
-    int64_t n = mp_tensor_numel(y);
-    MP_CUDA_REQUIRE(mp_tensor_numel(a) == n && mp_tensor_numel(b) == n, "add");
-    if (n)
-        MP_LAUNCH(k_add, mp_cuda_blocks(n), 256, a->data, a->dtype, b->data, b->dtype, y->data,
-                  y->dtype, n);
-    return MP_OK;
+    return add("add", a, b, y, false);
+}
+
+extern "C" mp_status mp_cuda_add_relu(const mp_tensor *a, const mp_tensor *b, mp_tensor *y)
+{
+    return add("add_relu", a, b, y, true);
 }

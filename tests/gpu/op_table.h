@@ -25,8 +25,9 @@ struct op_case {
             double beta;
         } gemm;
         struct {
-            bool nan, in_place;
-        } ew;      /* relu (NaN in x, dx aliasing dy / y aliasing x), add (y aliasing a) */
+            bool nan, in_place, relu;
+        } ew;      /* relu (NaN in x, dx aliasing dy / y aliasing x), add (y aliasing a;
+                      relu: add_relu) */
         double x;  /* scale's alpha, fill's value */
         struct {
             double smoothing;
@@ -54,6 +55,7 @@ struct op_case {
     } u;
     bool refused;
     bool dx_over_dy; /* batchnorm_backward: dx is dy's own memory */
+    bool bn_relu;    /* batchnorm_forward, batchnorm_backward: with the fused ReLU */
     uint64_t seed; /* the case's index: every case draws its own inputs */
     char name[160];
 };

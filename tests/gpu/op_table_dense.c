@@ -256,7 +256,8 @@ static void run_convert(const op_case *c)
     OP_FREE(&src, &dst);
 }
 
-/* y = a + b, dt = (a, b, y): one FP32 addition, one rounding to y's dtype; in place: y = a. */
+/* y = a + b, dt = (a, b, y): one FP32 addition, one rounding to y's dtype; in place: y = a.
+ * add_relu (u.ew.relu): the ReLU of elem_rule.h before the rounding, bitwise. */
 static void run_add(const op_case *c)
 {
     mp_rng r;
@@ -268,8 +269,13 @@ static void run_add(const op_case *c)
         y = mp_gpu_poisoned(c->dt[2], 1, c->shape);
         out = &y;
     }
-    OP_BOTH(c, add, OP_T(&a), OP_T(&b), OP_T(out));
-    mp_gpu_check(out, 0, mp_gpu_rtol(c->dt[2]), "%s", c->name);
+    if (c->u.ew.relu) {
+        OP_BOTH(c, add_relu, OP_T(&a), OP_T(&b), OP_T(out));
+        mp_gpu_check_bits(out, "%s", c->name);
+    } else {
+        OP_BOTH(c, add, OP_T(&a), OP_T(&b), OP_T(out));
+        mp_gpu_check(out, 0, mp_gpu_rtol(c->dt[2]), "%s", c->name);
+    }
     OP_FREE(&a, &b, &y);
 }
 
@@ -449,13 +455,20 @@ static void cases_elementwise(void)
     for (int k = 0; k < 27; k++) {
         op_case c = {.run = run_add, .dt = {DTS[k % 3], DTS[k / 3 % 3], DTS[k / 9]},
                      .shape = {3001}};
-        op_add(c, "add", 3, 1, "%s", "");
-        c.u.ew.in_place = true; /* y may alias a when their dtypes match */
-        if (c.dt[0] == c.dt[2])
-            op_add(c, "add", 3, 1, "in place");
+        for (int relu = 0; relu < 2; relu++) {
+            const char *op = relu ? "add_relu" : "add";
+            c.u.ew.relu = relu;
+            c.u.ew.in_place = false;
+            op_add(c, op, 3, 1, "%s", "");
+            c.u.ew.in_place = true; /* y may alias a when their dtypes match */
+            if (c.dt[0] == c.dt[2])
+                op_add(c, op, 3, 1, "in place");
+        }
     }
     op_case ae = {.run = run_add, .dt = {F16, F32, BF16}, .shape = {0}};
     op_add(ae, "add", 3, 1, "%s", "");
+    ae.u.ew.relu = true;
+    op_add(ae, "add_relu", 3, 1, "%s", "");
 
     const double ps[4] = {0.3, 0.0, 0.9, 0.5};
     const uint64_t offsets[4] = {12345, (1ull << 32) - 777, 3, 0};

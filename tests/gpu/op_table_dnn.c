@@ -109,6 +109,8 @@ static const mp_bn_args bn_args = {.eps = 1e-5, .momentum = 0.1};
 
 static void run_bn(const op_case *c, int op)
 {
+    mp_bn_args args = bn_args;
+    args.relu = c->bn_relu;
     const int64_t *shape = c->shape;
     int64_t C = shape[3], M = shape[0] * shape[1] * shape[2];
     mp_dtype xt = c->dt[0], pt = c->dt[1];
@@ -136,21 +138,23 @@ static void run_bn(const op_case *c, int op)
     t.dg = mp_gpu_poisoned(pt, 1, &C);
     t.db = mp_gpu_poisoned(pt, 1, &C);
     if (op == BN_BACKWARD) { /* from the reference's saved statistics on both sides */
-        assert_int_equal(op_ref->batchnorm_forward(&bn_args, true, &t.x.host, &t.g.host,
+        assert_int_equal(op_ref->batchnorm_forward(&args, true, &t.x.host, &t.g.host,
                                                    &t.b.host, &t.rm.host, &t.rv.host,
                                                    &t.sm.host, &t.si.host, &t.y.host),
                          MP_OK);
         mp_gpu_upload(&t.sm);
         mp_gpu_upload(&t.si);
+        mp_gpu_upload(&t.y);
         mp_gpu_pair *dx = c->dx_over_dy ? &t.dy : &t.dx;
-        OP_BOTH(c, batchnorm_backward, &bn_args, OP_T(&t.x), OP_T(&t.dy), OP_T(&t.g),
+        OP_BOTH(c, batchnorm_backward, &args, OP_T(&t.x), c->bn_relu ? OP_T(&t.y) : NULL,
+                OP_T(&t.dy), OP_T(&t.g),
                 OP_T(&t.sm), OP_T(&t.si), c->u.no_dx ? NULL : OP_T(dx), OP_T(&t.dg),
                 OP_T(&t.db));
         mp_gpu_check_bits(dx, "%s: dx%s", c->name, c->u.no_dx ? " (not written)" : "");
         mp_gpu_check_bits(&t.dg, "%s: dgamma", c->name);
         mp_gpu_check_bits(&t.db, "%s: dbeta", c->name);
     } else {
-        OP_BOTH(c, batchnorm_forward, &bn_args, op == BN_TRAIN, OP_T(&t.x), OP_T(&t.g),
+        OP_BOTH(c, batchnorm_forward, &args, op == BN_TRAIN, OP_T(&t.x), OP_T(&t.g),
                 OP_T(&t.b), OP_T(&t.rm), OP_T(&t.rv), OP_T(&t.sm), OP_T(&t.si), OP_T(&t.y));
     }
     if (op == BN_TRAIN && !c->refused) {
@@ -315,18 +319,30 @@ void op_cases_dnn(void)
                                        bn_shapes[s][3]}};
                 op_add(c, bn_ops[op], 2, 4, "%s", "");
             }
-    for (int k = 0; k < 2; k++) {
-        op_case c = {.run = run_bn_backward, .dt = {DTS[k], MP_F32}, .shape = {3, 5, 3, 9},
-                     .u.no_dx = true};
-        op_add(c, bn_ops[2], 2, 4, "(dx NULL)");
-    }
+    for (int s = 0; s < (int)(sizeof bn_shapes / sizeof bn_shapes[0]); s++)
+        for (int op = 0; op < 3; op++)
+            for (int k = 0; k < NDT; k++) { /* BatchNorm + ReLU, fused */
+                op_case c = {.run = bn_runs[op], .dt = {DTS[k], MP_F32},
+                             .shape = {bn_shapes[s][0], bn_shapes[s][1], bn_shapes[s][2],
+                                       bn_shapes[s][3]},
+                             .bn_relu = true};
+                op_add(c, bn_ops[op], 2, 4, "(relu)");
+            }
+    for (int k = 0; k < 2; k++)
+        for (int relu = 0; relu < 2; relu++) {
+            op_case c = {.run = run_bn_backward, .dt = {DTS[k], MP_F32}, .shape = {3, 5, 3, 9},
+                         .u.no_dx = true, .bn_relu = relu};
+            op_add(c, bn_ops[2], 2, 4, "(dx NULL%s)", relu ? ", relu" : "");
+        }
     for (int s = 1; s < 4; s += 2) /* dx over dy (mp_seq_backward does it) */
         for (int k = 0; k < NDT; k++) {
-            op_case c = {.run = run_bn_backward, .dt = {DTS[k], MP_F32},
-                         .shape = {bn_shapes[s][0], bn_shapes[s][1], bn_shapes[s][2],
-                                   bn_shapes[s][3]},
-                         .dx_over_dy = true};
-            op_add(c, bn_ops[2], 2, 4, "(in place: dx = dy)");
+            for (int relu = 0; relu < 2; relu++) {
+                op_case c = {.run = run_bn_backward, .dt = {DTS[k], MP_F32},
+                             .shape = {bn_shapes[s][0], bn_shapes[s][1], bn_shapes[s][2],
+                                       bn_shapes[s][3]},
+                             .dx_over_dy = true, .bn_relu = relu};
+                op_add(c, bn_ops[2], 2, 4, "(in place: dx = dy%s)", relu ? ", relu" : "");
+            }
         }
     op_case one = {.run = run_bn_eval, .dt = {MP_BF16, MP_F32}, .shape = {1, 1, 1, 5}};
     op_add(one, bn_ops[1], 2, 4, "(one value per channel)");

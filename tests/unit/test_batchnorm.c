@@ -311,14 +311,15 @@ static mp_ops recording_ops;
 static mp_bn_args backward_args;
 static int backward_calls;
 
-static mp_status recording_backward(const mp_bn_args *a, const mp_tensor *x, const mp_tensor *dy,
-                                    const mp_tensor *gamma, const mp_tensor *save_mean,
-                                    const mp_tensor *save_invstd, mp_tensor *dx,
-                                    mp_tensor *dgamma, mp_tensor *dbeta)
+static mp_status recording_backward(const mp_bn_args *a, const mp_tensor *x, const mp_tensor *y,
+                                    const mp_tensor *dy, const mp_tensor *gamma,
+                                    const mp_tensor *save_mean, const mp_tensor *save_invstd,
+                                    mp_tensor *dx, mp_tensor *dgamma, mp_tensor *dbeta)
 {
     backward_args = *a;
     backward_calls++;
-    return ops->batchnorm_backward(a, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+    return ops->batchnorm_backward(a, x, y, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                                   dbeta);
 }
 
 /* Backward gets the layer's own eps and momentum (not a fixed eps), and its gradients are the
@@ -351,14 +352,14 @@ static void test_backward_gets_layer_eps(void **state)
     memcpy(dg, l.dw[0].data, sizeof dg);
     memcpy(db, l.dw[1].data, sizeof db);
     const mp_bn_args other = {.eps = 0.5, .momentum = 0.0};
-    assert_int_equal(ops->batchnorm_backward(&other, &x, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
+    assert_int_equal(ops->batchnorm_backward(&other, &x, NULL, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
                                              &l.dw[0], &l.dw[1]),
                      MP_OK);
     assert_close(f64(&dx2), f64(&dx), (size_t)mp_tensor_numel(&dx), 0, 0);
     assert_close(f64(&l.dw[0]), dg, 3, 0, 0);
     assert_close(f64(&l.dw[1]), db, 3, 0, 0);
     const mp_bn_args zero = {.eps = 0.0, .momentum = momentum};
-    assert_int_equal(ops->batchnorm_backward(&zero, &x, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
+    assert_int_equal(ops->batchnorm_backward(&zero, &x, NULL, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
                                              &l.dw[0], &l.dw[1]),
                      MP_EINTERNAL);
     assert_non_null(strstr(mp_error_message(), "batchnorm_backward"));

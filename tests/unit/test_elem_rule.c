@@ -156,8 +156,17 @@ static void test_add_mixed_dtypes(void **state)
                 for (int64_t i = 0; i < N; i++)
                     mp_add_at(x.data, x.dtype, z.data, z.dtype, got.data, got.dtype, i);
                 check_bits(&got, &y, "add", gpu_dtypes[a], gpu_dtypes[d], true);
-                mp_tensor *all[] = {&x, &z, &y, &got};
-                for (int i = 0; i < 4; i++)
+                /* add_relu: the GPU's rule, and bitwise the unfused pair (NaN bits too) */
+                mp_tensor fused = clone(&y);
+                assert_int_equal(ops->add_relu(&x, &z, &fused), MP_OK);
+                for (int64_t i = 0; i < N; i++)
+                    mp_add_relu_at(x.data, x.dtype, z.data, z.dtype, got.data, got.dtype, i);
+                check_bits(&got, &fused, "add_relu", gpu_dtypes[a], gpu_dtypes[d], true);
+                assert_int_equal(ops->relu_forward(&y, &y), MP_OK);
+                check_bits(&fused, &y, "add_relu against add, relu", gpu_dtypes[a],
+                           gpu_dtypes[d], false);
+                mp_tensor *all[] = {&x, &z, &y, &got, &fused};
+                for (int i = 0; i < 5; i++)
                     mp_tensor_free(all[i]);
             }
 }
@@ -185,11 +194,49 @@ static void test_bias_add(void **state)
             }
 }
 
+/* ReLU commutes with rounding (elem_rule.h): for FP32 values around every boundary that matters
+ * (tiny negatives that round to -0, subnormals, the largest finite halves, inf, NaN) and random
+ * ones, storing relu(v) gives the bits of storing v and then relu of what was stored, in fp16
+ * and bf16: what lets add_relu and BatchNorm with ReLU apply it before their one rounding. */
+static void test_relu_commutes_with_rounding(void **state)
+{
+    (void)state;
+    float edge[] = {-0.0f, 0.0f, -0x1p-26f, -0x1p-25f, -0x1.8p-25f, -0x1p-24f, 0x1p-26f,
+                    0x1p-25f, -0x1p-134f, -0x1p-133f, 0x1p-134f, -1e-45f, 1e-45f, -65520.0f,
+                    65520.0f, -3.4e38f, INFINITY, -INFINITY, NAN, -NAN, -1.0f, 1.0f};
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 100000 + (int)(sizeof edge / sizeof edge[0]); i++) {
+        float v;
+        if (i < (int)(sizeof edge / sizeof edge[0])) {
+            v = edge[i];
+        } else {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t bits = (uint32_t)(s >> 32);
+            memcpy(&v, &bits, sizeof v);
+        }
+        const mp_dtype dts[] = {MP_F16, MP_BF16};
+        for (int d = 0; d < 2; d++) {
+            uint64_t fused = 0, unfused = 0; /* wide enough for any dtype's store */
+            mp_elem_store_f32(&fused, dts[d], 0, mp_relu_f32(v));
+            mp_elem_store_f32(&unfused, dts[d], 0, v);
+            float stored = mp_elem_load_f32(&unfused, dts[d], 0);
+            mp_elem_store_f32(&unfused, dts[d], 0, mp_relu_f32(stored));
+            if (isnan(v))
+                assert_true(isnan(mp_elem_load_f32(&fused, dts[d], 0)));
+            else if (fused != unfused)
+                fail_msg("relu then round %04llx != round then relu %04llx for %a (%s)",
+                         (unsigned long long)fused, (unsigned long long)unfused, (double)v,
+                         mp_dtype_name(dts[d]));
+        }
+    }
+}
+
 /* The f64 rules are the f32 ones in double, and mp_elem_copy moves bits, NaN payloads included. */
 static void test_rules_and_copy(void **state)
 {
     (void)state;
-    assert_true(mp_relu_f32(-0.0f) == 0.0f && isnan(mp_relu_f32(NAN)));
+    assert_true(mp_relu_f32(-0.0f) == 0.0f && !signbit(mp_relu_f32(-0.0f)));
+    assert_true(isnan(mp_relu_f32(NAN)) && !signbit(mp_relu_f64(-0.0)));
     assert_true(mp_relu_f64(-2.0) == 0.0 && mp_relu_f64(INFINITY) == INFINITY);
     assert_false(mp_relu_passes_f32(0.0f) || mp_relu_passes_f32(NAN) || mp_relu_passes_f64(-1.0));
     assert_true(mp_relu_passes_f64(0x1p-1074));
@@ -218,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_convert),          cmocka_unit_test(test_relu),
         cmocka_unit_test(test_scale_and_fill),   cmocka_unit_test(test_add_mixed_dtypes),
         cmocka_unit_test(test_bias_add),         cmocka_unit_test(test_rules_and_copy),
+        cmocka_unit_test(test_relu_commutes_with_rounding),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

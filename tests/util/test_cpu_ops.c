@@ -43,6 +43,8 @@ static void element_wise(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r,
     mp_tensor *sum = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
     assert_int_equal(ops->add(&x, &b, sum), MP_OK);
     assert_int_equal(ops->add(sum, &dy, sum), MP_OK); /* in place */
+    mp_tensor *sum_relu = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
+    assert_int_equal(ops->add_relu(&x, &b, sum_relu), MP_OK);
     assert_int_equal(ops->scale(sum, 0.37), MP_OK);
     mp_tensor *d = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
     assert_int_equal(ops->dropout_forward(0.3, 77, 5, &x, d), MP_OK);
@@ -119,13 +121,21 @@ static void bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64
     mp_tensor *dx = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
     mp_tensor *dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
     mp_tensor *db = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    assert_int_equal(ops->batchnorm_backward(&a, &x, &dy, &g, sm, si, dx, dg, db), MP_OK);
+    assert_int_equal(ops->batchnorm_backward(&a, &x, NULL, &dy, &g, sm, si, dx, dg, db), MP_OK);
     dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
     db = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
-    assert_int_equal(ops->batchnorm_backward(&a, &x, &dy, &g, sm, si, NULL, dg, db), MP_OK);
+    assert_int_equal(ops->batchnorm_backward(&a, &x, NULL, &dy, &g, sm, si, NULL, dg, db), MP_OK);
     mp_tensor *ye = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
     assert_int_equal(ops->batchnorm_forward(&a, false, &x, &g, &b, rm, rv, NULL, NULL, ye),
                      MP_OK);
+    mp_bn_args fused = a; /* BatchNorm + ReLU: y, and dx, dgamma, dbeta through its mask */
+    fused.relu = true;
+    mp_tensor *yr = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
+    assert_int_equal(ops->batchnorm_forward(&fused, true, &x, &g, &b, rm, rv, sm, si, yr), MP_OK);
+    dx = mp_test_keep(o, mp_test_rand(dt, 2, s, NULL, 0, 0));
+    dg = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    db = mp_test_keep(o, mp_test_rand(pt, 1, cs, NULL, 0, 0));
+    assert_int_equal(ops->batchnorm_backward(&fused, &x, yr, &dy, &g, sm, si, dx, dg, db), MP_OK);
     mp_tensor *all[] = {&x, &dy, &g, &b};
     for (int i = 0; i < 4; i++)
         mp_tensor_free(all[i]);

@@ -7,7 +7,7 @@
 
 #include "engine/ops.h"
 
-enum { MP_TEST_OPS_MAX = 64 };
+enum { MP_TEST_OPS_MAX = 96 };
 
 /* The outputs of one run, in a fixed order: tensors and scalars (the gradient statistics). */
 typedef struct mp_test_outputs {
@@ -20,7 +20,7 @@ typedef struct mp_test_outputs {
 mp_tensor *mp_test_keep(mp_test_outputs *o, mp_tensor t);
 
 /* Fills o (emptied first) with the outputs of ops' relu_forward and _backward, add (and add in
- * place), scale, dropout_forward and _backward, bias_add, bias_grad (also at 200 features),
+ * place), add_relu, scale, dropout_forward and _backward, bias_add, bias_grad (also at 200 features),
  * LayerNorm forward and backward (200 features; dx apart, in place, absent), max pooling (2x2 tiling, and
  * 3x3 stride 2 padded) and average pooling forward and backward (NaN in some windows),
  * BatchNorm (mp_test_cpu_bn_run) at C and at 100 channels, optim_step (Adam with a half copy,
@@ -31,7 +31,7 @@ void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outp
 /* Adds to o ops' BatchNorm on x (M rows of C channels, dtype dt) with per-channel tensors of
  * dtype pt, inputs drawn from r: y, the running and saved statistics, dx, dgamma and dbeta of a
  * training forward and backward, dgamma and dbeta of a backward without dx, y of an evaluation
- * forward. */
+ * forward, and y, dx, dgamma and dbeta of a training forward and backward fused with a ReLU. */
 void mp_test_cpu_bn_run(const mp_ops *ops, mp_dtype dt, mp_dtype pt, int64_t M, int64_t C,
                         mp_rng *r, mp_test_outputs *o);
 
