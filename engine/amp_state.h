@@ -27,6 +27,8 @@ typedef struct mp_amp_state {
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
                                max_consecutive_skips (the run must end), else 0 */
+    double lr;              /* this step's learning rate (amp_lr), which an optimizer step with
+                               mp_optim_args.lr_from_state reads: a graph replays it */
 } mp_amp_state;
 
 #define MP_AMP_AGREE 5

@@ -51,6 +51,22 @@ MP_OP(mp_status, mark_record, (void **mark))
 MP_OP(mp_status, mark_elapsed, (void *from, void *to, double *ms))
 MP_OP(void, mark_free, (void *mark))
 
+/* Graphs (CUDA graphs): graph_begin starts capturing the ops the calling thread queues: from
+ * then on each is recorded with its arguments as they are at the call (scalars and memory
+ * pointers as given, copy_in's host pointer read at each launch, the tensor and descriptor
+ * structs copied as a kernel's parameters are) and nothing runs. An op that waits for the queue
+ * or hands a value to the host (copy_out, sync, fence_record, fence_wait, mark_record,
+ * mark_elapsed, grad_stats, softmax_xent with out) fails while capturing, and the capture then
+ * fails at graph_end. graph_end ends the capture and sets *graph to it (NULL on failure);
+ * graph_launch queues every recorded op in order with its recorded arguments, the ops'
+ * results in place once a later copy_out or sync returns; graph_free frees one (NULL ignored).
+ * CUDA captures its stream; the staged CPU backend records and replays the same way; the plain
+ * CPU backend, which queues nothing, has none (graph_begin: MP_EUSAGE). */
+MP_OP(mp_status, graph_begin, (void))
+MP_OP(mp_status, graph_end, (void **graph))
+MP_OP(mp_status, graph_launch, (void *graph))
+MP_OP(void, graph_free, (void *graph))
+
 /* The backend's native queue (CUDA: its cudaStream_t), for a transport that orders its own
  * work after it (comm/transport_nccl.c); NULL on the CPU. */
 MP_OP(void *, queue, (void))
@@ -139,6 +155,11 @@ MP_OP(mp_status, amp_check, (const mp_tensor *grad, double mult, double limit, m
 /* When st->found_inf is set (the step is skipped), copies saved into live (equal numel and
  * dtype); otherwise nothing. Reads the flag in backend memory: no host wait. */
 MP_OP(mp_status, amp_revert, (const mp_amp_state *st, const mp_tensor *saved, mp_tensor *live))
+
+/* st->lr = lr, queued like the other ops (its value travels as the op's argument, a kernel
+ * parameter on CUDA): an optimizer step queued after it with mp_optim_args.lr_from_state uses
+ * this rate, also inside a graph captured before. */
+MP_OP(mp_status, amp_lr, (mp_amp_state *st, double lr))
 
 /* Ends a step: mp_amp_state_update (engine/amp_state.h). Returns MP_OK; whether the run
  * diverged is read from the state (consecutive_skips). */

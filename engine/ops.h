@@ -38,6 +38,8 @@ typedef struct mp_optim_args {
     bool nesterov;              /* SGD */
     double beta1, beta2, eps;   /* Adam, AdamW */
     int64_t step;               /* 1-based count of steps taken, this one included */
+    bool lr_from_state;         /* with an mp_amp_state: the rate is its lr, not lr above (the
+                                   training loop's, so that a captured step reads each step's) */
     double grad_scale;          /* every gradient is multiplied by this first (unscaling,
                                    averaging over ranks, clipping) */
     double max_norm;            /* with an mp_amp_state: clip to this global norm (0: never) */
@@ -103,7 +105,8 @@ const mp_ops *mp_backend_cpu(void);
 
 /* The CPU backend with host_memory false, for tests: every host access to tensors then takes the
  * copy path a GPU needs (engine/host_swap.h, the batch and bucket uploads), and its results must
- * be those of the plain CPU backend. mp_backend_open("cpu") gives it when the environment has
+ * be those of the plain CPU backend. It has graphs: it records and replays what CUDA captures
+ * (engine/backend_cpu/graph.c). mp_backend_open("cpu") gives it when the environment has
  * MPDIST_CPU_STAGED=1. */
 const mp_ops *mp_backend_cpu_staged(void);
 

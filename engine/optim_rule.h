@@ -63,7 +63,7 @@ MP_HD static inline double mp_optim_grad_mult(const mp_optim_args *a, const mp_a
         int64_t step;                                                                       \
         double gs = mp_optim_grad_mult(a, st, &step);                                       \
         mp_optim_coef_##SFX c;                                                              \
-        c.lr = (ACC)a->lr;                                                                  \
+        c.lr = (ACC)(a->lr_from_state && st ? st->lr : a->lr);                              \
         c.wd = (ACC)a->weight_decay;                                                        \
         c.gs = (ACC)gs;                                                                     \
         c.mom = (ACC)a->momentum;                                                           \

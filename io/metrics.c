@@ -251,6 +251,11 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
                 cJSON_AddNumberToObject(amp, "loss_scale", r->amp_loss_scale);
             add_str(amp, "grads", r->amp_grads);
         }
+        cJSON *graph = r->graph_launches > 0 ? cJSON_AddObjectToObject(o, "graph") : NULL;
+        if (graph) {
+            cJSON_AddNumberToObject(graph, "captured_at", (double)r->graph_captured_at);
+            cJSON_AddNumberToObject(graph, "launches", (double)r->graph_launches);
+        }
         cJSON *mem = cJSON_AddObjectToObject(o, "mem_bytes");
         int n = r->n_mem < 0 ? 0 : r->n_mem > 8 ? 8 : r->n_mem;
         for (int i = 0; mem && i < n; i++)

@@ -194,6 +194,12 @@ const mp_key mp_config_keys[] = {
      .meaning = "Let FP32 GEMMs and convolutions use TF32 tensor cores (GPU only)."},
     {"amp.conv_workspace_mb", MP_KEY_INT, "256", GE(0), LE(65536), CF(amp.conv_workspace_mb),
      .meaning = "Most cuDNN workspace a convolution algorithm may use, in MiB (GPU only)."},
+    {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
+     CF(amp.cuda_graphs),
+     .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "
+                "graphs): auto on CUDA where the run allows it (one rank, no dropout, no "
+                "accumulation, no profile), on to insist (also on the staged CPU backend, "
+                "which records and replays the same way; an error where it cannot), off never."},
     {"amp.init_scale", MP_KEY_FLOAT, "65536.0", GT(0), LE(16777216), CF(amp.init_scale),
      .meaning = "Dynamic loss scale: the first scale."},
     {"amp.growth_factor", MP_KEY_FLOAT, "2.0", GT(1), LE(1000), CF(amp.growth_factor),

@@ -45,14 +45,6 @@ typedef struct mp_window {
  * lives in backend memory: the data plane reduces it where it is (NCCL) or a host copy. */
 static mp_status agree(mp_trainer *t)
 {
-    double req = (double)mp_signal_pending();
-    if (req != *t->stop_req) { /* once a run at most: st->stop stays from step to step */
-        *t->stop_req = req;
-        if (t->ops->host_memory)
-            t->st->stop = req;
-        else
-            MP_TRY(t->ops->copy_in(&t->st->stop, t->stop_req, sizeof *t->stop_req));
-    }
     if (t->comm->size == 1)
         return MP_OK;
     static const char what[] =
@@ -68,6 +60,22 @@ static mp_status agree(mp_trainer *t)
                               MP_REDOP_MAX, what);
     MP_TRY(mp_comm_coll_start(t->comm, t->ops, &coll, &ticket));
     return mp_comm_coll_order(t->comm, ticket, &waited);
+}
+
+/* Before a step's device part: this rank's stop request into st->stop (once a run at most: it
+ * stays from step to step), and the step's learning rate into st->lr (amp_lr), which the
+ * optimizer reads (mp_optim_args.lr_from_state): both outside what a graph holds. */
+static mp_status step_inputs(mp_trainer *t, double lr)
+{
+    double req = (double)mp_signal_pending();
+    if (req != *t->stop_req) {
+        *t->stop_req = req;
+        if (t->ops->host_memory)
+            t->st->stop = req;
+        else
+            MP_TRY(t->ops->copy_in(&t->st->stop, t->stop_req, sizeof *t->stop_req));
+    }
+    return t->ops->amp_lr(t->st, lr);
 }
 
 /* Whether tensor x (any dtype, on the device) holds an inf or NaN. */
@@ -226,16 +234,13 @@ static mp_status next_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const in
     return MP_OK;
 }
 
-/* Forward and backward of micro-batch i of `micro` in optimizer step `step`: its loss gradient
- * divided by `micro`; the last one sends the gradients (with the earlier ones' added), the
- * others add theirs to the accumulator. *loss: its loss when want_loss. */
-static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool want_loss,
-                             mp_window *w, mp_train_result *r, double *loss)
+/* Forward and backward of micro-batch i of `micro` in optimizer step `step`, its rows in x, dl
+ * and labels: its loss gradient divided by `micro`; the last one sends the gradients (with the
+ * earlier ones' added), the others add theirs to the accumulator. *loss: its loss when
+ * want_loss. */
+static mp_status micro_device(mp_trainer *t, int64_t step, int i, int micro, bool want_loss,
+                              mp_tensor x, mp_tensor dl, const int32_t *labels, double *loss)
 {
-    mp_tensor x, dl;
-    const int32_t *labels;
-    int64_t n;
-    PROFILED("data", next_batch(t, &x, &dl, &labels, &n, r));
     const mp_tensor *logits;
     mp_xent_result res = {0};
     t->model.step = step * t->accum + i; /* each micro-batch its own dropout masks */
@@ -263,8 +268,57 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
             mp_ready_times_end(&t->ready);
         PROFILED("gradient sync wait", mp_grad_sync_finish(&t->sync));
     }
-    w->images += n * t->comm->size;
     *loss = res.loss;
+    return MP_OK;
+}
+
+/* micro_device on the next micro-batch from the loader. */
+static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool want_loss,
+                             mp_window *w, mp_train_result *r, double *loss)
+{
+    mp_tensor x, dl;
+    const int32_t *labels;
+    int64_t n;
+    PROFILED("data", next_batch(t, &x, &dl, &labels, &n, r));
+    MP_TRY(micro_device(t, step, i, micro, want_loss, x, dl, labels, loss));
+    w->images += n * t->comm->size;
+    return MP_OK;
+}
+
+/* What a graph holds (src/train_graph.h): a step of one micro-batch already in x, dl and labels
+ * that hands nothing to the host, from the statistics' save to the scaler update. */
+typedef struct step_body {
+    int64_t step;
+    double lr;
+    mp_tensor x, dl;
+    const int32_t *labels;
+} step_body;
+
+static mp_status device_step(mp_trainer *t, void *arg)
+{
+    const step_body *b = arg;
+    double loss;
+    PROFILED("bn statistics", mp_model_stats_save(&t->model));
+    MP_TRY(micro_device(t, b->step, 0, 1, false, b->x, b->dl, b->labels, &loss));
+    return apply_gradients(t, b->lr);
+}
+
+/* The device part of a step of one micro-batch that hands nothing to the host, as a graph where
+ * the run allows it (src/train_graph.h), else eagerly: the same ops either way. */
+static mp_status graph_step(mp_trainer *t, int64_t step, double lr, mp_window *w,
+                            mp_train_result *r)
+{
+    step_body b = {.step = step, .lr = lr};
+    int64_t n;
+    PROFILED("data", next_batch(t, &b.x, &b.dl, &b.labels, &n, r));
+    w->images += n * t->comm->size;
+    if (!mp_train_graph_wanted(t, n))
+        return device_step(t, &b);
+    bool first = !t->graph.exec;
+    MP_TRY(mp_train_graph_run(t, step, n, device_step, &b));
+    if (first && t->comm->rank == 0)
+        mp_progress_line(&t->progress, "graph: step %lld captured; each step that logs nothing "
+                         "from here on is one launch", (long long)step + 1);
     return MP_OK;
 }
 
@@ -275,20 +329,25 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
                             bool host, mp_window *w, mp_train_result *r, double *loss)
 {
     double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin("step");
-    PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if the step is skipped */
-    for (int i = 0; i < micro; i++) {
-        double one = 0.0;
-        MP_TRY(micro_batch(t, step, i, micro, want_loss, w, r, &one));
-        sum += one;
+    MP_TRY(step_inputs(t, lr));
+    if (micro == 1 && !want_loss && !host && t->graph.allowed) {
+        MP_TRY(graph_step(t, step, lr, w, r));
+    } else {
+        PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if skipped */
+        for (int i = 0; i < micro; i++) {
+            double one = 0.0;
+            MP_TRY(micro_batch(t, step, i, micro, want_loss, w, r, &one));
+            sum += one;
+        }
+        if (t->after_reduce)
+            t->after_reduce(t, step, t->hook_arg);
+        MP_TRY(apply_gradients(t, lr));
     }
     t->model.step = step; /* what messages name */
     w->comm_ms += t->sync.comm_ms;
     w->comm[w->steps % MP_WINDOW_COMM] = t->sync.comm_ms;
     w->exposed_ms += t->sync.exposed_ms;
     r->comm_exposed_s += 1e-3 * t->sync.exposed_ms;
-    if (t->after_reduce)
-        t->after_reduce(t, step, t->hook_arg);
-    MP_TRY(apply_gradients(t, lr));
     if (want_loss) /* a logged step ends the window: its device time ends here */
         MP_TRY(t->ops->mark_record(&w->mark[1]));
     if (host)
@@ -480,6 +539,8 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .amp_master_weights = t->amp.master_weights,
         .amp_keep_batchnorm_fp32 = t->amp.keep_batchnorm_fp32,
         .amp_loss_scale = t->amp.loss_scale,
+        .graph_captured_at = t->graph.captured_at,
+        .graph_launches = t->graph.launches,
     };
     int64_t steps = 0;
     double step_s = 0.0;
@@ -580,6 +641,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
     mp_resume_point at = t->start;
     double rate = 0.0; /* images/s of the last logged window, shown by the bar in between */
     t->stop = false;
+    MP_TRY(mp_train_graph_setup(t));
     if (c->log.profile)
         mp_profile_start(t->ops);
     else

@@ -25,6 +25,7 @@
 #include "io/sampler.h"
 #include "src/checkpoint_async.h"
 #include "src/config.h"
+#include "src/train_graph.h"
 #include "src/train_ready.h"
 #include "src/train_state.h"
 
@@ -104,6 +105,7 @@ typedef struct mp_trainer {
     mp_ckpt_async *ckpt;    /* checkpoint.async's writer: rank 0 only; NULL elsewhere */
     double ckpt_stall_s, ckpt_wait_s; /* the step boundary's time for the save in flight */
     mp_progress progress;
+    mp_train_graph graph;   /* the step captured as a graph (amp.cuda_graphs) */
     /* Test hooks, NULL in normal runs. before_forward may change this rank's batch x (on a
      * host-memory backend the loader's slot itself, refilled only after the step);
      * before_backward may change this rank's loss gradient

@@ -369,7 +369,8 @@ static void setup_optimizer(mp_trainer *t)
                        .nesterov = c->optim.nesterov,
                        .beta1 = c->optim.beta1,
                        .beta2 = c->optim.beta2,
-                       .eps = c->optim.eps};
+                       .eps = c->optim.eps,
+                       .lr_from_state = true}; /* amp_lr: each step's, also in a graph */
     mp_optimizer_init(&t->opt, t->ops, &t->model.params, &h);
 }
 
@@ -557,6 +558,7 @@ void mp_train_free(mp_trainer *t)
         mp_tensor_delete(t->ops, &t->dlogits);
     }
     mp_free(t->bufpack);
+    mp_train_graph_free(t);
     mp_optimizer_free(&t->opt);
     mp_ready_times_free(&t->ready);
     mp_grad_sync_free(&t->sync);

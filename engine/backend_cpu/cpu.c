@@ -23,6 +23,7 @@ static void make_staged(void)
     mp_cpu_staged_ops = mp_cpu_ops;
     mp_cpu_staged_ops.name = "cpu-staged";
     mp_cpu_staged_ops.host_memory = false;
+    mp_cpu_graph_staged(&mp_cpu_staged_ops);
 }
 
 const mp_ops *mp_backend_cpu_staged(void)

@@ -58,6 +58,10 @@ void mp_cpu_convert_bulk(void *dst, mp_dtype dt, const void *src, mp_dtype st, s
             return mp_fail(MP_EINTERNAL, "cpu %s: shape or dtype mismatch (%s)", op, #cond); \
     } while (0)
 
+/* Makes the staged backend's table ops record while the calling thread captures a graph
+ * (engine/backend_cpu/graph.c), and gives it graphs. */
+void mp_cpu_graph_staged(mp_ops *ops);
+
 /* The op implementations collected in the table (mp_backend_cpu): mp_cpu_<op> for every op of
  * engine/op_list.h. */
 #define MP_OP(ret, op, params) ret mp_cpu_##op params;

@@ -193,6 +193,12 @@ mp_status mp_cpu_amp_revert(const mp_amp_state *st, const mp_tensor *saved, mp_t
     return MP_OK;
 }
 
+mp_status mp_cpu_amp_lr(mp_amp_state *st, double lr)
+{
+    st->lr = lr;
+    return MP_OK;
+}
+
 mp_status mp_cpu_amp_update(const mp_scaler_config *c, mp_amp_state *st)
 {
     mp_amp_state_update(st, c);

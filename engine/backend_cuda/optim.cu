@@ -162,6 +162,14 @@ extern "C" mp_status mp_cuda_amp_revert(const mp_amp_state *st, const mp_tensor 
     return MP_OK;
 }
 
+__global__ static void k_amp_lr(mp_amp_state *st, double lr) { st->lr = lr; }
+
+extern "C" mp_status mp_cuda_amp_lr(mp_amp_state *st, double lr)
+{
+    MP_LAUNCH(k_amp_lr, 1, 1, st, lr);
+    return MP_OK;
+}
+
 __global__ static void k_amp_update(mp_scaler_config c, mp_amp_state *st)
 {
     mp_amp_state_update(st, &c);

@@ -111,5 +111,7 @@ void op_cases_dnn(void);
 void op_cases_norm(void);
 /* The cases of multi-head self-attention (op_table_attn.c). */
 void op_cases_attn(void);
+/* The cases of the graph ops: a captured chain against its eager run (op_table_graph.c). */
+void op_cases_graph(void);
 
 #endif

@@ -22,6 +22,10 @@
 #                             ranks through NCCL on the one GPU, shared under comm.share_gpu:
 #                             checkpoints bitwise the MPI route's, comm_hidden, a stopped rank);
 #                             its lines to $OUT/nccl-ranks.txt, its runs under $OUT/nccl-ranks/
+#   MPDIST_GPU_GRAPHS=0       skip the CUDA graphs stage (tests/gpu/graphs.sh: resnet20 at O2 and
+#                             O0 captured against eager, bitwise checkpoints after 30 steps, and
+#                             images/s of both at batch 128 and 512 in alternating rounds); its
+#                             lines to $OUT/graphs/graphs.txt
 #   MPDIST_GPU_TABLE=1        then the opt-level table (bench/opt_levels.sh cnn_bn, 2 ranks on
 #                             the GPU, 8 epochs each of O0, O1, O2, O3, O2 bf16) and the O2
 #                             accuracy against the CPU run's in bench/results/table.csv (Done
@@ -66,7 +70,7 @@ tee_pid=$!
 start=$(date +%s)
 
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
-nccl="not run"
+nccl="not run" graphs="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
@@ -81,8 +85,8 @@ summary() {
   echo
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
-    "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" "gpu step:" "$gpu_step" \
-    "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
+    "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" "opt table:" "$table" \
+    "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -112,10 +116,12 @@ write_report() {
       sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) [ .*]*(Passed|Failed|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout|Not Run|[^0-9]*)[ ]*([0-9.]+ sec)?.*/  \1 \2 \3/p' \
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
-    printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "opt table:" "$table" \
+    printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" \
+      "opt table:" "$table" \
       "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" \
       "inference:" "$inference" "log:" "$log" "result:" "$1"
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
+    [ ! -s "${graphs_report:-}" ] || sed 's/^/  /' "$graphs_report"
   } >"$report"
 }
 
@@ -380,6 +386,22 @@ else
   step nccl_rc do_nccl
   nccl="$(grep -c '^PASS' "$nccl_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$nccl_report" 2>/dev/null || true) failed (exit $nccl_rc; $nccl_report)"
   [ "$nccl_rc" -eq 0 ] || fail "multi-rank NCCL stage failed"
+fi
+
+# tests/gpu/graphs.sh: the step as a CUDA graph against eager (issue 48).
+graphs_out=${OUT:-$build}/graphs
+graphs_report=$graphs_out/graphs.txt
+do_graphs() { bash tests/gpu/graphs.sh "$build" "$graphs_out"; }
+if [ "${MPDIST_GPU_GRAPHS:-1}" = 0 ]; then
+  graphs="skipped (MPDIST_GPU_GRAPHS=0)"
+elif [ "$build_state" != ok ]; then
+  graphs="not run (build failed)"
+else
+  echo "== CUDA graphs: resnet20 captured against eager"
+  graphs_rc=1
+  step graphs_rc do_graphs
+  graphs="$(grep -c '^PASS' "$graphs_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$graphs_report" 2>/dev/null || true) failed (exit $graphs_rc; $graphs_report)"
+  [ "$graphs_rc" -eq 0 ] || fail "CUDA graphs stage failed"
 fi
 
 # The O2 fp16 accuracy of cnn_bn in a table.csv (bench/opt_levels.sh's columns).

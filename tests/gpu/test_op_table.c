@@ -282,6 +282,7 @@ int main(int argc, char **argv)
     op_cases_norm();
     op_cases_dnn();
     op_cases_attn();
+    op_cases_graph();
     if (list) {
         for (int i = 0; i < ncases; i++)
             printf("%s\n", table[i].name);

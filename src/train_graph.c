@@ -1,0 +1,114 @@
+/* The training step as a graph (src/train_graph.h). */
+#include "src/train_graph.h"
+
+#include <string.h>
+
+#include "src/train.h"
+
+/* Eager steps before the capture: the first grows the workspaces, the second runs with them. */
+enum { MP_GRAPH_WARMUP = 2 };
+
+/* Whether a layer among the n of `layers`, or of their blocks' children, draws a dropout mask. */
+static bool has_dropout(const mp_layer *layers, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const mp_layer *l = &layers[i];
+        if (l->dropout_p > 0.0 || l->attn.dropout_p > 0.0)
+            return true;
+        for (int c = 0; l->block && c < l->block->nchild; c++)
+            if (has_dropout(l->block->layers[c], l->block->n[c]))
+                return true;
+    }
+    return false;
+}
+
+/* Why t's step may not be captured, or NULL. */
+static const char *why_not(const mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    if (t->ops->host_memory)
+        return "the plain CPU backend runs each op as it is called (graphs need CUDA, or the "
+               "staged CPU backend: MPDIST_CPU_STAGED=1)";
+    if (t->comm->size > 1)
+        return "more than one rank (the gradient all-reduce is not captured)";
+    if (t->accum > 1)
+        return "train.accum_steps > 1";
+    if (has_dropout(t->model.layers, t->model.nlayers))
+        return "the model has dropout (its masks change every step)";
+    if (c->log.profile)
+        return "log.profile times each op";
+    if (t->before_forward || t->before_backward || t->after_reduce)
+        return "a test hook runs inside the step";
+    return NULL;
+}
+
+mp_status mp_train_graph_setup(mp_trainer *t)
+{
+    mp_train_graph *g = &t->graph;
+    mp_train_graph_free(t); /* an earlier run's, which this one captures anew */
+    memset(g, 0, sizeof *g);
+    g->captured_at = -1;
+    g->warmup = MP_GRAPH_WARMUP;
+    const char *mode = t->cfg->amp.cuda_graphs;
+    /* auto: where a launch saves the host's work, on CUDA; the staged CPU backend records and
+     * replays the same ops, no faster, and captures when asked to ("on": the tests) */
+    if (strcmp(mode, "off") == 0 || (strcmp(mode, "auto") == 0 && strcmp(t->ops->name, "cuda")))
+        return MP_OK;
+    g->why_not = why_not(t);
+    g->allowed = g->why_not == NULL;
+    g->insist = strcmp(mode, "on") == 0;
+    if (!g->allowed && strcmp(mode, "on") == 0)
+        return mp_fail(MP_EUSAGE, "%s: amp.cuda_graphs = \"on\", but this run cannot capture "
+                       "its step: %s", t->cfg->path, g->why_not);
+    return MP_OK;
+}
+
+bool mp_train_graph_wanted(mp_trainer *t, int64_t rows)
+{
+    mp_train_graph *g = &t->graph;
+    if (!g->allowed)
+        return false;
+    if (g->warmup > 0) {
+        g->warmup--;
+        return false;
+    }
+    return !g->exec || rows == g->batch;
+}
+
+mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int64_t rows,
+                             mp_status (*body)(mp_trainer *t, void *arg), void *arg)
+{
+    mp_train_graph *g = &t->graph;
+    if (!g->exec) {
+        MP_TRY(t->ops->graph_begin());
+        mp_status st = body(t, arg);
+        void *exec = NULL;
+        mp_status end = t->ops->graph_end(&exec);
+        if (st == MP_OK)
+            st = end; /* else the op's failure, which failed the capture */
+        if (st != MP_OK) {
+            t->ops->graph_free(exec);
+            if (g->insist)
+                return st;
+            g->allowed = false;
+            if (t->comm->rank == 0)
+                mp_progress_line(&t->progress, "graph: the capture of step %lld failed (%s); "
+                                 "training on eagerly", (long long)step + 1,
+                                 mp_error_message());
+            return body(t, arg);
+        }
+        g->exec = exec;
+        g->batch = rows;
+        g->captured_at = step;
+    }
+    MP_TRY(t->ops->graph_launch(g->exec));
+    g->launches++;
+    return MP_OK;
+}
+
+void mp_train_graph_free(mp_trainer *t)
+{
+    if (t->ops && t->graph.exec)
+        t->ops->graph_free(t->graph.exec);
+    t->graph.exec = NULL;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The CUDA graphs stage of tests/gpu/run.sh (issue 48): the training step captured on the GPU
+# (amp.cuda_graphs) against the same run without graphs, resnet20 on synthetic CIFAR-shaped
+# data (32x32x3) on one rank, cosine learning rate (a new rate every step):
+#   - correctness: O2 fp16 and O0, batch 128, 30 steps logged every 10: the graph run was
+#     captured at step 3 and launched for every other step that logged nothing (the summary's
+#     "graph" record), and its final checkpoint is bitwise the eager run's (h5diff of /params
+#     /optim /scaler /buffers)
+#   - speed: O2 fp16 at batch 128 and 512, 300 steps logged every 100, eager and graphs
+#     alternating, ROUNDS rounds each (default 3): images/s from each run's summary, the median
+#     of each and their ratio (issue 48's goal: graphs >= 2x eager on resnet20 at batch 128)
+# Usage: tests/gpu/graphs.sh BUILD OUT      (BUILD has mpdist; OUT gets the runs and
+# graphs.txt, one line per check or row). MPDIST_GPU_GRAPH_ROUNDS sets ROUNDS. Exits 1 when a
+# check failed. Needs a GPU and h5diff.
+set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -e/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+build=${1:?build directory} out=${2:?output directory}
+cd "$(dirname "$0")/../.."
+mpdist=$build/mpdist
+rounds=${MPDIST_GPU_GRAPH_ROUNDS:-3}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "graphs: MPDIST_GPU_GRAPH_ROUNDS must be a positive integer (got '$rounds')" >&2; exit 2; }
+[ -x "$mpdist" ] || { echo "graphs: no mpdist in $build" >&2; exit 2; }
+mkdir -p "$out"
+report=$out/graphs.txt
+: >"$report"
+failures=0
+say() { echo "$*" | tee -a "$report"; }
+check() { # check WHAT CMD...: one line in the report, PASS or FAIL
+  local what=$1
+  shift
+  if "$@"; then say "PASS $what"; else say "FAIL $what"; failures=$((failures + 1)); fi
+}
+common=(configs/cifar-wrn16-4.cfg --set 'model.preset="resnet20"' --set model.depth=20
+  --set amp.device=cuda --set 'data.format="synthetic"' --set data.synthetic_test=128
+  --set 'data.synthetic_shape=[32,32,3]' --set 'schedule.type="cosine"' --set train.epochs=1
+  --set train.eval_every=0 --set log.progress=plain)
+# run NAME MODE [ARGS]: metrics to $out/NAME.jsonl, checkpoint at the end under $out/NAME/
+run() {
+  local name=$1 mode=$2
+  shift 2
+  rm -rf "${out:?}/$name" "$out/$name.jsonl"
+  timeout 600 "$mpdist" "${common[@]}" --set "amp.cuda_graphs=\"$mode\"" \
+    --set "log.metrics=\"$out/$name.jsonl\"" --set "checkpoint.dir=\"$out/$name\"" "$@" \
+    >"$out/$name.out" 2>&1
+}
+launches() { sed -nE 's/.*"graph":\{"captured_at":([0-9]+),"launches":([0-9]+)\}.*/\1 \2/p' "$out/$1.jsonl"; }
+same_ckpt() { # same_ckpt A B: the final checkpoints hold the same training state
+  local a b obj
+  a=$(ls "$out/$1"/ckpt-*.h5 | tail -1) b=$(ls "$out/$2"/ckpt-*.h5 | tail -1)
+  for obj in /params /optim /scaler /buffers; do
+    h5diff "$a" "$b" "$obj" "$obj" >"$out/diff.txt" 2>&1 || { head -5 "$out/diff.txt"; return 1; }
+  done
+}
+
+for level in O2 O0; do
+  args=(--set "amp.opt_level=\"$level\"" --set data.batch_size=128 --set data.synthetic_train=4096
+    --set train.max_steps=30 --set log.every=10)
+  check "$level: the graph run trains" run "graph-$level" on "${args[@]}"
+  check "$level: the eager run trains" run "eager-$level" off "${args[@]}"
+  got=$(launches "graph-$level")
+  check "$level: captured at step 3, launched 25 times (got '${got:-none}')" test "$got" = "2 25"
+  check "$level: the graph run's checkpoint is bitwise the eager run's" same_ckpt "graph-$level" "eager-$level"
+done
+
+ips() { sed -nE 's/.*"type":"summary".*"images_per_s":([0-9.e+-]+).*/\1/p' "$out/$1.jsonl"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+for batch in 128 512; do
+  args=(--set 'amp.opt_level="O2"' --set "data.batch_size=$batch"
+    --set "data.synthetic_train=$((batch * 300))" --set train.max_steps=300 --set log.every=100)
+  : >"$out/speed-$batch.txt"
+  for r in $(seq "$rounds"); do
+    for mode in off on; do
+      if run "speed-$batch-$mode" "$mode" "${args[@]}"; then
+        echo "$mode $(ips "speed-$batch-$mode")" >>"$out/speed-$batch.txt"
+      else
+        say "FAIL speed run batch $batch $mode round $r (exit: see $out/speed-$batch-$mode.out)"
+        failures=$((failures + 1))
+      fi
+    done
+  done
+  eager=$(awk '$1 == "off" { print $2 }' "$out/speed-$batch.txt" | median)
+  graph=$(awk '$1 == "on" { print $2 }' "$out/speed-$batch.txt" | median)
+  say "resnet20 O2 fp16 batch $batch, $rounds rounds of 300 steps: eager $eager images/s, graphs $graph images/s (medians), ratio $(awk -v g="$graph" -v e="$eager" 'BEGIN { printf "%.2f", e > 0 ? g / e : 0 }')"
+done
+exit $((failures > 0))

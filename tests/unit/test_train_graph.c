@@ -1,0 +1,93 @@
+/* A step's capture that fails (src/train_graph.c: mp_train_graph_run), on the staged CPU
+ * backend, with a body whose op waits for the host as a library call CUDA cannot capture would:
+ * under "auto" the run goes on eagerly (the body runs once more, now for real, and no capture
+ * is tried again); under "on" the op's error ends the run. A body that captures is launched,
+ * and the launch is what runs it. */
+#include "tests/util/test_util.h"
+
+#include <string.h>
+
+#include "src/train.h"
+
+typedef struct body_state {
+    int calls;
+    bool wait; /* the body asks the host for a value (copy_out): no capture holds that */
+    float *dev, host;
+} body_state;
+
+static mp_status body(mp_trainer *t, void *arg)
+{
+    body_state *b = arg;
+    b->calls++;
+    MP_TRY(t->ops->fill(&(mp_tensor){.data = b->dev, .dtype = MP_F32, .ndim = 1, .shape = {1}},
+                        (double)b->calls));
+    return b->wait ? t->ops->copy_out(&b->host, b->dev, sizeof b->host) : MP_OK;
+}
+
+static void trainer(mp_trainer *t, mp_comm *comm, bool insist)
+{
+    memset(t, 0, sizeof *t);
+    memset(comm, 0, sizeof *comm);
+    t->ops = mp_backend_cpu_staged();
+    t->comm = comm;
+    t->graph = (mp_train_graph){.allowed = true, .insist = insist, .captured_at = -1};
+}
+
+static void test_failed_capture(void **state)
+{
+    (void)state;
+    mp_trainer t;
+    mp_comm comm;
+    for (int insist = 0; insist < 2; insist++) {
+        trainer(&t, &comm, insist);
+        body_state b = {.wait = true};
+        b.dev = t.ops->mem_alloc(sizeof(float), MP_MEM_WORKSPACE);
+        assert_true(mp_train_graph_wanted(&t, 8));
+        mp_status st = mp_train_graph_run(&t, 4, 8, body, &b);
+        if (insist) {
+            assert_int_equal(st, MP_EINTERNAL);
+            assert_non_null(strstr(mp_error_message(), "copy_out"));
+            assert_int_equal(b.calls, 1);
+            assert_true(*b.dev == 0.0f); /* the captured fill never ran */
+        } else {
+            assert_int_equal(st, MP_OK);
+            assert_int_equal(b.calls, 2);
+            assert_true(*b.dev == 2.0f && b.host == 2.0f); /* the eager run's */
+            assert_false(t.graph.allowed);
+            assert_false(mp_train_graph_wanted(&t, 8));
+        }
+        assert_null(t.graph.exec);
+        assert_int_equal(t.graph.launches, 0);
+        t.ops->mem_free(b.dev);
+    }
+}
+
+static void test_capture_then_launch(void **state)
+{
+    (void)state;
+    mp_trainer t;
+    mp_comm comm;
+    trainer(&t, &comm, true);
+    body_state b = {0};
+    b.dev = t.ops->mem_alloc(sizeof(float), MP_MEM_WORKSPACE);
+    for (int step = 0; step < 3; step++)
+        assert_int_equal(mp_train_graph_run(&t, step, 8, body, &b), MP_OK);
+    assert_int_equal(b.calls, 1); /* captured once, its fill of 1 launched three times */
+    assert_true(*b.dev == 1.0f);
+    assert_int_equal(t.graph.launches, 3);
+    assert_int_equal(t.graph.captured_at, 0);
+    assert_false(mp_train_graph_wanted(&t, 7)); /* a shorter batch runs eagerly */
+    assert_true(mp_train_graph_wanted(&t, 8));
+    mp_train_graph_free(&t);
+    assert_null(t.graph.exec);
+    t.ops->mem_free(b.dev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failed_capture),
+        cmocka_unit_test(test_capture_then_launch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
