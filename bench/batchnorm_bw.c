@@ -88,12 +88,12 @@ int main(int argc, char **argv)
                                              &pc[5], &y),
                       "batchnorm_forward");
                 double t1 = mp_now();
-                check(ops->batchnorm_backward(&a, &x, NULL, &dy, &pc[0], &pc[4], &pc[5], &dx, &pc[6],
-                                              &pc[7]),
+                check(ops->batchnorm_backward(&a, &x, NULL, &dy, &pc[0], &pc[4], &pc[5], &dx,
+                                              &pc[6], &pc[7]),
                       "batchnorm_backward");
                 double t2 = mp_now();
-                check(ops->batchnorm_backward(&a, &x, NULL, &dy, &pc[0], &pc[4], &pc[5], NULL, &pc[6],
-                                              &pc[7]),
+                check(ops->batchnorm_backward(&a, &x, NULL, &dy, &pc[0], &pc[4], &pc[5], NULL,
+                                              &pc[6], &pc[7]),
                       "batchnorm_backward");
                 double t3 = mp_now();
                 if (k >= 2) {

@@ -30,9 +30,9 @@ typedef struct mp_train_graph {
 } mp_train_graph;
 
 /* Decides from t's config, backend and model whether the step may be captured: not with
- * amp.cuda_graphs = "off", nor "auto" on a backend other than CUDA (the staged CPU backend
- * captures when asked to, with "on"), a backend that queues nothing (the plain CPU), more than one rank
- * (the all-reduce is not captured), train.accum_steps > 1, dropout (its masks' offsets change
+ * amp.cuda_graphs = "off", nor "auto" on a backend other than CUDA (the staged CPU backend captures
+ * when asked to, with "on"), nor on a backend that queues nothing (the plain CPU), more than one
+ * rank (the all-reduce is not captured), train.accum_steps > 1, dropout (its masks' offsets change
  * every step), log.profile (it times each op) or a test hook. MP_EUSAGE naming the reason when
  * amp.cuda_graphs = "on" and it may not; MP_OK otherwise (auto: eager where it may not). */
 mp_status mp_train_graph_setup(struct mp_trainer *t);

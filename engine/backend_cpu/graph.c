@@ -90,14 +90,16 @@ static void copy_pointee(mp_cpu_graph *g, const void **field, size_t bytes)
     memcpy(c, *field, bytes);
     *field = c;
 }
-static void deep_ct(mp_cpu_graph *g, const mp_tensor **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_t(mp_cpu_graph *g, mp_tensor **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_conv(mp_cpu_graph *g, const mp_conv_desc **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_pool(mp_cpu_graph *g, const mp_pool_desc **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_bn(mp_cpu_graph *g, const mp_bn_args **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_attn(mp_cpu_graph *g, const mp_attn_desc **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_optim(mp_cpu_graph *g, const mp_optim_args **f) { copy_pointee(g, (const void **)f, sizeof **f); }
-static void deep_scaler(mp_cpu_graph *g, const mp_scaler_config **f) { copy_pointee(g, (const void **)f, sizeof **f); }
+#define MP_G_DEEP_FN(name, T)                                                                 \
+    static void name(mp_cpu_graph *g, T **f) { copy_pointee(g, (const void **)f, sizeof **f); }
+MP_G_DEEP_FN(deep_ct, const mp_tensor)
+MP_G_DEEP_FN(deep_t, mp_tensor)
+MP_G_DEEP_FN(deep_conv, const mp_conv_desc)
+MP_G_DEEP_FN(deep_pool, const mp_pool_desc)
+MP_G_DEEP_FN(deep_bn, const mp_bn_args)
+MP_G_DEEP_FN(deep_attn, const mp_attn_desc)
+MP_G_DEEP_FN(deep_optim, const mp_optim_args)
+MP_G_DEEP_FN(deep_scaler, const mp_scaler_config)
 /* Any other field (a scalar, memory of the backend, a host pointer copy_in reads) as it is. */
 static void deep_none(mp_cpu_graph *g, const void *f)
 {
@@ -324,7 +326,8 @@ void mp_cpu_graph_staged(mp_ops *ops)
     MP_G_SET(copy_in) MP_G_SET(copy) MP_G_SET(gemm) MP_G_SET(gemm_bias) MP_G_SET(bias_add)
     MP_G_SET(bias_grad) MP_G_SET(linear_backward) MP_G_SET(relu_forward)
     MP_G_SET(relu_backward) MP_G_SET(optim_step) MP_G_SET(amp_check) MP_G_SET(amp_revert)
-    MP_G_SET(amp_lr) MP_G_SET(amp_update) MP_G_SET(scale) MP_G_SET(fill) MP_G_SET(convert) MP_G_SET(add)
+    MP_G_SET(amp_lr) MP_G_SET(amp_update) MP_G_SET(scale) MP_G_SET(fill) MP_G_SET(convert)
+    MP_G_SET(add)
     MP_G_SET(add_relu) MP_G_SET(conv2d_forward) MP_G_SET(conv2d_backward_data)
     MP_G_SET(conv2d_backward_filter) MP_G_SET(conv2d_backward) MP_G_SET(batchnorm_forward)
     MP_G_SET(batchnorm_backward) MP_G_SET(pool_forward) MP_G_SET(pool_backward)

@@ -1,9 +1,9 @@
 /* Elementwise and row-broadcast kernels: bias add and its gradient, ReLU forward and backward,
- * scale, fill, convert, add and add_relu. One kernel per op for every dtype, a grid-stride launch around
- * engine/elem_rule.h's body for element i (loads and stores by the tensor's runtime dtype, FP32
- * arithmetic, each output element rounded once): the CPU backend's rules, so every op but
- * bias_grad gives the CPU's bits. bias_grad's column sums are a parallel reduction whose order
- * is this kernel's own; only its additions, loads and stores are the shared rules. */
+ * scale, fill, convert, add and add_relu. One kernel per op for every dtype, a grid-stride launch
+ * around engine/elem_rule.h's body for element i (loads and stores by the tensor's runtime dtype,
+ * FP32 arithmetic, each output element rounded once): the CPU backend's rules, so every op but
+ * bias_grad gives the CPU's bits. bias_grad's column sums are a parallel reduction whose order is
+ * this kernel's own; only its additions, loads and stores are the shared rules. */
 #include "engine/backend_cuda/cuda.h"
 #include "engine/elem_rule.h"
 

@@ -352,15 +352,15 @@ static void test_backward_gets_layer_eps(void **state)
     memcpy(dg, l.dw[0].data, sizeof dg);
     memcpy(db, l.dw[1].data, sizeof db);
     const mp_bn_args other = {.eps = 0.5, .momentum = 0.0};
-    assert_int_equal(ops->batchnorm_backward(&other, &x, NULL, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
-                                             &l.dw[0], &l.dw[1]),
+    assert_int_equal(ops->batchnorm_backward(&other, &x, NULL, &dy, &l.w[0], &l.buf[2],
+                                             &l.buf[3], &dx2, &l.dw[0], &l.dw[1]),
                      MP_OK);
     assert_close(f64(&dx2), f64(&dx), (size_t)mp_tensor_numel(&dx), 0, 0);
     assert_close(f64(&l.dw[0]), dg, 3, 0, 0);
     assert_close(f64(&l.dw[1]), db, 3, 0, 0);
     const mp_bn_args zero = {.eps = 0.0, .momentum = momentum};
-    assert_int_equal(ops->batchnorm_backward(&zero, &x, NULL, &dy, &l.w[0], &l.buf[2], &l.buf[3], &dx2,
-                                             &l.dw[0], &l.dw[1]),
+    assert_int_equal(ops->batchnorm_backward(&zero, &x, NULL, &dy, &l.w[0], &l.buf[2],
+                                             &l.buf[3], &dx2, &l.dw[0], &l.dw[1]),
                      MP_EINTERNAL);
     assert_non_null(strstr(mp_error_message(), "batchnorm_backward"));
     mp_tensor *all[] = {&x, &y, &dy, &dx, &dx2};

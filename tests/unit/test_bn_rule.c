@@ -127,8 +127,8 @@ REF_BN(double, f64)
         assert_int_equal(ops->batchnorm_forward(&args, true, &x, &pc[0], &pc[1], &pc[2],      \
                                                 &pc[3], &pc[4], &pc[5], &y),                  \
                          MP_OK);                                                              \
-        assert_int_equal(ops->batchnorm_backward(&args, &x, NULL, &dy, &pc[0], &pc[4], &pc[5], &dx, \
-                                                 &pc[6], &pc[7]),                             \
+        assert_int_equal(ops->batchnorm_backward(&args, &x, NULL, &dy, &pc[0], &pc[4], &pc[5], \
+                                                 &dx, &pc[6], &pc[7]),                        \
                          MP_OK);                                                              \
         ACC *xv = malloc(sizeof(ACC) * (size_t)(6 * (M) * (C) + 10 * (C)));                   \
         assert_non_null(xv);                                                                  \

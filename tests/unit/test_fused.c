@@ -63,8 +63,10 @@ static void bn_case(mp_dtype dt, int64_t M, int64_t C, bool specials, uint64_t s
     int64_t s[2] = {M, C}, cs[1] = {C};
     mp_tensor x = mp_test_rand(dt, 2, s, &r, -1, 1), dy = mp_test_rand(dt, 2, s, &r, -1, 1);
     bn_inputs(&x, M, C, specials);
-    mp_tensor g = mp_test_rand(pt, 1, cs, &r, 0.5, 1.5), b = mp_test_rand(pt, 1, cs, &r, -0.2, 0.2);
-    mp_tensor rm = mp_test_rand(pt, 1, cs, &r, -0.1, 0.1), rv = mp_test_rand(pt, 1, cs, &r, 0.9, 1.1);
+    mp_tensor g = mp_test_rand(pt, 1, cs, &r, 0.5, 1.5);
+    mp_tensor b = mp_test_rand(pt, 1, cs, &r, -0.2, 0.2);
+    mp_tensor rm = mp_test_rand(pt, 1, cs, &r, -0.1, 0.1);
+    mp_tensor rv = mp_test_rand(pt, 1, cs, &r, 0.9, 1.1);
     mp_tensor rm2 = copy_of(&rm), rv2 = copy_of(&rv);
     mp_tensor sm = mp_test_rand(pt, 1, cs, NULL, 0, 0), si = copy_of(&sm);
     mp_tensor sm2 = copy_of(&sm), si2 = copy_of(&sm);
@@ -140,9 +142,12 @@ static void test_backward_needs_y(void **state)
 {
     (void)state;
     int64_t s[2] = {4, 3}, bad[2] = {4, 2}, cs[1] = {3};
-    mp_tensor x = mp_test_rand(MP_F32, 2, s, NULL, 1, 1), y = mp_test_rand(MP_F32, 2, bad, NULL, 0, 0);
-    mp_tensor g = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1), st = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1);
-    mp_tensor dg = mp_test_rand(MP_F32, 1, cs, NULL, 0, 0), db = mp_test_rand(MP_F32, 1, cs, NULL, 0, 0);
+    mp_tensor x = mp_test_rand(MP_F32, 2, s, NULL, 1, 1);
+    mp_tensor y = mp_test_rand(MP_F32, 2, bad, NULL, 0, 0);
+    mp_tensor g = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1);
+    mp_tensor st = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1);
+    mp_tensor dg = mp_test_rand(MP_F32, 1, cs, NULL, 0, 0);
+    mp_tensor db = mp_test_rand(MP_F32, 1, cs, NULL, 0, 0);
     mp_bn_args a = {.eps = 1e-5, .momentum = 0.1, .relu = true};
     assert_int_equal(ops->batchnorm_backward(&a, &x, NULL, &x, &g, &st, &st, NULL, &dg, &db),
                      MP_EINTERNAL);
@@ -207,7 +212,8 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
         build(&b, specs, n, in, classes, batch, &amp, false);
         assert_int_equal(count_type(a.layers, a.nlayers, "batchnorm_relu"), 0);
         int fused = count_type(b.layers, b.nlayers, "batchnorm_relu");
-        if (fused == 0 || count_type(b.layers, b.nlayers, "relu") >= count_type(a.layers, a.nlayers, "relu"))
+        int relus = count_type(b.layers, b.nlayers, "relu");
+        if (fused == 0 || relus >= count_type(a.layers, a.nlayers, "relu"))
             fail_msg("%s: nothing fused (%d batchnorm_relu layers)", preset, fused);
         if (b.plan.size > a.plan.size)
             fail_msg("%s: fused activations take %zu bytes, unfused %zu", preset, b.plan.size,
