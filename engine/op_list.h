@@ -56,8 +56,10 @@ MP_OP(void, mark_free, (void *mark))
  * pointers as given, copy_in's host pointer read at each launch, the tensor and descriptor
  * structs copied as a kernel's parameters are) and nothing runs. An op that waits for the queue
  * or hands a value to the host (copy_out, sync, fence_record, fence_wait, mark_record,
- * mark_elapsed, grad_stats, softmax_xent with out) fails while capturing, and the capture then
- * fails at graph_end. graph_end ends the capture and sets *graph to it (NULL on failure);
+ * mark_elapsed, grad_stats, softmax_xent with out), allocates or frees backend memory
+ * (mem_alloc, mem_free, an op that would grow its workspace) or copies in from host memory not
+ * from host_alloc fails while capturing (or, returning no status, fails the capture), and the
+ * capture then fails at graph_end, its message the first failure's. graph_end ends the capture and sets *graph to it (NULL on failure);
  * graph_launch queues every recorded op in order with its recorded arguments, the ops'
  * results in place once a later copy_out or sync returns; graph_free frees one (NULL ignored).
  * CUDA captures its stream; the staged CPU backend records and replays the same way; the plain
@@ -66,6 +68,13 @@ MP_OP(mp_status, graph_begin, (void))
 MP_OP(mp_status, graph_end, (void **graph))
 MP_OP(mp_status, graph_launch, (void *graph))
 MP_OP(void, graph_free, (void *graph))
+
+/* Whether a graph still holds the memory it was captured with: false once the backend has moved
+ * a workspace since (an op at another shape grew one, freeing the block the graph's nodes
+ * point at); launch only a graph that is, else capture anew. On the staged CPU backend, which
+ * looks its workspaces up again at each launch, it says whether one grew, so that callers'
+ * re-capture runs in CI. */
+MP_OP(bool, graph_valid, (const void *graph))
 
 /* The backend's native queue (CUDA: its cudaStream_t), for a transport that orders its own
  * work after it (comm/transport_nccl.c); NULL on the CPU. */

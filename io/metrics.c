@@ -254,6 +254,7 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
         cJSON *graph = r->graph_launches > 0 ? cJSON_AddObjectToObject(o, "graph") : NULL;
         if (graph) {
             cJSON_AddNumberToObject(graph, "captured_at", (double)r->graph_captured_at);
+            cJSON_AddNumberToObject(graph, "captures", (double)r->graph_captures);
             cJSON_AddNumberToObject(graph, "launches", (double)r->graph_launches);
         }
         cJSON *mem = cJSON_AddObjectToObject(o, "mem_bytes");

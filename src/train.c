@@ -36,15 +36,33 @@ typedef struct mp_window {
                       windows, the end becoming the next start */
 } mp_window;
 
-/* Writes this rank's stop request into the state when it changed (once a run at most, so no step
- * copies it as a matter of course) and agrees, with one MAX over ranks of (sum of squares,
+/* This rank's stop request into st->stop when it changed (once a run at most, so no step copies
+ * it as a matter of course). */
+static mp_status stop_request(mp_trainer *t)
+{
+    double req = (double)mp_signal_pending();
+    if (req == *t->stop_req)
+        return MP_OK;
+    *t->stop_req = req;
+    if (t->ops->host_memory)
+        t->st->stop = req;
+    else
+        MP_TRY(t->ops->copy_in(&t->st->stop, t->stop_req, sizeof *t->stop_req));
+    return MP_OK;
+}
+
+/* With `stop`, writes this rank's stop request into the state first (stop_request; a step
+ * launched as a graph had it written before its launch), then agrees, with one MAX over ranks
+ * of (sum of squares,
  * found_inf, stop, fill, bad_labels), on whether the step is skipped, the norm it clips with,
  * the scaler's margin rule and whether the run stops: every rank takes the same decision even
  * when a rank's gradients went bad after the sum, and all stop at the same step. Sharded
  * (ZeRO-1), each rank's sum of squares covers its block, so they are summed first. The state
  * lives in backend memory: the data plane reduces it where it is (NCCL) or a host copy. */
-static mp_status agree(mp_trainer *t)
+static mp_status agree(mp_trainer *t, bool stop)
 {
+    if (stop)
+        MP_TRY(stop_request(t));
     if (t->comm->size == 1)
         return MP_OK;
     static const char what[] =
@@ -60,22 +78,6 @@ static mp_status agree(mp_trainer *t)
                               MP_REDOP_MAX, what);
     MP_TRY(mp_comm_coll_start(t->comm, t->ops, &coll, &ticket));
     return mp_comm_coll_order(t->comm, ticket, &waited);
-}
-
-/* Before a step's device part: this rank's stop request into st->stop (once a run at most: it
- * stays from step to step), and the step's learning rate into st->lr (amp_lr), which the
- * optimizer reads (mp_optim_args.lr_from_state): both outside what a graph holds. */
-static mp_status step_inputs(mp_trainer *t, double lr)
-{
-    double req = (double)mp_signal_pending();
-    if (req != *t->stop_req) {
-        *t->stop_req = req;
-        if (t->ops->host_memory)
-            t->st->stop = req;
-        else
-            MP_TRY(t->ops->copy_in(&t->st->stop, t->stop_req, sizeof *t->stop_req));
-    }
-    return t->ops->amp_lr(t->st, lr);
 }
 
 /* Whether tensor x (any dtype, on the device) holds an inf or NaN. */
@@ -136,10 +138,11 @@ static mp_status gather_weights(mp_trainer *t)
 }
 
 /* The fused unscale-and-check into the state (of this rank's block when sharded), the
- * agreement, the optimizer step (skipped on the device when found_inf is set), the scaler
- * update and, sharded, the all-gather of the weights: queued work only, no host wait on a
- * device transport. */
-static mp_status apply_gradients(mp_trainer *t, double lr)
+ * agreement (with `stop`, after writing the stop request), the optimizer step (skipped on the
+ * device when found_inf is set; its rate is st->lr, which amp_lr set to lr before the step), the
+ * scaler update and, sharded, the all-gather of the weights: queued work only, no host wait on
+ * a device transport. */
+static mp_status apply_gradients(mp_trainer *t, double lr, bool stop)
 {
     double post = mp_grad_sync_post_scale(&t->sync);
     for (int k = 0; k < MP_NGROUPS; k++) {
@@ -147,7 +150,7 @@ static mp_status apply_gradients(mp_trainer *t, double lr)
         mp_tensor block = mp_params_slice(&g->grad, g->lo, g->lo + g->n);
         PROFILED("unscale+check", t->ops->amp_check(&block, post, half_limit(t, k), t->st));
     }
-    PROFILED("agreement", agree(t));
+    PROFILED("agreement", agree(t, stop));
     PROFILED("optimizer", mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
                                                 t->cfg->optim.clip_grad_norm, t->st));
     PROFILED("bn statistics", mp_model_stats_revert(&t->model, t->st));
@@ -300,11 +303,14 @@ static mp_status device_step(mp_trainer *t, void *arg)
     double loss;
     PROFILED("bn statistics", mp_model_stats_save(&t->model));
     MP_TRY(micro_device(t, b->step, 0, 1, false, b->x, b->dl, b->labels, &loss));
-    return apply_gradients(t, b->lr);
+    t->model.step = b->step;
+    return apply_gradients(t, b->lr, false);
 }
 
 /* The device part of a step of one micro-batch that hands nothing to the host, as a graph where
- * the run allows it (src/train_graph.h), else eagerly: the same ops either way. */
+ * the run allows it (src/train_graph.h), else eagerly: the same ops either way. The stop
+ * request is written before it (a signal that comes during the step stops the run a step
+ * later than an eager step's agreement would). */
 static mp_status graph_step(mp_trainer *t, int64_t step, double lr, mp_window *w,
                             mp_train_result *r)
 {
@@ -312,13 +318,11 @@ static mp_status graph_step(mp_trainer *t, int64_t step, double lr, mp_window *w
     int64_t n;
     PROFILED("data", next_batch(t, &b.x, &b.dl, &b.labels, &n, r));
     w->images += n * t->comm->size;
+    MP_TRY(stop_request(t));
     if (!mp_train_graph_wanted(t, n))
         return device_step(t, &b);
-    bool first = !t->graph.exec;
     MP_TRY(mp_train_graph_run(t, step, n, device_step, &b));
-    if (first && t->comm->rank == 0)
-        mp_progress_line(&t->progress, "graph: step %lld captured; each step that logs nothing "
-                         "from here on is one launch", (long long)step + 1);
+    t->model.step = step; /* what messages name */
     return MP_OK;
 }
 
@@ -329,7 +333,7 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
                             bool host, mp_window *w, mp_train_result *r, double *loss)
 {
     double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin("step");
-    MP_TRY(step_inputs(t, lr));
+    MP_TRY(t->ops->amp_lr(t->st, lr)); /* the optimizer's rate (graphs read it there too) */
     if (micro == 1 && !want_loss && !host && t->graph.allowed) {
         MP_TRY(graph_step(t, step, lr, w, r));
     } else {
@@ -339,11 +343,11 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
             MP_TRY(micro_batch(t, step, i, micro, want_loss, w, r, &one));
             sum += one;
         }
+        t->model.step = step; /* what messages name */
         if (t->after_reduce)
             t->after_reduce(t, step, t->hook_arg);
-        MP_TRY(apply_gradients(t, lr));
+        MP_TRY(apply_gradients(t, lr, true));
     }
-    t->model.step = step; /* what messages name */
     w->comm_ms += t->sync.comm_ms;
     w->comm[w->steps % MP_WINDOW_COMM] = t->sync.comm_ms;
     w->exposed_ms += t->sync.exposed_ms;
@@ -539,7 +543,8 @@ static void write_summary(mp_trainer *t, const mp_train_result *r)
         .amp_master_weights = t->amp.master_weights,
         .amp_keep_batchnorm_fp32 = t->amp.keep_batchnorm_fp32,
         .amp_loss_scale = t->amp.loss_scale,
-        .graph_captured_at = t->graph.captured_at,
+        .graph_captured_at = t->graph.captured_at + 1,
+        .graph_captures = t->graph.captures,
         .graph_launches = t->graph.launches,
     };
     int64_t steps = 0;

@@ -1,6 +1,7 @@
 /* The training step as a graph (src/train_graph.h). */
 #include "src/train_graph.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "src/train.h"
@@ -57,9 +58,12 @@ mp_status mp_train_graph_setup(mp_trainer *t)
     g->why_not = why_not(t);
     g->allowed = g->why_not == NULL;
     g->insist = strcmp(mode, "on") == 0;
-    if (!g->allowed && strcmp(mode, "on") == 0)
+    if (!g->allowed && g->insist)
         return mp_fail(MP_EUSAGE, "%s: amp.cuda_graphs = \"on\", but this run cannot capture "
                        "its step: %s", t->cfg->path, g->why_not);
+    if (!g->allowed && t->comm->rank == 0)
+        mp_progress_line(&t->progress, "graph: the step runs op by op (amp.cuda_graphs = "
+                         "\"auto\"): %s", g->why_not);
     return MP_OK;
 }
 
@@ -79,27 +83,40 @@ mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int64_t rows,
                              mp_status (*body)(mp_trainer *t, void *arg), void *arg)
 {
     mp_train_graph *g = &t->graph;
+    bool again = g->exec && !t->ops->graph_valid(g->exec);
+    if (again) {
+        t->ops->graph_free(g->exec);
+        g->exec = NULL;
+    }
     if (!g->exec) {
         MP_TRY(t->ops->graph_begin());
         mp_status st = body(t, arg);
+        char why[512] = "";
+        if (st != MP_OK) /* the op's failure, before graph_end's own overwrites the message */
+            snprintf(why, sizeof why, "%s", mp_error_message());
         void *exec = NULL;
         mp_status end = t->ops->graph_end(&exec);
-        if (st == MP_OK)
-            st = end; /* else the op's failure, which failed the capture */
-        if (st != MP_OK) {
+        if (st == MP_OK && end != MP_OK)
+            snprintf(why, sizeof why, "%s", mp_error_message());
+        if (st != MP_OK || end != MP_OK) {
             t->ops->graph_free(exec);
             if (g->insist)
-                return st;
+                return mp_fail(st != MP_OK ? st : end, "%s", why);
             g->allowed = false;
             if (t->comm->rank == 0)
                 mp_progress_line(&t->progress, "graph: the capture of step %lld failed (%s); "
-                                 "training on eagerly", (long long)step + 1,
-                                 mp_error_message());
+                                 "the run goes on op by op", (long long)step + 1, why);
             return body(t, arg);
         }
         g->exec = exec;
         g->batch = rows;
-        g->captured_at = step;
+        if (g->captured_at < 0)
+            g->captured_at = step;
+        g->captures++;
+        if (t->comm->rank == 0)
+            mp_progress_line(&t->progress, "graph: step %lld captured%s; each step that logs "
+                             "nothing from here on is one launch", (long long)step + 1,
+                             again ? " again (a workspace moved since the last capture)" : "");
     }
     MP_TRY(t->ops->graph_launch(g->exec));
     g->launches++;

@@ -1,4 +1,4 @@
-/* The training step as a graph (amp.cuda_graphs; docs/performance.md): after warm-up steps have
+/* The training step as a graph (amp.cuda_graphs; docs/gpu.md): after warm-up steps have
  * grown every workspace, the device part of a step (the BatchNorm statistics' save, forward, the
  * loss, backward, unscale-and-check, the optimizer step, the statistics' revert and the scaler
  * update) is captured once (ops->graph_begin .. graph_end) and then launched whole for each step
@@ -21,12 +21,13 @@ struct mp_trainer;
 typedef struct mp_train_graph {
     bool allowed;        /* the run may be captured (mp_train_graph_setup) */
     bool insist;         /* amp.cuda_graphs = "on": a failed capture ends the run */
-    const char *why_not; /* when not allowed: why (for "on"'s error and the start line) */
+    const char *why_not; /* when not allowed: why (for "on"'s error and auto's line on CUDA) */
     int warmup;          /* eager steps left before a capture */
     void *exec;          /* the captured step (NULL: none yet) */
     int64_t batch;       /* the micro-batch rows it holds */
-    int64_t captured_at; /* the step captured (-1: none) */
-    int64_t launches;    /* steps run by launching it */
+    int64_t captured_at; /* the step first captured (0-based; -1: none) */
+    int64_t captures;    /* captures made: more than one when a workspace moved (graph_valid) */
+    int64_t launches;    /* steps run by launching a graph */
 } mp_train_graph;
 
 /* Decides from t's config, backend and model whether the step may be captured: not with
@@ -43,10 +44,12 @@ mp_status mp_train_graph_setup(struct mp_trainer *t);
 bool mp_train_graph_wanted(struct mp_trainer *t, int64_t rows);
 
 /* Runs the device part `body(t, arg)` of a step as the graph: captures it first when there is
- * none (rows as the captured batch's), then launches it. A capture that fails (an op that
- * waits for the host inside it, a library call CUDA cannot capture) ran nothing: with "on" it
- * is that op's error, which ends the run; with "auto" rank 0 says so in one line, the run goes
- * on eagerly from this step (body run now), and no capture is tried again. */
+ * none, or when the one there no longer holds the backend's workspaces (ops->graph_valid: an op
+ * at another shape grew one since), rows as the captured batch's, then launches it; rank 0 says
+ * so in one line at each capture. A capture that fails (an op that waits for the host inside
+ * it, a library call CUDA cannot capture) ran nothing: with "on" it is that op's error, which
+ * ends the run; with "auto" rank 0 says so in one line, the run goes on eagerly from this step
+ * (body run now), and no capture is tried again. */
 mp_status mp_train_graph_run(struct mp_trainer *t, int64_t step, int64_t rows,
                              mp_status (*body)(struct mp_trainer *t, void *arg), void *arg);
 

@@ -574,9 +574,9 @@ mp_status mp_cpu_batchnorm_forward(const mp_bn_args *a, bool train, const mp_ten
     return MP_OK;
 }
 
-/* With a->relu, dy where y > 0 (relu_backward's pass, into dx or, without one, a block of
- * host memory in *masked), then the unfused backward on it: the CPU fuses the ReLU into the
- * forward only, and its backward costs what the unfused pair does. */
+/* With a->relu, dy where y > 0 (relu_backward's pass, into dx or, without one, a workspace),
+ * then the unfused backward on it: the CPU fuses the ReLU into the forward only, and its
+ * backward costs what the unfused pair does. */
 mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x, const mp_tensor *y,
                                     const mp_tensor *dy, const mp_tensor *gamma,
                                     const mp_tensor *save_mean, const mp_tensor *save_invstd,
@@ -596,21 +596,12 @@ mp_status mp_cpu_batchnorm_backward(const mp_bn_args *a, const mp_tensor *x, con
     MP_CPU_REQUIRE(!a->relu || (y && mp_tensor_numel(y) == M * C && y->dtype == x->dtype),
                    "batchnorm_backward");
     mp_tensor g = *dy;
-    void *masked = NULL;
     if (a->relu) {
-        if (dx)
-            g.data = dx->data;
-        else
-            g.data = masked = mp_alloc((size_t)mp_tensor_bytes(dy) + 1, MP_MEM_WORKSPACE);
-        mp_status st = mp_cpu_relu_backward(y, dy, &g);
-        if (st != MP_OK) {
-            mp_free(masked);
-            return st;
-        }
+        g.data = dx ? dx->data : mp_cpu_workspace(MP_CPU_WS_BN_MASK, (size_t)mp_tensor_bytes(dy));
+        MP_TRY(mp_cpu_relu_backward(y, dy, &g));
     }
     (x->dtype == MP_F64 ? bn_backward_double : bn_backward_float)(x, &g, gamma, save_mean,
                                                                   save_invstd, dx, dgamma, dbeta,
                                                                   M, C);
-    mp_free(masked);
     return MP_OK;
 }

@@ -74,7 +74,7 @@ typedef enum mp_cpu_ws {
     MP_CPU_WS_GEMM, MP_CPU_WS_CONV, MP_CPU_WS_ATTN, MP_CPU_WS_NORM, MP_CPU_WS_EMBED_IDS,
     MP_CPU_WS_EMBED_ACC, MP_CPU_WS_POOL, MP_CPU_WS_BN, MP_CPU_WS_BN_TILE, MP_CPU_WS_DNNL,
     MP_CPU_WS_CONV_COL, MP_CPU_WS_BN_LANES, MP_CPU_WS_CONV_SUM, MP_CPU_WS_ATTN_TILE,
-    MP_CPU_WS_NORM_STATS, MP_CPU_WS_GEMM_BIAS, MP_CPU_WS_GEMM_DY,
+    MP_CPU_WS_NORM_STATS, MP_CPU_WS_GEMM_BIAS, MP_CPU_WS_GEMM_DY, MP_CPU_WS_BN_MASK,
     MP_CPU_WS_N
 } mp_cpu_ws;
 
@@ -86,6 +86,13 @@ typedef enum mp_cpu_ws {
 /* At least `bytes` of slot `slot`'s block for this thread, 64-byte aligned, contents
  * unspecified (zero it where needed); valid until the next call for the same slot. */
 void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes);
+
+/* How many times mp_cpu_workspace has moved a slot's block (on any thread) since the process
+ * started: a graph captured before a move is stale on a GPU (graph_valid). */
+uint64_t mp_cpu_workspace_moves(void);
+
+/* Whether [p, p + bytes) lies inside one block of host_alloc (pinned memory on a GPU). */
+bool mp_cpu_host_block(const void *p, size_t bytes);
 
 /* Counts a result handed to the host (mp_ops_counters.reads). */
 void mp_cpu_count_read(void);

@@ -23,6 +23,7 @@ typedef struct mp_cpu_record {
 } mp_cpu_record;
 
 typedef struct mp_cpu_graph {
+    uint64_t moves; /* mp_cpu_workspace_moves at the end of the capture (graph_valid) */
     mp_cpu_record *rec;
     int n, cap;
     void **blocks; /* every allocation of the graph: the records' arguments and their copies */
@@ -76,22 +77,24 @@ static mp_status record(mp_cpu_graph *g, mp_status (*play)(const void *), void *
     return MP_OK;
 }
 
-/* The deep copies of a record's fields: *field (a pointer to a host struct of `bytes`) is
- * pointed at a copy owned by the graph; NULL stays NULL. */
-static void copy_pointee(mp_cpu_graph *g, const void **field, size_t bytes)
+/* A copy of the host struct at p (`bytes`) owned by graph g, or NULL (g then failed). */
+static void *copy_pointee(mp_cpu_graph *g, const void *p, size_t bytes)
 {
-    if (!*field)
-        return;
     void *c = graph_alloc(g, bytes);
     if (!c) {
         graph_failed(g, mp_fail(MP_EINTERNAL, "graph capture: out of host memory"));
-        return;
+        return NULL;
     }
-    memcpy(c, *field, bytes);
-    *field = c;
+    return memcpy(c, p, bytes);
 }
+/* The deep copies of a record's fields: *f (a pointer to a host struct of type T) is pointed at
+ * a copy owned by the graph; NULL stays NULL. */
 #define MP_G_DEEP_FN(name, T)                                                                 \
-    static void name(mp_cpu_graph *g, T **f) { copy_pointee(g, (const void **)f, sizeof **f); }
+    static void name(mp_cpu_graph *g, T **f)                                                  \
+    {                                                                                         \
+        if (*f)                                                                               \
+            *f = copy_pointee(g, *f, sizeof **f);                                             \
+    }
 MP_G_DEEP_FN(deep_ct, const mp_tensor)
 MP_G_DEEP_FN(deep_t, mp_tensor)
 MP_G_DEEP_FN(deep_conv, const mp_conv_desc)
@@ -114,7 +117,8 @@ static void deep_none(mp_cpu_graph *g, const void *f)
              default: deep_none)(g, &(field))
 
 /* MP_G_EACH(M, T1, a1, T2, a2, ...): M(T, a, sep) for each (type, name) pair, sep the
- * separator macro's suffix (1 for the last pair): up to 10 pairs. */
+ * separator macro's suffix (1 for the last pair): up to 10 pairs (batchnorm_forward and
+ * batchnorm_backward take 10; an op with more needs MP_G_EACH_11 and a longer MP_G_NPAIRS). */
 #define MP_G_CAT(a, b) MP_G_CAT_(a, b)
 #define MP_G_CAT_(a, b) a##b
 #define MP_G_NPAIRS(...)                                                                      \
@@ -184,7 +188,6 @@ static mp_status refused(const char *op)
                    op);
 }
 
-MP_G_RECORDED(copy_in, void *, dst, const void *, host, size_t, bytes)
 MP_G_RECORDED(copy, void *, dst, const void *, src, size_t, bytes)
 MP_G_RECORDED(gemm, bool, ta, bool, tb, double, alpha, const mp_tensor *, a, const mp_tensor *, b,
               double, beta, mp_tensor *, c)
@@ -262,6 +265,35 @@ static mp_status rec_sync(void)
     return capturing ? graph_failed(capturing, refused("sync")) : mp_cpu_sync();
 }
 
+/* copy_in is recorded from host_alloc's memory (pinned on a GPU, where a capture holds such a
+ * copy and reads the block at each launch), refused from any other. */
+MP_G_RECORDED(copy_in, void *, dst, const void *, host, size_t, bytes)
+static mp_status rec_copy_in_pinned(void *dst, const void *host, size_t bytes)
+{
+    if (capturing && bytes && !mp_cpu_host_block(host, bytes))
+        return graph_failed(capturing, mp_fail(MP_EINTERNAL, "graph capture: copy_in from host "
+                                                "memory not from host_alloc (pageable on a "
+                                                "GPU), which a graph cannot hold"));
+    return rec_copy_in(dst, host, bytes);
+}
+
+/* Memory is allocated and freed as called, and fails the capture: a GPU refuses both in one. */
+static void *rec_mem_alloc(size_t bytes, mp_mem_cat cat)
+{
+    if (capturing)
+        graph_failed(capturing, mp_fail(MP_EINTERNAL, "graph capture: mem_alloc inside a "
+                                        "capture, which a graph cannot hold"));
+    return mp_cpu_mem_alloc(bytes, cat);
+}
+
+static void rec_mem_free(void *p)
+{
+    if (capturing && p)
+        graph_failed(capturing, mp_fail(MP_EINTERNAL, "graph capture: mem_free inside a "
+                                        "capture, which a graph cannot hold"));
+    mp_cpu_mem_free(p);
+}
+
 /* softmax_xent is recorded when it hands nothing back (out NULL), refused otherwise. */
 MP_G_RECORDED(softmax_xent, const mp_tensor *, logits, const int32_t *, labels, double, smoothing,
               double, grad_scale, mp_amp_state *, st, mp_xent_result *, out, mp_tensor *, dlogits)
@@ -306,8 +338,15 @@ static mp_status graph_end(void **graph)
         graph_free(g);
         return st;
     }
+    g->moves = mp_cpu_workspace_moves();
     *graph = g;
     return MP_OK;
+}
+
+static bool graph_valid(const void *p)
+{
+    const mp_cpu_graph *g = p;
+    return g && g->moves == mp_cpu_workspace_moves();
 }
 
 static mp_status graph_launch(void *p)
@@ -323,7 +362,7 @@ static mp_status graph_launch(void *p)
 void mp_cpu_graph_staged(mp_ops *ops)
 {
 #define MP_G_SET(op) ops->op = rec_##op;
-    MP_G_SET(copy_in) MP_G_SET(copy) MP_G_SET(gemm) MP_G_SET(gemm_bias) MP_G_SET(bias_add)
+    MP_G_SET(copy) MP_G_SET(gemm) MP_G_SET(gemm_bias) MP_G_SET(bias_add)
     MP_G_SET(bias_grad) MP_G_SET(linear_backward) MP_G_SET(relu_forward)
     MP_G_SET(relu_backward) MP_G_SET(optim_step) MP_G_SET(amp_check) MP_G_SET(amp_revert)
     MP_G_SET(amp_lr) MP_G_SET(amp_update) MP_G_SET(scale) MP_G_SET(fill) MP_G_SET(convert)
@@ -337,9 +376,11 @@ void mp_cpu_graph_staged(mp_ops *ops)
     MP_G_SET(attention_backward) MP_G_SET(attention_flash_forward)
     MP_G_SET(attention_flash_backward) MP_G_SET(copy_out) MP_G_SET(fence_record)
     MP_G_SET(fence_wait) MP_G_SET(mark_record) MP_G_SET(mark_elapsed) MP_G_SET(grad_stats)
-    MP_G_SET(sync)
+    MP_G_SET(sync) MP_G_SET(mem_alloc) MP_G_SET(mem_free)
 #undef MP_G_SET
+    ops->copy_in = rec_copy_in_pinned;
     ops->softmax_xent = rec_softmax_xent_out;
+    ops->graph_valid = graph_valid;
     ops->graph_begin = graph_begin;
     ops->graph_end = graph_end;
     ops->graph_launch = graph_launch;
@@ -366,3 +407,9 @@ mp_status mp_cpu_graph_launch(void *graph)
 }
 
 void mp_cpu_graph_free(void *graph) { (void)graph; }
+
+bool mp_cpu_graph_valid(const void *graph)
+{
+    (void)graph;
+    return false;
+}

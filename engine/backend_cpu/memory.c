@@ -18,9 +18,14 @@ void mp_cpu_mem_free(void *p) { mp_free(p); }
 static _Thread_local void *mp_cpu_ws_block[MP_CPU_WS_N];
 static _Thread_local size_t mp_cpu_ws_bytes[MP_CPU_WS_N];
 
+static atomic_ullong mp_cpu_ws_moves;
+
+uint64_t mp_cpu_workspace_moves(void) { return atomic_load(&mp_cpu_ws_moves); }
+
 void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes)
 {
     if (bytes > mp_cpu_ws_bytes[slot]) {
+        atomic_fetch_add(&mp_cpu_ws_moves, 1);
         mp_free(mp_cpu_ws_block[slot]);
         mp_cpu_ws_block[slot] = mp_alloc_at(bytes, MP_MEM_WORKSPACE, MP_MEM_DEVICE);
         mp_cpu_ws_bytes[slot] = bytes;
@@ -97,6 +102,8 @@ static bool from_host_alloc(const void *p, size_t bytes)
     pthread_mutex_unlock(&host_mu);
     return found;
 }
+
+bool mp_cpu_host_block(const void *p, size_t bytes) { return from_host_alloc(p, bytes); }
 
 mp_status mp_cpu_copy_in(void *dst, const void *host, size_t bytes)
 {

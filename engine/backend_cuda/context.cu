@@ -30,6 +30,9 @@ static mp_status ctx_create(mp_cuda_ctx *c)
     CUDNN_CHECK(cudnnSetStream(c->dnn, c->stream));
     CUDA_CHECK(cudaMalloc(&c->gemm_ws, MP_CUDA_GEMM_WS));
     mp_mem_count(MP_MEM_DEVICE, MP_MEM_WORKSPACE, MP_CUDA_GEMM_WS);
+    /* cuBLAS (the attention's batched GEMMs) shares the cuBLASLt workspace, on the same stream:
+     * with one of its own it never allocates, also inside a graph capture */
+    CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->gemm_ws, MP_CUDA_GEMM_WS));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, MP_CUDA_SCRATCH * sizeof(double)));
     CUDA_CHECK(cudaMemset(c->scratch, 0, MP_CUDA_SCRATCH * sizeof(double)));
     CUDA_CHECK(cudaMallocHost((void **)&c->host_scratch, MP_CUDA_SCRATCH * sizeof(double)));
@@ -52,6 +55,16 @@ extern "C" mp_status mp_cuda_open(const mp_backend_options *o)
     return MP_OK;
 }
 
+mp_status mp_cuda_not_capturing(const char *what)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(mp_ctx.stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+        return mp_fail(MP_EINTERNAL, "graph capture: %s inside a capture, which a graph cannot "
+                       "hold", what);
+    return MP_OK;
+}
+
 mp_status mp_cuda_conv_workspace(size_t bytes, void **ws)
 {
     mp_cuda_ctx *c = &mp_ctx;
@@ -61,6 +74,8 @@ mp_status mp_cuda_conv_workspace(size_t bytes, void **ws)
                        "%zu (amp.conv_workspace_mb)",
                        bytes, c->conv_ws_limit);
     if (bytes > c->conv_ws_bytes) {
+        MP_TRY(mp_cuda_not_capturing("growing the cuDNN workspace"));
+        c->moves++;
         /* Work queued on the stream may still read the old block: free it in stream order. */
         if (c->conv_ws)
             CUDA_CHECK(cudaFreeAsync(c->conv_ws, c->stream));
@@ -101,6 +116,8 @@ mp_status mp_cuda_grow(void **block, size_t *have, size_t bytes)
 {
     if (bytes <= *have)
         return MP_OK;
+    MP_TRY(mp_cuda_not_capturing("growing an op's scratch"));
+    mp_ctx.moves++;
     mp_cuda_mem_free(*block);
     *have = 0;
     *block = mp_cuda_mem_alloc(bytes, MP_MEM_WORKSPACE);

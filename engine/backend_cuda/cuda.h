@@ -35,7 +35,13 @@ typedef struct mp_cuda_ctx {
     size_t conv_ws_bytes, conv_ws_limit;
     double *scratch;        /* MP_CUDA_SCRATCH doubles of device memory for reductions */
     double *host_scratch;   /* and their pinned host mirror */
+    uint64_t moves;         /* workspace blocks moved (grown) so far: a graph captured before
+                               a move points at a freed block (graph_valid) */
 } mp_cuda_ctx;
+
+/* MP_EINTERNAL naming `what` when the backend's stream is being captured into a graph (an op
+ * that would allocate, free or wait there), else MP_OK. */
+mp_status mp_cuda_not_capturing(const char *what);
 
 enum { MP_CUDA_GEMM_WS = 32 << 20, MP_CUDA_SCRATCH = 64 };
 

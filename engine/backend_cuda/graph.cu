@@ -1,13 +1,21 @@
-/* CUDA graphs (engine/op_list.h: graph_begin, graph_end, graph_launch, graph_free): the
- * backend's stream captured (cudaStreamBeginCapture in thread-local mode, so that a loader
- * thread's event waits go on), the graph instantiated at the end and launched on the stream.
- * What the capture holds is what CUDA records: kernel parameters by value, memcpy nodes with
- * their pointers; a call that waits for the stream or hands a value to the host fails inside
- * the capture, and the capture then fails at graph_end. cuBLAS, cuBLASLt and cuDNN calls are
- * captured with the workspaces the warm-up steps made (engine/backend_cuda/context.cu); an op
- * that would grow its scratch (mp_cuda_grow) inside the capture fails, which is why the engine
- * captures only after warm-up steps. */
+/* CUDA graphs (engine/op_list.h: graph_begin, graph_end, graph_launch, graph_free,
+ * graph_valid): the backend's stream captured (cudaStreamBeginCapture in thread-local mode, so
+ * that a loader thread's event waits go on), the graph instantiated at the end and launched on
+ * the stream. What the capture holds is what CUDA records: kernel parameters by value, memcpy
+ * nodes with their pointers. A call that waits for the stream or hands a value to the host fails
+ * inside the capture, and so does an op that would grow its workspace (mp_cuda_grow, the cuDNN
+ * workspace: mp_cuda_not_capturing), which is why the engine captures only after warm-up steps;
+ * cuBLAS, cuBLASLt and cuDNN are captured with the workspaces those steps made
+ * (engine/backend_cuda/context.cu). A workspace grown after the capture (an op at another
+ * shape) frees the block the graph points at: graph_valid is false from then on. */
+#include <stdlib.h>
+
 #include "engine/backend_cuda/cuda.h"
+
+typedef struct mp_cuda_graph {
+    cudaGraphExec_t exec;
+    uint64_t moves; /* the context's workspace moves when it was captured */
+} mp_cuda_graph;
 
 extern "C" mp_status mp_cuda_graph_begin(void)
 {
@@ -16,27 +24,57 @@ extern "C" mp_status mp_cuda_graph_begin(void)
     return MP_OK;
 }
 
+/* A failed capture leaves its error in the thread's last-error slot too, where the next
+ * kernel launch's check would read it as its own: cleared here, the call's own error returned. */
+static mp_status capture_failed(cudaError_t rc, const char *call)
+{
+    cudaGetLastError();
+    return mp_fail(MP_EINTERNAL, "graph capture: %s: %s", call, cudaGetErrorString(rc));
+}
+
 extern "C" mp_status mp_cuda_graph_end(void **graph)
 {
     *graph = NULL;
     cudaGraph_t g = NULL;
-    CUDA_CHECK(cudaStreamEndCapture(mp_cuda_ctx_get()->stream, &g));
-    cudaGraphExec_t exec = NULL;
-    cudaError_t rc = cudaGraphInstantiate(&exec, g, 0);
+    cudaError_t rc = cudaStreamEndCapture(mp_cuda_ctx_get()->stream, &g);
+    if (rc != cudaSuccess) {
+        if (g)
+            cudaGraphDestroy(g);
+        return capture_failed(rc, "cudaStreamEndCapture");
+    }
+    mp_cuda_graph *out = (mp_cuda_graph *)calloc(1, sizeof *out);
+    if (!out) {
+        cudaGraphDestroy(g);
+        return mp_fail(MP_EINTERNAL, "graph capture: out of host memory");
+    }
+    rc = cudaGraphInstantiate(&out->exec, g, 0);
     cudaGraphDestroy(g);
-    CUDA_CHECK(rc);
-    *graph = exec;
+    if (rc != cudaSuccess) {
+        free(out);
+        return capture_failed(rc, "cudaGraphInstantiate");
+    }
+    out->moves = mp_cuda_ctx_get()->moves;
+    *graph = out;
     return MP_OK;
 }
 
 extern "C" mp_status mp_cuda_graph_launch(void *graph)
 {
-    CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, mp_cuda_ctx_get()->stream));
+    CUDA_CHECK(cudaGraphLaunch(((mp_cuda_graph *)graph)->exec, mp_cuda_ctx_get()->stream));
     return MP_OK;
 }
 
 extern "C" void mp_cuda_graph_free(void *graph)
 {
-    if (graph)
-        cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    mp_cuda_graph *g = (mp_cuda_graph *)graph;
+    if (!g)
+        return;
+    cudaGraphExecDestroy(g->exec);
+    free(g);
+}
+
+extern "C" bool mp_cuda_graph_valid(const void *graph)
+{
+    const mp_cuda_graph *g = (const mp_cuda_graph *)graph;
+    return g && g->moves == mp_cuda_ctx_get()->moves;
 }

@@ -221,6 +221,7 @@ extern "C" mp_status mp_cuda_sync(void)
 
 extern "C" mp_status mp_cuda_fence_record(void **fence)
 {
+    MP_TRY(mp_cuda_not_capturing("fence_record")); /* a fence is for the host to wait on */
     if (!*fence)
         CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)fence, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)*fence, mp_cuda_ctx_get()->stream));
@@ -248,6 +249,7 @@ extern "C" void mp_cuda_fence_free(void *fence)
  * wait for and to wait on from another stream). */
 extern "C" mp_status mp_cuda_mark_record(void **mark)
 {
+    MP_TRY(mp_cuda_not_capturing("mark_record")); /* a mark is for the host to read */
     if (!*mark)
         CUDA_CHECK(cudaEventCreate((cudaEvent_t *)mark));
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)*mark, mp_cuda_ctx_get()->stream));

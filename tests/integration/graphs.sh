@@ -27,7 +27,7 @@ graphs() {
 # bitwise where B (eager) did.
 compare() {
   local a=$1 b=$2 want=$3 launches
-  launches=$(sed -nE 's/.*"graph":\{"captured_at":2,"launches":([0-9]+)\}.*/\1/p' "$TMP/$a.jsonl")
+  launches=$(sed -nE 's/.*"graph":\{"captured_at":3,"captures":1,"launches":([0-9]+)\}.*/\1/p' "$TMP/$a.jsonl")
   [ "${launches:-0}" = "$want" ] ||
     { echo "FAIL: $a launched its graph ${launches:-0} times (want $want, captured at step 3)"; grep summary "$TMP/$a.jsonl"; exit 1; }
   grep -q '^graph: step 3 captured' "$TMP/$a.out" || { echo "FAIL: no capture line"; cat "$TMP/$a.out"; exit 1; }

@@ -77,20 +77,71 @@ static void test_replay_reads_memory_at_launch(void **state)
         mp_tensor_free(all[i]);
 }
 
-/* copy_in's host block is read at each launch, as a CUDA memcpy node reads it. */
+/* copy_in's host block (host_alloc's: pinned on a GPU) is read at each launch, as a CUDA memcpy
+ * node reads it; a copy from other host memory, and memory allocated or freed, fail the capture
+ * as on a GPU. */
 static void test_copy_in_reads_host_at_launch(void **state)
 {
     (void)state;
-    float host[4] = {1, 2, 3, 4}, *dev = ops->mem_alloc(sizeof host, MP_MEM_WORKSPACE);
+    float *host = ops->host_alloc(4 * sizeof(float), MP_MEM_WORKSPACE);
+    float *dev = ops->mem_alloc(4 * sizeof(float), MP_MEM_WORKSPACE), pageable[4] = {0};
+    host[0] = 1, host[2] = 3;
     assert_int_equal(ops->graph_begin(), MP_OK);
-    assert_int_equal(ops->copy_in(dev, host, sizeof host), MP_OK);
+    assert_int_equal(ops->copy_in(dev, host, 4 * sizeof(float)), MP_OK);
     void *g;
     assert_int_equal(ops->graph_end(&g), MP_OK);
     host[2] = 30;
     assert_int_equal(ops->graph_launch(g), MP_OK);
     assert_true(dev[0] == 1 && dev[2] == 30);
     ops->graph_free(g);
-    ops->mem_free(dev);
+    assert_int_equal(ops->graph_begin(), MP_OK);
+    assert_int_equal(ops->copy_in(dev, pageable, sizeof pageable), MP_EINTERNAL);
+    assert_int_equal(ops->graph_end(&g), MP_EINTERNAL);
+    assert_non_null(strstr(mp_error_message(), "not from host_alloc"));
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(ops->graph_begin(), MP_OK);
+        void *p = k == 0 ? ops->mem_alloc(64, MP_MEM_WORKSPACE) : NULL;
+        if (k == 1)
+            ops->mem_free(dev);
+        assert_int_equal(ops->graph_end(&g), MP_EINTERNAL);
+        assert_non_null(strstr(mp_error_message(), k == 0 ? "mem_alloc" : "mem_free"));
+        ops->mem_free(p);
+    }
+    ops->host_free(host);
+}
+
+/* A graph is valid until a workspace moves (a later op at a larger shape grows one). */
+static void test_valid_until_a_workspace_moves(void **state)
+{
+    (void)state;
+    mp_tensor a = vec(MP_F32, 100, -1, 1, 31), y = vec(MP_F32, 100, 0, 0, 32);
+    assert_int_equal(ops->graph_begin(), MP_OK);
+    assert_int_equal(ops->relu_forward(&a, &y), MP_OK);
+    void *g;
+    assert_int_equal(ops->graph_end(&g), MP_OK);
+    assert_true(ops->graph_valid(g));
+    assert_int_equal(ops->graph_launch(g), MP_OK);
+    assert_true(ops->graph_valid(g));
+    /* BatchNorm + ReLU's backward without dx takes a workspace of dy's size: a new one grows */
+    int64_t s[2] = {4096, 3}, cs[1] = {3};
+    mp_tensor g1 = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1);
+    mp_tensor d1 = mp_test_rand(MP_F32, 1, cs, NULL, 0, 0);
+    mp_tensor d2 = mp_test_rand(MP_F32, 1, cs, NULL, 0, 0);
+    mp_bn_args bn = {.eps = 1e-5, .relu = true};
+    for (int k = 0; k < 2 && ops->graph_valid(g); k++) {
+        s[0] *= 4;
+        mp_tensor big = mp_test_rand(MP_F32, 2, s, NULL, 1, 1);
+        assert_int_equal(ops->batchnorm_backward(&bn, &big, &big, &big, &g1, &g1, &g1, NULL, &d1,
+                                                 &d2),
+                         MP_OK);
+        mp_tensor_free(&big);
+    }
+    assert_false(ops->graph_valid(g));
+    assert_false(mp_backend_cpu()->graph_valid(g));
+    ops->graph_free(g);
+    mp_tensor *all[] = {&a, &y, &g1, &d1, &d2};
+    for (int i = 0; i < 5; i++)
+        mp_tensor_free(all[i]);
 }
 
 /* SGD with momentum for 4 steps at rates r_k set with amp_lr before each launch of one captured
@@ -216,6 +267,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_reads_memory_at_launch),
         cmocka_unit_test(test_copy_in_reads_host_at_launch),
+        cmocka_unit_test(test_valid_until_a_workspace_moves),
         cmocka_unit_test(test_rate_from_state),
         cmocka_unit_test(test_host_waits_refused),
         cmocka_unit_test(test_capture_is_per_thread),

@@ -1,8 +1,9 @@
 /* A step's capture that fails (src/train_graph.c: mp_train_graph_run), on the staged CPU
  * backend, with a body whose op waits for the host as a library call CUDA cannot capture would:
  * under "auto" the run goes on eagerly (the body runs once more, now for real, and no capture
- * is tried again); under "on" the op's error ends the run. A body that captures is launched,
- * and the launch is what runs it. */
+ * is tried again); under "on" the op's error (naming the op) ends the run. A body that captures
+ * is launched, and the launch is what runs it; once a workspace moves, the step is captured
+ * anew before the next launch. */
 #include "tests/util/test_util.h"
 
 #include <string.h>
@@ -78,6 +79,22 @@ static void test_capture_then_launch(void **state)
     assert_int_equal(t.graph.captured_at, 0);
     assert_false(mp_train_graph_wanted(&t, 7)); /* a shorter batch runs eagerly */
     assert_true(mp_train_graph_wanted(&t, 8));
+    /* an op at a larger shape grows a workspace (BatchNorm + ReLU's mask without dx) */
+    int64_t s[2] = {1 << 16, 2}, cs[1] = {2};
+    mp_tensor big = mp_test_rand(MP_F32, 2, s, NULL, 1, 1);
+    mp_tensor c = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1);
+    mp_bn_args bn = {.eps = 1e-5, .relu = true};
+    assert_int_equal(t.ops->batchnorm_backward(&bn, &big, &big, &big, &c, &c, &c, NULL, &c, &c),
+                     MP_OK);
+    assert_false(t.ops->graph_valid(t.graph.exec));
+    assert_int_equal(mp_train_graph_run(&t, 3, 8, body, &b), MP_OK);
+    assert_int_equal(b.calls, 2); /* captured again (its fill of 2), then launched */
+    assert_true(*b.dev == 2.0f);
+    assert_int_equal(t.graph.captures, 2);
+    assert_int_equal(t.graph.captured_at, 0);
+    assert_int_equal(t.graph.launches, 4);
+    mp_tensor_free(&big);
+    mp_tensor_free(&c);
     mp_train_graph_free(&t);
     assert_null(t.graph.exec);
     t.ops->mem_free(b.dev);
