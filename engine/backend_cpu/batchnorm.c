@@ -92,19 +92,14 @@ BN_INLINE void bn_vst_f64(mp_dtype dt, void *p, int64_t o, bn_vec_double v)
     memcpy((double *)p + o, &v, sizeof v);
 }
 
-/* The ReLU of engine/elem_rule.h on a vector (v <= 0, -0 included, to +0; NaN kept), by a
- * mask: BatchNorm with a->relu applies it before its one rounding, as the rule allows. */
+/* The ReLU of engine/elem_rule.h on a vector r of accumulator type ACC (r <= 0, -0 included,
+ * to +0; NaN kept), by a mask: BatchNorm with a->relu applies it before its one rounding, as the
+ * rule allows. A macro, not a function: a vector argument would cross the levels' target
+ * attributes (an ABI change Clang refuses). */
 typedef int32_t bn_mask_float __attribute__((vector_size(32)));
 typedef int64_t bn_mask_double __attribute__((vector_size(32)));
-#define MP_BN_RELU_V(ACC)                                                                     \
-    BN_INLINE bn_vec_##ACC bn_relu_v_##ACC(bn_vec_##ACC r)                                    \
-    {                                                                                         \
-        const bn_vec_##ACC zero = {0};                                                        \
-        const bn_mask_##ACC off = (bn_mask_##ACC)(r <= zero);                                 \
-        return (bn_vec_##ACC)((bn_mask_##ACC)r & ~off);                                       \
-    }
-MP_BN_RELU_V(float)
-MP_BN_RELU_V(double)
+#define BN_RELU_V(ACC, r)                                                                     \
+    ((bn_vec_##ACC)((bn_mask_##ACC)(r) & ~(bn_mask_##ACC)((r) <= (bn_vec_##ACC){0})))
 
 /* BN_BY_DTYPE_<ACC>(dt, F, args...): F(DT, args...) with DT the constant equal to dt, the storage
  * dtypes of accumulator ACC (FP32, fp16 and bf16 for float; FP64 for double), so that an always
@@ -320,7 +315,7 @@ MP_BN_DY_ROWS(double)
                 BN_LD(sh, shift + c);                                                         \
                 const bn_vec_##ACC v = BN_VLD_##ACC(ISA)(dt, x, m * C + c);                   \
                 const bn_vec_##ACC o = (v - mu) * sc + sh;                                    \
-                BN_VST_##ACC(ISA)(dt, y, m * C + c, relu ? bn_relu_v_##ACC(o) : o);           \
+                BN_VST_##ACC(ISA)(dt, y, m * C + c, relu ? BN_RELU_V(ACC, o) : o);            \
             }                                                                                 \
             for (; c < C; c++) {                                                              \
                 const ACC o = (bn_ld1_##ACC(dt, x, m * C + c) - mean[c]) * scale[c] + shift[c]; \

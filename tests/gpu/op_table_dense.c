@@ -410,7 +410,7 @@ static void cases_elementwise(void)
     for (int d = 0; d < NDT; d++)
         for (int k = 0; k < 3; k++) { /* k 0: NaN in x, 1: in place, 2: empty */
             op_case c = {.run = run_relu_forward, .dt = {DTS[d]}, .shape = {k == 2 ? 0 : 4099},
-                         .u.ew = {k == 0, k == 1}};
+                         .u.ew = {.nan = k == 0, .in_place = k == 1}};
             op_add(c, "relu_forward", 1, 1, "%s", k == 0 ? "with NaN" : k == 1 ? "in place" : "");
             c.run = run_relu_backward;
             op_add(c, "relu_backward", 1, 1, "%s", k == 0 ? "with NaN" : k == 1 ? "in place" : "");

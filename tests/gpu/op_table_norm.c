@@ -262,7 +262,7 @@ static void cases_gelu(void)
     for (int d = 0; d < NDT; d++)
         for (int k = 0; k < 3; k++) { /* k 1: in place, 2: empty */
             op_case c = {.run = run_gelu_forward, .dt = {DTS[d], DTS[d], DTS[d]},
-                         .shape = {k == 2 ? 0 : 4099}, .u.ew = {false, k == 1}};
+                         .shape = {k == 2 ? 0 : 4099}, .u.ew = {.in_place = k == 1}};
             op_add(c, "gelu_forward", 2, 1, "%s", k == 1 ? "in place" : "");
             c.run = run_gelu_backward;
             op_add(c, "gelu_backward", 3, 1, "%s", k == 1 ? "in place" : "");
