@@ -22,14 +22,7 @@ rounds=${MPDIST_GPU_GRAPH_ROUNDS:-3}
 [ -x "$mpdist" ] || { echo "graphs: no mpdist in $build" >&2; exit 2; }
 mkdir -p "$out"
 report=$out/graphs.txt
-: >"$report"
-failures=0
-say() { echo "$*" | tee -a "$report"; }
-check() { # check WHAT CMD...: one line in the report, PASS or FAIL
-  local what=$1
-  shift
-  if "$@"; then say "PASS $what"; else say "FAIL $what"; failures=$((failures + 1)); fi
-}
+source tests/gpu/checks.bash
 common=(configs/cifar-wrn16-4.cfg --set 'model.preset="resnet20"' --set model.depth=20
   --set amp.device=cuda --set 'data.format="synthetic"' --set data.synthetic_test=128
   --set 'data.synthetic_shape=[32,32,3]' --set 'schedule.type="cosine"' --set train.epochs=1

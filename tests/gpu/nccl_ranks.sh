@@ -25,14 +25,7 @@ mpdist=$build/mpdist
 cfg=configs/fashion-mnist-cnn-bn.cfg
 mkdir -p "$out"
 report=$out/nccl-ranks.txt
-: >"$report"
-failures=0
-say() { echo "$*" | tee -a "$report"; }
-check() { # check WHAT CMD...: one line in the report, PASS or FAIL
-  local what=$1
-  shift
-  if "$@"; then say "PASS $what"; else say "FAIL $what"; failures=$((failures + 1)); fi
-}
+source tests/gpu/checks.bash
 common=(--set amp.device=cuda --set "data.path=\"$data\"" --set train.max_steps=30
         --set data.train_limit=8192 --set data.test_limit=512 --set train.eval_every=0
         --set checkpoint.at_end=true --set log.progress=none --set log.every=10
