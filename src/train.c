@@ -53,10 +53,10 @@ static mp_status stop_request(mp_trainer *t)
 
 /* With `stop`, writes this rank's stop request into the state first (stop_request; a step
  * launched as a graph had it written before its launch), then agrees, with one MAX over ranks
- * of (sum of squares,
- * found_inf, stop, fill, bad_labels), on whether the step is skipped, the norm it clips with,
- * the scaler's margin rule and whether the run stops: every rank takes the same decision even
- * when a rank's gradients went bad after the sum, and all stop at the same step. Sharded
+ * of (sum of squares, found_inf, stop, fill, bad_labels), on whether the step is skipped, the
+ * norm it clips with, the scaler's margin rule and whether the run stops: every rank takes the
+ * same decision even when a rank's gradients went bad after the sum, and all stop at the same
+ * step. Sharded
  * (ZeRO-1), each rank's sum of squares covers its block, so they are summed first. The state
  * lives in backend memory: the data plane reduces it where it is (NCCL) or a host copy. */
 static mp_status agree(mp_trainer *t, bool stop)
@@ -511,77 +511,6 @@ static mp_status evaluate_epoch(mp_trainer *t, int64_t epoch, mp_train_result *r
     return MP_OK;
 }
 
-static void write_summary(mp_trainer *t, const mp_train_result *r)
-{
-    const mp_config *c = t->cfg;
-    mp_summary_record s = {
-        .world_size = t->comm->size,
-        .opt_level = mp_opt_level_name(t->amp.level),
-        .half = c->amp.half,
-        .backend = t->ops->name,
-        .model = c->model.preset,
-        .wall_s = r->wall_s,
-        .images_per_s = r->images_per_s,
-        .accuracy = r->accuracy,
-        .text = t->test.text != NULL,
-        .test_loss = r->test_loss,
-        .final_loss = r->final_loss,
-        .loss_scale = r->loss_scale,
-        .steps = r->steps,
-        .step_s = r->step_s,
-        .input_wait_s = r->input_wait_s,
-        .comm_exposed_s = r->comm_exposed_s,
-        .skipped_steps = r->skipped_steps,
-        .peak_mem_bytes = mp_mem_peak_total(),
-        .device_peak_bytes = mp_mem_peak_at(MP_MEM_DEVICE),
-        .host_peak_bytes = mp_mem_peak_at(MP_MEM_HOST),
-        .device_used_peak_bytes = r->device_used_peak,
-        .amp_weights = mp_dtype_name(t->amp.weights),
-        .amp_compute = mp_dtype_name(t->amp.compute),
-        .amp_norm = mp_dtype_name(t->amp.norm),
-        .amp_grads = mp_dtype_name(t->amp.weights),
-        .amp_master_weights = t->amp.master_weights,
-        .amp_keep_batchnorm_fp32 = t->amp.keep_batchnorm_fp32,
-        .amp_loss_scale = t->amp.loss_scale,
-        .graph_captured_at = t->graph.captured_at + 1,
-        .graph_captures = t->graph.captures,
-        .graph_launches = t->graph.launches,
-    };
-    int64_t steps = 0;
-    double step_s = 0.0;
-    const mp_prof_entry *e = mp_profile_entries(&s.n_prof, &steps, &step_s);
-    for (int i = 0; c->log.profile && steps > 0 && i < s.n_prof; i++) {
-        snprintf(s.prof_name[i], sizeof s.prof_name[i], "%s %s", e[i].kind,
-                 mp_prof_phase_name(e[i].phase));
-        s.prof_ms[i] = 1e3 * e[i].s / (double)steps;
-    }
-    if (!c->log.profile || steps == 0)
-        s.n_prof = 0;
-    s.prof_step_ms = steps > 0 ? 1e3 * step_s / (double)steps : 0.0;
-    for (int i = 0; i < MP_MEM_NCAT && i < 8; i++) {
-        s.mem_names[i] = mp_mem_cat_name((mp_mem_cat)i);
-        s.mem_bytes[i] = mp_mem_peak((mp_mem_cat)i);
-        s.n_mem = i + 1;
-    }
-    if (t->ready.sum)
-        mp_ready_times_report(&t->ready, t->metrics, t->accum);
-    mp_metrics_summary(t->metrics, &s);
-}
-
-mp_train_state mp_train_state_of(mp_trainer *t)
-{
-    mp_train_state s = {.cfg = t->cfg, .ops = t->ops, .rank = t->comm->rank,
-                        .world_size = t->comm->size, .accum = t->accum,
-                        .dataset_size = t->train.count, .model = &t->model,
-                        .params = &t->model.params, .bufs = t->bufs,
-                        .nbufs = t->nbufs, .opt = &t->opt, .scaler_cfg = &t->scaler_cfg,
-                        .scaler = &t->scaler, .start = &t->start};
-    s.ntensors = mp_train_state_tensors(t, MP_STATE_PARAMS | MP_STATE_OPTIM | MP_STATE_BUFFERS,
-                                        s.tensors);
-    s.noptim = mp_train_state_tensors(t, MP_STATE_OPTIM, s.optim);
-    return s;
-}
-
 /* Saves a checkpoint of the state after `at` (collective); with checkpoint.async rank 0 first
  * waits for the save before if it is still in flight. */
 static mp_status save(mp_trainer *t, const mp_resume_point *at, mp_train_result *r)
@@ -713,7 +642,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
         MP_TRY(save(t, &at, r));
     MP_TRY(mp_train_save_finished(t, true, r)); /* the run is done when its last file is */
     if (t->metrics)
-        write_summary(t, r);
+        mp_train_write_summary(t, r);
     mp_progress_finish(&t->progress);
     return MP_OK;
 }

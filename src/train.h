@@ -163,6 +163,11 @@ int mp_train_state_tensors(mp_trainer *t, unsigned parts, mp_tensor **out);
  * gathered). Not collective. */
 mp_train_state mp_train_state_of(mp_trainer *t);
 
+/* Rank 0, at the end of a run: the summary record of result r (log.metrics; io/metrics.h) with
+ * the resolved opt levels, the memory peaks, the profile (log.profile), the ready times and the
+ * graph's captures and launches. */
+void mp_train_write_summary(const mp_trainer *t, const mp_train_result *r);
+
 /* Collective, after rank 0 loaded a checkpoint (mp_checkpoint_load) or found nothing to load:
  * broadcasts the resume point, the scaler, the parameters, the BatchNorm statistics and the
  * optimizer state to every rank, and replans the steps for this rank count. Rank 0's load

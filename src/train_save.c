@@ -1,6 +1,6 @@
-/* Saving checkpoints from the training loop (train.h: mp_train_save_state, mp_train_saved,
- * mp_train_save_finished):
- * synchronous, or with checkpoint.async through the background writer (src/checkpoint_async.h),
+/* Saving checkpoints from the training loop (train.h: mp_train_state_of, mp_train_save_state,
+ * mp_train_saved, mp_train_save_finished): the trainer's state as a checkpoint sees it, saved
+ * synchronously, or with checkpoint.async through the background writer (src/checkpoint_async.h),
  * and the report of each file written (progress line and metrics record). */
 #include <stdio.h>
 #include <sys/stat.h>
@@ -72,4 +72,18 @@ void mp_train_saved(mp_trainer *t, const mp_train_state *s, const mp_resume_poin
                             .bytes = file_bytes(r->checkpoint), .stall_s = dt, .write_s = dt};
         saved(t, &k);
     }
+}
+
+mp_train_state mp_train_state_of(mp_trainer *t)
+{
+    mp_train_state s = {.cfg = t->cfg, .ops = t->ops, .rank = t->comm->rank,
+                        .world_size = t->comm->size, .accum = t->accum,
+                        .dataset_size = t->train.count, .model = &t->model,
+                        .params = &t->model.params, .bufs = t->bufs,
+                        .nbufs = t->nbufs, .opt = &t->opt, .scaler_cfg = &t->scaler_cfg,
+                        .scaler = &t->scaler, .start = &t->start};
+    s.ntensors = mp_train_state_tensors(t, MP_STATE_PARAMS | MP_STATE_OPTIM | MP_STATE_BUFFERS,
+                                        s.tensors);
+    s.noptim = mp_train_state_tensors(t, MP_STATE_OPTIM, s.optim);
+    return s;
 }

@@ -10,21 +10,27 @@
 #     alternating, ROUNDS rounds each (default 3): images/s from each run's summary, the median
 #     of each and their ratio (issue 48's goal: graphs >= 2x eager on resnet20 at batch 128)
 # Usage: tests/gpu/graphs.sh BUILD OUT      (BUILD has mpdist; OUT gets the runs and
-# graphs.txt, one line per check or row). MPDIST_GPU_GRAPH_ROUNDS sets ROUNDS. Exits 1 when a
-# check failed. Needs a GPU and h5diff.
+# graphs.txt, one line per check or row). MPDIST_GPU_GRAPH_ROUNDS sets ROUNDS,
+# MPDIST_GPU_GRAPH_STEPS the speed runs' steps (default 300); MPDIST_GPU_GRAPH_SPEED=0 skips the
+# speed rows; MPDIST_GPU_GRAPH_DEVICE=cpu (with
+# MPDIST_CPU_STAGED=1) runs the checks on the staged CPU backend, the script's own test. Exits 1
+# when a check failed. Needs a GPU (but for that test) and h5diff.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -e/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${1:?build directory} out=${2:?output directory}
 cd "$(dirname "$0")/../.."
 mpdist=$build/mpdist
-rounds=${MPDIST_GPU_GRAPH_ROUNDS:-3}
+rounds=${MPDIST_GPU_GRAPH_ROUNDS:-3} device=${MPDIST_GPU_GRAPH_DEVICE:-cuda}
+speed=${MPDIST_GPU_GRAPH_SPEED:-1} steps=${MPDIST_GPU_GRAPH_STEPS:-300}
+[[ $steps =~ ^[1-9][0-9]*$ ]] || { echo "graphs: MPDIST_GPU_GRAPH_STEPS must be a positive integer (got '$steps')" >&2; exit 2; }
+[[ $device =~ ^(cuda|cpu)$ ]] || { echo "graphs: MPDIST_GPU_GRAPH_DEVICE must be cuda or cpu (got '$device')" >&2; exit 2; }
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "graphs: MPDIST_GPU_GRAPH_ROUNDS must be a positive integer (got '$rounds')" >&2; exit 2; }
 [ -x "$mpdist" ] || { echo "graphs: no mpdist in $build" >&2; exit 2; }
 mkdir -p "$out"
 report=$out/graphs.txt
 source tests/gpu/checks.bash
 common=(configs/cifar-wrn16-4.cfg --set 'model.preset="resnet20"' --set model.depth=20
-  --set amp.device=cuda --set 'data.format="synthetic"' --set data.synthetic_test=128
+  --set "amp.device=\"$device\"" --set 'data.format="synthetic"' --set data.synthetic_test=128
   --set 'data.synthetic_shape=[32,32,3]' --set 'schedule.type="cosine"' --set train.epochs=1
   --set train.eval_every=0 --set log.progress=plain)
 # run NAME MODE [ARGS]: metrics to $out/NAME.jsonl, checkpoint at the end under $out/NAME/
@@ -57,9 +63,10 @@ done
 
 ips() { sed -nE 's/.*"type":"summary".*"images_per_s":([0-9.e+-]+).*/\1/p' "$out/$1.jsonl"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
-for batch in 128 512; do
+[ "$speed" = 0 ] && batches=() || batches=(128 512)
+for batch in ${batches[@]+"${batches[@]}"}; do
   args=(--set 'amp.opt_level="O2"' --set "data.batch_size=$batch"
-    --set "data.synthetic_train=$((batch * 300))" --set train.max_steps=300 --set log.every=100)
+    --set "data.synthetic_train=$((batch * steps))" --set "train.max_steps=$steps" --set log.every=100)
   : >"$out/speed-$batch.txt"
   for r in $(seq "$rounds"); do
     for mode in off on; do
@@ -73,6 +80,7 @@ for batch in 128 512; do
   done
   eager=$(awk '$1 == "off" { print $2 }' "$out/speed-$batch.txt" | median)
   graph=$(awk '$1 == "on" { print $2 }' "$out/speed-$batch.txt" | median)
-  say "resnet20 O2 fp16 batch $batch, $rounds rounds of 300 steps: eager $eager images/s, graphs $graph images/s (medians), ratio $(awk -v g="$graph" -v e="$eager" 'BEGIN { printf "%.2f", e > 0 ? g / e : 0 }')"
+  say "$(awk -v b="$batch" -v r="$rounds" -v s="$steps" -v g="$graph" -v e="$eager" 'BEGIN {
+    printf "resnet20 O2 fp16 batch %d, %d rounds of %d steps: eager %.0f images/s, graphs %.0f images/s (medians), graphs / eager %.2f", b, r, s, e, g, (e > 0 ? g / e : 0) }')"
 done
 exit $((failures > 0))

@@ -8,7 +8,8 @@
 # argument; bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
 # round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval;
 # bench/activation_plan.sh with a zero batch, an unknown opt level or an unknown model;
-# tests/gpu/graphs.sh with a non-integer round count or a build without mpdist. mpirun
+# tests/gpu/graphs.sh with a non-integer round or step count, an unknown device or a build
+# without mpdist. mpirun
 # is a stub that records any call, and none may be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
@@ -40,6 +41,8 @@ usage() {
 usage '^usage: bench/ab_builds.sh' -- bash bench/ab_builds.sh "$build" "$build"
 usage "^graphs: MPDIST_GPU_GRAPH_ROUNDS must be a positive integer \(got 'x'\)\$" MPDIST_GPU_GRAPH_ROUNDS=x -- bash tests/gpu/graphs.sh "$build" "$TMP/g"
 usage "^graphs: no mpdist in $TMP/empty\$" -- bash tests/gpu/graphs.sh "$TMP/empty" "$TMP/g"
+usage "^graphs: MPDIST_GPU_GRAPH_DEVICE must be cuda or cpu \(got 'tpu'\)\$" MPDIST_GPU_GRAPH_DEVICE=tpu -- bash tests/gpu/graphs.sh "$build" "$TMP/g"
+usage "^graphs: MPDIST_GPU_GRAPH_STEPS must be a positive integer \(got '0'\)\$" MPDIST_GPU_GRAPH_STEPS=0 -- bash tests/gpu/graphs.sh "$build" "$TMP/g"
 usage "^ab_builds: no mpdist in $TMP/empty\$" -- bash bench/ab_builds.sh "$TMP/empty" "$build" "$cfg"
 usage "^ab_builds: no config $TMP/none.cfg\$" -- bash bench/ab_builds.sh "$build" "$build" "$TMP/none.cfg"
 for args in "0" "two" "2x" "2 0" "2 20 4" "2 20 x" "2 20 12" "2 20 1 1"; do
