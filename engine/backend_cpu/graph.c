@@ -1,14 +1,16 @@
 /* Graphs on the staged CPU backend (engine/op_list.h: graph_begin, graph_end, graph_launch,
- * graph_free): record-then-replay as CUDA's stream capture does it, so that CI runs a captured
+ * graph_free, graph_valid): record-then-replay as CUDA's stream capture does it, so that CI runs a captured
  * step without a GPU. While this thread captures, each queued op is recorded with its arguments
  * as they are at the call (scalars, memory pointers and copy_in's host pointer as given; the
  * tensor and descriptor structs it points to copied, as a kernel's parameters are), and nothing
  * runs; a launch runs the records in order with those arguments. A value the host changes
  * after the capture (a learning rate passed as a double, a tensor struct pointed elsewhere) is
  * therefore not seen by a replay, on the GPU or here, and a test that compares replayed steps
- * with eager ones sees it. Ops that hand a value back to the host or wait for the queue fail
- * while capturing (the capture then fails at graph_end), as they do on a GPU. The plain CPU
- * backend, which queues nothing, has no graphs. */
+ * with eager ones sees it. Ops that hand a value back to the host or wait for the queue,
+ * allocate or free memory, or copy in from memory not host_alloc's fail while capturing (the
+ * capture then fails at graph_end), as they do on a GPU. A graph is valid until a workspace
+ * moves (mp_cpu_workspace_moves), as a GPU's is. The plain CPU backend, which queues nothing,
+ * has no graphs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
