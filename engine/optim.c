@@ -48,10 +48,10 @@ mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double gra
     return MP_OK;
 }
 
-mp_status mp_optimizer_step_amp(mp_optimizer *o, mp_params *p, double lr, double grad_scale,
+mp_status mp_optimizer_step_amp(mp_optimizer *o, mp_params *p, double grad_scale,
                                 double max_norm, const mp_amp_state *st)
 {
-    o->args.lr = lr;
+    o->args.lr_from_state = true;
     o->args.grad_scale = grad_scale;
     o->args.max_norm = max_norm;
     return step_groups(o, p, st);

@@ -28,10 +28,12 @@ void mp_optimizer_init(mp_optimizer *o, const mp_ops *ops, mp_params *p,
 mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double grad_scale);
 
 /* One step that takes its word from the mixed-precision state st in backend memory (the
- * optim_step op with st): skipped on the device when st->found_inf is set, gradients times
- * grad_scale / the loss scale, clipped to the global norm max_norm (0: never) from st->sumsq,
- * Adam's step count st->steps + 1. o->steps is not advanced: st->steps counts. */
-mp_status mp_optimizer_step_amp(mp_optimizer *o, mp_params *p, double lr, double grad_scale,
+ * optim_step op with st and mp_optim_args.lr_from_state): skipped on the device when
+ * st->found_inf is set, at the rate st->lr (the amp_lr op sets it before the step, so that a
+ * graph holding this step reads each step's), gradients times grad_scale / the loss scale,
+ * clipped to the global norm max_norm (0: never) from st->sumsq, Adam's step count
+ * st->steps + 1. o->steps is not advanced: st->steps counts. */
+mp_status mp_optimizer_step_amp(mp_optimizer *o, mp_params *p, double grad_scale,
                                 double max_norm, const mp_amp_state *st);
 
 /* Frees the optimizer state. */

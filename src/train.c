@@ -139,10 +139,10 @@ static mp_status gather_weights(mp_trainer *t)
 
 /* The fused unscale-and-check into the state (of this rank's block when sharded), the
  * agreement (with `stop`, after writing the stop request), the optimizer step (skipped on the
- * device when found_inf is set; its rate is st->lr, which amp_lr set to lr before the step), the
+ * device when found_inf is set; its rate is st->lr, which amp_lr set before the step), the
  * scaler update and, sharded, the all-gather of the weights: queued work only, no host wait on
  * a device transport. */
-static mp_status apply_gradients(mp_trainer *t, double lr, bool stop)
+static mp_status apply_gradients(mp_trainer *t, bool stop)
 {
     double post = mp_grad_sync_post_scale(&t->sync);
     for (int k = 0; k < MP_NGROUPS; k++) {
@@ -151,7 +151,7 @@ static mp_status apply_gradients(mp_trainer *t, double lr, bool stop)
         PROFILED("unscale+check", t->ops->amp_check(&block, post, half_limit(t, k), t->st));
     }
     PROFILED("agreement", agree(t, stop));
-    PROFILED("optimizer", mp_optimizer_step_amp(&t->opt, &t->model.params, lr, post,
+    PROFILED("optimizer", mp_optimizer_step_amp(&t->opt, &t->model.params, post,
                                                 t->cfg->optim.clip_grad_norm, t->st));
     PROFILED("bn statistics", mp_model_stats_revert(&t->model, t->st));
     PROFILED("scaler", t->ops->amp_update(&t->scaler_cfg, t->st));
@@ -292,7 +292,6 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
  * that hands nothing to the host, from the statistics' save to the scaler update. */
 typedef struct step_body {
     int64_t step;
-    double lr;
     mp_tensor x, dl;
     const int32_t *labels;
 } step_body;
@@ -304,17 +303,16 @@ static mp_status device_step(mp_trainer *t, void *arg)
     PROFILED("bn statistics", mp_model_stats_save(&t->model));
     MP_TRY(micro_device(t, b->step, 0, 1, false, b->x, b->dl, b->labels, &loss));
     t->model.step = b->step;
-    return apply_gradients(t, b->lr, false);
+    return apply_gradients(t, false);
 }
 
 /* The device part of a step of one micro-batch that hands nothing to the host, as a graph where
  * the run allows it (src/train_graph.h), else eagerly: the same ops either way. The stop
  * request is written before it (a signal that comes during the step stops the run a step
  * later than an eager step's agreement would). */
-static mp_status graph_step(mp_trainer *t, int64_t step, double lr, mp_window *w,
-                            mp_train_result *r)
+static mp_status graph_step(mp_trainer *t, int64_t step, mp_window *w, mp_train_result *r)
 {
-    step_body b = {.step = step, .lr = lr};
+    step_body b = {.step = step};
     int64_t n;
     PROFILED("data", next_batch(t, &b.x, &b.dl, &b.labels, &n, r));
     w->images += n * t->comm->size;
@@ -335,7 +333,7 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin("step");
     MP_TRY(t->ops->amp_lr(t->st, lr)); /* the optimizer's rate (graphs read it there too) */
     if (micro == 1 && !want_loss && !host && t->graph.allowed) {
-        MP_TRY(graph_step(t, step, lr, w, r));
+        MP_TRY(graph_step(t, step, w, r));
     } else {
         PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if skipped */
         for (int i = 0; i < micro; i++) {
@@ -346,7 +344,7 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
         t->model.step = step; /* what messages name */
         if (t->after_reduce)
             t->after_reduce(t, step, t->hook_arg);
-        MP_TRY(apply_gradients(t, lr, true));
+        MP_TRY(apply_gradients(t, true));
     }
     w->comm_ms += t->sync.comm_ms;
     w->comm[w->steps % MP_WINDOW_COMM] = t->sync.comm_ms;

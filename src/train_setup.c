@@ -369,8 +369,7 @@ static void setup_optimizer(mp_trainer *t)
                        .nesterov = c->optim.nesterov,
                        .beta1 = c->optim.beta1,
                        .beta2 = c->optim.beta2,
-                       .eps = c->optim.eps,
-                       .lr_from_state = true}; /* amp_lr: each step's, also in a graph */
+                       .eps = c->optim.eps};
     mp_optimizer_init(&t->opt, t->ops, &t->model.params, &h);
 }
 

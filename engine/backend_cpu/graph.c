@@ -37,17 +37,27 @@ typedef struct mp_cpu_graph {
 /* The graph this thread is capturing into, or NULL. */
 static _Thread_local mp_cpu_graph *capturing;
 
+/* `array` (n elements of `elem` bytes, room for *cap) with room for one more: itself, or moved
+ * with its capacity doubled from 64 (*cap updated); NULL when memory runs out (array is left
+ * as it was). */
+static void *room(void *array, int n, int *cap, size_t elem)
+{
+    if (n < *cap)
+        return array;
+    int grown = *cap ? 2 * *cap : 64;
+    void *a = realloc(array, (size_t)grown * elem);
+    if (a)
+        *cap = grown;
+    return a;
+}
+
 /* A zeroed block of `bytes` owned by graph g, or NULL (g then failed). */
 static void *graph_alloc(mp_cpu_graph *g, size_t bytes)
 {
-    if (g->nblocks == g->capblocks) {
-        int cap = g->capblocks ? 2 * g->capblocks : 64;
-        void **b = realloc(g->blocks, (size_t)cap * sizeof *b);
-        if (!b)
-            return NULL;
-        g->blocks = b;
-        g->capblocks = cap;
-    }
+    void **blocks = room(g->blocks, g->nblocks, &g->capblocks, sizeof *g->blocks);
+    if (!blocks)
+        return NULL;
+    g->blocks = blocks;
     void *p = calloc(1, bytes ? bytes : 1);
     if (p)
         g->blocks[g->nblocks++] = p;
@@ -67,14 +77,10 @@ static mp_status graph_failed(mp_cpu_graph *g, mp_status st)
 /* Appends a record of `play` with `args`. */
 static mp_status record(mp_cpu_graph *g, mp_status (*play)(const void *), void *args)
 {
-    if (g->n == g->cap) {
-        int cap = g->cap ? 2 * g->cap : 256;
-        mp_cpu_record *r = realloc(g->rec, (size_t)cap * sizeof *r);
-        if (!r)
-            return graph_failed(g, mp_fail(MP_EINTERNAL, "graph capture: out of host memory"));
-        g->rec = r;
-        g->cap = cap;
-    }
+    mp_cpu_record *rec = room(g->rec, g->n, &g->cap, sizeof *g->rec);
+    if (!rec)
+        return graph_failed(g, mp_fail(MP_EINTERNAL, "graph capture: out of host memory"));
+    g->rec = rec;
     g->rec[g->n++] = (mp_cpu_record){play, args};
     return MP_OK;
 }
