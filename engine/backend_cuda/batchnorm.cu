@@ -6,10 +6,12 @@
  * second sweep that finds the chunk in L2, the chunks' terms added in order),
  * invstd = 1 / sqrt(var + eps) (the square root in double, then rounded, as the CPU does), the
  * running statistics updated with the unbiased variance
- * (running = (1 - momentum) running + momentum batch), y = (x - mean) scale + beta with scale = invstd gamma; backward dgamma = sum(dy xhat),
- * dbeta = sum(dy), dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M). All in FP32;
- * every tensor is loaded and stored by its runtime dtype (engine/cast_rule.h), so FP32, fp16
- * and bf16 data and per-channel tensors of any of them need no conversion copies.
+ * (running = (1 - momentum) running + momentum batch), y = (x - mean) scale + beta with
+ * scale = invstd gamma; backward dgamma = sum(dy xhat), dbeta = sum(dy),
+ * dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M). All in FP32; every tensor is
+ * loaded and stored by engine/cast_rule.h (x, y, dy and dx of one dtype fixed at compile time,
+ * the per-channel tensors by their runtime dtypes), so FP32, fp16 and bf16 data and per-channel
+ * tensors of any of them need no conversion copies.
  * Why not cuDNN: its legacy BatchNorm call in SPATIAL_PERSISTENT mode took 77% of a WRN-16-4
  * step at batch 512 on an H200 (bench/results/gpu-h200-2026-11-27), the API is deprecated in
  * cuDNN 9 and documents no bf16 data, and its fast NHWC path (the Ex calls) is fp16 only and
@@ -20,17 +22,26 @@
  * before its rounding, and backward reads dy through the mask of y (the forward's output) where
  * it reads dy, in the sums and in dx: the unfused pair's bits without its pass over memory.
  * Column sums (per channel over the M rows) are formed without atomics in engine/bn_rule.h's
- * order, the CPU's: blocks of 32 x MP_BN_LANES threads sum 32 channels over a chunk of rows
- * (thread y one lane, the lanes added in order), and one thread per channel adds the chunks'
- * partials in chunk order; the results are deterministic and the CPU's bits. The FP32 scratch
- * (2 C floats a chunk and MP_BN_STATS C floats of per-channel values) is mp_cuda_grow's. */
+ * order, the CPU's: in k_bn_part a thread is one lane of one chunk for V channels (V = 8 when C
+ * is a multiple of 8 and the tensors are aligned: 16-byte loads of a half type, several rows'
+ * loads in flight at once; else V = 1), a block holds the 8 lanes of up to 32 channel vectors
+ * and of as many chunks as make 256 threads, and the lanes are added in order in shared memory;
+ * then a block of 32 x 8 threads per 32 channels stages the chunks' partials through shared
+ * memory, coalesced, and one thread per channel adds them in chunk order. The element-wise
+ * passes (apply, dx) take V elements a thread with the dtype fixed at compile time
+ * (engine/backend_cuda/vec.cuh). The results are deterministic and the CPU's bits. The FP32
+ * scratch (2 C floats a chunk and MP_BN_STATS C floats of per-channel values) is mp_cuda_grow's.
+ */
 #include <limits.h>
 
 #include "engine/backend_cuda/cuda.h"
+#include "engine/backend_cuda/vec.cuh"
 #include "engine/bn_rule.h"
 #include "engine/elem_rule.h"
 
-enum { MP_BN_STATS = 5 };
+/* MP_BN_STATS per-channel rows in the scratch; chunk partials staged through shared memory
+ * BN_TILE chunks at a time; BN_THREADS threads a block of k_bn_part, at least two blocks an SM. */
+enum { MP_BN_STATS = 5, BN_TILE = 64, BN_THREADS = 256 };
 
 /* What k_bn_part sums per channel j: x, then (x - the chunk's mean)^2; dy and
  * dy (x - mean) invstd. */
@@ -39,85 +50,180 @@ enum { BN_SUM_XQ, BN_SUM_DY };
 static void *mp_bn_scratch;
 static size_t mp_bn_scratch_bytes;
 
-/* dy's element i (dtype dyt), or 0 where the fused ReLU's output y (x's dtype xt; NULL: no
- * ReLU) did not pass it: relu_backward's value, read where it is used. */
-__device__ static float bn_dy(const void *dy, mp_dtype dyt, const void *y, mp_dtype xt, int64_t i)
+/* One batch normalisation call: its tensors' data (x, y, dy and dx all of x's dtype, the
+ * template's DT), its rows M and channels C, the rule's chunks, and the FP32 scratch. */
+typedef struct bn_call {
+    const void *x, *y, *dy;
+    void *out; /* y forward, dx backward (NULL: no dx) */
+    int64_t M, C, chunks, rows;
+    float *part, *st;
+} bn_call;
+
+/* Element k of dy, or 0 where the fused ReLU's output (element k of y; has_y false: no ReLU) did
+ * not pass it: relu_backward's value, read where it is used. */
+template <mp_dtype DT, int V>
+__device__ static float bn_dy(const mp_vec<DT, V> &dy, const mp_vec<DT, V> &y, bool has_y, int k)
 {
-    if (y && !mp_relu_passes_f32(mp_elem_load_f32(y, xt, i)))
+    if (has_y && !mp_relu_passes_f32(y.f32(k)))
         return 0.0f;
-    return mp_elem_load_f32(dy, dyt, i);
+    return dy.f32(k);
 }
 
-/* Chunk blockIdx.y's two sums of channels blockIdx.x * 32 + threadIdx.x over its rows
- * [chunk rows, min((chunk + 1) rows, M)), into part[2 chunk C + j] and part[(2 chunk + 1) C + j]:
- * BN_SUM_XQ the sum of x, then, in a second sweep over the same rows (from L2 mostly), the sum
- * of (x - the chunk's mean)^2 (engine/bn_rule.h's variance rule); BN_SUM_DY the sums of dy and
+/* Calls f(x, dy, y) with the vectors of channels j0 .. j0 + V - 1 of rows r, r + MP_BN_LANES,
+ * ... below r1 in row order (one lane of engine/bn_rule.h), U rows loaded before they are used
+ * (their loads in flight together); dy and y are read when not NULL (otherwise their vectors are
+ * undefined). */
+template <mp_dtype DT, int V, int U, typename F>
+__device__ static void bn_lane_rows(const void *x, const void *dy, const void *y, int64_t r,
+                                    int64_t r1, int64_t C, int64_t j0, F f)
+{
+    typedef mp_vec<DT, V> vec;
+    for (; r < r1; r += MP_BN_LANES * U) {
+        vec xv[U], dv[U], yv[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t ru = r + u * MP_BN_LANES;
+            if (ru < r1) {
+                xv[u].load(x, ru * C + j0);
+                if (dy)
+                    dv[u].load(dy, ru * C + j0);
+                if (y)
+                    yv[u].load(y, ru * C + j0);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (r + u * MP_BN_LANES < r1)
+                f(xv[u], dv[u], yv[u]);
+    }
+}
+
+/* The chunks' two sums of channels j0 .. j0 + V - 1 (thread x of the block is channel group
+ * blockIdx.x blockDim.x + x) for chunk blockIdx.y blockDim.z + threadIdx.z, into
+ * part[2 chunk C + j] and part[(2 chunk + 1) C + j]: BN_SUM_XQ the sum of x, then, in a second
+ * sweep over the same rows (from L2 mostly), the sum of (x - the chunk's mean)^2
+ * (engine/bn_rule.h's variance rule); BN_SUM_DY the sums of dy (masked by y when not NULL) and
  * of dy (x - mean) invstd, mean and invstd per-channel tensors of dtypes mt and it. Thread y is
- * lane y of the rule, and the lanes are added in order. Blocks of 32 x MP_BN_LANES. */
-__global__ static void k_bn_part(int what, const void *x, mp_dtype xt, const void *y,
-                                 const void *dy, mp_dtype dyt, const void *mean, mp_dtype mt,
-                                 const void *invstd, mp_dtype it, float *part, int64_t M,
-                                 int64_t C, int64_t rows)
+ * lane y of the rule (blockDim.y == MP_BN_LANES), and the lanes are added in order. */
+template <mp_dtype DT, int V, int WHAT>
+__global__ static void __launch_bounds__(BN_THREADS, 2)
+    k_bn_part(bn_call b, const void *mean, mp_dtype mt, const void *invstd, mp_dtype it)
 {
-    __shared__ float p1[MP_BN_LANES][33], p2[MP_BN_LANES][33], cm[32];
-    const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, chunk = blockIdx.y;
-    const int64_t n = mp_bn_chunk_n(M, rows, chunk), r0 = chunk * rows, r1 = r0 + n;
-    float s1 = 0.0f, s2 = 0.0f;
-    if (j < C) {
-        const float m = what == BN_SUM_DY ? mp_elem_load_f32(mean, mt, j) : 0.0f;
-        const float inv = what == BN_SUM_DY ? mp_elem_load_f32(invstd, it, j) : 0.0f;
-        for (int64_t r = r0 + threadIdx.y; r < r1; r += MP_BN_LANES) {
-            float v = mp_elem_load_f32(x, xt, r * C + j);
-            if (what == BN_SUM_XQ) {
-                s1 += v;
+    typedef mp_vec<DT, V> vec;
+    __shared__ float p1[BN_THREADS * V], p2[BN_THREADS * V], cm[BN_THREADS / MP_BN_LANES * V];
+    const int64_t j0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    const int64_t chunk = (int64_t)blockIdx.y * blockDim.z + threadIdx.z;
+    const bool live = j0 < b.C && chunk < b.chunks;
+    const int64_t n = live ? mp_bn_chunk_n(b.M, b.rows, chunk) : 0, r0 = chunk * b.rows;
+    const int head = threadIdx.z * blockDim.x + threadIdx.x;
+    const int slot = (threadIdx.z * MP_BN_LANES + threadIdx.y) * blockDim.x + threadIdx.x;
+    float s1[V], s2[V], m[V], inv[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        s1[k] = s2[k] = 0.0f;
+        m[k] = WHAT == BN_SUM_DY && live ? mp_elem_load_f32(mean, mt, j0 + k) : 0.0f;
+        inv[k] = WHAT == BN_SUM_DY && live ? mp_elem_load_f32(invstd, it, j0 + k) : 0.0f;
+    }
+    auto sums = [&](const vec &xv, const vec &dv, const vec &yv) {
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float v = xv.f32(k);
+            if (WHAT == BN_SUM_XQ) {
+                s1[k] += v;
             } else {
-                float g = bn_dy(dy, dyt, y, xt, r * C + j);
-                s1 += g;
-                s2 += g * ((v - m) * inv);
+                const float g = bn_dy(dv, yv, b.y != NULL, k);
+                s1[k] += g;
+                s2[k] += g * ((v - m[k]) * inv[k]);
             }
         }
+    };
+    if (live && WHAT == BN_SUM_XQ)
+        bn_lane_rows<DT, V, 4>(b.x, NULL, NULL, r0 + threadIdx.y, r0 + n, b.C, j0, sums);
+    else if (live)
+        bn_lane_rows<DT, V, 2>(b.x, b.dy, b.y, r0 + threadIdx.y, r0 + n, b.C, j0, sums);
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        p1[k * BN_THREADS + slot] = s1[k];
+        p2[k * BN_THREADS + slot] = s2[k];
     }
-    p1[threadIdx.y][threadIdx.x] = s1;
-    p2[threadIdx.y][threadIdx.x] = s2;
     __syncthreads();
-    float t1 = 0.0f, t2 = 0.0f;
-    if (threadIdx.y == 0 && j < C) {
+    float t1[V], t2[V];
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        t1[k] = t2[k] = 0.0f;
+    const bool lead = threadIdx.y == 0 && live;
+    if (lead) {
         for (int q = 0; q < MP_BN_LANES; q++) {
-            t1 += p1[q][threadIdx.x];
-            t2 += p2[q][threadIdx.x];
-        }
-        cm[threadIdx.x] = MP_BN_CHUNK_MEAN(float, t1, n);
-    }
-    if (what == BN_SUM_XQ) { /* the second sweep, about the chunk's mean */
-        __syncthreads();
-        s2 = 0.0f;
-        if (j < C) {
-            const float m = cm[threadIdx.x];
-            for (int64_t r = r0 + threadIdx.y; r < r1; r += MP_BN_LANES) {
-                float d = mp_elem_load_f32(x, xt, r * C + j) - m;
-                s2 += d * d;
+            const int sq = (threadIdx.z * MP_BN_LANES + q) * blockDim.x + threadIdx.x;
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                t1[k] += p1[k * BN_THREADS + sq];
+                t2[k] += p2[k * BN_THREADS + sq];
             }
         }
-        p2[threadIdx.y][threadIdx.x] = s2;
+        if (WHAT == BN_SUM_XQ)
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                cm[head * V + k] = MP_BN_CHUNK_MEAN(float, t1[k], n);
+    }
+    if (WHAT == BN_SUM_XQ) { /* the second sweep, about the chunk's mean */
         __syncthreads();
-        t2 = 0.0f;
-        if (threadIdx.y == 0 && j < C)
-            for (int q = 0; q < MP_BN_LANES; q++)
-                t2 += p2[q][threadIdx.x];
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            s2[k] = 0.0f;
+            m[k] = live ? cm[head * V + k] : 0.0f;
+        }
+        auto squares = [&](const vec &xv, const vec &, const vec &) {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                const float d = xv.f32(k) - m[k];
+                s2[k] += d * d;
+            }
+        };
+        if (live)
+            bn_lane_rows<DT, V, 4>(b.x, NULL, NULL, r0 + threadIdx.y, r0 + n, b.C, j0, squares);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            p2[k * BN_THREADS + slot] = s2[k];
+        __syncthreads();
+        if (lead)
+            for (int q = 0; q < MP_BN_LANES; q++) {
+                const int sq = (threadIdx.z * MP_BN_LANES + q) * blockDim.x + threadIdx.x;
+#pragma unroll
+                for (int k = 0; k < V; k++)
+                    t2[k] = (q == 0 ? 0.0f : t2[k]) + p2[k * BN_THREADS + sq];
+            }
     }
-    if (threadIdx.y == 0 && j < C) {
-        part[2 * chunk * C + j] = t1;
-        part[(2 * chunk + 1) * C + j] = t2;
-    }
+    if (lead)
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            b.part[2 * chunk * b.C + j0 + k] = t1[k];
+            b.part[(2 * chunk + 1) * b.C + j0 + k] = t2[k];
+        }
 }
 
-/* Sum k (0 or 1) of channel j over the chunks, added in chunk order. */
-__device__ static float chunk_sum(const float *part, int64_t chunks, int64_t C, int64_t j, int k)
+/* Calls f(c, a, q) on the threads with threadIdx.y == 0, for the chunks c = 0, 1, ... in order,
+ * a and q chunk c's two sums of channel j = blockIdx.x 32 + threadIdx.x (part[2 c C + j] and
+ * part[(2 c + 1) C + j]); the block's 32 x 8 threads stage the sums through shared memory,
+ * BN_TILE chunks at a time, coalesced. Every thread of the block calls it. */
+template <typename F>
+__device__ static void bn_chunks_in_order(const float *part, int64_t chunks, int64_t C, F f)
 {
-    float s = 0.0f;
-    for (int64_t c = 0; c < chunks; c++)
-        s += part[(2 * c + k) * C + j];
-    return s;
+    __shared__ float a[BN_TILE][32], q[BN_TILE][32];
+    const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    for (int64_t c0 = 0; c0 < chunks; c0 += BN_TILE) {
+        const int nt = (int)(chunks - c0 < BN_TILE ? chunks - c0 : BN_TILE);
+        if (j < C)
+            for (int c = threadIdx.y; c < nt; c += blockDim.y) {
+                a[c][threadIdx.x] = part[2 * (c0 + c) * C + j];
+                q[c][threadIdx.x] = part[(2 * (c0 + c) + 1) * C + j];
+            }
+        __syncthreads();
+        if (threadIdx.y == 0 && j < C)
+            for (int c = 0; c < nt; c++)
+                f(c0 + c, a[c][threadIdx.x], q[c][threadIdx.x]);
+        __syncthreads();
+    }
 }
 
 /* 1 / sqrt(var + eps) as the CPU reference rounds it. */
@@ -126,32 +232,33 @@ __device__ static float bn_invstd(float var, float eps)
     return 1.0f / (float)sqrt((double)(var + eps));
 }
 
-/* Training statistics of channel j from the chunks' sums (k_bn_part's BN_SUM_XQ), by
- * engine/bn_rule.h's rule: save_mean, save_invstd, the running statistics, and st's mean
- * (st[j]), scale (st[C + j]) and shift (st[2 C + j]) for k_bn_apply. */
+/* Training statistics of channel j = blockIdx.x 32 + threadIdx.x (blocks of 32 x 8) from the
+ * chunks' sums (k_bn_part's BN_SUM_XQ), by engine/bn_rule.h's rule: save_mean, save_invstd, the
+ * running statistics, and st's mean (st[j]), scale (st[C + j]) and shift (st[2 C + j]) for
+ * k_bn_apply. */
 __global__ static void k_bn_train_stats(const float *part, int64_t chunks, int64_t rows,
                                         int64_t C, int64_t M, float eps, float mom, const void *g,
                                         mp_dtype gt, const void *b, mp_dtype bt, void *rm,
                                         mp_dtype rmt, void *rv, mp_dtype rvt, void *sm,
                                         mp_dtype smt, void *si, mp_dtype sit, float *st)
 {
-    MP_CUDA_FOR(j, C)
-    {
-        const float mean = chunk_sum(part, chunks, C, j, 0) / (float)M;
-        float ss = 0.0f;
-        for (int64_t k = 0; k < chunks; k++)
-            ss += MP_BN_CHUNK_DEV(float, part[2 * k * C + j], part[(2 * k + 1) * C + j],
-                                  mp_bn_chunk_n(M, rows, k), mean);
-        st[j] = mean;
-        float invstd = bn_invstd(ss / (float)M, eps), unbiased = ss / (float)(M - 1);
-        mp_elem_store_f32(sm, smt, j, mean);
-        mp_elem_store_f32(si, sit, j, invstd);
-        mp_elem_store_f32(rm, rmt, j, (1.0f - mom) * mp_elem_load_f32(rm, rmt, j) + mom * mean);
-        mp_elem_store_f32(rv, rvt, j,
-                          (1.0f - mom) * mp_elem_load_f32(rv, rvt, j) + mom * unbiased);
-        st[C + j] = invstd * mp_elem_load_f32(g, gt, j);
-        st[2 * C + j] = mp_elem_load_f32(b, bt, j);
-    }
+    const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float sum = 0.0f, ss = 0.0f;
+    bn_chunks_in_order(part, chunks, C, [&](int64_t, float a, float) { sum += a; });
+    const float mean = sum / (float)M;
+    bn_chunks_in_order(part, chunks, C, [&](int64_t c, float a, float q) {
+        ss += MP_BN_CHUNK_DEV(float, a, q, mp_bn_chunk_n(M, rows, c), mean);
+    });
+    if (threadIdx.y != 0 || j >= C)
+        return;
+    st[j] = mean;
+    float invstd = bn_invstd(ss / (float)M, eps), unbiased = ss / (float)(M - 1);
+    mp_elem_store_f32(sm, smt, j, mean);
+    mp_elem_store_f32(si, sit, j, invstd);
+    mp_elem_store_f32(rm, rmt, j, (1.0f - mom) * mp_elem_load_f32(rm, rmt, j) + mom * mean);
+    mp_elem_store_f32(rv, rvt, j, (1.0f - mom) * mp_elem_load_f32(rv, rvt, j) + mom * unbiased);
+    st[C + j] = invstd * mp_elem_load_f32(g, gt, j);
+    st[2 * C + j] = mp_elem_load_f32(b, bt, j);
 }
 
 /* Evaluation's per-channel values from the running statistics: st's mean, scale and shift. */
@@ -168,51 +275,82 @@ __global__ static void k_bn_eval_stats(int64_t C, float eps, const void *g, mp_d
 }
 
 /* y = (x - mean) scale + shift per element, from st's three per-channel rows; with relu, its
- * ReLU. */
-__global__ static void k_bn_apply(const void *x, mp_dtype xt, void *y, mp_dtype yt, int64_t n,
-                                  int64_t C, const float *st, bool relu)
+ * ReLU. V elements a thread (C a multiple of V). */
+template <mp_dtype DT, int V>
+__global__ static void k_bn_apply(bn_call b, bool relu)
 {
-    MP_CUDA_FOR(i, n)
+    const int64_t n = b.M * b.C;
+    MP_CUDA_FOR(q, n / V)
     {
-        unsigned c = (unsigned)i % (unsigned)C;
-        float v = (mp_elem_load_f32(x, xt, i) - st[c]) * st[C + c] + st[2 * C + c];
-        mp_elem_store_f32(y, yt, i, relu ? mp_relu_f32(v) : v);
+        const int64_t i = q * V, c = (int64_t)((unsigned)i % (unsigned)b.C);
+        mp_vec<DT, V> xv, yv;
+        mp_vec<MP_F32, V> mean, scale, shift;
+        xv.load(b.x, i);
+        mean.load(b.st, c);
+        scale.load(b.st, b.C + c);
+        shift.load(b.st, 2 * b.C + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float v = (xv.f32(k) - mean.f32(k)) * scale.f32(k) + shift.f32(k);
+            yv.set(k, relu ? mp_relu_f32(v) : v);
+        }
+        yv.store(b.out, i);
     }
 }
 
-/* Backward's per-channel values: dgamma, dbeta, and into st mean, invstd, gamma invstd,
- * sum(dy) / M and sum(dy xhat) / M for k_bn_dx. */
+/* Backward's per-channel values of channel j = blockIdx.x 32 + threadIdx.x (blocks of 32 x 8):
+ * dgamma, dbeta, and into st mean, invstd, gamma invstd, sum(dy) / M and sum(dy xhat) / M for
+ * k_bn_dx. */
 __global__ static void k_bn_bwd_stats(const float *part, int64_t chunks, int64_t C, int64_t M,
                                       const void *g, mp_dtype gt, const void *sm, mp_dtype smt,
                                       const void *si, mp_dtype sit, void *dg, mp_dtype dgt,
                                       void *db, mp_dtype dbt, float *st)
 {
-    MP_CUDA_FOR(j, C)
-    {
-        float sdy = chunk_sum(part, chunks, C, j, 0), sdx = chunk_sum(part, chunks, C, j, 1);
-        float invstd = mp_elem_load_f32(si, sit, j);
-        mp_elem_store_f32(dg, dgt, j, sdx);
-        mp_elem_store_f32(db, dbt, j, sdy);
-        st[j] = mp_elem_load_f32(sm, smt, j);
-        st[C + j] = invstd;
-        st[2 * C + j] = mp_elem_load_f32(g, gt, j) * invstd;
-        st[3 * C + j] = sdy / (float)M;
-        st[4 * C + j] = sdx / (float)M;
-    }
+    const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float sdy = 0.0f, sdx = 0.0f;
+    bn_chunks_in_order(part, chunks, C, [&](int64_t, float a, float q) {
+        sdy += a;
+        sdx += q;
+    });
+    if (threadIdx.y != 0 || j >= C)
+        return;
+    float invstd = mp_elem_load_f32(si, sit, j);
+    mp_elem_store_f32(dg, dgt, j, sdx);
+    mp_elem_store_f32(db, dbt, j, sdy);
+    st[j] = mp_elem_load_f32(sm, smt, j);
+    st[C + j] = invstd;
+    st[2 * C + j] = mp_elem_load_f32(g, gt, j) * invstd;
+    st[3 * C + j] = sdy / (float)M;
+    st[4 * C + j] = sdx / (float)M;
 }
 
 /* dx = gamma invstd (dy - sum(dy) / M - xhat sum(dy xhat) / M) per element (dy through y's
- * mask when y is not NULL). */
-__global__ static void k_bn_dx(const void *x, mp_dtype xt, const void *y, const void *dy,
-                               mp_dtype dyt, void *dx, mp_dtype dxt, int64_t n, int64_t C,
-                               const float *st)
+ * mask when y is not NULL). V elements a thread (C a multiple of V). */
+template <mp_dtype DT, int V>
+__global__ static void k_bn_dx(bn_call b)
 {
-    MP_CUDA_FOR(i, n)
+    const int64_t n = b.M * b.C;
+    MP_CUDA_FOR(q, n / V)
     {
-        unsigned c = (unsigned)i % (unsigned)C;
-        float xhat = (mp_elem_load_f32(x, xt, i) - st[c]) * st[C + c];
-        float g = bn_dy(dy, dyt, y, xt, i);
-        mp_elem_store_f32(dx, dxt, i, st[2 * C + c] * (g - st[3 * C + c] - xhat * st[4 * C + c]));
+        const int64_t i = q * V, c = (int64_t)((unsigned)i % (unsigned)b.C);
+        mp_vec<DT, V> xv, yv, dv, dx;
+        mp_vec<MP_F32, V> mean, invstd, gi, mdy, mdx;
+        xv.load(b.x, i);
+        dv.load(b.dy, i);
+        if (b.y)
+            yv.load(b.y, i);
+        mean.load(b.st, c);
+        invstd.load(b.st, b.C + c);
+        gi.load(b.st, 2 * b.C + c);
+        mdy.load(b.st, 3 * b.C + c);
+        mdx.load(b.st, 4 * b.C + c);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            const float xhat = (xv.f32(k) - mean.f32(k)) * invstd.f32(k);
+            const float g = bn_dy(dv, yv, b.y != NULL, k);
+            dx.set(k, gi.f32(k) * (g - mdy.f32(k) - xhat * mdx.f32(k)));
+        }
+        dx.store(b.out, i);
     }
 }
 
@@ -228,29 +366,61 @@ static bool channels_last(const mp_tensor *x, int64_t C)
     return x->ndim >= 1 && C >= 1 && x->shape[x->ndim - 1] == C && mp_tensor_numel(x) % C == 0;
 }
 
-/* The column sums' layout for M >= 1 rows of C channels: *chunks chunks of *rows rows
- * (mp_bn_chunks), and the scratch: *part (2 C floats a chunk) followed by *st (MP_BN_STATS C
- * floats). */
-static mp_status bn_layout(int64_t M, int64_t C, int64_t *chunks, int64_t *rows, float **part,
-                           float **st)
+/* b's layout for its M >= 1 rows of C channels: the rule's chunks (mp_bn_chunks), and the
+ * scratch: b->part (2 C floats a chunk) followed by b->st (MP_BN_STATS C floats). */
+static mp_status bn_layout(bn_call *b)
 {
-    *chunks = mp_bn_chunks(M, rows);
+    b->chunks = mp_bn_chunks(b->M, &b->rows);
     MP_TRY(mp_cuda_grow(&mp_bn_scratch, &mp_bn_scratch_bytes,
-                        (size_t)((2 * *chunks + MP_BN_STATS) * C) * sizeof(float)));
-    *part = (float *)mp_bn_scratch;
-    *st = *part + 2 * *chunks * C;
+                        (size_t)((2 * b->chunks + MP_BN_STATS) * b->C) * sizeof(float)));
+    b->part = (float *)mp_bn_scratch;
+    b->st = b->part + 2 * b->chunks * b->C;
     return MP_OK;
 }
 
-/* Launches k_bn_part over x (and dy, masked by y when y is not NULL) of M rows, C channels. */
-static mp_status bn_part(int what, const mp_tensor *x, const mp_tensor *y, const mp_tensor *dy,
-                         const void *mean, mp_dtype mt, const void *invstd, mp_dtype it,
-                         float *part, int64_t M, int64_t C, int64_t chunks, int64_t rows)
+/* k_bn_part over b: V channels a thread, up to 32 channel groups x MP_BN_LANES lanes a block,
+ * and as many chunks a block as fill BN_THREADS threads (16 at 16 channels of a half type). */
+template <mp_dtype DT, int V> struct bn_sums {
+    static mp_status run(const bn_call &b, int what, const void *mean, mp_dtype mt,
+                         const void *invstd, mp_dtype it)
+    {
+        const int64_t groups = (b.C + V - 1) / V;
+        const int bx = (int)(groups < 32 ? groups : 32), bz = BN_THREADS / (bx * MP_BN_LANES);
+        dim3 grid((unsigned)((groups + bx - 1) / bx), (unsigned)((b.chunks + bz - 1) / bz));
+        void (*k)(bn_call, const void *, mp_dtype, const void *, mp_dtype) =
+            what == BN_SUM_XQ ? k_bn_part<DT, V, BN_SUM_XQ> : k_bn_part<DT, V, BN_SUM_DY>;
+        MP_LAUNCH(k, grid, dim3(bx, MP_BN_LANES, bz), b, mean, mt, invstd, it);
+        return MP_OK;
+    }
+};
+
+/* The element-wise pass over b: k_bn_apply (forward, with relu its ReLU) or k_bn_dx. */
+template <mp_dtype DT, int V> struct bn_map {
+    static mp_status run(const bn_call &b, bool backward, bool relu)
+    {
+        const unsigned blocks = mp_cuda_blocks(b.M * b.C / V);
+        void (*dx)(bn_call) = k_bn_dx<DT, V>;
+        void (*apply)(bn_call, bool) = k_bn_apply<DT, V>;
+        if (backward)
+            MP_LAUNCH(dx, blocks, 256, b);
+        else
+            MP_LAUNCH(apply, blocks, 256, b, relu);
+        return MP_OK;
+    }
+};
+
+/* Runs K<DT, V>::run(b, args...) with DT the dtype dt of b's tensors and V = MP_VEC when C is a
+ * multiple of it and every tensor and the scratch are aligned to a vector, else V = 1. */
+template <template <mp_dtype, int> class K, typename... A>
+static mp_status bn_dispatch(const bn_call &b, mp_dtype dt, A... args)
 {
-    dim3 grid((unsigned)((C + 31) / 32), (unsigned)chunks);
-    MP_LAUNCH(k_bn_part, grid, dim3(32, MP_BN_LANES), what, x->data, x->dtype,
-              y ? y->data : NULL, dy ? dy->data : NULL, dy ? dy->dtype : MP_F32, mean, mt, invstd,
-              it, part, M, C, rows);
+    const bool c8 = b.C % MP_VEC == 0;
+    MP_VEC_BY_DTYPE(dt, DT, {
+        if (c8 && mp_vec_aligned(alignof(mp_vec<DT, MP_VEC>), {b.x, b.y, b.dy, b.out}) &&
+            mp_vec_aligned(alignof(mp_vec<MP_F32, MP_VEC>), {b.st}))
+            return K<DT, MP_VEC>::run(b, args...);
+        return K<DT, 1>::run(b, args...);
+    });
     return MP_OK;
 }
 
@@ -274,25 +444,23 @@ extern "C" mp_status mp_cuda_batchnorm_forward(const mp_bn_args *a, bool train,
     MP_CUDA_REQUIRE(a->eps > 0 && a->momentum >= 0 && a->momentum <= 1, "batchnorm_forward");
     MP_CUDA_REQUIRE(M >= (train ? 2 : 1), "batchnorm_forward values per channel");
     MP_CUDA_REQUIRE(M * C <= INT_MAX, "batchnorm_forward");
-    int64_t chunks, rows;
-    float *part, *st;
-    MP_TRY(bn_layout(M, C, &chunks, &rows, &part, &st));
+    bn_call b = {x->data, NULL, NULL, y->data, M, C, 0, 0, NULL, NULL};
+    MP_TRY(bn_layout(&b));
     const float eps = (float)a->eps;
-    unsigned cb = mp_cuda_blocks(C);
+    const unsigned cb = (unsigned)((C + 31) / 32);
     if (train) {
-        MP_TRY(bn_part(BN_SUM_XQ, x, NULL, NULL, NULL, MP_F32, NULL, MP_F32, part, M, C, chunks,
-                       rows));
-        MP_LAUNCH(k_bn_train_stats, cb, 256, part, chunks, rows, C, M, eps, (float)a->momentum,
-                  gamma->data, gamma->dtype, beta->data, beta->dtype, running_mean->data,
-                  running_mean->dtype, running_var->data, running_var->dtype, save_mean->data,
-                  save_mean->dtype, save_invstd->data, save_invstd->dtype, st);
+        MP_TRY(bn_dispatch<bn_sums>(b, x->dtype, (int)BN_SUM_XQ, (const void *)NULL, MP_F32,
+                                    (const void *)NULL, MP_F32));
+        MP_LAUNCH(k_bn_train_stats, cb, dim3(32, 8), b.part, b.chunks, b.rows, C, M, eps,
+                  (float)a->momentum, gamma->data, gamma->dtype, beta->data, beta->dtype,
+                  running_mean->data, running_mean->dtype, running_var->data, running_var->dtype,
+                  save_mean->data, save_mean->dtype, save_invstd->data, save_invstd->dtype, b.st);
     } else {
-        MP_LAUNCH(k_bn_eval_stats, cb, 256, C, eps, gamma->data, gamma->dtype, beta->data,
-                  beta->dtype, running_mean->data, running_mean->dtype, running_var->data,
-                  running_var->dtype, st);
+        MP_LAUNCH(k_bn_eval_stats, mp_cuda_blocks(C), 256, C, eps, gamma->data, gamma->dtype,
+                  beta->data, beta->dtype, running_mean->data, running_mean->dtype,
+                  running_var->data, running_var->dtype, b.st);
     }
-    MP_LAUNCH(k_bn_apply, mp_cuda_blocks(M * C), 256, x->data, x->dtype, y->data, y->dtype,
-              M * C, C, st, a->relu);
+    MP_TRY(bn_dispatch<bn_map>(b, x->dtype, false, (bool)a->relu));
     return MP_OK;
 }
 
@@ -324,17 +492,15 @@ extern "C" mp_status mp_cuda_batchnorm_backward(const mp_bn_args *a, const mp_te
         CUDA_CHECK(cudaMemsetAsync(dbeta->data, 0, (size_t)mp_tensor_bytes(dbeta), stream));
         return MP_OK;
     }
-    int64_t chunks, rows;
-    float *part, *st;
-    MP_TRY(bn_layout(M, C, &chunks, &rows, &part, &st));
-    MP_TRY(bn_part(BN_SUM_DY, x, mask, dy, save_mean->data, save_mean->dtype, save_invstd->data,
-                   save_invstd->dtype, part, M, C, chunks, rows));
-    MP_LAUNCH(k_bn_bwd_stats, mp_cuda_blocks(C), 256, part, chunks, C, M, gamma->data,
-              gamma->dtype, save_mean->data, save_mean->dtype, save_invstd->data,
-              save_invstd->dtype, dgamma->data, dgamma->dtype, dbeta->data, dbeta->dtype, st);
+    bn_call b = {x->data, mask ? mask->data : NULL, dy->data, dx ? dx->data : NULL, M, C, 0, 0,
+                 NULL, NULL};
+    MP_TRY(bn_layout(&b));
+    MP_TRY(bn_dispatch<bn_sums>(b, x->dtype, (int)BN_SUM_DY, save_mean->data, save_mean->dtype,
+                                save_invstd->data, save_invstd->dtype));
+    MP_LAUNCH(k_bn_bwd_stats, (unsigned)((C + 31) / 32), dim3(32, 8), b.part, b.chunks, C, M,
+              gamma->data, gamma->dtype, save_mean->data, save_mean->dtype, save_invstd->data,
+              save_invstd->dtype, dgamma->data, dgamma->dtype, dbeta->data, dbeta->dtype, b.st);
     if (dx)
-        MP_LAUNCH(k_bn_dx, mp_cuda_blocks(M * C), 256, x->data, x->dtype,
-                  mask ? mask->data : NULL, dy->data, dy->dtype, dx->data, dx->dtype, M * C, C,
-                  st);
+        MP_TRY(bn_dispatch<bn_map>(b, x->dtype, true, false));
     return MP_OK;
 }

@@ -1,10 +1,13 @@
 /* Elementwise and row-broadcast kernels: bias add and its gradient, ReLU forward and backward,
- * scale, fill, convert, add and add_relu. One kernel per op for every dtype, a grid-stride launch
- * around engine/elem_rule.h's body for element i (loads and stores by the tensor's runtime dtype,
- * FP32 arithmetic, each output element rounded once): the CPU backend's rules, so every op but
- * bias_grad gives the CPU's bits. bias_grad's column sums are a parallel reduction whose order is
- * this kernel's own; only its additions, loads and stores are the shared rules. */
+ * scale, fill, convert, add and add_relu, each around engine/elem_rule.h's body for element i
+ * (FP32 arithmetic, each output element rounded once): the CPU backend's rules, so every op but
+ * bias_grad gives the CPU's bits. ReLU, scale, fill and add of one dtype run through
+ * mp_cuda_elementwise (engine/backend_cuda/vec.cuh: the dtype fixed at compile time, 16-byte
+ * loads and stores); bias add, convert and add of mixed dtypes are grid-stride loops that load
+ * and store by the tensors' runtime dtypes. bias_grad's column sums are a parallel reduction
+ * whose order is this kernel's own; only its additions, loads and stores are the shared rules. */
 #include "engine/backend_cuda/cuda.h"
+#include "engine/backend_cuda/vec.cuh"
 #include "engine/elem_rule.h"
 
 __global__ static void k_bias_add(void *y, mp_dtype yt, const void *b, mp_dtype bt, int64_t n,
@@ -57,28 +60,36 @@ extern "C" mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db)
     return MP_OK;
 }
 
-__global__ static void k_relu_fwd(const void *x, void *y, mp_dtype dt, int64_t n)
-{
-    MP_CUDA_FOR(i, n)
-        mp_relu_forward_at(x, y, dt, i);
-}
+/* relu_forward's operands: x (read), y (written). */
+template <mp_dtype DT> struct relu_fwd_op {
+    static constexpr mp_dtype dt = DT;
+    static constexpr int N = 2;
+    static constexpr unsigned in = 1u, out = 2u;
+    void *t[N];
+    __device__ void at(void *const *p, int64_t i) const { mp_relu_forward_at(p[0], p[1], DT, i); }
+};
 
 extern "C" mp_status mp_cuda_relu_forward(const mp_tensor *x, mp_tensor *y)
 {
     MP_CUDA_DTYPES("relu_forward", x, y);
     int64_t n = mp_tensor_numel(x);
     MP_CUDA_REQUIRE(mp_tensor_numel(y) == n && x->dtype == y->dtype, "relu_forward");
-    if (n)
-        MP_LAUNCH(k_relu_fwd, mp_cuda_blocks(n), 256, x->data, y->data, x->dtype, n);
+    MP_VEC_BY_DTYPE(x->dtype, DT,
+                    return mp_cuda_elementwise(relu_fwd_op<DT>{{(void *)x->data, y->data}}, n));
     return MP_OK;
 }
 
-__global__ static void k_relu_bwd(const void *y, const void *dy, void *dx, mp_dtype dt,
-                                  int64_t n)
-{
-    MP_CUDA_FOR(i, n)
-        mp_relu_backward_at(y, dy, dx, dt, i);
-}
+/* relu_backward's operands: y and dy (read), dx (written). */
+template <mp_dtype DT> struct relu_bwd_op {
+    static constexpr mp_dtype dt = DT;
+    static constexpr int N = 3;
+    static constexpr unsigned in = 3u, out = 4u;
+    void *t[N];
+    __device__ void at(void *const *p, int64_t i) const
+    {
+        mp_relu_backward_at(p[0], p[1], p[2], DT, i);
+    }
+};
 
 extern "C" mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *dy,
                                            mp_tensor *dx)
@@ -87,38 +98,47 @@ extern "C" mp_status mp_cuda_relu_backward(const mp_tensor *y, const mp_tensor *
     int64_t n = mp_tensor_numel(y);
     MP_CUDA_REQUIRE(mp_tensor_numel(dy) == n && mp_tensor_numel(dx) == n, "relu_backward");
     MP_CUDA_REQUIRE(y->dtype == dy->dtype && dy->dtype == dx->dtype, "relu_backward");
-    if (n)
-        MP_LAUNCH(k_relu_bwd, mp_cuda_blocks(n), 256, y->data, dy->data, dx->data, y->dtype, n);
+    void *t[3] = {(void *)y->data, (void *)dy->data, dx->data};
+    MP_VEC_BY_DTYPE(y->dtype, DT,
+                    return mp_cuda_elementwise(relu_bwd_op<DT>{{t[0], t[1], t[2]}}, n));
     return MP_OK;
 }
 
-__global__ static void k_scale(void *x, mp_dtype dt, float a, int64_t n)
-{
-    MP_CUDA_FOR(i, n)
-        mp_scale_at(x, dt, a, i);
-}
+/* scale's operand x, read and written in place, times a. */
+template <mp_dtype DT> struct scale_op {
+    static constexpr mp_dtype dt = DT;
+    static constexpr int N = 1;
+    static constexpr unsigned in = 1u, out = 1u;
+    void *t[N];
+    float a;
+    __device__ void at(void *const *p, int64_t i) const { mp_scale_at(p[0], DT, a, i); }
+};
 
 extern "C" mp_status mp_cuda_scale(mp_tensor *x, double alpha)
 {
     MP_CUDA_DTYPES("scale", x);
     int64_t n = mp_tensor_numel(x);
-    if (n)
-        MP_LAUNCH(k_scale, mp_cuda_blocks(n), 256, x->data, x->dtype, (float)alpha, n);
+    MP_VEC_BY_DTYPE(x->dtype, DT,
+                    return mp_cuda_elementwise(scale_op<DT>{{x->data}, (float)alpha}, n));
     return MP_OK;
 }
 
-__global__ static void k_fill(void *x, mp_dtype dt, float v, int64_t n)
-{
-    MP_CUDA_FOR(i, n)
-        mp_elem_store_f32(x, dt, i, v);
-}
+/* fill's operand x (written) and the value v. */
+template <mp_dtype DT> struct fill_op {
+    static constexpr mp_dtype dt = DT;
+    static constexpr int N = 1;
+    static constexpr unsigned in = 0u, out = 1u;
+    void *t[N];
+    float v;
+    __device__ void at(void *const *p, int64_t i) const { mp_elem_store_f32(p[0], DT, i, v); }
+};
 
 extern "C" mp_status mp_cuda_fill(mp_tensor *x, double value)
 {
     MP_CUDA_DTYPES("fill", x);
     int64_t n = mp_tensor_numel(x);
-    if (n)
-        MP_LAUNCH(k_fill, mp_cuda_blocks(n), 256, x->data, x->dtype, (float)value, n);
+    MP_VEC_BY_DTYPE(x->dtype, DT,
+                    return mp_cuda_elementwise(fill_op<DT>{{x->data}, (float)value}, n));
     return MP_OK;
 }
 
@@ -142,7 +162,22 @@ extern "C" mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst)
     return MP_OK;
 }
 
-/* y = a + b, or with relu y = relu(a + b) (add_relu). */
+/* add's (or with relu add_relu's) operands of one dtype: a and b (read), y (written). */
+template <mp_dtype DT, bool RELU> struct add_op {
+    static constexpr mp_dtype dt = DT;
+    static constexpr int N = 3;
+    static constexpr unsigned in = 3u, out = 4u;
+    void *t[N];
+    __device__ void at(void *const *p, int64_t i) const
+    {
+        if (RELU)
+            mp_add_relu_at(p[0], DT, p[1], DT, p[2], DT, i);
+        else
+            mp_add_at(p[0], DT, p[1], DT, p[2], DT, i);
+    }
+};
+
+/* y = a + b, or with relu y = relu(a + b) (add_relu), each operand of its own dtype. */
 __global__ static void k_add(const void *a, mp_dtype at, const void *b, mp_dtype bt, void *y,
                              mp_dtype yt, int64_t n, bool relu)
 {
@@ -161,6 +196,12 @@ static mp_status add(const char *op, const mp_tensor *a, const mp_tensor *b, mp_
     MP_CUDA_DTYPES(op, a, b, y);
     int64_t n = mp_tensor_numel(y);
     MP_CUDA_REQUIRE(mp_tensor_numel(a) == n && mp_tensor_numel(b) == n, op);
+    void *t[3] = {(void *)a->data, (void *)b->data, y->data};
+    if (a->dtype == y->dtype && b->dtype == y->dtype)
+        MP_VEC_BY_DTYPE(y->dtype, DT,
+                        return relu ? mp_cuda_elementwise(add_op<DT, true>{{t[0], t[1], t[2]}}, n)
+                                    : mp_cuda_elementwise(add_op<DT, false>{{t[0], t[1], t[2]}},
+                                                          n));
     if (n)
         MP_LAUNCH(k_add, mp_cuda_blocks(n), 256, a->data, a->dtype, b->data, b->dtype, y->data,
                   y->dtype, n, relu);

@@ -306,10 +306,16 @@ void op_cases_dnn(void)
     static const char *const bn_ops[3] = {"batchnorm_forward train", "batchnorm_forward eval",
                                           "batchnorm_backward"};
     static const op_runner bn_runs[3] = {run_bn_train, run_bn_eval, run_bn_backward};
-    /* The last two span several chunks of engine/bn_rule.h (and 3 tiles of 32 channels on the
-     * GPU; the cap on the chunks, with a last chunk shorter than the others). */
-    const int64_t bn_shapes[][4] = {{4, 5, 3, 7},     {2, 3, 4, 70},  {16, 1, 1, 37},
-                                    {8, 16, 16, 67}, {40, 30, 30, 5}};
+    /* {8, 16, 16, 67} and {40, 30, 30, 5} span several chunks of engine/bn_rule.h (and 3 tiles
+     * of 32 channels on the GPU; the cap on the chunks, with a last chunk shorter than the
+     * others). Channels that are a multiple of 8 take the GPU's vector kernels
+     * (engine/backend_cuda/vec.cuh): 16 (two channel vectors, 4 chunks in one block), 24 (3
+     * vectors, 4 chunks in a block that holds 10, the last chunk shorter), 264 (33 vectors: a
+     * second block with one), and 40 over 508 chunks (8 tiles of the chunk sums, the last
+     * shorter, in two blocks of channels). */
+    const int64_t bn_shapes[][4] = {{4, 5, 3, 7},    {2, 3, 4, 70}, {16, 1, 1, 37},
+                                    {8, 16, 16, 67}, {40, 30, 30, 5}, {4, 8, 8, 16},
+                                    {3, 7, 11, 24},  {2, 3, 3, 264}, {40, 30, 30, 40}};
     for (int s = 0; s < (int)(sizeof bn_shapes / sizeof bn_shapes[0]); s++)
         for (int op = 0; op < 3; op++)
             for (int k = 0; k < NDT + 2; k++) { /* then half parameters: O3 */
@@ -334,7 +340,7 @@ void op_cases_dnn(void)
                          .u.no_dx = true, .bn_relu = relu};
             op_add(c, bn_ops[2], 2, 4, "(dx NULL%s)", relu ? ", relu" : "");
         }
-    for (int s = 1; s < 4; s += 2) /* dx over dy (mp_seq_backward does it) */
+    for (int s = 1; s < 8; s += 2) /* dx over dy (mp_seq_backward does it), 5 and 7 vectors */
         for (int k = 0; k < NDT; k++) {
             for (int relu = 0; relu < 2; relu++) {
                 op_case c = {.run = run_bn_backward, .dt = {DTS[k], MP_F32},
