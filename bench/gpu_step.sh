@@ -8,8 +8,10 @@
 #   mpdist   mpirun -np 1 $build/mpdist configs/cifar-wrn16-4.cfg (resnet20: --set
 #            model.preset=resnet20 model.depth=20) with amp.device=cuda, train.max_steps=STEPS,
 #            train.eval_every=0 and a step record every EVERY steps, for the rows O0 (FP32,
-#            amp.allow_tf32=false), O0+TF32, O1 fp16, O2 fp16, O2 bf16 and O3 fp16. The first
-#            window (warm-up: cuDNN algorithm choice, first allocations) is dropped; the run's
+#            amp.allow_tf32=false), O0+TF32, O1 fp16, O2 fp16, O2 bf16 and O3 fp16, with
+#            amp.conv_algo=timed (cuDNN's algorithms timed per shape, as PyTorch's
+#            cudnn.benchmark; MPDIST_GPU_STEP_CONV_ALGO=heuristic for cuDNN's first listed). The
+#            first window (warm-up: the algorithms' trials, first allocations) is dropped; the run's
 #            images/s is the images over the time of the other windows (host wall time), step_ms
 #            and device_ms (device time from clock marks, CUDA events at the windows' ends) their
 #            mean. Device memory is the summary's device_peak_bytes (the engine's counters of
@@ -45,6 +47,7 @@
 #   MPDIST_GPU_STEP_STEPS    steps per mpdist run (default 240); MPDIST_GPU_STEP_EVERY (default
 #                            20): at least 200 timed steps after the warm-up window
 #   MPDIST_GPU_STEP_ROUNDS   default 3
+#   MPDIST_GPU_STEP_CONV_ALGO  mpdist's amp.conv_algo: timed (default) or heuristic
 #   MPDIST_GPU_STEP_TIMEOUT  seconds per run (default 300)
 #   MPDIST_GPU_STEP_REPORT=1 run nothing: the tables and goals from runs/bench-gpu/raw.csv
 #   MPDIST_PYTHON            the python with PyTorch (default python3); MPDIST_PYTHON_LD_LIBRARY_PATH,
@@ -62,6 +65,7 @@ read -ra modes <<<"${MPDIST_GPU_STEP_TORCH:-fp32 amp amp-compile}"
 steps=${MPDIST_GPU_STEP_STEPS:-240}
 every=${MPDIST_GPU_STEP_EVERY:-20}
 rounds=${MPDIST_GPU_STEP_ROUNDS:-3}
+conv_algo=${MPDIST_GPU_STEP_CONV_ALGO:-timed}
 tmo=${MPDIST_GPU_STEP_TIMEOUT:-300}
 py=${MPDIST_PYTHON:-python3}
 [ "${1:-}" != -- ] || shift
@@ -80,6 +84,7 @@ done
 for m in "${models[@]}"; do case $m in wrn16-4 | resnet20) ;; *) die "unknown model '$m' (wrn16-4, resnet20)" ;; esac; done
 for b in "${batches[@]}"; do [[ "$b" =~ ^[1-9][0-9]*$ ]] || die "bad batch '$b'"; done
 for r in "${rows[@]}"; do case $r in O0 | O0+TF32 | O1 | O2 | O2-bf16 | O3) ;; *) die "unknown row '$r' (O0 O0+TF32 O1 O2 O2-bf16 O3)" ;; esac; done
+case $conv_algo in timed | heuristic) ;; *) die "MPDIST_GPU_STEP_CONV_ALGO must be timed or heuristic (got '$conv_algo')" ;; esac
 for m in ${modes[@]+"${modes[@]}"}; do case $m in fp32 | amp | amp-compile) ;; *) die "unknown PyTorch mode '$m' (fp32 amp amp-compile)" ;; esac; done
 # shellcheck source=launch/env.sh
 source launch/env.sh
@@ -96,7 +101,7 @@ else
   echo "model,batch,row,round,status,images_per_s,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,flops_per_image,log" >"$raw"
 fi
 gpu=$("${hostenv[@]}" nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) || true
-header="# GPU: ${gpu:-unknown (nvidia-smi failed)}; $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); mpdist $build; $steps steps (windows of $every, the first dropped), PyTorch $((steps - every)) after $every warm-up; $rounds rounds"
+header="# GPU: ${gpu:-unknown (nvidia-smi failed)}; $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); mpdist $build; $steps steps (windows of $every, the first dropped), amp.conv_algo=$conv_algo, PyTorch $((steps - every)) after $every warm-up; $rounds rounds"
 
 # run TAG CMD...: runs CMD (stdout and stderr to $out/TAG.log) under the timeout; prints it when dry.
 run() {
@@ -125,7 +130,8 @@ run_mpdist() {
   [ "$dry" = 1 ] || rm -f "$m"
   run "$tag" mpirun -np 1 "$build/mpdist" "$cfg" "${preset[@]}" --set amp.device=cuda \
     --set amp.opt_level="$opt" --set amp.half="$half" --set amp.allow_tf32="$tf32" \
-    --set data.batch_size="$batch" --set data.drop_last=true --set data.test_limit="$batch" \
+    --set amp.conv_algo="$conv_algo" --set data.batch_size="$batch" --set data.drop_last=true \
+    --set data.test_limit="$batch" \
     --set train.max_steps="$steps" --set train.eval_every=0 --set log.every="$every" \
     --set log.progress=none --set "log.metrics=\"$m\"" ${extra[@]+"${extra[@]}"} || rc=$?
   [ "$dry" = 1 ] && return 0

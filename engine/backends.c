@@ -83,6 +83,15 @@ static bool generic_blas_on_avx2(void)
 #endif
 }
 
+void mp_backends_conv_plans(FILE *out)
+{
+#ifdef MPDIST_HAVE_CUDA
+    mp_cuda_conv_plans(out);
+#else
+    (void)out;
+#endif
+}
+
 void mp_backends_info(FILE *out)
 {
 #ifdef MPDIST_HAVE_CUDA

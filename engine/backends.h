@@ -13,6 +13,7 @@ typedef struct mp_backend_options {
     int device;                   /* CUDA device index (comm/ binds local rank -> device) */
     bool allow_tf32;              /* FP32 GEMMs and convolutions may use TF32 tensor cores */
     int64_t conv_workspace_bytes; /* most cuDNN workspace a convolution algorithm may use */
+    bool conv_timed;              /* time cuDNN's algorithms once per shape (amp.conv_algo) */
 } mp_backend_options;
 
 /* Opens the backend `device` names: "cpu"; "cuda" (MP_EUSAGE with a one-line reason when the
@@ -20,12 +21,17 @@ typedef struct mp_backend_options {
  * else the CPU). *ops is the table; *why (cap bytes) says what was chosen and why, or, when it
  * fails, the reason alone (the message adds which amp.device asked). The CUDA
  * backend is opened once per process; a second open with other options changes only
- * allow_tf32 and the workspace bound. */
+ * allow_tf32, the workspace bound and conv_timed. */
 mp_status mp_backend_open(const char *device, const mp_backend_options *o, const mp_ops **ops,
                           char *why, size_t cap);
 
 /* Number of CUDA devices this process can use (0 without CUDA, a driver or a device). */
 int mp_backend_cuda_devices(void);
+
+/* Prints the convolution plans the CUDA backend has made in this process (direction, shape,
+ * dtype, cuDNN's algorithm, its workspace and, when timed, its time), one line each after a
+ * heading; nothing when the CUDA backend is not open or made none. */
+void mp_backends_conv_plans(FILE *out);
 
 /* Prints one "key: value" line per backend fact (backends, BLAS, CUDA runtime, cuBLAS, cuDNN,
  * visible GPUs when built with CUDA). Never fails; a missing driver is reported as such. */

@@ -61,6 +61,7 @@ typedef struct mp_config {
         double loss_scale;  /* 0 = dynamic; the level's default unless given */
         bool allow_tf32;
         int64_t conv_workspace_mb;
+        char conv_algo[12];  /* "heuristic" | "timed" */
         char cuda_graphs[8]; /* "auto" | "on" | "off" */
         double init_scale, growth_factor, backoff_factor, min_scale, max_scale;
         int64_t growth_interval, hysteresis, max_consecutive_skips, scale_margin;

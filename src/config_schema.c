@@ -194,6 +194,12 @@ const mp_key mp_config_keys[] = {
      .meaning = "Let FP32 GEMMs and convolutions use TF32 tensor cores (GPU only)."},
     {"amp.conv_workspace_mb", MP_KEY_INT, "256", GE(0), LE(65536), CF(amp.conv_workspace_mb),
      .meaning = "Most cuDNN workspace a convolution algorithm may use, in MiB (GPU only)."},
+    {"amp.conv_algo", MP_KEY_STRING, "\"heuristic\"", ONE_OF("heuristic", "timed"),
+     CF(amp.conv_algo),
+     .meaning = "How cuDNN's convolution algorithm is chosen per shape: heuristic (cuDNN's "
+                "first listed that fits; the same in every run) or timed (the fastest of a "
+                "timed trial, as PyTorch's cudnn.benchmark; may differ between runs, and with "
+                "it the last bits) (GPU only)."},
     {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
      CF(amp.cuda_graphs),
      .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "

@@ -10,6 +10,7 @@
 #include "comm/comm.h"
 #include "comm/launch_check.h"
 #include "engine/alloc.h"
+#include "engine/backends.h"
 #include "engine/profile.h"
 #include "io/ckpt_dir.h"
 #include "src/bench_comm.h"
@@ -296,8 +297,10 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
             rc = t->failed_together ? fail_together(t->comm, st) : fail_midway(t->comm, st);
         else if (t->comm->rank == 0)
             print_result(&res, cfg);
-        if (st == MP_OK && t->comm->rank == 0 && cfg->log.profile)
+        if (st == MP_OK && t->comm->rank == 0 && cfg->log.profile) {
             mp_profile_print(stdout, "rank 0");
+            mp_backends_conv_plans(stdout);
+        }
     }
     return rc;
 }

@@ -13,9 +13,13 @@ extern "C" {
 int mp_cuda_device_count(void);
 
 /* Sets up the backend on device o->device: stream, cuBLAS/cuBLASLt/cuDNN handles, workspaces.
- * The first call does the set-up; later ones update allow_tf32 and the workspace bound.
+ * The first call does the set-up; later ones update allow_tf32, the workspace bound and
+ * conv_timed.
  * MP_EUSAGE when the device cannot be used, MP_EINTERNAL when a library fails. */
 mp_status mp_cuda_open(const mp_backend_options *o);
+
+/* Prints the convolution plans made so far (mp_backends_conv_plans); nothing before the first. */
+void mp_cuda_conv_plans(FILE *out);
 
 /* The CUDA op table (after mp_cuda_open). */
 const mp_ops *mp_backend_cuda(void);

@@ -26,6 +26,11 @@
 #                             O0 captured against eager, bitwise checkpoints after 30 steps, and
 #                             images/s of both at batch 128 and 512 in alternating rounds); its
 #                             lines to $OUT/graphs/graphs.txt
+#   MPDIST_GPU_CONV=0         skip the convolution-algorithm stage (tests/gpu/conv_algo.sh:
+#                             amp.conv_algo timed against heuristic on resnet20 at O2 and O0,
+#                             plans printed and chosen as asked, losses close); its lines to
+#                             $OUT/conv-algo/conv-algo.txt. MPDIST_GPU_CONV_SPEED=1 adds its
+#                             speed rows (WRN-16-4 batch 512 at O0 and O2, about 2 minutes)
 #   MPDIST_GPU_TABLE=1        then the opt-level table (bench/opt_levels.sh cnn_bn, 2 ranks on
 #                             the GPU, 8 epochs each of O0, O1, O2, O3, O2 bf16) and the O2
 #                             accuracy against the CPU run's in bench/results/table.csv (Done
@@ -70,7 +75,7 @@ tee_pid=$!
 start=$(date +%s)
 
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
-nccl="not run" graphs="not run"
+nccl="not run" graphs="not run" conv="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
@@ -85,8 +90,8 @@ summary() {
   echo
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
-    "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" "opt table:" "$table" \
-    "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
+    "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" "conv algo:" "$conv" \
+    "opt table:" "$table" "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -117,11 +122,12 @@ write_report() {
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
     printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" \
-      "opt table:" "$table" \
+      "conv algo:" "$conv" "opt table:" "$table" \
       "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" \
       "inference:" "$inference" "log:" "$log" "result:" "$1"
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
     [ ! -s "${graphs_report:-}" ] || sed 's/^/  /' "$graphs_report"
+    [ ! -s "${conv_report:-}" ] || sed 's/^/  /' "$conv_report"
   } >"$report"
 }
 
@@ -402,6 +408,22 @@ else
   step graphs_rc do_graphs
   graphs="$(grep -c '^PASS' "$graphs_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$graphs_report" 2>/dev/null || true) failed (exit $graphs_rc; $graphs_report)"
   [ "$graphs_rc" -eq 0 ] || fail "CUDA graphs stage failed"
+fi
+
+# tests/gpu/conv_algo.sh: timed cuDNN algorithms against the heuristic's (issue 48).
+conv_out=${OUT:-$build}/conv-algo
+conv_report=$conv_out/conv-algo.txt
+do_conv() { MPDIST_GPU_CONV_SPEED=${MPDIST_GPU_CONV_SPEED:-0} bash tests/gpu/conv_algo.sh "$build" "$conv_out"; }
+if [ "${MPDIST_GPU_CONV:-1}" = 0 ]; then
+  conv="skipped (MPDIST_GPU_CONV=0)"
+elif [ "$build_state" != ok ]; then
+  conv="not run (build failed)"
+else
+  echo "== convolution algorithms: amp.conv_algo timed against heuristic"
+  conv_rc=1
+  step conv_rc do_conv
+  conv="$(grep -c '^PASS' "$conv_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$conv_report" 2>/dev/null || true) failed (exit $conv_rc; $conv_report)"
+  [ "$conv_rc" -eq 0 ] || fail "convolution-algorithm stage failed"
 fi
 
 # The O2 fp16 accuracy of cnn_bn in a table.csv (bench/opt_levels.sh's columns).

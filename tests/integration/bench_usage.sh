@@ -9,8 +9,9 @@
 # round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval;
 # bench/activation_plan.sh with a zero batch, an unknown opt level or an unknown model;
 # tests/gpu/graphs.sh with a non-integer round or step count, an unknown device or a build
-# without mpdist. mpirun
-# is a stub that records any call, and none may be made.
+# without mpdist; tests/gpu/conv_algo.sh with a non-integer round count, a speed switch other
+# than 0 or 1 or a build without mpdist. mpirun is a stub that records any call, and none may
+# be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -43,6 +44,9 @@ usage "^graphs: MPDIST_GPU_GRAPH_ROUNDS must be a positive integer \(got 'x'\)\$
 usage "^graphs: no mpdist in $TMP/empty\$" -- bash tests/gpu/graphs.sh "$TMP/empty" "$TMP/g"
 usage "^graphs: MPDIST_GPU_GRAPH_DEVICE must be cuda or cpu \(got 'tpu'\)\$" MPDIST_GPU_GRAPH_DEVICE=tpu -- bash tests/gpu/graphs.sh "$build" "$TMP/g"
 usage "^graphs: MPDIST_GPU_GRAPH_STEPS must be a positive integer \(got '0'\)\$" MPDIST_GPU_GRAPH_STEPS=0 -- bash tests/gpu/graphs.sh "$build" "$TMP/g"
+usage "^conv_algo: MPDIST_GPU_CONV_ROUNDS must be a positive integer \(got 'x'\)\$" MPDIST_GPU_CONV_ROUNDS=x -- bash tests/gpu/conv_algo.sh "$build" "$TMP/c"
+usage "^conv_algo: MPDIST_GPU_CONV_SPEED must be 0 or 1 \(got '2'\)\$" MPDIST_GPU_CONV_SPEED=2 -- bash tests/gpu/conv_algo.sh "$build" "$TMP/c"
+usage "^conv_algo: no mpdist in $TMP/empty\$" -- bash tests/gpu/conv_algo.sh "$TMP/empty" "$TMP/c"
 usage "^ab_builds: no mpdist in $TMP/empty\$" -- bash bench/ab_builds.sh "$TMP/empty" "$build" "$cfg"
 usage "^ab_builds: no config $TMP/none.cfg\$" -- bash bench/ab_builds.sh "$build" "$build" "$TMP/none.cfg"
 for args in "0" "two" "2x" "2 0" "2 20 4" "2 20 x" "2 20 12" "2 20 1 1"; do

@@ -64,8 +64,9 @@ order=$(grep -E '^timeout' "$TMP/dry" | sed -nE 's/.*amp\.opt_level=([^ ]*) .*am
 check "three rounds, alternating, reversed in even rounds" \
   "O0-fp16 O2-bf16 fp32 amp-compile amp-compile fp32 O2-bf16 O0-fp16 O0-fp16 O2-bf16 fp32 amp-compile " "$order"
 check "mpdist: 240 steps in windows of 20, every run" "6" "$(grep -c 'train.max_steps=240 .*log.every=20' "$TMP/dry")"
+check "mpdist: cuDNN's algorithms timed, every run" "6" "$(grep -c 'amp.conv_algo=timed ' "$TMP/dry")"
 check "PyTorch: 220 timed steps after 20 warm-up, every run" "6" "$(grep -c -- '--steps 220 --warmup 20' "$TMP/dry")"
-for bad in "MPDIST_GPU_STEP_ROWS=O9" "MPDIST_GPU_STEP_TORCH=compile" "MPDIST_GPU_STEP_ROUNDS=0" "MPDIST_GPU_STEP_STEPS=40"; do
+for bad in "MPDIST_GPU_STEP_ROWS=O9" "MPDIST_GPU_STEP_TORCH=compile" "MPDIST_GPU_STEP_CONV_ALGO=fast" "MPDIST_GPU_STEP_ROUNDS=0" "MPDIST_GPU_STEP_STEPS=40"; do
   rc=0; dry "$bad" >/dev/null || rc=$?
   check "$bad refused with exit 2 and one line" "2 1" "$rc $(wc -l <"$TMP/err")"
 done
