@@ -27,8 +27,10 @@ typedef struct mp_amp_state {
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
                                max_consecutive_skips (the run must end), else 0 */
-    double lr;              /* this step's learning rate (amp_lr), which an optimizer step with
-                               mp_optim_args.lr_from_state reads: a graph replays it */
+    double lr;              /* this step's learning rate (amp_step_values), which an optimizer
+                               step with mp_optim_args.lr_from_state reads: a graph replays it */
+    int64_t mask_step;      /* this step's index (amp_step_values), from which the dropout
+                               masks of a model given it (mp_model_mask_step) draw */
 } mp_amp_state;
 
 #define MP_AMP_AGREE 5

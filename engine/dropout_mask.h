@@ -33,6 +33,19 @@ MP_HD static inline uint64_t mp_dropout_threshold(double p)
     return (uint64_t)ceil(p * 4294967296.0);
 }
 
+/* Each training step draws its masks from its own range of 2^32 counters: a layer's offset is
+ * step * MP_MASK_STEP_STRIDE (dropout layers and attention alike). */
+#define MP_MASK_STEP_STRIDE ((uint64_t)1 << 32)
+
+/* The counter offset of an op given `offset` and `step` (NULL: none): offset, plus
+ * *step * MP_MASK_STEP_STRIDE read where and when the op runs (on the GPU, in the kernel), so
+ * that a replayed graph draws the masks of the step whose index is in that memory now (the
+ * amp_step_values op writes it before each step). */
+MP_HD static inline uint64_t mp_mask_offset(uint64_t offset, const int64_t *step)
+{
+    return step ? offset + (uint64_t)*step * MP_MASK_STEP_STRIDE : offset;
+}
+
 /* Whether the element at `counter` (offset + i) is kept. */
 MP_HD static inline bool mp_dropout_keep(uint64_t key, uint64_t counter, uint64_t thr)
 {

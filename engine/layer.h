@@ -106,6 +106,9 @@ struct mp_layer {
     double dropout_p;   /* dropout */
     uint64_t seed;      /* dropout: the run's seed, set by the owner */
     int64_t step;       /* dropout: the training step, set by the owner before forward */
+    const int64_t *mask_step; /* dropout, attention: NULL, or the step's index in backend memory
+                                 (mp_amp_state.mask_step), read by the ops as they run in place
+                                 of step (mp_model_mask_step: a graph's launches) */
     bool recomputing;   /* set while a forward runs again in backward (recomputation):
                            BatchNorm then leaves its running statistics alone */
     mp_block *block;    /* composite layers: their child sequences (owned), else NULL */

@@ -4,18 +4,19 @@
  * (heads, T, 2) in FP32 per sample (mp_layer.save) and backward recomputes the probabilities
  * from them and y; else attention_forward keeps the probabilities (heads, T, T) per sample.
  * Dropout on the probabilities draws its mask, like the dropout layer's, from
- * (seed, step 2^32 + i): the same mask on both paths. */
+ * (seed, step 2^32 + i): the same mask on both paths; step is l->step, or the one the ops read
+ * at l->mask_step when it is set (engine/dropout_mask.h's mp_mask_offset). */
 #include "engine/attn_flash.h"
+#include "engine/dropout_mask.h"
 #include "engine/layer.h"
-
-#define MP_ATTN_STEP_STRIDE ((uint64_t)1 << 32)
 
 static mp_attn_desc desc(const mp_layer *l, bool train)
 {
     mp_attn_desc d = l->attn;
     d.dropout_p = train ? l->attn.dropout_p : 0.0;
     d.seed = l->seed;
-    d.offset = (uint64_t)l->step * MP_ATTN_STEP_STRIDE;
+    d.offset = l->mask_step ? 0 : (uint64_t)l->step * MP_MASK_STEP_STRIDE;
+    d.step = l->mask_step;
     return d;
 }
 
@@ -27,7 +28,7 @@ static mp_status attn_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, boo
     mp_tensor s = saved(l, x->shape[0]);
     /* the dropout counters of a step: one per probability */
     int64_t T = l->in_shape[0] * l->in_shape[1], probs = x->shape[0] * l->attn.heads * T * T;
-    if (d.dropout_p > 0 && (uint64_t)probs > MP_ATTN_STEP_STRIDE)
+    if (d.dropout_p > 0 && (uint64_t)probs > MP_MASK_STEP_STRIDE)
         return mp_fail(MP_EINTERNAL, "layer %s: attention over %lld probabilities exceeds the "
                        "2^32 dropout counters of a step", l->name, (long long)probs);
     if (l->attn_flash)

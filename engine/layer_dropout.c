@@ -4,20 +4,24 @@
  *   offset = step * MP_DROPOUT_STEP_STRIDE,  MP_DROPOUT_STEP_STRIDE = 2^32,
  * i the element's index in the (N, H, W, C) batch tensor. Each step thus draws from its own
  * range of 2^32 counters whatever the batch size (a short last batch uses a prefix of it), and
- * backward, run with the same l->step, recomputes the forward's mask. Two dropout layers given
- * the same seed draw the same mask for equal shapes: the owner should give each its own seed. */
+ * backward, run with the same step, recomputes the forward's mask. The step is l->step, or, when
+ * l->mask_step is set (a model whose steps may be graphs: mp_model_mask_step), the index the op
+ * reads there as it runs (the op's offset 0 and step that pointer: the same counters).
+ * Two dropout layers given the same seed draw the same mask for equal shapes: the owner should
+ * give each its own seed. */
+#include "engine/dropout_mask.h"
 #include "engine/layer.h"
 
-#define MP_DROPOUT_STEP_STRIDE ((uint64_t)1 << 32)
+#define MP_DROPOUT_STEP_STRIDE MP_MASK_STEP_STRIDE
 
-/* The counter offset of this layer's current step; MP_EINTERNAL for a tensor too large for the
- * per-step range. */
+/* The counter offset of this layer's current step (0 when the op reads the step at
+ * l->mask_step); MP_EINTERNAL for a tensor too large for the per-step range. */
 static mp_status step_offset(const mp_layer *l, const mp_tensor *t, uint64_t *offset)
 {
     if ((uint64_t)mp_tensor_numel(t) > MP_DROPOUT_STEP_STRIDE)
         return mp_fail(MP_EINTERNAL, "layer %s: dropout over %lld elements exceeds the 2^32 "
                        "per step", l->name, (long long)mp_tensor_numel(t));
-    *offset = (uint64_t)l->step * MP_DROPOUT_STEP_STRIDE;
+    *offset = l->mask_step ? 0 : (uint64_t)l->step * MP_DROPOUT_STEP_STRIDE;
     return MP_OK;
 }
 
@@ -27,7 +31,7 @@ static mp_status dropout_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, 
         return l->ops->convert(x, y);
     uint64_t offset = 0;
     MP_TRY(step_offset(l, x, &offset));
-    return l->ops->dropout_forward(l->dropout_p, l->seed, offset, x, y);
+    return l->ops->dropout_forward(l->dropout_p, l->seed, offset, l->mask_step, x, y);
 }
 
 static mp_status dropout_backward(mp_layer *l, const mp_tensor *x, const mp_tensor *y,
@@ -40,12 +44,12 @@ static mp_status dropout_backward(mp_layer *l, const mp_tensor *x, const mp_tens
     uint64_t offset = 0;
     MP_TRY(step_offset(l, dy, &offset));
     if (dy->dtype == dx->dtype)
-        return l->ops->dropout_backward(l->dropout_p, l->seed, offset, dy, dx);
+        return l->ops->dropout_backward(l->dropout_p, l->seed, offset, l->mask_step, dy, dx);
     /* dy in a wider dtype than the output (the last layer of a transformer branch at O1, whose
      * FP32 residual sum passes its gradient back): rounded to dx's dtype first, as autograd
      * casts the gradient of a half input of a promoted add, then dropped in place. */
     MP_TRY(l->ops->convert(dy, dx));
-    return l->ops->dropout_backward(l->dropout_p, l->seed, offset, dx, dx);
+    return l->ops->dropout_backward(l->dropout_p, l->seed, offset, l->mask_step, dx, dx);
 }
 
 static const mp_layer_class mp_dropout_class = {

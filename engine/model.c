@@ -324,6 +324,12 @@ void mp_model_seed(mp_model *m, uint64_t seed)
     mp_seq_seed(&s, seed, &k);
 }
 
+void mp_model_mask_step(mp_model *m, const int64_t *step)
+{
+    mp_seq s = top(m);
+    mp_seq_mask_step(&s, step);
+}
+
 mp_status mp_model_init(mp_model *m, uint64_t seed)
 {
     mp_model_seed(m, seed);

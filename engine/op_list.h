@@ -165,10 +165,12 @@ MP_OP(mp_status, amp_check, (const mp_tensor *grad, double mult, double limit, m
  * dtype); otherwise nothing. Reads the flag in backend memory: no host wait. */
 MP_OP(mp_status, amp_revert, (const mp_amp_state *st, const mp_tensor *saved, mp_tensor *live))
 
-/* st->lr = lr, queued like the other ops (its value travels as the op's argument, a kernel
- * parameter on CUDA): an optimizer step queued after it with mp_optim_args.lr_from_state uses
- * this rate, also inside a graph captured before. */
-MP_OP(mp_status, amp_lr, (mp_amp_state *st, double lr))
+/* The values of the step about to run that ops read from the state: st->lr = lr and
+ * st->mask_step = step, queued like the other ops (the values travel as the op's arguments, a
+ * kernel parameter on CUDA): an optimizer step queued after it with
+ * mp_optim_args.lr_from_state uses this rate, and dropout given &st->mask_step draws this
+ * step's masks, also inside a graph captured before. */
+MP_OP(mp_status, amp_step_values, (mp_amp_state *st, double lr, int64_t step))
 
 /* Ends a step: mp_amp_state_update (engine/amp_state.h). Returns MP_OK; whether the run
  * diverged is read from the state (consecutive_skips). */
@@ -244,13 +246,14 @@ MP_OP(mp_status, pool_backward, (const mp_pool_desc *d, const mp_tensor *x, cons
                                  const mp_tensor *dy, mp_tensor *dx))
 
 /* Inverted dropout with probability p: element i of the tensor is kept when a counter-based
- * hash of (seed, offset + i) says so, and scaled by 1 / (1 - p); the same (seed, offset)
- * gives the same mask on every backend, so backward recomputes it instead of storing it.
- * x and y (dy and dx) of equal numel and dtype, may alias. */
-MP_OP(mp_status, dropout_forward, (double p, uint64_t seed, uint64_t offset, const mp_tensor *x,
-                                   mp_tensor *y))
-MP_OP(mp_status, dropout_backward, (double p, uint64_t seed, uint64_t offset, const mp_tensor *dy,
-                                    mp_tensor *dx))
+ * hash of (seed, o + i) says so, and scaled by 1 / (1 - p), o = mp_mask_offset(offset, step)
+ * (engine/dropout_mask.h: step NULL, or the backend's memory holding the step index, read when
+ * the op runs); the same (seed, o) gives the same mask on every backend, so backward recomputes
+ * it instead of storing it. x and y (dy and dx) of equal numel and dtype, may alias. */
+MP_OP(mp_status, dropout_forward, (double p, uint64_t seed, uint64_t offset, const int64_t *step,
+                                   const mp_tensor *x, mp_tensor *y))
+MP_OP(mp_status, dropout_backward, (double p, uint64_t seed, uint64_t offset,
+                                    const int64_t *step, const mp_tensor *dy, mp_tensor *dx))
 
 /* LayerNorm over the last dimension C = numel(gamma): x and y are read as (numel / C, C) rows,
  * any dtype each. PyTorch's semantics: per row mean and biased variance accumulated in FP32

@@ -82,12 +82,13 @@ typedef struct mp_bn_args {
 
 /* Multi-head self-attention (attention_forward): `heads` heads over the token width, an
  * optional causal mask, and dropout on the probabilities in training (p = 0: none) with the
- * mask of dropout_forward for (seed, offset). */
+ * mask of dropout_forward for (seed, offset, step). */
 typedef struct mp_attn_desc {
     int heads;
     bool causal;
     double dropout_p;
     uint64_t seed, offset;
+    const int64_t *step; /* NULL, or the step index in the backend's memory (mp_mask_offset) */
 } mp_attn_desc;
 
 /* A backend: its name, whether the host can address its memory, and one function per op of

@@ -29,8 +29,8 @@ mp_status mp_optimizer_step(mp_optimizer *o, mp_params *p, double lr, double gra
 
 /* One step that takes its word from the mixed-precision state st in backend memory (the
  * optim_step op with st and mp_optim_args.lr_from_state): skipped on the device when
- * st->found_inf is set, at the rate st->lr (the amp_lr op sets it before the step, so that a
- * graph holding this step reads each step's), gradients times grad_scale / the loss scale,
+ * st->found_inf is set, at the rate st->lr (the amp_step_values op sets it before the step, so
+ * that a graph holding this step reads each step's), gradients times grad_scale / the loss scale,
  * clipped to the global norm max_norm (0: never) from st->sumsq, Adam's step count
  * st->steps + 1. o->steps is not advanced: st->steps counts. */
 mp_status mp_optimizer_step_amp(mp_optimizer *o, mp_params *p, double grad_scale,

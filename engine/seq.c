@@ -215,6 +215,18 @@ void mp_seq_seed(const mp_seq *s, uint64_t seed, int *k)
     }
 }
 
+void mp_seq_mask_step(const mp_seq *s, const int64_t *step)
+{
+    for (int i = 0; i < s->n; i++) {
+        mp_layer *l = &s->layers[i];
+        l->mask_step = step;
+        for (int c = 0; l->block && c < l->block->nchild; c++) {
+            mp_seq child = mp_block_child(l->block, c);
+            mp_seq_mask_step(&child, step);
+        }
+    }
+}
+
 mp_status mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k)
 {
     for (int i = 0; i < s->n; i++) {

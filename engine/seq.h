@@ -46,6 +46,9 @@ mp_dtype mp_seq_scratch_dtype(size_t elem);
  * parameters declared before it (*k counts them). */
 void mp_seq_seed(const mp_seq *s, uint64_t seed, int *k);
 
+/* Gives every layer of s, and of its blocks' children, step as its mask_step (NULL: none). */
+void mp_seq_mask_step(const mp_seq *s, const int64_t *step);
+
 /* Initialises parameters (FP32 masters rounded into the model copy) and buffers; *k counts the
  * parameters in declaration order. */
 mp_status mp_seq_init(const mp_seq *s, mp_params *p, uint64_t seed, int *k);

@@ -203,7 +203,7 @@ const mp_key mp_config_keys[] = {
     {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
      CF(amp.cuda_graphs),
      .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "
-                "graphs): auto on CUDA where the run allows it (one rank, no dropout, no "
+                "graphs): auto on CUDA where the run allows it (one rank, no "
                 "accumulation, no profile), on to insist (also on the staged CPU backend, "
                 "which records and replays the same way; an error where it cannot), off never."},
     {"amp.init_scale", MP_KEY_FLOAT, "65536.0", GT(0), LE(16777216), CF(amp.init_scale),

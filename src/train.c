@@ -139,7 +139,7 @@ static mp_status gather_weights(mp_trainer *t)
 
 /* The fused unscale-and-check into the state (of this rank's block when sharded), the
  * agreement (with `stop`, after writing the stop request), the optimizer step (skipped on the
- * device when found_inf is set; its rate is st->lr, which amp_lr set before the step), the
+ * device when found_inf is set; its rate is st->lr, which amp_step_values set before the step), the
  * scaler update and, sharded, the all-gather of the weights: queued work only, no host wait on
  * a device transport. */
 static mp_status apply_gradients(mp_trainer *t, bool stop)
@@ -331,7 +331,8 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
                             bool host, mp_window *w, mp_train_result *r, double *loss)
 {
     double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin("step");
-    MP_TRY(t->ops->amp_lr(t->st, lr)); /* the optimizer's rate (graphs read it there too) */
+    /* the optimizer's rate and the masks' step (graphs read them there too) */
+    MP_TRY(t->ops->amp_step_values(t->st, lr, step));
     if (micro == 1 && !want_loss && !host && t->graph.allowed) {
         MP_TRY(graph_step(t, step, w, r));
     } else {

@@ -9,20 +9,6 @@
 /* Eager steps before the capture: the first grows the workspaces, the second runs with them. */
 enum { MP_GRAPH_WARMUP = 2 };
 
-/* Whether a layer among the n of `layers`, or of their blocks' children, draws a dropout mask. */
-static bool has_dropout(const mp_layer *layers, int n)
-{
-    for (int i = 0; i < n; i++) {
-        const mp_layer *l = &layers[i];
-        if (l->dropout_p > 0.0 || l->attn.dropout_p > 0.0)
-            return true;
-        for (int c = 0; l->block && c < l->block->nchild; c++)
-            if (has_dropout(l->block->layers[c], l->block->n[c]))
-                return true;
-    }
-    return false;
-}
-
 /* Why t's step may not be captured, or NULL. */
 static const char *why_not(const mp_trainer *t)
 {
@@ -34,8 +20,6 @@ static const char *why_not(const mp_trainer *t)
         return "more than one rank (the gradient all-reduce is not captured)";
     if (t->accum > 1)
         return "train.accum_steps > 1";
-    if (has_dropout(t->model.layers, t->model.nlayers))
-        return "the model has dropout (its masks change every step)";
     if (c->log.profile)
         return "log.profile times each op";
     if (t->before_forward || t->before_backward || t->after_reduce)
@@ -47,6 +31,7 @@ mp_status mp_train_graph_setup(mp_trainer *t)
 {
     mp_train_graph *g = &t->graph;
     mp_train_graph_free(t); /* an earlier run's, which this one captures anew */
+    mp_model_mask_step(&t->model, NULL);
     memset(g, 0, sizeof *g);
     g->captured_at = -1;
     g->warmup = MP_GRAPH_WARMUP;
@@ -57,6 +42,10 @@ mp_status mp_train_graph_setup(mp_trainer *t)
         return MP_OK;
     g->why_not = why_not(t);
     g->allowed = g->why_not == NULL;
+    /* dropout and attention masks from the step index amp_step_values writes into the state
+     * before each step (one micro-batch a step: the index is the step's), which a launch reads */
+    if (g->allowed)
+        mp_model_mask_step(&t->model, &t->st->mask_step);
     g->insist = strcmp(mode, "on") == 0;
     if (!g->allowed && g->insist)
         return mp_fail(MP_EUSAGE, "%s: amp.cuda_graphs = \"on\", but this run cannot capture "

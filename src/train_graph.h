@@ -5,7 +5,9 @@
  * that does not hand a value to the host: one launch instead of a few hundred op calls. What
  * changes from step to step reaches the graph through memory that stays put: the batch and
  * labels copied into the trainer's own x and ydev before the launch, the learning rate through
- * amp_lr (mp_amp_state.lr), the stop request into st before the launch. Steps that log the
+ * amp_step_values (mp_amp_state.lr) and the step's index for the dropout masks with it
+ * (mask_step, which the model's dropout reads: mp_model_mask_step), the stop request into st
+ * before the launch. Steps that log the
  * loss, end at a host point or hold a shorter batch run eagerly, the same ops in the same order,
  * so a run's numbers are those of the same run without graphs, bit for bit. */
 #ifndef MP_TRAIN_GRAPH_H
@@ -33,9 +35,10 @@ typedef struct mp_train_graph {
 /* Decides from t's config, backend and model whether the step may be captured: not with
  * amp.cuda_graphs = "off", nor "auto" on a backend other than CUDA (the staged CPU backend captures
  * when asked to, with "on"), nor on a backend that queues nothing (the plain CPU), more than one
- * rank (the all-reduce is not captured), train.accum_steps > 1, dropout (its masks' offsets change
- * every step), log.profile (it times each op) or a test hook. MP_EUSAGE naming the reason when
- * amp.cuda_graphs = "on" and it may not; MP_OK otherwise (auto: eager where it may not). */
+ * rank (the all-reduce is not captured), train.accum_steps > 1, log.profile (it times each op) or
+ * a test hook. Where it may, the model's masks read the step from the state
+ * (mp_model_mask_step). MP_EUSAGE naming the reason when amp.cuda_graphs = "on" and it may not;
+ * MP_OK otherwise (auto: eager where it may not). */
 mp_status mp_train_graph_setup(struct mp_trainer *t);
 
 /* Whether this step (the device part of one micro-batch of `rows` rows, handing nothing to the

@@ -11,7 +11,8 @@
 #include "engine/backend_cpu/cpu.h"
 #include "engine/dropout_mask.h"
 
-/* A call's mask and scales: causal or not, dropout's key, threshold and counter offset. */
+/* A call's mask and scales: causal or not, dropout's key, threshold and counter offset (the
+ * step's part read as the op runs: mp_mask_offset). */
 typedef struct mp_attn_mask {
     bool causal, drop;
     uint64_t key, thr, offset;
@@ -24,7 +25,7 @@ static inline mp_attn_mask mp_attn_mask_of(const mp_attn_desc *d, int64_t dh)
                           .drop = d->dropout_p > 0,
                           .key = mp_dropout_key(d->seed),
                           .thr = mp_dropout_threshold(d->dropout_p),
-                          .offset = d->offset,
+                          .offset = mp_mask_offset(d->offset, d->step),
                           .scale = 1.0 / sqrt((double)dh),
                           .keep_scale = 1.0 / (1.0 - d->dropout_p)};
 }

@@ -1,7 +1,8 @@
 /* Inverted dropout on the CPU with the mask of engine/dropout_mask.h. y = x * (keep ? 1 / (1 - p)
  * : 0) in the accumulator of the tensor's dtype, rounded once: dropped elements are 0 but inf and
  * NaN still propagate, as in PyTorch, so an overflow is not hidden from the loss scaler. y may
- * alias x. */
+ * alias x. The counters' offset is mp_mask_offset(offset, step), read when the op runs (the
+ * staged backend's queue and its graphs run it later than the call). */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/vector_clones.h"
@@ -23,23 +24,24 @@
 
 MP_VECTOR_CLONES
 static mp_status dropout(const char *op, double p, uint64_t seed, uint64_t offset,
-                         const mp_tensor *x, mp_tensor *y)
+                         const int64_t *step, const mp_tensor *x, mp_tensor *y)
 {
     int64_t n = mp_tensor_numel(x);
     MP_CPU_REQUIRE(p >= 0 && p < 1, op);
     MP_CPU_REQUIRE(mp_tensor_numel(y) == n && y->dtype == x->dtype, op);
-    MP_CPU_DISPATCH(x->dtype, DROPOUT, p, seed, offset, x, y, n);
+    const uint64_t at = mp_mask_offset(offset, step);
+    MP_CPU_DISPATCH(x->dtype, DROPOUT, p, seed, at, x, y, n);
     return MP_OK;
 }
 
-mp_status mp_cpu_dropout_forward(double p, uint64_t seed, uint64_t offset, const mp_tensor *x,
-                                 mp_tensor *y)
+mp_status mp_cpu_dropout_forward(double p, uint64_t seed, uint64_t offset, const int64_t *step,
+                                 const mp_tensor *x, mp_tensor *y)
 {
-    return dropout("dropout_forward", p, seed, offset, x, y);
+    return dropout("dropout_forward", p, seed, offset, step, x, y);
 }
 
-mp_status mp_cpu_dropout_backward(double p, uint64_t seed, uint64_t offset, const mp_tensor *dy,
-                                  mp_tensor *dx)
+mp_status mp_cpu_dropout_backward(double p, uint64_t seed, uint64_t offset, const int64_t *step,
+                                  const mp_tensor *dy, mp_tensor *dx)
 {
-    return dropout("dropout_backward", p, seed, offset, dy, dx);
+    return dropout("dropout_backward", p, seed, offset, step, dy, dx);
 }

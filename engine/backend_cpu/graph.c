@@ -212,7 +212,7 @@ MP_G_RECORDED(optim_step, const mp_optim_args *, args, const mp_amp_state *, st,
               mp_tensor *, slot2)
 MP_G_RECORDED(amp_check, const mp_tensor *, grad, double, mult, double, limit, mp_amp_state *, st)
 MP_G_RECORDED(amp_revert, const mp_amp_state *, st, const mp_tensor *, saved, mp_tensor *, live)
-MP_G_RECORDED(amp_lr, mp_amp_state *, st, double, lr)
+MP_G_RECORDED(amp_step_values, mp_amp_state *, st, double, lr, int64_t, step)
 MP_G_RECORDED(amp_update, const mp_scaler_config *, c, mp_amp_state *, st)
 MP_G_RECORDED(scale, mp_tensor *, x, double, alpha)
 MP_G_RECORDED(fill, mp_tensor *, x, double, value)
@@ -238,10 +238,10 @@ MP_G_RECORDED(batchnorm_backward, const mp_bn_args *, a, const mp_tensor *, x, c
 MP_G_RECORDED(pool_forward, const mp_pool_desc *, d, const mp_tensor *, x, mp_tensor *, y)
 MP_G_RECORDED(pool_backward, const mp_pool_desc *, d, const mp_tensor *, x, const mp_tensor *, y,
               const mp_tensor *, dy, mp_tensor *, dx)
-MP_G_RECORDED(dropout_forward, double, p, uint64_t, seed, uint64_t, offset, const mp_tensor *, x,
-              mp_tensor *, y)
-MP_G_RECORDED(dropout_backward, double, p, uint64_t, seed, uint64_t, offset, const mp_tensor *, dy,
-              mp_tensor *, dx)
+MP_G_RECORDED(dropout_forward, double, p, uint64_t, seed, uint64_t, offset, const int64_t *, step,
+              const mp_tensor *, x, mp_tensor *, y)
+MP_G_RECORDED(dropout_backward, double, p, uint64_t, seed, uint64_t, offset, const int64_t *,
+              step, const mp_tensor *, dy, mp_tensor *, dx)
 MP_G_RECORDED(layernorm_forward, double, eps, const mp_tensor *, x, const mp_tensor *, gamma,
               const mp_tensor *, beta, mp_tensor *, y)
 MP_G_RECORDED(layernorm_backward, double, eps, const mp_tensor *, x, const mp_tensor *, dy,
@@ -373,7 +373,7 @@ void mp_cpu_graph_staged(mp_ops *ops)
     MP_G_SET(copy) MP_G_SET(gemm) MP_G_SET(gemm_bias) MP_G_SET(bias_add)
     MP_G_SET(bias_grad) MP_G_SET(linear_backward) MP_G_SET(relu_forward)
     MP_G_SET(relu_backward) MP_G_SET(optim_step) MP_G_SET(amp_check) MP_G_SET(amp_revert)
-    MP_G_SET(amp_lr) MP_G_SET(amp_update) MP_G_SET(scale) MP_G_SET(fill) MP_G_SET(convert)
+    MP_G_SET(amp_step_values) MP_G_SET(amp_update) MP_G_SET(scale) MP_G_SET(fill) MP_G_SET(convert)
     MP_G_SET(add)
     MP_G_SET(add_relu) MP_G_SET(conv2d_forward) MP_G_SET(conv2d_backward_data)
     MP_G_SET(conv2d_backward_filter) MP_G_SET(conv2d_backward) MP_G_SET(batchnorm_forward)

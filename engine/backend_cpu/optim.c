@@ -193,9 +193,10 @@ mp_status mp_cpu_amp_revert(const mp_amp_state *st, const mp_tensor *saved, mp_t
     return MP_OK;
 }
 
-mp_status mp_cpu_amp_lr(mp_amp_state *st, double lr)
+mp_status mp_cpu_amp_step_values(mp_amp_state *st, double lr, int64_t step)
 {
     st->lr = lr;
+    st->mask_step = step;
     return MP_OK;
 }
 

@@ -36,7 +36,8 @@ typedef struct attn_rows {
     int64_t N, T, heads, h;
     bool causal, drop;
     uint64_t key, thr, offset;
-    float keep_scale; /* 1 / (1 - p) */
+    const int64_t *step; /* device memory: the counters' offset is mp_mask_offset(offset, step) */
+    float keep_scale;    /* 1 / (1 - p) */
 } attn_rows;
 
 /* v rounded to dt and widened back (FP32: v itself). */
@@ -54,7 +55,7 @@ __device__ static float drop_mult(const attn_rows &g, int64_t n, int64_t i, int6
 {
     if (!g.drop)
         return 1.0f;
-    uint64_t c = mp_attn_counter(g.offset, g.heads, g.T, n, g.h, i, j);
+    uint64_t c = mp_attn_counter(mp_mask_offset(g.offset, g.step), g.heads, g.T, n, g.h, i, j);
     return mp_dropout_keep(g.key, c, g.thr) ? g.keep_scale : 0.0f;
 }
 
@@ -197,6 +198,7 @@ static attn_rows rows_of(const mp_attn_desc *d, const mp_attn_geom &g)
     r.key = mp_dropout_key(d->seed);
     r.thr = mp_dropout_threshold(d->dropout_p);
     r.offset = d->offset;
+    r.step = d->step;
     r.keep_scale = (float)(1.0 / (1.0 - d->dropout_p));
     return r;
 }

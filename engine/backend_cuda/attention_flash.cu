@@ -30,6 +30,7 @@ typedef struct flash_args {
     int64_t N, T, D, heads, dh;
     bool causal, drop;
     uint64_t key, thr, offset;
+    const int64_t *step;     /* device memory: the offset is mp_mask_offset(offset, step) */
     float scale, keep_scale; /* 1 / sqrt(dh), 1 / (1 - p) */
     mp_dtype w, sdt, odt;    /* qkv's, stats', out's (backward: dqkv's) dtypes */
     mp_dtype dodt, outdt;    /* backward: dout's and out's dtypes */
@@ -40,7 +41,7 @@ __device__ static float drop_mult(const flash_args &a, int64_t n, int64_t h, int
 {
     if (!a.drop)
         return 1.0f;
-    uint64_t c = mp_attn_counter(a.offset, a.heads, a.T, n, h, i, j);
+    uint64_t c = mp_attn_counter(mp_mask_offset(a.offset, a.step), a.heads, a.T, n, h, i, j);
     return mp_dropout_keep(a.key, c, a.thr) ? a.keep_scale : 0.0f;
 }
 
@@ -253,6 +254,7 @@ static flash_args args_of(const mp_attn_desc *d, const mp_attn_geom &g)
     a.key = mp_dropout_key(d->seed);
     a.thr = mp_dropout_threshold(d->dropout_p);
     a.offset = d->offset;
+    a.step = d->step;
     a.scale = (float)(1.0 / sqrt((double)g.dh));
     a.keep_scale = (float)(1.0 / (1.0 - d->dropout_p));
     return a;

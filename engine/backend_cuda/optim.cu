@@ -162,11 +162,15 @@ extern "C" mp_status mp_cuda_amp_revert(const mp_amp_state *st, const mp_tensor 
     return MP_OK;
 }
 
-__global__ static void k_amp_lr(mp_amp_state *st, double lr) { st->lr = lr; }
-
-extern "C" mp_status mp_cuda_amp_lr(mp_amp_state *st, double lr)
+__global__ static void k_amp_step_values(mp_amp_state *st, double lr, int64_t step)
 {
-    MP_LAUNCH(k_amp_lr, 1, 1, st, lr);
+    st->lr = lr;
+    st->mask_step = step;
+}
+
+extern "C" mp_status mp_cuda_amp_step_values(mp_amp_state *st, double lr, int64_t step)
+{
+    MP_LAUNCH(k_amp_step_values, 1, 1, st, lr, step);
     return MP_OK;
 }
 

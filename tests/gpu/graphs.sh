@@ -5,7 +5,8 @@
 #   - correctness: O2 fp16 and O0, batch 128, 30 steps logged every 10: the graph run was
 #     captured at step 3 and launched for every other step that logged nothing (the summary's
 #     "graph" record), and its final checkpoint is bitwise the eager run's (h5diff of /params
-#     /optim /scaler /buffers)
+#     /optim /scaler /buffers); the same for a WRN-10-2 with dropout 0.3 at O2 (each launch's
+#     masks its own step's)
 #   - speed: O2 fp16 at batch 128 and 512, 300 steps logged every 100, eager and graphs
 #     alternating, ROUNDS rounds each (default 3): images/s from each run's summary, the median
 #     of each and their ratio (issue 48's goal: graphs >= 2x eager on resnet20 at batch 128)
@@ -60,6 +61,15 @@ for level in O2 O0; do
   check "$level: captured once at step 3, launched 25 times (got '${got:-none}')" test "$got" = "3 1 25"
   check "$level: the graph run's checkpoint is bitwise the eager run's" same_ckpt "graph-$level" "eager-$level"
 done
+# dropout: each launch draws its own step's masks (the kernels read the step from the state)
+args=(--set 'model.preset="wrn"' --set model.depth=10 --set model.widen=2 --set model.dropout=0.3
+  --set 'amp.opt_level="O2"' --set data.batch_size=128 --set data.synthetic_train=4096
+  --set train.max_steps=30 --set log.every=10)
+check "dropout: the graph run trains" run graph-drop on "${args[@]}"
+check "dropout: the eager run trains" run eager-drop off "${args[@]}"
+got=$(launches graph-drop)
+check "dropout: captured once at step 3, launched 25 times (got '${got:-none}')" test "$got" = "3 1 25"
+check "dropout: the graph run's checkpoint is bitwise the eager run's" same_ckpt graph-drop eager-drop
 
 ips() { sed -nE 's/.*"type":"summary".*"images_per_s":([0-9.e+-]+).*/\1/p' "$out/$1.jsonl"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }

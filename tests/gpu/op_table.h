@@ -36,6 +36,7 @@ struct op_case {
         struct {
             double p;
             uint64_t offset;
+            int64_t step; /* >= 0: the step read from the backend's memory (mp_mask_offset) */
         } dropout;
         struct {
             double scale;

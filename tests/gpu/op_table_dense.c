@@ -281,21 +281,29 @@ static void run_add(const op_case *c)
 
 /* The device's mask is the CPU's bit for bit: inputs are never zero, so an element dropped on
  * one side only fails the check; kept values are x (1 / (1 - p)) in FP32, one rounding. An
- * offset + i past 2^32 catches a 32-bit counter; p = 0 is the identity. */
+ * offset + i past 2^32 catches a 32-bit counter; p = 0 is the identity. With a step (u.dropout
+ * step >= 0), each side reads it from its own memory (two FP32 words holding the int64), as a
+ * graph's launch does. */
 static void run_dropout(const op_case *c, bool backward)
 {
     mp_rng r;
     mp_rng_seed(&r, 411, c->seed);
     mp_gpu_pair x = mp_gpu_random(c->dt[0], 1, c->shape, &r, -1, 1);
     mp_gpu_pair y = mp_gpu_poisoned(c->dt[0], 1, c->shape);
+    mp_gpu_pair s = mp_gpu_pair_alloc(MP_F32, 1, (const int64_t[]){2});
+    memcpy(s.host.data, &c->u.dropout.step, sizeof(int64_t));
+    mp_gpu_upload(&s);
     double p = c->u.dropout.p;
     uint64_t seed = 0x5eed + c->seed, off = c->u.dropout.offset;
+    bool has = c->u.dropout.step >= 0;
     if (backward)
-        OP_BOTH(c, dropout_backward, p, seed, off, OP_T(&x), OP_T(&y));
+        OP_BOTH(c, dropout_backward, p, seed, off, has ? (const int64_t *)OP_T(&s)->data : NULL,
+                OP_T(&x), OP_T(&y));
     else
-        OP_BOTH(c, dropout_forward, p, seed, off, OP_T(&x), OP_T(&y));
+        OP_BOTH(c, dropout_forward, p, seed, off, has ? (const int64_t *)OP_T(&s)->data : NULL,
+                OP_T(&x), OP_T(&y));
     mp_gpu_check(&y, 0, mp_gpu_rtol(c->dt[0]), "%s", c->name);
-    OP_FREE(&x, &y);
+    OP_FREE(&x, &y, &s);
 }
 
 static void run_dropout_forward(const op_case *c) { run_dropout(c, false); }
@@ -475,11 +483,21 @@ static void cases_elementwise(void)
     for (int d = 0; d < NDT; d++)
         for (int k = 0; k < 4; k++) {
             op_case c = {.run = run_dropout_forward, .dt = {DTS[d]},
-                         .shape = {k < 3 ? 100003 : 0}, .u.dropout = {ps[k], offsets[k]}};
+                         .shape = {k < 3 ? 100003 : 0}, .u.dropout = {ps[k], offsets[k], -1}};
             unsigned long long off = offsets[k];
             op_add(c, "dropout_forward", 1, 1, "p %g offset %llu", ps[k], off);
             c.run = run_dropout_backward;
             op_add(c, "dropout_backward", 1, 1, "p %g offset %llu", ps[k], off);
+        }
+    const int64_t steps[2] = {3, ((int64_t)1 << 31) + 5}; /* the step read from memory */
+    for (int d = 0; d < NDT; d++)
+        for (int k = 0; k < 2; k++) {
+            op_case c = {.run = run_dropout_forward, .dt = {DTS[d]}, .shape = {100003},
+                         .u.dropout = {0.3, 12345, steps[k]}};
+            op_add(c, "dropout_forward", 1, 1, "p 0.3 offset 12345 step %lld", (long long)steps[k]);
+            c.run = run_dropout_backward;
+            op_add(c, "dropout_backward", 1, 1, "p 0.3 offset 12345 step %lld",
+                   (long long)steps[k]);
         }
     for (int d = 0; d < NDT; d++)
         for (int k = 0; k < 5; k++) { /* k 4: empty */

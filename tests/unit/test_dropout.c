@@ -40,7 +40,7 @@ static void test_kept_fraction(void **state)
     const double ps[] = {0.1, 0.3, 0.5, 0.9};
     for (int k = 0; k < 4; k++) {
         double p = ps[k];
-        assert_int_equal(ops->dropout_forward(p, 1234, 0, &x, &y), MP_OK);
+        assert_int_equal(ops->dropout_forward(p, 1234, 0, NULL, &x, &y), MP_OK);
         int64_t kept = 0;
         for (int64_t i = 0; i < n; i++)
             kept += at(&y, i) != 0;
@@ -65,7 +65,7 @@ static void test_kept_values_scaled_exactly(void **state)
         for (int64_t i = 0; i < n; i++)
             mp_store(x.data, dt, (size_t)i, 4 * mp_rng_uniform(&r) - 2);
         const double p = 0.3, scale = 1.0 / (1.0 - p);
-        assert_int_equal(ops->dropout_forward(p, 99, 17, &x, &y), MP_OK);
+        assert_int_equal(ops->dropout_forward(p, 99, 17, NULL, &x, &y), MP_OK);
         int64_t kept = 0, dropped = 0;
         for (int64_t i = 0; i < n; i++) {
             double xi = at(&x, i);
@@ -80,7 +80,7 @@ static void test_kept_values_scaled_exactly(void **state)
         }
         assert_true(kept > n / 2 && dropped > n / 5);
         /* p = 1/2 scales by 2: exact in every dtype. */
-        assert_int_equal(ops->dropout_forward(0.5, 99, 17, &x, &y), MP_OK);
+        assert_int_equal(ops->dropout_forward(0.5, 99, 17, NULL, &x, &y), MP_OK);
         for (int64_t i = 0; i < n; i++)
             assert_true(at(&y, i) == 0 || at(&y, i) == 2 * at(&x, i));
         mp_tensor_free(&x);
@@ -113,23 +113,23 @@ static void test_mask_is_counter_hash(void **state)
     fill(&x, 1.0);
     const uint64_t offsets[] = {0, 1, 1000, (uint64_t)7 << 32, UINT64_MAX - 100};
     for (int k = 0; k < 5; k++) {
-        assert_int_equal(ops->dropout_forward(0.4, 42, offsets[k], &x, &y), MP_OK);
+        assert_int_equal(ops->dropout_forward(0.4, 42, offsets[k], NULL, &x, &y), MP_OK);
         for (int64_t i = 0; i < n; i++)
             assert_int_equal(at(&y, i) != 0, want_keep(0.4, 42, offsets[k] + (uint64_t)i));
     }
     /* Same (seed, offset): the same mask. Offset k shifts the mask by k elements. */
-    assert_int_equal(ops->dropout_forward(0.4, 42, 1000, &x, &y), MP_OK);
-    assert_int_equal(ops->dropout_forward(0.4, 42, 1000, &x, &y2), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.4, 42, 1000, NULL, &x, &y), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.4, 42, 1000, NULL, &x, &y2), MP_OK);
     assert_memory_equal(y.data, y2.data, (size_t)n * sizeof(double));
-    assert_int_equal(ops->dropout_forward(0.4, 42, 1010, &x, &y2), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.4, 42, 1010, NULL, &x, &y2), MP_OK);
     for (int64_t i = 0; i + 10 < n; i++)
         assert_true(at(&y2, i) == at(&y, i + 10));
     /* A different offset or seed: a different mask (about 2 p (1 - p) = 48% of elements). */
     int64_t differ_off = 0, differ_seed = 0;
-    assert_int_equal(ops->dropout_forward(0.4, 42, 1000 + (uint64_t)n, &x, &y2), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.4, 42, 1000 + (uint64_t)n, NULL, &x, &y2), MP_OK);
     for (int64_t i = 0; i < n; i++)
         differ_off += at(&y, i) != at(&y2, i);
-    assert_int_equal(ops->dropout_forward(0.4, 43, 1000, &x, &y2), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.4, 43, 1000, NULL, &x, &y2), MP_OK);
     for (int64_t i = 0; i < n; i++)
         differ_seed += at(&y, i) != at(&y2, i);
     assert_true(differ_off > n / 3 && differ_seed > n / 3);
@@ -148,8 +148,8 @@ static void test_backward_uses_forward_mask(void **state)
     fill(&x, 1.0);
     for (int64_t i = 0; i < n; i++)
         mp_store(dy.data, MP_F32, (size_t)i, (double)(i % 7) - 3.5);
-    assert_int_equal(ops->dropout_forward(0.5, 7, 300, &x, &y), MP_OK);
-    assert_int_equal(ops->dropout_backward(0.5, 7, 300, &dy, &dx), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.5, 7, 300, NULL, &x, &y), MP_OK);
+    assert_int_equal(ops->dropout_backward(0.5, 7, 300, NULL, &dy, &dx), MP_OK);
     for (int64_t i = 0; i < n; i++)
         assert_true(at(&dx, i) == (at(&y, i) != 0 ? 2 * at(&dy, i) : 0.0));
     mp_tensor_free(&x);
@@ -171,10 +171,10 @@ static void test_identity_and_nonfinite(void **state)
         mp_tensor x = alloc1(dts[d], n), y = alloc1(dts[d], n);
         for (int64_t i = 0; i < n; i++)
             mp_store(x.data, dts[d], (size_t)i, 2 * mp_rng_uniform(&r) - 1);
-        assert_int_equal(ops->dropout_forward(0.0, 3, 0, &x, &y), MP_OK);
+        assert_int_equal(ops->dropout_forward(0.0, 3, 0, NULL, &x, &y), MP_OK);
         assert_memory_equal(x.data, y.data, (size_t)mp_tensor_bytes(&x));
         fill(&x, NAN);
-        assert_int_equal(ops->dropout_forward(0.5, 3, 0, &x, &y), MP_OK);
+        assert_int_equal(ops->dropout_forward(0.5, 3, 0, NULL, &x, &y), MP_OK);
         for (int64_t i = 0; i < n; i++)
             assert_true(isnan(at(&y, i)));
         mp_tensor_free(&x);
@@ -183,8 +183,8 @@ static void test_identity_and_nonfinite(void **state)
     double v = 1, w;
     int64_t one = 1;
     mp_tensor a = mp_tensor_view(&v, MP_F64, 1, &one), b = mp_tensor_view(&w, MP_F64, 1, &one);
-    assert_int_equal(ops->dropout_forward(1.0, 3, 0, &a, &b), MP_EINTERNAL);
-    assert_int_equal(ops->dropout_backward(-0.1, 3, 0, &a, &b), MP_EINTERNAL);
+    assert_int_equal(ops->dropout_forward(1.0, 3, 0, NULL, &a, &b), MP_EINTERNAL);
+    assert_int_equal(ops->dropout_backward(-0.1, 3, 0, NULL, &a, &b), MP_EINTERNAL);
 }
 
 /* The layer: forward in training uses offset = step * 2^32, so each step has a fresh mask and a
@@ -209,7 +209,7 @@ static void test_layer_steps_and_eval(void **state)
         mp_store(x.data, MP_F32, (size_t)i, 1.0 + (double)i / 256);
     l.step = 5;
     assert_int_equal(l.cls->forward(&l, &x, &y, true), MP_OK);
-    assert_int_equal(ops->dropout_forward(0.25, 77, (uint64_t)5 << 32, &x, &ref), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.25, 77, (uint64_t)5 << 32, NULL, &x, &ref), MP_OK);
     assert_memory_equal(y.data, ref.data, (size_t)mp_tensor_bytes(&y));
     l.step = 6;
     assert_int_equal(l.cls->forward(&l, &x, &y1, true), MP_OK);

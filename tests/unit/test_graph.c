@@ -4,8 +4,9 @@
  *     reads memory as it is at the launch (a new batch copied into the same buffer, copy_in's
  *     host block as it is then);
  *   - what was passed by value is fixed at the capture: a scalar or a tensor struct the host
- *     changes afterwards is not seen, while a rate set with amp_lr before each launch is (the
- *     optimizer with mp_optim_args.lr_from_state), bitwise as eager steps with those rates;
+ *     changes afterwards is not seen, while a rate and a step index set with amp_step_values
+ *     before each launch are (the optimizer with mp_optim_args.lr_from_state; dropout given
+ *     &st->mask_step), bitwise as eager steps with those rates and host offsets;
  *   - ops that wait for the host or hand it a value fail inside a capture, which then fails at
  *     graph_end with their message; softmax_xent is captured without a result for the host;
  *   - a capture is the calling thread's: another thread's fence wait runs meanwhile;
@@ -144,7 +145,7 @@ static void test_valid_until_a_workspace_moves(void **state)
         mp_tensor_free(all[i]);
 }
 
-/* SGD with momentum for 4 steps at rates r_k set with amp_lr before each launch of one captured
+/* SGD with momentum for 4 steps at rates r_k set with amp_step_values before each launch of one captured
  * step equals 4 eager steps at those rates, bit for bit; the rate in mp_optim_args is the one
  * the capture saw and goes unused. */
 static void test_rate_from_state(void **state)
@@ -165,7 +166,7 @@ static void test_rate_from_state(void **state)
     assert_int_equal(ops->graph_end(&g), MP_OK);
     for (int k = 0; k < 4; k++) {
         st->steps = est->steps = k; /* the optimizer counts this step as steps + 1 */
-        assert_int_equal(ops->amp_lr(st, rates[k]), MP_OK);
+        assert_int_equal(ops->amp_step_values(st, rates[k], k), MP_OK);
         assert_int_equal(ops->graph_launch(g), MP_OK);
         mp_optim_args e = a;
         e.lr = rates[k];
@@ -179,6 +180,43 @@ static void test_rate_from_state(void **state)
     ops->mem_free(est);
     mp_tensor *all[] = {&w1, &m1, &w2, &m2, &gr};
     for (int i = 0; i < 5; i++)
+        mp_tensor_free(all[i]);
+}
+
+/* Dropout captured with the step read from st->mask_step (offset 0) and launched after
+ * amp_step_values(st, ., k) for steps k gives, forward and backward, the eager ops' bits at the
+ * host offset k 2^32; successive steps draw different masks. */
+static void test_mask_step_from_state(void **state)
+{
+    (void)state;
+    const int64_t steps[3] = {0, 7, 123456789};
+    mp_tensor x = vec(MP_F16, 5000, 0.5, 1, 31), y = vec(MP_F16, 5000, 0, 0, 32);
+    mp_tensor dx = vec(MP_F16, 5000, 0, 0, 33), want = vec(MP_F16, 5000, 0, 0, 34);
+    mp_tensor wdx = vec(MP_F16, 5000, 0, 0, 35), last = vec(MP_F16, 5000, 0, 0, 36);
+    mp_amp_state *st = ops->mem_alloc(sizeof *st, MP_MEM_WORKSPACE);
+    assert_int_equal(ops->graph_begin(), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.4, 99, 0, &st->mask_step, &x, &y), MP_OK);
+    assert_int_equal(ops->dropout_backward(0.4, 99, 0, &st->mask_step, &x, &dx), MP_OK);
+    void *g;
+    assert_int_equal(ops->graph_end(&g), MP_OK);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ops->amp_step_values(st, 0.1, steps[k]), MP_OK);
+        assert_int_equal(ops->graph_launch(g), MP_OK);
+        uint64_t off = (uint64_t)steps[k] << 32;
+        assert_int_equal(ops->dropout_forward(0.4, 99, off, NULL, &x, &want), MP_OK);
+        assert_int_equal(ops->dropout_backward(0.4, 99, off, NULL, &x, &wdx), MP_OK);
+        assert_int_equal(ops->sync(), MP_OK);
+        assert_true(same(&y, &want));
+        assert_true(same(&dx, &wdx));
+        if (k > 0)
+            assert_false(same(&y, &last));
+        assert_int_equal(ops->copy(last.data, y.data, (size_t)mp_tensor_bytes(&y)), MP_OK);
+        assert_int_equal(ops->sync(), MP_OK);
+    }
+    ops->graph_free(g);
+    ops->mem_free(st);
+    mp_tensor *all[] = {&x, &y, &dx, &want, &wdx, &last};
+    for (int i = 0; i < 6; i++)
         mp_tensor_free(all[i]);
 }
 
@@ -269,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_copy_in_reads_host_at_launch),
         cmocka_unit_test(test_valid_until_a_workspace_moves),
         cmocka_unit_test(test_rate_from_state),
+        cmocka_unit_test(test_mask_step_from_state),
         cmocka_unit_test(test_host_waits_refused),
         cmocka_unit_test(test_capture_is_per_thread),
         cmocka_unit_test(test_plain_cpu_has_none),

@@ -47,9 +47,9 @@ static void element_wise(const mp_ops *ops, mp_dtype dt, int64_t C, mp_rng *r,
     assert_int_equal(ops->add_relu(&x, &b, sum_relu), MP_OK);
     assert_int_equal(ops->scale(sum, 0.37), MP_OK);
     mp_tensor *d = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
-    assert_int_equal(ops->dropout_forward(0.3, 77, 5, &x, d), MP_OK);
+    assert_int_equal(ops->dropout_forward(0.3, 77, 5, NULL, &x, d), MP_OK);
     mp_tensor *dd = mp_test_keep(o, mp_test_rand(dt, 4, s, NULL, 0, 0));
-    assert_int_equal(ops->dropout_backward(0.3, 77, 5, &dy, dd), MP_OK);
+    assert_int_equal(ops->dropout_backward(0.3, 77, 5, NULL, &dy, dd), MP_OK);
     int64_t rows[2] = {N * H * W, C}, bs[1] = {C};
     mp_tensor bias = mp_test_rand(dt, 1, bs, r, -1, 1);
     mp_tensor *yb = mp_test_keep(o, mp_test_rand(dt, 2, rows, r, -2, 2));
