@@ -1,7 +1,7 @@
 /* The inverted dropout layer: in training, each element is zeroed with probability p and the
  * kept ones scaled by 1 / (1 - p); in evaluation it is the identity (a copy). The mask is never
  * stored: it is the backend's counter-based hash of (seed, offset + i) with
- *   offset = step * MP_DROPOUT_STEP_STRIDE,  MP_DROPOUT_STEP_STRIDE = 2^32,
+ *   offset = step * MP_MASK_STEP_STRIDE,  MP_MASK_STEP_STRIDE = 2^32,
  * i the element's index in the (N, H, W, C) batch tensor. Each step thus draws from its own
  * range of 2^32 counters whatever the batch size (a short last batch uses a prefix of it), and
  * backward, run with the same step, recomputes the forward's mask. The step is l->step, or, when
@@ -12,16 +12,14 @@
 #include "engine/dropout_mask.h"
 #include "engine/layer.h"
 
-#define MP_DROPOUT_STEP_STRIDE MP_MASK_STEP_STRIDE
-
 /* The counter offset of this layer's current step (0 when the op reads the step at
  * l->mask_step); MP_EINTERNAL for a tensor too large for the per-step range. */
 static mp_status step_offset(const mp_layer *l, const mp_tensor *t, uint64_t *offset)
 {
-    if ((uint64_t)mp_tensor_numel(t) > MP_DROPOUT_STEP_STRIDE)
+    if ((uint64_t)mp_tensor_numel(t) > MP_MASK_STEP_STRIDE)
         return mp_fail(MP_EINTERNAL, "layer %s: dropout over %lld elements exceeds the 2^32 "
                        "per step", l->name, (long long)mp_tensor_numel(t));
-    *offset = l->mask_step ? 0 : (uint64_t)l->step * MP_DROPOUT_STEP_STRIDE;
+    *offset = l->mask_step ? 0 : (uint64_t)l->step * MP_MASK_STEP_STRIDE;
     return MP_OK;
 }
 

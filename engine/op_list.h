@@ -248,8 +248,9 @@ MP_OP(mp_status, pool_backward, (const mp_pool_desc *d, const mp_tensor *x, cons
 /* Inverted dropout with probability p: element i of the tensor is kept when a counter-based
  * hash of (seed, o + i) says so, and scaled by 1 / (1 - p), o = mp_mask_offset(offset, step)
  * (engine/dropout_mask.h: step NULL, or the backend's memory holding the step index, read when
- * the op runs); the same (seed, o) gives the same mask on every backend, so backward recomputes
- * it instead of storing it. x and y (dy and dx) of equal numel and dtype, may alias. */
+ * the op runs, so step must stay valid while a graph that captured the op exists); the same
+ * (seed, o) gives the same mask on every backend, so backward recomputes it instead of storing
+ * it. x and y (dy and dx) of equal numel and dtype, may alias. */
 MP_OP(mp_status, dropout_forward, (double p, uint64_t seed, uint64_t offset, const int64_t *step,
                                    const mp_tensor *x, mp_tensor *y))
 MP_OP(mp_status, dropout_backward, (double p, uint64_t seed, uint64_t offset,

@@ -31,7 +31,6 @@ mp_status mp_train_graph_setup(mp_trainer *t)
 {
     mp_train_graph *g = &t->graph;
     mp_train_graph_free(t); /* an earlier run's, which this one captures anew */
-    mp_model_mask_step(&t->model, NULL);
     memset(g, 0, sizeof *g);
     g->captured_at = -1;
     g->warmup = MP_GRAPH_WARMUP;
@@ -117,4 +116,5 @@ void mp_train_graph_free(mp_trainer *t)
     if (t->ops && t->graph.exec)
         t->ops->graph_free(t->graph.exec);
     t->graph.exec = NULL;
+    mp_model_mask_step(&t->model, NULL); /* the state it points at may go with the trainer */
 }

@@ -87,8 +87,11 @@ typedef enum mp_cpu_ws {
  * unspecified (zero it where needed); valid until the next call for the same slot. */
 void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes);
 
-/* How many times mp_cpu_workspace has moved a slot's block (on any thread) since the process
- * started: a graph captured before a move is stale on a GPU (graph_valid). */
+/* How many times mp_cpu_workspace has grown a slot beyond the most any thread's block of it
+ * held before, since the process started: the event that moves a GPU's one workspace of that
+ * kind, after which a graph captured before is stale (graph_valid). A thread's own block growing
+ * to a size some thread's block has held is not counted (the threads' blocks are per thread
+ * here; which thread first runs a larger share depends on scheduling, not on the shapes). */
 uint64_t mp_cpu_workspace_moves(void);
 
 /* Whether [p, p + bytes) lies inside one block of host_alloc (pinned memory on a GPU). */

@@ -2,7 +2,7 @@
  * : 0) in the accumulator of the tensor's dtype, rounded once: dropped elements are 0 but inf and
  * NaN still propagate, as in PyTorch, so an overflow is not hidden from the loss scaler. y may
  * alias x. The counters' offset is mp_mask_offset(offset, step), read when the op runs (the
- * staged backend's queue and its graphs run it later than the call). */
+ * staged backend's graphs run it at each launch, later than the call). */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/vector_clones.h"

@@ -6,7 +6,9 @@
  * dtable's old row (accumulate) or 0 and adds dy's rows in increasing r, then rounds it once
  * into dtable; rows of ids that do not occur are zeroed (or left alone when accumulating).
  * Deterministic; the buffers (V slot numbers, a row per distinct id) are the backend's
- * grow-only workspace (mp_cpu_workspace). */
+ * grow-only workspace (mp_cpu_workspace), sized for the most distinct ids a call of its shape
+ * can have (min(R, V)), so that it grows with the shapes, not with the batch's ids (a growth
+ * makes a captured graph stale, as a GPU's workspace move does). */
 #include <math.h>
 #include <string.h>
 
@@ -59,9 +61,9 @@ mp_status mp_cpu_embedding_forward(const mp_tensor *ids, const mp_tensor *table,
                               mp_tensor *dtable, const int64_t *slot, int64_t used,         \
                               int64_t V, int64_t D)                                         \
     {                                                                                       \
-        int64_t R = mp_tensor_numel(ids);                                                   \
+        int64_t R = mp_tensor_numel(ids), most = R < V ? R : V; /* distinct ids at most */  \
         ACC *acc = mp_cpu_workspace(MP_CPU_WS_EMBED_ACC,                                     \
-                                    ((size_t)used * (size_t)D + (size_t)D) * sizeof(ACC));  \
+                                    ((size_t)most * (size_t)D + (size_t)D) * sizeof(ACC));  \
         memset(acc, 0, (size_t)used * (size_t)D * sizeof(ACC));                             \
         ACC *row = acc + used * D;                                                          \
         for (int64_t v = 0; accumulate && v < V; v++)                                       \

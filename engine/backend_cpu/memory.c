@@ -19,13 +19,18 @@ static _Thread_local void *mp_cpu_ws_block[MP_CPU_WS_N];
 static _Thread_local size_t mp_cpu_ws_bytes[MP_CPU_WS_N];
 
 static atomic_ullong mp_cpu_ws_moves;
+static atomic_size_t mp_cpu_ws_most[MP_CPU_WS_N]; /* the largest block of each slot so far */
 
 uint64_t mp_cpu_workspace_moves(void) { return atomic_load(&mp_cpu_ws_moves); }
 
 void *mp_cpu_workspace(mp_cpu_ws slot, size_t bytes)
 {
     if (bytes > mp_cpu_ws_bytes[slot]) {
-        atomic_fetch_add(&mp_cpu_ws_moves, 1);
+        size_t most = atomic_load(&mp_cpu_ws_most[slot]);
+        while (bytes > most && !atomic_compare_exchange_weak(&mp_cpu_ws_most[slot], &most, bytes))
+            ;
+        if (bytes > most)
+            atomic_fetch_add(&mp_cpu_ws_moves, 1);
         mp_free(mp_cpu_ws_block[slot]);
         mp_cpu_ws_block[slot] = mp_alloc_at(bytes, MP_MEM_WORKSPACE, MP_MEM_DEVICE);
         mp_cpu_ws_bytes[slot] = bytes;

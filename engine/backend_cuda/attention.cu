@@ -36,7 +36,8 @@ typedef struct attn_rows {
     int64_t N, T, heads, h;
     bool causal, drop;
     uint64_t key, thr, offset;
-    const int64_t *step; /* device memory: the counters' offset is mp_mask_offset(offset, step) */
+    const int64_t *step; /* device memory: each kernel starts with offset = mp_mask_offset(offset,
+                            step), read once */
     float keep_scale;    /* 1 / (1 - p) */
 } attn_rows;
 
@@ -55,7 +56,7 @@ __device__ static float drop_mult(const attn_rows &g, int64_t n, int64_t i, int6
 {
     if (!g.drop)
         return 1.0f;
-    uint64_t c = mp_attn_counter(mp_mask_offset(g.offset, g.step), g.heads, g.T, n, g.h, i, j);
+    uint64_t c = mp_attn_counter(g.offset, g.heads, g.T, n, g.h, i, j);
     return mp_dropout_keep(g.key, c, g.thr) ? g.keep_scale : 0.0f;
 }
 
@@ -80,6 +81,7 @@ __device__ static float warp_max(float v)
 __global__ static void k_softmax(attn_rows g, const void *s, mp_dtype sdt, int64_t s_n, void *p,
                                  mp_dtype pdt, int64_t p_n, void *pw, mp_dtype w, int64_t w_n)
 {
+    g.offset = mp_mask_offset(g.offset, g.step);
     int64_t row = (int64_t)blockIdx.x * MP_ATTN_WARPS + threadIdx.x / 32;
     int lane = (int)(threadIdx.x % 32);
     if (row >= g.N * g.T) /* the whole warp leaves together */
@@ -119,6 +121,7 @@ __global__ static void k_softmax_bwd(attn_rows g, const void *p, mp_dtype pdt, i
                                      const float *dp, int64_t dp_n, void *ds, void *pw, mp_dtype w,
                                      int64_t w_n)
 {
+    g.offset = mp_mask_offset(g.offset, g.step);
     int64_t row = (int64_t)blockIdx.x * MP_ATTN_WARPS + threadIdx.x / 32;
     int lane = (int)(threadIdx.x % 32);
     if (row >= g.N * g.T)

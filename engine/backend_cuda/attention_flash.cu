@@ -30,7 +30,8 @@ typedef struct flash_args {
     int64_t N, T, D, heads, dh;
     bool causal, drop;
     uint64_t key, thr, offset;
-    const int64_t *step;     /* device memory: the offset is mp_mask_offset(offset, step) */
+    const int64_t *step;     /* device memory: each kernel starts with offset =
+                                mp_mask_offset(offset, step), read once */
     float scale, keep_scale; /* 1 / sqrt(dh), 1 / (1 - p) */
     mp_dtype w, sdt, odt;    /* qkv's, stats', out's (backward: dqkv's) dtypes */
     mp_dtype dodt, outdt;    /* backward: dout's and out's dtypes */
@@ -41,7 +42,7 @@ __device__ static float drop_mult(const flash_args &a, int64_t n, int64_t h, int
 {
     if (!a.drop)
         return 1.0f;
-    uint64_t c = mp_attn_counter(mp_mask_offset(a.offset, a.step), a.heads, a.T, n, h, i, j);
+    uint64_t c = mp_attn_counter(a.offset, a.heads, a.T, n, h, i, j);
     return mp_dropout_keep(a.key, c, a.thr) ? a.keep_scale : 0.0f;
 }
 
@@ -88,6 +89,7 @@ __device__ static int64_t tile_cols(const flash_args &a, int64_t i, int64_t j0)
 /* The forward: block (row tile, h, n), a thread per query row i. */
 __global__ static void k_flash_fwd(flash_args a, const void *qkv, void *stats, void *out)
 {
+    a.offset = mp_mask_offset(a.offset, a.step);
     __shared__ float ks[MP_FLASH_STAGE], vs[MP_FLASH_STAGE];
     const int64_t n = blockIdx.z, h = blockIdx.y;
     const int64_t i0 = (int64_t)blockIdx.x * MP_FLASH_THREADS, i = i0 + threadIdx.x;
@@ -158,6 +160,7 @@ __device__ static void row_terms(const flash_args &a, const void *stats, const v
 __global__ static void k_flash_dq(flash_args a, const void *qkv, const void *o, const void *stats,
                                   const void *dout, void *dqkv)
 {
+    a.offset = mp_mask_offset(a.offset, a.step);
     __shared__ float ks[MP_FLASH_STAGE], vs[MP_FLASH_STAGE];
     const int64_t n = blockIdx.z, h = blockIdx.y;
     const int64_t i0 = (int64_t)blockIdx.x * MP_FLASH_THREADS, i = i0 + threadIdx.x;
@@ -198,6 +201,7 @@ __global__ static void k_flash_dq(flash_args a, const void *qkv, const void *o, 
 __global__ static void k_flash_dkv(flash_args a, const void *qkv, const void *o,
                                    const void *stats, const void *dout, void *dqkv)
 {
+    a.offset = mp_mask_offset(a.offset, a.step);
     __shared__ float qs[MP_FLASH_STAGE], dos[MP_FLASH_STAGE];
     __shared__ float ms[MP_FLASH_TILE], invs[MP_FLASH_TILE], drs[MP_FLASH_TILE];
     const int64_t n = blockIdx.z, h = blockIdx.y;

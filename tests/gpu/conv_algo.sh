@@ -70,25 +70,12 @@ for level in O2 O0; do
   plans "timed-$level" >"$out/plans-timed-$level.txt"
 done
 
-ips() { sed -nE 's/.*"type":"summary".*"images_per_s":([0-9.e+-]+).*/\1/p' "$out/$1.jsonl"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 [ "$speed" = 0 ] && levels=() || levels=(O0 O2)
 for level in ${levels[@]+"${levels[@]}"}; do
-  args=(--set "amp.opt_level=\"$level\"" --set data.batch_size=512
-    --set data.synthetic_train=30720 --set train.max_steps=60 --set log.every=20)
-  : >"$out/speed-$level.txt"
-  for r in $(seq "$rounds"); do
-    for algo in heuristic timed; do
-      if run "speed-$level-$algo" "$algo" "${args[@]}"; then
-        echo "$algo $(ips "speed-$level-$algo")" >>"$out/speed-$level.txt"
-      else
-        say "FAIL speed run $level $algo round $r (exit: see $out/speed-$level-$algo.out)"
-        failures=$((failures + 1))
-      fi
-    done
-  done
-  h=$(awk '$1 == "heuristic" { print $2 }' "$out/speed-$level.txt" | median)
-  t=$(awk '$1 == "timed" { print $2 }' "$out/speed-$level.txt" | median)
+  alternate "$out/speed-$level.txt" "$rounds" "speed-$level" heuristic timed \
+    --set "amp.opt_level=\"$level\"" --set data.batch_size=512 --set data.synthetic_train=30720 \
+    --set train.max_steps=60 --set log.every=20
+  h=$(medians "$out/speed-$level.txt" heuristic) t=$(medians "$out/speed-$level.txt" timed)
   say "$(awk -v l="$level" -v r="$rounds" -v h="$h" -v t="$t" 'BEGIN {
     printf "WRN-16-4 %s batch 512, %d rounds of 60 steps: heuristic %.0f images/s, timed %.0f images/s (medians), timed / heuristic %.2f", l, r, h, t, (h > 0 ? t / h : 0) }')"
 done

@@ -489,7 +489,7 @@ static void cases_elementwise(void)
             c.run = run_dropout_backward;
             op_add(c, "dropout_backward", 1, 1, "p %g offset %llu", ps[k], off);
         }
-    const int64_t steps[2] = {3, ((int64_t)1 << 31) + 5}; /* the step read from memory */
+    const int64_t steps[2] = {3, 65537}; /* the step read from each side's memory */
     for (int d = 0; d < NDT; d++)
         for (int k = 0; k < 2; k++) {
             op_case c = {.run = run_dropout_forward, .dt = {DTS[d]}, .shape = {100003},

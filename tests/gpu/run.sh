@@ -394,37 +394,41 @@ else
   [ "$nccl_rc" -eq 0 ] || fail "multi-rank NCCL stage failed"
 fi
 
+# checks_stage VAR SWITCH TITLE REPORT CMD...: a stage whose script writes PASS/FAIL lines to
+# REPORT, skipped when the environment variable SWITCH is 0 (it runs by default) or the build
+# failed; VAR gets the summary's line, and a failed stage fails the run.
+checks_stage() {
+  local var=$1 switch=$2 title=$3 report=$4 rc=1 line
+  shift 4
+  if [ "${!switch:-1}" = 0 ]; then
+    line="skipped ($switch=0)"
+  elif [ "$build_state" != ok ]; then
+    line="not run (build failed)"
+  else
+    echo "== $title"
+    step rc "$@"
+    line="$(grep -c '^PASS' "$report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$report" 2>/dev/null || true) failed (exit $rc; $report)"
+    [ "$rc" -eq 0 ] || fail "$title: stage failed"
+  fi
+  printf -v "$var" '%s' "$line"
+}
+
+# The fortunes text (packed by pack-deps.sh with the data) for the gpt runs.
+fortunes=$prefix/usr/share/games/fortunes
+[ -d "$fortunes" ] || fortunes=/usr/share/games/fortunes
+
 # tests/gpu/graphs.sh: the step as a CUDA graph against eager (issue 48).
 graphs_out=${OUT:-$build}/graphs
 graphs_report=$graphs_out/graphs.txt
-do_graphs() { bash tests/gpu/graphs.sh "$build" "$graphs_out"; }
-if [ "${MPDIST_GPU_GRAPHS:-1}" = 0 ]; then
-  graphs="skipped (MPDIST_GPU_GRAPHS=0)"
-elif [ "$build_state" != ok ]; then
-  graphs="not run (build failed)"
-else
-  echo "== CUDA graphs: resnet20 captured against eager"
-  graphs_rc=1
-  step graphs_rc do_graphs
-  graphs="$(grep -c '^PASS' "$graphs_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$graphs_report" 2>/dev/null || true) failed (exit $graphs_rc; $graphs_report)"
-  [ "$graphs_rc" -eq 0 ] || fail "CUDA graphs stage failed"
-fi
+checks_stage graphs MPDIST_GPU_GRAPHS "CUDA graphs: resnet20, WRN and gpt with dropout captured against eager" \
+  "$graphs_report" env "MPDIST_GPU_GRAPH_TEXT=$fortunes" bash tests/gpu/graphs.sh "$build" "$graphs_out"
 
 # tests/gpu/conv_algo.sh: timed cuDNN algorithms against the heuristic's (issue 48).
 conv_out=${OUT:-$build}/conv-algo
 conv_report=$conv_out/conv-algo.txt
-do_conv() { MPDIST_GPU_CONV_SPEED=${MPDIST_GPU_CONV_SPEED:-0} bash tests/gpu/conv_algo.sh "$build" "$conv_out"; }
-if [ "${MPDIST_GPU_CONV:-1}" = 0 ]; then
-  conv="skipped (MPDIST_GPU_CONV=0)"
-elif [ "$build_state" != ok ]; then
-  conv="not run (build failed)"
-else
-  echo "== convolution algorithms: amp.conv_algo timed against heuristic"
-  conv_rc=1
-  step conv_rc do_conv
-  conv="$(grep -c '^PASS' "$conv_report" 2>/dev/null || true) checks passed, $(grep -c '^FAIL' "$conv_report" 2>/dev/null || true) failed (exit $conv_rc; $conv_report)"
-  [ "$conv_rc" -eq 0 ] || fail "convolution-algorithm stage failed"
-fi
+checks_stage conv MPDIST_GPU_CONV "convolution algorithms: amp.conv_algo timed against heuristic" \
+  "$conv_report" env "MPDIST_GPU_CONV_SPEED=${MPDIST_GPU_CONV_SPEED:-0}" bash tests/gpu/conv_algo.sh \
+  "$build" "$conv_out"
 
 # The O2 fp16 accuracy of cnn_bn in a table.csv (bench/opt_levels.sh's columns).
 o2_accuracy() { awk -F, '$1 == "cnn_bn" && $2 == "O2" && $3 == "fp16" && $4 == "ok" { print $12 }' "$1"; }
@@ -480,8 +484,6 @@ elif [ "${MPDIST_GPU_STEP:-0}" = 1 ]; then
 fi
 
 # tests/gpu/transformers.sh: gpt and vit against the CPU's loss band, GPT-2 small's shape (issue 49).
-fortunes=$prefix/usr/share/games/fortunes
-[ -d "$fortunes" ] || fortunes=/usr/share/games/fortunes
 gpt_out=${OUT:-$build}/transformers
 do_gpt() { bash tests/gpu/transformers.sh --device cuda "$build" "$fortunes" "$data" "$gpt_out"; }
 if [ "${MPDIST_GPU_GPT:-0}" = 1 ] && [ "$build_state" = ok ] && [ -n "$data" ] && [ -d "$fortunes" ]; then
