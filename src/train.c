@@ -14,6 +14,7 @@
 #include "engine/trace.h"
 #include "src/signals.h"
 #include "src/train.h"
+#include "src/train_window.h"
 
 /* Runs CALL (an mp_status expression) timed in the profile as (KIND, step phase), and returns
  * from the caller when it fails. */
@@ -24,17 +25,6 @@
         mp_profile_end(mark_, KIND, MP_PROF_STEP);                                           \
         MP_TRY(st_);                                                                         \
     } while (0)
-
-/* Steps of a logging window whose comm_ms are compared over the ranks (the last ones). */
-enum { MP_WINDOW_COMM = 256 };
-
-typedef struct mp_window {
-    double t0, comm_ms, exposed_ms;
-    int64_t steps, images;
-    double comm[MP_WINDOW_COMM]; /* this rank's comm_ms per step, step i at i % MP_WINDOW_COMM */
-    void *mark[2]; /* clock marks (ops->mark_record): the window's start, its end; kept across
-                      windows, the end becoming the next start */
-} mp_window;
 
 /* This rank's stop request into st->stop when it changed (once a run at most, so no step copies
  * it as a matter of course). */
@@ -275,6 +265,14 @@ static mp_status micro_device(mp_trainer *t, int64_t step, int i, int micro, boo
     return MP_OK;
 }
 
+/* Before micro-batch i > 0 of a step: the index its masks draw from, step * accum + i, into the
+ * state (amp_step_values, with the step's rate), for a model whose masks read it there
+ * (mp_model_mask_step); micro-batch 0's came with the step's rate. */
+static mp_status step_masks(mp_trainer *t, int64_t step, int i, double lr)
+{
+    return i > 0 ? t->ops->amp_step_values(t->st, lr, step * t->accum + i) : MP_OK;
+}
+
 /* micro_device on the next micro-batch from the loader. */
 static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool want_loss,
                              mp_window *w, mp_train_result *r, double *loss)
@@ -288,38 +286,49 @@ static mp_status micro_batch(mp_trainer *t, int64_t step, int i, int micro, bool
     return MP_OK;
 }
 
-/* What a graph holds (src/train_graph.h): a step of one micro-batch already in x, dl and labels
- * that hands nothing to the host, from the statistics' save to the scaler update. */
+/* What a graph holds (src/train_graph.h): micro-batch i of `micro` of a step, already in x, dl
+ * and labels, handing nothing to the host: the first also saves the statistics, the last ends
+ * the step (the gradients' sum, the optimizer, the statistics' revert, the scaler update). */
 typedef struct step_body {
     int64_t step;
+    int i, micro;
     mp_tensor x, dl;
     const int32_t *labels;
 } step_body;
 
-static mp_status device_step(mp_trainer *t, void *arg)
+static mp_status device_micro(mp_trainer *t, void *arg)
 {
     const step_body *b = arg;
     double loss;
-    PROFILED("bn statistics", mp_model_stats_save(&t->model));
-    MP_TRY(micro_device(t, b->step, 0, 1, false, b->x, b->dl, b->labels, &loss));
+    if (b->i == 0)
+        PROFILED("bn statistics", mp_model_stats_save(&t->model));
+    MP_TRY(micro_device(t, b->step, b->i, b->micro, false, b->x, b->dl, b->labels, &loss));
+    if (b->i + 1 < b->micro)
+        return MP_OK;
     t->model.step = b->step;
     return apply_gradients(t, false);
 }
 
-/* The device part of a step of one micro-batch that hands nothing to the host, as a graph where
- * the run allows it (src/train_graph.h), else eagerly: the same ops either way. The stop
- * request is written before it (a signal that comes during the step stops the run a step
- * later than an eager step's agreement would). */
-static mp_status graph_step(mp_trainer *t, int64_t step, mp_window *w, mp_train_result *r)
+/* The device part of a step that hands nothing to the host, each micro-batch as the graph of
+ * its kind where the run allows it (src/train_graph.h), else eagerly: the same ops either way.
+ * The stop request is written before it (a signal that comes during the step stops the run a
+ * step later than an eager step's agreement would); the masks' index of micro-batch i > 0 before
+ * it (step_masks). */
+static mp_status graph_step(mp_trainer *t, int64_t step, int micro, double lr, mp_window *w,
+                            mp_train_result *r)
 {
-    step_body b = {.step = step};
-    int64_t n;
-    PROFILED("data", next_batch(t, &b.x, &b.dl, &b.labels, &n, r));
-    w->images += n * t->comm->size;
+    bool graphs = mp_train_graph_wanted(t);
     MP_TRY(stop_request(t));
-    if (!mp_train_graph_wanted(t, n))
-        return device_step(t, &b);
-    MP_TRY(mp_train_graph_run(t, step, n, device_step, &b));
+    for (int i = 0; i < micro; i++) {
+        step_body b = {.step = step, .i = i, .micro = micro};
+        int64_t n;
+        MP_TRY(step_masks(t, step, i, lr));
+        PROFILED("data", next_batch(t, &b.x, &b.dl, &b.labels, &n, r));
+        w->images += n * t->comm->size;
+        int kind = (i == 0 ? MP_GRAPH_FIRST : 0) | (i + 1 == micro ? MP_GRAPH_LAST : 0);
+        MP_TRY(graphs ? mp_train_graph_run(t, step, kind, n, device_micro, &b)
+                      : device_micro(t, &b));
+    }
     t->model.step = step; /* what messages name */
     return MP_OK;
 }
@@ -331,14 +340,15 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
                             bool host, mp_window *w, mp_train_result *r, double *loss)
 {
     double t0 = mp_now(), sum = 0.0, mark = mp_profile_begin("step");
-    /* the optimizer's rate and the masks' step (graphs read them there too) */
-    MP_TRY(t->ops->amp_step_values(t->st, lr, step));
-    if (micro == 1 && !want_loss && !host && t->graph.allowed) {
-        MP_TRY(graph_step(t, step, w, r));
+    /* the optimizer's rate and micro-batch 0's masks index (graphs read them there too) */
+    MP_TRY(t->ops->amp_step_values(t->st, lr, step * t->accum));
+    if (!want_loss && !host && t->graph.allowed) {
+        MP_TRY(graph_step(t, step, micro, lr, w, r));
     } else {
         PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if skipped */
         for (int i = 0; i < micro; i++) {
             double one = 0.0;
+            MP_TRY(step_masks(t, step, i, lr));
             MP_TRY(micro_batch(t, step, i, micro, want_loss, w, r, &one));
             sum += one;
         }
@@ -361,78 +371,6 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     r->step_s += t1 - t0;
     w->steps++;
     *loss = sum / micro;
-    return MP_OK;
-}
-
-/* The mean over the window's steps (its last MP_WINDOW_COMM) of the least comm_ms over the ranks
- * (*last: the all-reduce as the last rank to arrive saw it) and of the most less the least
- * (*skew), from one MAX over the ranks of each step's comm_ms and its negation. No clock is
- * compared between ranks. Steps where a rank did not measure (comm_ms 0: it never waited) are
- * left out; -1 for both when none is left, when none measured (NCCL) or there is one rank. */
-static mp_status comm_spread(mp_trainer *t, const mp_window *w, double *last, double *skew)
-{
-    *last = *skew = -1.0;
-    int n = w->steps < MP_WINDOW_COMM ? (int)w->steps : MP_WINDOW_COMM;
-    if (t->comm->size == 1 || n == 0 || !t->sync.timed) /* !timed: NCCL, on every rank */
-        return MP_OK;
-    double v[2 * MP_WINDOW_COMM];
-    for (int i = 0; i < n; i++) {
-        v[i] = w->comm[i];
-        v[n + i] = -w->comm[i];
-    }
-    MP_TRY(mp_comm_allreduce(t->comm, v, (size_t)(2 * n), MP_F64, MP_REDOP_MAX,
-                             "spread of the all-reduce times over the ranks"));
-    double sl = 0.0, sk = 0.0;
-    int used = 0;
-    for (int i = 0; i < n; i++)
-        if (-v[n + i] > 0) {
-            sl += -v[n + i];
-            sk += v[i] + v[n + i];
-            used++;
-        }
-    if (used > 0) {
-        *last = sl / used;
-        *skew = sk / used;
-    }
-    return MP_OK;
-}
-
-static mp_status log_step(mp_trainer *t, int64_t step, int64_t epoch, double loss, double lr,
-                          double scale, bool skipped, mp_window *w, double *global_loss,
-                          double *rate)
-{
-    double v[1] = {loss};
-    if (t->comm->size > 1)
-        MP_TRY(mp_comm_allreduce(t->comm, v, 1, MP_F64, MP_REDOP_SUM, "sum of the step losses"));
-    *global_loss = v[0] / t->comm->size;
-    double dt = mp_now() - w->t0, device_ms = -1.0;
-    if (w->mark[0] && w->mark[1] && w->steps > 0) {
-        MP_TRY(t->ops->mark_elapsed(w->mark[0], w->mark[1], &device_ms));
-        device_ms /= (double)w->steps;
-    }
-    mp_step_record r = {
-        .step = step,
-        .epoch = epoch,
-        .loss = *global_loss,
-        .lr = lr,
-        .loss_scale = scale,
-        .skipped = skipped,
-        .images_per_s = dt > 0 ? (double)w->images / dt : 0.0,
-        .step_ms = w->steps ? 1e3 * dt / (double)w->steps : 0.0,
-        .device_ms = device_ms,
-        .comm_ms = w->steps ? w->comm_ms / (double)w->steps : 0.0,
-        .comm_hidden = w->comm_ms > 0 ? 1.0 - w->exposed_ms / w->comm_ms : -1.0,
-    };
-    MP_TRY(comm_spread(t, w, &r.comm_last_ms, &r.comm_skew_ms));
-    *rate = r.images_per_s;
-    if (t->metrics)
-        mp_metrics_step(t->metrics, &r);
-    mp_progress_step(&t->progress, step, epoch + 1, *global_loss, lr, r.images_per_s);
-    void *start = w->mark[1], *end = w->mark[0];
-    memset(w, 0, sizeof *w);
-    w->mark[0] = start;
-    w->mark[1] = end;
-    w->t0 = mp_now();
     return MP_OK;
 }
 
@@ -605,7 +543,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
             images += w->images - before;
             step = next;
             if (log) {
-                MP_TRY(log_step(t, step, epoch, loss, lr, t->hst->step_scale,
+                MP_TRY(mp_train_log_window(t, step, epoch, loss, lr, t->hst->step_scale,
                                 t->hst->scaler.consecutive_skips > 0, w, &r->final_loss, &rate));
                 sample_device_use(t, r);
             } else

@@ -18,8 +18,6 @@ static const char *why_not(const mp_trainer *t)
                "staged CPU backend: MPDIST_CPU_STAGED=1)";
     if (t->comm->size > 1)
         return "more than one rank (the gradient all-reduce is not captured)";
-    if (t->accum > 1)
-        return "train.accum_steps > 1";
     if (c->log.profile)
         return "log.profile times each op";
     if (t->before_forward || t->before_backward || t->after_reduce)
@@ -41,8 +39,8 @@ mp_status mp_train_graph_setup(mp_trainer *t)
         return MP_OK;
     g->why_not = why_not(t);
     g->allowed = g->why_not == NULL;
-    /* dropout and attention masks from the step index amp_step_values writes into the state
-     * before each step (one micro-batch a step: the index is the step's), which a launch reads */
+    /* dropout and attention masks from the index amp_step_values writes into the state before
+     * each micro-batch (step * accum + i, the eager path's), which a launch reads */
     if (g->allowed)
         mp_model_mask_step(&t->model, &t->st->mask_step);
     g->insist = strcmp(mode, "on") == 0;
@@ -55,7 +53,7 @@ mp_status mp_train_graph_setup(mp_trainer *t)
     return MP_OK;
 }
 
-bool mp_train_graph_wanted(mp_trainer *t, int64_t rows)
+bool mp_train_graph_wanted(mp_trainer *t)
 {
     mp_train_graph *g = &t->graph;
     if (!g->allowed)
@@ -64,19 +62,21 @@ bool mp_train_graph_wanted(mp_trainer *t, int64_t rows)
         g->warmup--;
         return false;
     }
-    return !g->exec || rows == g->batch;
+    return true;
 }
 
-mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int64_t rows,
+mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int kind, int64_t rows,
                              mp_status (*body)(mp_trainer *t, void *arg), void *arg)
 {
     mp_train_graph *g = &t->graph;
-    bool again = g->exec && !t->ops->graph_valid(g->exec);
+    if (!g->allowed || (g->exec[kind] && rows != g->batch[kind]))
+        return body(t, arg);
+    bool again = g->exec[kind] && !t->ops->graph_valid(g->exec[kind]);
     if (again) {
-        t->ops->graph_free(g->exec);
-        g->exec = NULL;
+        t->ops->graph_free(g->exec[kind]);
+        g->exec[kind] = NULL;
     }
-    if (!g->exec) {
+    if (!g->exec[kind]) {
         MP_TRY(t->ops->graph_begin());
         mp_status st = body(t, arg);
         char why[512] = "";
@@ -96,25 +96,33 @@ mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int64_t rows,
                                  "the run goes on op by op", (long long)step + 1, why);
             return body(t, arg);
         }
-        g->exec = exec;
-        g->batch = rows;
+        g->exec[kind] = exec;
+        g->batch[kind] = rows;
         if (g->captured_at < 0)
             g->captured_at = step;
         g->captures++;
         if (t->comm->rank == 0)
-            mp_progress_line(&t->progress, "graph: step %lld captured%s; each step that logs "
-                             "nothing from here on is one launch", (long long)step + 1,
-                             again ? " again (a workspace moved since the last capture)" : "");
+            mp_progress_line(&t->progress, "graph: step %lld captured%s%s; each step that logs "
+                             "nothing from here on is %s", (long long)step + 1,
+                             kind == (MP_GRAPH_FIRST | MP_GRAPH_LAST) ? ""
+                             : kind == MP_GRAPH_FIRST ? " (its first micro-batch)"
+                             : kind == MP_GRAPH_LAST ? " (its last micro-batch)"
+                                                     : " (a middle micro-batch)",
+                             again ? " again (a workspace moved since the last capture)" : "",
+                             kind == (MP_GRAPH_FIRST | MP_GRAPH_LAST) ? "one launch"
+                                                                      : "a launch a micro-batch");
     }
-    MP_TRY(t->ops->graph_launch(g->exec));
+    MP_TRY(t->ops->graph_launch(g->exec[kind]));
     g->launches++;
     return MP_OK;
 }
 
 void mp_train_graph_free(mp_trainer *t)
 {
-    if (t->ops && t->graph.exec)
-        t->ops->graph_free(t->graph.exec);
-    t->graph.exec = NULL;
+    for (int k = 0; k < MP_GRAPH_KINDS; k++) {
+        if (t->ops && t->graph.exec[k])
+            t->ops->graph_free(t->graph.exec[k]);
+        t->graph.exec[k] = NULL;
+    }
     mp_model_mask_step(&t->model, NULL); /* the state it points at may go with the trainer */
 }

@@ -5,7 +5,8 @@
 #   - correctness: O2 fp16 and O0, batch 128, 30 steps logged every 10: the graph run was
 #     captured at step 3 and launched for every other step that logged nothing (the summary's
 #     "graph" record), and its final checkpoint is bitwise the eager run's (h5diff of /params
-#     /optim /scaler /buffers); the same for a WRN-10-2 with dropout 0.3 at O2 and, where the
+#     /optim /scaler /buffers); the same for a WRN-10-2 with dropout 0.3 at O2, alone and with
+#     train.accum_steps = 2 (a graph per kind of micro-batch, 50 launches), and, where the
 #     fortunes text is (MPDIST_GPU_GRAPH_TEXT, its directory), configs/fortunes-gpt.cfg with
 #     dropout 0.1 at O2 with flash and with matrix attention (each launch's masks its own
 #     step's: the kernels read the step index from the state)
@@ -77,6 +78,13 @@ check "dropout: the eager run trains" run eager-drop off "${args[@]}"
 got=$(launches graph-drop)
 check "dropout: captured once at step 3, launched 25 times (got '${got:-none}')" test "$got" = "3 1 25"
 check "dropout: the graph run's checkpoint is bitwise the eager run's" same_ckpt graph-drop eager-drop
+# accumulation: a graph for the first and one for the last micro-batch, each its own masks
+args+=(--set train.accum_steps=2 --set data.synthetic_train=8192)
+check "accumulation: the graph run trains" run graph-acc on "${args[@]}"
+check "accumulation: the eager run trains" run eager-acc off "${args[@]}"
+got=$(launches graph-acc)
+check "accumulation: two kinds captured at step 3, 50 launches (got '${got:-none}')" test "$got" = "3 2 50"
+check "accumulation: the graph run's checkpoint is bitwise the eager run's" same_ckpt graph-acc eager-acc
 text=${MPDIST_GPU_GRAPH_TEXT:-}
 if [ -n "$text" ] && [ -d "$text" ]; then
   image=("${common[@]}")
