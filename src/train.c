@@ -326,7 +326,7 @@ static mp_status graph_step(mp_trainer *t, int64_t step, int micro, double lr, m
         PROFILED("data", next_batch(t, &b.x, &b.dl, &b.labels, &n, r));
         w->images += n * t->comm->size;
         int kind = (i == 0 ? MP_GRAPH_FIRST : 0) | (i + 1 == micro ? MP_GRAPH_LAST : 0);
-        MP_TRY(graphs ? mp_train_graph_run(t, step, kind, n, device_micro, &b)
+        MP_TRY(graphs ? mp_train_graph_run(t, step, kind, n, micro, device_micro, &b)
                       : device_micro(t, &b));
     }
     t->model.step = step; /* what messages name */

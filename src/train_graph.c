@@ -65,11 +65,11 @@ bool mp_train_graph_wanted(mp_trainer *t)
     return true;
 }
 
-mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int kind, int64_t rows,
+mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int kind, int64_t rows, int micro,
                              mp_status (*body)(mp_trainer *t, void *arg), void *arg)
 {
     mp_train_graph *g = &t->graph;
-    if (!g->allowed || (g->exec[kind] && rows != g->batch[kind]))
+    if (!g->allowed || (g->exec[kind] && (rows != g->batch[kind] || micro != g->micro[kind])))
         return body(t, arg);
     bool again = g->exec[kind] && !t->ops->graph_valid(g->exec[kind]);
     if (again) {
@@ -98,6 +98,7 @@ mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int kind, int64_t rows
         }
         g->exec[kind] = exec;
         g->batch[kind] = rows;
+        g->micro[kind] = micro;
         if (g->captured_at < 0)
             g->captured_at = step;
         g->captures++;

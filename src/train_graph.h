@@ -33,6 +33,7 @@ typedef struct mp_train_graph {
     int warmup;          /* eager steps left before a capture */
     void *exec[MP_GRAPH_KINDS];    /* the captured micro-batch of each kind (NULL: none yet) */
     int64_t batch[MP_GRAPH_KINDS]; /* the rows it holds */
+    int micro[MP_GRAPH_KINDS];     /* the micro-batches of its step (its loss scale is 1/micro) */
     int64_t captured_at; /* the step first captured (0-based; -1: none) */
     int64_t captures;    /* captures made: one a kind, more when a workspace moved (graph_valid) */
     int64_t launches;    /* micro-batches run by launching a graph */
@@ -52,16 +53,20 @@ mp_status mp_train_graph_setup(struct mp_trainer *t);
 bool mp_train_graph_wanted(struct mp_trainer *t);
 
 /* Runs the device part `body(t, arg)` of a micro-batch of kind `kind` (MP_GRAPH_FIRST |
- * MP_GRAPH_LAST bits) and `rows` rows as that kind's graph: captures it first when there is
- * none, or when the one there no longer holds the backend's workspaces (ops->graph_valid: an op
- * at another shape grew one since), then launches it; rank 0 says so in one line at each
- * capture. A batch of other rows than the captured one runs eagerly (body now). A capture that
+ * MP_GRAPH_LAST bits) and `rows` rows of a step of `micro` micro-batches as that kind's graph:
+ * captures it first when there is none, or when the one there no longer holds the backend's
+ * workspaces (ops->graph_valid: an op at another shape grew one since), then launches it; rank 0
+ * says so in one line at each capture. A batch of other rows, or a step of another number of
+ * micro-batches, than the captured one's runs eagerly (body now): its values passed by value
+ * (the loss gradient's 1/micro) differ (the trainer's shorter last window of an epoch ends at
+ * a host point and runs eagerly anyway). A capture that
  * fails (an op that waits for the host inside it, a library call CUDA cannot capture) ran
  * nothing: with "on" it is that op's error, which ends the run; with "auto" rank 0 says so in
  * one line, the run goes on eagerly from this micro-batch (body run now; g->allowed false), and
  * no capture is tried again. */
 mp_status mp_train_graph_run(struct mp_trainer *t, int64_t step, int kind, int64_t rows,
-                             mp_status (*body)(struct mp_trainer *t, void *arg), void *arg);
+                             int micro, mp_status (*body)(struct mp_trainer *t, void *arg),
+                             void *arg);
 
 /* Frees the captured graphs (none: nothing). */
 void mp_train_graph_free(struct mp_trainer *t);

@@ -11,8 +11,9 @@
 #   - its checkpoint (parameters, optimizer state, scaler, RNG, data position) and its metrics
 #     but for timings are bitwise those of the same run with "off" (the dropout masks of a launch
 #     are those of its own step: the index the ops read from the state);
-#   - with train.accum_steps = 2 (the MLP) and 3 (cnn_bn), each kind of micro-batch (first,
-#     middle, last) is a graph of its own, bitwise the eager run as above;
+#   - with train.accum_steps = 2 (the MLP) and 3 (cnn_bn over two epochs, each ending with a
+#     step of 2), each kind of micro-batch (first, middle, last) is a graph of its own,
+#     bitwise the eager run as above;
 #   - "on" where the step cannot be captured is refused with exit 2 naming why (the plain CPU
 #     backend).
 source "$(dirname "$0")/common.bash"
@@ -81,9 +82,14 @@ ACC=(--set train.max_steps=12 --set log.every=6)
 graphs mlp-acc-on on "$MLP" "${COMMON_MLP[@]}" "${ACC[@]}" --set train.accum_steps=2
 graphs mlp-acc-off off "$MLP" "${COMMON_MLP[@]}" "${ACC[@]}" --set train.accum_steps=2
 compare mlp-acc-on mlp-acc-off 16 2 # 12 steps: 2 logged, 2 warm-up; 2 micro-batches each
-graphs cnn-acc-on on "$CNN" "${COMMON_CNN[@]}" --set data.train_limit=2560 --set train.accum_steps=3
-graphs cnn-acc-off off "$CNN" "${COMMON_CNN[@]}" --set data.train_limit=2560 --set train.accum_steps=3
-compare cnn-acc-on cnn-acc-off 24 3
+# cnn_bn: 41 batches an epoch, so each epoch ends with a step of 2 micro-batches (at the
+# epoch's end, a host point: eager); steps 3-28 but the logged 5, 10, ..., 25 and those two:
+# 19 steps of 3 launches
+CNN_ACC=(--set data.train_limit=2624 --set train.max_steps=28 --set log.every=5 --set train.epochs=2
+  --set train.accum_steps=3)
+graphs cnn-acc-on on "$CNN" "${COMMON_CNN[@]}" "${CNN_ACC[@]}"
+graphs cnn-acc-off off "$CNN" "${COMMON_CNN[@]}" "${CNN_ACC[@]}"
+compare cnn-acc-on cnn-acc-off 57 3
 
 # Where the step cannot be captured: "on" is refused.
 expect_exit 2 'amp.cuda_graphs = "on", but this run cannot capture its step: the plain CPU backend' \

@@ -2,9 +2,9 @@
  * backend, with a body whose op waits for the host as a library call CUDA cannot capture would:
  * under "auto" the run goes on eagerly (the body runs once more, now for real, and no capture
  * is tried again); under "on" the op's error (naming the op) ends the run. A body that captures
- * is launched, and the launch is what runs it; a batch of other rows runs eagerly; each kind of
- * micro-batch has a graph of its own; once a workspace moves, the step is captured anew before
- * the next launch. */
+ * is launched, and the launch is what runs it; a batch of other rows, or of a step of another
+ * number of micro-batches, runs eagerly; each kind of micro-batch has a graph of its own; once
+ * a workspace moves, the step is captured anew before the next launch. */
 #include "tests/util/test_util.h"
 
 #include <string.h>
@@ -47,7 +47,7 @@ static void test_failed_capture(void **state)
         body_state b = {.wait = true};
         b.dev = t.ops->mem_alloc(sizeof(float), MP_MEM_WORKSPACE);
         assert_true(mp_train_graph_wanted(&t));
-        mp_status st = mp_train_graph_run(&t, 4, ONE, 8, body, &b);
+        mp_status st = mp_train_graph_run(&t, 4, ONE, 8, 1, body, &b);
         if (insist) {
             assert_int_equal(st, MP_EINTERNAL);
             assert_non_null(strstr(mp_error_message(), "copy_out"));
@@ -75,20 +75,24 @@ static void test_capture_then_launch(void **state)
     body_state b = {0};
     b.dev = t.ops->mem_alloc(sizeof(float), MP_MEM_WORKSPACE);
     for (int step = 0; step < 3; step++)
-        assert_int_equal(mp_train_graph_run(&t, step, ONE, 8, body, &b), MP_OK);
+        assert_int_equal(mp_train_graph_run(&t, step, ONE, 8, 1, body, &b), MP_OK);
     assert_int_equal(b.calls, 1); /* captured once, its fill of 1 launched three times */
     assert_true(*b.dev == 1.0f);
     assert_int_equal(t.graph.launches, 3);
     assert_int_equal(t.graph.captured_at, 0);
-    assert_int_equal(mp_train_graph_run(&t, 3, ONE, 7, body, &b), MP_OK);
+    assert_int_equal(mp_train_graph_run(&t, 3, ONE, 7, 1, body, &b), MP_OK);
     assert_int_equal(b.calls, 2); /* a shorter batch ran eagerly: its fill of 2 */
     assert_true(*b.dev == 2.0f);
     assert_int_equal(t.graph.launches, 3);
-    assert_int_equal(mp_train_graph_run(&t, 3, MP_GRAPH_FIRST, 8, body, &b), MP_OK);
+    assert_int_equal(mp_train_graph_run(&t, 3, MP_GRAPH_FIRST, 8, 2, body, &b), MP_OK);
     assert_int_equal(b.calls, 3); /* another kind: a graph of its own (its fill of 3) */
     assert_true(*b.dev == 3.0f);
     assert_int_equal(t.graph.captures, 2);
-    assert_int_equal(mp_train_graph_run(&t, 3, ONE, 8, body, &b), MP_OK);
+    assert_int_equal(mp_train_graph_run(&t, 3, MP_GRAPH_FIRST, 8, 3, body, &b), MP_OK);
+    assert_int_equal(b.calls, 4); /* a step of 3 micro-batches, not 2: eagerly (its fill of 4) */
+    assert_true(*b.dev == 4.0f);
+    assert_int_equal(t.graph.launches, 4);
+    assert_int_equal(mp_train_graph_run(&t, 3, ONE, 8, 1, body, &b), MP_OK);
     assert_true(*b.dev == 1.0f); /* ONE's graph is still its own */
     /* an op at a larger shape grows a workspace (BatchNorm + ReLU's mask without dx) */
     int64_t s[2] = {1 << 16, 2}, cs[1] = {2};
@@ -98,9 +102,9 @@ static void test_capture_then_launch(void **state)
     assert_int_equal(t.ops->batchnorm_backward(&bn, &big, &big, &big, &c, &c, &c, NULL, &c, &c),
                      MP_OK);
     assert_false(t.ops->graph_valid(t.graph.exec[ONE]));
-    assert_int_equal(mp_train_graph_run(&t, 4, ONE, 8, body, &b), MP_OK);
-    assert_int_equal(b.calls, 4); /* captured again (its fill of 4), then launched */
-    assert_true(*b.dev == 4.0f);
+    assert_int_equal(mp_train_graph_run(&t, 4, ONE, 8, 1, body, &b), MP_OK);
+    assert_int_equal(b.calls, 5); /* captured again (its fill of 5), then launched */
+    assert_true(*b.dev == 5.0f);
     assert_int_equal(t.graph.captures, 3);
     assert_int_equal(t.graph.captured_at, 0);
     assert_int_equal(t.graph.launches, 6);
