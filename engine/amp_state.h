@@ -29,8 +29,9 @@ typedef struct mp_amp_state {
                                max_consecutive_skips (the run must end), else 0 */
     double lr;              /* this step's learning rate (amp_step_values), which an optimizer
                                step with mp_optim_args.lr_from_state reads: a graph replays it */
-    int64_t mask_step;      /* this step's index (amp_step_values), from which the dropout
-                               masks of a model given it (mp_model_mask_step) draw */
+    int64_t mask_step;      /* this micro-batch's index, step * accum_steps + i
+                               (amp_step_values), from which the dropout masks of a model given
+                               it (mp_model_mask_step) draw */
 } mp_amp_state;
 
 #define MP_AMP_AGREE 5

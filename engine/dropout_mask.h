@@ -40,7 +40,7 @@ MP_HD static inline uint64_t mp_dropout_threshold(double p)
 /* The counter offset of an op given `offset` and `step` (NULL: none): offset, plus
  * *step * MP_MASK_STEP_STRIDE read where and when the op runs (on the GPU, in the kernel), so
  * that a replayed graph draws the masks of the step whose index is in that memory now (the
- * amp_step_values op writes it before each step). */
+ * amp_step_values op writes it before each step, or micro-batch with accumulation). */
 MP_HD static inline uint64_t mp_mask_offset(uint64_t offset, const int64_t *step)
 {
     return step ? offset + (uint64_t)*step * MP_MASK_STEP_STRIDE : offset;

@@ -130,8 +130,9 @@ void mp_model_seed(mp_model *m, uint64_t seed);
 
 /* Makes the model's dropout and attention masks draw from the step index the ops read at `step`
  * in the backend's memory as they run (mp_amp_state.mask_step, which amp_step_values writes
- * before each step), instead of m->step passed by value: the same counters when the two agree,
- * and a captured graph's launches draw each step's own masks. NULL goes back to m->step. */
+ * before each micro-batch), instead of m->step passed by value: the same counters when the two
+ * agree, and a captured graph's launches draw each micro-batch's own masks. NULL goes back to
+ * m->step. */
 void mp_model_mask_step(mp_model *m, const int64_t *step);
 
 /* The dtype of the batches the model takes (the policy's input dtype). */

@@ -70,8 +70,9 @@ typedef struct mp_summary_record {
     bool amp_master_weights, amp_keep_batchnorm_fp32;
     double amp_loss_scale;     /* 0 = dynamic */
     /* amp.cuda_graphs: the step first captured (1-based, as step records count), the captures
-     * (more than one when a workspace moved and the step was captured anew) and the steps run
-     * by launching a graph, written as the object "graph" when there were any launches. */
+     * (one a kind of micro-batch, more when a workspace moved and the step was captured anew)
+     * and the micro-batches run by launching a graph (steps times train.accum_steps), written
+     * as the object "graph" when there were any launches. */
     int64_t graph_captured_at, graph_captures, graph_launches;
     /* log.profile: n_prof entries (0: none), "<op> <phase>" and milliseconds per step, written
      * as the object "profile_ms" with the step's own as "step". */

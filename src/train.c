@@ -265,12 +265,14 @@ static mp_status micro_device(mp_trainer *t, int64_t step, int i, int micro, boo
     return MP_OK;
 }
 
-/* Before micro-batch i > 0 of a step: the index its masks draw from, step * accum + i, into the
- * state (amp_step_values, with the step's rate), for a model whose masks read it there
- * (mp_model_mask_step); micro-batch 0's came with the step's rate. */
+/* Before micro-batch i > 0 of a step, where the model's masks read their index from the state
+ * (t->graph.masks_read: mp_model_mask_step): that index, step * accum + i, into the state
+ * (amp_step_values, with the step's rate); micro-batch 0's came with the step's rate. */
 static mp_status step_masks(mp_trainer *t, int64_t step, int i, double lr)
 {
-    return i > 0 ? t->ops->amp_step_values(t->st, lr, step * t->accum + i) : MP_OK;
+    if (i == 0 || !t->graph.masks_read)
+        return MP_OK;
+    return t->ops->amp_step_values(t->st, lr, step * t->accum + i);
 }
 
 /* micro_device on the next micro-batch from the loader. */
@@ -544,7 +546,8 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
             step = next;
             if (log) {
                 MP_TRY(mp_train_log_window(t, step, epoch, loss, lr, t->hst->step_scale,
-                                t->hst->scaler.consecutive_skips > 0, w, &r->final_loss, &rate));
+                                           t->hst->scaler.consecutive_skips > 0, w,
+                                           &r->final_loss, &rate));
                 sample_device_use(t, r);
             } else
                 mp_progress_step(&t->progress, step, epoch + 1, r->final_loss, lr, rate);

@@ -43,6 +43,7 @@ mp_status mp_train_graph_setup(mp_trainer *t)
      * each micro-batch (step * accum + i, the eager path's), which a launch reads */
     if (g->allowed)
         mp_model_mask_step(&t->model, &t->st->mask_step);
+    g->masks_read = g->allowed;
     g->insist = strcmp(mode, "on") == 0;
     if (!g->allowed && g->insist)
         return mp_fail(MP_EUSAGE, "%s: amp.cuda_graphs = \"on\", but this run cannot capture "
@@ -126,4 +127,5 @@ void mp_train_graph_free(mp_trainer *t)
         t->graph.exec[k] = NULL;
     }
     mp_model_mask_step(&t->model, NULL); /* the state it points at may go with the trainer */
+    t->graph.masks_read = false;
 }

@@ -37,6 +37,8 @@ typedef struct mp_train_graph {
     int64_t captured_at; /* the step first captured (0-based; -1: none) */
     int64_t captures;    /* captures made: one a kind, more when a workspace moved (graph_valid) */
     int64_t launches;    /* micro-batches run by launching a graph */
+    bool masks_read;     /* the model's masks read their index from the state (set up where the
+                            step may be captured; it stays so after a failed capture) */
 } mp_train_graph;
 
 /* Decides from t's config, backend and model whether the step may be captured: not with
