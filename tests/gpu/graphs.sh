@@ -60,31 +60,31 @@ same_ckpt() { # same_ckpt A B: the final checkpoints hold the same training stat
   done
 }
 
+# against LABEL NAME WANT ARGS...: graph-NAME ("on") and eager-NAME ("off") train with ARGS,
+# the graph run's summary says WANT ("captured_at captures launches"), and its checkpoint is
+# bitwise the eager run's
+against() {
+  local label=$1 name=$2 want=$3 got
+  shift 3
+  check "$label: the graph run trains" run "graph-$name" on "$@"
+  check "$label: the eager run trains" run "eager-$name" off "$@"
+  got=$(launches "graph-$name")
+  check "$label: captured at step 3, captures and launches as expected (want '$want', got '${got:-none}')" \
+    test "$got" = "$want"
+  check "$label: the graph run's checkpoint is bitwise the eager run's" same_ckpt "graph-$name" "eager-$name"
+}
+
 for level in O2 O0; do
-  args=(--set "amp.opt_level=\"$level\"" --set data.batch_size=128 --set data.synthetic_train=4096
-    --set train.max_steps=30 --set log.every=10)
-  check "$level: the graph run trains" run "graph-$level" on "${args[@]}"
-  check "$level: the eager run trains" run "eager-$level" off "${args[@]}"
-  got=$(launches "graph-$level")
-  check "$level: captured once at step 3, launched 25 times (got '${got:-none}')" test "$got" = "3 1 25"
-  check "$level: the graph run's checkpoint is bitwise the eager run's" same_ckpt "graph-$level" "eager-$level"
+  against "$level" "$level" "3 1 25" --set "amp.opt_level=\"$level\"" --set data.batch_size=128 \
+    --set data.synthetic_train=4096 --set train.max_steps=30 --set log.every=10
 done
 # dropout: each launch draws its own step's masks (the kernels read the step from the state)
 args=(--set 'model.preset="wrn"' --set model.depth=10 --set model.widen=2 --set model.dropout=0.3
   --set 'amp.opt_level="O2"' --set data.batch_size=128 --set data.synthetic_train=4096
   --set train.max_steps=30 --set log.every=10)
-check "dropout: the graph run trains" run graph-drop on "${args[@]}"
-check "dropout: the eager run trains" run eager-drop off "${args[@]}"
-got=$(launches graph-drop)
-check "dropout: captured once at step 3, launched 25 times (got '${got:-none}')" test "$got" = "3 1 25"
-check "dropout: the graph run's checkpoint is bitwise the eager run's" same_ckpt graph-drop eager-drop
+against dropout drop "3 1 25" "${args[@]}"
 # accumulation: a graph for the first and one for the last micro-batch, each its own masks
-args+=(--set train.accum_steps=2 --set data.synthetic_train=8192)
-check "accumulation: the graph run trains" run graph-acc on "${args[@]}"
-check "accumulation: the eager run trains" run eager-acc off "${args[@]}"
-got=$(launches graph-acc)
-check "accumulation: two kinds captured at step 3, 50 launches (got '${got:-none}')" test "$got" = "3 2 50"
-check "accumulation: the graph run's checkpoint is bitwise the eager run's" same_ckpt graph-acc eager-acc
+against accumulation acc "3 2 50" "${args[@]}" --set train.accum_steps=2 --set data.synthetic_train=8192
 text=${MPDIST_GPU_GRAPH_TEXT:-}
 if [ -n "$text" ] && [ -d "$text" ]; then
   image=("${common[@]}")
@@ -92,14 +92,9 @@ if [ -n "$text" ] && [ -d "$text" ]; then
     --set 'schedule.type="cosine"' --set train.epochs=1 --set train.eval_every=0
     --set log.progress=plain)
   for attn in flash matrix; do
-    args=(--set "model.attention=\"$attn\"" --set model.dropout=0.1 --set 'amp.opt_level="O2"'
-      --set data.train_limit=4096 --set data.test_limit=64 --set train.max_steps=30
-      --set log.every=10)
-    check "gpt $attn: the graph run trains" run "graph-gpt-$attn" on "${args[@]}"
-    check "gpt $attn: the eager run trains" run "eager-gpt-$attn" off "${args[@]}"
-    got=$(launches "graph-gpt-$attn")
-    check "gpt $attn: captured once at step 3, launched 25 times (got '${got:-none}')" test "$got" = "3 1 25"
-    check "gpt $attn: the graph run's checkpoint is bitwise the eager run's" same_ckpt "graph-gpt-$attn" "eager-gpt-$attn"
+    against "gpt $attn" "gpt-$attn" "3 1 25" --set "model.attention=\"$attn\"" --set model.dropout=0.1 \
+      --set 'amp.opt_level="O2"' --set data.train_limit=4096 --set data.test_limit=64 \
+      --set train.max_steps=30 --set log.every=10
   done
   common=("${image[@]}")
 else
