@@ -103,11 +103,14 @@ bool mp_census_take(mp_census *cs, const mp_census_where *me, double grace_s, ch
         said[from] = got;
     }
     int reporter = c->rank < cs->lowest_overdue ? c->rank : cs->lowest_overdue;
+    /* The silent ranks first: a stopped rank holds the others back too, in the collective it
+     * left unfinished (a ring finishes on some ranks before others), so it is the likely cause. */
     snprintf(text, len, "ranks that did not arrive: ");
     for (int r = 0; r < c->size; r++)
         if (r != c->rank && !heard[r])
             name_rank(cs, r, "", text, len);
-        else if (r != c->rank && said[r].issued < me->oldest)
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank && heard[r] && said[r].issued < me->oldest)
             name_rank(cs, r, ", not there yet: computing, or in an earlier collective", text, len);
     if (!strchr(text, '('))
         snprintf(text, len, "every rank started it, and it did not finish");

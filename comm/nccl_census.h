@@ -47,9 +47,10 @@ void mp_census_serve(mp_census *cs, const mp_census_where *me);
 
 /* Not collective: the census of an overdue rank (*me: its oldest collective is past its limit).
  * Asks the others, collects answers for grace_s seconds (or until all answered), and writes into
- * text (len bytes) what the timeout message appends: "ranks that did not arrive: 1 (host), ...",
- * "every rank started it, and it did not finish", or why that is not known. Returns whether this
- * rank reports: it is the lowest rank known to be past its limit. */
+ * text (len bytes) what the timeout message appends: "ranks that did not arrive: 1 (host), ..."
+ * (the ranks that did not answer first, then those behind), "every rank started it, and it did
+ * not finish", or why that is not known. Returns whether this rank reports: it is the lowest
+ * rank known to be past its limit. */
 bool mp_census_take(mp_census *cs, const mp_census_where *me, double grace_s, char *text,
                     size_t len);
 
