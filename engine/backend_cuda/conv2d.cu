@@ -165,8 +165,8 @@ static mp_status conv_heuristics(const conv_plan *pl, conv_candidate *out, int *
 /* The timed trial (amp.conv_algo = "timed") on the call's own operands d (their contents are
  * overwritten where the direction writes: y, dx or dw, which the call then computes), fastest
  * first, with a workspace of its own: the largest any algorithm asks for within
- * amp.conv_workspace_mb, allocated for the trial and freed after it (not counted; the trial
- * blocks the host). false when the trial could not run (no memory for it, or cuDNN refused),
+ * amp.conv_workspace_mb, allocated for the trial and freed after it (counted as workspace
+ * meanwhile, as PyTorch's allocator counts its benchmark's; the trial blocks the host). false when the trial could not run (no memory for it, or cuDNN refused),
  * the error state cleared: the caller falls back to the heuristic list. */
 static bool conv_trial(conv_plan *pl, const conv_data *d, conv_candidate *out, int *count)
 {
@@ -181,11 +181,9 @@ static bool conv_trial(conv_plan *pl, const conv_data *d, conv_candidate *out, i
             b > ws_bytes)
             ws_bytes = b;
     }
-    void *ws = NULL;
-    if (ws_bytes > 0 && cudaMalloc(&ws, ws_bytes) != cudaSuccess) {
-        ws = NULL;
-        ws_bytes = 0;
-    }
+    void *ws = ws_bytes > 0 ? mp_cuda_mem_alloc(ws_bytes, MP_MEM_WORKSPACE) : NULL;
+    if (!ws)
+        ws_bytes = 0; /* the trial runs the algorithms that need none */
     cudnnStatus_t rc;
     *count = 0;
     switch (pl->key.dir) {
@@ -217,8 +215,7 @@ static bool conv_trial(conv_plan *pl, const conv_data *d, conv_candidate *out, i
         break;
     }
     }
-    if (ws)
-        (void)cudaFree(ws);
+    mp_cuda_mem_free(ws);
     /* an algorithm whose own allocation failed leaves the runtime's last error set, which
      * the next launch's check would take for its own (PyTorch clears it too) */
     (void)cudaGetLastError();
@@ -439,9 +436,13 @@ static const char *conv_algo_name(int dir, int algo)
                                        "WINOGRAD_NONFUSED"};
     static const char *const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
                                          "WINOGRAD_NONFUSED", "FFT_TILING"};
-    const char *const *names = dir == CONV_FWD ? fwd : dir == CONV_BWD_DATA ? data : filter;
-    int n = dir == CONV_FWD ? 8 : dir == CONV_BWD_DATA ? 6 : 7;
-    return algo >= 0 && algo < n ? names[algo] : "?";
+    static const struct {
+        const char *const *names;
+        int n;
+    } dirs[] = {{fwd, (int)(sizeof fwd / sizeof *fwd)},
+                {data, (int)(sizeof data / sizeof *data)},
+                {filter, (int)(sizeof filter / sizeof *filter)}};
+    return algo >= 0 && algo < dirs[dir].n ? dirs[dir].names[algo] : "?";
 }
 
 /* A math type's name: "fma", "tensor op", "tensor op (fp16 conversion)" or "default". */
