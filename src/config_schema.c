@@ -198,8 +198,9 @@ const mp_key mp_config_keys[] = {
      CF(amp.conv_algo),
      .meaning = "How cuDNN's convolution algorithm is chosen per shape: heuristic (cuDNN's "
                 "first listed that fits; the same in every run) or timed (the fastest of a "
-                "timed trial, as PyTorch's cudnn.benchmark; may differ between runs, and with "
-                "it the last bits) (GPU only)."},
+                "timed trial, as PyTorch's cudnn.benchmark, FP32 convolutions timed in NHWC "
+                "and on NCHW copies; may differ between runs, and with it the last bits) (GPU "
+                "only)."},
     {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
      CF(amp.cuda_graphs),
      .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "

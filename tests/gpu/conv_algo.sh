@@ -5,7 +5,9 @@
 #   - correctness: resnet20 O2 fp16 and O0, batch 128, 20 steps with log.profile: each run trains,
 #     prints its convolution plans after the profile (forward, backward data and backward filter),
 #     each plan saying how it was chosen ("timed N ms" or "heuristic"), and the two runs' final
-#     losses are within 5% of each other (other algorithms, other rounding; the same training)
+#     losses are within 5% of each other (other algorithms, other rounding; the same training);
+#     half plans (O2) stay NHWC, and how many of O0's timed FP32 plans chose NCHW (the trial
+#     times that layout too, with its copies) is reported
 #   - speed: WRN-16-4 batch 512 (the issue's slowest row) at O0 and O2 fp16, 60 steps logged
 #     every 20, heuristic and timed alternating, ROUNDS rounds each (default 2): images/s from
 #     each run's summary, the median of each and their ratio
@@ -68,6 +70,12 @@ for level in O2 O0; do
   check "$level: final losses within 5% (timed $(last_loss "timed-$level"), heuristic $(last_loss "heuristic-$level"))" \
     close_losses "timed-$level" "heuristic-$level"
   plans "timed-$level" >"$out/plans-timed-$level.txt"
+  nchw=$(grep -c ', NCHW, ' "$out/plans-timed-$level.txt" || true)
+  if [ "$level" = O2 ]; then
+    check "O2: every half plan runs NHWC ($nchw NCHW)" test "$nchw" = 0
+  else
+    say "O0: $nchw of $(wc -l <"$out/plans-timed-$level.txt") timed FP32 plans chose NCHW"
+  fi
 done
 
 [ "$speed" = 0 ] && levels=() || levels=(O0 O2)

@@ -45,6 +45,8 @@ struct op_case {
         struct {
             mp_conv_desc d;
             int64_t k, r, s; /* filters (K, R, S, C / groups) */
+            mp_conv_layout layout; /* FP32 convolutions' layout on CUDA (mp_gpu_conv_plans) */
+            bool timed;            /* cuDNN's algorithms timed (amp.conv_algo = "timed") */
         } conv;
         bool no_dx; /* batchnorm_backward, layernorm_backward: parameter gradients only */
         bool accumulate; /* embedding_backward: dtable += the sums */

@@ -1,12 +1,14 @@
 /* The op table's convolution, batch normalisation and pooling cases (op_table.h): conv2d forward,
  * backward-data, backward-filter and both gradients at once over strides, padding, dilation,
  * groups, 1x1, 3x3, 5x5 and non-square filters, a 1x1 image and an empty batch, in FP32, fp16,
- * bf16 and mixes (O1's half inputs with an FP32 weight gradient); batchnorm training (y, saved and
- * running statistics), evaluation (save_* left alone) and backward with FP32 parameters and FP32
- * or half activations, and with half parameters (O3); max and average pooling forward and backward
- * with padding and overlap, global average pooling, and max pooling's routing of ties to the first
- * maximum. Shapes the ops do not allow (one value per channel in training, an empty batch for
- * pooling) must be refused by both backends. */
+ * bf16 and mixes (O1's half inputs with an FP32 weight gradient), and every case whose work
+ * dtype is FP32 again in the CUDA backend's NCHW layout (copies around cuDNN's call) and again
+ * with cuDNN's algorithms timed in both layouts (the faster run); batchnorm
+ * training (y, saved and running statistics), evaluation (save_* left alone) and backward with
+ * FP32 parameters and FP32 or half activations, and with half parameters (O3); max and average
+ * pooling forward and backward with padding and overlap, global average pooling, and max
+ * pooling's routing of ties to the first maximum. Shapes the ops do not allow (one value per
+ * channel in training, an empty batch for pooling) must be refused by both backends. */
 #include "tests/gpu/op_table.h"
 
 #include <math.h>
@@ -54,6 +56,7 @@ static void run_conv(const op_case *c, int op)
     mp_gpu_pair a = mp_gpu_random(c->dt[0], 4, s1, &r, -1, 1);
     mp_gpu_pair b = mp_gpu_random(c->dt[1], 4, s2, &r, -1, 1);
     mp_gpu_pair y = mp_gpu_poisoned(c->dt[2], 4, so);
+    mp_gpu_conv_plans(c->u.conv.layout, c->u.conv.timed);
     if (op == 0) {
         OP_BOTH(c, conv2d_forward, d, OP_T(&a), OP_T(&b), OP_T(&y));
         terms = taps * xs[3] / d->groups;
@@ -82,6 +85,7 @@ static void run_conv_backward_both(const op_case *c)
     mp_gpu_pair w = mp_gpu_random(c->dt[1], 4, ws, &r, -1, 1);
     mp_gpu_pair dy = mp_gpu_random(c->dt[2], 4, ys, &r, -1, 1);
     mp_gpu_pair dx = mp_gpu_poisoned(c->dt[0], 4, xs), dw = mp_gpu_poisoned(c->dt[1], 4, ws);
+    mp_gpu_conv_plans(c->u.conv.layout, c->u.conv.timed);
     OP_BOTH(c, conv2d_backward, d, OP_T(&x), OP_T(&w), OP_T(&dy), OP_T(&dw), OP_T(&dx));
     mp_gpu_check(&dw, mp_gpu_atol(ys[0] * ys[1] * ys[2], 1),
                  conv_rtol(c->dt[1], c->dt[0], c->dt[2]), "%s dw", c->name);
@@ -288,20 +292,28 @@ void op_cases_dnn(void)
     const int ngeoms = (int)(sizeof conv_geoms / sizeof conv_geoms[0]);
     for (int i = 0; i < ngeoms; i++)
         for (int op = 0; op < 4; op++)
-            for (int k = 0; k < (op < 3 ? NDT + 3 : NDT); k++) { /* both gradients: one dtype */
-                const conv_geom *g = &conv_geoms[i];
-                op_case c = {.run = conv_runs[op], .shape = {g->n, g->h, g->w, g->c},
-                             .u.conv = {g->d, g->k, g->r, g->s}};
-                for (int j = 0; j < 3; j++)
-                    c.dt[j] = k < NDT ? DTS[k] : mixes[k - NDT][j];
-                if (g->n == 0 && k > 1)
-                    continue;
-                op_add(c, conv_ops[op], 3, 4,
-                       "k %lld %lldx%lld stride %d %d pad %d %d dilation %d %d groups %d",
-                       (long long)g->k, (long long)g->r, (long long)g->s, g->d.stride[0],
-                       g->d.stride[1], g->d.pad[0], g->d.pad[1], g->d.dilation[0],
-                       g->d.dilation[1], g->d.groups);
-            }
+            for (int k = 0; k < (op < 3 ? NDT + 3 : NDT); k++) /* both gradients: one dtype */
+                for (int plans = 0; plans < 3; plans++) { /* cuDNN's heuristic; NCHW; timed */
+                    const conv_geom *g = &conv_geoms[i];
+                    op_case c = {.run = conv_runs[op], .shape = {g->n, g->h, g->w, g->c},
+                                 .u.conv = {g->d, g->k, g->r, g->s,
+                                            plans == 1 ? MP_CONV_LAYOUT_NCHW
+                                                       : MP_CONV_LAYOUT_AUTO,
+                                            plans == 2}};
+                    for (int j = 0; j < 3; j++)
+                        c.dt[j] = k < NDT ? DTS[k] : mixes[k - NDT][j];
+                    /* NCHW and the timed trial of both layouts: where the work dtype is FP32
+                     * (the inputs' when they agree) */
+                    bool f32_work = c.dt[0] == MP_F32 || c.dt[0] != c.dt[1];
+                    if ((g->n == 0 && k > 1) || (plans > 0 && !f32_work))
+                        continue;
+                    op_add(c, conv_ops[op], 3, 4,
+                           "k %lld %lldx%lld stride %d %d pad %d %d dilation %d %d groups %d%s",
+                           (long long)g->k, (long long)g->r, (long long)g->s, g->d.stride[0],
+                           g->d.stride[1], g->d.pad[0], g->d.pad[1], g->d.dilation[0],
+                           g->d.dilation[1], g->d.groups,
+                           plans == 1 ? " NCHW" : plans == 2 ? " timed" : "");
+                }
 
     static const char *const bn_ops[3] = {"batchnorm_forward train", "batchnorm_forward eval",
                                           "batchnorm_backward"};

@@ -3,7 +3,8 @@
  * statistics updated), the residual add + ReLU, a scale and a GEMM with its bias (cuBLASLt) runs
  * eagerly into one set of outputs and is captured into another; nothing runs at the capture,
  * the launch gives the eager outputs byte for byte, and after a new batch is uploaded into the
- * same input a second launch gives the eager outputs for it. The reference backend is not
+ * same input a second launch gives the eager outputs for it; in FP32 also with the convolution
+ * in NCHW (the copies around cuDNN's call captured too). The reference backend is not
  * involved: the ops' own cases compare each op with it. */
 #include "tests/gpu/op_table.h"
 
@@ -69,6 +70,7 @@ static void run_graph(const op_case *c)
     mp_rng_seed(&r, 600, c->seed);
     const mp_dtype dt = c->dt[0];
     const int64_t *xs = c->shape, K = 12, outs = 10;
+    mp_gpu_conv_plans(c->u.conv.layout, false);
     int64_t ws[4] = {K, 3, 3, xs[3]}, ys[4] = {xs[0], xs[1], xs[2], K}, ks[1] = {K};
     int64_t fws[2] = {outs, xs[1] * xs[2] * K}, fbs[1] = {outs};
     mp_gpu_pair x = mp_gpu_random(dt, 4, xs, &r, -1, 1), w = mp_gpu_random(dt, 4, ws, &r, -1, 1);
@@ -103,9 +105,11 @@ static void run_graph(const op_case *c)
 
 void op_cases_graph(void)
 {
-    const mp_dtype dts[3] = {MP_F32, MP_F16, MP_BF16};
-    for (int k = 0; k < 3; k++) {
+    const mp_dtype dts[4] = {MP_F32, MP_F16, MP_BF16, MP_F32};
+    for (int k = 0; k < 4; k++) { /* the last: the FP32 convolution in NCHW, its copies too */
         op_case c = {.run = run_graph, .dt = {dts[k]}, .shape = {4, 7, 5, 3}};
-        op_add(c, "graph", 1, 4, "conv, BatchNorm + ReLU, add + ReLU, scale, GEMM + bias");
+        c.u.conv.layout = k == 3 ? MP_CONV_LAYOUT_NCHW : MP_CONV_LAYOUT_AUTO;
+        op_add(c, "graph", 1, 4, "conv%s, BatchNorm + ReLU, add + ReLU, scale, GEMM + bias",
+               k == 3 ? " (NCHW)" : "");
     }
 }

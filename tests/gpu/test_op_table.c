@@ -84,6 +84,7 @@ double *op_zeros(int64_t n)
 static void run_case(void **state)
 {
     const op_case *c = *state;
+    mp_gpu_conv_plans(MP_CONV_LAYOUT_AUTO, false); /* the default, whatever a failed case left */
     c->run(c);
 }
 

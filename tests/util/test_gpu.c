@@ -9,11 +9,14 @@
 const mp_dtype mp_gpu_dtypes[MP_GPU_NDTYPES] = {MP_F32, MP_F16, MP_BF16};
 
 static const mp_ops *gpu_table;
+static const mp_ops *gpu_cuda; /* the CUDA table mp_gpu_or_skip opened, with gpu_options */
+static mp_backend_options gpu_options;
 
 const mp_ops *mp_gpu_or_skip(void)
 {
     mp_backend_options o = {.device = 0, .allow_tf32 = false,
                             .conv_workspace_bytes = (int64_t)256 << 20};
+    gpu_options = o;
     char why[512] = "";
     const mp_ops *ops = NULL;
     mp_status st = mp_backend_open("cuda", &o, &ops, why, sizeof why);
@@ -26,11 +29,25 @@ const mp_ops *mp_gpu_or_skip(void)
         fprintf(stderr, "cannot open the CUDA backend (status %d): %s\n", (int)st, reason);
         exit(1);
     }
-    gpu_table = ops;
+    gpu_table = gpu_cuda = ops;
     return ops;
 }
 
 void mp_gpu_use(const mp_ops *ops) { gpu_table = ops; }
+
+void mp_gpu_conv_plans(mp_conv_layout layout, bool timed)
+{
+    if (!gpu_cuda || gpu_table != gpu_cuda)
+        return;
+    gpu_options.conv_layout = layout;
+    gpu_options.conv_timed = timed;
+    char why[512] = "";
+    const mp_ops *ops = NULL;
+    if (mp_backend_open("cuda", &gpu_options, &ops, why, sizeof why) != MP_OK || ops != gpu_cuda)
+        fail_msg("reopening the CUDA backend with conv_layout %d, conv_timed %d: %s", (int)layout,
+                 (int)timed,
+                 mp_error_message()[0] ? mp_error_message() : why);
+}
 
 void *mp_gpu_alloc(size_t bytes)
 {

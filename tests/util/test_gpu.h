@@ -34,6 +34,11 @@ const mp_ops *mp_gpu_or_skip(void);
  * (mp_backend_cpu_staged). Call it first in main, in place of mp_gpu_or_skip. */
 void mp_gpu_use(const mp_ops *ops);
 
+/* How the CUDA backend opened by mp_gpu_or_skip makes convolution plans from now on: the layout
+ * FP32 convolutions run in and whether algorithms are timed (the backend reopened with those
+ * options changed; the test fails if that fails); nothing on another device. */
+void mp_gpu_conv_plans(mp_conv_layout layout, bool timed);
+
 /* Bytes after each device tensor of a pair that hold MP_GPU_GUARD_BYTE until something writes
  * past the tensor's end. */
 #define MP_GPU_GUARD 64
