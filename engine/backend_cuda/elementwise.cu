@@ -3,8 +3,8 @@
  * (FP32 arithmetic, each output element rounded once): the CPU backend's rules, so every op but
  * bias_grad gives the CPU's bits. ReLU, scale, fill and add of one dtype run through
  * mp_cuda_elementwise (engine/backend_cuda/vec.cuh: the dtype fixed at compile time, 16-byte
- * loads and stores); bias add, convert and add of mixed dtypes are grid-stride loops that load
- * and store by the tensors' runtime dtypes. bias_grad's column sums are a parallel reduction
+ * loads and stores), and convert the same way with a dtype for each side; bias add and add of
+ * mixed dtypes are grid-stride loops that load and store by the tensors' runtime dtypes. bias_grad's column sums are a parallel reduction
  * whose order is this kernel's own; only its additions, loads and stores are the shared rules. */
 #include "engine/backend_cuda/cuda.h"
 #include "engine/backend_cuda/vec.cuh"
@@ -142,11 +142,37 @@ extern "C" mp_status mp_cuda_fill(mp_tensor *x, double value)
     return MP_OK;
 }
 
-__global__ static void k_convert(const void *src, mp_dtype st, void *dst, mp_dtype dt,
-                                 int64_t n)
+/* n elements of src (dtype ST) rounded into dst (DT) by engine/cast_rule.h: packs of MP_VEC
+ * (one or two 16-byte loads, one or two stores) when `packed`, then the tail one by one. */
+template <mp_dtype ST, mp_dtype DT>
+__global__ static void k_convert(const void *src, void *dst, int64_t n, bool packed)
 {
-    MP_CUDA_FOR(i, n)
-        mp_convert_at(src, st, dst, dt, i);
+    const int64_t packs = packed ? n / MP_VEC : 0;
+    MP_CUDA_FOR(q, packs)
+    {
+        mp_vec<ST, MP_VEC> a;
+        mp_vec<DT, MP_VEC> b;
+        a.load(src, q * MP_VEC);
+#pragma unroll
+        for (int e = 0; e < MP_VEC; e++)
+            b.set(e, a.f32(e));
+        b.store(dst, q * MP_VEC);
+    }
+    MP_CUDA_FOR(j, n - packs * MP_VEC)
+        mp_convert_at(src, ST, dst, DT, packs * MP_VEC + j);
+}
+
+/* Launches k_convert<ST, DT> over n elements, packed when both tensors are aligned to a pack. */
+template <mp_dtype ST, mp_dtype DT>
+static mp_status convert_as(const void *src, void *dst, int64_t n)
+{
+    typedef mp_vec<ST, MP_VEC> src_pack;
+    typedef mp_vec<DT, MP_VEC> dst_pack;
+    bool packed = mp_vec_aligned(alignof(src_pack), {src}) &&
+                  mp_vec_aligned(alignof(dst_pack), {dst});
+    MP_LAUNCH((k_convert<ST, DT>), mp_cuda_blocks(packed ? n / MP_VEC : n), 256, src, dst, n,
+              packed);
+    return MP_OK;
 }
 
 extern "C" mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst)
@@ -156,9 +182,11 @@ extern "C" mp_status mp_cuda_convert(const mp_tensor *src, mp_tensor *dst)
     MP_CUDA_REQUIRE(mp_tensor_numel(dst) == n, "convert");
     if (n && src->dtype == dst->dtype)
         return mp_cuda_copy(dst->data, src->data, (size_t)mp_tensor_bytes(src));
-    if (n)
-        MP_LAUNCH(k_convert, mp_cuda_blocks(n), 256, src->data, src->dtype, dst->data,
-                  dst->dtype, n);
+    if (n == 0)
+        return MP_OK;
+    MP_VEC_BY_DTYPE(src->dtype, ST, MP_VEC_BY_DTYPE(dst->dtype, DT,
+                                                    return convert_as<ST, DT>(src->data,
+                                                                              dst->data, n)));
     return MP_OK;
 }
 
