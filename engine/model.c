@@ -167,7 +167,8 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
 
 /* The plan of m's activations and activation-gradient ping-pong over a training step
  * (engine/plan.h): forward, the loss reading the logits, backward (with recomputation, each
- * block's forward again inside it); placed, not yet bound to memory. */
+ * block's forward again inside it); placed, not yet bound to memory. A forward_only model's
+ * ends at the loss: what only backward uses gets no storage. */
 static void plan_activations(mp_model *m)
 {
     mp_seq s = top(m);
@@ -178,11 +179,17 @@ static void plan_activations(mp_model *m)
     int64_t ds[2] = {m->max_batch, widest};
     for (int i = 0; i < 2; i++) { /* activation gradients: sized for the widest element */
         m->dbuf[i] = mp_tensor_view(NULL, mp_seq_scratch_dtype(elem), 2, ds);
-        mp_plan_add(p, &m->dbuf[i]);
+        if (!m->forward_only)
+            mp_plan_add(p, &m->dbuf[i]);
     }
+    p->drop_unwalked = m->forward_only;
     const mp_tensor *logits = mp_seq_plan_forward(&s, NULL, p);
     m->forward_end = p->tick;
     mp_plan_read(p, logits, ++p->tick); /* the loss */
+    if (m->forward_only) {
+        mp_plan_place(p);
+        return;
+    }
     for (int i = 0; i < 2; i++)
         mp_plan_write(p, &m->dbuf[i], p->tick + 1);
     mp_seq_plan_backward(&s, NULL, p, m->backward_end);
@@ -218,7 +225,8 @@ mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int6
         return mp_fail(MP_EINTERNAL, "model: out of host memory planning the activations");
     m->amp = *amp;
     m->max_batch = max_batch;
-    m->recompute = o && o->recompute;
+    m->forward_only = o && o->forward_only;
+    m->recompute = o && o->recompute && !m->forward_only;
     m->plan.apart = o && o->unplanned;
     mp_status st = build_layers(m->layers, &m->nlayers, NULL, specs, nspecs, in_shape,
                                 num_classes, !(o && o->unfused));
@@ -240,7 +248,8 @@ mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spe
                               const mp_model_opts *o)
 {
     memset(m, 0, sizeof *m);
-    m->recompute = o && o->recompute;
+    m->forward_only = o && o->forward_only;
+    m->recompute = o && o->recompute && !m->forward_only;
     if (nspecs < 1 || nspecs > MP_MAX_LAYERS)
         return mp_fail(MP_EUSAGE, "model: needs 1 to %d layers (got %d)", MP_MAX_LAYERS, nspecs);
     m->ops = ops;
@@ -362,6 +371,9 @@ static mp_status layer_done(void *arg, int i)
 
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits)
 {
+    if (m->forward_only)
+        return mp_fail(MP_EINTERNAL, "model: built for the forward pass alone (evaluation), "
+                       "it has no storage for a backward pass");
     mp_seq s = top(m);
     mp_layer_hook hook = {layer_done, m};
     return mp_seq_backward(&s, x, dlogits, NULL, m->dbuf, m->grads_ready ? &hook : NULL);

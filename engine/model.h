@@ -27,6 +27,9 @@ typedef struct mp_model_opts {
                                    apart: the tests' reference for the plan) */
     bool unfused;               /* BatchNorm and ReLU as two layers (mp_layers_fuse not run:
                                    the tests' reference for the fused ops) */
+    bool forward_only;          /* evaluation and sampling: activations planned over the
+                                   forward pass alone (no activation gradients, no backward
+                                   scratch, no recomputation); backward is refused */
 } mp_model_opts;
 
 typedef struct mp_model {
@@ -47,6 +50,7 @@ typedef struct mp_model {
     mp_tensor acts[MP_MAX_LAYERS];  /* each layer's output (max_batch, ...) */
     mp_tensor dbuf[2];              /* ping-pong activation gradients (max_batch, widest) */
     bool recompute;                 /* the blocks recompute (mp_model_opts) */
+    bool forward_only;              /* planned for the forward pass alone (mp_model_opts) */
     /* Every activation and scratch tensor above (the layers' and their blocks') is a view of
      * one arena (MP_MEM_ACTIVATIONS) that the plan lays out over a training step: tensors
      * whose lifetimes do not overlap share bytes (engine/plan.h, docs/memory.md). The plan
@@ -106,9 +110,9 @@ mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
                                   int64_t *act_elems);
 
 /* The bytes of the activation arena mp_model_build_opts would allocate for these specs under
- * policy amp and options o (NULL: the defaults; recompute, unplanned and unfused are read: the
- * plan, engine/plan.h, made without memory), into *act_bytes. MP_EUSAGE for a bad spec, as
- * mp_model_build. */
+ * policy amp and options o (NULL: the defaults; recompute, unplanned, unfused and forward_only
+ * are read: the plan, engine/plan.h, made without memory), into *act_bytes. MP_EUSAGE for a bad
+ * spec, as mp_model_build. */
 mp_status mp_model_plan_bytes(const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
                               int64_t num_classes, int64_t max_batch, const mp_amp_policy *amp,
                               const mp_model_opts *o, int64_t *act_bytes);
@@ -144,7 +148,8 @@ mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp
 
 /* Backward from dlogits (n positions, num_classes) for the batch last passed to forward;
  * writes every parameter's gradient into the flat gradient buffer (overwriting it), calling
- * grads_ready as the layers finish (last layer first). */
+ * grads_ready as the layers finish (last layer first). MP_EINTERNAL for a model built
+ * forward_only. */
 mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dlogits);
 
 /* Sets the persistent buffers (BatchNorm running statistics) aside before a training forward

@@ -168,8 +168,17 @@ static int by_offset(const void *x, const void *y)
     return a->offset < b->offset ? -1 : a->offset > b->offset;
 }
 
+/* Whether buffer b gets no storage: drop_unwalked, and the walk never reached it. */
+static bool dropped(const mp_plan *p, const mp_plan_buf *b)
+{
+    return p->drop_unwalked && b->nspan == 0;
+}
+
 void mp_plan_place(mp_plan *p)
 {
+    for (int i = 0; i < p->n; i++)
+        if (dropped(p, &p->buf[i]))
+            p->buf[i].bytes = 0;
     if (p->apart) {
         p->size = 0;
         for (int i = 0; i < p->n; i++) {
@@ -218,7 +227,7 @@ void mp_plan_place(mp_plan *p)
 void mp_plan_bind(const mp_plan *p, char *base)
 {
     for (int i = 0; i < p->n; i++)
-        p->buf[i].t->data = base ? base + p->buf[i].offset : NULL;
+        p->buf[i].t->data = base && !dropped(p, &p->buf[i]) ? base + p->buf[i].offset : NULL;
 }
 
 bool mp_plan_live(const mp_plan *p, int i, int64_t tick)

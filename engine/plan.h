@@ -45,6 +45,8 @@ typedef struct mp_plan {
     int64_t tick;       /* the last op numbered (the walk's counter) */
     size_t size;        /* the arena's bytes, once placed */
     bool apart;         /* place every buffer in bytes of its own (a reference for tests) */
+    bool drop_unwalked; /* a tensor the walk never wrote or read gets no bytes and no storage
+                           (data NULL): a forward-only plan's backward scratch */
 } mp_plan;
 
 /* Adds the tensor *t (shape and dtype set, no storage yet) to the plan, which later points its
@@ -63,11 +65,12 @@ void mp_plan_inplace(mp_plan *p, const mp_tensor *out, const mp_tensor *in, int6
 
 /* Joins the in-place pairs that qualify and places every buffer at the lowest offset where it
  * overlaps no buffer live at the same time (largest first, as TVM's greedy planner); sets size.
- * A tensor the walk never wrote or read is kept apart from every other. With p->apart, one after
- * the other instead, nothing shared. */
+ * A tensor the walk never wrote or read is kept apart from every other, or with
+ * p->drop_unwalked gets no bytes. With p->apart, one after the other instead, nothing shared. */
 void mp_plan_place(mp_plan *p);
 
-/* Points every planned tensor's data into the arena at base (mp_plan_place's size bytes). */
+/* Points every planned tensor's data into the arena at base (mp_plan_place's size bytes); a
+ * dropped one's (drop_unwalked) at NULL. */
 void mp_plan_bind(const mp_plan *p, char *base);
 
 /* Whether buffer i (a root) is live after op `tick` has run and before op tick + 1: a span

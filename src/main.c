@@ -362,7 +362,8 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
     mp_trainer t;
     memset(&t, 0, sizeof t);
     if (rc == 0)
-        rc = agree(&comm, mp_train_setup(&t, &cfg, &comm));
+        rc = agree(&comm, cli->cmd == MP_CMD_EVAL ? mp_train_setup_eval(&t, &cfg, &comm)
+                                                  : mp_train_setup(&t, &cfg, &comm));
     if (rc == 0)
         rc = cli->cmd == MP_CMD_EVAL ? evaluate(&t, cli) : train(&t, cli, &cfg);
     mp_train_free(&t);

@@ -33,7 +33,8 @@ static mp_status build(const mp_config *c, mp_model *m)
     MP_TRY(mp_backend_open("cpu", &bo, &ops, why, sizeof why));
     int64_t in_shape[3] = {1, c->data.context, 1};
     mp_amp_policy amp = mp_train_amp_policy(c);
-    mp_status st = mp_model_build(m, ops, specs, n, in_shape, c->data.num_classes, 1, &amp);
+    mp_status st = mp_model_build_opts(m, ops, specs, n, in_shape, c->data.num_classes, 1, &amp,
+                                       &(mp_model_opts){.forward_only = true});
     if (st != MP_OK)
         return mp_fail(st, "%s: %s", c->path, mp_error_message());
     if (m->positions != c->data.context || m->num_classes != BYTES)

@@ -89,6 +89,7 @@ typedef struct mp_trainer {
     int device;             /* the CUDA device of this rank, -1 on the CPU */
     int cpu_threads;        /* the CPU libraries' threads per rank (mp_backend_cpu_threads) */
     bool device_comm;       /* mp_train_connect opened comm's device transport (NCCL) */
+    bool forward_only;      /* set up to evaluate only (mp_train_setup_eval) */
     int64_t steps_per_epoch, total_steps;
     mp_named_tensor bufs[MP_MAX_PARAMS]; /* the model's persistent buffers, made equal to
                                             rank 0's before each evaluation */
@@ -128,6 +129,11 @@ typedef struct mp_trainer {
  * mp_comm_agree before going on. MP_EUSAGE for settings this build cannot run or a model
  * too big for the host, MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
+
+/* mp_train_setup for evaluation alone (mpdist eval): the model's activations planned over the
+ * forward pass (mp_model_opts.forward_only), its parameters whole on every rank (no ZeRO
+ * sharding), no optimizer state. Such a trainer evaluates and loads weights; it cannot train. */
+mp_status mp_train_setup_eval(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
 /* The layer specs of c's model (model.layers, or the preset with its keys) into specs (room
  * for MP_MAX_LAYERS), their count in *n. MP_EUSAGE naming c's file for a preset's bad depth. */

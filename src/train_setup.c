@@ -150,7 +150,9 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     int64_t act_bytes = 0; /* the planned arena's, exactly */
     if (st == MP_OK)
         st = mp_model_plan_bytes(specs, n, in_shape, c->data.num_classes, c->data.batch_size,
-                                 &t->amp, &(mp_model_opts){.recompute = c->model.recompute},
+                                 &t->amp,
+                                 &(mp_model_opts){.recompute = c->model.recompute,
+                                                  .forward_only = t->forward_only},
                                  &act_bytes);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
@@ -206,10 +208,11 @@ static mp_status build_model(mp_trainer *t)
     MP_TRY(mp_train_model_specs(c, specs, &n));
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));
-    bool zero = c->optim.zero > 0 && t->comm->size > 1;
+    bool zero = c->optim.zero > 0 && t->comm->size > 1 && !t->forward_only;
     mp_model_opts mo = {.shard_rank = zero ? t->comm->rank : 0,
                         .shard_size = zero ? t->comm->size : 1,
-                        .recompute = c->model.recompute};
+                        .recompute = c->model.recompute,
+                        .forward_only = t->forward_only};
     mp_status st = mp_model_build_opts(&t->model, t->ops, specs, n, in_shape,
                                        c->data.num_classes, c->data.batch_size, &t->amp, &mo);
     if (st != MP_OK)
@@ -469,9 +472,11 @@ static int cpu_threads(const mp_comm *comm)
     return share > 0 ? share : 1;
 }
 
-mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
+/* mp_train_setup, or with forward_only mp_train_setup_eval. */
+static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool forward_only)
 {
     memset(t, 0, sizeof *t);
+    t->forward_only = forward_only;
     t->cfg = cfg;
     t->comm = comm;
     MP_TRY(open_backend(t));
@@ -488,7 +493,8 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
                        (long long)t->train.count, comm->size);
     plan_steps(t);
     setup_schedule(t);
-    setup_optimizer(t);
+    if (!forward_only)
+        setup_optimizer(t);
     MP_TRY(setup_buckets(t));
     mp_loader_config lc = {.data = &t->train,
                            .threads = (int)cfg->data.loader_threads,
@@ -532,6 +538,16 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
             return MP_EINTERNAL; /* mem_alloc or host_alloc said why */
     }
     return MP_OK;
+}
+
+mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
+{
+    return setup(t, cfg, comm, false);
+}
+
+mp_status mp_train_setup_eval(mp_trainer *t, const mp_config *cfg, mp_comm *comm)
+{
+    return setup(t, cfg, comm, true);
 }
 
 void mp_train_free(mp_trainer *t)
