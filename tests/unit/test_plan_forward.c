@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
-#include "engine/presets.h"
 #include "engine/rng.h"
+#include "tests/util/test_model.h"
 
 static void build(mp_model *m, const mp_layer_spec *specs, int n, const int64_t in[3],
                   int64_t classes, int64_t batch, const mp_amp_policy *amp, bool forward_only)
@@ -50,13 +49,8 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
         build(&b, specs, n, in, classes, batch, &amp, true);
         mp_rng r;
         mp_rng_seed(&r, 23, (uint64_t)li);
-        int64_t xs[4] = {batch, in[0], in[1], in[2]};
-        mp_tensor x = mp_tensor_alloc(mp_model_input_dtype(&a), 4, xs, MP_MEM_WORKSPACE);
-        bool ids = strcmp(preset, "gpt") == 0;
-        for (int64_t i = 0; i < mp_tensor_numel(&x); i++)
-            mp_store(x.data, x.dtype, (size_t)i,
-                     ids ? (double)(int)(mp_rng_uniform(&r) * (double)classes)
-                         : 2.0 * mp_rng_uniform(&r) - 1.0);
+        mp_tensor x = mp_test_model_input(&a, batch, in, classes, strcmp(preset, "gpt") == 0,
+                                          &r);
         size_t cap = (size_t)(batch * a.positions * classes) * sizeof(double);
         unsigned char *want = malloc(cap), *got = malloc(cap);
         assert_true(want && got);
@@ -96,40 +90,16 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
     }
 }
 
-static void test_cnns(void **state)
+static void test_presets(void **state)
 {
     (void)state;
-    const int64_t hidden[] = {32, 16}, mnist[3] = {28, 28, 1}, cifar[3] = {16, 16, 3};
-    mp_preset_args mlp = {.hidden = hidden, .nhidden = 2}, none = {0};
-    check("mlp", &mlp, mnist, 10);
-    check("cnn", &none, mnist, 10);
-    check("cnn_bn", &none, mnist, 10);
-    mp_preset_args resnet = {.depth = 20}, wrn = {.depth = 10, .widen = 2, .dropout = 0.3};
-    check("resnet20", &resnet, cifar, 10);
-    check("wrn", &wrn, cifar, 10);
-    mp_preset_args resnext = {.depth = 11, .cardinality = 2, .width = 4};
-    check("resnext", &resnext, cifar, 10);
-}
-
-static void test_transformers(void **state)
-{
-    (void)state;
-    const int64_t mnist[3] = {28, 28, 1}, text[3] = {1, 9, 1};
-    for (int matrix = 0; matrix < 2; matrix++) {
-        mp_preset_args vit = {.depth = 2, .dim = 16, .heads = 2, .dropout = 0.1,
-                              .conv_stem = true, .matrix_attention = matrix};
-        check("vit", &vit, mnist, 10);
-        mp_preset_args gpt = {.depth = 2, .dim = 16, .heads = 2, .dropout = 0.1,
-                              .matrix_attention = matrix};
-        check("gpt", &gpt, text, 37);
-    }
+    mp_test_each_preset(check, true, true);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cnns),
-        cmocka_unit_test(test_transformers),
+        cmocka_unit_test(test_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

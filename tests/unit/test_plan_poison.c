@@ -14,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/model.h"
-#include "engine/presets.h"
 #include "engine/rng.h"
+#include "tests/util/test_model.h"
 
 /* Whether the bytes of plan buffers i and j (roots) overlap. */
 static bool overlaps(const mp_plan *p, int i, int j)
@@ -118,13 +117,8 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
             build(&b, specs, n, in, classes, batch, &amp, recompute, false);
             mp_rng r;
             mp_rng_seed(&r, 21, (uint64_t)li);
-            int64_t xs[4] = {batch, in[0], in[1], in[2]};
-            mp_tensor x = mp_tensor_alloc(mp_model_input_dtype(&a), 4, xs, MP_MEM_WORKSPACE);
-            bool ids = strcmp(preset, "gpt") == 0;
-            for (int64_t i = 0; i < mp_tensor_numel(&x); i++)
-                mp_store(x.data, x.dtype, (size_t)i,
-                         ids ? (double)(int)(mp_rng_uniform(&r) * (double)classes)
-                             : 2.0 * mp_rng_uniform(&r) - 1.0);
+            mp_tensor x = mp_test_model_input(&a, batch, in, classes,
+                                              strcmp(preset, "gpt") == 0, &r);
             int64_t ds[2] = {batch * a.positions, classes};
             mp_tensor dl = mp_tensor_alloc(a.acts[a.nlayers - 1].dtype, 2, ds, MP_MEM_WORKSPACE);
             for (int64_t i = 0; i < mp_tensor_numel(&dl); i++)
@@ -174,16 +168,7 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
 static void test_cnns(void **state)
 {
     (void)state;
-    const int64_t hidden[] = {32, 16}, mnist[3] = {28, 28, 1}, cifar[3] = {16, 16, 3};
-    mp_preset_args mlp = {.hidden = hidden, .nhidden = 2}, none = {0};
-    check("mlp", &mlp, mnist, 10);
-    check("cnn", &none, mnist, 10);
-    check("cnn_bn", &none, mnist, 10);
-    mp_preset_args resnet = {.depth = 20}, wrn = {.depth = 10, .widen = 2, .dropout = 0.3};
-    check("resnet20", &resnet, cifar, 10);
-    check("wrn", &wrn, cifar, 10);
-    mp_preset_args resnext = {.depth = 11, .cardinality = 2, .width = 4};
-    check("resnext", &resnext, cifar, 10);
+    mp_test_each_preset(check, true, false);
 }
 
 /* Issue 48's goal at the benchmark's shapes (32x32x3, O2 fp16; the ratio does not depend on the
@@ -221,15 +206,7 @@ static void test_goal(void **state)
 static void test_transformers(void **state)
 {
     (void)state;
-    const int64_t mnist[3] = {28, 28, 1}, text[3] = {1, 9, 1};
-    for (int matrix = 0; matrix < 2; matrix++) {
-        mp_preset_args vit = {.depth = 2, .dim = 16, .heads = 2, .dropout = 0.1,
-                              .conv_stem = true, .matrix_attention = matrix};
-        check("vit", &vit, mnist, 10);
-        mp_preset_args gpt = {.depth = 2, .dim = 16, .heads = 2, .dropout = 0.1,
-                              .matrix_attention = matrix};
-        check("gpt", &gpt, text, 37);
-    }
+    mp_test_each_preset(check, false, true);
 }
 
 int main(void)

@@ -52,3 +52,40 @@ void mp_test_model_gradcheck(mp_model *m, const mp_tensor *x, const mp_tensor *d
         test_free(num);
     }
 }
+
+void mp_test_each_preset(mp_test_preset_check check, bool cnns, bool transformers)
+{
+    const int64_t mnist[3] = {28, 28, 1}, cifar[3] = {16, 16, 3}, text[3] = {1, 9, 1};
+    if (cnns) {
+        const int64_t hidden[] = {32, 16};
+        mp_preset_args mlp = {.hidden = hidden, .nhidden = 2}, none = {0};
+        check("mlp", &mlp, mnist, 10);
+        check("cnn", &none, mnist, 10);
+        check("cnn_bn", &none, mnist, 10);
+        mp_preset_args resnet = {.depth = 20}, wrn = {.depth = 10, .widen = 2, .dropout = 0.3};
+        check("resnet20", &resnet, cifar, 10);
+        check("wrn", &wrn, cifar, 10);
+        mp_preset_args resnext = {.depth = 11, .cardinality = 2, .width = 4};
+        check("resnext", &resnext, cifar, 10);
+    }
+    for (int matrix = 0; transformers && matrix < 2; matrix++) {
+        mp_preset_args vit = {.depth = 2, .dim = 16, .heads = 2, .dropout = 0.1,
+                              .conv_stem = true, .matrix_attention = matrix};
+        check("vit", &vit, mnist, 10);
+        mp_preset_args gpt = {.depth = 2, .dim = 16, .heads = 2, .dropout = 0.1,
+                              .matrix_attention = matrix};
+        check("gpt", &gpt, text, 37);
+    }
+}
+
+mp_tensor mp_test_model_input(const mp_model *m, int64_t batch, const int64_t in[3],
+                              int64_t classes, bool ids, mp_rng *r)
+{
+    int64_t xs[4] = {batch, in[0], in[1], in[2]};
+    mp_tensor x = mp_tensor_alloc(mp_model_input_dtype(m), 4, xs, MP_MEM_WORKSPACE);
+    for (int64_t i = 0; i < mp_tensor_numel(&x); i++)
+        mp_store(x.data, x.dtype, (size_t)i,
+                 ids ? (double)(int)(mp_rng_uniform(r) * (double)classes)
+                     : 2.0 * mp_rng_uniform(r) - 1.0);
+    return x;
+}
