@@ -56,7 +56,9 @@ typedef struct mp_model {
      * whose lifetimes do not overlap share bytes (engine/plan.h, docs/memory.md). The plan
      * keeps the lifetimes: its ops are numbered from 1, forward_end the last op of forward,
      * then the loss, then backward_end[i] the last op of top-level layer i's backward (a
-     * block's: its window's, where every read of its inner layers counts). */
+     * block's: its window's, where every read of its inner layers counts). A forward_only
+     * model's plan ends at the loss: backward_end is all zero, and dbuf and the blocks'
+     * backward scratch have no storage (data NULL). */
     mp_plan plan;
     void *arena;
     int64_t forward_end, backward_end[MP_MAX_LAYERS];

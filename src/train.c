@@ -591,6 +591,9 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
 {
     memset(r, 0, sizeof *r);
     r->device_used_peak = -1;
+    if (t->forward_only)
+        return mp_fail(MP_EINTERNAL, "train: the trainer was set up to evaluate only "
+                       "(mp_train_setup_eval)");
     mp_window w = {.t0 = mp_now()};
     mp_status st = t->ops->mark_record(&w.mark[0]);
     if (st == MP_OK)

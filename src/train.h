@@ -195,7 +195,8 @@ mp_status mp_train_write_state(mp_trainer *t);
 /* Trains for train.epochs (or until train.max_steps) and evaluates; collective. The host waits
  * for the device only at host points: every step when the backend's memory is the host's, else
  * at logging, evaluation, checkpoint, budget, epoch-end and last steps, where it reads the state
- * (loss scale, skipped steps, stop signals, divergence). */
+ * (loss scale, skipped steps, stop signals, divergence). MP_EINTERNAL for a trainer set up by
+ * mp_train_setup_eval. */
 mp_status mp_train_run(mp_trainer *t, mp_train_result *r);
 
 /* Rank 0 writes state s as the checkpoint of `at` into r->checkpoint (the other ranks take part

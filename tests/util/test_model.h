@@ -6,6 +6,7 @@
 
 #include "engine/model.h"
 #include "engine/presets.h"
+#include "engine/rng.h"
 
 /* O0 with every dtype FP64 (weights, norm parameters, compute, input): gradient checks. */
 mp_amp_policy mp_test_f64_policy(void);
