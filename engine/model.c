@@ -167,7 +167,7 @@ mp_status mp_model_build(mp_model *m, const mp_ops *ops, const mp_layer_spec *sp
 
 /* The plan of m's activations and activation-gradient ping-pong over a training step
  * (engine/plan.h): forward, the loss reading the logits, backward (with recomputation, each
- * block's forward again inside it); placed, not yet bound to memory. A forward_only model's
+ * block's forward again inside it); placed, not yet bound to memory. A forward_only model's plan
  * ends at the loss: what only backward uses gets no storage. */
 static void plan_activations(mp_model *m)
 {

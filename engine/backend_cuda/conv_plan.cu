@@ -247,7 +247,7 @@ static mp_status conv_nchw_data(const conv_plan *pl, conv_data *r)
 
 /* After an FP32 plan chose its layout: an NCHW plan adds its shapes to the need; otherwise a
  * buffer larger than the need (grown for a trial NHWC won) is freed, a move for the graphs that
- * may point at it (graph_valid), and grown back to the need. */
+ * may point at it (graph_valid), and one smaller (a grow that failed) grown to the need. */
 static mp_status conv_nchw_settle(const conv_plan *pl)
 {
     size_t bytes[ROLES];
@@ -258,12 +258,14 @@ static mp_status conv_nchw_settle(const conv_plan *pl)
             *need = bytes[role] > *need ? bytes[role] : *need;
             continue;
         }
-        if (mp_conv_nchw_bytes[role] <= *need)
+        if (mp_conv_nchw_bytes[role] == *need)
             continue;
-        mp_cuda_ctx_get()->moves++;
-        mp_cuda_mem_free(mp_conv_nchw[role]);
-        mp_conv_nchw[role] = NULL;
-        mp_conv_nchw_bytes[role] = 0;
+        if (mp_conv_nchw_bytes[role] > *need) {
+            mp_cuda_ctx_get()->moves++;
+            mp_cuda_mem_free(mp_conv_nchw[role]);
+            mp_conv_nchw[role] = NULL;
+            mp_conv_nchw_bytes[role] = 0;
+        }
         if (*need > 0)
             MP_TRY(mp_cuda_grow(&mp_conv_nchw[role], &mp_conv_nchw_bytes[role], *need));
     }
