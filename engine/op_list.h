@@ -76,6 +76,14 @@ MP_OP(void, graph_free, (void *graph))
  * re-capture runs in CI. */
 MP_OP(bool, graph_valid, (const void *graph))
 
+/* A host call in the queue's order, for what a graph holds that is no op (the staged CPU
+ * backend's collectives: comm/comm_device.c): on the staged CPU backend inside a capture,
+ * fn is recorded with a copy of the `bytes` at arg and called with that copy in its place at
+ * each launch (its failure fails the launch); outside a capture, and on the plain CPU backend,
+ * fn(arg) runs now. CUDA refuses it (MP_EUSAGE): a collective in a CUDA graph is NCCL's own
+ * node, captured from the communication stream. */
+MP_OP(mp_status, graph_call, (mp_status (*fn)(const void *arg), const void *arg, size_t bytes))
+
 /* The backend's native queue (CUDA: its cudaStream_t), for a transport that orders its own
  * work after it (comm/transport_nccl.c); NULL on the CPU. */
 MP_OP(void *, queue, (void))

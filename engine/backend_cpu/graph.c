@@ -314,6 +314,33 @@ static mp_status rec_softmax_xent_out(const mp_tensor *logits, const int32_t *la
     return rec_softmax_xent(logits, labels, smoothing, grad_scale, st, out, dlogits);
 }
 
+/* graph_call: recorded with a copy of its argument inside a capture, run now outside one. */
+typedef struct rec_call_args {
+    mp_status (*fn)(const void *arg);
+    const void *arg; /* the copy, owned by the graph */
+} rec_call_args;
+
+static mp_status play_call(const void *p)
+{
+    const rec_call_args *r = p;
+    return r->fn(r->arg);
+}
+
+static mp_status rec_graph_call(mp_status (*fn)(const void *arg), const void *arg, size_t bytes)
+{
+    mp_cpu_graph *g = capturing;
+    if (!g)
+        return fn(arg);
+    rec_call_args *r = graph_alloc(g, sizeof *r);
+    if (!r)
+        return graph_failed(g, mp_fail(MP_EINTERNAL, "graph capture: out of host memory"));
+    void *copy = copy_pointee(g, arg, bytes);
+    if (!copy)
+        return g->failed;
+    *r = (rec_call_args){fn, copy};
+    return record(g, play_call, r);
+}
+
 static void graph_free(void *p)
 {
     mp_cpu_graph *g = p;
@@ -384,7 +411,7 @@ void mp_cpu_graph_staged(mp_ops *ops)
     MP_G_SET(attention_backward) MP_G_SET(attention_flash_forward)
     MP_G_SET(attention_flash_backward) MP_G_SET(copy_out) MP_G_SET(fence_record)
     MP_G_SET(fence_wait) MP_G_SET(mark_record) MP_G_SET(mark_elapsed) MP_G_SET(grad_stats)
-    MP_G_SET(sync) MP_G_SET(mem_alloc) MP_G_SET(mem_free)
+    MP_G_SET(sync) MP_G_SET(mem_alloc) MP_G_SET(mem_free) MP_G_SET(graph_call)
 #undef MP_G_SET
     ops->copy_in = rec_copy_in_pinned;
     ops->softmax_xent = rec_softmax_xent_out;
@@ -420,4 +447,10 @@ bool mp_cpu_graph_valid(const void *graph)
 {
     (void)graph;
     return false;
+}
+
+mp_status mp_cpu_graph_call(mp_status (*fn)(const void *arg), const void *arg, size_t bytes)
+{
+    (void)bytes;
+    return fn(arg);
 }

@@ -78,3 +78,13 @@ extern "C" bool mp_cuda_graph_valid(const void *graph)
     const mp_cuda_graph *g = (const mp_cuda_graph *)graph;
     return g && g->moves == mp_cuda_ctx_get()->moves;
 }
+
+extern "C" mp_status mp_cuda_graph_call(mp_status (*fn)(const void *arg), const void *arg,
+                                        size_t bytes)
+{
+    (void)fn;
+    (void)arg;
+    (void)bytes;
+    return mp_fail(MP_EUSAGE, "graph_call: a CUDA graph holds NCCL's collectives as its own "
+                   "nodes, not host calls");
+}

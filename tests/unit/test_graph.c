@@ -292,6 +292,56 @@ static void test_capture_is_per_thread(void **state)
     ops->fence_free(fence);
 }
 
+/* graph_call's callee: adds the argument's step to the counter it points at. */
+typedef struct call_arg {
+    int *counter;
+    int step;
+} call_arg;
+
+static mp_status count_call(const void *arg)
+{
+    const call_arg *a = arg;
+    *a->counter += a->step;
+    return a->step < 0 ? mp_fail(MP_ECOMM, "the call failed") : MP_OK;
+}
+
+/* graph_call (a collective in a staged graph): recorded with a copy of its argument, called at
+ * each launch in its place among the ops (after the op before it, before the one after), not at
+ * the capture; a failure it returns fails the launch. Outside a capture it runs at once. */
+static void test_host_call_at_launch(void **state)
+{
+    (void)state;
+    float *dev = ops->mem_alloc(sizeof(float), MP_MEM_WORKSPACE);
+    int64_t shape[1] = {1};
+    mp_tensor x = mp_tensor_view(dev, MP_F32, 1, shape);
+    int counter = 0;
+    call_arg a = {&counter, 5};
+    assert_int_equal(ops->graph_call(count_call, &a, sizeof a), MP_OK);
+    assert_int_equal(counter, 5);
+    assert_int_equal(ops->graph_begin(), MP_OK);
+    assert_int_equal(ops->fill(&x, 2.0), MP_OK);
+    assert_int_equal(ops->graph_call(count_call, &a, sizeof a), MP_OK);
+    a.step = 100; /* the graph holds its copy */
+    assert_int_equal(ops->scale(&x, 3.0), MP_OK);
+    void *g;
+    assert_int_equal(ops->graph_end(&g), MP_OK);
+    assert_int_equal(counter, 5);
+    for (int k = 1; k <= 2; k++) {
+        assert_int_equal(ops->graph_launch(g), MP_OK);
+        assert_int_equal(counter, 5 + 5 * k);
+        assert_true(*dev == 6.0f);
+    }
+    ops->graph_free(g);
+    a.step = -1;
+    assert_int_equal(ops->graph_begin(), MP_OK);
+    assert_int_equal(ops->graph_call(count_call, &a, sizeof a), MP_OK);
+    assert_int_equal(ops->graph_end(&g), MP_OK);
+    assert_int_equal(ops->graph_launch(g), MP_ECOMM);
+    assert_non_null(strstr(mp_error_message(), "the call failed"));
+    ops->graph_free(g);
+    ops->mem_free(dev);
+}
+
 static void test_plain_cpu_has_none(void **state)
 {
     (void)state;
@@ -310,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_mask_step_from_state),
         cmocka_unit_test(test_host_waits_refused),
         cmocka_unit_test(test_capture_is_per_thread),
+        cmocka_unit_test(test_host_call_at_launch),
         cmocka_unit_test(test_plain_cpu_has_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
