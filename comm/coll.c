@@ -41,6 +41,9 @@ mp_status mp_comm_host_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
 {
     if (c->broken) /* the failure's message stays the one to print */
         return MP_ECOMM;
+    if (c->capture)
+        return mp_fail(MP_EINTERNAL, "comm: %s: a host collective inside a graph's capture, "
+                       "which the graph cannot hold", coll->what);
     if (c->issued >= MP_TRANSPORT_DEPTH)
         MP_TRY(mp_comm_wait(c, c->issued - MP_TRANSPORT_DEPTH + 1));
     MP_TRY(c->tx.ops->start(c->tx.self, coll, ticket));

@@ -38,7 +38,8 @@ mp_status mp_comm_coll_order(mp_comm *c, uint64_t ticket, bool *waited);
 mp_status mp_comm_coll_wait(mp_comm *c, uint64_t ticket);
 
 /* Starts *coll (its `what` set) on the host transport once it has room (waiting for the oldest
- * collective under the watchdog when MP_TRANSPORT_DEPTH are in flight). */
+ * collective under the watchdog when MP_TRANSPORT_DEPTH are in flight). MP_EINTERNAL inside a
+ * graph's capture (mp_comm_capture_begin), which cannot hold it. */
 mp_status mp_comm_host_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket);
 
 /* Frees the staged route's host blocks (comm/coll.c); nothing may be in flight on it. */

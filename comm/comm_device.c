@@ -5,7 +5,10 @@
  * in the CPU suite. Invariant, as for
  * the host ones: never more than MP_TRANSPORT_DEPTH started and not seen finished, so the
  * transport's start never blocks; a failure marks the communicator broken (the job must end
- * with mp_comm_abort) and this rank as the one to report it. */
+ * with mp_comm_abort) and this rank as the one to report it. While a graph is captured
+ * (c->capture) a failure is the capture's, and the communicator stays whole; the collectives
+ * then started take no part in the invariant (NCCL's are not issued; the MPI transport's run
+ * when the graph's host call does, each waited for there). */
 #include "comm/comm_device.h"
 
 #include <stdio.h>
@@ -68,11 +71,38 @@ static mp_status need_device(const mp_comm *c, const char *what)
     return MP_OK;
 }
 
+/* A collective the staged CPU backend's graph holds: started and waited for where the graph's
+ * host call runs (mp_comm_capture_begin). */
+typedef struct recorded_coll {
+    mp_comm *c;
+    mp_coll coll;
+} recorded_coll;
+
+static mp_status run_recorded(const void *arg)
+{
+    const recorded_coll *r = arg;
+    uint64_t ticket = 0;
+    MP_TRY(mp_comm_device_start(r->c, &r->coll, &ticket));
+    return mp_comm_device_wait(r->c, ticket);
+}
+
+/* mp_comm_device_start while a graph is captured. */
+static mp_status capture_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
+{
+    if (c->dtx.ops->capture)
+        return c->dtx.ops->start(c->dtx.self, coll, ticket);
+    recorded_coll r = {c, *coll};
+    *ticket = MP_TICKET_CAPTURED;
+    return c->capture->graph_call(run_recorded, &r, sizeof r);
+}
+
 mp_status mp_comm_device_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
 {
     MP_TRY(need_device(c, coll->what));
     if (c->broken) /* the failure's message stays the one to print */
         return MP_ECOMM;
+    if (c->capture)
+        return capture_start(c, coll, ticket);
     if (c->dissued >= MP_TRANSPORT_DEPTH)
         MP_TRY(mp_comm_device_wait(c, c->dissued - MP_TRANSPORT_DEPTH + 1));
     mp_status st = c->dtx.ops->start(c->dtx.self, coll, ticket);
@@ -86,6 +116,10 @@ mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket, bool *waited)
 {
     MP_TRY(need_device(c, "ordering the compute stream"));
     *waited = !c->dtx.ops->order;
+    if ((ticket & MP_TICKET_CAPTURED) && c->capture) { /* the recorded call waits in place */
+        *waited = false;
+        return c->dtx.ops->order ? c->dtx.ops->order(c->dtx.self, ticket) : MP_OK;
+    }
     if (*waited) /* the compute stream is the host's: it waits */
         return mp_comm_device_wait(c, ticket);
     mp_status st = c->dtx.ops->order(c->dtx.self, ticket);
@@ -95,6 +129,9 @@ mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket, bool *waited)
 mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket)
 {
     MP_TRY(need_device(c, "waiting"));
+    if (c->capture || (ticket & MP_TICKET_CAPTURED))
+        return mp_fail(MP_EINTERNAL, "comm: the host waits for a device collective inside a "
+                       "graph's capture, which the graph cannot hold");
     bool done = false;
     mp_status st = c->dtx.ops->wait(c->dtx.self, ticket, c->timeout_s, &done);
     if (st != MP_OK)
@@ -108,4 +145,49 @@ mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket)
                              "(comm.timeout_s) in %s at step %lld (%s)", c->rank, c->host,
                              c->timeout_s, any ? coll.what : "a device collective",
                              (long long)c->step, c->dtx.ops->name));
+}
+
+bool mp_comm_can_capture(const mp_comm *c, const mp_ops *mem)
+{
+    if (c->size == 1)
+        return true;
+    if (!c->dtx.ops)
+        return false;
+    return c->dtx.ops->capture || (!c->dtx.ops->order && mem->graph_call && !mem->queue());
+}
+
+mp_status mp_comm_capture_begin(mp_comm *c, const mp_ops *mem)
+{
+    if (c->capture)
+        return mp_fail(MP_EINTERNAL, "comm: a capture is under way already");
+    if (c->broken)
+        return MP_ECOMM;
+    if (c->dtx.ops && c->dtx.ops->capture)
+        MP_TRY(c->dtx.ops->capture(c->dtx.self, true));
+    c->capture = mem;
+    return MP_OK;
+}
+
+mp_status mp_comm_capture_end(mp_comm *c)
+{
+    if (!c->capture)
+        return MP_OK;
+    c->capture = NULL;
+    return c->dtx.ops && c->dtx.ops->capture ? c->dtx.ops->capture(c->dtx.self, false) : MP_OK;
+}
+
+mp_status mp_comm_graph_launch(mp_comm *c, const mp_ops *mem, void *graph, const char *what)
+{
+    if (!c->dtx.ops || !c->dtx.ops->launch)
+        return mem->graph_launch(graph);
+    if (c->broken)
+        return MP_ECOMM;
+    if (c->dissued >= MP_TRANSPORT_DEPTH)
+        MP_TRY(mp_comm_device_wait(c, c->dissued - MP_TRANSPORT_DEPTH + 1));
+    uint64_t ticket = 0;
+    mp_status st = c->dtx.ops->launch(c->dtx.self, mem->graph_launch, graph, what, &ticket);
+    if (st != MP_OK)
+        return broken(c, st);
+    c->dissued = ticket;
+    return MP_OK;
 }

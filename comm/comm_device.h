@@ -4,6 +4,7 @@
 #define MP_COMM_DEVICE_H
 
 #include "comm/comm_state.h"
+#include "engine/ops.h"
 
 /* Opens the device transport as c->dtx, after the host collectives started so far finished:
  * NCCL on CUDA device `device` when `compute_stream` (a cudaStream_t as void *: the stream on
@@ -37,5 +38,28 @@ mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket, bool *waited);
 /* The host waits for every device collective up to `ticket`, at most timeout_s. MP_ECOMM when
  * one failed or the time passed (the NCCL watchdog usually ends the job first). */
 mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket);
+
+/* Graphs (docs/gpu.md): whether a step captured as a graph of backend `mem` can hold this
+ * communicator's collectives: one rank (none), or device collectives on a transport that
+ * captures them (NCCL) or on the staged CPU backend's MPI transport (each a host call in the
+ * graph: mem->graph_call). Not collective. */
+bool mp_comm_can_capture(const mp_comm *c, const mp_ops *mem);
+
+/* Before mem->graph_begin: the device collectives started until mp_comm_capture_end go into
+ * the graph (their tickets serve mp_comm_coll_order alone, and waiting on the host for one is
+ * MP_EINTERNAL) and a host collective started meanwhile is MP_EINTERNAL. A failure while
+ * capturing fails the capture, not the communicator. Not collective (the capture and the
+ * launches of its graph are: every rank captures the same step). */
+mp_status mp_comm_capture_begin(mp_comm *c, const mp_ops *mem);
+
+/* Before mem->graph_end, also after a failure: joins the captured collectives back into the
+ * compute stream and ends the capture mode. Not collective. */
+mp_status mp_comm_capture_end(mp_comm *c);
+
+/* Launches a graph of backend `mem` (mem->graph_launch) that may hold device collectives, named
+ * `what` in the watchdog's messages: on NCCL after every collective started before it, as one
+ * ticket the watchdog times; elsewhere as it is. Collective: every rank launches the same
+ * graph. MP_ECOMM once a device collective failed. */
+mp_status mp_comm_graph_launch(mp_comm *c, const mp_ops *mem, void *graph, const char *what);
 
 #endif

@@ -37,6 +37,8 @@ typedef struct mp_comm {
     bool broken;                /* a collective failed or timed out: nothing more is started,
                                    and the job must end with mp_comm_abort */
     struct mp_comm_stage *stage; /* host copies of data collectives in flight (comm/coll.c) */
+    const struct mp_ops *capture; /* the backend whose graph the device collectives started now
+                                     go into (mp_comm_capture_begin), or NULL */
     mp_peers peers;             /* what the transports are given of the above (comm/peers.h) */
 } mp_comm;
 

@@ -98,7 +98,24 @@ typedef struct mp_transport_ops {
     /* Optional: abandons every collective at once, from any thread, so that nothing hangs
      * while the job ends; afterwards only close may be called. */
     void (*abort)(void *self);
+    /* Optional, with order (NCCL): graphs (docs/gpu.md). capture(self, true), while the
+     * compute stream captures a graph, makes the collectives started until capture(self,
+     * false) parts of that graph instead of running them: each is forked from the compute
+     * stream and its end is a point the compute stream can wait on inside the graph; their
+     * tickets have MP_TICKET_CAPTURED set and serve order alone. capture(self, false) joins
+     * the last of them back into the compute stream (before the caller ends the capture). */
+    mp_status (*capture)(void *self, bool begin);
+    /* Optional, with capture: runs run(graph), the launch on the compute stream of a graph that
+     * holds captured collectives, after every collective started before it, and gives the
+     * launch a ticket of its own (*ticket), which wait and the watchdog treat as one
+     * collective named `what`: the graph's collectives run inside it, and events recorded in
+     * a capture record nothing at a launch. */
+    mp_status (*launch)(void *self, mp_status (*run)(void *graph), void *graph, const char *what,
+                        uint64_t *ticket);
 } mp_transport_ops;
+
+/* Set in the tickets of captured collectives (mp_transport_ops.capture). */
+#define MP_TICKET_CAPTURED (UINT64_C(1) << 62)
 
 typedef struct mp_transport {
     const mp_transport_ops *ops;

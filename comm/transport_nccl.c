@@ -9,7 +9,12 @@
  * with the first collective (after the communicator has stored the transport, which the
  * watchdog's abort path reads) and is joined by close before anything is freed; between checks
  * it answers the census of other ranks' watchdogs (nccl_census.h), and on a timeout it takes one
- * to name the ranks that did not arrive. */
+ * to name the ranks that did not arrive. While the compute stream captures a graph (`capturing`),
+ * collectives are captured, not issued: they take no ring slot, their tickets count the capture's
+ * own fork and join events (cap_fork, cap_done), and a CUDA failure there fails the capture alone
+ * (CUDA then refuses the graph), an NCCL one the transport; a launch of such a graph takes one
+ * ring slot whose events are recorded on the compute stream around it, after every collective
+ * issued before it, so the slots still finish in ticket order. */
 #include "comm/transport_nccl.h"
 
 #ifdef MP_HAVE_NCCL
@@ -58,6 +63,11 @@ typedef struct nccl_transport {
     mp_status failed;
     char message[1024];
     mp_census census;
+    bool capturing;            /* collectives are captured (mp_transport_ops.capture) */
+    int captured;              /* how many this capture holds */
+    int forked;                /* forks recorded (captured, or one more when the last failed) */
+    cudaEvent_t cap_fork[RING], cap_done[RING]; /* theirs (made at the first capture) */
+    int ncap;                  /* events made, fork then done, index by index */
 } nccl_transport;
 
 /* Records the first failure (st with the calling thread's last message) and returns it with
@@ -242,20 +252,59 @@ static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *tic
     return MP_OK;
 }
 
-static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
+/* A collective captured into the compute stream's graph (locked, capturing): forked from the
+ * compute stream, enqueued on the communication stream, its end an event the compute stream can
+ * wait on inside the graph. Nothing is queried here: the capturing thread may not. A CUDA call
+ * that fails fails the capture alone; NCCL's failure (or an enqueue that does not settle within
+ * comm.timeout_s: NCCL's background launch may still be under way) fails the transport, since
+ * the communicator cannot be trusted after it. */
+static mp_status capture_locked(nccl_transport *t, const mp_coll *c, uint64_t *ticket)
 {
-    nccl_transport *t = self;
-    pthread_mutex_lock(&t->mu);
-    mp_status st = t->failed != MP_OK ? t->failed : start_locked(t, c, ticket);
+    if (t->captured >= RING)
+        return mp_fail(MP_EINTERNAL, "comm: %s: a graph holds at most %d NCCL collectives",
+                       c->what, RING);
+    int k = t->captured;
+    CUDA_CHECK(cudaEventRecord(t->cap_fork[k], t->compute));
+    t->forked = k + 1;
+    CUDA_CHECK(cudaStreamWaitEvent(t->stream, t->cap_fork[k], 0));
+    char doing[128];
+    snprintf(doing, sizeof doing, "capturing %s", c->what);
+    ncclResult_t rc = mp_nccl_enqueue(t->nccl, t->stream, t->comm->rank, t->comm->size, c);
+    mp_status st = settle_locked(t, rc, *t->comm->timeout_s, doing);
     if (st != MP_OK)
-        st = fail_locked(t, st);
-    pthread_mutex_unlock(&t->mu);
+        return fail_locked(t, st);
+    CUDA_CHECK(cudaEventRecord(t->cap_done[k], t->stream));
+    *ticket = MP_TICKET_CAPTURED | (uint64_t)++t->captured;
+    return MP_OK;
+}
+
+/* Starts the watchdog with the first collective or launch (st MP_OK); returns st. */
+static mp_status watch(nccl_transport *t, mp_status st)
+{
     if (st == MP_OK && !t->watching) {
         if (pthread_create(&t->thread, NULL, watchdog, t) != 0)
             return mp_fail(MP_EINTERNAL, "comm: cannot start the NCCL watchdog thread");
         t->watching = true;
     }
     return st;
+}
+
+static mp_status start(void *self, const mp_coll *c, uint64_t *ticket)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    mp_status st = t->failed;
+    if (st == MP_OK && t->capturing) { /* capture_locked says what a failure fails */
+        st = capture_locked(t, c, ticket);
+        pthread_mutex_unlock(&t->mu);
+        return st;
+    }
+    if (st == MP_OK)
+        st = start_locked(t, c, ticket);
+    if (st != MP_OK)
+        st = fail_locked(t, st);
+    pthread_mutex_unlock(&t->mu);
+    return watch(t, st);
 }
 
 static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *done)
@@ -292,6 +341,20 @@ static mp_status wait_for(void *self, uint64_t ticket, double seconds, bool *don
 
 static mp_status order_locked(nccl_transport *t, uint64_t ticket)
 {
+    if (ticket & MP_TICKET_CAPTURED) {
+        uint64_t k = ticket & ~MP_TICKET_CAPTURED;
+        if (!t->capturing || k == 0 || k > (uint64_t)t->captured)
+            return mp_fail(MP_EINTERNAL, "comm: ordering after captured NCCL collective %llu "
+                           "of %d%s", (unsigned long long)k, t->captured,
+                           t->capturing ? "" : " outside its capture");
+        CUDA_CHECK(cudaStreamWaitEvent(t->compute, t->cap_done[k - 1], 0));
+        return MP_OK;
+    }
+    if (t->capturing) /* capture_begin ordered the compute stream after every issued one */
+        return ticket <= t->issued ? MP_OK
+                                   : mp_fail(MP_EINTERNAL, "comm: ordering after NCCL "
+                                             "collective %llu of %llu", (unsigned long long)ticket,
+                                             (unsigned long long)t->issued);
     if (ticket > t->issued)
         return mp_fail(MP_EINTERNAL, "comm: ordering after NCCL collective %llu of %llu",
                        (unsigned long long)ticket, (unsigned long long)t->issued);
@@ -305,10 +368,89 @@ static mp_status order(void *self, uint64_t ticket)
     nccl_transport *t = self;
     pthread_mutex_lock(&t->mu);
     mp_status st = t->failed != MP_OK ? t->failed : order_locked(t, ticket);
-    if (st != MP_OK)
+    if (st != MP_OK && !t->capturing)
         st = fail_locked(t, st);
     pthread_mutex_unlock(&t->mu);
     return st;
+}
+
+/* Makes the capture's events once (locked, not capturing). */
+static mp_status capture_events_locked(nccl_transport *t)
+{
+    for (; t->ncap < 2 * RING; t->ncap++)
+        CUDA_CHECK(cudaEventCreateWithFlags(t->ncap < RING ? &t->cap_fork[t->ncap]
+                                                           : &t->cap_done[t->ncap - RING],
+                                            cudaEventDisableTiming));
+    return MP_OK;
+}
+
+static mp_status capture_switch_locked(nccl_transport *t, bool begin)
+{
+    if (begin == t->capturing)
+        return mp_fail(MP_EINTERNAL, "comm: the NCCL transport is %s capturing",
+                       begin ? "already" : "not");
+    if (begin) { /* the graph's first collective then forks after every one issued before */
+        const char *mixing = getenv("NCCL_GRAPH_MIXING_SUPPORT");
+        if (mixing && strcmp(mixing, "0") == 0) /* steps outside the graph run collectives */
+            return mp_fail(MP_EUSAGE, "comm: NCCL_GRAPH_MIXING_SUPPORT=0: NCCL then cannot run "
+                           "the collectives of the steps that are not launched as a graph "
+                           "beside those of a graph (unset it, or amp.cuda_graphs = \"off\")");
+        MP_TRY(capture_events_locked(t));
+        MP_TRY(order_locked(t, t->issued));
+        t->captured = t->forked = 0;
+        t->capturing = true;
+        return MP_OK;
+    }
+    t->capturing = false;
+    if (t->forked > t->captured) /* a fork whose collective failed: its join point */
+        CUDA_CHECK(cudaEventRecord(t->cap_done[t->forked - 1], t->stream));
+    if (t->forked > 0) /* joined back: CUDA refuses a capture that leaves a stream outside */
+        CUDA_CHECK(cudaStreamWaitEvent(t->compute, t->cap_done[t->forked - 1], 0));
+    return MP_OK;
+}
+
+static mp_status capture(void *self, bool begin)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    mp_status st = t->failed != MP_OK && begin ? t->failed : capture_switch_locked(t, begin);
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+static mp_status launch_locked(nccl_transport *t, mp_status (*run)(void *graph), void *graph,
+                               const char *what, uint64_t *ticket)
+{
+    MP_TRY(check_locked(t));
+    if (t->capturing)
+        return mp_fail(MP_EINTERNAL, "comm: a graph launched inside a capture");
+    if (t->issued - t->completed >= RING)
+        return mp_fail(MP_EINTERNAL, "comm: %s: %d NCCL collectives are in flight already",
+                       what, RING);
+    MP_TRY(order_locked(t, t->issued)); /* its collectives after every one issued before */
+    nccl_slot *s = &t->ring[(t->issued + 1) % RING];
+    CUDA_CHECK(cudaEventRecord(s->start, t->compute));
+    MP_TRY(run(graph));
+    CUDA_CHECK(cudaEventRecord(s->done, t->compute));
+    memset(&s->coll, 0, sizeof s->coll);
+    snprintf(s->coll.what, sizeof s->coll.what, "%s", what);
+    s->t_start = mp_now();
+    s->limit_s = *t->comm->timeout_s;
+    s->step = *t->comm->step;
+    *ticket = ++t->issued;
+    return MP_OK;
+}
+
+static mp_status launch(void *self, mp_status (*run)(void *graph), void *graph, const char *what,
+                        uint64_t *ticket)
+{
+    nccl_transport *t = self;
+    pthread_mutex_lock(&t->mu);
+    mp_status st = t->failed != MP_OK ? t->failed : launch_locked(t, run, graph, what, ticket);
+    if (st != MP_OK)
+        st = fail_locked(t, st);
+    pthread_mutex_unlock(&t->mu);
+    return watch(t, st);
 }
 
 static bool pending(void *self, mp_coll *c, uint64_t *ticket)
@@ -336,6 +478,8 @@ static void free_transport(nccl_transport *t)
         ncclCommAbort(t->nccl);
     for (int i = 0; i < t->nevents; i++)
         cudaEventDestroy(i % 2 ? t->ring[i / 2].done : t->ring[i / 2].start);
+    for (int i = 0; i < t->ncap; i++)
+        cudaEventDestroy(i < RING ? t->cap_fork[i] : t->cap_done[i - RING]);
     if (t->stream)
         cudaStreamDestroy(t->stream);
     pthread_mutex_destroy(&t->mu);
@@ -380,7 +524,9 @@ static const mp_transport_ops nccl_ops = {.name = "nccl",
                                           .pending = pending,
                                           .close = close_transport,
                                           .order = order,
-                                          .abort = abort_transport};
+                                          .abort = abort_transport,
+                                          .capture = capture,
+                                          .launch = launch};
 
 /* This rank's part of setting up: the device, the stream, the events, and on rank 0 the
  * communicator's unique id. */

@@ -14,6 +14,9 @@
 #   - a rank stopped with SIGSTOP (rank 1 of 2, rank 2 of 4, rank 0 of 2): exit 6 within
 #     comm.timeout_s + 10 s, one line naming the stopped rank, no process left;
 #   - rank 1's communicator never forms: exit 6, every rank fails alike, rank 1 named;
+#   - each step a launch of a graph that holds the all-reduce (captured once): 20 good steps;
+#     then a captured collective that hangs on rank 1 at each launch: exit 6, the watchdog
+#     naming the graph's launch and the census rank 1;
 #   - a reduce-scatter whose result lands one element off (a wrong offset): the collective
 #     test (test_nccl_standin) fails, naming the reduce-scatter.
 # Skipped (77) in a build without CUDA, where the test program has no stand-in.
@@ -70,6 +73,19 @@ fault 2 late:0:3 "\[rank 0 @ [^]]*\] NCCL failed after the gradient bucket at st
 # of the ranks past their limit, rank 0 reports, naming rank 2 from the census.
 fault 4 hang:2:7 "\[rank 0 @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the gradient bucket at step 7 \(NCCL\); ranks that did not arrive: 2 \([^,]*, not there yet"
 fault 2 initstuck:1 "\[rank 1 @ [^]]*\] NCCL did not finish creating the communicator within $LIMIT s"
+
+# The step as a graph that holds its all-reduce (the transport's capture mode, as CUDA graphs
+# capture NCCL): 20 launches on 2 ranks, each checked; then the captured collective hangs on
+# rank 1 at every launch: the watchdog times each launch as one collective, names the graph,
+# and its census names rank 1.
+rc=0
+timeout -k 5 120 env MPDIST_STANDIN_GRAPH=1 mpirun -np 2 "$BIN" --drive 20 >"$TMP/out" 2>&1 || rc=$?
+done_ranks=$(grep -c "rank [0-9]: 20 steps through the NCCL transport, each a graph's launch" "$TMP/out" || true)
+expect_ok "2 ranks, each step a graph's launch: exit $rc, $done_ranks ranks did 20 steps" \
+  test "$rc" = 0 -a "$done_ranks" = 2
+export MPDIST_STANDIN_GRAPH=1
+fault 2 hang:1:1 "\[rank 0 @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the step's graph at step 1 \(NCCL\); ranks that did not arrive: 1 \("
+unset MPDIST_STANDIN_GRAPH
 
 # stopped NP RANK: rank RANK of a long drive is stopped (SIGSTOP) while the others wait for it
 # inside a collective: exit 6, one line from rank 0 (or 1) naming RANK first from the census.

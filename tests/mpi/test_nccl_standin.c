@@ -351,6 +351,149 @@ static void test_raw_timeout(void **state)
     assert_int_equal(MPI_Barrier(comm.world), MPI_SUCCESS);
 }
 
+/* The staged backend's table with graph_launch launching a stand-in graph on the compute
+ * stream, as CUDA's does on the backend's stream. */
+static mp_status launch_on_stream(void *graph)
+{
+    return mp_standin_graph_launch(graph, stream) ? MP_OK : MP_EINTERNAL;
+}
+
+static mp_ops graph_ops(void)
+{
+    mp_ops ops = *mp_backend_cpu_staged();
+    ops.graph_launch = launch_on_stream;
+    return ops;
+}
+
+/* Captures the step's collectives for the --drive loop and the test below: an all-reduce sum of
+ * x in slices of 333 and a max over y, each ordered, into a graph of the compute stream; NULL
+ * with the reason in the message when the capture failed. */
+static void *capture_step(const mp_ops *ops, mp_tensor *x, mp_tensor *y)
+{
+    mp_status st = mp_comm_capture_begin(&comm, ops);
+    mp_standin_capture_begin(stream);
+    uint64_t ticket = 0;
+    bool waited = true;
+    for (size_t lo = 0; lo < 1000 && st == MP_OK; lo += 333) {
+        mp_coll c = mp_coll_of(MP_COLL_ALLREDUCE, (float *)x->data + lo, lo + 333 < 1000 ? 333
+                               : 1000 - lo, MP_F32, MP_REDOP_SUM, "the captured sum");
+        st = mp_comm_coll_start(&comm, ops, &c, &ticket);
+    }
+    if (st == MP_OK)
+        st = mp_comm_coll_order(&comm, ticket, &waited);
+    mp_coll m = mp_coll_of(MP_COLL_ALLREDUCE, y->data, 10, MP_F64, MP_REDOP_MAX,
+                           "the captured max");
+    if (st == MP_OK)
+        st = mp_comm_coll_start(&comm, ops, &m, &ticket);
+    if (st == MP_OK)
+        st = mp_comm_coll_order(&comm, ticket, &waited);
+    if (st == MP_OK && waited)
+        st = mp_fail(MP_EINTERNAL, "the host waited inside the capture");
+    mp_status end = mp_comm_capture_end(&comm);
+    void *g = mp_standin_capture_end(stream);
+    if (st == MP_OK && end != MP_OK)
+        st = end;
+    if (st == MP_OK && !g)
+        st = mp_fail(MP_EINTERNAL, "the stand-in refused the capture");
+    if (st != MP_OK) {
+        mp_standin_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* Step k's inputs: rank r's x[i] = value(i, r) * (k + 1), y[j] = r * 10 + j + k. */
+static void step_inputs(const mp_ops *ops, mp_tensor *x, mp_tensor *y, int k)
+{
+    float hx[1000];
+    double hy[10];
+    for (int i = 0; i < 1000; i++)
+        hx[i] = (float)(value(i, comm.rank) * (k + 1));
+    for (int j = 0; j < 10; j++)
+        hy[j] = comm.rank * 10 + j + k;
+    assert_int_equal(ops->copy_in(x->data, hx, sizeof hx), MP_OK);
+    assert_int_equal(ops->copy_in(y->data, hy, sizeof hy), MP_OK);
+}
+
+/* Wrong elements of step k's results: the rank-order float sum, the max. */
+static int step_wrong(const mp_ops *ops, const mp_tensor *x, const mp_tensor *y, int k)
+{
+    float hx[1000];
+    double hy[10];
+    assert_int_equal(ops->copy_out(hx, x->data, sizeof hx), MP_OK);
+    assert_int_equal(ops->copy_out(hy, y->data, sizeof hy), MP_OK);
+    int wrong = 0;
+    for (int i = 0; i < 1000; i++) {
+        float want = (float)(value(i, 0) * (k + 1));
+        for (int r = 1; r < comm.size; r++)
+            want += (float)(value(i, r) * (k + 1));
+        wrong += hx[i] != want;
+    }
+    for (int j = 0; j < 10; j++)
+        wrong += hy[j] != (double)((comm.size - 1) * 10 + j + k);
+    return wrong;
+}
+
+/* A graph of the compute stream holding the NCCL transport's collectives (capture mode): the
+ * capture runs nothing and issues no ticket; each of three launches, with new inputs written
+ * before it, sums and maxes them (the values of the launch, not of the capture), as one ticket
+ * the host can wait for; an eager collective after the launches still works. Inside a capture,
+ * a host collective and a host wait are refused, and a capture whose collectives are not
+ * joined back fails at its end. */
+static void test_captured(void **state)
+{
+    (void)state;
+    open_device();
+    mp_ops ops = graph_ops();
+    int64_t shape[1] = {1000}, shape_y[1] = {10};
+    mp_tensor x = mp_tensor_new(&ops, MP_F32, 1, shape, MP_MEM_WORKSPACE);
+    mp_tensor y = mp_tensor_new(&ops, MP_F64, 1, shape_y, MP_MEM_WORKSPACE);
+    assert_int_equal(total(compare(MP_COLL_ALLREDUCE, MP_REDOP_SUM, MP_F32, 7, 0)), 0);
+    uint64_t before = comm.dissued;
+    long launches = mp_standin_launches();
+    step_inputs(&ops, &x, &y, 0);
+    void *g = capture_step(&ops, &x, &y);
+    if (!g)
+        fail_msg("%s", mp_error_message());
+    assert_int_equal(comm.dissued, before); /* captured, not issued */
+    assert_int_equal(mp_standin_launches(), launches + 5);
+    mp_nap(0.05); /* time for a stream that ran it anyway */
+    float hx[1000];
+    assert_int_equal(ops.copy_out(hx, x.data, sizeof hx), MP_OK);
+    for (int i = 0; i < 1000; i++)
+        assert_true(hx[i] == (float)value(i, comm.rank));
+    for (int k = 1; k <= 3; k++) {
+        step_inputs(&ops, &x, &y, k);
+        assert_int_equal(mp_comm_graph_launch(&comm, &ops, g, "the step's graph"), MP_OK);
+        assert_int_equal(comm.dissued, before + (uint64_t)k);
+        if (mp_comm_device_wait(&comm, comm.dissued) != MP_OK)
+            fail_msg("%s", mp_error_message());
+        assert_int_equal(total(step_wrong(&ops, &x, &y, k)), 0);
+    }
+    assert_int_equal(total(compare(MP_COLL_ALLREDUCE, MP_REDOP_SUM, MP_F32, 7, 0)), 0);
+
+    assert_int_equal(mp_comm_capture_begin(&comm, &ops), MP_OK);
+    mp_standin_capture_begin(stream);
+    double one = 1.0;
+    uint64_t ticket = 0;
+    mp_coll h = mp_coll_of(MP_COLL_ALLREDUCE, &one, 1, MP_F64, MP_REDOP_SUM, "a host sum");
+    assert_int_equal(mp_comm_coll_start(&comm, NULL, &h, &ticket), MP_EINTERNAL);
+    mp_coll c = mp_coll_of(MP_COLL_ALLREDUCE, x.data, 10, MP_F32, MP_REDOP_SUM, "unjoined");
+    assert_int_equal(mp_comm_coll_start(&comm, &ops, &c, &ticket), MP_OK);
+    assert_int_equal(mp_comm_coll_wait(&comm, ticket), MP_EINTERNAL);
+    comm.capture = NULL; /* ends the mode without joining the collective back */
+    assert_null(mp_standin_capture_end(stream));
+    assert_int_equal(mp_comm_capture_begin(&comm, &ops), MP_EINTERNAL); /* the transport's mode */
+    /* the mode ends; the join, now outside the capture, fails the capture alone */
+    assert_int_not_equal(comm.dtx.ops->capture(comm.dtx.self, false), MP_OK);
+    assert_false(comm.broken);
+    assert_int_equal(total(compare(MP_COLL_ALLREDUCE, MP_REDOP_SUM, MP_F32, 7, 0)), 0);
+    mp_standin_graph_free(g);
+    mp_comm_drop_device(&comm);
+    mp_tensor_delete(&ops, &x);
+    mp_tensor_delete(&ops, &y);
+}
+
 static void *abort_later(void *arg)
 {
     (void)arg;
@@ -390,8 +533,34 @@ static void test_abort_midway(void **state)
     comm.report = false;
 }
 
+/* The --drive loop's collective on x (queued; its ticket in *ticket) and its ordering. */
+static mp_status drive_sum(const mp_ops *ops, mp_tensor *x, uint64_t *ticket)
+{
+    mp_coll c = mp_coll_of(MP_COLL_ALLREDUCE, x->data, 1000, MP_F16, MP_REDOP_SUM,
+                           "the gradient bucket");
+    bool waited = false;
+    MP_TRY(mp_comm_coll_start(&comm, ops, &c, ticket));
+    return mp_comm_coll_order(&comm, *ticket, &waited);
+}
+
+/* The --drive loop's step as a graph of the compute stream (MPDIST_STANDIN_GRAPH). */
+static mp_status drive_capture(const mp_ops *ops, mp_tensor *x, void **graph)
+{
+    uint64_t ticket = 0;
+    MP_TRY(mp_comm_capture_begin(&comm, ops));
+    mp_standin_capture_begin(stream);
+    mp_status st = drive_sum(ops, x, &ticket);
+    mp_status end = mp_comm_capture_end(&comm);
+    *graph = mp_standin_capture_end(stream);
+    MP_TRY(st);
+    MP_TRY(end);
+    return *graph ? MP_OK : mp_fail(MP_EINTERNAL, "the stand-in refused the capture");
+}
+
 /* The --drive loop: `steps` f16 all-reduces of 1000 elements through the NCCL transport, each
- * checked; a failure ends the job as mpdist's fail_midway does. Returns the exit code. */
+ * checked, with MPDIST_STANDIN_GRAPH set each a launch of a graph that holds it (captured
+ * before the first step); a failure ends the job as mpdist's fail_midway does. Returns the
+ * exit code. */
 static int drive(int steps)
 {
     const char *limit = getenv("MPDIST_STANDIN_TIMEOUT"), *pause = getenv("MPDIST_STANDIN_STEP_S");
@@ -403,10 +572,14 @@ static int drive(int steps)
         mp_comm_finalize(&comm);
         return (int)st;
     }
-    const mp_ops *staged = mp_backend_cpu_staged();
+    mp_ops gops = graph_ops();
+    const mp_ops *staged = &gops;
     int64_t shape[1] = {1000};
     mp_tensor x = mp_tensor_new(staged, MP_F16, 1, shape, MP_MEM_WORKSPACE);
     uint16_t h[1000];
+    void *graph = NULL;
+    if (getenv("MPDIST_STANDIN_GRAPH"))
+        st = drive_capture(staged, &x, &graph);
     for (int s = 0; s < steps && st == MP_OK; s++) {
         comm.step = s;
         if (pause) /* the step's compute */
@@ -414,15 +587,14 @@ static int drive(int steps)
         for (size_t i = 0; i < 1000; i++)
             mp_store(h, MP_F16, i, (double)((i + (size_t)comm.rank) % 4));
         st = staged->copy_in(x.data, h, sizeof h);
-        mp_coll c = mp_coll_of(MP_COLL_ALLREDUCE, x.data, 1000, MP_F16, MP_REDOP_SUM,
-                               "the gradient bucket");
         uint64_t ticket = 0;
-        bool waited = false;
-        if (st == MP_OK)
-            st = mp_comm_coll_start(&comm, staged, &c, &ticket);
-        if (st == MP_OK)
-            st = mp_comm_coll_order(&comm, ticket, &waited);
-        if (st == MP_OK)
+        if (st == MP_OK && graph)
+            st = mp_comm_graph_launch(&comm, staged, graph, "the step's graph");
+        if (st == MP_OK && graph)
+            st = mp_comm_device_wait(&comm, comm.dissued);
+        else if (st == MP_OK)
+            st = drive_sum(staged, &x, &ticket);
+        if (st == MP_OK && !graph)
             st = mp_comm_coll_wait(&comm, ticket);
         if (st == MP_OK)
             st = staged->copy_out(h, x.data, sizeof h);
@@ -440,7 +612,9 @@ static int drive(int steps)
             fprintf(stderr, "mpdist: error: %s\n", mp_error_message());
         mp_comm_abort(&comm, (int)st);
     }
-    printf("rank %d: %d steps through the NCCL transport\n", comm.rank, steps);
+    printf("rank %d: %d steps through the NCCL transport%s\n", comm.rank, steps,
+           graph ? ", each a graph's launch" : "");
+    mp_standin_graph_free(graph);
     mp_tensor_delete(staged, &x);
     mp_comm_finalize(&comm);
     return 0;
@@ -464,6 +638,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_init_stuck),
         cmocka_unit_test(test_raw_loop),
         cmocka_unit_test(test_raw_timeout),
+        cmocka_unit_test(test_captured),
         cmocka_unit_test(test_abort_midway),
     };
     return mp_test_mpi_run(&comm, &argc, &argv, tests);

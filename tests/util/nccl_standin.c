@@ -161,7 +161,8 @@ static ncclResult_t launch(struct ncclComm *c, cudaStream_t s, sk_coll *colls)
     op->fail_late = faults.async_late;
     op->hang = is_rank(faults.hang_rank, c->rank) && op->launch == faults.hang_k;
     atomic_fetch_add(&c->inflight, 1);
-    sk_stream_push(s, op);
+    if (sk_stream_push(s, op)) /* captured: in flight at each launch of its graph */
+        atomic_fetch_sub(&c->inflight, 1);
     return async_return(c);
 }
 

@@ -37,6 +37,8 @@
 #ifndef MP_NCCL_STANDIN_H
 #define MP_NCCL_STANDIN_H
 
+#include <stdbool.h>
+
 /* Sets the faults of communicators created from now on (NULL or "": none); overrides the
  * environment. Not thread-safe; call between communicators. */
 void mp_standin_fault(const char *spec);
@@ -46,5 +48,18 @@ void *mp_standin_stream(void);
 
 /* How many launches the stand-in ran on this rank since the process started. */
 long mp_standin_launches(void);
+
+/* CUDA graphs for the transport's capture mode (cudaStreamBeginCapture, EndCapture,
+ * GraphLaunch, GraphExecDestroy, which the backend calls, not the transport): begin makes
+ * what is queued on `stream` and on the streams that join it (by waiting on an event recorded
+ * in the capture) items of a graph instead of running them; end returns the graph, or NULL
+ * (saying why on stderr) when a stream was left unjoined or a wait reached outside the
+ * capture; launch queues one run of its items, in the order they were captured, on `stream`
+ * (false: out of memory); free frees a graph (NULL is ignored). A collective's faults (hang,
+ * async) are drawn when it is captured and apply at every launch. */
+void mp_standin_capture_begin(void *stream);
+void *mp_standin_capture_end(void *stream);
+bool mp_standin_graph_launch(void *graph, void *stream);
+void mp_standin_graph_free(void *graph);
 
 #endif

@@ -42,10 +42,14 @@ typedef struct sk_coll {
 
 enum { SK_ALLREDUCE, SK_REDUCE, SK_BCAST, SK_REDUCE_SCATTER, SK_ALLGATHER };
 
-/* One item of a stream's queue: a launch (colls on comm) or, with colls NULL, a wait for the
- * work queued on wait_stream up to wait_seq (cudaStreamWaitEvent). */
+struct sk_graph;
+
+/* One item of a stream's queue: a launch (colls on comm), a graph's launch (graph: its items
+ * run in order), or, with both NULL, a wait for the work queued on wait_stream up to wait_seq
+ * (cudaStreamWaitEvent). */
 typedef struct sk_op {
     struct sk_op *next;
+    struct sk_graph *graph;
     sk_coll *colls;
     struct ncclComm *comm;
     long launch;           /* its number on comm, for messages */
@@ -55,8 +59,25 @@ typedef struct sk_op {
     uint64_t wait_seq;
 } sk_op;
 
+/* A capture (mp_standin_capture_begin): the items queued on the streams that joined it, in the
+ * order they were queued (one valid order of CUDA's graph), which a launch runs in turn. A
+ * stream joins by waiting on an event recorded in the capture; each must be joined back (the
+ * origin waits on an event recorded on it after its last item) before the capture ends. */
+#define SK_GRAPH_STREAMS 4
+typedef struct sk_graph {
+    sk_op *head, *tail;
+    cudaStream_t streams[SK_GRAPH_STREAMS]; /* [0]: the origin */
+    uint64_t items[SK_GRAPH_STREAMS];       /* queued on each */
+    uint64_t joined[SK_GRAPH_STREAMS];      /* the origin waited for this many of them */
+    int nstreams;
+    bool ended;
+    const char *invalid; /* why the capture failed, or NULL */
+    struct ncclComm *comm; /* of its collectives */
+} sk_graph;
+
 struct CUstream_st {
     pthread_mutex_t mu;
+    sk_graph *capture; /* the capture its items go to, or NULL */
     sk_op *head, *tail;
     uint64_t queued, done; /* items queued and finished since the stream was made */
     bool stuck, quit;
@@ -67,10 +88,13 @@ struct CUstream_st {
 struct CUevent_st {
     cudaStream_t stream; /* where it was last recorded; NULL: never (complete) */
     uint64_t seq;        /* complete once the stream has finished this many items */
+    sk_graph *graph;     /* recorded in this capture (seq then counts the stream's items in it),
+                            or NULL */
 };
 
-/* Queues op on s (its worker starts with the first). */
-void sk_stream_push(cudaStream_t s, sk_op *op);
+/* Queues op on s (its worker starts with the first), or, while s captures, appends it to the
+ * capture; true when it was captured. */
+bool sk_stream_push(cudaStream_t s, sk_op *op);
 
 /* Runs one collective with non-blocking MPI on comm, polling; false when abandoned (the
  * communicator aborted or the stream asked to quit): nccl_standin.c. */
