@@ -10,7 +10,11 @@
  * micro-batch's index for the dropout masks with it (mask_step, which the model's dropout reads:
  * mp_model_mask_step), the stop request into st before the step. Steps that log the loss, end at
  * a host point or hold a shorter batch run eagerly, the same ops in the same order, so a run's
- * numbers are those of the same run without graphs, bit for bit. */
+ * numbers are those of the same run without graphs, bit for bit. With several ranks the
+ * gradients' collectives are captured too (NCCL's own graph nodes; on the staged CPU backend a
+ * host call that runs each over its MPI transport: comm/comm_device.h), every rank captures
+ * the same step and agrees that all captures succeeded before any launches, and the watchdog
+ * times each launch as one collective. */
 #ifndef MP_TRAIN_GRAPH_H
 #define MP_TRAIN_GRAPH_H
 
@@ -37,14 +41,18 @@ typedef struct mp_train_graph {
     int64_t captured_at; /* the step first captured (0-based; -1: none) */
     int64_t captures;    /* captures made: one a kind, more when a workspace moved (graph_valid) */
     int64_t launches;    /* micro-batches run by launching a graph */
+    int64_t launched_at; /* the step of the last launch (-1: none); a launch that does not
+                            follow it or its step re-checks with the other ranks */
     bool masks_read;     /* the model's masks read their index from the state (set up where the
                             step may be captured; it stays so after a failed capture) */
 } mp_train_graph;
 
 /* Decides from t's config, backend and model whether the step may be captured: not with
  * amp.cuda_graphs = "off", nor "auto" on a backend other than CUDA (the staged CPU backend captures
- * when asked to, with "on"), nor on a backend that queues nothing (the plain CPU), more than one
- * rank (the all-reduce is not captured), log.profile (it times each op) or a test hook. Where it
+ * when asked to, with "on"), nor on a backend that queues nothing (the plain CPU), several ranks
+ * whose collectives a graph cannot hold (mp_comm_can_capture: they go through the host),
+ * log.profile (it times each op) or a test hook; "auto" with several ranks runs eagerly too
+ * (their capture is "on"'s until a GPU run has checked it). Where it
  * may, the model's masks read the step from the state (mp_model_mask_step: amp_step_values
  * writes step * accum + i before micro-batch i). MP_EUSAGE naming the reason when
  * amp.cuda_graphs = "on" and it may not; MP_OK otherwise (auto: eager where it may not). */
@@ -65,12 +73,17 @@ bool mp_train_graph_wanted(struct mp_trainer *t);
  * fails (an op that waits for the host inside it, a library call CUDA cannot capture) ran
  * nothing: with "on" it is that op's error, which ends the run; with "auto" rank 0 says so in
  * one line, the run goes on eagerly from this micro-batch (body run now; g->allowed false), and
- * no capture is tried again. */
+ * no capture is tried again. With several ranks it is collective: every rank calls it for the
+ * same micro-batches with the same rows; the ranks agree after each capture whether all
+ * succeeded (one that failed fails every rank's: "the capture failed on rank R"), and, where
+ * eager steps ran since the last launch, whether any rank must capture again. */
 mp_status mp_train_graph_run(struct mp_trainer *t, int64_t step, int kind, int64_t rows,
                              int micro, mp_status (*body)(struct mp_trainer *t, void *arg),
                              void *arg);
 
-/* Frees the captured graphs (none: nothing). */
+/* Frees the captured graphs (none: nothing), after a launch still running on the device
+ * transport has finished (its collectives are the communicator's until the graph goes: call
+ * before mp_comm_drop_device). */
 void mp_train_graph_free(struct mp_trainer *t);
 
 #endif

@@ -559,6 +559,7 @@ void mp_train_free(mp_trainer *t)
 {
     mp_ckpt_async_free(t->ckpt); /* a save in flight finishes first */
     mp_train_ungather(t, false);
+    mp_train_graph_free(t); /* before the communicator: NCCL's finalize waits for graphs to go */
     if (t->device_comm) /* before the buckets the collectives read are freed */
         mp_comm_drop_device(t->comm);
     mp_progress_finish(&t->progress);
@@ -579,7 +580,6 @@ void mp_train_free(mp_trainer *t)
         mp_tensor_delete(t->ops, &t->dlogits);
     }
     mp_free(t->bufpack);
-    mp_train_graph_free(t);
     mp_optimizer_free(&t->opt);
     mp_ready_times_free(&t->ready);
     mp_grad_sync_free(&t->sync);

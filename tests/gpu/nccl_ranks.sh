@@ -7,6 +7,10 @@
 #     final checkpoint of the NCCL run (comm.backend = nccl) is bitwise the MPI route's
 #     (comm.backend = mpi: the same device buffers through host copies and Open MPI), h5diff of
 #     /params /optim /scaler /buffers; the NCCL run's banner says NCCL with the GPU shared
+#   - CUDA graphs with NCCL inside (issue 48): the 2-rank fp16 NCCL runs above (ZeRO-1 off and
+#     on; amp.cuda_graphs = "auto", which keeps several ranks eager) again with "on": they
+#     capture their step with its collectives and launch it (their summaries' "graph" record),
+#     and end bitwise where the eager runs did
 #   - 4 ranks at O2 fp16: the final parameters within 1e-2 relative L2 distance of the MPI
 #     route's (sums in another order: an fp16 rounding per step at most)
 #   - comm_hidden of the NCCL runs, as their metrics report it (overlap measured, not assumed)
@@ -73,6 +77,18 @@ for half in fp16 bf16; do
       same_ckpt "nccl2-$tag" "mpi2-$tag"
     say "     comm_hidden of nccl2-$tag: $(hidden "nccl2-$tag" 2>/dev/null || echo none)"
   done
+done
+
+graph_rec() { grep -o '"graph":{[^}]*}' "$out/$1.jsonl" 2>/dev/null | tail -1; }
+launched() { graph_rec "$1" | grep -Eq '"captured_at":3,"captures":[1-9][0-9]*,"launches":[1-9]'; }
+for zero in 0 1; do
+  rc=0
+  run "nccl2-fp16-zero$zero-graph" 2 --set amp.half='"fp16"' --set optim.zero=$zero \
+    --set comm.backend='"nccl"' --set amp.cuda_graphs='"on"' || rc=$?
+  check "2 ranks O2 fp16 ZeRO-1 $zero NCCL, graphs on: exit $rc, the step launched as a graph with its collectives ($(graph_rec "nccl2-fp16-zero$zero-graph" || echo no graph record))" \
+    launched "nccl2-fp16-zero$zero-graph"
+  check "2 ranks O2 fp16 ZeRO-1 $zero NCCL: the graph run ends bitwise where the eager run did" \
+    same_ckpt "nccl2-fp16-zero$zero-graph" "nccl2-fp16-zero$zero"
 done
 
 rc_n=0 rc_m=0

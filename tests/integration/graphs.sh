@@ -20,14 +20,6 @@ source "$(dirname "$0")/common.bash"
 source "$(dirname "$0")/resume.bash"
 export MPDIST_CPU_STAGED=1
 
-# graphs NAME MODE CFG [ARGS]: one rank; metrics to $TMP/NAME.jsonl, a checkpoint at the end.
-graphs() {
-  local name=$1 mode=$2 cfg=$3
-  shift 3
-  timeout 300 "$MPDIST" "$cfg" --set "amp.cuda_graphs=\"$mode\"" --set log.progress=plain \
-    --set "log.metrics=\"$TMP/$name.jsonl\"" --set "checkpoint.dir=\"$TMP/$name\"" "$@" \
-    >"$TMP/$name.out" 2>&1 || { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
-}
 
 # compare A B LAUNCHES [CAPTURES]: A launched its graphs (CAPTURES of them, default 1: one per
 # kind of micro-batch) for all but the warm-up and logged steps, and ended bitwise where B

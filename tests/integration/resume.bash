@@ -1,6 +1,6 @@
 # Resume checks shared by the integration scripts (sourced after common.bash, with CFG and
-# COMMON set): run, the metrics without timings, the newest checkpoint, same_state and
-# killed_save.
+# COMMON set): run, the metrics without timings, the newest checkpoint, same_state,
+# killed_save, and graphs (the runs of graphs.sh and graphs_ranks.sh).
 
 run() { # run NAME NP LEVEL [ARGS]: metrics to $TMP/NAME.jsonl, checkpoints in $TMP/NAME/
   local name=$1 np=$2 level=$3
@@ -35,4 +35,15 @@ killed_save() { # killed_save NAME [ARGS]: a 2-rank O2 run saving every 100 step
   [ "$rc" != 0 ] || { echo "FAIL: the killed run exited 0"; exit 1; }
   [ "$(ls "$TMP/$name")" = ckpt-00000100.h5 ] || { echo "FAIL: checkpoint dir after the crash: $(ls -a "$TMP/$name")"; exit 1; }
   ls -a "$TMP/$name" | grep -Eq '^\.ckpt-00000200\.h5\.[0-9]+-[0-9]+\.tmp$' || { echo "FAIL: no torn temporary file"; exit 1; }
+}
+
+# graphs NAME MODE CFG [ARGS]: a run with amp.cuda_graphs = MODE, started by ${LAUNCH[@]} (none:
+# one rank); metrics to $TMP/NAME.jsonl, a checkpoint at the end, its output in $TMP/NAME.out.
+graphs() {
+  local name=$1 mode=$2 cfg=$3
+  shift 3
+  timeout 300 ${LAUNCH[@]+"${LAUNCH[@]}"} "$MPDIST" "$cfg" --set "amp.cuda_graphs=\"$mode\"" \
+    --set log.progress=plain --set "log.metrics=\"$TMP/$name.jsonl\"" \
+    --set "checkpoint.dir=\"$TMP/$name\"" "$@" >"$TMP/$name.out" 2>&1 ||
+    { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
 }

@@ -34,7 +34,8 @@ static void trainer(mp_trainer *t, mp_comm *comm, bool insist)
     memset(comm, 0, sizeof *comm);
     t->ops = mp_backend_cpu_staged();
     t->comm = comm;
-    t->graph = (mp_train_graph){.allowed = true, .insist = insist, .captured_at = -1};
+    t->graph = (mp_train_graph){
+        .allowed = true, .insist = insist, .captured_at = -1, .launched_at = -1};
 }
 
 static void test_failed_capture(void **state)
