@@ -6,9 +6,10 @@
  * the host ones: never more than MP_TRANSPORT_DEPTH started and not seen finished, so the
  * transport's start never blocks; a failure marks the communicator broken (the job must end
  * with mp_comm_abort) and this rank as the one to report it. While a graph is captured
- * (c->capture) a failure is the capture's, and the communicator stays whole; the collectives
- * then started take no part in the invariant (NCCL's are not issued; the MPI transport's run
- * when the graph's host call does, each waited for there). */
+ * (c->capture) a failure is the capture's and the communicator stays whole, unless it is
+ * MP_ECOMM (NCCL itself failed: the transport is broken, and so is the communicator); the
+ * collectives then started take no part in the invariant (NCCL's are not issued; the MPI
+ * transport's run when the graph's host call does, each waited for there). */
 #include "comm/comm_device.h"
 
 #include <stdio.h>
@@ -86,11 +87,18 @@ static mp_status run_recorded(const void *arg)
     return mp_comm_device_wait(r->c, ticket);
 }
 
+/* A failure st while a graph is captured: the capture's alone (a CUDA call: MP_EINTERNAL), or,
+ * MP_ECOMM, the communicator's. */
+static mp_status capture_failed(mp_comm *c, mp_status st)
+{
+    return st == MP_ECOMM ? broken(c, st) : st;
+}
+
 /* mp_comm_device_start while a graph is captured. */
 static mp_status capture_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket)
 {
     if (c->dtx.ops->capture)
-        return c->dtx.ops->start(c->dtx.self, coll, ticket);
+        return capture_failed(c, c->dtx.ops->start(c->dtx.self, coll, ticket));
     recorded_coll r = {c, *coll};
     *ticket = MP_TICKET_CAPTURED;
     return c->capture->graph_call(run_recorded, &r, sizeof r);
@@ -116,14 +124,16 @@ mp_status mp_comm_device_order(mp_comm *c, uint64_t ticket, bool *waited)
 {
     MP_TRY(need_device(c, "ordering the compute stream"));
     *waited = !c->dtx.ops->order;
-    if ((ticket & MP_TICKET_CAPTURED) && c->capture) { /* the recorded call waits in place */
-        *waited = false;
-        return c->dtx.ops->order ? c->dtx.ops->order(c->dtx.self, ticket) : MP_OK;
+    if ((ticket & MP_TICKET_CAPTURED) && c->capture && !c->dtx.ops->order) {
+        *waited = false; /* the recorded call waits in place */
+        return MP_OK;
     }
     if (*waited) /* the compute stream is the host's: it waits */
         return mp_comm_device_wait(c, ticket);
     mp_status st = c->dtx.ops->order(c->dtx.self, ticket);
-    return st == MP_OK ? MP_OK : broken(c, st);
+    if (st != MP_OK)
+        return c->capture ? capture_failed(c, st) : broken(c, st);
+    return MP_OK;
 }
 
 mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket)

@@ -31,7 +31,9 @@ mp_status mp_train_graph_setup(mp_trainer *t)
     mp_train_graph *g = &t->graph;
     mp_train_graph_free(t); /* an earlier run's, which this one captures anew */
     memset(g, 0, sizeof *g);
-    g->captured_at = g->launched_at = -1;
+    g->captured_at = -1;
+    for (int k = 0; k < MP_GRAPH_KINDS; k++)
+        g->launched_at[k] = -1;
     g->warmup = MP_GRAPH_WARMUP;
     const char *mode = t->cfg->amp.cuda_graphs;
     /* auto: where a launch saves the host's work, on CUDA; the staged CPU backend records and
@@ -133,10 +135,14 @@ mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int kind, int64_t rows
                              mp_status (*body)(mp_trainer *t, void *arg), void *arg)
 {
     mp_train_graph *g = &t->graph;
-    if (!g->allowed || (g->exec[kind] && (rows != g->batch[kind] || micro != g->micro[kind])))
+    if (!g->allowed || (g->exec[kind] && (rows != g->batch[kind] || micro != g->micro[kind]))) {
+        for (int k = 0; k < MP_GRAPH_KINDS; k++) /* ops at other shapes may move a workspace */
+            g->launched_at[k] = -1;
         return body(t, arg);
+    }
     bool again = g->exec[kind] && !t->ops->graph_valid(g->exec[kind]);
-    if (g->exec[kind] && t->comm->size > 1 && step != g->launched_at && step != g->launched_at + 1)
+    int64_t last = g->launched_at[kind];
+    if (g->exec[kind] && t->comm->size > 1 && (last < 0 || (step != last && step != last + 1)))
         MP_TRY(agree_again(t, &again));
     if (again) {
         t->ops->graph_free(g->exec[kind]);
@@ -175,7 +181,7 @@ mp_status mp_train_graph_run(mp_trainer *t, int64_t step, int kind, int64_t rows
     MP_TRY(mp_comm_graph_launch(t->comm, t->ops, g->exec[kind], "the step's graph (its "
                                 "collectives inside)"));
     g->launches++;
-    g->launched_at = step;
+    g->launched_at[kind] = step;
     return MP_OK;
 }
 

@@ -41,8 +41,9 @@ typedef struct mp_train_graph {
     int64_t captured_at; /* the step first captured (0-based; -1: none) */
     int64_t captures;    /* captures made: one a kind, more when a workspace moved (graph_valid) */
     int64_t launches;    /* micro-batches run by launching a graph */
-    int64_t launched_at; /* the step of the last launch (-1: none); a launch that does not
-                            follow it or its step re-checks with the other ranks */
+    int64_t launched_at[MP_GRAPH_KINDS]; /* the step of each kind's last launch (-1: none, or
+                            eager work since); a launch of a kind at neither that step nor the
+                            next first re-checks with the other ranks */
     bool masks_read;     /* the model's masks read their index from the state (set up where the
                             step may be captured; it stays so after a failed capture) */
 } mp_train_graph;

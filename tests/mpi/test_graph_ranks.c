@@ -9,7 +9,7 @@
  * every capture succeeds, the graph holds the body's all-reduce: the capture runs nothing, and
  * each launch sums what the ranks hold at that launch. When a workspace moved on the last rank
  * alone (an op at a larger shape in the steps between), every rank captures again before the
- * next launch. */
+ * next launch of each kind (also the second kind of a step of two micro-batches). */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 
@@ -49,7 +49,7 @@ static void trainer(mp_trainer *t, bool insist)
     t->ops = mp_backend_cpu_staged();
     t->comm = &comm;
     t->graph = (mp_train_graph){
-        .allowed = true, .insist = insist, .captured_at = -1, .launched_at = -1};
+        .allowed = true, .insist = insist, .captured_at = -1, .launched_at = {-1, -1, -1, -1}};
 }
 
 /* The sum over ranks of rank + calls. */
@@ -112,10 +112,13 @@ static void test_all_capture(void **state)
     mp_comm_drop_device(&comm);
 }
 
-/* Grows a workspace of the staged backend (BatchNorm + ReLU's mask without dx at a new size). */
+/* Grows a workspace of the staged backend (BatchNorm + ReLU's mask without dx at a size larger
+ * at each call). */
 static void move_workspace(const mp_ops *ops)
 {
-    int64_t s[2] = {1 << 17, 2}, cs[1] = {2};
+    static int64_t rows = 1 << 16;
+    rows *= 2;
+    int64_t s[2] = {rows, 2}, cs[1] = {2};
     mp_tensor big = mp_test_rand(MP_F32, 2, s, NULL, 1, 1);
     mp_tensor c = mp_test_rand(MP_F32, 1, cs, NULL, 1, 1);
     mp_bn_args bn = {.eps = 1e-5, .relu = true};
@@ -125,28 +128,36 @@ static void move_workspace(const mp_ops *ops)
     mp_tensor_free(&c);
 }
 
+/* Steps 0-2 launched, a workspace moved on the last rank alone, then step 4: with one kind of
+ * micro-batch (ONE), and with two (FIRST then LAST: a step of 2 micro-batches, where the second
+ * kind's launch follows the first's within the step). */
 static void test_recapture_together(void **state)
 {
     (void)state;
     assert_int_equal(mp_comm_use_device(&comm, 0, NULL), MP_OK);
     double timeout = comm.timeout_s;
     comm.timeout_s = 10.0; /* a rank left alone in a collective fails soon */
-    mp_trainer t;
-    trainer(&t, true);
-    body_state b = {0};
-    b.dev = t.ops->mem_alloc(4 * sizeof(float), MP_MEM_WORKSPACE);
-    for (int step = 0; step < 3; step++)
-        assert_int_equal(mp_train_graph_run(&t, step, ONE, 8, 1, body, &b), MP_OK);
-    if (comm.rank == comm.size - 1) /* an eager step's op at another shape, here alone */
-        move_workspace(t.ops);
-    assert_int_equal(t.ops->graph_valid(t.graph.exec[ONE]), comm.rank != comm.size - 1);
-    assert_int_equal(mp_train_graph_run(&t, 4, ONE, 8, 1, body, &b), MP_OK);
-    assert_int_equal(b.calls, 2); /* every rank captured again (its fill of rank + 2) */
-    assert_int_equal(t.graph.captures, 2);
-    assert_true(b.dev[0] == sum(2) && b.dev[3] == sum(2));
-    assert_int_equal(t.graph.launches, 4);
-    mp_train_graph_free(&t);
-    t.ops->mem_free(b.dev);
+    for (int kinds = 1; kinds <= 2; kinds++) {
+        const int kind[2] = {kinds == 1 ? ONE : MP_GRAPH_FIRST, MP_GRAPH_LAST};
+        mp_trainer t;
+        trainer(&t, true);
+        body_state b = {0};
+        b.dev = t.ops->mem_alloc(4 * sizeof(float), MP_MEM_WORKSPACE);
+        for (int step = 0; step < 3; step++)
+            for (int i = 0; i < kinds; i++)
+                assert_int_equal(mp_train_graph_run(&t, step, kind[i], 8, kinds, body, &b), MP_OK);
+        if (comm.rank == comm.size - 1) /* an eager step's op at another shape, here alone */
+            move_workspace(t.ops);
+        assert_int_equal(t.ops->graph_valid(t.graph.exec[kind[0]]), comm.rank != comm.size - 1);
+        for (int i = 0; i < kinds; i++)
+            assert_int_equal(mp_train_graph_run(&t, 4, kind[i], 8, kinds, body, &b), MP_OK);
+        assert_int_equal(b.calls, 2 * kinds); /* every rank captured each kind again */
+        assert_int_equal(t.graph.captures, 2 * kinds);
+        assert_true(b.dev[0] == sum(2 * kinds) && b.dev[3] == sum(2 * kinds));
+        assert_int_equal(t.graph.launches, 4 * kinds);
+        mp_train_graph_free(&t);
+        t.ops->mem_free(b.dev);
+    }
     comm.timeout_s = timeout;
     mp_comm_drop_device(&comm);
 }

@@ -35,7 +35,7 @@ static void trainer(mp_trainer *t, mp_comm *comm, bool insist)
     t->ops = mp_backend_cpu_staged();
     t->comm = comm;
     t->graph = (mp_train_graph){
-        .allowed = true, .insist = insist, .captured_at = -1, .launched_at = -1};
+        .allowed = true, .insist = insist, .captured_at = -1, .launched_at = {-1, -1, -1, -1}};
 }
 
 static void test_failed_capture(void **state)
