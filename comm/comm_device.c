@@ -72,6 +72,15 @@ static mp_status need_device(const mp_comm *c, const char *what)
     return MP_OK;
 }
 
+/* Room for one more ticket on the device transport: never more than MP_TRANSPORT_DEPTH are
+ * outstanding (the oldest is waited for first, on the host, under timeout_s). */
+static mp_status make_room(mp_comm *c)
+{
+    if (c->dissued < MP_TRANSPORT_DEPTH)
+        return MP_OK;
+    return mp_comm_device_wait(c, c->dissued - MP_TRANSPORT_DEPTH + 1);
+}
+
 /* A collective the staged CPU backend's graph holds: started and waited for where the graph's
  * host call runs (mp_comm_capture_begin). */
 typedef struct recorded_coll {
@@ -111,8 +120,7 @@ mp_status mp_comm_device_start(mp_comm *c, const mp_coll *coll, uint64_t *ticket
         return MP_ECOMM;
     if (c->capture)
         return capture_start(c, coll, ticket);
-    if (c->dissued >= MP_TRANSPORT_DEPTH)
-        MP_TRY(mp_comm_device_wait(c, c->dissued - MP_TRANSPORT_DEPTH + 1));
+    MP_TRY(make_room(c));
     mp_status st = c->dtx.ops->start(c->dtx.self, coll, ticket);
     if (st != MP_OK)
         return broken(c, st);
@@ -192,8 +200,7 @@ mp_status mp_comm_graph_launch(mp_comm *c, const mp_ops *mem, void *graph, const
         return mem->graph_launch(graph);
     if (c->broken)
         return MP_ECOMM;
-    if (c->dissued >= MP_TRANSPORT_DEPTH)
-        MP_TRY(mp_comm_device_wait(c, c->dissued - MP_TRANSPORT_DEPTH + 1));
+    MP_TRY(make_room(c));
     uint64_t ticket = 0;
     mp_status st = c->dtx.ops->launch(c->dtx.self, mem->graph_launch, graph, what, &ticket);
     if (st != MP_OK)

@@ -230,25 +230,51 @@ static void *watchdog(void *arg)
     }
 }
 
-static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *ticket)
+/* Enqueues c on the communication stream after the work queued on the compute stream so far
+ * (recording `fork` there) and records `done` after it (locked): an eager collective's slot
+ * events, or a captured one's. MP_ECOMM when NCCL failed or did not settle, MP_EINTERNAL for a
+ * CUDA call. */
+static mp_status enqueue_locked(nccl_transport *t, const mp_coll *c, cudaEvent_t fork,
+                                cudaEvent_t done, const char *verb)
+{
+    CUDA_CHECK(cudaEventRecord(fork, t->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(t->stream, fork, 0));
+    char doing[128];
+    snprintf(doing, sizeof doing, "%s %s", verb, c->what);
+    ncclResult_t rc = mp_nccl_enqueue(t->nccl, t->stream, t->comm->rank, t->comm->size, c);
+    MP_TRY(settle_locked(t, rc, *t->comm->timeout_s, doing));
+    CUDA_CHECK(cudaEventRecord(done, t->stream));
+    return MP_OK;
+}
+
+/* The ring slot the next ticket takes, in *s (locked); MP_EINTERNAL when RING are outstanding
+ * (the communicator waits for the oldest first, so this is a broken invariant). */
+static mp_status next_slot_locked(nccl_transport *t, const char *what, nccl_slot **s)
 {
     MP_TRY(check_locked(t));
     if (t->issued - t->completed >= RING)
         return mp_fail(MP_EINTERNAL, "comm: %s: %d NCCL collectives are in flight already",
-                       c->what, RING);
-    nccl_slot *s = &t->ring[(t->issued + 1) % RING];
-    CUDA_CHECK(cudaEventRecord(s->start, t->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(t->stream, s->start, 0));
-    char doing[128];
-    snprintf(doing, sizeof doing, "enqueueing %s", c->what);
-    ncclResult_t rc = mp_nccl_enqueue(t->nccl, t->stream, t->comm->rank, t->comm->size, c);
-    MP_TRY(settle_locked(t, rc, *t->comm->timeout_s, doing));
-    CUDA_CHECK(cudaEventRecord(s->done, t->stream));
+                       what, RING);
+    *s = &t->ring[(t->issued + 1) % RING];
+    return MP_OK;
+}
+
+/* Slot s, its events recorded, becomes ticket *ticket for collective c (locked). */
+static void issue_locked(nccl_transport *t, nccl_slot *s, const mp_coll *c, uint64_t *ticket)
+{
     s->coll = *c;
     s->t_start = mp_now();
     s->limit_s = *t->comm->timeout_s;
     s->step = *t->comm->step;
     *ticket = ++t->issued;
+}
+
+static mp_status start_locked(nccl_transport *t, const mp_coll *c, uint64_t *ticket)
+{
+    nccl_slot *s = NULL;
+    MP_TRY(next_slot_locked(t, c->what, &s));
+    MP_TRY(enqueue_locked(t, c, s->start, s->done, "enqueueing"));
+    issue_locked(t, s, c, ticket);
     return MP_OK;
 }
 
@@ -264,16 +290,11 @@ static mp_status capture_locked(nccl_transport *t, const mp_coll *c, uint64_t *t
         return mp_fail(MP_EINTERNAL, "comm: %s: a graph holds at most %d NCCL collectives",
                        c->what, RING);
     int k = t->captured;
-    CUDA_CHECK(cudaEventRecord(t->cap_fork[k], t->compute));
-    t->forked = k + 1;
-    CUDA_CHECK(cudaStreamWaitEvent(t->stream, t->cap_fork[k], 0));
-    char doing[128];
-    snprintf(doing, sizeof doing, "capturing %s", c->what);
-    ncclResult_t rc = mp_nccl_enqueue(t->nccl, t->stream, t->comm->rank, t->comm->size, c);
-    mp_status st = settle_locked(t, rc, *t->comm->timeout_s, doing);
-    if (st != MP_OK)
+    t->forked = k + 1; /* its join point, should the collective fail (capture_switch_locked) */
+    mp_status st = enqueue_locked(t, c, t->cap_fork[k], t->cap_done[k], "capturing");
+    if (st == MP_ECOMM)
         return fail_locked(t, st);
-    CUDA_CHECK(cudaEventRecord(t->cap_done[k], t->stream));
+    MP_TRY(st);
     *ticket = MP_TICKET_CAPTURED | (uint64_t)++t->captured;
     return MP_OK;
 }
@@ -421,23 +442,17 @@ static mp_status capture(void *self, bool begin)
 static mp_status launch_locked(nccl_transport *t, mp_status (*run)(void *graph), void *graph,
                                const char *what, uint64_t *ticket)
 {
-    MP_TRY(check_locked(t));
     if (t->capturing)
         return mp_fail(MP_EINTERNAL, "comm: a graph launched inside a capture");
-    if (t->issued - t->completed >= RING)
-        return mp_fail(MP_EINTERNAL, "comm: %s: %d NCCL collectives are in flight already",
-                       what, RING);
+    nccl_slot *s = NULL;
+    MP_TRY(next_slot_locked(t, what, &s));
     MP_TRY(order_locked(t, t->issued)); /* its collectives after every one issued before */
-    nccl_slot *s = &t->ring[(t->issued + 1) % RING];
     CUDA_CHECK(cudaEventRecord(s->start, t->compute));
     MP_TRY(run(graph));
     CUDA_CHECK(cudaEventRecord(s->done, t->compute));
-    memset(&s->coll, 0, sizeof s->coll);
-    snprintf(s->coll.what, sizeof s->coll.what, "%s", what);
-    s->t_start = mp_now();
-    s->limit_s = *t->comm->timeout_s;
-    s->step = *t->comm->step;
-    *ticket = ++t->issued;
+    mp_coll named = {0};
+    snprintf(named.what, sizeof named.what, "%s", what);
+    issue_locked(t, s, &named, ticket);
     return MP_OK;
 }
 
