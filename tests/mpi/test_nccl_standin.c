@@ -439,7 +439,7 @@ static int step_wrong(const mp_ops *ops, const mp_tensor *x, const mp_tensor *y,
  * before it, sums and maxes them (the values of the launch, not of the capture), as one ticket
  * the host can wait for; an eager collective after the launches still works. Inside a capture,
  * a host collective and a host wait are refused, and a capture whose collectives are not
- * joined back fails at its end. */
+ * joined back fails at its end; NCCL_GRAPH_MIXING_SUPPORT=0 refuses a capture (MP_EUSAGE). */
 static void test_captured(void **state)
 {
     (void)state;
@@ -488,6 +488,11 @@ static void test_captured(void **state)
     assert_int_not_equal(comm.dtx.ops->capture(comm.dtx.self, false), MP_OK);
     assert_false(comm.broken);
     assert_int_equal(total(compare(MP_COLL_ALLREDUCE, MP_REDOP_SUM, MP_F32, 7, 0)), 0);
+    setenv("NCCL_GRAPH_MIXING_SUPPORT", "0", 1); /* eager collectives beside a graph's: refused */
+    assert_int_equal(mp_comm_capture_begin(&comm, &ops), MP_EUSAGE);
+    assert_non_null(strstr(mp_error_message(), "NCCL_GRAPH_MIXING_SUPPORT=0"));
+    assert_null(comm.capture);
+    unsetenv("NCCL_GRAPH_MIXING_SUPPORT");
     mp_standin_graph_free(g);
     mp_comm_drop_device(&comm);
     mp_tensor_delete(&ops, &x);
