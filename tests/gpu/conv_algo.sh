@@ -5,7 +5,8 @@
 #   - correctness: resnet20 O2 fp16 and O0, batch 128, 20 steps with log.profile: each run trains,
 #     prints its convolution plans after the profile (forward, backward data and backward filter),
 #     each plan saying how it was chosen ("timed N ms" or "heuristic"), and the two runs' final
-#     losses are within 5% of each other (other algorithms, other rounding; the same training);
+#     losses differ by at most 5% of the untrained loss ln 10 (other algorithms, other rounding,
+#     the same training: near convergence 5% of the loss itself is noise between such runs);
 #     half plans (O2) stay NHWC, and how many of O0's timed FP32 plans chose NCHW (the trial
 #     times that layout too, with its copies) is reported
 #   - speed: WRN-16-4 batch 512 (the issue's slowest row) at O0 and O2 fp16, 60 steps logged
@@ -34,7 +35,7 @@ run() {
   local name=$1 algo=$2
   shift 2
   rm -f "$out/$name.jsonl"
-  timeout 600 "$mpdist" "${common[@]}" --set "amp.conv_algo=\"$algo\"" \
+  timeout "${MPDIST_GPU_RUN_TIMEOUT:-600}" "$mpdist" "${common[@]}" --set "amp.conv_algo=\"$algo\"" \
     --set "log.metrics=\"$out/$name.jsonl\"" "$@" >"$out/$name.out" 2>&1
 }
 plans() { sed -n '/^convolution plans (cuDNN): /,$p' "$out/$1.out" | grep '^  conv2d_' || true; }
@@ -56,7 +57,7 @@ close_losses() {
   local a b
   a=$(last_loss "$1") b=$(last_loss "$2")
   awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d;
-    exit !(a != "" && b != "" && a == a + 0 && d <= 0.05 * (a < 0 ? -a : a)) }'
+    exit !(a != "" && b != "" && a == a + 0 && b == b + 0 && d <= 0.05 * log(10)) }'
 }
 
 for level in O2 O0; do
@@ -67,7 +68,7 @@ for level in O2 O0; do
   check "$level: the heuristic run trains" run "heuristic-$level" heuristic "${args[@]}"
   check "$level: the timed run's plans are timed ($(plans "timed-$level" | wc -l) plans)" chosen "timed-$level" timed
   check "$level: the heuristic run's plans are cuDNN's heuristic ones" chosen "heuristic-$level" heuristic
-  check "$level: final losses within 5% (timed $(last_loss "timed-$level"), heuristic $(last_loss "heuristic-$level"))" \
+  check "$level: final losses within 5% of the untrained loss ln 10 (timed $(last_loss "timed-$level"), heuristic $(last_loss "heuristic-$level"))" \
     close_losses "timed-$level" "heuristic-$level"
   plans "timed-$level" >"$out/plans-timed-$level.txt"
   nchw=$(grep -c ', NCHW, ' "$out/plans-timed-$level.txt" || true)

@@ -72,6 +72,8 @@ skip=(gfortran-12 openssh-client libjs-jquery libjs-jquery-ui libibverbs-dev lib
       libhdf5-hl-cpp-100 libjpeg-dev libaec-dev libcurl4-openssl-dev libssl-dev hdf5-helpers)
 # What the image is assumed to have besides Debian's required packages.
 image_tools=(gcc g++ make)
+# Virtual packages those provide (libjpeg62-turbo-dev depends on libc-dev, which libc6-dev provides).
+image_virtual=(libc-dev)
 
 tmp=$(mktemp -d /tmp/mpdist-pack.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -131,7 +133,8 @@ mapfile -t present < <(printf '%s\n' "${image[@]}" "${skip[@]}" | grep -vxF -f <
   done
   printf 'Package: mpdist-gpu-image\nStatus: install ok installed\nPriority: optional\nSection: misc\n'
   printf 'Maintainer: mpdist\nArchitecture: amd64\nVersion: 1\nDescription: on the GPU image\nProvides: '
-  awk '{printf "%s%s (= %s)", (NR > 1 ? ", " : ""), $1, $2} END {print ""}' "$tmp/present-versions"
+  awk '{printf "%s%s (= %s)", (NR > 1 ? ", " : ""), $1, $2} END {print ", " virt}' \
+    virt="${image_virtual[*]}" "$tmp/present-versions"
   printf '\n'
 } >"$tmp/status"
 

@@ -11,6 +11,9 @@
 #                             one file to keep under bench/results/ (date, machine, GPU, driver,
 #                             CUDA/cuBLAS/cuDNN/NCCL/MPI versions, every gpu test with its result,
 #                             the training run's accuracy, the table and benchmark lines, PASS/FAIL)
+#   MPDIST_GPU_PACK=0         keep $OUT as it is; by default everything in it but gpu-run.log and
+#                             gpu-report.txt is packed into $OUT/gpu-out.tgz at the end (no *.h5),
+#                             since the device tool brings back only a few files
 #   MPDIST_GPU_DRY=1          stop after unpacking and checking the environment (no build)
 #   MPDIST_GPU_PREFIX         where the packages are unpacked (default /tmp/mpdist-deps; emptied first)
 #   CMAKE_CUDA_ARCHITECTURES  default 90 (H100/H200)
@@ -18,6 +21,8 @@
 #   MPDIST_GPU_TRAIN=0        skip the training run
 #   MPDIST_GPU_TRAIN_ARGS     extra arguments for mpdist, e.g. "--set amp.opt_level=O2"
 #   MPDIST_GPU_TRAIN_TIMEOUT  seconds (default 300)
+#   MPDIST_GPU_RUN_TIMEOUT    seconds per training run in the NCCL, graphs and convolution stages
+#                             (default 300 for NCCL's, 600 for the others')
 #   MPDIST_GPU_NCCL=0         skip the multi-rank NCCL stage (tests/gpu/nccl_ranks.sh: 2 and 4
 #                             ranks through NCCL on the one GPU, shared under comm.share_gpu:
 #                             checkpoints bitwise the MPI route's, comm_hidden, a stopped rank);
@@ -97,11 +102,27 @@ summary() {
   echo "result:    $result"
   write_report "$result" || echo "run: warning: cannot write $report" >&2
   echo "report:    $report"
+  pack_out
   exec 1>&3 2>&4
   wait "$tee_pid" 2>/dev/null || true
   [ "$result" = PASS ] || exit 1
 }
 trap summary EXIT
+
+# pack_out: the device tool brings back only a few files of $OUT (8 on 2026-11-30), so all of it
+# but the log and the report goes into $OUT/gpu-out.tgz, checkpoints (*.h5) left out.
+pack_out() {
+  local items=()
+  [ -n "${OUT:-}" ] && [ "${MPDIST_GPU_PACK:-1}" != 0 ] || return 0
+  mapfile -t items < <(cd "$OUT" && ls -A | grep -vxE 'gpu-run\.log|gpu-report\.txt|gpu-out\.tgz')
+  [ ${#items[@]} -gt 0 ] || return 0
+  if tar czf "$OUT/gpu-out.tgz" -C "$OUT" --exclude='*.h5' "${items[@]}"; then
+    (cd "$OUT" && rm -rf "${items[@]}")
+    echo "packed:    $OUT/gpu-out.tgz (${#items[@]} entries of \$OUT but the log and the report)"
+  else
+    echo "run: warning: cannot pack $OUT into gpu-out.tgz" >&2
+  fi
+}
 
 # write_report RESULT: the run in one file: where and when, the versions `mpdist info` printed,
 # the summary's lines, and each gpu test with its result and time as ctest reported it.
@@ -128,6 +149,7 @@ write_report() {
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
     [ ! -s "${graphs_report:-}" ] || sed 's/^/  /' "$graphs_report"
     [ ! -s "${conv_report:-}" ] || sed 's/^/  /' "$conv_report"
+    [ ! -s "${gpt_out:-}/transformers.txt" ] || sed 's/^/  /' "$gpt_out/transformers.txt"
   } >"$report"
 }
 
