@@ -24,6 +24,7 @@ typedef struct mp_backend_options {
     bool allow_tf32;              /* FP32 GEMMs and convolutions may use TF32 tensor cores */
     int64_t conv_workspace_bytes; /* most cuDNN workspace a convolution algorithm may use */
     bool conv_timed;              /* time cuDNN's algorithms once per shape (amp.conv_algo) */
+    bool conv_deterministic;      /* only algorithms cuDNN lists as deterministic */
     mp_conv_layout conv_layout;   /* FP32 convolutions' layout (AUTO when zero-initialised) */
 } mp_backend_options;
 
@@ -32,7 +33,7 @@ typedef struct mp_backend_options {
  * else the CPU). *ops is the table; *why (cap bytes) says what was chosen and why, or, when it
  * fails, the reason alone (the message adds which amp.device asked). The CUDA
  * backend is opened once per process; a second open with other options changes only
- * allow_tf32, the workspace bound, conv_timed and conv_layout. */
+ * allow_tf32, the workspace bound, conv_timed, conv_deterministic and conv_layout. */
 mp_status mp_backend_open(const char *device, const mp_backend_options *o, const mp_ops **ops,
                           char *why, size_t cap);
 

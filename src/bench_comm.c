@@ -393,17 +393,19 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
         *wrong += r.wrong;
         if (b->c->rank == 0)
             print_row(out, b, &r);
-        if (r.bytes >= 1048576) {
-            sum[0] += (double)r.bytes / r.us / 1e3 * bus_factor(&r, n);
-            sum[1] += (double)r.bytes / r.raw_us / 1e3 * bus_factor(&r, n);
+        if (r.bytes >= 1048576) { /* one rank moves nothing between ranks: its bus factor is
+                                     0, so it averages the algorithm bandwidth */
+            double f = n > 1 ? bus_factor(&r, n) : 1.0;
+            sum[0] += (double)r.bytes / r.us / 1e3 * f;
+            sum[1] += (double)r.bytes / r.raw_us / 1e3 * f;
             nbig++;
         }
     }
     if (b->c->rank == 0 && !o->csv && nbig > 0)
-        fprintf(out, "# Avg bus bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
+        fprintf(out, "# Avg %s bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
                      "%.3f GB/s, ratio %.3f\n",
-                mp_bench_op_names[op], type_name(dt), sum[0] / nbig, sum[1] / nbig,
-                sum[0] / sum[1]);
+                n > 1 ? "bus" : "algorithm (1 rank)", mp_bench_op_names[op], type_name(dt),
+                sum[0] / nbig, sum[1] / nbig, sum[0] / sum[1]);
     return MP_OK;
 }
 

@@ -62,6 +62,7 @@ typedef struct mp_config {
         bool allow_tf32;
         int64_t conv_workspace_mb;
         char conv_algo[12];  /* "heuristic" | "timed" */
+        bool deterministic;  /* convolutions take deterministic cuDNN algorithms only */
         char cuda_graphs[8]; /* "auto" | "on" | "off" */
         double init_scale, growth_factor, backoff_factor, min_scale, max_scale;
         int64_t growth_interval, hysteresis, max_consecutive_skips, scale_margin;

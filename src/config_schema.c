@@ -197,10 +197,15 @@ const mp_key mp_config_keys[] = {
     {"amp.conv_algo", MP_KEY_STRING, "\"heuristic\"", ONE_OF("heuristic", "timed"),
      CF(amp.conv_algo),
      .meaning = "How cuDNN's convolution algorithm is chosen per shape: heuristic (cuDNN's "
-                "first listed that fits; the same in every run) or timed (the fastest of a "
+                "first listed that fits; the same choice in every run) or timed (the fastest of a "
                 "timed trial, as PyTorch's cudnn.benchmark, FP32 convolutions timed in NHWC "
                 "and on NCHW copies; may differ between runs, and with it the last bits) (GPU "
                 "only)."},
+    {"amp.deterministic", MP_KEY_BOOL, "false", CF(amp.deterministic),
+     .meaning = "Convolutions take only algorithms cuDNN lists as deterministic (as PyTorch's "
+                "cudnn.deterministic), so that two runs of the same config on the same GPU end "
+                "bitwise equal; every other op is deterministic already (GPU only; the CPU "
+                "always is)."},
     {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
      CF(amp.cuda_graphs),
      .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "

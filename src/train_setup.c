@@ -31,7 +31,8 @@ static mp_status open_backend(mp_trainer *t)
     mp_backend_options o = {.device = dev > 0 ? dev : 0,
                             .allow_tf32 = c->amp.allow_tf32,
                             .conv_workspace_bytes = c->amp.conv_workspace_mb << 20,
-                            .conv_timed = strcmp(c->amp.conv_algo, "timed") == 0};
+                            .conv_timed = strcmp(c->amp.conv_algo, "timed") == 0,
+                            .conv_deterministic = c->amp.deterministic};
     char why[320];
     mp_status st = mp_backend_open(c->amp.device, &o, &t->ops, why, sizeof why);
     if (st != MP_OK)

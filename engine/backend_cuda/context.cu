@@ -53,6 +53,7 @@ extern "C" mp_status mp_cuda_open(const mp_backend_options *o)
     mp_ctx.allow_tf32 = o->allow_tf32;
     mp_ctx.conv_ws_limit = o->conv_workspace_bytes > 0 ? (size_t)o->conv_workspace_bytes : 0;
     mp_ctx.conv_timed = o->conv_timed;
+    mp_ctx.conv_deterministic = o->conv_deterministic;
     mp_ctx.conv_layout = o->conv_layout;
     return MP_OK;
 }

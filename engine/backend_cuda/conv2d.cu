@@ -16,7 +16,8 @@
  * is an FP32 activation: these are computed in half with FP32 accumulation and then widened, as
  * PyTorch's autocast does, so their values carry half rounding where the CPU reference rounds
  * once to FP32. Tensors are limited to INT_MAX elements (cuDNN's 32-bit indexing; no batch
- * splitting). The algorithms need not be deterministic (backward filter may use atomics). */
+ * splitting). The algorithms need not be deterministic (backward filter's ALGO_0 and ALGO_3 sum
+ * with atomics) unless amp.deterministic asks for those cuDNN lists as deterministic. */
 #include <limits.h>
 #include <string.h>
 
@@ -61,6 +62,7 @@ static mp_status conv_prepare(conv_key *key, conv_dir dir, mp_dtype dt, const co
     key->dtype = dt;
     key->tf32 = c->allow_tf32;
     key->timed = c->conv_timed;
+    key->deterministic = c->conv_deterministic;
     key->layouts = c->conv_layout;
     key->ws_limit = c->conv_ws_limit;
     MP_TRY(mp_conv_plan_get(key, &d, pl));

@@ -10,6 +10,7 @@
  * run falls back to the heuristic list; a shape first met inside a graph capture is refused,
  * since the trial blocks the host). Plans live in a fixed table (the oldest slot is reused when
  * it is full, and a timed one re-timed when met again), so steady-state steps allocate nothing;
+ * with amp.deterministic every candidate cuDNN does not list as deterministic is passed over;
  * mp_cuda_conv_plans prints them (log.profile).
  * An FP32 plan may run in NCHW, the layout cuDNN's FP32 (FMA) kernels are tuned for and PyTorch's
  * default: the direction's two inputs are copied into NCHW buffers (cudnnTransformTensor; grown,
@@ -43,6 +44,7 @@ typedef struct conv_candidate {
     size_t memory;
     cudnnMathType_t math;
     float time;
+    bool deterministic; /* cuDNN lists it as CUDNN_DETERMINISTIC */
 } conv_candidate;
 
 /* The workspace the plan's direction needs with `algo` and the descriptor's current math
@@ -74,7 +76,7 @@ static void conv_take(const PERF *res, int count, conv_candidate *out)
 {
     for (int i = 0; i < count; i++)
         out[i] = conv_candidate{(int)res[i].algo, res[i].status, res[i].memory, res[i].mathType,
-                                res[i].time};
+                                res[i].time, res[i].determinism == CUDNN_DETERMINISTIC};
 }
 
 /* cuDNN's heuristic list for the plan's direction and layout, best first. */
@@ -348,7 +350,8 @@ static mp_status conv_pick(conv_plan *pl, const conv_candidate *cand, int count,
     bool f32 = key->dtype == MP_F32;
     *found = false;
     for (int i = 0; i < count; i++) {
-        if (cand[i].status != CUDNN_STATUS_SUCCESS || cand[i].memory > key->ws_limit)
+        if (cand[i].status != CUDNN_STATUS_SUCCESS || cand[i].memory > key->ws_limit ||
+            (key->deterministic && !cand[i].deterministic))
             continue;
         bool converts = cand[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         bool tensor_op = cand[i].math == CUDNN_TENSOR_OP_MATH || converts;
@@ -423,11 +426,13 @@ static mp_status plan_make(const conv_key *key, const conv_data *d, conv_plan *p
     if (tried || pl->layout == LAYOUT_NCHW)
         MP_TRY(conv_nchw_settle(pl));
     if (!found)
-        return mp_fail(MP_EINTERNAL, "cuda %s: no cuDNN algorithm for N=%d H=%d W=%d C=%d K=%d "
-                       "R=%d S=%d groups=%d %s fits the workspace bound of %zu bytes "
-                       "(amp.conv_workspace_mb)", conv_op_names[key->dir], key->n, key->h,
-                       key->w, key->c, key->k, key->r, key->s, key->groups,
-                       mp_dtype_name((mp_dtype)key->dtype), key->ws_limit);
+        return mp_fail(MP_EINTERNAL, "cuda %s: no %scuDNN algorithm for N=%d H=%d W=%d C=%d "
+                       "K=%d R=%d S=%d groups=%d %s fits the workspace bound of %zu bytes "
+                       "(amp.conv_workspace_mb%s)", conv_op_names[key->dir],
+                       key->deterministic ? "deterministic " : "", key->n, key->h, key->w,
+                       key->c, key->k, key->r, key->s, key->groups,
+                       mp_dtype_name((mp_dtype)key->dtype), key->ws_limit,
+                       key->deterministic ? ", amp.deterministic" : "");
     CUDNN_CHECK(cudnnSetConvolutionMathType(pl->cd, best.math));
     pl->algo = best.algo;
     pl->ws_bytes = best.ws_bytes;
@@ -530,10 +535,11 @@ extern "C" void mp_cuda_conv_plans(FILE *out)
         if (!pl->used)
             continue;
         fprintf(out, "  %-22s %-4s N=%d H=%d W=%d C=%d K=%d %dx%d stride %dx%d pad %dx%d "
-                "dilation %dx%d groups %d: %s, %s math, %s, workspace %zu bytes",
+                "dilation %dx%d groups %d: %s%s, %s math, %s, workspace %zu bytes",
                 conv_op_names[k->dir], mp_dtype_name((mp_dtype)k->dtype), k->n, k->h, k->w,
                 k->c, k->k, k->r, k->s, k->sh, k->sw, k->ph, k->pw, k->dh, k->dw, k->groups,
-                conv_algo_name(k->dir, pl->algo), conv_math_name(pl->math),
+                conv_algo_name(k->dir, pl->algo), k->deterministic ? " (deterministic)" : "",
+                conv_math_name(pl->math),
                 pl->layout == LAYOUT_NCHW ? "NCHW" : "NHWC", pl->ws_bytes);
         if (pl->layout == LAYOUT_NCHW && pl->trial && k->layouts == MP_CONV_LAYOUT_AUTO)
             fprintf(out, ", copies %.3f ms", pl->copy_ms);

@@ -14,6 +14,7 @@ typedef struct conv_key {
     int n, h, w, c, k, r, s, p, q;
     int groups, ph, pw, sh, sw, dh, dw;
     int dtype, tf32, timed, layouts; /* layouts: the backend's mp_conv_layout */
+    int deterministic;               /* only algorithms cuDNN lists as deterministic */
     size_t ws_limit;
 } conv_key;
 

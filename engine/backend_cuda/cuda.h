@@ -31,6 +31,7 @@ typedef struct mp_cuda_ctx {
     cudnnHandle_t dnn;
     bool allow_tf32;        /* FP32 GEMMs and convolutions may use TF32 tensor cores */
     bool conv_timed;        /* convolution algorithms timed once per shape (amp.conv_algo) */
+    bool conv_deterministic; /* only algorithms cuDNN lists as deterministic (amp.deterministic) */
     mp_conv_layout conv_layout; /* FP32 convolutions' layout (engine/backends.h) */
     void *gemm_ws;          /* cuBLASLt workspace, MP_CUDA_GEMM_WS bytes */
     void *conv_ws;          /* cuDNN workspace, grown on demand up to conv_ws_limit */

@@ -5,7 +5,7 @@
 #   - correctness: O2 fp16 and O0, batch 128, 30 steps logged every 10: the graph run was
 #     captured at step 3 and launched for every other step that logged nothing (the summary's
 #     "graph" record), and its final checkpoint is bitwise the eager run's (h5diff of /params
-#     /optim /scaler /buffers); the same for a WRN-10-2 with dropout 0.3 at O2, alone and with
+#     /optim /scaler /buffers; both with amp.deterministic); the same for a WRN-10-2 with dropout 0.3 at O2, alone and with
 #     train.accum_steps = 2 (a graph per kind of micro-batch, 50 launches), and, where the
 #     fortunes text is (MPDIST_GPU_GRAPH_TEXT, its directory), configs/fortunes-gpt.cfg with
 #     dropout 0.1 at O2 with flash and with matrix attention (each launch's masks its own
@@ -42,7 +42,7 @@ run() {
   local name=$1 mode=$2
   shift 2
   rm -rf "${out:?}/$name" "$out/$name.jsonl"
-  timeout 600 "$mpdist" "${common[@]}" --set "amp.cuda_graphs=\"$mode\"" \
+  timeout "${MPDIST_GPU_RUN_TIMEOUT:-600}" "$mpdist" "${common[@]}" --set "amp.cuda_graphs=\"$mode\"" \
     --set "log.metrics=\"$out/$name.jsonl\"" --set "checkpoint.dir=\"$out/$name\"" "$@" \
     >"$out/$name.out" 2>&1
 }
@@ -62,10 +62,12 @@ same_ckpt() { # same_ckpt A B: the final checkpoints hold the same training stat
 
 # against LABEL NAME WANT ARGS...: graph-NAME ("on") and eager-NAME ("off") train with ARGS,
 # the graph run's summary says WANT ("captured_at captures launches"), and its checkpoint is
-# bitwise the eager run's
+# bitwise the eager run's. Both under amp.deterministic: O0's FP32 backward filter otherwise took
+# cuDNN's ALGO_0, which sums with atomics (an H200, 2026-11-30), and no two runs need agree.
 against() {
   local label=$1 name=$2 want=$3 got
   shift 3
+  set -- "$@" --set amp.deterministic=true
   check "$label: the graph run trains" run "graph-$name" on "$@"
   check "$label: the eager run trains" run "eager-$name" off "$@"
   got=$(launches "graph-$name")
