@@ -209,10 +209,10 @@ const mp_key mp_config_keys[] = {
     {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
      CF(amp.cuda_graphs),
      .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "
-                "graphs): auto on CUDA where the run allows it (one rank, no "
-                "profile), on to insist (also on several ranks over NCCL, their collectives "
-                "captured with the step, and on the staged CPU backend, which records and "
-                "replays the same way; an error where it cannot), off never."},
+                "graphs): auto on CUDA where the run allows it (one rank, or several over NCCL with "
+                "their collectives captured with the step; no profile), on to insist (also on "
+                "the staged CPU backend, which records and replays the same way; an error "
+                "where it cannot), off never."},
     {"amp.init_scale", MP_KEY_FLOAT, "65536.0", GT(0), LE(16777216), CF(amp.init_scale),
      .meaning = "Dynamic loss scale: the first scale."},
     {"amp.growth_factor", MP_KEY_FLOAT, "2.0", GT(1), LE(1000), CF(amp.growth_factor),

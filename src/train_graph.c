@@ -42,10 +42,6 @@ mp_status mp_train_graph_setup(mp_trainer *t)
         return MP_OK;
     g->why_not = why_not(t);
     g->insist = strcmp(mode, "on") == 0;
-    if (!g->why_not && !g->insist && t->comm->size > 1) /* auto's choice, not a limit */
-        g->why_not = "several ranks: their collectives are captured with amp.cuda_graphs = "
-                     "\"on\"; auto waits until a GPU run has checked NCCL inside graphs "
-                     "(docs/gpu.md)";
     g->allowed = g->why_not == NULL;
     /* dropout and attention masks from the index amp_step_values writes into the state before
      * each micro-batch (step * accum + i, the eager path's), which a launch reads */
