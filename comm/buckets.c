@@ -114,6 +114,27 @@ static void received(const mp_grad_sync *s, const mp_bucket *b, int64_t *lo, int
         *hi = *lo;
 }
 
+/* At a step's first start where the host will not wait for the sums (NCCL): the last step's
+ * marks read into late_*, and this step's first mark recorded. */
+static mp_status first_mark(mp_grad_sync *s)
+{
+    s->marked = false;
+    if (!mp_comm_device_orders(s->comm))
+        return MP_OK;
+    if (s->pending) {
+        double comm = 0.0, exposed = 0.0;
+        s->pending = false;
+        MP_TRY(s->ops->mark_elapsed(s->mark[0], s->mark[2], &comm));
+        MP_TRY(s->ops->mark_elapsed(s->mark[1], s->mark[2], &exposed));
+        s->late_comm_ms = comm;
+        s->late_exposed_ms = exposed > 0.0 ? exposed : 0.0;
+        s->late = true;
+    }
+    MP_TRY(s->ops->mark_record(&s->mark[0]));
+    s->marked = true;
+    return MP_OK;
+}
+
 static mp_status start_bucket(mp_grad_sync *s, int i)
 {
     mp_bucket *b = &s->buckets[i];
@@ -128,8 +149,10 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
     }
-    if (s->t_first == 0.0)
+    if (s->t_first == 0.0) {
         s->t_first = mp_now();
+        MP_TRY(first_mark(s));
+    }
     size_t n = (size_t)(b->hi - b->lo);
     mp_coll coll = s->cfg.shard ? mp_coll_blocks(MP_COLL_REDUCE_SCATTER, w.data, n,
                                                  s->wire[b->group],
@@ -171,6 +194,12 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     if (s->nbuckets == 0 || (s->comm->size == 1 && !s->add_acc))
         return MP_OK;
     s->t_backward = mp_now();
+    if (s->comm->size > 1 && s->next < s->nbuckets && s->t_first == 0.0) {
+        s->t_first = s->t_backward; /* no overlap: the first start is now */
+        MP_TRY(first_mark(s));
+    }
+    if (s->marked)
+        MP_TRY(s->ops->mark_record(&s->mark[1]));
     while (s->next < s->nbuckets)
         MP_TRY(start_bucket(s, s->next++));
     if (s->comm->size == 1)
@@ -178,6 +207,11 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     bool waited = false;
     MP_TRY(mp_comm_coll_order(s->comm, s->buckets[s->nbuckets - 1].ticket, &waited));
     double done = mp_now();
+    if (s->marked) {
+        MP_TRY(s->ops->mark_record(&s->mark[2]));
+        s->marked = false;
+        s->pending = true;
+    }
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
         int64_t lo, hi;
@@ -188,8 +222,13 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
             MP_TRY(s->ops->convert(&w, &g));
         }
     }
-    if (!waited) /* the host never waited: the times are not known */
+    if (!waited) { /* the host never waited: the step before's device times, if any */
+        s->timed = s->late;
+        s->comm_ms = s->late ? s->late_comm_ms : 0.0;
+        s->exposed_ms = s->late ? s->late_exposed_ms : 0.0;
+        s->late = false;
         return MP_OK;
+    }
     s->timed = true;
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));
@@ -213,6 +252,10 @@ void mp_grad_sync_free(mp_grad_sync *s)
             mp_tensor_delete(s->ops, &s->wirebuf[g]);
             mp_tensor_delete(s->ops, &s->acc[g]);
         }
+    }
+    for (int i = 0; i < 3 && s->ops; i++) {
+        s->ops->mark_free(s->mark[i]);
+        s->mark[i] = NULL;
     }
     mp_free(s->buckets);
     s->buckets = NULL;

@@ -60,10 +60,15 @@ typedef struct mp_grad_sync {
     int nbuckets, next;            /* next: the first bucket not started this step */
     double t_first, t_backward;    /* this step: first start, end of backward (seconds) */
     double comm_ms, exposed_ms;    /* the last finished step: first start to all summed, and
-                                      the part of it after backward (not hidden); 0 where
-                                      the host does not wait for them (NCCL) */
-    bool timed;                    /* the last finished step measured them (the host waited for
-                                      the sums): the same on every rank */
+                                      the part of it after backward (not hidden); where the
+                                      host does not wait (NCCL), the step before's, timed on
+                                      the device; 0 where nothing was timed */
+    bool timed;                    /* the last finished step has them: the same on every rank */
+    void *mark[3];                 /* where the host does not wait: the backend's clock marks
+                                      at the first start, backward's end and all summed */
+    bool marked, pending;          /* mark[0] recorded this step; a step's marks unread */
+    double late_comm_ms, late_exposed_ms; /* read from the marks, for the next finish */
+    bool late;
 } mp_grad_sync;
 
 /* Plans the buckets of p's groups (see the file comment) with `wire_bytes[g]` bytes an element
@@ -97,7 +102,10 @@ mp_status mp_grad_sync_ready(void *s, int first_param);
  * (with cfg.shard: the rank's block of it) holding the sum over ranks for the ops queued after
  * this call (mp_comm_coll_order). Where the
  * host waits for the sums (under the watchdog) comm_ms and exposed_ms measure them; on a device
- * transport with a stream of its own the host does not wait and they are 0. */
+ * transport with a stream of its own (NCCL) the host does not wait: the backend's clock marks
+ * time them on the device, read at the next step's first start (by then done, so nothing waits
+ * for the device), and comm_ms and exposed_ms are the step before's (0 at the first step and
+ * inside a graph capture, which records no mark). */
 mp_status mp_grad_sync_finish(mp_grad_sync *s);
 
 /* The factor to fold into the loss gradient: 1 / predivide (1 with one rank). */

@@ -57,6 +57,11 @@ bool mp_comm_has_device(const mp_comm *c)
     return c->dtx.ops != NULL;
 }
 
+bool mp_comm_device_orders(const mp_comm *c)
+{
+    return c->dtx.ops && c->dtx.ops->order && !c->capture;
+}
+
 /* A failed device call: the communicator is broken and this rank reports. */
 static mp_status broken(mp_comm *c, mp_status st)
 {

@@ -26,6 +26,11 @@ void mp_comm_drop_device(mp_comm *c);
 /* Whether device collectives are available (mp_comm_use_device succeeded). Not collective. */
 bool mp_comm_has_device(const mp_comm *c);
 
+/* Whether mp_comm_coll_order leaves the host free of the device collectives' sums now: a device
+ * transport with a stream of its own (NCCL) and no capture under way. The caller may then time
+ * the sums with its backend's marks (comm/buckets.c). Not collective. */
+bool mp_comm_device_orders(const mp_comm *c);
+
 /* Starts *coll on the device transport, ordered after the work queued on the compute stream so
  * far; never more than MP_TRANSPORT_DEPTH are outstanding (the oldest is waited for first, on
  * the host, under timeout_s). MP_ECOMM once a device collective failed. */

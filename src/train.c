@@ -346,6 +346,9 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     MP_TRY(t->ops->amp_step_values(t->st, lr, step * t->accum));
     if (!want_loss && !host && t->graph.allowed) {
         MP_TRY(graph_step(t, step, micro, lr, w, r));
+        /* a launch times no sums: not the last eager step's again */
+        t->sync.comm_ms = t->sync.exposed_ms = 0.0;
+        t->sync.timed = false;
     } else {
         PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if skipped */
         for (int i = 0; i < micro; i++) {

@@ -14,7 +14,7 @@ static mp_status comm_spread(mp_trainer *t, const mp_window *w, double *last, do
 {
     *last = *skew = -1.0;
     int n = w->steps < MP_WINDOW_COMM ? (int)w->steps : MP_WINDOW_COMM;
-    if (t->comm->size == 1 || n == 0 || !t->sync.timed) /* !timed: NCCL, on every rank */
+    if (t->comm->size == 1 || n == 0 || !t->sync.timed) /* !timed on every rank alike */
         return MP_OK;
     double v[2 * MP_WINDOW_COMM];
     for (int i = 0; i < n; i++) {
