@@ -47,7 +47,7 @@ typedef struct mp_config {
         int64_t dim, heads;                       /* vit, gpt */
         int64_t patch;                            /* vit */
         char stem[8];                             /* vit: "patch" | "conv" */
-        char attention[8];                        /* vit, gpt: "flash" | "matrix" */
+        char attention[8];                        /* vit, gpt: "auto" | "flash" | "matrix" */
         bool recompute;                  /* composite blocks recompute their activations */
         mp_layer_spec layers[MP_MAX_LAYERS];
         int nlayers;                     /* > 0 when model.layers was given */
@@ -144,8 +144,9 @@ bool mp_config_given(const mp_config *c, const char *path);
 const char *mp_config_where(const mp_config *c, const char *path);
 
 /* The preset model's layer specs (room for MP_MAX_LAYERS) from the model.* keys: their count,
- * or -1 with mp_preset_specs's MP_EUSAGE message ("model.depth: ..."). */
-int mp_config_preset_specs(const mp_config *c, mp_layer_spec *specs);
+ * or -1 with mp_preset_specs's MP_EUSAGE message ("model.depth: ..."). `cuda`: the model runs
+ * on the CUDA backend, where model.attention = "auto" keeps the (T, T) probabilities. */
+int mp_config_preset_specs(const mp_config *c, bool cuda, mp_layer_spec *specs);
 
 /* Prints the resolved configuration (every key, defaults included) in libconfig syntax. */
 void mp_config_print(const mp_config *c, FILE *out);

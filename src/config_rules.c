@@ -42,13 +42,14 @@ static mp_status ordered(const mp_config *c, const char *lo_key, double lo, cons
                           blame_lo ? hi : lo, at, why);
 }
 
-int mp_config_preset_specs(const mp_config *c, mp_layer_spec *specs)
+int mp_config_preset_specs(const mp_config *c, bool cuda, mp_layer_spec *specs)
 {
+    const char *attn = c->model.attention;
     mp_preset_args pa = {c->model.hidden, c->model.nhidden, c->model.depth, c->model.widen,
                          c->model.cardinality, c->model.width, c->model.dropout,
                          c->model.dim, c->model.heads, c->model.patch,
                          strcmp(c->model.stem, "conv") == 0,
-                         strcmp(c->model.attention, "matrix") == 0};
+                         strcmp(attn, "matrix") == 0 || (cuda && strcmp(attn, "auto") == 0)};
     return mp_preset_specs(c->model.preset, &pa, c->data.num_classes, specs);
 }
 
@@ -60,7 +61,7 @@ static mp_status preset_buildable(const mp_config *c)
     if (c->model.nlayers > 0)
         return MP_OK;
     mp_layer_spec specs[MP_MAX_LAYERS];
-    if (mp_config_preset_specs(c, specs) >= 0)
+    if (mp_config_preset_specs(c, false, specs) >= 0)
         return MP_OK;
     const char *msg = mp_error_message(), *key = "model.preset", *colon = strstr(msg, ": ");
     char named[64];

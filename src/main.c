@@ -261,7 +261,7 @@ static void print_dry_run(mp_trainer *t, const mp_config *cfg)
     int64_t before = 0;
     const mp_model *m = &t->model;
     mp_model_opts o = {.recompute = m->recompute, .unplanned = true, .unfused = true};
-    if (mp_train_model_specs(cfg, specs, &n) == MP_OK &&
+    if (mp_train_model_specs(cfg, strcmp(t->ops->name, "cuda") == 0, specs, &n) == MP_OK &&
         mp_model_plan_bytes(specs, n, m->in_shape, m->num_classes, m->max_batch, &t->amp, &o,
                             &before) == MP_OK && before > 0)
         printf(", %lld unfused and unplanned (%.3f)", (long long)before,

@@ -26,7 +26,7 @@ static mp_status build(const mp_config *c, mp_model *m)
                        c->data.format);
     mp_layer_spec specs[MP_MAX_LAYERS];
     int n = 0;
-    MP_TRY(mp_train_model_specs(c, specs, &n));
+    MP_TRY(mp_train_model_specs(c, false, specs, &n)); /* sampled on the CPU */
     const mp_ops *ops = NULL;
     mp_backend_options bo = {.device = 0};
     char why[320];

@@ -136,8 +136,10 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 mp_status mp_train_setup_eval(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
 /* The layer specs of c's model (model.layers, or the preset with its keys) into specs (room
- * for MP_MAX_LAYERS), their count in *n. MP_EUSAGE naming c's file for a preset's bad depth. */
-mp_status mp_train_model_specs(const mp_config *c, mp_layer_spec *specs, int *n);
+ * for MP_MAX_LAYERS), their count in *n, for a model on the CUDA backend when `cuda` (where
+ * model.attention = "auto" is the (T, T) path). MP_EUSAGE naming c's file for a preset's bad
+ * depth. */
+mp_status mp_train_model_specs(const mp_config *c, bool cuda, mp_layer_spec *specs, int *n);
 
 /* The opt-level policy c's amp group resolves to. */
 mp_amp_policy mp_train_amp_policy(const mp_config *c);

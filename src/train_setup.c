@@ -193,14 +193,14 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     return MP_OK;
 }
 
-mp_status mp_train_model_specs(const mp_config *c, mp_layer_spec *specs, int *n)
+mp_status mp_train_model_specs(const mp_config *c, bool cuda, mp_layer_spec *specs, int *n)
 {
     if (c->model.nlayers > 0) {
         *n = c->model.nlayers;
         memcpy(specs, c->model.layers, sizeof(mp_layer_spec) * (size_t)*n);
         return MP_OK;
     }
-    *n = mp_config_preset_specs(c, specs);
+    *n = mp_config_preset_specs(c, cuda, specs);
     if (*n < 0)
         return mp_fail(MP_EUSAGE, "%s: %s", c->path, mp_error_message());
     return MP_OK;
@@ -211,7 +211,7 @@ static mp_status build_model(mp_trainer *t)
     const mp_config *c = t->cfg;
     mp_layer_spec specs[MP_MAX_LAYERS];
     int n;
-    MP_TRY(mp_train_model_specs(c, specs, &n));
+    MP_TRY(mp_train_model_specs(c, strcmp(t->ops->name, "cuda") == 0, specs, &n));
     int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
     MP_TRY(check_memory(t, specs, n, in_shape));
     bool zero = c->optim.zero > 0 && t->comm->size > 1 && !t->forward_only;
