@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The one-GPU step benchmark (issues 7, 44, 48): mpdist's training step at each opt level against
-# PyTorch's, for WRN-16-4 and resnet20 on synthetic 32x32x3 data (10 classes) at batch 128 and 512,
+# The one-GPU step benchmark (issues 7, 44, 48, 49): mpdist's training step at each opt level
+# against PyTorch's, for WRN-16-4 and resnet20 on synthetic 32x32x3 data (10 classes) at batch 128
+# and 512, and for the transformers (gpt: configs/fortunes-gpt.cfg at batch 32; gpt2-small:
+# configs/gpt2-small.cfg at batch 8, context 1024; on the fortunes text, model.attention "auto"),
 # in ROUNDS rounds that alternate mpdist and PyTorch (even rounds in reverse order), so that a
 # change can be told from the machine's noise.
 #
@@ -20,9 +22,10 @@
 #            free at its highest); host memory its host_peak_bytes (the dataset, pinned loader
 #            slots); input wait and skipped steps come from the summary too.
 #   PyTorch  bench/pytorch_ref.py, same model, batch and input shape, as its users run it:
-#            fp32 (TF32 off, NCHW), amp (fp16 autocast, GradScaler, channels_last) and
-#            amp-compile (amp with torch.compile; where it does not work, the row says why), all
-#            with cudnn.benchmark and fused SGD: EVERY warm-up steps, then STEPS - EVERY timed
+#            fp32 (TF32 off, NCHW), amp (fp16 autocast, GradScaler, channels_last), amp-bf16
+#            (bf16 autocast) and amp-compile (amp with torch.compile; where it does not work, the
+#            row says why), all with cudnn.benchmark and fused SGD (gpt: fused AdamW, clipping,
+#            scaled_dot_product_attention, random bytes for input): EVERY warm-up steps, then STEPS - EVERY timed
 #            steps, host time between synchronizes and device time between CUDA events;
 #            device memory torch.cuda.max_memory_allocated() (device allocations only, as
 #            mpdist's device_peak_bytes) and mem_get_info's total - free at its highest; it
@@ -40,10 +43,12 @@
 # Usage: bench/gpu_step.sh [-- extra mpdist args]
 #   MPDIST_BENCH_BUILD       build directory holding mpdist (default build-gpu; nothing is built)
 #   MPDIST_GPU_STEP_DRY=1    print the commands without running them (works without a GPU)
-#   MPDIST_GPU_STEP_MODELS   default "wrn16-4 resnet20"
-#   MPDIST_GPU_STEP_BATCHES  default "128 512"
+#   MPDIST_GPU_STEP_MODELS   default "wrn16-4 resnet20"; also gpt, gpt2-small
+#   MPDIST_GPU_STEP_BATCHES  default "128 512" (gpt: 32, gpt2-small: 8, their configs')
+#   MPDIST_GPU_STEP_TEXT     the text for gpt and gpt2-small (default /usr/share/games/fortunes)
+#   MPDIST_GPU_STEP_ATTENTION  their model.attention (default auto: matrix on CUDA)
 #   MPDIST_GPU_STEP_ROWS     mpdist's rows (default "O0 O0+TF32 O1 O2 O2-bf16 O3")
-#   MPDIST_GPU_STEP_TORCH    PyTorch's modes (default "fp32 amp amp-compile")
+#   MPDIST_GPU_STEP_TORCH    PyTorch's modes (default "fp32 amp amp-compile"; also amp-bf16)
 #   MPDIST_GPU_STEP_STEPS    steps per mpdist run (default 240); MPDIST_GPU_STEP_EVERY (default
 #                            20): at least 200 timed steps after the warm-up window
 #   MPDIST_GPU_STEP_ROUNDS   default 3
@@ -59,7 +64,9 @@ build=${MPDIST_BENCH_BUILD:-build-gpu}
 dry=${MPDIST_GPU_STEP_DRY:-0}
 report=${MPDIST_GPU_STEP_REPORT:-0}
 read -ra models <<<"${MPDIST_GPU_STEP_MODELS:-wrn16-4 resnet20}"
-read -ra batches <<<"${MPDIST_GPU_STEP_BATCHES:-128 512}"
+read -ra batches <<<"${MPDIST_GPU_STEP_BATCHES:-}"
+text=${MPDIST_GPU_STEP_TEXT:-/usr/share/games/fortunes}
+attention=${MPDIST_GPU_STEP_ATTENTION:-auto}
 read -ra rows <<<"${MPDIST_GPU_STEP_ROWS:-O0 O0+TF32 O1 O2 O2-bf16 O3}"
 read -ra modes <<<"${MPDIST_GPU_STEP_TORCH:-fp32 amp amp-compile}"
 steps=${MPDIST_GPU_STEP_STEPS:-240}
@@ -81,11 +88,18 @@ for v in steps every rounds tmo; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "$v must be an integer >= 1 (got '${!v}')"
 done
 [ "$steps" -gt $((2 * every)) ] || die "STEPS ($steps) must exceed 2 x EVERY ($every): one window is dropped, the median needs more"
-for m in "${models[@]}"; do case $m in wrn16-4 | resnet20) ;; *) die "unknown model '$m' (wrn16-4, resnet20)" ;; esac; done
-for b in "${batches[@]}"; do [[ "$b" =~ ^[1-9][0-9]*$ ]] || die "bad batch '$b'"; done
+for m in "${models[@]}"; do case $m in wrn16-4 | resnet20 | gpt | gpt2-small) ;; *) die "unknown model '$m' (wrn16-4, resnet20, gpt, gpt2-small)" ;; esac; done
+for b in ${batches[@]+"${batches[@]}"}; do [[ "$b" =~ ^[1-9][0-9]*$ ]] || die "bad batch '$b'"; done
+case $attention in auto | flash | matrix) ;; *) die "MPDIST_GPU_STEP_ATTENTION must be auto, flash or matrix (got '$attention')" ;; esac
+texts=$(printf '%s\n' "${models[@]}" | grep -c '^gpt' || true)
+# batches_of MODEL: the batches a model runs at (MPDIST_GPU_STEP_BATCHES, else its own)
+batches_of() {
+  if [ ${#batches[@]} -gt 0 ]; then echo "${batches[@]}"; return; fi
+  case $1 in gpt) echo 32 ;; gpt2-small) echo 8 ;; *) echo 128 512 ;; esac
+}
 for r in "${rows[@]}"; do case $r in O0 | O0+TF32 | O1 | O2 | O2-bf16 | O3) ;; *) die "unknown row '$r' (O0 O0+TF32 O1 O2 O2-bf16 O3)" ;; esac; done
 case $conv_algo in timed | heuristic) ;; *) die "MPDIST_GPU_STEP_CONV_ALGO must be timed or heuristic (got '$conv_algo')" ;; esac
-for m in ${modes[@]+"${modes[@]}"}; do case $m in fp32 | amp | amp-compile) ;; *) die "unknown PyTorch mode '$m' (fp32 amp amp-compile)" ;; esac; done
+for m in ${modes[@]+"${modes[@]}"}; do case $m in fp32 | amp | amp-bf16 | amp-compile) ;; *) die "unknown PyTorch mode '$m' (fp32 amp amp-bf16 amp-compile)" ;; esac; done
 # shellcheck source=launch/env.sh
 source launch/env.sh
 if [ "$report" = 1 ]; then
@@ -96,6 +110,7 @@ elif [ "$dry" = 1 ]; then
 else
   [ -x "$build/mpdist" ] || die "$build/mpdist not found (MPDIST_BENCH_BUILD=$build; tests/gpu/run.sh builds it)"
   [ -f "$cfg" ] || die "$cfg not found"
+  [ "$texts" = 0 ] || [ -e "$text" ] || die "no text for gpt at $text (MPDIST_GPU_STEP_TEXT)"
   mkdir -p "$out"
   rm -f "$out/goals.txt" "$out/table.txt" "$out/table.csv"
   echo "model,batch,row,round,status,images_per_s,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,flops_per_image,log" >"$raw"
@@ -124,11 +139,17 @@ why() { # the reason a run failed, for the CSV (no commas)
 run_mpdist() {
   local model=$1 batch=$2 label=$3 round=$4 opt=${3%%[-+]*} half=fp16 tf32=false tag m rc=0 s w preset
   case $label in O2-bf16) half=bf16 ;; O0+TF32) tf32=true ;; esac
-  preset=(--set model.preset=wrn --set model.depth=16 --set model.widen=4)
-  [ "$model" = resnet20 ] && preset=(--set model.preset=resnet20 --set model.depth=20)
+  local c=$cfg
+  case $model in
+  wrn16-4) preset=(--set model.preset=wrn --set model.depth=16 --set model.widen=4) ;;
+  resnet20) preset=(--set model.preset=resnet20 --set model.depth=20) ;;
+  *) c=configs/fortunes-gpt.cfg
+    [ "$model" = gpt ] || c=configs/gpt2-small.cfg
+    preset=(--set "data.path=\"$text\"" --set "model.attention=\"$attention\"") ;;
+  esac
   tag=$model-b$batch-$label-r$round m=$out/$tag.jsonl
   [ "$dry" = 1 ] || rm -f "$m"
-  run "$tag" mpirun -np 1 "$build/mpdist" "$cfg" "${preset[@]}" --set amp.device=cuda \
+  run "$tag" mpirun -np 1 "$build/mpdist" "$c" "${preset[@]}" --set amp.device=cuda \
     --set amp.opt_level="$opt" --set amp.half="$half" --set amp.allow_tf32="$tf32" \
     --set amp.conv_algo="$conv_algo" --set data.batch_size="$batch" --set data.drop_last=true \
     --set data.test_limit="$batch" \
@@ -169,7 +190,7 @@ run_torch() {
 if [ "$report" != 1 ]; then
   for round in $(seq 1 "$rounds"); do
     for model in "${models[@]}"; do
-      for batch in "${batches[@]}"; do
+      for batch in $(batches_of "$model"); do
         jobs=()
         for r in "${rows[@]}"; do jobs+=("mpdist $r"); done
         for m in ${modes[@]+"${modes[@]}"}; do jobs+=("torch $m"); done

@@ -13,18 +13,25 @@ bias, BatchNorm eps 1e-5 and momentum 0.1, linear head with bias):
             taken from the block's raw input (conv1x1 with the block's stride - bn) where the
             stride or the channels change, summed with no relu; bn - relu, global average pool,
             linear.
-Input: one synthetic batch of 32x32x3 images (standard normal) and labels made on the GPU once
-and reused every step, so no data-loader cost enters (mpdist's synthetic batches are prefetched).
+  gpt,      mpdist's gpt (bench/torch_models.py's twin, scaled_dot_product_attention) in the
+  gpt2-small shapes of configs/fortunes-gpt.cfg (width 128, 4 blocks of 4 heads, context 128) and
+            configs/gpt2-small.cfg (768, 12 blocks of 12 heads, context 1024), dropout 0.1,
+            AdamW (lr 1e-3, betas 0.9/0.95, weight decay 0.1, fused where it exists) with the
+            gradient norm clipped at 1.0, as the configs train (bench/pytorch_ref_gpt.py).
+Input: one synthetic batch made on the GPU once and reused every step, so no data-loader cost
+enters (mpdist's batches are prefetched): 32x32x3 images (standard normal) and labels, or
+windows of random bytes (gpt). images_per_s counts samples (gpt: sequences; tokens_per_s too).
 
 Modes (as PyTorch's users run it on a GPU):
   fp32          FP32 everywhere, TF32 off for matmuls and cuDNN; NCHW; SGD(fused=True).
   amp           torch.autocast(float16) + torch.amp.GradScaler; model and input channels_last;
                 SGD(fused=True).
+  amp-bf16      torch.autocast(bfloat16), no scaler (bf16 needs none); channels_last.
   amp-compile   amp with the model wrapped in torch.compile (default mode, inductor); where it
                 does not work on the machine (no triton, no compiler) the run exits 3 with
                 "pytorch_ref: torch.compile failed: REASON" and gpu_step.sh shows that reason.
-All use SGD lr 0.1, momentum 0.9, nesterov, weight decay 5e-4 (configs/cifar-wrn16-4.cfg) and
-cudnn.benchmark = True (PyTorch picks its fastest convolution algorithms in the warm-up).
+The convolutional models use SGD lr 0.1, momentum 0.9, nesterov, weight decay 5e-4
+(configs/cifar-wrn16-4.cfg); all use cudnn.benchmark = True (PyTorch picks its fastest convolution algorithms in the warm-up).
 
 What is measured: `--warmup` steps, torch.cuda.synchronize(), `--steps` timed steps between two
 CUDA events recorded on the current stream, torch.cuda.synchronize(). images_per_s = batch *
@@ -51,6 +58,7 @@ Prints one line of JSON. Usage:
 """
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -59,9 +67,10 @@ import time
 def arg_parser():
     """The command line; built before torch is imported, so --help works without it."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=("wrn16-4", "resnet20"), default="wrn16-4")
+    p.add_argument("--model", choices=("wrn16-4", "resnet20", "gpt", "gpt2-small"),
+                   default="wrn16-4")
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--mode", choices=("fp32", "amp", "amp-compile"), default="amp")
+    p.add_argument("--mode", choices=("fp32", "amp", "amp-bf16", "amp-compile"), default="amp")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=20)
     return p
@@ -76,6 +85,9 @@ try:
 except ImportError as e:
     print(f"pytorch_ref: cannot import torch ({e})", file=sys.stderr)
     sys.exit(1)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pytorch_ref_gpt  # noqa: E402  (bench/, beside this file)
 
 
 def conv3x3(cin, cout, stride):
@@ -184,18 +196,24 @@ def run(args):
     tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    flops = flops_per_image(args.model, 1)
+    text = args.model in pytorch_ref_gpt.SHAPES
+    flops = pytorch_ref_gpt.flops_per_sample(args.model) if text else flops_per_image(args.model, 1)
     torch.manual_seed(0)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     amp = args.mode != "fp32"
-    fmt = torch.channels_last if amp else torch.contiguous_format
-    net = build(args.model).cuda().to(memory_format=fmt).train()
-    opt, fused = sgd(net.parameters())
-    scaler = grad_scaler() if amp else None
-    x = torch.randn(args.batch, 3, 32, 32, device="cuda").to(memory_format=fmt)
-    y = torch.randint(0, 10, (args.batch,), device="cuda")
-    loss_fn = nn.CrossEntropyLoss()
+    half = torch.bfloat16 if args.mode == "amp-bf16" else torch.float16
+    if text:
+        net, x, y, opt, fused, clip = pytorch_ref_gpt.workload(args.model, args.batch)
+        loss_fn = pytorch_ref_gpt.loss
+    else:
+        fmt = torch.channels_last if amp else torch.contiguous_format
+        net = build(args.model).cuda().to(memory_format=fmt).train()
+        opt, fused = sgd(net.parameters())
+        x = torch.randn(args.batch, 3, 32, 32, device="cuda").to(memory_format=fmt)
+        y = torch.randint(0, 10, (args.batch,), device="cuda")
+        loss_fn, clip = nn.CrossEntropyLoss(), None
+    scaler = grad_scaler() if amp and half == torch.float16 else None
     used = [device_used()]
     fwd = net
     if args.mode == "amp-compile":
@@ -203,14 +221,17 @@ def run(args):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        if amp:
-            with torch.autocast("cuda", dtype=torch.float16):
-                loss = loss_fn(fwd(x), y)
-            scaler.scale(loss).backward()
+        with torch.autocast("cuda", dtype=half, enabled=amp):
+            loss = loss_fn(fwd(x), y)
+        (scaler.scale(loss) if scaler else loss).backward()
+        if clip:
+            if scaler:
+                scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+        if scaler:
             scaler.step(opt)
             scaler.update()
         else:
-            loss_fn(fwd(x), y).backward()
             opt.step()
 
     try:
@@ -241,6 +262,8 @@ def run(args):
         "batch": args.batch,
         "mode": args.mode,
         "images_per_s": args.batch * args.steps / dt,
+        "tokens_per_s": args.batch * args.steps / dt * pytorch_ref_gpt.SHAPES[args.model]["context"]
+        if text else None,
         "step_ms": 1e3 * dt / args.steps,
         "device_ms": start.elapsed_time(end) / args.steps,
         "device_peak_bytes": max(whole_peak, torch.cuda.max_memory_allocated()),
@@ -251,10 +274,10 @@ def run(args):
         "steps": args.steps,
         "warmup": args.warmup,
         "tf32": tf32,
-        "channels_last": amp,
+        "channels_last": amp and not text,
         "cudnn_benchmark": True,
         "compiled": args.mode == "amp-compile",
-        "optimizer": "sgd fused" if fused else "sgd foreach",
+        "optimizer": ("adamw" if text else "sgd") + (" fused" if fused else " foreach"),
         "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name(0),
     }

@@ -481,7 +481,7 @@ fi
 # bench/gpu_step.sh: mpdist's step at O0-O3 against PyTorch on one GPU, and the step goals.
 do_gpu_step() {
   local rc=0
-  MPDIST_BENCH_BUILD=$build MPDIST_PYTHON=$host_python \
+  MPDIST_BENCH_BUILD=$build MPDIST_PYTHON=$host_python MPDIST_GPU_STEP_TEXT=$fortunes \
     MPDIST_PYTHON_LD_LIBRARY_PATH=$host_ld_library_path bash bench/gpu_step.sh || rc=$?
   if [ -n "${OUT:-}" ]; then
     cp runs/bench-gpu/table.txt "$OUT/gpu-step-table.txt" 2>/dev/null || true

@@ -8,8 +8,11 @@
 # amp-compile, not amp), or to amp where compile failed; device memory comes from
 # device_peak_bytes, not the device's whole use or the host's; the goals are judged on the medians
 # and on device memory, and one that fails only on the median says so; failures are counted and
-# named. Then bench/gpu_step.sh's dry run: the rounds alternate mpdist and PyTorch (reversed in
-# even rounds), with at least 200 timed steps after the warm-up; bad settings are refused.
+# named. The transformers (issue 49): gpt's O2 rows against the fastest PyTorch amp (amp-bf16)
+# in tokens/s and memory, and none of the convolutional goals. Then bench/gpu_step.sh's dry run:
+# the rounds alternate mpdist and PyTorch (reversed in even rounds), with at least 200 timed steps
+# after the warm-up; gpt and gpt2-small take their configs, batches and the text; bad settings
+# are refused.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 
@@ -56,6 +59,27 @@ cut -d, -f1-7 tests/data/gpu_step_raw.csv >"$TMP/short.csv"
 rc=0; python3 bench/gpu_step_report.py "$TMP/short.csv" "$TMP/bad" 2>"$TMP/err" >/dev/null || rc=$?
 check "missing columns: exit 2" "2" "$rc"
 
+# The transformers (issue 49): O2 fp16 and bf16 against the fastest PyTorch amp (here amp-bf16),
+# in sequences/s, which are tokens/s, and device memory; made-up numbers.
+{
+  head -1 tests/data/gpu_step_raw.csv
+  for r in 1 2; do
+    echo "gpt,32,O2,$r,ok,$((3000 + 100 * r)),9,9,100000000,,,,,,x"
+    echo "gpt,32,O2-bf16,$r,ok,$((4000 + 100 * r)),8,8,90000000,,,,,,x"
+    echo "gpt,32,PyTorch-amp,$r,ok,3000,9,9,80000000,,,,,,x"
+    echo "gpt,32,PyTorch-amp-bf16,$r,ok,$((3200 + 100 * r)),9,9,95000000,,,,,,x"
+  done
+} >"$TMP/gpt.csv"
+rc=0
+python3 bench/gpu_step_report.py "$TMP/gpt.csv" "$TMP/gpt" "# gpt" >"$TMP/gpt.out" 2>&1 || rc=$?
+check "gpt: a goal missed, exit 1" 1 "$rc"
+check "gpt: the fastest amp is amp-bf16" "gpt batch 32: the faster PyTorch amp is PyTorch-amp-bf16." \
+  "$(grep '^gpt batch 32: the faster' "$TMP/gpt/table.txt")"
+check "gpt: issue 49's goals, O2 fp16 and bf16, tokens/s and memory" \
+  "FAIL gpt batch 32: O2 >= 1.2x the best PyTorch amp (PyTorch-amp-bf16) tokens/s (issue 49) (0.94x, rounds 0.94-0.94)|FAIL gpt batch 32: O2 device memory <= PyTorch-amp-bf16's (issue 49) (1.05x)|PASS gpt batch 32: O2-bf16 >= 1.2x the best PyTorch amp (PyTorch-amp-bf16) tokens/s (issue 49) (1.24x, rounds 1.24-1.24)|PASS gpt batch 32: O2-bf16 device memory <= PyTorch-amp-bf16's (issue 49) (0.95x)" \
+  "$(tr '\n' '|' <"$TMP/gpt/goals.txt" | sed 's/|$//')"
+check "gpt: no convolutional goal" "0" "$(grep -c 'issue 7\|issue 48' "$TMP/gpt/goals.txt")"
+
 # The dry run: what would run, in which order.
 dry() { env MPDIST_GPU_STEP_DRY=1 MPDIST_BENCH_BUILD="$TMP/none" "$@" bash bench/gpu_step.sh 2>"$TMP/err"; }
 dry MPDIST_GPU_STEP_MODELS=resnet20 MPDIST_GPU_STEP_BATCHES=128 MPDIST_GPU_STEP_ROWS="O0 O2-bf16" \
@@ -66,7 +90,15 @@ check "three rounds, alternating, reversed in even rounds" \
 check "mpdist: 240 steps in windows of 20, every run" "6" "$(grep -c 'train.max_steps=240 .*log.every=20' "$TMP/dry")"
 check "mpdist: cuDNN's algorithms timed, every run" "6" "$(grep -c 'amp.conv_algo=timed ' "$TMP/dry")"
 check "PyTorch: 220 timed steps after 20 warm-up, every run" "6" "$(grep -c -- '--steps 220 --warmup 20' "$TMP/dry")"
-for bad in "MPDIST_GPU_STEP_ROWS=O9" "MPDIST_GPU_STEP_TORCH=compile" "MPDIST_GPU_STEP_CONV_ALGO=fast" "MPDIST_GPU_STEP_ROUNDS=0" "MPDIST_GPU_STEP_STEPS=40"; do
+dry MPDIST_GPU_STEP_MODELS="gpt gpt2-small" MPDIST_GPU_STEP_ROWS=O2 MPDIST_GPU_STEP_TORCH=amp-bf16 \
+  MPDIST_GPU_STEP_ROUNDS=1 MPDIST_GPU_STEP_TEXT=/text >"$TMP/dry"
+check "gpt: its config, batch 32, the text, attention auto; gpt2-small: batch 8" \
+  "configs/fortunes-gpt.cfg 32 /text auto|configs/gpt2-small.cfg 8 /text auto|" \
+  "$(grep -E '^timeout.*mpdist' "$TMP/dry" | sed -E 's/.*mpdist ([^ ]*) .*data.path=\\"([^\\]*)\\".*model.attention=\\"([a-z]*)\\".*data.batch_size=([0-9]*) .*/\1 \4 \2 \3/' | tr '\n' '|')"
+check "PyTorch: gpt and gpt2-small at their batches, amp-bf16" \
+  "--model gpt --batch 32 --mode amp-bf16|--model gpt2-small --batch 8 --mode amp-bf16|" \
+  "$(grep -oE -- '--model [^ ]* --batch [0-9]* --mode [^ ]*' "$TMP/dry" | tr '\n' '|')"
+for bad in "MPDIST_GPU_STEP_ROWS=O9" "MPDIST_GPU_STEP_ATTENTION=fast" "MPDIST_GPU_STEP_TORCH=compile" "MPDIST_GPU_STEP_CONV_ALGO=fast" "MPDIST_GPU_STEP_ROUNDS=0" "MPDIST_GPU_STEP_STEPS=40"; do
   rc=0; dry "$bad" >/dev/null || rc=$?
   check "$bad refused with exit 2 and one line" "2 1" "$rc $(wc -l <"$TMP/err")"
 done
