@@ -20,7 +20,8 @@
 #            what its backend allocated on the device: weights, masters, gradients, optimizer
 #            state, activations, workspaces) and device_used_peak_bytes (cudaMemGetInfo's total -
 #            free at its highest); host memory its host_peak_bytes (the dataset, pinned loader
-#            slots); input wait and skipped steps come from the summary too.
+#            slots); input wait (the loader's own, not a wait for the GPU to free a slot) and
+#            skipped steps come from the summary too.
 #   PyTorch  bench/pytorch_ref.py, same model, batch and input shape, as its users run it:
 #            fp32 (TF32 off, NCHW), amp (fp16 autocast, GradScaler, channels_last), amp-bf16
 #            (bf16 autocast) and amp-compile (amp with torch.compile; where it does not work, the

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/alloc.h"
+#include "engine/clock.h"
 #include "io/augment.h"
 #include "io/memcheck.h"
 
@@ -53,6 +54,7 @@ struct mp_loader {
     int inflight;     /* fills running without the lock */
     bool stop;
     atomic_bool fence_failed; /* a fence wait failed: the batch may be wrong */
+    double device_wait_s;     /* the consumer's waits on a slot's fence (its thread only) */
 };
 
 /* Samples in batch j of an epoch over `count` indices. */
@@ -279,6 +281,23 @@ void mp_loader_start_epoch(mp_loader *l, const int64_t *idx, int64_t count, int6
     pthread_mutex_unlock(&l->mu);
 }
 
+/* Under mu, before batch k is awaited in slot s: while the device may still read the slot's
+ * last batch, waits (without the lock) on the slot's fence and counts the time as the
+ * device's, not the input's; the worker waits on the same fence, then fills. The fence is
+ * re-recorded only by the consumer, after its next call returns. */
+static void device_wait(mp_loader *l, mp_loader_slot *s, int64_t k)
+{
+    if (s->ready == k || !s->fence || !l->cfg.fence_wait)
+        return;
+    void *fence = s->fence;
+    pthread_mutex_unlock(&l->mu);
+    double t0 = mp_now();
+    if (l->cfg.fence_wait(fence) != MP_OK)
+        atomic_store(&l->fence_failed, true);
+    l->device_wait_s += mp_now() - t0;
+    pthread_mutex_lock(&l->mu);
+}
+
 mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_t *n)
 {
     pthread_mutex_lock(&l->mu);
@@ -289,12 +308,14 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
     }
     mp_loader_slot *s = &l->slots[k % l->nslots];
     if (l->nthreads == 0) {
+        device_wait(l, s, k);
         mp_loader_fill(l, s, k, l->idx, l->count, l->epoch);
         s->n = mp_loader_batch_n(l, k, l->count);
         s->ready = k;
     } else {
         l->released = k; /* batch k - 1 comes back: exactly one more batch becomes claimable */
         pthread_cond_signal(&l->work);
+        device_wait(l, s, k);
         while (s->ready != k)
             pthread_cond_wait(&l->done, &l->mu);
     }
@@ -313,6 +334,11 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
     *n = s->n;
     pthread_mutex_unlock(&l->mu);
     return MP_OK;
+}
+
+double mp_loader_device_wait_s(const mp_loader *l)
+{
+    return l->device_wait_s;
 }
 
 void **mp_loader_fence(mp_loader *l)

@@ -68,6 +68,12 @@ void mp_loader_start_epoch(mp_loader *l, const int64_t *idx, int64_t count, int6
  * shard that cannot be read) returns its error (MP_EDATA, the shard's message) the same way. */
 mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_t *n);
 
+/* Seconds mp_loader_next has spent so far waiting for the device to finish reading a slot (its
+ * fence) before the slot's next batch could be made: the consumer ran its prefetched batches
+ * ahead of the device, so the device, not the input, held the step. The rest of next's time is
+ * the wait for the input itself. Consumer thread only. */
+double mp_loader_device_wait_s(const mp_loader *l);
+
 /* The fence of the slot the last mp_loader_next returned, for the consumer to record (with
  * ops->fence_record) once it has queued the copies that read the slot. Not valid before the
  * first mp_loader_next. */

@@ -209,9 +209,10 @@ static mp_status next_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const in
                             int64_t *n, mp_train_result *r)
 {
     const void *xdata;
-    double t0 = mp_now();
+    double t0 = mp_now(), device0 = mp_loader_device_wait_s(t->loader);
     MP_TRY(mp_loader_next(t->loader, &xdata, labels, n));
-    r->input_wait_s += mp_now() - t0;
+    /* a wait for the device to free a slot is the device's time, not the input's */
+    r->input_wait_s += mp_now() - t0 - (mp_loader_device_wait_s(t->loader) - device0);
     *x = mp_tensor_batch(&t->x, *n);
     *dl = mp_tensor_batch(&t->dlogits, *n * t->model.positions);
     if (t->ops->host_memory) {
