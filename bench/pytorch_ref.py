@@ -16,8 +16,8 @@ bias, BatchNorm eps 1e-5 and momentum 0.1, linear head with bias):
   gpt,      mpdist's gpt (bench/torch_models.py's twin, scaled_dot_product_attention) in the
   gpt2-small shapes of configs/fortunes-gpt.cfg (width 128, 4 blocks of 4 heads, context 128) and
             configs/gpt2-small.cfg (768, 12 blocks of 12 heads, context 1024), dropout 0.1,
-            AdamW (lr 1e-3, betas 0.9/0.95, weight decay 0.1, fused where it exists) with the
-            gradient norm clipped at 1.0, as the configs train (bench/pytorch_ref_gpt.py).
+            AdamW (betas 0.9/0.95, weight decay 0.1, fused where it exists) with the gradient
+            norm clipped at 1.0, as the configs train (bench/pytorch_ref_gpt.py).
 Input: one synthetic batch made on the GPU once and reused every step, so no data-loader cost
 enters (mpdist's batches are prefetched): 32x32x3 images (standard normal) and labels, or
 windows of random bytes (gpt). images_per_s counts samples (gpt: sequences; tokens_per_s too).
@@ -86,8 +86,15 @@ except ImportError as e:
     print(f"pytorch_ref: cannot import torch ({e})", file=sys.stderr)
     sys.exit(1)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import pytorch_ref_gpt  # noqa: E402  (bench/, beside this file)
+TEXT_MODELS = ("gpt", "gpt2-small")
+
+
+def text_workloads():
+    """bench/pytorch_ref_gpt.py (beside this file), imported for the text models only: it
+    needs numpy through bench/torch_models.py."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import pytorch_ref_gpt
+    return pytorch_ref_gpt
 
 
 def conv3x3(cin, cout, stride):
@@ -196,16 +203,18 @@ def run(args):
     tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    text = args.model in pytorch_ref_gpt.SHAPES
-    flops = pytorch_ref_gpt.flops_per_sample(args.model) if text else flops_per_image(args.model, 1)
+    text = args.model in TEXT_MODELS
+    gpt = text_workloads() if text else None
+    flops = gpt.flops_per_sample(args.model) if text else flops_per_image(args.model, 1)
+    torch.cuda.empty_cache()  # the counting copy's blocks, not to be counted as the run's
     torch.manual_seed(0)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     amp = args.mode != "fp32"
     half = torch.bfloat16 if args.mode == "amp-bf16" else torch.float16
     if text:
-        net, x, y, opt, fused, clip = pytorch_ref_gpt.workload(args.model, args.batch)
-        loss_fn = pytorch_ref_gpt.loss
+        net, x, y, opt, fused, clip = gpt.workload(args.model, args.batch)
+        loss_fn = gpt.loss
     else:
         fmt = torch.channels_last if amp else torch.contiguous_format
         net = build(args.model).cuda().to(memory_format=fmt).train()
@@ -262,7 +271,7 @@ def run(args):
         "batch": args.batch,
         "mode": args.mode,
         "images_per_s": args.batch * args.steps / dt,
-        "tokens_per_s": args.batch * args.steps / dt * pytorch_ref_gpt.SHAPES[args.model]["context"]
+        "tokens_per_s": args.batch * args.steps / dt * gpt.SHAPES[args.model]["context"]
         if text else None,
         "step_ms": 1e3 * dt / args.steps,
         "device_ms": start.elapsed_time(end) / args.steps,

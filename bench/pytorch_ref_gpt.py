@@ -1,17 +1,17 @@
 """The transformer workloads of bench/pytorch_ref.py (issue 49): mpdist's gpt as
 bench/torch_models.py builds it (scaled_dot_product_attention, PyTorch's fused attention), in the
 shapes of configs/fortunes-gpt.cfg and configs/gpt2-small.cfg, trained as those configs train
-(AdamW lr 1e-3, betas 0.9/0.95, weight decay 0.1, gradient norm clipped at 1.0), on one batch of
-random bytes made on the GPU once."""
+(AdamW at their learning rates, betas 0.9/0.95, weight decay 0.1, gradient norm clipped at 1.0),
+on one batch of random bytes made on the GPU once."""
 import torch
 import torch.nn.functional as F
 
 import torch_models
 
-# The configs' shapes: configs/fortunes-gpt.cfg and configs/gpt2-small.cfg.
+# The configs' shapes and learning rates: configs/fortunes-gpt.cfg and configs/gpt2-small.cfg.
 SHAPES = {
-    "gpt": dict(context=128, width=128, depth=4, heads=4),
-    "gpt2-small": dict(context=1024, width=768, depth=12, heads=12),
+    "gpt": dict(context=128, width=128, depth=4, heads=4, lr=1e-3),
+    "gpt2-small": dict(context=1024, width=768, depth=12, heads=12, lr=3e-4),
 }
 DROPOUT = 0.1
 CLIP = 1.0
@@ -24,10 +24,10 @@ def build(model):
     return torch_models.Gpt(s["context"], s["width"], s["depth"], s["heads"], DROPOUT).cuda().train()
 
 
-def adamw(params):
+def adamw(params, lr):
     """AdamW as the configs set it, fused where this PyTorch has it; (optimizer, fused)."""
     params = list(params)
-    kw = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    kw = dict(lr=lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     try:
         return torch.optim.AdamW(params, fused=True, **kw), True
     except (TypeError, RuntimeError):
@@ -40,7 +40,7 @@ def workload(model, batch):
     net = build(model)
     t = SHAPES[model]["context"]
     w = torch.randint(0, 256, (batch, t + 1), device="cuda")
-    opt, fused = adamw(net.parameters())
+    opt, fused = adamw(net.parameters(), SHAPES[model]["lr"])
     return net, w[:, :-1].contiguous(), w[:, 1:].contiguous(), opt, fused, CLIP
 
 

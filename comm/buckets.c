@@ -114,23 +114,25 @@ static void received(const mp_grad_sync *s, const mp_bucket *b, int64_t *lo, int
         *hi = *lo;
 }
 
-/* At a step's first start where the host will not wait for the sums (NCCL): the last step's
- * marks read into late_*, and this step's first mark recorded. */
+/* At a step's first start where the host will not wait for the sums (NCCL): the marks of the
+ * set this step reuses (the marked step two before) read into late_*, and this step's first
+ * mark recorded. */
 static mp_status first_mark(mp_grad_sync *s)
 {
     s->marked = false;
     if (!mp_comm_device_orders(s->comm))
         return MP_OK;
-    if (s->pending) {
+    void **m = s->mark[s->set];
+    if (s->pending[s->set]) {
         double comm = 0.0, exposed = 0.0;
-        s->pending = false;
-        MP_TRY(s->ops->mark_elapsed(s->mark[0], s->mark[2], &comm));
-        MP_TRY(s->ops->mark_elapsed(s->mark[1], s->mark[2], &exposed));
+        s->pending[s->set] = false;
+        MP_TRY(s->ops->mark_elapsed(m[0], m[2], &comm));
+        MP_TRY(s->ops->mark_elapsed(m[1], m[2], &exposed));
         s->late_comm_ms = comm;
         s->late_exposed_ms = exposed > 0.0 ? exposed : 0.0;
         s->late = true;
     }
-    MP_TRY(s->ops->mark_record(&s->mark[0]));
+    MP_TRY(s->ops->mark_record(&m[0]));
     s->marked = true;
     return MP_OK;
 }
@@ -199,7 +201,7 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
         MP_TRY(first_mark(s));
     }
     if (s->marked)
-        MP_TRY(s->ops->mark_record(&s->mark[1]));
+        MP_TRY(s->ops->mark_record(&s->mark[s->set][1]));
     while (s->next < s->nbuckets)
         MP_TRY(start_bucket(s, s->next++));
     if (s->comm->size == 1)
@@ -208,9 +210,10 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
     MP_TRY(mp_comm_coll_order(s->comm, s->buckets[s->nbuckets - 1].ticket, &waited));
     double done = mp_now();
     if (s->marked) {
-        MP_TRY(s->ops->mark_record(&s->mark[2]));
+        MP_TRY(s->ops->mark_record(&s->mark[s->set][2]));
         s->marked = false;
-        s->pending = true;
+        s->pending[s->set] = true;
+        s->set ^= 1;
     }
     for (int i = 0; i < s->nbuckets; i++) {
         mp_bucket *b = &s->buckets[i];
@@ -253,9 +256,9 @@ void mp_grad_sync_free(mp_grad_sync *s)
             mp_tensor_delete(s->ops, &s->acc[g]);
         }
     }
-    for (int i = 0; i < 3 && s->ops; i++) {
-        s->ops->mark_free(s->mark[i]);
-        s->mark[i] = NULL;
+    for (int i = 0; i < 6 && s->ops; i++) {
+        s->ops->mark_free(s->mark[i / 3][i % 3]);
+        s->mark[i / 3][i % 3] = NULL;
     }
     mp_free(s->buckets);
     s->buckets = NULL;

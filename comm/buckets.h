@@ -61,12 +61,15 @@ typedef struct mp_grad_sync {
     double t_first, t_backward;    /* this step: first start, end of backward (seconds) */
     double comm_ms, exposed_ms;    /* the last finished step: first start to all summed, and
                                       the part of it after backward (not hidden); where the
-                                      host does not wait (NCCL), the step before's, timed on
-                                      the device; 0 where nothing was timed */
+                                      host does not wait (NCCL), those of the marked step two
+                                      before, timed on the device; 0 where nothing was timed */
     bool timed;                    /* the last finished step has them: the same on every rank */
-    void *mark[3];                 /* where the host does not wait: the backend's clock marks
-                                      at the first start, backward's end and all summed */
-    bool marked, pending;          /* mark[0] recorded this step; a step's marks unread */
+    void *mark[2][3];              /* where the host does not wait, two sets used in turn: the
+                                      backend's clock marks at the first start, backward's end
+                                      and all summed */
+    bool pending[2];               /* a set's marks recorded and not read yet */
+    int set;                       /* the set this step marks */
+    bool marked;                   /* this step recorded mark[set][0] */
     double late_comm_ms, late_exposed_ms; /* read from the marks, for the next finish */
     bool late;
 } mp_grad_sync;
@@ -103,9 +106,10 @@ mp_status mp_grad_sync_ready(void *s, int first_param);
  * this call (mp_comm_coll_order). Where the
  * host waits for the sums (under the watchdog) comm_ms and exposed_ms measure them; on a device
  * transport with a stream of its own (NCCL) the host does not wait: the backend's clock marks
- * time them on the device, read at the next step's first start (by then done, so nothing waits
- * for the device), and comm_ms and exposed_ms are the step before's (0 at the first step and
- * inside a graph capture, which records no mark). */
+ * time them on the device, in two sets used in turn, a set read at the first start of the
+ * marked step after next (mark_elapsed waits for it, so the host runs at most about two steps
+ * ahead of the device), and comm_ms and exposed_ms are those of the marked step two before (0
+ * at the first two and inside a graph capture, which records no mark). */
 mp_status mp_grad_sync_finish(mp_grad_sync *s);
 
 /* The factor to fold into the loss gradient: 1 / predivide (1 with one rank). */

@@ -205,8 +205,9 @@ const mp_key mp_config_keys[] = {
     {"amp.deterministic", MP_KEY_BOOL, "false", CF(amp.deterministic),
      .meaning = "Convolutions take only algorithms cuDNN lists as deterministic (as PyTorch's "
                 "cudnn.deterministic), so that two runs of the same config on the same GPU end "
-                "bitwise equal; every other op is deterministic already (GPU only; the CPU "
-                "always is)."},
+                "bitwise equal with amp.conv_algo = \"heuristic\" (a timed trial may pick "
+                "another deterministic algorithm each run); every other op is deterministic "
+                "already (GPU only; the CPU always is)."},
     {"amp.cuda_graphs", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "on", "off"),
      CF(amp.cuda_graphs),
      .meaning = "Capture the training step as a graph after warm-up steps and replay it (CUDA "

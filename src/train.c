@@ -346,10 +346,13 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
     /* the optimizer's rate and micro-batch 0's masks index (graphs read them there too) */
     MP_TRY(t->ops->amp_step_values(t->st, lr, step * t->accum));
     if (!want_loss && !host && t->graph.allowed) {
+        int64_t launches = t->graph.launches;
         MP_TRY(graph_step(t, step, micro, lr, w, r));
-        /* a launch times no sums: not the last eager step's again */
-        t->sync.comm_ms = t->sync.exposed_ms = 0.0;
-        t->sync.timed = false;
+        if (t->graph.launches > launches) { /* a launch times no sums: not the last eager
+                                               step's again (a warm-up step did time its own) */
+            t->sync.comm_ms = t->sync.exposed_ms = 0.0;
+            t->sync.timed = false;
+        }
     } else {
         PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if skipped */
         for (int i = 0; i < micro; i++) {
@@ -364,6 +367,7 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
         MP_TRY(apply_gradients(t, true));
     }
     w->comm_ms += t->sync.comm_ms;
+    w->timed += t->sync.timed;
     w->comm[w->steps % MP_WINDOW_COMM] = t->sync.comm_ms;
     w->exposed_ms += t->sync.exposed_ms;
     r->comm_exposed_s += 1e-3 * t->sync.exposed_ms;

@@ -9,7 +9,8 @@
  * (*last: the all-reduce as the last rank to arrive saw it) and of the most less the least
  * (*skew), from one MAX over the ranks of each step's comm_ms and its negation. No clock is
  * compared between ranks. Steps where a rank did not measure (comm_ms 0: it never waited) are
- * left out; -1 for both when none is left, when none measured (NCCL) or there is one rank. */
+ * left out; -1 for both when none is left, when the logging step measured none (NCCL's first
+ * steps) or there is one rank. */
 static mp_status comm_spread(mp_trainer *t, const mp_window *w, double *last, double *skew)
 {
     *last = *skew = -1.0;
@@ -61,7 +62,7 @@ mp_status mp_train_log_window(mp_trainer *t, int64_t step, int64_t epoch, double
         .images_per_s = dt > 0 ? (double)w->images / dt : 0.0,
         .step_ms = w->steps ? 1e3 * dt / (double)w->steps : 0.0,
         .device_ms = device_ms,
-        .comm_ms = w->steps ? w->comm_ms / (double)w->steps : 0.0,
+        .comm_ms = w->timed ? w->comm_ms / (double)w->timed : 0.0, /* over the timed steps */
         .comm_hidden = w->comm_ms > 0 ? 1.0 - w->exposed_ms / w->comm_ms : -1.0,
     };
     MP_TRY(comm_spread(t, w, &r.comm_last_ms, &r.comm_skew_ms));

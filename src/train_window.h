@@ -16,7 +16,7 @@ enum { MP_WINDOW_COMM = 256 };
 
 typedef struct mp_window {
     double t0, comm_ms, exposed_ms;
-    int64_t steps, images;
+    int64_t steps, images, timed; /* timed: steps whose sums were timed (sync.timed) */
     double comm[MP_WINDOW_COMM]; /* this rank's comm_ms per step, step i at i % MP_WINDOW_COMM */
     void *mark[2]; /* clock marks (ops->mark_record): the window's start, its end; kept across
                       windows, the end becoming the next start */

@@ -16,8 +16,9 @@
  * is an FP32 activation: these are computed in half with FP32 accumulation and then widened, as
  * PyTorch's autocast does, so their values carry half rounding where the CPU reference rounds
  * once to FP32. Tensors are limited to INT_MAX elements (cuDNN's 32-bit indexing; no batch
- * splitting). The algorithms need not be deterministic (backward filter's ALGO_0 and ALGO_3 sum
- * with atomics) unless amp.deterministic asks for those cuDNN lists as deterministic. */
+ * splitting). The algorithms need not be deterministic (backward data's ALGO_0 and backward
+ * filter's ALGO_0 and ALGO_3 sum with atomics) unless amp.deterministic asks for those cuDNN
+ * lists as deterministic. */
 #include <limits.h>
 #include <string.h>
 

@@ -170,8 +170,10 @@ check "SIGSTOP of rank 1 (pid ${victim:-none}): exit 6 (got $rc) within 15 s (to
   test -n "$victim" -a "$rc" = 6 -a "$took" -le 15 -a -z "$left"
 # mpirun resumes the stopped rank (SIGCONT) before its SIGTERM, a stop request to mpdist, so rank 1
 # may report its own failed collective after rank 0's line: one line a rank, the watchdog's first.
-check "SIGSTOP of rank 1: at most one error line a rank ($(echo "$line" | grep -c .) lines)" \
-  test -n "$line" -a -z "$(grep -o '^mpdist: error: [a-z]*: \[rank [0-9]*' <<<"$line" | sort | uniq -d)"
+ranks_of() { grep -o '\[rank [0-9]*' <<<"$line" | sort; } # one per line that names its rank
+check "SIGSTOP of rank 1: one error line a rank, each naming its rank ($(echo "$line" | grep -c .) lines)" \
+  test -n "$line" -a "$(ranks_of | uniq | wc -l)" = "$(echo "$line" | grep -c .)" \
+  -a "$(ranks_of | wc -l)" = "$(echo "$line" | grep -c .)"
 while read -r l; do say "     its line: $l"; done <<<"$line"
 check "SIGSTOP of rank 1: the first line is rank 0's watchdog, naming rank 1 as the one that did not arrive" \
   grep -Eq '^mpdist: error: comm: \[rank 0 .*timed out after .* did not arrive: 1( |$)' <<<"$(head -1 <<<"$line")"

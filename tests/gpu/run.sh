@@ -116,11 +116,14 @@ pack_out() {
   [ -n "${OUT:-}" ] && [ "${MPDIST_GPU_PACK:-1}" != 0 ] || return 0
   mapfile -t items < <(cd "$OUT" && ls -A | grep -vxE 'gpu-run\.log|gpu-report\.txt|gpu-out\.tgz')
   [ ${#items[@]} -gt 0 ] || return 0
-  if tar czf "$OUT/gpu-out.tgz" -C "$OUT" --exclude='*.h5' "${items[@]}"; then
+  local limit=$((15 << 20)) # under the device tool's limit on a file brought back
+  if tar czf "$OUT/gpu-out.tgz" -C "$OUT" --exclude='*.h5' "${items[@]}" &&
+     [ "$(stat -c %s "$OUT/gpu-out.tgz")" -le "$limit" ]; then
     (cd "$OUT" && rm -rf "${items[@]}")
     echo "packed:    $OUT/gpu-out.tgz (${#items[@]} entries of \$OUT but the log and the report)"
   else
-    echo "run: warning: cannot pack $OUT into gpu-out.tgz" >&2
+    rm -f "$OUT/gpu-out.tgz"
+    echo "run: warning: cannot pack $OUT into one gpu-out.tgz under 15 MiB; left as it is" >&2
   fi
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The transformers' training lines of issue 49 on one device, the same runs for the CPU (which
-# draws the band) and the GPU (which is checked against it):
+# draws the band) and the GPU (which is checked against it; model.attention "auto": tiled on the
+# CPU, the (T, T) path on the GPU, the same values to rounding):
 #   - gpt (configs/fortunes-gpt.cfg, the fortunes text) and vit (configs/fashion-mnist-vit.cfg)
 #     at O0, O2 fp16 and O2 bf16, $STEPS steps each (default 200; batch, data order and dropout
 #     masks as the config: they do not depend on the device), the loss logged every 20 steps;

@@ -1,14 +1,14 @@
 // np: 2
 /* comm_hidden over NCCL (issue 46): the host never waits for the NCCL transport's sums, so
  * comm/buckets.c times them with the backend's clock marks (first start, backward's end, all
- * summed) and reads them at the next step's first start. Here the transport's own object code
- * runs over the stand-in of tests/util/nccl_standin.h on the staged CPU backend, whose marks are
- * the host clock at the call: a step's "backward" sleeps between its first and its other
- * buckets, so the step after must report at least that sleep as comm_ms (first start to all
- * summed) and less of it as exposed; the first step reports nothing; the times are the step
- * before's (a step that sleeps longer reports the shorter sleep before it); without overlap the
- * first start is backward's end, so the sleep is not in comm_ms; and inside a capture nothing
- * is marked. Built only where CUDA (and so NCCL's headers) is; elsewhere it exits 77. */
+ * summed), two sets in turn, each read at the first start of the marked step after next. Here
+ * the transport's own object code runs over the stand-in of tests/util/nccl_standin.h on the
+ * staged CPU backend, whose marks are the host clock at the call: a step's "backward" sleeps
+ * between its first and its other buckets, so the step two later must report at least that
+ * sleep as comm_ms (first start to all summed) and less of it as exposed; the first two steps
+ * report nothing; a step reports the step two before it, not its own; without overlap the first
+ * start is backward's end, so the sleep is not in comm_ms; and inside a capture nothing may be
+ * marked. Built only where CUDA (and so NCCL's headers) is; elsewhere it exits 77. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 
@@ -66,23 +66,27 @@ static void test_bucket_times(void **state)
     assert_int_equal(mp_grad_sync_init(&s, &comm, mp_backend_cpu_staged(), &p, &cfg), MP_OK);
     assert_true(s.nbuckets > 2);
     step(&s, 0.02);
-    assert_false(s.timed); /* the first step: nothing read yet */
+    assert_false(s.timed); /* the first two steps: nothing read yet */
     assert_true(s.comm_ms == 0.0 && s.exposed_ms == 0.0);
     step(&s, 0.12);
+    assert_false(s.timed);
+    step(&s, 0.0);
     assert_true(s.timed);
-    assert_true(s.comm_ms >= 20.0 && s.comm_ms < 120.0); /* the step before's, sleep included */
+    assert_true(s.comm_ms >= 20.0 && s.comm_ms < 120.0); /* step 1's, its sleep included */
     assert_true(s.exposed_ms >= 0.0 && s.exposed_ms < s.comm_ms - 19.0);
     step(&s, 0.0);
-    assert_true(s.timed && s.comm_ms >= 120.0);
+    assert_true(s.timed && s.comm_ms >= 120.0); /* step 2's */
     /* inside a capture nothing may be marked (a mark waits for the host) */
     comm.capture = mp_backend_cpu_staged();
     assert_false(mp_comm_device_orders(&comm));
     comm.capture = NULL;
     s.cfg.overlap = false; /* every bucket starts at backward's end */
     step(&s, 0.05);
-    assert_true(s.timed && s.comm_ms < 20.0); /* the step before had no sleep */
+    assert_true(s.timed && s.comm_ms < 20.0); /* steps 3 and 4 had no sleep */
     step(&s, 0.0);
-    assert_true(s.timed && s.comm_ms < 20.0); /* the sleep came before the first start */
+    assert_true(s.timed && s.comm_ms < 20.0);
+    step(&s, 0.0);
+    assert_true(s.timed && s.comm_ms < 20.0); /* step 5's: its sleep came before the first start */
     mp_grad_sync_free(&s);
     mp_comm_drop_device(&comm);
     mp_params_free(&p);
