@@ -36,6 +36,10 @@
 #                             plans printed and chosen as asked, losses close); its lines to
 #                             $OUT/conv-algo/conv-algo.txt. MPDIST_GPU_CONV_SPEED=1 adds its
 #                             speed rows (WRN-16-4 batch 512 at O0 and O2, about 2 minutes)
+#   MPDIST_GPU_JPEG=0         skip the JPEG decode stage (tests/gpu/jpeg.sh: bench_jpeg on Fashion-
+#                             MNIST written as JPEG folders, 28 x 28 and 224 x 224: nvJPEG's
+#                             images/s beside libjpeg-turbo's on one thread, pixels checked);
+#                             its lines to $OUT/jpeg/jpeg.txt
 #   MPDIST_GPU_TABLE=1        then the opt-level table (bench/opt_levels.sh cnn_bn, 2 ranks on
 #                             the GPU, 8 epochs each of O0, O1, O2, O3, O2 bf16) and the O2
 #                             accuracy against the CPU run's in bench/results/table.csv (Done
@@ -80,7 +84,7 @@ tee_pid=$!
 start=$(date +%s)
 
 gpu="not queried" deps="not run" build_state="not run" tests="not run" train="not run"
-nccl="not run" graphs="not run" conv="not run"
+nccl="not run" graphs="not run" conv="not run" jpeg="not run"
 table="not run (MPDIST_GPU_TABLE=1 runs it)"
 gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
@@ -96,7 +100,7 @@ summary() {
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
     "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" "conv algo:" "$conv" \
-    "opt table:" "$table" "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
+    "nvjpeg:" "$jpeg" "opt table:" "$table" "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -146,13 +150,14 @@ write_report() {
         "$build/gpu-ctest.log" | sed 's/\*\*\*//' | awk '{ printf "  %-24s %-8s %s %s\n", $1, $2, $3, $4 }'
     fi
     printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" \
-      "conv algo:" "$conv" "opt table:" "$table" \
+      "conv algo:" "$conv" "nvjpeg:" "$jpeg" "opt table:" "$table" \
       "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" \
       "inference:" "$inference" "log:" "$log" "result:" "$1"
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
     [ ! -s "${graphs_report:-}" ] || sed 's/^/  /' "$graphs_report"
     [ ! -s "${conv_report:-}" ] || sed 's/^/  /' "$conv_report"
     [ ! -s "${gpt_out:-}/transformers.txt" ] || sed 's/^/  /' "$gpt_out/transformers.txt"
+    [ ! -s "${jpeg_report:-}" ] || sed 's/^/  /' "$jpeg_report"
   } >"$report"
 }
 
@@ -454,6 +459,16 @@ conv_report=$conv_out/conv-algo.txt
 checks_stage conv MPDIST_GPU_CONV "convolution algorithms: amp.conv_algo timed against heuristic" \
   "$conv_report" env "MPDIST_GPU_CONV_SPEED=${MPDIST_GPU_CONV_SPEED:-0}" bash tests/gpu/conv_algo.sh \
   "$build" "$conv_out"
+
+# tests/gpu/jpeg.sh: nvJPEG's decode beside libjpeg-turbo's (issue 50).
+jpeg_out=${OUT:-$build}/jpeg
+jpeg_report=$jpeg_out/jpeg.txt
+if [ -n "$data" ]; then
+  checks_stage jpeg MPDIST_GPU_JPEG "JPEG decode: nvJPEG beside libjpeg-turbo" "$jpeg_report" \
+    bash tests/gpu/jpeg.sh "$build" "$data" "$jpeg_out"
+else
+  jpeg="not run (no Fashion-MNIST to write the JPEG folders from)"
+fi
 
 # The O2 fp16 accuracy of cnn_bn in a table.csv (bench/opt_levels.sh's columns).
 o2_accuracy() { awk -F, '$1 == "cnn_bn" && $2 == "O2" && $3 == "fp16" && $4 == "ok" { print $12 }' "$1"; }
