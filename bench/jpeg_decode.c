@@ -5,9 +5,10 @@
  *           loader's threads run), on this one thread: images/s per core;
  *   nvjpeg  the files in batches of BATCH through nvjpegDecodeBatched to interleaved RGB in
  *           device memory, on the hardware decoder where the GPU has one (A100, H100, H200:
- *           NVJPEG_BACKEND_HARDWARE), else the default backend, one CPU thread, ROUNDS passes
- *           over the files after one warm-up batch, timed from the first batch to the stream's
- *           end: images/s;
+ *           NVJPEG_BACKEND_HARDWARE) and it takes the first batch, else the default backend,
+ *           one CPU thread, ROUNDS passes over the whole batches after that warm-up batch,
+ *           timed from the first batch to the stream's end (the headers parsed before):
+ *           images/s;
  * and the first files' GPU pixels against the CPU's (the two IDCTs and chroma upsamplings may
  * differ by a few levels): max and mean absolute difference, which must stay under 48 and 2.
  * nvJPEG is loaded at run time (dlopen: MPDIST_NVJPEG_LIB, else libnvjpeg.so.13, .so.12, .so),
@@ -52,6 +53,7 @@ typedef struct nvj_api {
     int (*batched_init)(nvj_handle h, nvj_state s, int batch, int cpu_threads, int format);
     int (*batched)(nvj_handle h, nvj_state s, const unsigned char *const *data,
                    const size_t *lengths, nvj_image *out, cudaStream_t stream);
+    int (*property)(int type, int *value); /* nvjpegGetProperty, MAJOR_VERSION 0 .. PATCH 2 */
 } nvj_api;
 
 /* The files, read whole. */
@@ -129,6 +131,7 @@ static void *load_nvjpeg(nvj_api *a, const char **why)
     *(void **)&a->image_info = dlsym(lib, "nvjpegGetImageInfo");
     *(void **)&a->batched_init = dlsym(lib, "nvjpegDecodeBatchedInitialize");
     *(void **)&a->batched = dlsym(lib, "nvjpegDecodeBatched");
+    *(void **)&a->property = dlsym(lib, "nvjpegGetProperty");
     if (!a->create_ex || !a->create_simple || !a->destroy || !a->state_create ||
         !a->state_destroy || !a->image_info || !a->batched_init || !a->batched) {
         *why = "a function of its API is missing";
@@ -154,21 +157,33 @@ static void need_cuda(cudaError_t e, const char *call)
     }
 }
 
-/* One pass of nvjpegDecodeBatched over the files from `first` in batches of `batch` into
- * out[0..batch) (each room for the largest image). */
-static void gpu_pass(const nvj_api *a, nvj_handle h, nvj_state s, int batch, nvj_image *out,
-                     cudaStream_t stream, int first, int count)
+/* Decodes files [first, first + batch) into out[0..batch) (each room for the largest image),
+ * each row pitch from pitch[]; nvJPEG's status. */
+static int gpu_batch(const nvj_api *a, nvj_handle h, nvj_state s, int batch, nvj_image *out,
+                     const size_t *pitch, cudaStream_t stream, int first)
 {
-    for (int i = first; i < first + count; i += batch) {
-        int b = first + count - i < batch ? first + count - i : batch;
-        if (b < batch) /* a last short batch: the batch size is fixed at initialisation */
-            need(a->batched_init(h, s, b, 1, NVJ_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
-        need(a->batched(h, s, (const unsigned char *const *)files.data + i, files.len + i, out,
-                        stream),
-             "nvjpegDecodeBatched");
-        if (b < batch)
-            need(a->batched_init(h, s, batch, 1, NVJ_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
+    for (int k = 0; k < batch; k++)
+        out[k].pitch[0] = pitch[first + k];
+    return a->batched(h, s, (const unsigned char *const *)files.data + first, files.len + first,
+                      out, stream);
+}
+
+/* A handle and state on `backend` (the hardware decoder: create_ex; else create_simple),
+ * initialised for batches of `batch`; false where the backend cannot be had. */
+static bool open_backend(const nvj_api *a, bool hardware, int batch, nvj_handle *h, nvj_state *s)
+{
+    *h = NULL;
+    *s = NULL;
+    int st = hardware ? a->create_ex(NVJ_BACKEND_HARDWARE, NULL, NULL, 0, h) : a->create_simple(h);
+    if (st != 0)
+        return false;
+    if (a->state_create(*h, s) != 0 || a->batched_init(*h, *s, batch, 1, NVJ_OUTPUT_RGBI) != 0) {
+        if (*s)
+            a->state_destroy(*s);
+        a->destroy(*h);
+        return false;
     }
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -200,39 +215,47 @@ int main(int argc, char **argv)
         return 77;
     }
     need_cuda(cudaSetDevice(0), "cudaSetDevice");
-    nvj_handle h = NULL;
-    const char *backend = "hardware";
-    if (a.create_ex(NVJ_BACKEND_HARDWARE, NULL, NULL, 0, &h) != 0) {
-        backend = "default";
-        need(a.create_simple(&h), "nvjpegCreateSimple");
-    }
-    nvj_state s = NULL;
-    need(a.state_create(h, &s), "nvjpegJpegStateCreate");
     if (batch > files.n)
         batch = files.n;
-    size_t most = 0;
+    nvj_handle h = NULL;
+    nvj_state s = NULL;
+    need(open_backend(&a, false, batch, &h, &s) ? 0 : 1, "nvjpegCreateSimple");
+    size_t most = 0, *pitch = malloc((size_t)files.n * sizeof *pitch); /* headers, once */
     for (int i = 0; i < files.n; i++) {
         int comps = 0, sub = 0, w[4] = {0}, hh[4] = {0};
         need(a.image_info(h, files.data[i], files.len[i], &comps, &sub, w, hh),
              "nvjpegGetImageInfo");
-        size_t bytes = (size_t)w[0] * (size_t)hh[0] * 3;
-        most = bytes > most ? bytes : most;
+        pitch[i] = (size_t)w[0] * 3;
+        most = pitch[i] * (size_t)hh[0] > most ? pitch[i] * (size_t)hh[0] : most;
     }
     nvj_image *out = calloc((size_t)batch, sizeof *out);
-    for (int i = 0; i < batch; i++) {
+    for (int i = 0; i < batch; i++)
         need_cuda(cudaMalloc((void **)&out[i].channel[0], most), "cudaMalloc");
-        out[i].pitch[0] = 0; /* set per image below: width x 3 */
-    }
     cudaStream_t stream;
     need_cuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-    /* interleaved RGB rows of width x 3 bytes: the pitch of each slot from its image */
-    for (int i = 0; i < batch; i++) {
-        int comps = 0, sub = 0, w[4] = {0}, hh[4] = {0};
-        need(a.image_info(h, files.data[i], files.len[i], &comps, &sub, w, hh), "nvjpegGetImageInfo");
-        out[i].pitch[0] = (size_t)w[0] * 3;
+    /* the hardware decoder where it opens and takes the warm-up batch, else the default */
+    char backend[96] = "default";
+    nvj_handle hw = NULL;
+    nvj_state hs = NULL;
+    if (open_backend(&a, true, batch, &hw, &hs)) {
+        int st = gpu_batch(&a, hw, hs, batch, out, pitch, stream, 0);
+        if (st == 0 && cudaStreamSynchronize(stream) == cudaSuccess) {
+            a.state_destroy(s);
+            a.destroy(h);
+            h = hw, s = hs;
+            snprintf(backend, sizeof backend, "hardware");
+        } else {
+            (void)cudaGetLastError();
+            a.state_destroy(hs);
+            a.destroy(hw);
+            snprintf(backend, sizeof backend, "default (the hardware decoder refused: status %d)",
+                     st);
+        }
+    } else {
+        snprintf(backend, sizeof backend, "default (no hardware decoder)");
     }
-    need(a.batched_init(h, s, batch, 1, NVJ_OUTPUT_RGBI), "nvjpegDecodeBatchedInitialize");
-    gpu_pass(&a, h, s, batch, out, stream, 0, batch); /* warm-up */
+    if (strcmp(backend, "hardware") != 0) /* warm-up on the default backend */
+        need(gpu_batch(&a, h, s, batch, out, pitch, stream, 0), "nvjpegDecodeBatched");
     need_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     /* the check: the first images of the warm-up batch against the CPU's */
     int worst = 0;
@@ -250,23 +273,17 @@ int main(int argc, char **argv)
         free(g);
     }
     double t0 = mp_now();
-    for (int r = 0; r < rounds; r++) {
-        int whole = files.n - files.n % batch; /* same-size batches; the slots fit every image */
-        for (int i = 0; i < whole; i += batch) {
-            for (int k = 0; k < batch; k++) {
-                int comps = 0, sub = 0, w[4] = {0}, hh[4] = {0};
-                need(a.image_info(h, files.data[i + k], files.len[i + k], &comps, &sub, w, hh),
-                     "nvjpegGetImageInfo");
-                out[k].pitch[0] = (size_t)w[0] * 3;
-            }
-            gpu_pass(&a, h, s, batch, out, stream, i, batch);
-        }
-    }
+    int whole = files.n - files.n % batch; /* whole batches only: the batch size is fixed */
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < whole; i += batch)
+            need(gpu_batch(&a, h, s, batch, out, pitch, stream, i), "nvjpegDecodeBatched");
     need_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    double images = (double)rounds * (double)(files.n - files.n % batch);
-    double gpu_rate = images / (mp_now() - t0);
-    printf("nvjpeg %s backend, batch %d, 1 CPU thread: %.0f images/s (%d rounds)\n", backend,
-           batch, gpu_rate, rounds);
+    double gpu_rate = (double)rounds * (double)whole / (mp_now() - t0);
+    int v[3] = {0, 0, 0};
+    for (int i = 0; i < 3 && a.property; i++)
+        a.property(i, &v[i]);
+    printf("nvjpeg %d.%d.%d, %s backend, batch %d, 1 CPU thread: %.0f images/s (%d rounds)\n",
+           v[0], v[1], v[2], backend, batch, gpu_rate, rounds);
     printf("ratio nvjpeg / cpu thread: %.2f\n", gpu_rate / cpu_rate);
     double mean = px > 0 ? sum / px : 0.0;
     bool ok = worst < 48 && mean < 2.0;
@@ -277,6 +294,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < batch; i++)
         cudaFree(out[i].channel[0]);
     free(out);
+    free(pitch);
     cudaStreamDestroy(stream);
     a.state_destroy(s);
     a.destroy(h);

@@ -23,7 +23,7 @@ if [ "$rc" = 77 ]; then
     echo "ok: no GPU or no nvJPEG: exit 77 and one line saying why" ||
     { echo "FAIL: exit 77 without one line saying why"; failures=$((failures + 1)); }
 elif [ "$rc" = 0 ]; then
-  grep -Eq '^nvjpeg (hardware|default) backend, batch 64, 1 CPU thread: [0-9]+ images/s' "$TMP/out" &&
+  grep -Eq '^nvjpeg [0-9.]+, (hardware|default)[^,]* backend, batch 64, 1 CPU thread: [0-9]+ images/s' "$TMP/out" &&
     grep -q '^check ok: ' "$TMP/out" && echo "ok: nvJPEG ran and its pixels match the CPU's" ||
     { echo "FAIL: exit 0 without the nvJPEG line and a passed check"; failures=$((failures + 1)); }
 else
