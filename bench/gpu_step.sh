@@ -7,7 +7,9 @@
 # change can be told from the machine's noise.
 #
 # What is measured, and how:
-#   mpdist   mpirun -np 1 $build/mpdist configs/cifar-wrn16-4.cfg (resnet20: --set
+#   mpdist   mpirun -np 1 --bind-to none (PyTorch's process is not bound either; mpirun would
+#            bind one rank to one core, its loader's threads with it) $build/mpdist
+#            configs/cifar-wrn16-4.cfg (resnet20: --set
 #            model.preset=resnet20 model.depth=20) with amp.device=cuda, train.max_steps=STEPS,
 #            train.eval_every=0 and a step record every EVERY steps, for the rows O0 (FP32,
 #            amp.allow_tf32=false), O0+TF32, O1 fp16, O2 fp16, O2 bf16 and O3 fp16, with
@@ -150,7 +152,7 @@ run_mpdist() {
   esac
   tag=$model-b$batch-$label-r$round m=$out/$tag.jsonl
   [ "$dry" = 1 ] || rm -f "$m"
-  run "$tag" mpirun -np 1 "$build/mpdist" "$c" "${preset[@]}" --set amp.device=cuda \
+  run "$tag" mpirun -np 1 --bind-to none "$build/mpdist" "$c" "${preset[@]}" --set amp.device=cuda \
     --set amp.opt_level="$opt" --set amp.half="$half" --set amp.allow_tf32="$tf32" \
     --set amp.conv_algo="$conv_algo" --set data.batch_size="$batch" --set data.drop_last=true \
     --set data.test_limit="$batch" \

@@ -46,7 +46,9 @@ for model in ${MPDIST_SCALING_MODELS:-resnet20 wrn16-4 gpt}; do
       [ $prof = false ] || tag+=-profiled
       echo "scaling_profiles: $tag"
       rm -f "$out/runs/$tag.jsonl"
-      (cd "$home" && mpirun -np 1 "$bin" "$cfg" "${args[@]}" --set amp.device="$device" \
+      bind=() # a GPU rank not bound to one core (its loader's threads); the CPU's threads stay
+      [ "$device" = cpu ] || bind=(--bind-to none)
+      (cd "$home" && mpirun -np 1 ${bind[@]+"${bind[@]}"} "$bin" "$cfg" "${args[@]}" --set amp.device="$device" \
         --set amp.opt_level="$opt" --set data.batch_size="$batch" --set data.drop_last=true --set data.test_limit="$batch" \
         --set train.max_steps="$steps" --set train.eval_every=0 --set log.every=10 \
         --set log.progress=none --set log.profile=$prof --set "log.metrics=\"$out/runs/$tag.jsonl\"" \

@@ -109,6 +109,15 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
         printf(", blocks recomputed in backward");
     printf("\n");
     mp_amp_print(&t->amp, stdout);
+    /* a GPU rank bound to one core: its loader's threads take turns with the thread that
+     * issues the step (the staged CPU backend of the tests is left quiet) */
+    int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);
+    if (strcmp(t->ops->name, "cuda") == 0 && c->data.loader_threads > 0 && allowed == 1 &&
+        share > 1)
+        printf("note: this rank is bound to 1 core of the %d it could use (mpirun binds 1 or 2 "
+               "ranks to a core each), which the loader's %lld thread%s share with the step: "
+               "mpirun --bind-to none, or --map-by slot:PE=%d, gives it the others\n", share,
+               (long long)c->data.loader_threads, c->data.loader_threads > 1 ? "s" : "", share);
     fflush(stdout);
 }
 

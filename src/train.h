@@ -135,6 +135,13 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
  * sharding), no optimizer state. Such a trainer evaluates and loads weights; it cannot train. */
 mp_status mp_train_setup_eval(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
+/* The cores of this host divided by its ranks (comm->local_size). Not collective. */
+int mp_train_core_share(const mp_comm *comm);
+
+/* The cores this process may run on (its affinity: a launcher may have bound it), 0 when
+ * unknown. */
+int mp_train_cores_allowed(void);
+
 /* The layer specs of c's model (model.layers, or the preset with its keys) into specs (room
  * for MP_MAX_LAYERS), their count in *n, for a model on the CUDA backend when `cuda` (where
  * model.attention = "auto" is the (T, T) path). MP_EUSAGE naming c's file for a preset's bad

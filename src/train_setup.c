@@ -463,19 +463,31 @@ static int cpu_threads(const mp_comm *comm)
     long n = v ? strtol(v, &end, 10) : 0;
     if (v && end != v && *end == '\0' && n >= 1 && n <= 4096)
         return (int)n;
+    int share = mp_train_core_share(comm), allowed = mp_train_cores_allowed();
+    if (allowed > 0 && allowed < share)
+        share = allowed;
+    return share > 0 ? share : 1;
+}
+
+int mp_train_core_share(const mp_comm *comm)
+{
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int share = (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
+    return (int)(cores / (comm->local_size > 0 ? comm->local_size : 1));
+}
+
+int mp_train_cores_allowed(void)
+{
     long ids = sysconf(_SC_NPROCESSORS_CONF);
-    int count = ids > CPU_SETSIZE ? (int)ids : CPU_SETSIZE;
+    int count = ids > CPU_SETSIZE ? (int)ids : CPU_SETSIZE, n = 0;
     cpu_set_t *mine = CPU_ALLOC(count);
     if (mine) {
         size_t bytes = CPU_ALLOC_SIZE(count);
         CPU_ZERO_S(bytes, mine);
-        if (sched_getaffinity(0, bytes, mine) == 0 && CPU_COUNT_S(bytes, mine) < share)
-            share = CPU_COUNT_S(bytes, mine);
+        if (sched_getaffinity(0, bytes, mine) == 0)
+            n = CPU_COUNT_S(bytes, mine);
         CPU_FREE(mine);
     }
-    return share > 0 ? share : 1;
+    return n;
 }
 
 /* mp_train_setup, or with forward_only mp_train_setup_eval. */

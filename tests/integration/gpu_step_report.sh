@@ -88,6 +88,7 @@ order=$(grep -E '^timeout' "$TMP/dry" | sed -nE 's/.*amp\.opt_level=([^ ]*) .*am
 check "three rounds, alternating, reversed in even rounds" \
   "O0-fp16 O2-bf16 fp32 amp-compile amp-compile fp32 O2-bf16 O0-fp16 O0-fp16 O2-bf16 fp32 amp-compile " "$order"
 check "mpdist: 240 steps in windows of 20, every run" "6" "$(grep -c 'train.max_steps=240 .*log.every=20' "$TMP/dry")"
+check "mpdist: its rank not bound to one core, as PyTorch's process is not" "6" "$(grep -c 'mpirun -np 1 --bind-to none ' "$TMP/dry")"
 check "mpdist: cuDNN's algorithms timed, every run" "6" "$(grep -c 'amp.conv_algo=timed ' "$TMP/dry")"
 check "PyTorch: 220 timed steps after 20 warm-up, every run" "6" "$(grep -c -- '--steps 220 --warmup 20' "$TMP/dry")"
 dry MPDIST_GPU_STEP_MODELS="gpt gpt2-small" MPDIST_GPU_STEP_ROWS=O2 MPDIST_GPU_STEP_TORCH=amp-bf16 \
