@@ -8,7 +8,7 @@ names, so a state_dict maps 1:1; tokens are the H*W positions of mpdist's NHWC a
   mlp       28x28x1 image flattened -> Linear + ReLU per --hidden width -> Linear (10).
   cnn_bn    conv3x3 32 (pad 1, no bias) - bn - relu - maxpool 2, conv3x3 64 - bn - relu -
             maxpool 2, flatten, fc 128 - relu - dropout 0.25 - fc 10.
-  resnet20  bench/pytorch_ref.py's, on one input channel.
+  resnet20  bench/torch_cnn.py's (bench/pytorch_ref.py's), on one input channel.
   gpt  bytes -> wte (256, D) + wpe (T, D) -> drop -> L pre-LN blocks, causal -> ln_f ->
        logits = h wte^T (tied; untied: head.weight (256, D), head.bias). Per sample x (1, T, 1)
        holds the byte ids, labels are the next bytes; loss = mean cross-entropy over N*T tokens.
@@ -439,8 +439,8 @@ def image_model(name, hidden, dropout):
         return nn.Sequential(*layers, nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
                              nn.Dropout(0.25 if dropout is None else dropout), nn.Linear(128, 10))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import pytorch_ref
-    return pytorch_ref.build("resnet20", channels=1)
+    import torch_cnn
+    return torch_cnn.build("resnet20", channels=1)
 
 
 class Vit(nn.Module):
