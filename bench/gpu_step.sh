@@ -28,11 +28,11 @@
 #            fp32 (TF32 off, NCHW), amp (fp16 autocast, GradScaler, channels_last), amp-bf16
 #            (bf16 autocast) and amp-compile (amp with torch.compile; where it does not work, the
 #            row says why), all with cudnn.benchmark and fused SGD (gpt: fused AdamW, clipping,
-#            scaled_dot_product_attention, random bytes for input): EVERY warm-up steps, then STEPS - EVERY timed
-#            steps, host time between synchronizes and device time between CUDA events;
-#            device memory torch.cuda.max_memory_allocated() (device allocations only, as
-#            mpdist's device_peak_bytes) and mem_get_info's total - free at its highest; it
-#            also counts the training FLOPs per image.
+#            scaled_dot_product_attention, random bytes for input): EVERY warm-up steps, then
+#            STEPS - EVERY timed steps, host time between synchronizes and device time between
+#            CUDA events; device memory torch.cuda.max_memory_allocated() (device allocations
+#            only, as mpdist's device_peak_bytes) and mem_get_info's total - free at its highest;
+#            it also counts the training FLOPs per image.
 #   Derived  bench/gpu_step_report.py: per row the median over the rounds and the range; the
 #            ratios to PyTorch (O0 rows against fp32, O1-O3 against the faster of amp and
 #            amp-compile) and to mpdist O0 as the median of the rounds' side-by-side ratios;

@@ -15,7 +15,8 @@ Each row of the table is one configuration over the rounds: the median of its ru
 images/s, the range [min, max]. vs_PyT is the median over the rounds of the row's images/s over
 its reference's in the same round (the runs of a round are side by side): O0 and O0+TF32 against
 PyTorch-fp32 (TF32 off), O1-O3 against the fastest of PyTorch-amp, PyTorch-amp-bf16 and
-PyTorch-amp-compile (the one with the higher median; named under the table). x_O0 and mem_O0: the same against mpdist O0.
+PyTorch-amp-compile (the one with the higher median; named under the table). x_O0 and mem_O0: the
+same against mpdist O0.
 Memory: dev_MiB is the device allocations the program counted (mpdist: device_peak_bytes, the
 engine's counters of what its backend allocated on the device; PyTorch:
 torch.cuda.max_memory_allocated()), used_MiB the device's whole use at its highest
@@ -28,8 +29,8 @@ Goals, judged on the medians: issue 7's (O2 fp16 >= 3x O0 images/s; O2 fp16 devi
 issue 48's (O2 fp16 >= 1.2x the best PyTorch amp's images/s at <= 1.0x its device memory, every
 batch; O0 >= 1.0x PyTorch fp32) for the convolutional models; issue 49's for gpt and gpt2-small
 (O2 fp16 and O2 bf16, each where it ran, >= 1.2x the best PyTorch amp's sequences/s, which is
-its tokens/s, at <= 1.0x its device memory). A ratio goal that fails on the median but whose rounds' range
-reaches the line says so.
+its tokens/s, at <= 1.0x its device memory). A ratio goal that fails on the median but whose
+rounds' range reaches the line says so.
 """
 import csv
 import os

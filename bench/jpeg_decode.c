@@ -188,7 +188,8 @@ static bool open_backend(const nvj_api *a, bool hardware, int batch, nvj_handle 
 
 int main(int argc, char **argv)
 {
-    int batch = mp_bench_count_arg(argc, argv, 2, 64), rounds = mp_bench_count_arg(argc, argv, 3, 3);
+    int batch = mp_bench_count_arg(argc, argv, 2, 64);
+    int rounds = mp_bench_count_arg(argc, argv, 3, 3);
     if (argc < 2 || argc > 4 || batch < 0 || rounds < 0) {
         fprintf(stderr, "usage: bench_jpeg ROOT [BATCH] [ROUNDS]\n");
         return 2;

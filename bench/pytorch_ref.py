@@ -31,7 +31,8 @@ Modes (as PyTorch's users run it on a GPU):
                 does not work on the machine (no triton, no compiler) the run exits 3 with
                 "pytorch_ref: torch.compile failed: REASON" and gpu_step.sh shows that reason.
 The convolutional models use SGD lr 0.1, momentum 0.9, nesterov, weight decay 5e-4
-(configs/cifar-wrn16-4.cfg); all use cudnn.benchmark = True (PyTorch picks its fastest convolution algorithms in the warm-up).
+(configs/cifar-wrn16-4.cfg); all use cudnn.benchmark = True (PyTorch picks its fastest convolution
+algorithms in the warm-up).
 
 What is measured: `--warmup` steps, torch.cuda.synchronize(), `--steps` timed steps between two
 CUDA events recorded on the current stream, torch.cuda.synchronize(). images_per_s = batch *

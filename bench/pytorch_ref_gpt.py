@@ -21,7 +21,8 @@ def build(model):
     """The model on the GPU, in training mode, with PyTorch's fused attention."""
     torch_models.ATTENTION = "sdpa"
     s = SHAPES[model]
-    return torch_models.Gpt(s["context"], s["width"], s["depth"], s["heads"], DROPOUT).cuda().train()
+    net = torch_models.Gpt(s["context"], s["width"], s["depth"], s["heads"], DROPOUT)
+    return net.cuda().train()
 
 
 def adamw(params, lr):

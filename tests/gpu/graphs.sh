@@ -5,8 +5,9 @@
 #   - correctness: O2 fp16 and O0, batch 128, 30 steps logged every 10: the graph run was
 #     captured at step 3 and launched for every other step that logged nothing (the summary's
 #     "graph" record), and its final checkpoint is bitwise the eager run's (h5diff of /params
-#     /optim /scaler /buffers; both with amp.deterministic); the same for a WRN-10-2 with dropout 0.3 at O2, alone and with
-#     train.accum_steps = 2 (a graph per kind of micro-batch, 50 launches), and, where the
+#     /optim /scaler /buffers; both with amp.deterministic); the same for a WRN-10-2 with dropout
+#     0.3 at O2, alone and with train.accum_steps = 2 (a graph per kind of micro-batch, 50
+#     launches), and, where the
 #     fortunes text is (MPDIST_GPU_GRAPH_TEXT, its directory), configs/fortunes-gpt.cfg with
 #     dropout 0.1 at O2 with flash and with matrix attention (each launch's masks its own
 #     step's: the kernels read the step index from the state)

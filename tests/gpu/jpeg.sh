@@ -6,7 +6,8 @@
 # images/s on one CPU thread, nvJPEG's (hardware decoder where the GPU has one, batches of 128)
 # and a check of nvJPEG's pixels against the CPU's. nvJPEG is found where the image keeps it
 # (libnvjpeg.so.13, then .so.12, in the CUDA toolkits' lib64, newest first, a pip wheel's
-# nvidia/*/lib, the system's) unless MPDIST_NVJPEG_LIB names it; none found is a SKIP line. One line per check or row in OUT/jpeg.txt.
+# nvidia/*/lib, the system's) unless MPDIST_NVJPEG_LIB names it; none found is a SKIP line. One line
+# per check or row in OUT/jpeg.txt.
 # Usage: tests/gpu/jpeg.sh BUILD DATA OUT    (BUILD has bench_jpeg and tests/make_folder; DATA
 # Fashion-MNIST's directory). Exits 1 when a check failed.
 set -euo pipefail
