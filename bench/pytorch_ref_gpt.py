@@ -1,12 +1,20 @@
+#!/usr/bin/env python3
 """The transformer workloads of bench/pytorch_ref.py (issue 49): mpdist's gpt as
 bench/torch_models.py builds it (scaled_dot_product_attention, PyTorch's fused attention), in the
 shapes of configs/fortunes-gpt.cfg and configs/gpt2-small.cfg, trained as those configs train
 (AdamW at their learning rates, betas 0.9/0.95, weight decay 0.1, gradient norm clipped at 1.0),
-on one batch of random bytes made on the GPU once."""
-import torch
-import torch.nn.functional as F
+on one batch of random bytes made on the GPU once. A module: run as a script it prints this and
+exits."""
+import sys
 
-import torch_models
+if __name__ == "__main__":
+    print(__doc__)
+    sys.exit(0)
+
+import torch  # noqa: E402  (after the answer to --help, which needs no torch)
+import torch.nn.functional as F  # noqa: E402
+
+import torch_models  # noqa: E402
 
 # The configs' shapes and learning rates: configs/fortunes-gpt.cfg and configs/gpt2-small.cfg.
 SHAPES = {

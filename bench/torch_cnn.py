@@ -1,9 +1,16 @@
+#!/usr/bin/env python3
 """The convolutional models of bench/pytorch_ref.py and bench/torch_models.py, layer for layer as
 engine/presets.c and engine/layer_residual.c build them (convolutions without bias, BatchNorm
 eps 1e-5 and momentum 0.1, linear head with bias): resnet20 (post-activation basic blocks) and
 wrn16-4 (pre-activation wide blocks whose shortcut reads the raw input); see pytorch_ref.py's
-description."""
-import torch.nn as nn
+description. A module: run as a script it prints this and exits."""
+import sys
+
+if __name__ == "__main__":
+    print(__doc__)
+    sys.exit(0)
+
+import torch.nn as nn  # noqa: E402  (after the answer to --help, which needs no torch)
 
 
 def conv3x3(cin, cout, stride):
