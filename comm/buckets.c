@@ -88,6 +88,8 @@ void mp_grad_sync_begin(mp_grad_sync *s, bool accumulated)
     s->add_acc = accumulated && s->cfg.accumulate;
     s->next = 0;
     s->t_first = 0.0;
+    s->comm_ms = s->exposed_ms = 0.0;
+    s->timed = false;
     for (int i = 0; i < s->nbuckets; i++)
         s->buckets[i].ticket = 0;
 }
@@ -114,23 +116,23 @@ static void received(const mp_grad_sync *s, const mp_bucket *b, int64_t *lo, int
         *hi = *lo;
 }
 
-/* At a step's first start where the host will not wait for the sums (NCCL): the marks of the
- * set this step reuses (the marked step two before) read into late_*, and this step's first
- * mark recorded. */
-static mp_status first_mark(mp_grad_sync *s)
+/* The step's first start, now: its time, and where the host will not wait for the sums
+ * (NCCL) the marks of the set this step reuses (the marked step two before) read as this
+ * step's comm_ms and exposed_ms, and this step's first mark recorded. */
+static mp_status first_start(mp_grad_sync *s, double now)
 {
+    s->t_first = now;
     s->marked = false;
     if (!mp_comm_device_orders(s->comm))
         return MP_OK;
     void **m = s->mark[s->set];
     if (s->pending[s->set]) {
-        double comm = 0.0, exposed = 0.0;
+        double exposed = 0.0;
         s->pending[s->set] = false;
-        MP_TRY(s->ops->mark_elapsed(m[0], m[2], &comm));
+        MP_TRY(s->ops->mark_elapsed(m[0], m[2], &s->comm_ms));
         MP_TRY(s->ops->mark_elapsed(m[1], m[2], &exposed));
-        s->late_comm_ms = comm;
-        s->late_exposed_ms = exposed > 0.0 ? exposed : 0.0;
-        s->late = true;
+        s->exposed_ms = exposed > 0.0 ? exposed : 0.0;
+        s->timed = true;
     }
     MP_TRY(s->ops->mark_record(&m[0]));
     s->marked = true;
@@ -151,10 +153,8 @@ static mp_status start_bucket(mp_grad_sync *s, int i)
         w = slice(&s->wirebuf[b->group], b->lo, b->hi);
         MP_TRY(s->ops->convert(&g, &w));
     }
-    if (s->t_first == 0.0) {
-        s->t_first = mp_now();
-        MP_TRY(first_mark(s));
-    }
+    if (s->t_first == 0.0)
+        MP_TRY(first_start(s, mp_now()));
     size_t n = (size_t)(b->hi - b->lo);
     mp_coll coll = s->cfg.shard ? mp_coll_blocks(MP_COLL_REDUCE_SCATTER, w.data, n,
                                                  s->wire[b->group],
@@ -191,15 +191,11 @@ mp_status mp_grad_sync_ready(void *arg, int first_param)
 
 mp_status mp_grad_sync_finish(mp_grad_sync *s)
 {
-    s->comm_ms = s->exposed_ms = 0.0;
-    s->timed = false;
     if (s->nbuckets == 0 || (s->comm->size == 1 && !s->add_acc))
         return MP_OK;
     s->t_backward = mp_now();
-    if (s->comm->size > 1 && s->next < s->nbuckets && s->t_first == 0.0) {
-        s->t_first = s->t_backward; /* no overlap: the first start is now */
-        MP_TRY(first_mark(s));
-    }
+    if (s->comm->size > 1 && s->next < s->nbuckets && s->t_first == 0.0)
+        MP_TRY(first_start(s, s->t_backward)); /* no overlap: the first start is now */
     if (s->marked)
         MP_TRY(s->ops->mark_record(&s->mark[s->set][1]));
     while (s->next < s->nbuckets)
@@ -225,13 +221,8 @@ mp_status mp_grad_sync_finish(mp_grad_sync *s)
             MP_TRY(s->ops->convert(&w, &g));
         }
     }
-    if (!waited) { /* the host never waited: the step before's device times, if any */
-        s->timed = s->late;
-        s->comm_ms = s->late ? s->late_comm_ms : 0.0;
-        s->exposed_ms = s->late ? s->late_exposed_ms : 0.0;
-        s->late = false;
+    if (!waited) /* the host never waited: the device's times, read at the first start */
         return MP_OK;
-    }
     s->timed = true;
     s->comm_ms = 1e3 * (done - s->t_first);
     s->exposed_ms = 1e3 * (done - (s->t_backward > s->t_first ? s->t_backward : s->t_first));

@@ -70,8 +70,6 @@ typedef struct mp_grad_sync {
     bool pending[2];               /* a set's marks recorded and not read yet */
     int set;                       /* the set this step marks */
     bool marked;                   /* this step recorded mark[set][0] */
-    double late_comm_ms, late_exposed_ms; /* read from the marks, for the next finish */
-    bool late;
 } mp_grad_sync;
 
 /* Plans the buckets of p's groups (see the file comment) with `wire_bytes[g]` bytes an element
@@ -86,9 +84,9 @@ int mp_buckets_plan(const mp_params *p, const size_t wire_bytes[MP_NGROUPS], int
 mp_status mp_grad_sync_init(mp_grad_sync *s, mp_comm *comm, const mp_ops *ops, mp_params *p,
                             const mp_grad_sync_config *cfg);
 
-/* Begins a step, the last micro-batch of its window: no bucket started; with `accumulated`
- * (cfg.accumulate, and earlier micro-batches went to mp_grad_sync_accumulate) every bucket adds
- * the accumulator to its gradients before it travels. */
+/* Begins a step, the last micro-batch of its window: no bucket started, no time measured; with
+ * `accumulated` (cfg.accumulate, and earlier micro-batches went to mp_grad_sync_accumulate)
+ * every bucket adds the accumulator to its gradients before it travels. */
 void mp_grad_sync_begin(mp_grad_sync *s, bool accumulated);
 
 /* A micro-batch before the last of its window finished backward (announcing no bucket): its
