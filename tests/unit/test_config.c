@@ -227,38 +227,6 @@ static void test_custom_layers(void **state)
     mp_config_free(&c);
 }
 
-/* The attention of gpt's blocks (their third layer) built from model.attention for a model on
- * the CPU (!cuda) or on CUDA. */
-static const char *gpt_attention(const char *setting, bool cuda)
-{
-    static char got[8];
-    char path[1200], text[200];
-    snprintf(text, sizeof text, "model = { preset = \"gpt\"; depth = 1;%s%s%s };\n",
-             setting ? " attention = \"" : "", setting ? setting : "", setting ? "\";" : "");
-    write_cfg(path, sizeof path, "attn.cfg", text);
-    mp_config c;
-    load_ok(&c, path, NULL, 0);
-    mp_layer_spec specs[MP_MAX_LAYERS];
-    int n = mp_config_preset_specs(&c, cuda, specs);
-    assert_true(n > 2);
-    assert_string_equal(specs[2].type, "transformer");
-    snprintf(got, sizeof got, "%s", specs[2].attention);
-    mp_config_free(&c);
-    return got;
-}
-
-/* model.attention = "auto" (the default) is the (T, T) path on CUDA, whose tiled kernel was
- * 9.6x slower on an H200, and the tiled one elsewhere; "flash" and "matrix" hold on both. */
-static void test_attention_auto(void **state)
-{
-    (void)state;
-    assert_string_equal(gpt_attention(NULL, false), "flash");
-    assert_string_equal(gpt_attention(NULL, true), "matrix");
-    assert_string_equal(gpt_attention("auto", false), "flash");
-    assert_string_equal(gpt_attention("flash", true), "flash");
-    assert_string_equal(gpt_attention("matrix", false), "matrix");
-}
-
 static void round_trip(const char *path, const char *const *sets, int nsets, const char *name);
 
 /* The transformer layer types and their keys; the presets' width and heads. */
@@ -689,7 +657,6 @@ int main(void)
         cmocka_unit_test(test_full_file),
         cmocka_unit_test(test_custom_layers),
         cmocka_unit_test(test_transformer_layers),
-        cmocka_unit_test(test_attention_auto),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_syntax_and_io_errors),
         cmocka_unit_test(test_include_relative),
