@@ -5,8 +5,12 @@
  * ImageNet's normalisation into FP32, batches of 128 in a shuffled order. One warm-up epoch of
  * 2 batches, then EPOCHS epochs over the first LIMIT files (0: all), timed with mp_now; prints
  * one line: "loader threads=T images=N seconds=S images_per_s=R".
+ * ROOT "synthetic": the synthetic dataset instead (io/synthetic.c, SIZE x SIZE x CHANNELS, 50000
+ * samples, or LIMIT), CIFAR's augmentation (random crop after padding by 4, flip) into fp16, as
+ * the GPU step benchmark's O2 runs read it: the gather and normalisation alone, nothing decoded.
  * Usage: bench_loader ROOT SIZE CHANNELS THREADS [EPOCHS (1)] [LIMIT (0)]. A bad argument or any
  * failure prints one line on stderr and exits 2. */
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,13 +53,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_loader ROOT SIZE CHANNELS THREADS [EPOCHS] [LIMIT]\n");
         return 2;
     }
-    mp_dataset tr, te;
-    check(mp_folder_load(&tr, &te, argv[1], size, ch, 0, 1000, limit, 1), argv[1]);
+    mp_dataset tr, te = {0};
+    const bool synthetic = strcmp(argv[1], "synthetic") == 0;
+    if (synthetic)
+        check(mp_synthetic_make(&tr, "train", size, size, ch, limit ? limit : 50000, 10, 1),
+              "the synthetic data");
+    else
+        check(mp_folder_load(&tr, &te, argv[1], size, ch, 0, 1000, limit, 1), argv[1]);
     const double mean3[3] = MP_FOLDER_MEAN, std3[3] = MP_FOLDER_STD;
     const double mean1[1] = {0.2860}, std1[1] = {0.3530};
     mp_loader_config c = {.data = &tr, .threads = threads, .depth = 2, .batch = 128,
-                          .dtype = MP_F32, .mean = ch == 3 ? mean3 : mean1,
-                          .std = ch == 3 ? std3 : std1, .flip = true, .seed = 1};
+                          .dtype = synthetic ? MP_F16 : MP_F32, .mean = ch == 3 ? mean3 : mean1,
+                          .std = ch == 3 ? std3 : std1, .pad = synthetic ? 4 : 0, .flip = true,
+                          .seed = 1};
     mp_loader *l;
     check(mp_loader_open(&l, &c), "the loader");
     int64_t *order = malloc((size_t)tr.count * sizeof *order);

@@ -79,13 +79,83 @@ static void pixel_tables(unsigned char *tables, size_t c, const double *mean, co
                      ((double)p / 255.0 - mean[ch]) / std[ch]);
 }
 
+/* The output columns [*x0, *x1) of a row of `width` whose source column under window w is valid
+ * (aug_src_col(w, x, width, pad) >= 0): source column base + dir x there (dir 1, or -1 when
+ * flipped); the columns outside are padding. The range may be empty (*x0 == *x1). */
+static void aug_valid_cols(const aug_window *w, int width, int pad, int *x0, int *x1, int *base,
+                           int *dir)
+{
+    *dir = w->flip ? -1 : 1;
+    *base = w->flip ? width - 1 + w->ox - pad : w->ox - pad;
+    /* valid: 0 <= base + dir x < width */
+    int lo = w->flip ? *base - width + 1 : -*base, hi = w->flip ? *base + 1 : width - *base;
+    *x0 = lo > 0 ? lo : 0;
+    *x1 = hi < width ? hi : width;
+    if (*x1 < *x0)
+        *x1 = *x0;
+}
+
+/* Pixels x0 .. x1 - 1 of an output row at dst (es bytes an element, c channels), from the uint8
+ * source pixels at src + (base + dir x) c, each channel ch through its table (tables + ch 256 es);
+ * with src NULL, padding (the tables' pixel value 0). Inlined with es and c constants, so that each
+ * element is one load and one store. */
+static inline __attribute__((always_inline)) void
+put_pixels(unsigned char *dst, const uint8_t *src, int x0, int x1, int base, int dir,
+           const unsigned char *tables, size_t c, size_t es)
+{
+    for (int x = x0; x < x1; x++) {
+        const uint8_t *p = src ? src + (size_t)(base + dir * x) * c : NULL;
+        for (size_t ch = 0; ch < c; ch++)
+            memcpy(dst + ((size_t)x * c + ch) * es, tables + (ch * 256 + (p ? p[ch] : 0)) * es,
+                   es);
+    }
+}
+
+/* Rows of pixel sample src (h, w, c uint8) under window w into dst (h, w, c of es bytes an
+ * element) through the per-channel tables: each row's padding, then its valid columns. */
+static inline __attribute__((always_inline)) void
+put_rows(const mp_dataset *d, const uint8_t *src, const aug_window *w, int pad,
+         const unsigned char *tables, unsigned char *dst, size_t c, size_t es)
+{
+    int x0, x1, base, dir;
+    aug_valid_cols(w, d->w, pad, &x0, &x1, &base, &dir);
+    size_t row = (size_t)d->w * c;
+    for (int yy = 0; yy < d->h; yy++) {
+        int sy = aug_src_row(w, yy, d->h, pad);
+        unsigned char *out = dst + (size_t)yy * row * es;
+        if (sy < 0) {
+            put_pixels(out, NULL, 0, d->w, 0, 0, tables, c, es);
+            continue;
+        }
+        put_pixels(out, NULL, 0, x0, 0, 0, tables, c, es);
+        put_pixels(out, src + (size_t)sy * row, x0, x1, base, dir, tables, c, es);
+        put_pixels(out, NULL, x1, d->w, 0, 0, tables, c, es);
+    }
+}
+
 /* Sample `index` of image dataset d, augmented by window w, normalised into dst (h, w, c of
- * dt): src holds its pixels (uint8) or, when values, its doubles; padding is pixel or value 0. */
+ * dt): src holds its pixels (uint8) or, when values, its doubles; padding is pixel or value 0.
+ * Pixels go through the tables, the element size and the usual channel counts (1, 3) fixed at
+ * compile time. */
 static void put_sample(const mp_dataset *d, const void *src, bool values, const aug_window *w,
                        int pad, const unsigned char *tables, const double *mean,
                        const double *std, mp_dtype dt, unsigned char *dst)
 {
     size_t es = mp_dtype_size(dt), wd = (size_t)d->w, c = (size_t)d->c;
+    if (!values) {
+        const uint8_t *px = src;
+        if (es == 2 && c == 3)
+            put_rows(d, px, w, pad, tables, dst, 3, 2);
+        else if (es == 4 && c == 3)
+            put_rows(d, px, w, pad, tables, dst, 3, 4);
+        else if (es == 2 && c == 1)
+            put_rows(d, px, w, pad, tables, dst, 1, 2);
+        else if (es == 4 && c == 1)
+            put_rows(d, px, w, pad, tables, dst, 1, 4);
+        else
+            put_rows(d, px, w, pad, tables, dst, c, es);
+        return;
+    }
     for (int yy = 0; yy < d->h; yy++) {
         int sy = aug_src_row(w, yy, d->h, pad);
         for (int xx = 0; xx < d->w; xx++) {
@@ -93,13 +163,8 @@ static void put_sample(const mp_dataset *d, const void *src, bool values, const 
             size_t from = ((size_t)sy * wd + (size_t)sx) * c;
             size_t to = ((size_t)yy * wd + (size_t)xx) * c;
             for (size_t ch = 0; ch < c; ch++) {
-                if (values) {
-                    double v = sx < 0 ? 0.0 : ((const double *)src)[from + ch];
-                    mp_store(dst, dt, to + ch, (v - mean[ch]) / std[ch]);
-                } else {
-                    uint8_t v = sx < 0 ? 0 : ((const uint8_t *)src)[from + ch];
-                    memcpy(dst + (to + ch) * es, tables + (ch * 256 + v) * es, es);
-                }
+                double v = sx < 0 ? 0.0 : ((const double *)src)[from + ch];
+                mp_store(dst, dt, to + ch, (v - mean[ch]) / std[ch]);
             }
         }
     }

@@ -1,7 +1,8 @@
 /* Random crop and flip: the identity case, agreement with an independent reference that
  * materialises the zero-padded image and re-seeds the rng exactly as augment.h documents,
  * hand-picked windows (zero borders, shifted content, mirrored rows), determinism under any call
- * order, fresh crops each epoch, and the augmented batch's per-channel normalisation per dtype. */
+ * order, fresh crops each epoch, and the augmented batch's per-channel normalisation per dtype,
+ * for every window (padding only, partial rows, flipped) and for 3 and 1 channels. */
 #include "tests/util/test_util.h"
 
 #include <stdbool.h>
@@ -332,6 +333,48 @@ static void test_batch_normalisation(void **state)
     assert_memory_equal(y, yp, sizeof y);
 }
 
+/* The batch, for every pad (up to one wider than the image), flip, dtype and for 3 channels and
+ * 1 (the same bytes seen as H x 3W x 1): each element is the crop's pixel normalised and stored
+ * as mp_store rounds it, whatever window the sample drew. */
+static void test_batch_every_window(void **state)
+{
+    (void)state;
+    const int pads[] = {0, 1, 3, 4, 6, 7, 12};
+    const mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16, MP_F64};
+    static unsigned char x[N * PER * 8], want[PER * 8];
+    for (int view = 0; view < 2; view++) {
+        mp_dataset d = make_dataset();
+        if (view == 1)
+            d.w = W * C, d.c = 1;
+        const double mean[C] = {0.4914, 0.4822, 0.4465}, std[C] = {0.2470, 0.2435, 0.2616};
+        int64_t rev[N];
+        for (int64_t i = 0; i < N; i++)
+            rev[i] = N - 1 - i;
+        for (size_t p = 0; p < sizeof pads / sizeof *pads; p++)
+            for (int f = 0; f < 2; f++)
+                for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+                    int32_t y[N];
+                    size_t es = mp_dtype_size(dts[t]);
+                    mp_dataset_batch_augmented(&d, rev, N, mean, std, 5, 3, pads[p], f, dts[t], x,
+                                               y);
+                    for (int64_t k = 0; k < N; k++) {
+                        uint8_t aug[PER];
+                        mp_augment_crop_flip(&d, rev[k], 5, 3, pads[p], f, aug);
+                        for (int e = 0; e < PER; e++) {
+                            int ch = e % d.c;
+                            mp_store(want, dts[t], (size_t)e,
+                                     ((double)aug[e] / 255.0 - mean[ch]) / std[ch]);
+                        }
+                        if (memcmp(x + (size_t)k * PER * es, want, PER * es) != 0)
+                            fail_msg("%d channel(s), pad %d, flip %d, dtype %d: sample %lld "
+                                     "differs",
+                                     d.c, pads[p], f, (int)dts[t], (long long)rev[k]);
+                        assert_int_equal(y[k], labels[rev[k]]);
+                    }
+                }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_known_windows),  cmocka_unit_test(test_flip_mirrors),
         cmocka_unit_test(test_padding_counts), cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_epochs_differ),  cmocka_unit_test(test_batch_normalisation),
+        cmocka_unit_test(test_batch_every_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
