@@ -43,7 +43,7 @@ def phases_from_table(path):
         fail(f"{path}: {e.strerror}")
     except UnicodeDecodeError:
         fail(f"{path}: not a per-op table: not UTF-8 text")
-    step = re.search(r"^profile \(rank \d+\): \d+ steps after the first, ([0-9.]+) ms a step", text, re.M)
+    step = re.search(r"^profile \(rank \d+(?:, \w+ clock)?\): \d+ steps after the first, ([0-9.]+) ms a step", text, re.M)
     rows = re.findall(r"^(\S.*?)\s+(forward|backward|step)\s+([0-9.]+)\s+[0-9.]+%", text, re.M)
     if not step or not rows:
         fail(f"{path}: no per-op profile table (the lines mpdist prints with log.profile)")

@@ -1,16 +1,19 @@
-/* The per-op profile (see profile.h). Invariants: depth counts the ops begun and not ended;
- * for d up to MP_PROFILE_DEPTH, child[d] holds the seconds of the ops that ended at depth d + 1
- * since the op at depth d began, which end() takes off that op's own time (deeper ops count
- * their whole time). */
+/* The per-op profile (see profile.h). Invariants, host clock: depth counts the ops begun and not
+ * ended; for d up to MP_PROFILE_DEPTH, child[d] holds the seconds of the ops that ended at depth
+ * d + 1 since the op at depth d began, which end() takes off that op's own time (deeper ops count
+ * their whole time). Device clock: profile_dev.c's slots, read a step late into the entries. */
 #include "engine/profile.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/clock.h"
+#include "engine/profile_dev.h"
 #include "engine/trace.h"
 
 #define MP_PROFILE_DEPTH 32
+
+static bool dev_on; /* the device clock (profile_dev.h); kept once stopped, for the print */
 
 static struct {
     bool on, warm; /* warm: the first step has ended */
@@ -29,14 +32,43 @@ static double now_synced(void)
     return mp_now();
 }
 
-void mp_profile_start(const mp_ops *ops)
+static mp_prof_entry *entry(const char *name, mp_prof_phase phase);
+
+/* The device clock's sink: an op's own time and a step's. */
+static void add_op(const char *kind, mp_prof_phase phase, double ms)
 {
+    mp_prof_entry *e = entry(kind, phase);
+    e->s += 1e-3 * ms;
+    e->calls++;
+}
+
+static void add_step(double ms)
+{
+    prof.step_s += 1e-3 * ms;
+    prof.steps++;
+}
+
+static const mp_prof_dev_sink sink = {add_op, add_step};
+
+void mp_profile_start(const mp_ops *ops, bool device)
+{
+    mp_prof_dev_stop(NULL); /* an earlier profile never stopped: its marks freed */
     memset(&prof, 0, sizeof prof);
     prof.ops = ops;
     prof.on = true;
+    dev_on = device && ops && ops->mark_record && ops->mark_elapsed;
+    if (dev_on)
+        mp_prof_dev_start(ops);
 }
 
-void mp_profile_stop(void) { prof.on = false; }
+bool mp_profile_device_clock(void) { return dev_on; }
+
+void mp_profile_stop(void)
+{
+    if (prof.on && dev_on)
+        mp_prof_dev_stop(&sink); /* the last step's figures */
+    prof.on = false;
+}
 
 bool mp_profile_on(void) { return prof.on; }
 
@@ -61,6 +93,8 @@ double mp_profile_begin(const char *kind)
     mp_trace_push(kind);
     if (!prof.on)
         return mp_trace_on() ? mp_now() : 0.0;
+    if (dev_on)
+        return mp_prof_dev_begin();
     double t = now_synced();
     if (++prof.depth <= MP_PROFILE_DEPTH)
         prof.child[prof.depth] = 0.0;
@@ -100,6 +134,12 @@ static void trace_op(const char *kind, const char *label, mp_prof_phase phase, d
 void mp_profile_end_as(double mark, const char *kind, mp_prof_phase phase, const char *label)
 {
     mp_trace_pop();
+    if (prof.on && dev_on) {
+        double host0;
+        if (mp_prof_dev_end(mark, kind, phase, &host0) && mp_trace_on())
+            trace_op(kind, label, phase, host0, mp_now());
+        return;
+    }
     if (!prof.on || prof.depth == 0) {
         if (mp_trace_on())
             trace_op(kind, label, phase, mark, mp_now());
@@ -127,6 +167,11 @@ void mp_profile_step_end(double mark)
     mp_trace_pop();
     if (!prof.on)
         return;
+    if (dev_on) {
+        mp_prof_dev_step_end(mark, prof.warm, &sink);
+        prof.warm = true;
+        return;
+    }
     double el = now_synced() - mark;
     if (!prof.warm) {
         reset_warm();
@@ -167,8 +212,8 @@ void mp_profile_print(FILE *f, const char *who)
     memcpy(e, prof.e, sizeof e[0] * (size_t)prof.n);
     qsort(e, (size_t)prof.n, sizeof e[0], by_time);
     double per = 1e3 / (double)prof.steps, step_ms = prof.step_s * per, ops_ms = 0.0;
-    fprintf(f, "profile (%s): %lld steps after the first, %.2f ms a step\n", who,
-            (long long)prof.steps, step_ms);
+    fprintf(f, "profile (%s, %s clock): %lld steps after the first, %.2f ms a step\n", who,
+            dev_on ? "device" : "host", (long long)prof.steps, step_ms);
     fprintf(f, "%-24s %-9s %10s %7s %11s\n", "op", "phase", "ms/step", "share", "calls/step");
     for (int i = 0; i < prof.n; i++) {
         double ms = e[i].s * per;

@@ -1,11 +1,19 @@
 /* The per-op profile of training steps (log.profile): wall time by op kind ("conv2d",
- * "batchnorm", "cast", "loss", "optimizer", ...) and phase (forward, backward, step), from the
- * host clock, each op's time exclusive of the ops nested in it (a residual block's own time is
- * its sum; its inner layers count under their own kinds). While it is on, every begin and end
- * first waits for the backend's queue (ops->sync), so on a GPU the times are the ops' own and the
- * run is slower; the CPU's ops are synchronous, and the cost is two clock reads an op. One
- * profile per process, kept by the thread that runs the model (the transports' threads do not
- * time into it). */
+ * "batchnorm", "cast", "loss", "optimizer", ...) and phase (forward, backward, step), each op's
+ * time exclusive of the ops nested in it (a residual block's own time is its sum; its inner
+ * layers count under their own kinds), by one of two clocks (log.profile_clock):
+ *  - host: every begin and end first waits for the backend's queue (ops->sync) and reads the host
+ *    clock, so on a GPU an op's time is its issue and its execution with nothing overlapped, and
+ *    the run is slower; the CPU's ops are synchronous, and the cost is two clock reads an op.
+ *  - device: every begin and end records one of the backend's clock marks (ops->mark_record, a
+ *    CUDA timing event) and nothing waits; at each step's end the marks are read (one wait) and
+ *    an op's time is the device's from the work queued before its begin finishing to the work
+ *    queued before its end finishing: its kernels, and any idle gap while the host was still
+ *    issuing them (an op whose time is mostly its issue shows it, as the host clock shows it).
+ *    The step's own time is the device's too. Where the backend has no clock marks (NULL ops),
+ *    the host clock. mp_profile_now still waits for the queue.
+ * One profile per process, kept by the thread that runs the model (the transports' threads do
+ * not time into it). */
 #ifndef MP_PROFILE_H
 #define MP_PROFILE_H
 
@@ -26,10 +34,14 @@ typedef struct mp_prof_entry {
     int64_t calls;
 } mp_prof_entry;
 
-/* Turns the profile on with everything at zero; ops is the backend it waits for. */
-void mp_profile_start(const mp_ops *ops);
+/* Turns the profile on with everything at zero; ops is the backend it waits for or whose clock
+ * marks it records (device true: the device clock, when ops has clock marks). */
+void mp_profile_start(const mp_ops *ops, bool device);
 
-/* Turns it off (its figures stay readable). */
+/* Whether the profile times (or, once stopped, timed) by the device clock (see above). */
+bool mp_profile_device_clock(void);
+
+/* Turns it off and frees its clock marks (its figures stay readable). */
 void mp_profile_stop(void);
 
 /* Whether it is on. */
@@ -40,7 +52,7 @@ bool mp_profile_on(void);
 double mp_profile_now(void);
 
 /* Starts timing an op `kind` (or a training step); returns the mark for mp_profile_end (0 when
- * off). With a trace on (engine/trace.h) the mark is the host clock also when the profile is
+ * off; with the device clock, the op's slot). With a trace on (engine/trace.h) the mark is the host clock also when the profile is
  * off, mp_profile_end records the op as a span of the trace, and `kind` opens its NVTX range. */
 double mp_profile_begin(const char *kind);
 
@@ -55,8 +67,10 @@ void mp_profile_end(double mark, const char *kind, mp_prof_phase phase);
 void mp_profile_end_as(double mark, const char *kind, mp_prof_phase phase, const char *label);
 
 /* Ends a training step begun at `mark` (with mp_profile_begin, outside any op): adds its wall
- * time to the steps' total and counts it. The first step after mp_profile_start is warm-up
- * (workspaces grow, caches are cold): its figures are dropped instead. */
+ * time to the steps' total and counts it; with the device clock, first reads every mark of the
+ * step and adds the ops' times. The first step after mp_profile_start is warm-up (workspaces
+ * grow, caches are cold): its figures are dropped instead. A mark that cannot be recorded or
+ * read drops that step's figures (the op's own next check shows the error). */
 void mp_profile_step_end(double mark);
 
 /* The entries in first-seen order (*n of them), and the steps' count and total seconds. */

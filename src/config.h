@@ -116,6 +116,7 @@ typedef struct mp_config {
         int64_t every;     /* steps between step records and plain progress lines */
         char progress[8];  /* "auto" | "bar" | "plain" | "none" */
         bool profile;      /* time every op of the training steps (engine/profile.h) */
+        char profile_clock[8]; /* "host" | "device" */
         char trace[512];   /* a directory for each rank's timeline (engine/trace.h); "" = none */
     } log;
     char *text; /* the resolved configuration in libconfig syntax, owned */

@@ -373,7 +373,15 @@ const mp_key mp_config_keys[] = {
      .meaning = "Time every op of the training steps by kind and phase (the first step left "
                 "out): a table on rank 0's output at the end and \"profile_ms\" in the summary "
                 "record. On a GPU the device is synchronised around every op, which slows the "
-                "run."},
+                "run (see log.profile_clock)."},
+    {"log.profile_clock", MP_KEY_STRING, "\"host\"", ONE_OF("host", "device"),
+     CF(log.profile_clock),
+     .meaning = "The profile's clock: host (the device synchronised around every op: an op's "
+                "issue and execution, nothing overlapped) or device (a clock mark, a CUDA event, "
+                "at each op's begin and end and one wait a step: the device's time from the work "
+                "before the op finishing to the op's finishing, idle gaps while the host issues "
+                "it included; the step runs as without the profile but for the marks; the CPU "
+                "backend's marks are the host clock)."},
     {"log.trace", MP_KEY_STRING, "\"\"", CF(log.trace),
      .meaning = "Directory (created) for a timeline of the training: each rank writes "
                 "rank-<R>.json, Chrome trace-event JSON on rank 0's clock (forward and backward "

@@ -524,7 +524,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
     t->stop = false;
     MP_TRY(mp_train_graph_setup(t));
     if (c->log.profile)
-        mp_profile_start(t->ops);
+        mp_profile_start(t->ops, strcmp(c->log.profile_clock, "device") == 0);
     else
         mp_profile_stop(); /* an earlier run in this process that failed may have left it on */
     MP_TRY(mp_train_write_state(t));

@@ -2,7 +2,8 @@
  * model. The recorder sits between the model's grads_ready hook and the gradient buckets'
  * (mp_grad_sync_ready), notes the profile's clock (engine/profile.h: on a GPU read after the
  * queue drained) at each call from backward's start, and keeps the mean over the profiled steps,
- * the first (warm-up) left out as the profile leaves it out. */
+ * the first (warm-up) left out as the profile leaves it out. With the host clock only
+ * (log.profile_clock = "device" waits for nothing, and records no ready times). */
 #ifndef MP_TRAIN_READY_H
 #define MP_TRAIN_READY_H
 

@@ -399,8 +399,8 @@ static mp_status setup_buckets(mp_trainer *t)
     MP_TRY(mp_grad_sync_init(&t->sync, t->comm, t->ops, &t->model.params, &sc));
     t->model.grads_ready = mp_grad_sync_ready;
     t->model.grads_ready_arg = &t->sync;
-    if (!c->log.profile)
-        return MP_OK;
+    if (!c->log.profile || strcmp(c->log.profile_clock, "host") != 0)
+        return MP_OK; /* the gradients' ready times wait for the queue: the host clock's */
     MP_TRY(mp_ready_times_init(&t->ready, &t->sync));
     t->model.grads_ready = mp_ready_times_ready;
     t->model.grads_ready_arg = &t->ready;

@@ -1,7 +1,8 @@
 /* The per-op profile (engine/profile.h): an op's time excludes the ops nested in it, the first
  * step is dropped as warm-up, a kind longer than the stored name still finds its entry, nesting
- * deeper than the profile tracks keeps the depth right, nothing is counted while it is off, and
- * the summary record writes "profile_ms". */
+ * deeper than the profile tracks keeps the depth right, nothing is counted while it is off, the
+ * device clock times ops by the backend's clock marks without waiting for its queue (a fake
+ * backend whose clock is not the host's), and the summary record writes "profile_ms". */
 #include "tests/util/test_util.h"
 
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/ops.h"
 #include "engine/profile.h"
 #include "io/metrics.h"
 
@@ -58,7 +60,7 @@ static void one_step(void)
 static void test_exclusive_and_warmup(void **state)
 {
     (void)state;
-    mp_profile_start(NULL);
+    mp_profile_start(NULL, false);
     one_step(); /* warm-up: dropped */
     int n;
     int64_t steps;
@@ -87,7 +89,7 @@ static void test_long_kinds_and_deep_nesting(void **state)
 {
     (void)state;
     const char *longer = "a kind name well over twenty-three characters";
-    mp_profile_start(NULL);
+    mp_profile_start(NULL, false);
     for (int step = 0; step < 3; step++) {
         double m = mp_profile_begin("test");
         double marks[40];
@@ -113,7 +115,7 @@ static void test_long_kinds_and_deep_nesting(void **state)
 static void test_off_counts_nothing(void **state)
 {
     (void)state;
-    mp_profile_start(NULL);
+    mp_profile_start(NULL, false);
     mp_profile_stop();
     assert_false(mp_profile_on());
     double m = mp_profile_begin("test");
@@ -150,12 +152,117 @@ static void test_summary_writes_profile(void **state)
                                  "\"relu forward\":1.5}"));
 }
 
+/* A backend whose clock marks read a clock the test moves (fake_ms), not the host's; it counts
+ * waits for its queue and the marks it frees; mark_elapsed fails once fail_reads is set. */
+static double fake_ms;
+static int fake_syncs, fake_live;
+static bool fail_reads;
+
+static mp_status fake_sync(void)
+{
+    fake_syncs++;
+    return MP_OK;
+}
+
+static mp_status fake_record(void **mark)
+{
+    if (!*mark) {
+        *mark = malloc(sizeof(double));
+        assert_non_null(*mark);
+        fake_live++;
+    }
+    *(double *)*mark = fake_ms;
+    return MP_OK;
+}
+
+static mp_status fake_elapsed(void *from, void *to, double *ms)
+{
+    if (fail_reads)
+        return mp_fail(MP_EINTERNAL, "fake: mark not readable");
+    *ms = *(const double *)to - *(const double *)from;
+    return MP_OK;
+}
+
+static void fake_free(void *mark)
+{
+    free(mark);
+    fake_live--;
+}
+
+/* One step on the fake clock: "a" (forward) takes 5 ms around "b" (backward, 2 ms); "c" (step)
+ * 1 ms at the top; 0.5 ms in no op. */
+static void fake_step(void)
+{
+    double step = mp_profile_begin("step");
+    double a = mp_profile_begin("a");
+    fake_ms += 2.0;
+    double b = mp_profile_begin("b");
+    fake_ms += 2.0;
+    mp_profile_end(b, "b", MP_PROF_BACKWARD);
+    fake_ms += 3.0;
+    mp_profile_end(a, "a", MP_PROF_FORWARD);
+    fake_ms += 0.5;
+    double c = mp_profile_begin("c");
+    fake_ms += 1.0;
+    mp_profile_end(c, "c", MP_PROF_STEP);
+    mp_profile_step_end(step);
+}
+
+static void test_device_clock(void **state)
+{
+    (void)state;
+    mp_ops ops = {.sync = fake_sync, .mark_record = fake_record, .mark_elapsed = fake_elapsed,
+                  .mark_free = fake_free};
+    fake_ms = 0.0, fake_syncs = 0, fake_live = 0, fail_reads = false;
+    mp_profile_start(&ops, true);
+    assert_true(mp_profile_device_clock());
+    int n;
+    int64_t steps;
+    double step_s;
+    fake_step(); /* warm-up */
+    fake_step();
+    mp_profile_entries(&n, &steps, &step_s);
+    assert_int_equal(steps, 0); /* a step is read when the next one ends */
+    fake_step();               /* reads the second */
+    fail_reads = true;
+    fake_step(); /* the third's marks cannot be read: dropped */
+    fail_reads = false;
+    fake_step(); /* reads the fourth */
+    assert_int_equal(fake_syncs, 0); /* nothing waited for the queue */
+    mp_profile_entries(&n, &steps, &step_s);
+    assert_int_equal(steps, 2);
+    assert_true(fake_live > 0);
+    mp_profile_stop(); /* reads the fifth and frees every mark */
+    assert_int_equal(fake_live, 0);
+    assert_true(mp_profile_device_clock()); /* the figures' clock, for the print */
+    mp_profile_entries(&n, &steps, &step_s);
+    assert_int_equal(n, 3);
+    assert_int_equal(steps, 3);
+    assert_float_equal(step_s, 3 * 8.5e-3, 1e-12); /* the fake clock's, not the host's */
+    const mp_prof_entry *a = find("a", MP_PROF_FORWARD), *b = find("b", MP_PROF_BACKWARD);
+    const mp_prof_entry *c = find("c", MP_PROF_STEP);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    assert_float_equal(a->s, 3 * 5e-3, 1e-12); /* b's 2 ms left out */
+    assert_float_equal(b->s, 3 * 2e-3, 1e-12);
+    assert_float_equal(c->s, 3 * 1e-3, 1e-12);
+    assert_int_equal(a->calls, 3);
+    assert_int_equal(c->calls, 3);
+    /* Without clock marks the device clock falls back to the host's. */
+    mp_ops bare = {.sync = fake_sync};
+    mp_profile_start(&bare, true);
+    assert_false(mp_profile_device_clock());
+    mp_profile_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exclusive_and_warmup),
         cmocka_unit_test(test_long_kinds_and_deep_nesting),
         cmocka_unit_test(test_off_counts_nothing),
+        cmocka_unit_test(test_device_clock),
         cmocka_unit_test(test_summary_writes_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
