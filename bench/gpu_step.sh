@@ -50,7 +50,9 @@
 #   MPDIST_GPU_STEP_BATCHES  default "128 512" (gpt: 32, gpt2-small: 8, their configs')
 #   MPDIST_GPU_STEP_TEXT     the text for gpt and gpt2-small (default /usr/share/games/fortunes)
 #   MPDIST_GPU_STEP_ATTENTION  their model.attention (default auto: matrix on CUDA)
-#   MPDIST_GPU_STEP_ROWS     mpdist's rows (default "O0 O0+TF32 O1 O2 O2-bf16 O3")
+#   MPDIST_GPU_STEP_ROWS     mpdist's rows (default "O0 O0+TF32 O1 O2 O2-bf16 O3"; also
+#                            O2+flash and O2-bf16+flash: gpt and gpt2-small with
+#                            model.attention "flash", the tiled kernels, beside the others')
 #   MPDIST_GPU_STEP_TORCH    PyTorch's modes (default "fp32 amp amp-compile"; also amp-bf16)
 #   MPDIST_GPU_STEP_STEPS    steps per mpdist run (default 240); MPDIST_GPU_STEP_EVERY (default
 #                            20): at least 200 timed steps after the warm-up window
@@ -100,7 +102,10 @@ batches_of() {
   if [ ${#batches[@]} -gt 0 ]; then echo "${batches[@]}"; return; fi
   case $1 in gpt) echo 32 ;; gpt2-small) echo 8 ;; *) echo 128 512 ;; esac
 }
-for r in "${rows[@]}"; do case $r in O0 | O0+TF32 | O1 | O2 | O2-bf16 | O3) ;; *) die "unknown row '$r' (O0 O0+TF32 O1 O2 O2-bf16 O3)" ;; esac; done
+all_rows="O0 O0+TF32 O1 O2 O2-bf16 O3 O2+flash O2-bf16+flash"
+for r in "${rows[@]}"; do
+  case " $all_rows " in *" $r "*) ;; *) die "unknown row '$r' ($all_rows)" ;; esac
+done
 case $conv_algo in timed | heuristic) ;; *) die "MPDIST_GPU_STEP_CONV_ALGO must be timed or heuristic (got '$conv_algo')" ;; esac
 for m in ${modes[@]+"${modes[@]}"}; do case $m in fp32 | amp | amp-bf16 | amp-compile) ;; *) die "unknown PyTorch mode '$m' (fp32 amp amp-bf16 amp-compile)" ;; esac; done
 # shellcheck source=launch/env.sh
@@ -141,14 +146,16 @@ why() { # the reason a run failed, for the CSV (no commas)
 # run_mpdist MODEL BATCH ROW ROUND: one mpdist run, its row in raw.csv
 run_mpdist() {
   local model=$1 batch=$2 label=$3 round=$4 opt=${3%%[-+]*} half=fp16 tf32=false tag m rc=0 s w preset
-  case $label in O2-bf16) half=bf16 ;; O0+TF32) tf32=true ;; esac
+  local att=$attention
+  case $label in O2-bf16*) half=bf16 ;; O0+TF32) tf32=true ;; esac
+  case $label in *+flash) att=flash ;; esac
   local c=$cfg
   case $model in
   wrn16-4) preset=(--set model.preset=wrn --set model.depth=16 --set model.widen=4) ;;
   resnet20) preset=(--set model.preset=resnet20 --set model.depth=20) ;;
   *) c=configs/fortunes-gpt.cfg
     [ "$model" = gpt ] || c=configs/gpt2-small.cfg
-    preset=(--set "data.path=\"$text\"" --set "model.attention=\"$attention\"") ;;
+    preset=(--set "data.path=\"$text\"" --set "model.attention=\"$att\"") ;;
   esac
   tag=$model-b$batch-$label-r$round m=$out/$tag.jsonl
   [ "$dry" = 1 ] || rm -f "$m"

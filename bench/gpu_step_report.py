@@ -4,9 +4,9 @@
 Usage: bench/gpu_step_report.py RAW OUTDIR [HEADER]
   RAW     one row per run: model,batch,row,round,status,images_per_s,step_ms,device_ms,
           device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,
-          flops_per_image,log   (row: O0, O0+TF32, O1, O2, O2-bf16, O3, PyTorch-fp32, PyTorch-amp,
-          PyTorch-amp-bf16, PyTorch-amp-compile; a failed run has status "failed: WHY" and no
-          numbers; for gpt and gpt2-small images are sequences)
+          flops_per_image,log   (row: O0, O0+TF32, O1, O2, O2-bf16, O3, O2+flash, O2-bf16+flash,
+          PyTorch-fp32, PyTorch-amp, PyTorch-amp-bf16, PyTorch-amp-compile; a failed run has
+          status "failed: WHY" and no numbers; for gpt and gpt2-small images are sequences)
   OUTDIR  gets table.txt (printed too), table.csv and goals.txt
   HEADER  the first line of both tables (GPU, driver, date, commit, steps)
 Exit: 1 when a run failed or a goal is missed, 2 on a usage error, else 0.
@@ -37,8 +37,8 @@ import os
 import statistics
 import sys
 
-ROWS = ("O0", "O0+TF32", "O1", "O2", "O2-bf16", "O3", "PyTorch-fp32", "PyTorch-amp",
-        "PyTorch-amp-bf16", "PyTorch-amp-compile")
+ROWS = ("O0", "O0+TF32", "O1", "O2", "O2-bf16", "O3", "O2+flash", "O2-bf16+flash",
+        "PyTorch-fp32", "PyTorch-amp", "PyTorch-amp-bf16", "PyTorch-amp-compile")
 AMPS = ("PyTorch-amp", "PyTorch-amp-bf16", "PyTorch-amp-compile")
 TEXT = ("gpt", "gpt2-small")
 NUM = ("images_per_s", "step_ms", "device_ms", "device_peak_bytes", "device_used_peak_bytes",
@@ -223,7 +223,7 @@ def main(argv):
         where = "%s batch %d" % (m, b)
         name = best.row if best is not None else "PyTorch amp"
         if m in TEXT:
-            for row in ("O2", "O2-bf16"):
+            for row in ("O2", "O2-bf16", "O2+flash", "O2-bf16+flash"):
                 c = cfgs.get((m, b, row))
                 if c is None:
                     continue

@@ -26,6 +26,16 @@ static inline bool mp_attn_flash_fits(int64_t dh)
     return dh >= 1 && dh <= MP_ATTN_FLASH_MAX_DH;
 }
 
+/* Whether the GPU runs the tiled ops for qkv of dtype w and heads of dh columns on tensor cores
+ * (engine/backend_cuda/attention_mma.cu, on GPUs from sm_80): half qkv and dh of 16, 32, 64 or
+ * 128. Those kernels multiply half operands as the (T, T) path's GEMMs do, so they round P' (the
+ * probabilities the values are weighed by) and dS to w, and dout of another dtype to w, before
+ * their products; the others keep them in FP32. */
+static inline bool mp_attn_flash_mma(mp_dtype w, int64_t dh)
+{
+    return (w == MP_F16 || w == MP_BF16) && (dh == 16 || dh == 32 || dh == 64 || dh == 128);
+}
+
 /* mp_attn_geom_of with stats (N, heads, T, 2) and heads of at most MP_ATTN_FLASH_MAX_DH
  * columns. */
 static inline bool mp_attn_flash_geometry(const mp_attn_desc *d, const mp_tensor *qkv,

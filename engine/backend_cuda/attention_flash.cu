@@ -9,42 +9,22 @@
  * over the query tiles (Q, dO and the rows' m, l and d_i = dO_i . out_i staged). Dot products
  * and sums go in index order in FP32 (the build forbids FMA contraction); outputs are rounded
  * once. Nothing of size T x T is stored, and no scratch is needed. Deterministic. The grid is
- * (row tiles, heads, N): at most 65535 heads and sequences a call. A first version written for
- * correctness, not yet for speed (no tensor cores, 64-thread blocks), and not yet run on a GPU:
- * the op table (tests/gpu/op_table_attn.c) checks it against the CPU there. */
+ * (row tiles, heads, N): at most 65535 heads and sequences a call. Written for correctness, not
+ * speed (no tensor cores, 64-thread blocks): on an H200, GPT-2 small's shape trained at 14.2
+ * sequences a second through these kernels against 135.8 through the (T, T) path
+ * (bench/results/gpu-h200-2026-11-30). Half qkv with heads of 16, 32, 64 or 128 columns go to
+ * the tensor-core kernels instead (attention_mma.cu, mp_attn_flash_mma) where the GPU has them;
+ * these take FP32, other widths, and GPUs before sm_80. The op table
+ * (tests/gpu/op_table_attn.c) checks both against the CPU. */
 #include <math.h>
 
-#include "engine/backend_cuda/cuda.h" /* first: it includes the C headers as extern "C" */
-
-#include "engine/attn_flash.h"
-#include "engine/dropout_mask.h"
+#include "engine/backend_cuda/attention_flash.cuh" /* first: cuda.h's C headers as extern "C" */
 
 enum {
     MP_FLASH_TILE = 32,    /* key (query) rows staged per step */
     MP_FLASH_THREADS = 64, /* rows per block */
     MP_FLASH_STAGE = MP_FLASH_TILE * MP_ATTN_FLASH_MAX_DH, /* floats of one staged operand */
 };
-
-/* What the kernels need of the call. */
-typedef struct flash_args {
-    int64_t N, T, D, heads, dh;
-    bool causal, drop;
-    uint64_t key, thr, offset;
-    const int64_t *step;     /* device memory: each kernel starts with offset =
-                                mp_mask_offset(offset, step), read once */
-    float scale, keep_scale; /* 1 / sqrt(dh), 1 / (1 - p) */
-    mp_dtype w, sdt, odt;    /* qkv's, stats', out's (backward: dqkv's) dtypes */
-    mp_dtype dodt, outdt;    /* backward: dout's and out's dtypes */
-} flash_args;
-
-__device__ static float drop_mult(const flash_args &a, int64_t n, int64_t h, int64_t i,
-                                  int64_t j)
-{
-    if (!a.drop)
-        return 1.0f;
-    uint64_t c = mp_attn_counter(a.offset, a.heads, a.T, n, h, i, j);
-    return mp_dropout_keep(a.key, c, a.thr) ? a.keep_scale : 0.0f;
-}
 
 /* Element c of head h's part `part` (0: q, 1: k, 2: v) of token t of sequence n. */
 __device__ static float qkv_at(const flash_args &a, const void *qkv, int64_t n, int64_t t,
@@ -283,7 +263,11 @@ extern "C" mp_status mp_cuda_attention_flash_forward(const mp_attn_desc *d, cons
     flash_args a = args_of(d, g);
     a.w = qkv->dtype, a.sdt = stats->dtype, a.odt = out->dtype;
     a.dodt = a.outdt = out->dtype;
-    MP_LAUNCH(k_flash_fwd, grid_of(g), MP_FLASH_THREADS, a, qkv->data, stats->data, out->data);
+    bool ran;
+    MP_TRY(mp_flash_mma_forward(a, qkv->data, stats->data, out->data, &ran));
+    if (!ran)
+        MP_LAUNCH(k_flash_fwd, grid_of(g), MP_FLASH_THREADS, a, qkv->data, stats->data,
+                  out->data);
     return MP_OK;
 }
 
@@ -305,6 +289,11 @@ extern "C" mp_status mp_cuda_attention_flash_backward(const mp_attn_desc *d, con
     flash_args a = args_of(d, g);
     a.w = qkv->dtype, a.sdt = stats->dtype, a.odt = dqkv->dtype;
     a.dodt = dout->dtype, a.outdt = out->dtype;
+    bool ran;
+    MP_TRY(mp_flash_mma_backward(a, qkv->data, out->data, stats->data, dout->data, dqkv->data,
+                                 &ran));
+    if (ran)
+        return MP_OK;
     MP_LAUNCH(k_flash_dq, grid_of(g), MP_FLASH_THREADS, a, qkv->data, out->data, stats->data,
               dout->data, dqkv->data);
     MP_LAUNCH(k_flash_dkv, grid_of(g), MP_FLASH_THREADS, a, qkv->data, out->data, stats->data,

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "engine/attn_flash.h"
 #include "engine/attn_geom.h"
 #include "engine/dropout_mask.h"
 
@@ -71,16 +72,17 @@ static double rescale_err(int64_t T) { return 4 * U * (double)(T / 32 + 2); }
  * row; and P may round to another neighbour (rtol). out = sum_j P'_j v_j moves by
  * sum_j (eP + 2 eps(pdt)) P'_j |v_j|, by the GPU's rounding of P' to w (2 eps(w) P'_j |v_j|, when
  * P' is not probs itself) and by FP32 sums in another order (mp_gpu_atol). With `flash` (the
- * tiled ops, pdt FP32): P' is never rounded, each row's sum and accumulator carry the
- * rescaling's error (rescale_err), and bs (when not NULL) gets the stats' bounds; bp may be
- * NULL. */
+ * tiled ops, pdt FP32): P' is not rounded (but by the tensor-core kernels, mp_attn_flash_mma:
+ * to w, as the (T, T) path rounds it), each row's sum and accumulator carry the rescaling's
+ * error (rescale_err), and bs (when not NULL) gets the stats' bounds; bp may be NULL. */
 static void attn_fwd_bounds(const op_case *c, const mp_gpu_pair *qkv, bool flash, double *bp,
                             double *bo, double *bs)
 {
     const mp_attn_desc *d = &c->u.attn;
     attn_dims g = dims_of(c);
     mp_dtype w = c->dt[0], pdt = c->dt[1];
-    bool own_p = !flash && (d->dropout_p > 0 || pdt != w); /* the tiled ops keep P' in FP32 */
+    /* the tiled ops keep P' in FP32, but for their tensor-core kernels, which round it to w */
+    bool own_p = flash ? mp_attn_flash_mma(w, g.dh) : d->dropout_p > 0 || pdt != w;
     double *s = op_zeros(g.T), *es = op_zeros(g.T), *p = op_zeros(g.T);
     for (int64_t n = 0; n < g.N; n++)
         for (int64_t h = 0; h < g.heads; h++)
@@ -153,7 +155,8 @@ static void run_attn_forward(const op_case *c)
  * their absolute sum. dP' (sums over dh) is within (8 u dh + eo) sum_c |dO v|, dP is that times
  * the multiplier, the rowsum within sum_j e_dP P + 8 u lim sum_j |dP P|, and
  * dS = P (dP - rs) within P (e_dP + e_rs) + (2 eps(w) + 4 u) |dS|; dV, dQ and dK add their terms'
- * errors and their own sums' over T. With `flash` (the tiled ops): nothing is rounded to w, and
+ * errors and their own sums' over T. With `flash` (the tiled ops): nothing is rounded to w (but
+ * by the tensor-core kernels, mp_attn_flash_mma: P', dS and dout, as above), and
  * each side recomputes P from its own S (2 e_S relative, plus an ulp of the exponential), which
  * moves dV by that times P' |dO| and dS by that times |dS|. */
 static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_gpu_pair *probs,
@@ -162,9 +165,10 @@ static void attn_bwd_bounds(const op_case *c, const mp_gpu_pair *qkv, const mp_g
     const mp_attn_desc *d = &c->u.attn;
     attn_dims g = dims_of(c);
     mp_dtype w = c->dt[0];
-    /* the tiled ops round neither dS, P' nor dout to w */
-    double ew = flash ? 0 : 2 * mp_test_eps(w), eo = c->dt[2] != w ? ew : 0;
-    bool own_p = !flash && (d->dropout_p > 0 || c->dt[1] != w);
+    /* the tiled ops round neither dS, P' nor dout to w, but for their tensor-core kernels */
+    bool mma = flash && mp_attn_flash_mma(w, g.dh);
+    double ew = flash && !mma ? 0 : 2 * mp_test_eps(w), eo = c->dt[2] != w ? ew : 0;
+    bool own_p = mma || (!flash && (d->dropout_p > 0 || c->dt[1] != w));
     int64_t tt = g.T * g.T;
     double *P = op_zeros(tt), *PP = op_zeros(tt), *eP = op_zeros(tt);
     double *dS = op_zeros(tt), *eS = op_zeros(tt), *rel = op_zeros(g.T);
@@ -341,8 +345,10 @@ static void add_flash(mp_dtype t, bool mixed, const int64_t shape[4], int heads,
 }
 
 /* The tiled ops over T = 1, 7, 129 and 1000 tokens (one key tile, several, a partial one), two
- * heads of D = 12 and one of 64 and of 128 (T = 129: MP_ATTN_FLASH_MAX_DH), causal or not, dropout 0 or 0.1, in each dtype; FP32
- * outputs of half qkv; an empty batch; a head wider than MP_ATTN_FLASH_MAX_DH (refused). */
+ * heads of D = 12 and one of 64 and of 128 (T = 129: MP_ATTN_FLASH_MAX_DH; in half types the
+ * tensor-core kernels), causal or not, dropout 0 or 0.1, in each dtype; FP32 outputs of half
+ * qkv (also at dh = 32, tensor cores); two heads of 16 over 1000 tokens in half types (tensor
+ * cores); an empty batch; a head wider than MP_ATTN_FLASH_MAX_DH (refused). */
 static void op_cases_flash(void)
 {
     static const int64_t hw[4][2] = {{1, 1}, {7, 1}, {3, 43}, {40, 25}};
@@ -361,6 +367,13 @@ static void op_cases_flash(void)
     const int64_t mixed[4] = {2, 3, 11, 12}, empty[4] = {0, 3, 1, 12}, huge[4] = {1, 2, 1, 129};
     add_flash(MP_F16, true, mixed, 3, true, 0.1, false);
     add_flash(MP_BF16, true, mixed, 3, false, 0.0, false);
+    /* the tensor-core kernels (mp_attn_flash_mma) at dh = 32 with FP32 outputs, and at dh = 16
+       over 1000 tokens (16 key tiles, the last partial) */
+    const int64_t mixed_mma[4] = {2, 3, 11, 64}, long_mma[4] = {1, 40, 25, 32};
+    add_flash(MP_F16, true, mixed_mma, 2, true, 0.1, false);
+    add_flash(MP_BF16, true, mixed_mma, 2, false, 0.0, false);
+    add_flash(MP_F16, false, long_mma, 2, true, 0.1, false);
+    add_flash(MP_BF16, false, long_mma, 2, false, 0.0, false);
     add_flash(MP_F16, false, empty, 2, true, 0.1, false);
     add_flash(MP_F32, false, huge, 1, false, 0.0, true); /* dh = 129 */
 }

@@ -9,7 +9,9 @@
 #     largest loss of the three CPU levels;
 #   - --device cuda: each GPU run's loss at each logged step must lie in that band widened by
 #     2% of its width's centre (PASS/FAIL lines), and its tokens or images per second and peak
-#     device bytes are reported; then configs/gpt2-small.cfg (GPT-2 small's shape, context
+#     device bytes are reported; gpt also at O2 fp16 and bf16 with attention = "flash" (the
+#     tiled ops, on tensor cores at its heads of 32);
+#     then configs/gpt2-small.cfg (GPT-2 small's shape, context
 #     1024) at O2 bf16 for 30 steps with attention = "flash" and the same shape with
 #     attention = "matrix": both finite, their speed and device bytes side by side.
 # Usage: tests/gpu/transformers.sh --device cpu|cuda BUILD FORTUNES FMNIST OUT
@@ -45,16 +47,21 @@ losses() { sed -n 's/.*"type":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 
 summary() { grep '"type":"summary"' "$out/$1.jsonl" 2>/dev/null | tail -1 || true; }
 field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
 
-levels=("O0 fp16" "O2 fp16" "O2 bf16")
+levels=("O0 fp16 auto" "O2 fp16 auto" "O2 bf16 auto")
 for model in gpt vit; do
   if [ "$model" = gpt ]; then cfg=configs/fortunes-gpt.cfg data=$fortunes; else cfg=configs/fashion-mnist-vit.cfg data=$fmnist; fi
   band=bench/results/cpu-band-$model.csv
   names=()
-  for lv in "${levels[@]}"; do
-    read -r level half <<<"$lv"
+  runs=("${levels[@]}")
+  # on the GPU gpt also trains with the tiled ops (heads of 32: the tensor-core kernels in half)
+  [ "$device" = cpu ] || [ "$model" != gpt ] || runs+=("O2 fp16 flash" "O2 bf16 flash")
+  for lv in "${runs[@]}"; do
+    read -r level half attn <<<"$lv"
     name=$model-$device-$level-$half
+    [ "$attn" = auto ] || name=$name-$attn
     names+=("$name")
-    if run "$name" "$cfg" "$data" --set amp.opt_level="$level" --set amp.half="$half"; then
+    if run "$name" "$cfg" "$data" --set amp.opt_level="$level" --set amp.half="$half" \
+       --set model.attention="$attn"; then
       s=$(summary "$name")
       say "ran $name: $(field images_per_s <<<"$s") samples/s, device peak $(field device_peak_bytes <<<"$s") bytes"
     else

@@ -1,0 +1,226 @@
+/* A stand-in for a CUDA device, in tests only, so that kernels written against the CUDA API
+ * (engine/backend_cuda/attention_mma_kernels.cuh) can run on the CPU where the suite has no GPU:
+ * a block's threads are std::threads meeting at std::barriers (__syncthreads; __syncwarp per
+ * warp of 32), shuffles go through a per-warp exchange, shared memory is one buffer filled with
+ * NaN bytes before each block and checked for writes past the bytes the launch asked for, and
+ * nvcuda::wmma's 16 x 16 x 16 fragments are plain matrices (an accumulator's elements owned by
+ * the lanes as on no GPU in particular: lane l holds row l / 2, columns 8 (l % 2) .. + 7, so that
+ * a kernel that reads an accumulator's elements without a store/load fails here too) whose loads
+ * check WMMA's rules (256-bit aligned pointers, ldm a multiple of 8 for 16-bit and of 4 for FP32
+ * elements) and whose products add in FP32 in k order. The real device runs the same kernels in
+ * the op table (tests/gpu). One block at a time; the threads of a block run concurrently. */
+#ifndef MP_CUDA_EMU_H
+#define MP_CUDA_EMU_H
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+extern "C" {
+#include "engine/half.h"
+}
+
+/* The kernels' CUDA keywords. */
+#define __global__
+#define __device__
+#define __launch_bounds__(n)
+#define __shared__
+#define __align__(n)
+
+struct emu_dim3 {
+    unsigned x, y, z;
+};
+extern thread_local emu_dim3 threadIdx, blockIdx;
+
+/* The running block: its barriers and its warps' shuffle slots. */
+struct emu_block {
+    std::barrier<> *all, *warp[32];
+    volatile float xf[32][32];
+    volatile int xi[32][32];
+};
+extern emu_block *emu_current;
+extern long emu_misaligned; /* WMMA pointers found not 256-bit aligned */
+
+static inline void __syncthreads() { emu_current->all->arrive_and_wait(); }
+static inline void __syncwarp() { emu_current->warp[threadIdx.x / 32]->arrive_and_wait(); }
+
+template <typename T> static inline T emu_shfl_xor(T v, int mask, volatile T (*slot)[32])
+{
+    const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;
+    slot[w][l] = v;
+    __syncwarp();
+    T r = slot[w][l ^ (unsigned)mask];
+    __syncwarp();
+    return r;
+}
+static inline float __shfl_xor_sync(unsigned, float v, int mask)
+{
+    return emu_shfl_xor(v, mask, emu_current->xf);
+}
+static inline int __shfl_xor_sync(unsigned, int v, int mask)
+{
+    return emu_shfl_xor(v, mask, emu_current->xi);
+}
+
+struct uint4 {
+    uint32_t x, y, z, w;
+};
+static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+{
+    return {a, b, c, d};
+}
+
+/* The 16-bit types WMMA takes, as their bits. */
+struct __half {
+    uint16_t bits;
+};
+struct __nv_bfloat16 {
+    uint16_t bits;
+};
+static inline float emu_f32(__half h) { return mp_f16_to_f32(h.bits); }
+static inline float emu_f32(__nv_bfloat16 h) { return mp_bf16_to_f32(h.bits); }
+
+static inline void emu_aligned(const void *p, unsigned ldm, unsigned multiple)
+{
+    if ((uintptr_t)p % 32 != 0)
+        __atomic_add_fetch(&emu_misaligned, 1, __ATOMIC_RELAXED);
+    if (ldm % multiple != 0)
+        abort(); /* a kernel bug the GPU would not report as plainly */
+}
+
+namespace nvcuda {
+namespace wmma {
+struct row_major {};
+struct col_major {};
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class L = void> struct fragment {
+    float x[16][16];
+};
+
+/* The accumulator elements lane l owns: row l / 2, columns c0 .. c0 + 7. */
+static inline int own_row() { return (int)(threadIdx.x % 32) / 2; }
+static inline int own_col0() { return (int)(threadIdx.x % 32) % 2 * 8; }
+
+template <class U, class T, class L> void fill_fragment(fragment<U, 16, 16, 16, T, L> &f, float v)
+{
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++)
+            f.x[r][c] = v;
+}
+template <class T>
+void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, row_major> &f, const T *p, unsigned ldm)
+{
+    emu_aligned(p, ldm, 8);
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 16; c++)
+            f.x[r][c] = emu_f32(p[r * ldm + c]);
+}
+template <class T>
+void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, row_major> &f, const T *p, unsigned ldm)
+{
+    emu_aligned(p, ldm, 8);
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 16; n++)
+            f.x[k][n] = emu_f32(p[k * ldm + n]);
+}
+template <class T>
+void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, col_major> &f, const T *p, unsigned ldm)
+{
+    emu_aligned(p, ldm, 8);
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 16; n++)
+            f.x[k][n] = emu_f32(p[n * ldm + k]);
+}
+template <class L>
+void load_matrix_sync(fragment<accumulator, 16, 16, 16, float, L> &f, const float *p,
+                      unsigned ldm, layout_t layout)
+{
+    emu_aligned(p, ldm, 4);
+    if (layout != mem_row_major)
+        abort();
+    const int r = own_row(), c0 = own_col0();
+    for (int c = c0; c < c0 + 8; c++)
+        f.x[r][c] = p[r * ldm + c];
+}
+template <class L>
+void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float, L> &f,
+                       unsigned ldm, layout_t layout)
+{
+    emu_aligned(p, ldm, 4);
+    if (layout != mem_row_major)
+        abort();
+    const int r = own_row(), c0 = own_col0();
+    for (int c = c0; c < c0 + 8; c++)
+        p[r * ldm + c] = f.x[r][c];
+}
+template <class T, class LA, class LB, class L>
+void mma_sync(fragment<accumulator, 16, 16, 16, float, L> &d,
+              const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+              const fragment<matrix_b, 16, 16, 16, T, LB> &b,
+              const fragment<accumulator, 16, 16, 16, float, L> &c)
+{
+    const int r = own_row(), c0 = own_col0();
+    for (int n = c0; n < c0 + 8; n++) {
+        float s = c.x[r][n];
+        for (int k = 0; k < 16; k++)
+            s += a.x[r][k] * b.x[k][n];
+        d.x[r][n] = s;
+    }
+}
+} // namespace wmma
+} // namespace nvcuda
+
+/* Shared memory: the kernels' `extern __shared__ unsigned char smem[]` is this buffer. */
+enum { EMU_SMEM = 256 * 1024, EMU_GUARD = 4096 };
+extern unsigned char emu_smem[EMU_SMEM + EMU_GUARD];
+#define smem emu_smem
+
+/* Runs body() as the grid (gx, gy, gz) of blocks of `threads` threads (a multiple of 32), a
+ * block at a time, with `bytes` of shared memory; false (after a line on stderr) when a block
+ * wrote shared memory past `bytes`. */
+template <class F> static bool emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads,
+                                          size_t bytes, F body)
+{
+    if (bytes > EMU_SMEM || threads % 32 != 0 || threads > 1024)
+        abort();
+    for (unsigned z = 0; z < gz; z++)
+        for (unsigned y = 0; y < gy; y++)
+            for (unsigned x = 0; x < gx; x++) {
+                memset(emu_smem, 0xff, sizeof emu_smem); /* NaN bytes */
+                std::barrier<> all(threads);
+                std::vector<std::barrier<> *> warps;
+                emu_block blk;
+                blk.all = &all;
+                for (unsigned w = 0; w < threads / 32; w++)
+                    warps.push_back(blk.warp[w] = new std::barrier<>(32));
+                emu_current = &blk;
+                std::vector<std::thread> th;
+                for (unsigned t = 0; t < threads; t++)
+                    th.emplace_back([&, t] {
+                        threadIdx = {t, 0, 0};
+                        blockIdx = {x, y, z};
+                        body();
+                    });
+                for (auto &t : th)
+                    t.join();
+                for (auto *w : warps)
+                    delete w;
+                for (size_t b = bytes; b < bytes + EMU_GUARD; b++)
+                    if (emu_smem[b] != 0xff) {
+                        fprintf(stderr, "shared memory written at byte %zu of %zu\n", b, bytes);
+                        return false;
+                    }
+            }
+    return true;
+}
+
+#endif
