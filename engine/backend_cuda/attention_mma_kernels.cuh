@@ -243,6 +243,31 @@ __global__ static void __launch_bounds__(MMA_THREADS)
 #endif
 }
 
+#ifdef MP_MMA_BUILT
+/* Writes the warp's 16 rows (the lane pair's row j) of an accumulator (NB fragments) into
+ * dqkv's part at column offset `part` (0: dQ, D: dK, 2 D: dV) times `scale`, through st
+ * (16 x dh FP32, the warp's). */
+template <int NB>
+__device__ static void mma_store_rows(const flash_args &a, wmma::fragment<wmma::accumulator, 16,
+                                      16, 16, float> (&acc)[NB], float *st, void *dqkv,
+                                      int64_t n, int64_t h, int64_t j, int r, int lane,
+                                      int64_t part, float scale)
+{
+    constexpr int dh = 16 * NB;
+#pragma unroll
+    for (int db = 0; db < NB; db++)
+        wmma::store_matrix_sync(st + db * 16, acc[db], dh, wmma::mem_row_major);
+    __syncwarp();
+    if (j < a.T)
+        for (int k = 0; k < dh / 2; k++) {
+            const int d = mma_col(k, lane, dh);
+            mp_elem_store_f32(dqkv, a.odt, (n * a.T + j) * 3 * a.D + part + h * dh + d,
+                              st[r * dh + d] * scale);
+        }
+    __syncwarp();
+}
+#endif
+
 /* dQ: block (query block, h, n), over the key tiles. */
 template <mp_dtype DT, int NB>
 __global__ static void __launch_bounds__(MMA_THREADS)
@@ -296,45 +321,12 @@ __global__ static void __launch_bounds__(MMA_THREADS)
             mma_pv<DT>(dq[db], pw, ks, db, dh);
     }
     __syncthreads(); /* qs and dos are free: the warps' dQ goes through them */
-    float *st = (float *)smem + warp * 16 * dh;
-#pragma unroll
-    for (int db = 0; db < NB; db++)
-        wmma::store_matrix_sync(st + db * 16, dq[db], dh, wmma::mem_row_major);
-    __syncwarp();
-    if (i >= a.T)
-        return;
-    for (int k = 0; k < dh / 2; k++) {
-        const int d = mma_col(k, lane, dh);
-        mp_elem_store_f32(dqkv, a.odt, (n * a.T + i) * ld + h * dh + d, st[r * dh + d] * a.scale);
-    }
+    mma_store_rows<NB>(a, dq, (float *)smem + warp * 16 * dh, dqkv, n, h, i, r, lane, 0,
+                       a.scale);
 #else
     __trap();
 #endif
 }
-
-#ifdef MP_MMA_BUILT
-/* Writes the warp's 16 rows of an accumulator (NB fragments) into dqkv's part at column offset
- * `part` (D: dK, 2 D: dV) times `scale`, through st (16 x dh FP32, the warp's). */
-template <int NB>
-__device__ static void mma_store_rows(const flash_args &a, wmma::fragment<wmma::accumulator, 16,
-                                      16, 16, float> (&acc)[NB], float *st, void *dqkv,
-                                      int64_t n, int64_t h, int64_t j, int r, int lane,
-                                      int64_t part, float scale)
-{
-    constexpr int dh = 16 * NB;
-#pragma unroll
-    for (int db = 0; db < NB; db++)
-        wmma::store_matrix_sync(st + db * 16, acc[db], dh, wmma::mem_row_major);
-    __syncwarp();
-    if (j < a.T)
-        for (int k = 0; k < dh / 2; k++) {
-            const int d = mma_col(k, lane, dh);
-            mp_elem_store_f32(dqkv, a.odt, (n * a.T + j) * 3 * a.D + part + h * dh + d,
-                              st[r * dh + d] * scale);
-        }
-    __syncwarp();
-}
-#endif
 
 /* dK and dV: block (key block, h, n), over the query tiles that see it. */
 template <mp_dtype DT, int NB>
