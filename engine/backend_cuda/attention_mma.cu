@@ -9,9 +9,10 @@
  *    m) times the dropout multiplier rounded to qkv's dtype, and the output accumulator (FP32 in
  *    shared memory, rescaled by its row's factor) += P' V; at the end out = acc / l and the
  *    statistics (m, l);
- *  - backward dQ, per query block and key tile: S = Q K^T and dP' = dO V^T, P = e^(S - m) / l
- *    from the saved statistics, dS = P (dP' mult - d_i) with d_i = dO_i . out_i (FP32) rounded
- *    to qkv's dtype, dQ += dS K in registers; dQ scale at the end;
+ *  - backward: first d_i = dO_i . out_i (FP32) of every row into device scratch (k_mma_rowdot);
+ *    dQ, per query block and key tile: S = Q K^T and dP' = dO V^T, P = e^(S - m) / l from the
+ *    saved statistics, dS = P (dP' mult - d_i) rounded to qkv's dtype, dQ += dS K in registers;
+ *    dQ scale at the end;
  *  - backward dK and dV, per key block and query tile: S^T = K Q^T and dP'^T = V dO^T, the same
  *    P and dS transposed, dV += P'^T dO and dK += dS^T Q in registers.
  * dout of another dtype is rounded to qkv's as it is staged. Nothing of size T x T is stored,
@@ -83,12 +84,18 @@ template <mp_dtype DT, int NB> struct mma_fwd {
     }
 };
 
-/* The backward's two launches for <DT, NB>; *ran false when a kernel cannot run here. */
+/* The rows' d_i for the backward (k_mma_rowdot's): device scratch of this file, grown on demand
+ * and never shrunk (MP_MEM_WORKSPACE). */
+static void *mma_dd;
+static size_t mma_dd_bytes;
+
+/* The backward's launches for <DT, NB>: the rows' d_i, dQ, dK and dV; *ran false when a
+ * kernel cannot run here. */
 template <mp_dtype DT, int NB> struct mma_bwd {
     static mp_status run(const flash_args &a, bool *ran, const void *qkv, const void *o,
                          const void *stats, const void *dout, void *dqkv)
     {
-        typedef void (*kernel)(flash_args, const void *, const void *, const void *,
+        typedef void (*kernel)(flash_args, const void *, const void *, const float *,
                                const void *, void *);
         kernel kq = k_mma_dq<DT, NB>, kkv = k_mma_dkv<DT, NB>;
         const size_t bq = dq_bytes(16 * NB), bkv = dkv_bytes(16 * NB);
@@ -98,10 +105,15 @@ template <mp_dtype DT, int NB> struct mma_bwd {
         *ran = okq && okkv;
         if (!*ran)
             return MP_OK;
+        const int64_t rows = a.N * a.heads * a.T;
+        MP_TRY(mp_cuda_grow(&mma_dd, &mma_dd_bytes, (size_t)rows * sizeof(float)));
+        const float *dd = (const float *)mma_dd;
         cudaStream_t s = mp_cuda_ctx_get()->stream;
-        kq<<<mma_grid(a), MMA_THREADS, bq, s>>>(a, qkv, o, stats, dout, dqkv);
+        k_mma_rowdot<<<mp_cuda_blocks(rows), 256, 0, s>>>(a, o, dout, (float *)mma_dd);
         CUDA_CHECK(cudaGetLastError());
-        kkv<<<mma_grid(a), MMA_THREADS, bkv, s>>>(a, qkv, o, stats, dout, dqkv);
+        kq<<<mma_grid(a), MMA_THREADS, bq, s>>>(a, qkv, stats, dd, dout, dqkv);
+        CUDA_CHECK(cudaGetLastError());
+        kkv<<<mma_grid(a), MMA_THREADS, bkv, s>>>(a, qkv, stats, dd, dout, dqkv);
         CUDA_CHECK(cudaGetLastError());
         return MP_OK;
     }

@@ -130,23 +130,34 @@ __device__ static int mma_col(int k, int lane, int n)
     return (2 * k + lane) & (n - 1);
 }
 
-/* Row i's saved statistics (m, 1 / l) and d_i = dO_i . out_i, the lane pair's halves of the
- * columns added and then the two halves (both lanes get them); zeros past T. */
-__device__ static void mma_row_terms(const flash_args &a, const void *stats, const void *o,
-                                     const void *dout, int64_t n, int64_t h, int64_t i, int half,
-                                     float *m, float *inv, float *d)
+/* d_i = dO_i . out_i of every row (n, h, i) into dd[(n heads + h) T + i], in FP32 in column
+ * order: the backward kernels' term of each row, formed once. */
+__global__ static void k_mma_rowdot(flash_args a, const void *o, const void *dout, float *dd)
 {
-    float acc = 0.0f;
-    *m = *inv = 0.0f;
-    if (i < a.T) {
-        const int64_t so = ((n * a.heads + h) * a.T + i) * 2;
-        *m = mp_elem_load_f32(stats, a.sdt, so);
-        *inv = 1.0f / mp_elem_load_f32(stats, a.sdt, so + 1);
+    const int64_t rows = a.N * a.heads * a.T;
+    for (int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+         r += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = r / (a.heads * a.T), h = r / a.T % a.heads, i = r % a.T;
         const int64_t e = (n * a.T + i) * a.D + h * a.dh;
-        for (int64_t c = half * a.dh / 2; c < (half + 1) * a.dh / 2; c++)
+        float acc = 0.0f;
+        for (int64_t c = 0; c < a.dh; c++)
             acc += mp_elem_load_f32(dout, a.dodt, e + c) * mp_elem_load_f32(o, a.outdt, e + c);
+        dd[r] = acc;
     }
-    *d = acc + __shfl_xor_sync(0xffffffffu, acc, 1);
+}
+
+/* Row i's saved statistics (m, 1 / l) and d_i (dd, k_mma_rowdot's); zeros past T. */
+__device__ static void mma_row_terms(const flash_args &a, const void *stats, const float *dd,
+                                     int64_t n, int64_t h, int64_t i, float *m, float *inv,
+                                     float *d)
+{
+    *m = *inv = *d = 0.0f;
+    if (i < a.T) {
+        const int64_t row = (n * a.heads + h) * a.T + i;
+        *m = mp_elem_load_f32(stats, a.sdt, 2 * row);
+        *inv = 1.0f / mp_elem_load_f32(stats, a.sdt, 2 * row + 1);
+        *d = dd[row];
+    }
 }
 
 /* The forward: block (query block, h, n). */
@@ -271,7 +282,7 @@ __device__ static void mma_store_rows(const flash_args &a, wmma::fragment<wmma::
 /* dQ: block (query block, h, n), over the key tiles. */
 template <mp_dtype DT, int NB>
 __global__ static void __launch_bounds__(MMA_THREADS)
-    k_mma_dq(flash_args a, const void *qkv, const void *o, const void *stats, const void *dout,
+    k_mma_dq(flash_args a, const void *qkv, const void *stats, const float *dd, const void *dout,
              void *dqkv)
 {
 #ifdef MP_MMA_BUILT
@@ -282,7 +293,7 @@ __global__ static void __launch_bounds__(MMA_THREADS)
     float *sf = (float *)(vs + MMA_TILE * dh), *df = sf + MMA_WARPS * 16 * MMA_TILE;
     uint16_t *ph = (uint16_t *)(df + MMA_WARPS * 16 * MMA_TILE);
     a.offset = mp_mask_offset(a.offset, a.step);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2, half = lane % 2;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 2;
     const int64_t n = blockIdx.z, h = blockIdx.y, i0 = (int64_t)blockIdx.x * MMA_ROWS;
     const int64_t i = i0 + warp * 16 + r, ld = 3 * a.D;
     const uint16_t *q16 = (const uint16_t *)qkv + n * a.T * ld + h * dh;
@@ -291,7 +302,7 @@ __global__ static void __launch_bounds__(MMA_THREADS)
     stage16(qs, q16, ld, i0, a.T, dh);
     stage_any<DT>(dos, dout, a.dodt, n * a.T * a.D + h * dh, a.D, i0, a.T, dh);
     float m, inv, dr;
-    mma_row_terms(a, stats, o, dout, n, h, i, half, &m, &inv, &dr);
+    mma_row_terms(a, stats, dd, n, h, i, &m, &inv, &dr);
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> dq[NB];
 #pragma unroll
     for (int db = 0; db < NB; db++)
@@ -331,7 +342,7 @@ __global__ static void __launch_bounds__(MMA_THREADS)
 /* dK and dV: block (key block, h, n), over the query tiles that see it. */
 template <mp_dtype DT, int NB>
 __global__ static void __launch_bounds__(MMA_THREADS)
-    k_mma_dkv(flash_args a, const void *qkv, const void *o, const void *stats, const void *dout,
+    k_mma_dkv(flash_args a, const void *qkv, const void *stats, const float *dd, const void *dout,
               void *dqkv)
 {
 #ifdef MP_MMA_BUILT
@@ -362,20 +373,9 @@ __global__ static void __launch_bounds__(MMA_THREADS)
         __syncthreads();
         stage16(qs, q16, ld, q0, a.T, dh);
         stage_any<DT>(dos, dout, a.dodt, n * a.T * a.D + h * dh, a.D, q0, a.T, dh);
-        if (threadIdx.x < MMA_TILE) {
-            const int64_t qi = q0 + threadIdx.x;
-            float acc = 0.0f;
-            rm[threadIdx.x] = ri[threadIdx.x] = 0.0f;
-            if (qi < a.T) {
-                const int64_t so = ((n * a.heads + h) * a.T + qi) * 2, e = (n * a.T + qi) * a.D;
-                rm[threadIdx.x] = mp_elem_load_f32(stats, a.sdt, so);
-                ri[threadIdx.x] = 1.0f / mp_elem_load_f32(stats, a.sdt, so + 1);
-                for (int c = 0; c < dh; c++)
-                    acc += mp_elem_load_f32(dout, a.dodt, e + h * dh + c) *
-                           mp_elem_load_f32(o, a.outdt, e + h * dh + c);
-            }
-            rd[threadIdx.x] = acc;
-        }
+        if (threadIdx.x < MMA_TILE)
+            mma_row_terms(a, stats, dd, n, h, q0 + threadIdx.x, &rm[threadIdx.x],
+                          &ri[threadIdx.x], &rd[threadIdx.x]);
         __syncthreads();
         mma_abt<DT, NB>(sw, ks + warp * 16 * dh, qs);  /* S^T */
         mma_abt<DT, NB>(dw, vs + warp * 16 * dh, dos); /* dP'^T */

@@ -35,7 +35,7 @@ extern "C" {
 struct emu_dim3 {
     unsigned x, y, z;
 };
-extern thread_local emu_dim3 threadIdx, blockIdx;
+extern thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 /* The running block: its barriers and its warps' shuffle slots. */
 struct emu_block {
@@ -208,6 +208,8 @@ template <class F> static bool emu_launch(unsigned gx, unsigned gy, unsigned gz,
                     th.emplace_back([&, t] {
                         threadIdx = {t, 0, 0};
                         blockIdx = {x, y, z};
+                        blockDim = {threads, 1, 1};
+                        gridDim = {gx, gy, gz};
                         body();
                     });
                 for (auto &t : th)

@@ -18,7 +18,7 @@ extern "C" {
 using namespace nvcuda;
 #include "engine/backend_cuda/attention_mma_kernels.cuh"
 
-thread_local emu_dim3 threadIdx, blockIdx;
+thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 emu_block *emu_current;
 long emu_misaligned;
 alignas(1024) unsigned char emu_smem[EMU_SMEM + EMU_GUARD];
@@ -148,11 +148,15 @@ static void run_case(int64_t N, int64_t T, int64_t heads, bool causal, double p,
     std::vector<unsigned char> dqkv((size_t)(N * T * 3 * D) * bytes_of(gdt), 0xee);
     flash_args b = a;
     b.odt = gdt, b.dodt = gdt, b.outdt = odt;
+    std::vector<float> dd((size_t)(N * heads * T), NAN);
+    ok = ok && emu_launch(2, 1, 1, 64, 0, [&] { /* fewer threads than rows: the stride loop */
+             k_mma_rowdot(b, out.data(), dout.data(), dd.data());
+         });
     ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dq_bytes(dh), [&] {
-        k_mma_dq<DT, NB>(b, qkv.data(), out.data(), stats.data(), dout.data(), dqkv.data());
+        k_mma_dq<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
     });
     ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes(dh), [&] {
-        k_mma_dkv<DT, NB>(b, qkv.data(), out.data(), stats.data(), dout.data(), dqkv.data());
+        k_mma_dkv<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
     });
     auto d_o = [&](int64_t n, int64_t t, int64_t h, int c) {
         return (double)mp_elem_load_f32(dout.data(), gdt, (n * T + t) * D + h * dh + c);
