@@ -8,7 +8,7 @@
  * atomics: one thread per query row adds dQ over the key tiles, one per key row adds dK and dV
  * over the query tiles (Q, dO and the rows' m, l and d_i = dO_i . out_i staged). Dot products
  * and sums go in index order in FP32 (the build forbids FMA contraction); outputs are rounded
- * once. Nothing of size T x T is stored, and no scratch is needed. Deterministic. The grid is
+ * once. Nothing of size T x T is stored, and these need no scratch. Deterministic. The grid is
  * (row tiles, heads, N): at most 65535 heads and sequences a call. Written for correctness, not
  * speed (no tensor cores, 64-thread blocks): on an H200, GPT-2 small's shape trained at 14.2
  * sequences a second through these kernels against 135.8 through the (T, T) path
