@@ -10,9 +10,9 @@
  * the GPU step benchmark's O2 runs read it: the gather and normalisation alone, nothing decoded.
  * Usage: bench_loader ROOT SIZE CHANNELS THREADS [EPOCHS (1)] [LIMIT (0)]. A bad argument or any
  * failure prints one line on stderr and exits 2. */
-#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench/bench_args.h"
 #include "engine/clock.h"
@@ -55,6 +55,10 @@ int main(int argc, char **argv)
     }
     mp_dataset tr, te = {0};
     const bool synthetic = strcmp(argv[1], "synthetic") == 0;
+    if (synthetic && ch != 1 && ch != 3) {
+        fprintf(stderr, "bench_loader: synthetic: CHANNELS must be 1 or 3 (got %d)\n", ch);
+        return 2;
+    }
     if (synthetic)
         check(mp_synthetic_make(&tr, "train", size, size, ch, limit ? limit : 50000, 10, 1),
               "the synthetic data");

@@ -21,7 +21,7 @@ static struct {
     int n, depth;
     double child[MP_PROFILE_DEPTH + 1];
     mp_prof_entry e[MP_PROFILE_MAX];
-    int64_t steps;
+    int64_t steps, dropped; /* dropped: device clock steps left out (a mark failed) */
     double step_s;
 } prof;
 
@@ -48,7 +48,9 @@ static void add_step(double ms)
     prof.steps++;
 }
 
-static const mp_prof_dev_sink sink = {add_op, add_step};
+static void add_dropped(void) { prof.dropped++; }
+
+static const mp_prof_dev_sink sink = {add_op, add_step, add_dropped};
 
 void mp_profile_start(const mp_ops *ops, bool device)
 {
@@ -214,6 +216,9 @@ void mp_profile_print(FILE *f, const char *who)
     double per = 1e3 / (double)prof.steps, step_ms = prof.step_s * per, ops_ms = 0.0;
     fprintf(f, "profile (%s, %s clock): %lld steps after the first, %.2f ms a step\n", who,
             dev_on ? "device" : "host", (long long)prof.steps, step_ms);
+    if (prof.dropped)
+        fprintf(f, "profile: %lld steps left out: a clock mark could not be made or read\n",
+                (long long)prof.dropped);
     fprintf(f, "%-24s %-9s %10s %7s %11s\n", "op", "phase", "ms/step", "share", "calls/step");
     for (int i = 0; i < prof.n; i++) {
         double ms = e[i].s * per;

@@ -6,12 +6,15 @@
  *    clock, so on a GPU an op's time is its issue and its execution with nothing overlapped, and
  *    the run is slower; the CPU's ops are synchronous, and the cost is two clock reads an op.
  *  - device: every begin and end records one of the backend's clock marks (ops->mark_record, a
- *    CUDA timing event) and nothing waits; at each step's end the marks are read (one wait) and
- *    an op's time is the device's from the work queued before its begin finishing to the work
- *    queued before its end finishing: its kernels, and any idle gap while the host was still
- *    issuing them (an op whose time is mostly its issue shows it, as the host clock shows it).
- *    The step's own time is the device's too. Where the backend has no clock marks (NULL ops),
- *    the host clock. mp_profile_now still waits for the queue.
+ *    CUDA timing event on the backend's stream) and nothing waits there; a step's marks are read
+ *    when the next step ends (so the host runs at most a step ahead), and an op's time is the
+ *    device's from the work queued before its begin finishing to the work queued before its end
+ *    finishing: its kernels, and any idle gap while the host was still issuing them (an op whose
+ *    time is mostly its issue shows it, as the host clock shows it). The step's own time is the
+ *    device's too. Work on other streams (NCCL's) shows only where the stream waits for it
+ *    ("gradient sync wait": the exposed part). Ops must nest; a step with an op ended out of
+ *    order, or a mark that fails, is left out and counted as such. Where the backend has no
+ *    clock marks (NULL ops), the host clock. mp_profile_now still waits for the queue.
  * One profile per process, kept by the thread that runs the model (the transports' threads do
  * not time into it). */
 #ifndef MP_PROFILE_H
@@ -67,10 +70,11 @@ void mp_profile_end(double mark, const char *kind, mp_prof_phase phase);
 void mp_profile_end_as(double mark, const char *kind, mp_prof_phase phase, const char *label);
 
 /* Ends a training step begun at `mark` (with mp_profile_begin, outside any op): adds its wall
- * time to the steps' total and counts it; with the device clock, first reads every mark of the
- * step and adds the ops' times. The first step after mp_profile_start is warm-up (workspaces
- * grow, caches are cold): its figures are dropped instead. A mark that cannot be recorded or
- * read drops that step's figures (the op's own next check shows the error). */
+ * time to the steps' total and counts it; with the device clock, reads the marks of the step
+ * before it and adds that step's figures (the last step's come at mp_profile_stop). The first
+ * step after mp_profile_start is warm-up (workspaces grow, caches are cold): its figures are
+ * dropped instead. A mark that cannot be recorded or read drops that step's figures (the op's
+ * own next check shows the error). */
 void mp_profile_step_end(double mark);
 
 /* The entries in first-seen order (*n of them), and the steps' count and total seconds. */

@@ -93,7 +93,7 @@ bool mp_prof_dev_end(double mark, const char *kind, mp_prof_phase phase, double 
 {
     dev_set *s = &dev.set[dev.cur];
     int k = mark >= 0 && mark < s->n ? (int)mark : -1;
-    if (k < 0 || s->span[k].ended) {
+    if (k < 0 || k != dev.open) { /* not the innermost open op: mis-nested or stray */
         s->broken = true;
         return false;
     }
@@ -109,14 +109,17 @@ bool mp_prof_dev_end(double mark, const char *kind, mp_prof_phase phase, double 
 }
 
 /* Reads set s's marks (waiting for them) and gives its ops' own times and its step's time to
- * sink; nothing when a mark cannot be read. */
+ * sink; when a mark cannot be read, only sink->dropped. */
 static void set_read(dev_set *s, const mp_prof_dev_sink *sink)
 {
     for (int i = 0; i < s->n; i++) {
         dev_span *sp = &s->span[i];
         sp->ms = 0.0;
-        if (sp->ended && dev.ops->mark_elapsed(s->mark[2 * i], s->mark[2 * i + 1], &sp->ms) != MP_OK)
-            return; /* the op's own next check shows the error */
+        if (sp->ended &&
+            dev.ops->mark_elapsed(s->mark[2 * i], s->mark[2 * i + 1], &sp->ms) != MP_OK) {
+            sink->dropped(); /* the op's own next check shows the error */
+            return;
+        }
     }
     const double step_ms = s->span[s->step].ms;
     /* a slot comes after its parent and before its children: its whole time leaves its parent's
@@ -130,6 +133,17 @@ static void set_read(dev_set *s, const mp_prof_dev_sink *sink)
     sink->step(step_ms);
 }
 
+/* Gives set t at least n slots with their marks made (recorded once now, to be recorded again
+ * when used), so that a counted step does not pay for making them; as far as it can. */
+static void set_reserve(dev_set *t, int n)
+{
+    while (t->cap < n && set_grow(t)) {
+    }
+    for (int i = 0; i < 2 * t->cap && i < 2 * n; i++)
+        if (!t->mark[i] && dev.ops->mark_record(&t->mark[i]) != MP_OK)
+            return;
+}
+
 void mp_prof_dev_step_end(double mark, bool counted, const mp_prof_dev_sink *sink)
 {
     dev_set *s = &dev.set[dev.cur], *prev = &dev.set[1 - dev.cur];
@@ -137,9 +151,13 @@ void mp_prof_dev_step_end(double mark, bool counted, const mp_prof_dev_sink *sin
     bool ended = mp_prof_dev_end(mark, "step", MP_PROF_STEP, &host0);
     s->step = ended && !s->broken ? (int)mark : -1;
     s->counted = counted;
+    if (counted && s->step < 0)
+        sink->dropped();
     if (prev->step >= 0 && prev->counted)
         set_read(prev, sink);
     set_clear(prev);
+    if (!counted) /* warm-up: the next step's set gets this one's size and marks now */
+        set_reserve(prev, s->n);
     dev.cur = 1 - dev.cur;
     dev.open = -1;
 }

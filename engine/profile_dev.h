@@ -11,10 +11,12 @@
 #include "engine/ops.h"
 #include "engine/profile.h"
 
-/* Where read figures go: an op's own time (kind, phase, ms), and a step's time (ms). */
+/* Where read figures go: an op's own time (kind, phase, ms), a step's time (ms), and a counted
+ * step left out (a mark that could not be made, ended in order or read). */
 typedef struct mp_prof_dev_sink {
     void (*op)(const char *kind, mp_prof_phase phase, double ms);
     void (*step)(double ms);
+    void (*dropped)(void);
 } mp_prof_dev_sink;
 
 /* Starts the device clock on ops (which has clock marks), nothing pending. */
@@ -29,12 +31,13 @@ void mp_prof_dev_stop(const mp_prof_dev_sink *sink);
 double mp_prof_dev_begin(void);
 
 /* Ends the op in slot `mark` as (kind, phase) with a mark; *host0: the host clock at its begin.
- * False (and the step's figures dropped) when `mark` is not an open slot. */
+ * False (and the step's figures dropped) when `mark` is not the innermost open slot. */
 bool mp_prof_dev_end(double mark, const char *kind, mp_prof_phase phase, double *host0);
 
 /* Ends the step in slot `mark`, counted (its figures go to the sink when read) or not (warm-up),
- * reads the step ended before it into sink, and starts the next step's set. A step whose marks
- * could not be made, ended or read adds nothing. */
+ * reads the step ended before it into sink, and starts the next step's set (after the warm-up
+ * step, with that step's slots and marks made ahead). A step whose marks could not be made,
+ * ended or read adds nothing but sink->dropped. */
 void mp_prof_dev_step_end(double mark, bool counted, const mp_prof_dev_sink *sink);
 
 #endif

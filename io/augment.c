@@ -81,7 +81,8 @@ static void pixel_tables(unsigned char *tables, size_t c, const double *mean, co
 
 /* The output columns [*x0, *x1) of a row of `width` whose source column under window w is valid
  * (aug_src_col(w, x, width, pad) >= 0): source column base + dir x there (dir 1, or -1 when
- * flipped); the columns outside are padding. The range may be empty (*x0 == *x1). */
+ * flipped); the columns outside are padding. 0 <= *x0 <= *x1 <= width; the range may be empty
+ * (*x0 == *x1). */
 static void aug_valid_cols(const aug_window *w, int width, int pad, int *x0, int *x1, int *base,
                            int *dir)
 {
@@ -89,9 +90,9 @@ static void aug_valid_cols(const aug_window *w, int width, int pad, int *x0, int
     *base = w->flip ? width - 1 + w->ox - pad : w->ox - pad;
     /* valid: 0 <= base + dir x < width */
     int lo = w->flip ? *base - width + 1 : -*base, hi = w->flip ? *base + 1 : width - *base;
-    *x0 = lo > 0 ? lo : 0;
+    *x0 = lo > 0 ? (lo < width ? lo : width) : 0;
     *x1 = hi < width ? hi : width;
-    if (*x1 < *x0)
+    if (*x1 < *x0) /* empty: all padding (a pad wider than the image can put lo past width) */
         *x1 = *x0;
 }
 

@@ -333,15 +333,17 @@ static void test_batch_normalisation(void **state)
     assert_memory_equal(y, yp, sizeof y);
 }
 
-/* The batch, for every pad (up to one wider than the image), flip, dtype and for 3 channels and
- * 1 (the same bytes seen as H x 3W x 1): each element is the crop's pixel normalised and stored
- * as mp_store rounds it, whatever window the sample drew. */
+/* The batch, for every pad (up to wider than the image in both views), flip, dtype and for 3
+ * channels and 1 (the same bytes seen as H x 3W x 1): each element is the crop's pixel
+ * normalised and stored as mp_store rounds it, whatever window the sample drew, and nothing is
+ * written past the batch. */
 static void test_batch_every_window(void **state)
 {
     (void)state;
-    const int pads[] = {0, 1, 3, 4, 6, 7, 12};
+    const int pads[] = {0, 1, 3, 4, 6, 7, 12, 24};
     const mp_dtype dts[] = {MP_F32, MP_F16, MP_BF16, MP_F64};
-    static unsigned char x[N * PER * 8], want[PER * 8];
+    enum { CANARY = 512 };
+    static unsigned char want[PER * 8], one[PER * 8 + CANARY];
     for (int view = 0; view < 2; view++) {
         mp_dataset d = make_dataset();
         if (view == 1)
@@ -354,9 +356,17 @@ static void test_batch_every_window(void **state)
             for (int f = 0; f < 2; f++)
                 for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
                     int32_t y[N];
-                    size_t es = mp_dtype_size(dts[t]);
+                    size_t es = mp_dtype_size(dts[t]), size = (size_t)N * PER * es;
+                    /* exactly the batch's bytes, then bytes that must stay as they are */
+                    unsigned char *x = malloc(size + CANARY);
+                    assert_non_null(x);
+                    memset(x + size, 0xab, CANARY);
                     mp_dataset_batch_augmented(&d, rev, N, mean, std, 5, 3, pads[p], f, dts[t], x,
                                                y);
+                    for (size_t k = 0; k < CANARY; k++)
+                        if (x[size + k] != 0xab)
+                            fail_msg("%d channel(s), pad %d, flip %d, dtype %d: written past the "
+                                     "batch", d.c, pads[p], f, (int)dts[t]);
                     for (int64_t k = 0; k < N; k++) {
                         uint8_t aug[PER];
                         mp_augment_crop_flip(&d, rev[k], 5, 3, pads[p], f, aug);
@@ -369,8 +379,20 @@ static void test_batch_every_window(void **state)
                             fail_msg("%d channel(s), pad %d, flip %d, dtype %d: sample %lld "
                                      "differs",
                                      d.c, pads[p], f, (int)dts[t], (long long)rev[k]);
+                        /* alone, into exactly its bytes: its last row is the buffer's end */
+                        int32_t y1;
+                        memset(one + PER * es, 0xab, CANARY);
+                        mp_dataset_batch_augmented(&d, &rev[k], 1, mean, std, 5, 3, pads[p], f,
+                                                   dts[t], one, &y1);
+                        for (size_t b = 0; b < CANARY; b++)
+                            if (one[PER * es + b] != 0xab)
+                                fail_msg("%d channel(s), pad %d, flip %d, dtype %d: sample %lld "
+                                         "alone: written past it",
+                                         d.c, pads[p], f, (int)dts[t], (long long)rev[k]);
+                        assert_memory_equal(one, want, PER * es);
                         assert_int_equal(y[k], labels[rev[k]]);
                     }
+                    free(x);
                 }
     }
 }

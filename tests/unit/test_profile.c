@@ -220,6 +220,7 @@ static void test_device_clock(void **state)
     int64_t steps;
     double step_s;
     fake_step(); /* warm-up */
+    assert_int_equal(fake_live, 16); /* its 4 ops' marks, and the next set's made ahead */
     fake_step();
     mp_profile_entries(&n, &steps, &step_s);
     assert_int_equal(steps, 0); /* a step is read when the next one ends */
@@ -228,6 +229,7 @@ static void test_device_clock(void **state)
     fake_step(); /* the third's marks cannot be read: dropped */
     fail_reads = false;
     fake_step(); /* reads the fourth */
+    assert_int_equal(fake_live, 16); /* no counted step made a mark */
     assert_int_equal(fake_syncs, 0); /* nothing waited for the queue */
     mp_profile_entries(&n, &steps, &step_s);
     assert_int_equal(steps, 2);
@@ -249,6 +251,27 @@ static void test_device_clock(void **state)
     assert_float_equal(c->s, 3 * 1e-3, 1e-12);
     assert_int_equal(a->calls, 3);
     assert_int_equal(c->calls, 3);
+    /* A step whose ops end out of order is left out, and the table says so. */
+    mp_profile_start(&ops, true);
+    fake_step();
+    fake_step();
+    double step = mp_profile_begin("step"), outer = mp_profile_begin("a");
+    double inner = mp_profile_begin("b");
+    mp_profile_end(outer, "a", MP_PROF_FORWARD);
+    mp_profile_end(inner, "b", MP_PROF_BACKWARD);
+    mp_profile_step_end(step);
+    fake_step();
+    mp_profile_stop();
+    mp_profile_entries(&n, &steps, &step_s);
+    assert_int_equal(steps, 2);
+    char text[1024] = {0};
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    assert_non_null(f);
+    mp_profile_print(f, "rank 0");
+    fclose(f);
+    assert_non_null(strstr(text, "profile (rank 0, device clock): 2 steps"));
+    assert_non_null(strstr(text, "1 steps left out"));
+    assert_int_equal(fake_live, 0);
     /* Without clock marks the device clock falls back to the host's. */
     mp_ops bare = {.sync = fake_sync};
     mp_profile_start(&bare, true);
