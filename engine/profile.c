@@ -21,7 +21,7 @@ static struct {
     int n, depth;
     double child[MP_PROFILE_DEPTH + 1];
     mp_prof_entry e[MP_PROFILE_MAX];
-    int64_t steps, dropped; /* dropped: device clock steps left out (a mark failed) */
+    int64_t steps, dropped; /* dropped: device clock steps left out */
     double step_s;
 } prof;
 
@@ -217,7 +217,8 @@ void mp_profile_print(FILE *f, const char *who)
     fprintf(f, "profile (%s, %s clock): %lld steps after the first, %.2f ms a step\n", who,
             dev_on ? "device" : "host", (long long)prof.steps, step_ms);
     if (prof.dropped)
-        fprintf(f, "profile: %lld steps left out: a clock mark could not be made or read\n",
+        fprintf(f, "profile: %lld steps left out: a clock mark failed or ops ended out of "
+                   "order\n",
                 (long long)prof.dropped);
     fprintf(f, "%-24s %-9s %10s %7s %11s\n", "op", "phase", "ms/step", "share", "calls/step");
     for (int i = 0; i < prof.n; i++) {
