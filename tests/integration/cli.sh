@@ -108,6 +108,7 @@ bad_config range0 "range0.cfg:1: data.batch_size: must be in \\[1, 65536\\] \\(g
 bad_config enum 'enum.cfg:1: amp.opt_level: must be one of "O0", "O1", "O2", "O3" \(got "O4"\)' 'amp: { opt_level = "O4"; };\n'
 bad_config convalgo 'convalgo.cfg:1: amp.conv_algo: must be one of "heuristic", "timed" \(got "fastest"\)' 'amp: { conv_algo = "fastest"; };\n'
 bad_config graphs 'graphs.cfg:1: amp.cuda_graphs: must be one of "auto", "on", "off" \(got "yes"\)' 'amp: { cuda_graphs = "yes"; };\n'
+bad_config profclock 'profclock.cfg:1: log.profile_clock: must be one of "host", "device" \(got "gpu"\)' 'log: { profile_clock = "gpu"; };\n'
 bad_config layer "layer.cfg:1: model.layers.\\[0\\].out: missing" 'model: { layers = ( { type = "linear"; } ); };\n'
 bad_config classes "classes.cfg:1: model.layers.\\[1\\]: model: the last layer \\(layers.1\\) produces 7 features but the data has 10 classes" 'model: { layers = ( { type = "linear"; out = 32; }, { type = "linear"; out = 7; } ); };\n'
 bad_config bigint "bigint.cfg:1: train.max_steps: integer 4294967396 does not fit in 32 bits" 'train: { max_steps = 4294967396; };\n'
