@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# serial: two ranks that spin in MPI, 1200 steps; beside other tests on 2 cores it ran 25x slower
 # launch/mpdist-run --max-restarts (issue 51, self-healing for plain mpirun users): (1) a rank
 # killed mid-run (SIGKILL) is restarted from the newest checkpoint, once, with the cause in
 # MPDIST_RESTART_LOG, and the run ends with parameters, optimizer state and BatchNorm-free
