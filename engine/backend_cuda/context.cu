@@ -22,6 +22,7 @@ extern "C" int mp_cuda_device_count(void)
 /* Creates the stream, handles and workspaces on the current device. */
 static mp_status ctx_create(mp_cuda_ctx *c)
 {
+    CUDA_CHECK(cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, c->device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));

@@ -20,11 +20,13 @@ extern "C" {
 #include "engine/ops.h"
 }
 
+#include "engine/backend_cuda/grid.cuh"
 #include "engine/cast_rule.h"
 
 /* The backend's state: every op runs on `stream` of `device`. */
 typedef struct mp_cuda_ctx {
     int device;
+    int sms; /* the device's streaming multiprocessors */
     cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt;
@@ -79,12 +81,14 @@ mp_status mp_cuda_operand(const mp_tensor *t, mp_dtype dt, int slot, bool load, 
 #define CUDNN_CHECK(stmt)                                                                   \
     MP_LIB_CHECK("cudnn", MP_EINTERNAL, cudnnStatus_t, stmt, MP_CUDNN_OK, cudnnGetErrorString)
 
-/* Launches KERNEL<<<GRID, BLOCK, 0, stream>>>(args...) and checks the launch. */
-#define MP_LAUNCH(KERNEL, GRID, BLOCK, ...)                                                 \
+/* Launches KERNEL<<<GRID, BLOCK, SMEM, stream>>>(args...) and checks the launch; MP_LAUNCH
+ * with no dynamic shared memory. */
+#define MP_LAUNCH_SMEM(KERNEL, GRID, BLOCK, SMEM, ...)                                      \
     do {                                                                                    \
-        KERNEL<<<(GRID), (BLOCK), 0, mp_cuda_ctx_get()->stream>>>(__VA_ARGS__);             \
+        KERNEL<<<(GRID), (BLOCK), (SMEM), mp_cuda_ctx_get()->stream>>>(__VA_ARGS__);        \
         CUDA_CHECK(cudaGetLastError());                                                     \
     } while (0)
+#define MP_LAUNCH(KERNEL, GRID, BLOCK, ...) MP_LAUNCH_SMEM(KERNEL, GRID, BLOCK, 0, __VA_ARGS__)
 
 /* Fails with MP_EINTERNAL naming the op when cond is false (shapes, dtypes). */
 #define MP_CUDA_REQUIRE(cond, op)                                                           \
@@ -101,10 +105,6 @@ static inline unsigned mp_cuda_blocks(int64_t n)
     return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
-/* Grid-stride loop over [0, n). */
-#define MP_CUDA_FOR(i, n)                                                                   \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
-         i += (int64_t)gridDim.x * blockDim.x)
 
 /* MP_EINTERNAL unless every tensor given has a dtype the CUDA backend stores (not FP64). */
 mp_status mp_cuda_dtypes_ok(const char *op, int n, const mp_tensor *const *ts);

@@ -2,13 +2,60 @@
  * scale, fill, convert, add and add_relu, each around engine/elem_rule.h's body for element i
  * (FP32 arithmetic, each output element rounded once): the CPU backend's rules, so every op but
  * bias_grad gives the CPU's bits. ReLU, scale, fill and add of one dtype run through
- * mp_cuda_elementwise (engine/backend_cuda/vec.cuh: the dtype fixed at compile time, 16-byte
- * loads and stores), and convert the same way with a dtype for each side; bias add and add of
- * mixed dtypes are grid-stride loops that load and store by the tensors' runtime dtypes. bias_grad's column sums are a parallel reduction
- * whose order is this kernel's own; only its additions, loads and stores are the shared rules. */
+ * mp_cuda_elementwise (below: engine/backend_cuda/vec.cuh's vectors, the dtype fixed at compile
+ * time, 16-byte loads and stores), and convert the same way with a dtype for each side; bias add
+ * and add of mixed dtypes are grid-stride loops that load and store by the tensors' runtime
+ * dtypes. bias_grad's column sums are a parallel reduction whose order is this kernel's own;
+ * only its additions, loads and stores are the shared rules. */
 #include "engine/backend_cuda/cuda.h"
 #include "engine/backend_cuda/vec.cuh"
 #include "engine/elem_rule.h"
+
+/* An element-wise op for mp_cuda_elementwise: N operands of dtype OP::dt indexed alike, t[k]
+ * their data; operand k is read when bit k of OP::in is set and written when bit k of OP::out
+ * is; OP::at(p, i) applies the op's rule (engine/elem_rule.h) to element i of operands p[0..N).
+ * at must write every output element it is called for. */
+template <typename OP>
+__global__ static void k_elementwise(OP op, int64_t n, bool packed)
+{
+    typedef mp_vec<OP::dt, MP_VEC> vec;
+    const int64_t packs = packed ? n / MP_VEC : 0;
+    MP_CUDA_FOR(q, packs)
+    {
+        vec v[OP::N];
+        void *p[OP::N];
+#pragma unroll
+        for (int k = 0; k < OP::N; k++) {
+            if (OP::in >> k & 1u)
+                v[k].load(op.t[k], q * MP_VEC);
+            p[k] = v[k].e;
+        }
+#pragma unroll
+        for (int e = 0; e < MP_VEC; e++)
+            op.at(p, e);
+#pragma unroll
+        for (int k = 0; k < OP::N; k++)
+            if (OP::out >> k & 1u)
+                v[k].store(op.t[k], q * MP_VEC);
+    }
+    MP_CUDA_FOR(j, n - packs * MP_VEC)
+        op.at(op.t, packs * MP_VEC + j);
+}
+
+/* Launches op over n elements on the backend's stream: packs of MP_VEC elements with vector
+ * loads when every operand is aligned to a pack's size, the rest (or all, when one is not)
+ * element by element. */
+template <typename OP>
+static mp_status mp_cuda_elementwise(const OP &op, int64_t n)
+{
+    bool packed = true;
+    for (int k = 0; k < OP::N; k++)
+        packed = packed && mp_vec_aligned(alignof(mp_vec<OP::dt, MP_VEC>), {op.t[k]});
+    if (n > 0)
+        MP_LAUNCH(k_elementwise<OP>, mp_cuda_blocks(packed ? n / MP_VEC : n), 256, op,
+                  n, packed);
+    return MP_OK;
+}
 
 __global__ static void k_bias_add(void *y, mp_dtype yt, const void *b, mp_dtype bt, int64_t n,
                                   int64_t cols)

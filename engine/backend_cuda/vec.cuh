@@ -8,8 +8,8 @@
  * bits of the element-by-element one by construction. Every loop over a vector's elements is
  * unrolled, so the vector lives in registers (ptxas -v: no stack frame) and the rules' accesses
  * through element pointers (relu_backward's bit copy reads FP32 as uint32_t) are register moves,
- * not memory that type-based alias analysis could reorder. mp_cuda_elementwise runs an op given as
- * its element rule over packs of MP_VEC elements and the tail one element at a time. */
+ * not memory that type-based alias analysis could reorder. Kernels only: the header builds
+ * without the CUDA runtime's headers (tests/emu). */
 #ifndef MP_BACKEND_CUDA_VEC_CUH
 #define MP_BACKEND_CUDA_VEC_CUH
 
@@ -17,7 +17,7 @@
 
 #include <initializer_list>
 
-#include "engine/backend_cuda/cuda.h"
+#include "engine/cast_rule.h"
 
 enum { MP_VEC = 8 };
 
@@ -90,51 +90,5 @@ static inline bool mp_vec_aligned(size_t bytes, std::initializer_list<const void
         } break;                                                                            \
         }                                                                                   \
     } while (0)
-
-/* An element-wise op for mp_cuda_elementwise: N operands of dtype OP::dt indexed alike, t[k]
- * their data; operand k is read when bit k of OP::in is set and written when bit k of OP::out
- * is; OP::at(p, i) applies the op's rule (engine/elem_rule.h) to element i of operands p[0..N).
- * at must write every output element it is called for. */
-template <typename OP>
-__global__ static void k_elementwise(OP op, int64_t n, bool packed)
-{
-    typedef mp_vec<OP::dt, MP_VEC> vec;
-    const int64_t packs = packed ? n / MP_VEC : 0;
-    MP_CUDA_FOR(q, packs)
-    {
-        vec v[OP::N];
-        void *p[OP::N];
-#pragma unroll
-        for (int k = 0; k < OP::N; k++) {
-            if (OP::in >> k & 1u)
-                v[k].load(op.t[k], q * MP_VEC);
-            p[k] = v[k].e;
-        }
-#pragma unroll
-        for (int e = 0; e < MP_VEC; e++)
-            op.at(p, e);
-#pragma unroll
-        for (int k = 0; k < OP::N; k++)
-            if (OP::out >> k & 1u)
-                v[k].store(op.t[k], q * MP_VEC);
-    }
-    MP_CUDA_FOR(j, n - packs * MP_VEC)
-        op.at(op.t, packs * MP_VEC + j);
-}
-
-/* Launches op over n elements on the backend's stream: packs of MP_VEC elements with vector
- * loads when every operand is aligned to a pack's size, the rest (or all, when one is not)
- * element by element. */
-template <typename OP>
-static mp_status mp_cuda_elementwise(const OP &op, int64_t n)
-{
-    bool packed = true;
-    for (int k = 0; k < OP::N; k++)
-        packed = packed && mp_vec_aligned(alignof(mp_vec<OP::dt, MP_VEC>), {op.t[k]});
-    if (n > 0)
-        MP_LAUNCH(k_elementwise<OP>, mp_cuda_blocks(packed ? n / MP_VEC : n), 256, op,
-                  n, packed);
-    return MP_OK;
-}
 
 #endif

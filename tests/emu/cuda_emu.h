@@ -28,7 +28,8 @@ extern "C" {
 /* The kernels' CUDA keywords. */
 #define __global__
 #define __device__
-#define __launch_bounds__(n)
+#define __host__
+#define __launch_bounds__(...)
 #define __shared__
 #define __align__(n)
 
@@ -46,12 +47,18 @@ struct emu_block {
 extern emu_block *emu_current;
 extern long emu_misaligned; /* WMMA pointers found not 256-bit aligned */
 
+/* The calling thread's index in its block, x fastest (warps are its runs of 32). */
+static inline unsigned emu_tid()
+{
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
 static inline void __syncthreads() { emu_current->all->arrive_and_wait(); }
-static inline void __syncwarp() { emu_current->warp[threadIdx.x / 32]->arrive_and_wait(); }
+static inline void __syncwarp() { emu_current->warp[emu_tid() / 32]->arrive_and_wait(); }
 
 template <typename T> static inline T emu_shfl_xor(T v, int mask, volatile T (*slot)[32])
 {
-    const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;
+    const unsigned w = emu_tid() / 32, l = emu_tid() % 32;
     slot[w][l] = v;
     __syncwarp();
     T r = slot[w][l ^ (unsigned)mask];
@@ -107,8 +114,8 @@ template <class Use, int M, int N, int K, class T, class L = void> struct fragme
 };
 
 /* The accumulator elements lane l owns: row l / 2, columns c0 .. c0 + 7. */
-static inline int own_row() { return (int)(threadIdx.x % 32) / 2; }
-static inline int own_col0() { return (int)(threadIdx.x % 32) % 2 * 8; }
+static inline int own_row() { return (int)(emu_tid() % 32) / 2; }
+static inline int own_col0() { return (int)(emu_tid() % 32) % 2 * 8; }
 
 template <class U, class T, class L> void fill_fragment(fragment<U, 16, 16, 16, T, L> &f, float v)
 {
@@ -184,45 +191,60 @@ enum { EMU_SMEM = 256 * 1024, EMU_GUARD = 4096 };
 extern unsigned char emu_smem[EMU_SMEM + EMU_GUARD];
 #define smem emu_smem
 
-/* Runs body() as the grid (gx, gy, gz) of blocks of `threads` threads (a multiple of 32), a
- * block at a time, with `bytes` of shared memory; false (after a line on stderr) when a block
- * wrote shared memory past `bytes`. */
+/* Runs body() as `grid` blocks of `block` threads (at most 1024; a last warp may be partial), a
+ * block at a time on the same `block` std::threads, with `bytes` of shared memory poisoned before
+ * each block; false (after a line on stderr) when a block wrote shared memory past `bytes`. The
+ * globals below are tests/emu/cuda_emu.cpp's. */
+template <class F> static bool emu_launch3(emu_dim3 grid, emu_dim3 block, size_t bytes, F body)
+{
+    const unsigned threads = block.x * block.y * block.z;
+    const unsigned long blocks = (unsigned long)grid.x * grid.y * grid.z;
+    if (bytes > EMU_SMEM || threads == 0 || threads > 1024)
+        abort();
+    bool ok = true;
+    auto fresh = [&]() noexcept { /* between blocks: the last one's guard, then new poison */
+        for (size_t b = bytes; ok && b < bytes + EMU_GUARD; b++)
+            if (emu_smem[b] != 0xff) {
+                fprintf(stderr, "shared memory written at byte %zu of %zu\n", b, bytes);
+                ok = false;
+            }
+        memset(emu_smem, 0xff, sizeof emu_smem); /* NaN bytes */
+    };
+    memset(emu_smem, 0xff, sizeof emu_smem);
+    std::barrier<> all(threads);
+    std::barrier<decltype(fresh)> between(threads, fresh);
+    std::vector<std::barrier<> *> warps;
+    emu_block blk;
+    blk.all = &all;
+    for (unsigned w = 0; w * 32 < threads; w++)
+        warps.push_back(blk.warp[w] = new std::barrier<>(
+                            (std::ptrdiff_t)(threads - 32 * w < 32 ? threads - 32 * w : 32)));
+    emu_current = &blk;
+    std::vector<std::thread> th;
+    for (unsigned t = 0; t < threads; t++)
+        th.emplace_back([&, t] {
+            threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+            blockDim = block;
+            gridDim = grid;
+            for (unsigned long i = 0; i < blocks; i++) {
+                blockIdx = {(unsigned)(i % grid.x), (unsigned)(i / grid.x % grid.y),
+                            (unsigned)(i / ((unsigned long)grid.x * grid.y))};
+                body();
+                between.arrive_and_wait();
+            }
+        });
+    for (auto &t : th)
+        t.join();
+    for (auto *w : warps)
+        delete w;
+    return ok;
+}
+
+/* emu_launch3 with the grid (gx, gy, gz) of one-dimensional blocks of `threads` threads. */
 template <class F> static bool emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads,
                                           size_t bytes, F body)
 {
-    if (bytes > EMU_SMEM || threads % 32 != 0 || threads > 1024)
-        abort();
-    for (unsigned z = 0; z < gz; z++)
-        for (unsigned y = 0; y < gy; y++)
-            for (unsigned x = 0; x < gx; x++) {
-                memset(emu_smem, 0xff, sizeof emu_smem); /* NaN bytes */
-                std::barrier<> all(threads);
-                std::vector<std::barrier<> *> warps;
-                emu_block blk;
-                blk.all = &all;
-                for (unsigned w = 0; w < threads / 32; w++)
-                    warps.push_back(blk.warp[w] = new std::barrier<>(32));
-                emu_current = &blk;
-                std::vector<std::thread> th;
-                for (unsigned t = 0; t < threads; t++)
-                    th.emplace_back([&, t] {
-                        threadIdx = {t, 0, 0};
-                        blockIdx = {x, y, z};
-                        blockDim = {threads, 1, 1};
-                        gridDim = {gx, gy, gz};
-                        body();
-                    });
-                for (auto &t : th)
-                    t.join();
-                for (auto *w : warps)
-                    delete w;
-                for (size_t b = bytes; b < bytes + EMU_GUARD; b++)
-                    if (emu_smem[b] != 0xff) {
-                        fprintf(stderr, "shared memory written at byte %zu of %zu\n", b, bytes);
-                        return false;
-                    }
-            }
-    return true;
+    return emu_launch3({gx, gy, gz}, {threads, 1, 1}, bytes, body);
 }
 
 #endif

@@ -18,11 +18,6 @@ extern "C" {
 using namespace nvcuda;
 #include "engine/backend_cuda/attention_mma_kernels.cuh"
 
-thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
-emu_block *emu_current;
-long emu_misaligned;
-alignas(1024) unsigned char emu_smem[EMU_SMEM + EMU_GUARD];
-
 static int failures;
 
 /* The unit roundoff of a dtype (FP32: 2^-24). */
