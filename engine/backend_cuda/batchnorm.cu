@@ -29,8 +29,8 @@
  * lanes are added in order in shared memory; then a block of 8 channels x 32 threads stages all
  * the chunks' partials of its channels in shared memory, coalesced, one thread a channel adds
  * them in chunk order and all 32 form the variance's per-chunk terms (the serial chain of the
- * rule is the only serial work; it was a chunk's loads and terms as well, 30-40 us a layer by
- * the profiles of bench/results/gpu-h200-2026-11-30). The element-wise
+ * rule is the only serial work; it was a chunk's loads and terms as well, an estimated 30-40 us
+ * a layer: not measured, the profiles time the whole op). The element-wise
  * passes (apply, dx) take V elements a thread with the dtype fixed at compile time
  * (engine/backend_cuda/vec.cuh). The results are deterministic and the CPU's bits. The FP32
  * scratch (2 C floats a chunk and MP_BN_STATS C floats of per-channel values) is mp_cuda_grow's.

@@ -2,7 +2,7 @@
  * they compute and in which order they add), in a header that builds without the CUDA runtime's
  * headers, so that tests/emu/test_batchnorm_kernels.cpp runs them on the CPU against the CPU
  * backend's bits. The per-channel statistics kernels stage every chunk's partial sums of
- * BN_STAT_CH channels in shared memory (MP_BN_MAX_CHUNKS chunks: 32 KiB at most), add them in
+ * BN_STAT_CH channels in shared memory (MP_BN_MAX_CHUNKS chunks: about 32 KiB at most), add them in
  * chunk order on one thread a channel, and form the variance's per-chunk terms on all
  * BN_STAT_ROWS threads of a channel between its two sums: the rule's one serial chain per sum
  * is all that is left serial. */

@@ -5,10 +5,13 @@
  * mp_cuda_elementwise (below: engine/backend_cuda/vec.cuh's vectors, the dtype fixed at compile
  * time, 16-byte loads and stores), and convert the same way with a dtype for each side; bias add
  * and add of mixed dtypes are grid-stride loops that load and store by the tensors' runtime
- * dtypes. bias_grad's column sums are a parallel reduction whose order is this kernel's own;
- * only its additions, loads and stores are the shared rules. */
+ * dtypes. bias_grad's column sums are a parallel reduction whose order is its own
+ * (engine/backend_cuda/bias_grad_kernels.cuh); only its additions, loads and stores are the
+ * shared rules. */
 #include "engine/backend_cuda/cuda.h"
 #include "engine/backend_cuda/vec.cuh"
+
+#include "engine/backend_cuda/bias_grad_kernels.cuh"
 #include "engine/elem_rule.h"
 
 /* An element-wise op for mp_cuda_elementwise: N operands of dtype OP::dt indexed alike, t[k]
@@ -75,35 +78,28 @@ extern "C" mp_status mp_cuda_bias_add(mp_tensor *y, const mp_tensor *b)
     return MP_OK;
 }
 
-/* db = column sums of dy: a block of 32 x 8 threads owns 32 columns; its 8 rows of threads
- * stride over the rows, and the 8 partial sums of each column are added in shared memory. */
-__global__ static void k_bias_grad(const void *dy, mp_dtype dt, void *db, mp_dtype bt,
-                                   int64_t rows, int64_t cols)
-{
-    __shared__ float part[8][33];
-    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
-    float s = 0.0f;
-    if (j < cols)
-        for (int64_t r = threadIdx.y; r < rows; r += 8)
-            s = mp_add_f32(s, mp_elem_load_f32(dy, dt, r * cols + j));
-    part[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && j < cols) {
-        float t = 0.0f;
-        for (int q = 0; q < 8; q++)
-            t = mp_add_f32(t, part[q][threadIdx.x]);
-        mp_elem_store_f32(db, bt, j, t);
-    }
-}
+static void *mp_bg_scratch;
+static size_t mp_bg_scratch_bytes;
 
 extern "C" mp_status mp_cuda_bias_grad(const mp_tensor *dy, mp_tensor *db)
 {
     MP_CUDA_DTYPES("bias_grad", dy, db);
-    int64_t rows = dy->shape[0], cols = mp_tensor_row(dy);
+    int64_t rows = dy->shape[0], cols = mp_tensor_row(dy), per;
     MP_CUDA_REQUIRE(mp_tensor_numel(db) == cols, "bias_grad");
-    if (cols)
-        MP_LAUNCH(k_bias_grad, (unsigned)((cols + 31) / 32), dim3(32, 8), dy->data, dy->dtype,
-                  db->data, db->dtype, rows, cols);
+    if (!cols)
+        return MP_OK;
+    const int64_t chunks = bg_chunks(rows, &per);
+    if (!chunks) { /* no rows: zero sums */
+        CUDA_CHECK(cudaMemsetAsync(db->data, 0, (size_t)mp_tensor_bytes(db),
+                                   mp_cuda_ctx_get()->stream));
+        return MP_OK;
+    }
+    MP_TRY(mp_cuda_grow(&mp_bg_scratch, &mp_bg_scratch_bytes,
+                        (size_t)(chunks * cols) * sizeof(float)));
+    float *part = (float *)mp_bg_scratch;
+    MP_LAUNCH_SMEM(k_bias_part, dim3((unsigned)((cols + 31) / 32), (unsigned)chunks), dim3(32, 8),
+                   BG_SMEM, dy->data, dy->dtype, rows, cols, per, part);
+    MP_LAUNCH(k_bias_sum, mp_cuda_blocks(cols), 256, part, chunks, cols, db->data, db->dtype);
     return MP_OK;
 }
 

@@ -8,7 +8,9 @@
  * a kernel that reads an accumulator's elements without a store/load fails here too) whose loads
  * check WMMA's rules (256-bit aligned pointers, ldm a multiple of 8 for 16-bit and of 4 for FP32
  * elements) and whose products add in FP32 in k order. The real device runs the same kernels in
- * the op table (tests/gpu). One block at a time; the threads of a block run concurrently. */
+ * the op table (tests/gpu). One block at a time; the threads of a block run concurrently. A
+ * kernel run here takes its shared memory dynamically (extern __shared__ ... smem[]): a static
+ * __shared__ array would be one per thread, as __shared__ means nothing here. */
 #ifndef MP_CUDA_EMU_H
 #define MP_CUDA_EMU_H
 
@@ -191,16 +193,17 @@ enum { EMU_SMEM = 256 * 1024, EMU_GUARD = 4096 };
 extern unsigned char emu_smem[EMU_SMEM + EMU_GUARD];
 #define smem emu_smem
 
-/* Runs body() as `grid` blocks of `block` threads (at most 1024; a last warp may be partial), a
- * block at a time on the same `block` std::threads, with `bytes` of shared memory poisoned before
- * each block; false (after a line on stderr) when a block wrote shared memory past `bytes`. The
- * globals below are tests/emu/cuda_emu.cpp's. */
+/* Runs body() as `grid` blocks of `block` threads (within CUDA's limits, else it aborts; a last
+ * warp may be partial), a block at a time on the same `block` std::threads, with `bytes` of
+ * shared memory poisoned before each block; false (after a line on stderr) when a block wrote
+ * shared memory past `bytes`. The globals below are tests/emu/cuda_emu.cpp's. */
 template <class F> static bool emu_launch3(emu_dim3 grid, emu_dim3 block, size_t bytes, F body)
 {
     const unsigned threads = block.x * block.y * block.z;
     const unsigned long blocks = (unsigned long)grid.x * grid.y * grid.z;
-    if (bytes > EMU_SMEM || threads == 0 || threads > 1024)
-        abort();
+    if (bytes > EMU_SMEM || threads == 0 || threads > 1024 || block.z > 64 || grid.y > 65535 ||
+        grid.z > 65535 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+        abort(); /* a launch CUDA refuses */
     bool ok = true;
     auto fresh = [&]() noexcept { /* between blocks: the last one's guard, then new poison */
         for (size_t b = bytes; ok && b < bytes + EMU_GUARD; b++)
