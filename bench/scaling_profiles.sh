@@ -5,8 +5,8 @@
 # the device is synchronised around every op) and without (the step's own time, the median of
 # the step records after the first); cluster/make_profile.py then writes OUT/PRESET-OPT.json with
 # the profiled run's phases and ready times scaled to the unprofiled step.
-# Presets: resnet20 and wrn16-4 on synthetic 32x32x3 data (configs/cifar-wrn16-4.cfg), gpt on the
-# fortunes text (configs/fortunes-gpt.cfg).
+# Presets: bench/presets.bash (resnet20 and wrn16-4 on synthetic 32x32x3 data, gpt on the fortunes
+# text).
 #
 # Usage: bench/scaling_profiles.sh [OUT]     (default bench/results/scaling-profiles)
 #   MPDIST_BIN               mpdist (default build/mpdist)
@@ -31,14 +31,9 @@ die() { echo "scaling_profiles: $*" >&2; exit 2; }
 [[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 20 ] || die "MPDIST_SCALING_STEPS must be 20 or more"
 mkdir -p "$out/runs"
 source "$home/launch/env.sh"
+source "$home/bench/presets.bash"
 for model in ${MPDIST_SCALING_MODELS:-resnet20 wrn16-4 gpt}; do
-  case $model in
-    resnet20) cfg=configs/cifar-wrn16-4.cfg batch=128 args=(--set model.preset=resnet20 --set model.depth=20) ;;
-    wrn16-4) cfg=configs/cifar-wrn16-4.cfg batch=512 args=() ;;
-    gpt) cfg=configs/fortunes-gpt.cfg batch=32 args=()
-      [ -z "${MPDIST_SCALING_FORTUNES:-}" ] || args=(--set "data.path=\"$MPDIST_SCALING_FORTUNES\"") ;;
-    *) die "unknown preset '$model' (resnet20, wrn16-4, gpt)" ;;
-  esac
+  FORTUNES=${MPDIST_SCALING_FORTUNES:-} preset_args "$model" || die "unknown preset '$model' (resnet20, wrn16-4, gpt)"
   batch=${MPDIST_SCALING_BATCH:-$batch}
   for opt in ${MPDIST_SCALING_OPTS:-O0 O2}; do
     for prof in true false; do

@@ -61,6 +61,10 @@
 #                             resnet20, WRN-16-4 and gpt at O0 and O2, each with log.profile for
 #                             the ready times and without for the step; docs/scaling.md); to
 #                             $OUT/scaling-profiles/ (PRESET-OPT.json, runs/). Needs the fortunes text
+#   MPDIST_GPU_PROFILES=1     then per-op profiles on both clocks (bench/gpu_profiles.sh: resnet20,
+#                             WRN-16-4 and gpt at O2, host clock beside device clock: launch-bound
+#                             ops against kernel-bound ones); to $OUT/profiles/profiles.md (runs/).
+#                             MPDIST_PROFILES_* settings pass through to it. Needs the fortunes text
 #   MPDIST_GPU_INF=1          then inference per precision on the GPU (bench/inference.sh with
 #                             --set amp.device=cuda: fp32, fp16 and fp16 with FP32 BatchNorm
 #                             exports of cnn_bn, resnet20 and resnext); table to
@@ -90,6 +94,7 @@ gpu_step="not run (MPDIST_GPU_STEP=1 runs it)"
 inference="not run (MPDIST_GPU_INF=1 runs it)"
 gpt="not run (MPDIST_GPU_GPT=1 runs it)"
 scaling="not run (MPDIST_GPU_SCALING=1 runs it)"
+profiles="not run (MPDIST_GPU_PROFILES=1 runs it)"
 failures=0 build_rc=1 tests_rc=1 train_rc=1
 
 summary() {
@@ -100,7 +105,7 @@ summary() {
   echo "== summary ($(($(date +%s) - start)) s)"
   printf '%-11s%s\n' "gpu:" "$gpu" "deps:" "$deps" "build:" "$build_state" "gpu tests:" "$tests" \
     "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" "conv algo:" "$conv" \
-    "nvjpeg:" "$jpeg" "opt table:" "$table" "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "inference:" "$inference" "log:" "$log"
+    "nvjpeg:" "$jpeg" "opt table:" "$table" "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" "profiles:" "$profiles" "inference:" "$inference" "log:" "$log"
   local result=PASS
   [ "$failures" -eq 0 ] || result=FAIL
   echo "result:    $result"
@@ -152,7 +157,7 @@ write_report() {
     printf '%-14s%s\n' "training:" "$train" "nccl ranks:" "$nccl" "graphs:" "$graphs" \
       "conv algo:" "$conv" "nvjpeg:" "$jpeg" "opt table:" "$table" \
       "gpu step:" "$gpu_step" "transformers:" "$gpt" "scaling:" "$scaling" \
-      "inference:" "$inference" "log:" "$log" "result:" "$1"
+      "profiles:" "$profiles" "inference:" "$inference" "log:" "$log" "result:" "$1"
     [ ! -s "${nccl_report:-}" ] || sed 's/^/  /' "$nccl_report"
     [ ! -s "${graphs_report:-}" ] || sed 's/^/  /' "$graphs_report"
     [ ! -s "${conv_report:-}" ] || sed 's/^/  /' "$conv_report"
@@ -549,6 +554,21 @@ if [ "${MPDIST_GPU_SCALING:-0}" = 1 ] && [ "$build_state" = ok ] && [ -d "$fortu
   [ "$scaling_rc" -eq 0 ] || fail "scaling profiles failed"
 elif [ "${MPDIST_GPU_SCALING:-0}" = 1 ]; then
   scaling="not run (build failed, or no fortunes text)"
+fi
+
+# bench/gpu_profiles.sh: per-op profiles on the host clock beside the device clock (issue 48).
+profiles_out=${OUT:-$build}/profiles
+do_profiles() {
+  MPDIST_BIN=$build/mpdist MPDIST_PROFILES_FORTUNES=$fortunes bash bench/gpu_profiles.sh "$profiles_out"
+}
+if [ "${MPDIST_GPU_PROFILES:-0}" = 1 ] && [ "$build_state" = ok ] && [ -d "$fortunes" ]; then
+  echo "== per-op profiles, host clock beside device clock: resnet20, WRN-16-4, gpt"
+  profiles_rc=1
+  step profiles_rc do_profiles
+  profiles="$(grep -c '^## ' "$profiles_out/profiles.md" 2>/dev/null || true) tables (exit $profiles_rc; $profiles_out/profiles.md)"
+  [ "$profiles_rc" -eq 0 ] || fail "per-op profiles failed"
+elif [ "${MPDIST_GPU_PROFILES:-0}" = 1 ]; then
+  profiles="not run (build failed, or no fortunes text)"
 fi
 
 # bench/inference.sh on the GPU: each model trained at O0, exported three ways, evaluated.

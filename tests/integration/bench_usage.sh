@@ -10,7 +10,8 @@
 # bench/activation_plan.sh with a zero batch, an unknown opt level or an unknown model;
 # tests/gpu/graphs.sh with a non-integer round or step count, an unknown device or a build
 # without mpdist; tests/gpu/conv_algo.sh with a non-integer round count, a speed switch other
-# than 0 or 1 or a build without mpdist. mpirun is a stub that records any call, and none may
+# than 0 or 1 or a build without mpdist; bench/gpu_profiles.sh with too few steps, an unknown
+# device, preset or batch, or no mpdist. mpirun is a stub that records any call, and none may
 # be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
@@ -69,4 +70,9 @@ usage "^activation_plan: unknown opt level 'O5' \(O0 to O3\)\$" "MPDIST_BENCH_BU
 usage "^activation_plan: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_MODELS=resnet20 vgg" -- bash bench/activation_plan.sh
 usage '^inference: rounds must be an integer >= 1' "MPDIST_BENCH_BUILD=$build" MPDIST_INF_ROUNDS=x -- bash bench/inference.sh cnn_bn
 usage "^inference: no Fashion-MNIST in $TMP/empty " "MPDIST_BENCH_BUILD=$build" "MPDIST_INF_DATA=$TMP/empty" -- bash bench/inference.sh cnn_bn
+usage '^gpu_profiles: MPDIST_PROFILES_STEPS must be 12 or more$' "MPDIST_BIN=$MPDIST" MPDIST_PROFILES_STEPS=5 -- bash bench/gpu_profiles.sh "$TMP/gp"
+usage '^gpu_profiles: MPDIST_PROFILES_DEVICE must be cuda or cpu$' "MPDIST_BIN=$MPDIST" MPDIST_PROFILES_DEVICE=tpu -- bash bench/gpu_profiles.sh "$TMP/gp"
+usage "^gpu_profiles: MPDIST_PROFILES_BATCHES: '0' is not a batch size\$" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_BATCHES=128 0" -- bash bench/gpu_profiles.sh "$TMP/gp"
+usage "^gpu_profiles: unknown preset 'vgg'" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_MODELS=vgg" -- bash bench/gpu_profiles.sh "$TMP/gp"
+usage '^gpu_profiles: .*: no mpdist' "MPDIST_BIN=$TMP/empty/mpdist" -- bash bench/gpu_profiles.sh "$TMP/gp"
 finish
