@@ -48,8 +48,11 @@ int main(int argc, char **argv)
     int size = mp_bench_count_arg(argc, argv, 2, -1), ch = mp_bench_count_arg(argc, argv, 3, -1);
     int threads = mp_bench_count_arg(argc, argv, 4, -1);
     int epochs = mp_bench_count_arg(argc, argv, 5, 1);
-    long long limit = argc > 6 ? atoll(argv[6]) : 0;
-    if (argc < 5 || size < 0 || ch < 0 || threads < 0 || epochs < 0 || limit < 0) {
+    char *end = NULL;
+    long long limit = argc > 6 ? strtoll(argv[6], &end, 10) : 0;
+    if (argc > 6 && (end == argv[6] || *end != '\0'))
+        limit = -1;
+    if (argc < 5 || argc > 7 || size < 0 || ch < 0 || threads < 0 || epochs < 0 || limit < 0) {
         fprintf(stderr, "usage: bench_loader ROOT SIZE CHANNELS THREADS [EPOCHS] [LIMIT]\n");
         return 2;
     }

@@ -11,7 +11,8 @@
 # tests/gpu/graphs.sh with a non-integer round or step count, an unknown device or a build
 # without mpdist; tests/gpu/conv_algo.sh with a non-integer round count, a speed switch other
 # than 0 or 1 or a build without mpdist; bench/gpu_profiles.sh with too few steps, an unknown
-# device, preset or batch, or no mpdist. mpirun is a stub that records any call, and none may
+# device, preset or batch, or no mpdist; bench_loader with 2 synthetic channels, a LIMIT that
+# is not a number, or a seventh argument. mpirun is a stub that records any call, and none may
 # be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
@@ -75,4 +76,7 @@ usage '^gpu_profiles: MPDIST_PROFILES_DEVICE must be cuda or cpu$' "MPDIST_BIN=$
 usage "^gpu_profiles: MPDIST_PROFILES_BATCHES: '0' is not a batch size\$" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_BATCHES=128 0" -- bash bench/gpu_profiles.sh "$TMP/gp"
 usage "^gpu_profiles: unknown preset 'vgg'" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_MODELS=vgg" -- bash bench/gpu_profiles.sh "$TMP/gp"
 usage '^gpu_profiles: .*: no mpdist' "MPDIST_BIN=$TMP/empty/mpdist" -- bash bench/gpu_profiles.sh "$TMP/gp"
+usage '^bench_loader: synthetic: CHANNELS must be 1 or 3 \(got 2\)$' -- "$build/bench_loader" synthetic 32 2 1
+usage '^usage: bench_loader ROOT SIZE' -- "$build/bench_loader" synthetic 32 3 1 1 12x
+usage '^usage: bench_loader ROOT SIZE' -- "$build/bench_loader" synthetic 32 3 1 1 10 extra
 finish
