@@ -76,6 +76,22 @@ static inline int __shfl_xor_sync(unsigned, int v, int mask)
     return emu_shfl_xor(v, mask, emu_current->xi);
 }
 
+/* The warp's predicates as bits, lane l's at bit l (lanes past a partial warp's end: 0). */
+static inline unsigned __ballot_sync(unsigned, int pred)
+{
+    const unsigned w = emu_tid() / 32, l = emu_tid() % 32;
+    const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+    const unsigned lanes = threads - 32 * w < 32 ? threads - 32 * w : 32;
+    emu_current->xi[w][l] = pred != 0;
+    __syncwarp();
+    unsigned bits = 0;
+    for (unsigned q = 0; q < lanes; q++)
+        bits |= emu_current->xi[w][q] ? 1u << q : 0u;
+    __syncwarp();
+    return bits;
+}
+static inline int __popc(unsigned v) { return __builtin_popcount(v); }
+
 struct uint4 {
     uint32_t x, y, z, w;
 };
