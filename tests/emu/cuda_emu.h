@@ -24,6 +24,7 @@
 #include <vector>
 
 extern "C" {
+#include "engine/backends.h"
 #include "engine/half.h"
 }
 
@@ -203,6 +204,10 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float, L> &d,
 }
 } // namespace wmma
 } // namespace nvcuda
+
+/* The CPU backend (mp_engine's), the reference a kernel's bits are compared with; on failure a
+ * FAIL line and exit 1. */
+const mp_ops *emu_cpu_ops();
 
 /* Shared memory: the kernels' `extern __shared__ unsigned char smem[]` is this buffer. */
 enum { EMU_SMEM = 256 * 1024, EMU_GUARD = 4096 };

@@ -15,7 +15,6 @@
 #include "engine/backend_cuda/batchnorm_kernels.cuh"
 
 extern "C" {
-#include "engine/backends.h"
 #include "engine/tensor.h"
 }
 
@@ -162,12 +161,7 @@ static void run_dtype(const bn_case &k)
 
 int main(void)
 {
-    char why[256];
-    mp_backend_options o = {};
-    if (mp_backend_open("cpu", &o, &cpu, why, sizeof why) != MP_OK) {
-        printf("FAIL the CPU backend: %s\n", why);
-        return 1;
-    }
+    cpu = emu_cpu_ops();
     const int64_t Ms[] = {2, 100, 4133};
     const int64_t Cs[] = {16, 24, 3, 40, 37};
     int n = 0;

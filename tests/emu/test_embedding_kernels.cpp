@@ -13,7 +13,6 @@
 #include "engine/backend_cuda/embedding_kernels.cuh"
 
 extern "C" {
-#include "engine/backends.h"
 #include "engine/tensor.h"
 }
 
@@ -90,12 +89,7 @@ static void run_case(mp_dtype dt, int64_t V, int64_t D, int64_t R, bool accumula
 
 int main(void)
 {
-    char why[256];
-    mp_backend_options o = {};
-    if (mp_backend_open("cpu", &o, &cpu, why, sizeof why) != MP_OK) {
-        printf("FAIL the CPU backend: %s\n", why);
-        return 1;
-    }
+    cpu = emu_cpu_ops();
     const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 100}, {300, 3, 700}, {3, 2100, 300},
                                  {20, 128, 600}};
     int n = 0;
