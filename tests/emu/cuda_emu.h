@@ -39,7 +39,9 @@ extern "C" {
 struct emu_dim3 {
     unsigned x, y, z;
 };
-extern thread_local emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+/* __thread, not thread_local: no TLS wrapper functions across files (UBSan took their result
+ * for a null pointer) */
+extern __thread emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 /* The running block: its barriers and its warps' shuffle slots. */
 struct emu_block {
