@@ -6,10 +6,11 @@
 #include "io/h5data.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -394,5 +395,10 @@ mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out)
         return mp_fail(MP_EDATA, "%s: reading image %lld of %s failed (the file changed since "
                        "it was loaded, or is damaged)", h->path, (long long)index, h->name);
     }
+    for (size_t i = 0; h->is_float && i < n; i++) /* inf or NaN would only skip steps later */
+        if (!isfinite(((const double *)out)[i]))
+            return mp_fail(MP_EDATA, "%s: image %lld of %s holds %g at value %zu: values must "
+                           "be finite", h->path, (long long)index, h->name,
+                           ((const double *)out)[i], i);
     return MP_OK;
 }

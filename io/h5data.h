@@ -36,8 +36,8 @@ bool mp_h5data_float(const mp_dataset *d);
 
 /* Reads image `index` of d (0 <= index < d->count) into out, (H, W, C) row-major whatever the
  * file's layout: uint8 pixels, or doubles when mp_h5data_float(d). MP_EDATA naming the file and
- * the dataset when the read fails (the file changed or is damaged). Thread-safe (HDF5's own
- * lock serialises the library's calls). */
+ * the dataset when the read fails (the file changed or is damaged) or a float value is not
+ * finite. Thread-safe (HDF5's own lock serialises the library's calls). */
 mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out);
 
 /* Closes a split's HDF5 handles and frees it (mp_dataset_free calls it); NULL is ignored. */

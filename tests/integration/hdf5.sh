@@ -3,8 +3,9 @@
 # snippet, run as the README prints it, writes Fashion-MNIST (read from Debian's IDX files) to
 # an HDF5 file; the MLP trains on it on 2 ranks with the metrics of the same run on the IDX
 # files (the same samples on the same ranks, the same pixels), bit for bit, also with 0 and 3
-# loader threads and with the images stored (N, C, H, W) and data.layout = "nchw"; bad files and
-# configs end with exit 3 and 2 and one line naming the file, the dataset or the key; and a
+# loader threads and with the images stored (N, C, H, W) and data.layout = "nchw"; bad files
+# (a non-finite float value among them) and configs end with exit 3 and 2 and one line naming
+# the file, the dataset or the key; and a
 # 3.9 GB image dataset (chunked, never written: no disk) trains under a `ulimit -v` that
 # reading it whole with h5py exceeds.
 source "$(dirname "$0")/common.bash"
@@ -75,10 +76,22 @@ with h5py.File(d + "/badlabel.h5", "w") as f:
     f["train/labels"] = np.array([3] * 19 + [12])
     f["test/images"] = np.zeros((5, 28, 28, 1), np.uint8)
     f["test/labels"] = np.zeros(5, np.int32)
+for name, bad in (("inf", np.inf), ("nan", np.nan)):
+    with h5py.File(d + "/" + name + ".h5", "w") as f:
+        x = np.zeros((20, 28, 28, 1), np.float32)
+        x[13, 4, 5, 0] = bad
+        f["train/images"] = x
+        f["train/labels"] = np.zeros(20, np.int64)
+        f["test/images"] = np.zeros((5, 28, 28, 1), np.float32)
+        f["test/labels"] = np.zeros(5, np.int32)
 EOF
 cp "$TMP/mydata.h5" "$TMP/cut.h5" && truncate -s 1000000 "$TMP/cut.h5"
 expect_exit 3 'badlabel.h5: train/labels\[19\] is 12, not a class in \[0, 10\)' \
   "${one[@]}" --set "data.path=\"$TMP/badlabel.h5\""
+for name in inf nan; do # one value in one image: every step would be skipped, silently
+  expect_exit 3 "$name.h5: image 13 of train/images holds -?$name at value 117: values must be finite" \
+    "${one[@]}" --set "data.path=\"$TMP/$name.h5\"" --set train.max_steps=0 --set data.batch_size=4
+done
 expect_exit 3 'mydata.h5: no dataset train/pixels' \
   "${one[@]}" --set "data.path=\"$TMP/mydata.h5\"" --set 'data.train_images="train/pixels"'
 expect_exit 3 'cut.h5: (holds 1000000 bytes, but its HDF5 structure ends|not a readable HDF5)' \
