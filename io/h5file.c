@@ -57,8 +57,10 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
     }
     H5Pclose(fapl);
     if (w->file < 0) {
-        mp_status st = mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (its temporary "
-                               "%s: %s: %s)", path, w->tmp, mp_h5_message(), strerror(err));
+        mp_status st = err ? mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (its "
+                                     "temporary %s: %s)", path, w->tmp, strerror(err))
+                           : mp_fail(MP_ECKPT, "%s: cannot create the checkpoint file (its "
+                                     "temporary %s: %s)", path, w->tmp, mp_h5_message());
         free(w);
         return st;
     }

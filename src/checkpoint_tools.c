@@ -142,16 +142,27 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const nam
 }
 
 /* Refuses an export's output that it must not replace (MP_EUSAGE): no path, anything but a
- * regular file (a directory, a device, a FIFO: the new file would take its name), the input
- * itself, or a training checkpoint (what a run resumes from). A missing file or an earlier
+ * regular file (a directory, a device, a FIFO: the new file would take its name), a new file in
+ * a directory that does not exist, the input itself, or a training checkpoint (what a run
+ * resumes from). A missing file or an earlier
  * export is fine; a file that is not a checkpoint is replaced, as cp would. */
 static mp_status export_target(const char *in, const char *out)
 {
     if (!out[0])
         return mp_fail(MP_EUSAGE, "export: the output path is empty");
     struct stat so, si;
-    if (stat(out, &so) != 0)
+    if (stat(out, &so) != 0) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", out);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            return MP_OK; /* in the working directory */
+        slash[slash == dir] = '\0'; /* "/x.h5": the root */
+        struct stat sd;
+        if (stat(dir, &sd) != 0 || !S_ISDIR(sd.st_mode))
+            return mp_fail(MP_EUSAGE, "export: %s: its directory %s does not exist", out, dir);
         return MP_OK;
+    }
     if (!S_ISREG(so.st_mode))
         return mp_fail(MP_EUSAGE, "export: %s is not a regular file (%s); give the path of a new "
                        "file", out, S_ISDIR(so.st_mode) ? "a directory" : "a device, FIFO or socket");

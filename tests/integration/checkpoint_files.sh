@@ -139,8 +139,8 @@ expect_exit 2 "--dtype: must be fp16, bf16 or fp32 \(got 'fp8'\)" "$MPDIST" expo
 expect_exit 2 "--keep-batchnorm-fp32: the export is FP32 already" "$MPDIST" export "$MLP" "$TMP/y.h5" --dtype fp32 --keep-batchnorm-fp32
 expect_exit 2 "--keep-batchnorm-fp32 is an option of mpdist export" "$MPDIST" eval "$CFG" --checkpoint "$MLP" --keep-batchnorm-fp32
 # export never replaces what it must not: the checkpoint itself, another training checkpoint, a
-# FIFO or a directory (exit 2, left as they were); it replaces an earlier export or a file that
-# is no checkpoint, as cp would.
+# FIFO or a directory (exit 2, left as they were), nor writes into a directory that does not
+# exist (exit 2); it replaces an earlier export or a file that is no checkpoint, as cp would.
 sum_mlp=$(sha256sum <"$MLP") sum_cnn=$(sha256sum <"$CNN")
 mkfifo "$TMP/fifo.h5" && mkdir "$TMP/outdir"
 expect_exit 2 "export: .*ckpt-[0-9]+.h5 is the checkpoint being exported" "$MPDIST" export "$MLP" "$MLP"
@@ -148,11 +148,12 @@ expect_exit 2 "export: .*ckpt-[0-9]+.h5 is a training checkpoint; export will no
 expect_exit 2 "export: .*fifo.h5 is not a regular file \(a device, FIFO or socket\)" "$MPDIST" export "$MLP" "$TMP/fifo.h5"
 expect_exit 2 "export: .*outdir is not a regular file \(a directory\)" "$MPDIST" export "$MLP" "$TMP/outdir"
 expect_exit 2 "export: the output path is empty" "$MPDIST" export "$MLP" ""
+expect_exit 2 "export: .*/nodir/x.h5: its directory .*/nodir does not exist" "$MPDIST" export "$MLP" "$TMP/nodir/x.h5"
 [ "$(sha256sum <"$MLP")" = "$sum_mlp" ] && [ "$(sha256sum <"$CNN")" = "$sum_cnn" ] && [ -p "$TMP/fifo.h5" ] ||
   { echo "FAIL: a refused export changed its target"; exit 1; }
 check "export over an export" "$MPDIST" export "$MLP" "$TMP/mlp-fp16.h5" --dtype bf16
 check "export over a text file" "$MPDIST" export "$MLP" "$TMP/text.h5"
-echo "ok: export refuses its input, a training checkpoint, a FIFO, a directory and an empty path"
+echo "ok: export refuses its input, a training checkpoint, a FIFO, a directory, a missing directory and an empty path"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5" "$MPDIST" eval "$CFG"
 expect_exit 2 "--checkpoint is an option of mpdist eval" "$MPDIST" "$CFG" --checkpoint "$MLP"
 finish
