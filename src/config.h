@@ -144,6 +144,11 @@ bool mp_config_given(const mp_config *c, const char *path);
  * as a message prefix "FILE:LINE: KEY" or "--set KEY"; NULL if it was not. Owned by c. */
 const char *mp_config_where(const mp_config *c, const char *path);
 
+/* mp_config_where's prefix, or "FILE: KEY" (c->path) when the key took its default, in buf
+ * (cap bytes); returns buf. For checks made after loading, that name the key as the loader's
+ * errors do. */
+const char *mp_config_key_at(const mp_config *c, const char *path, char *buf, size_t cap);
+
 /* The preset model's layer specs (room for MP_MAX_LAYERS) from the model.* keys: their count,
  * or -1 with mp_preset_specs's MP_EUSAGE message ("model.depth: ..."). `cuda`: the model runs
  * on the CUDA backend, where model.attention = "auto" keeps the (T, T) probabilities. */

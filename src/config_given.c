@@ -3,6 +3,7 @@
 #include "src/config.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "src/config_schema.h"
@@ -22,4 +23,14 @@ const char *mp_config_where(const mp_config *c, const char *path)
         if (strcmp(c->places[i].key, path) == 0)
             return c->places[i].where;
     return NULL;
+}
+
+const char *mp_config_key_at(const mp_config *c, const char *path, char *buf, size_t cap)
+{
+    const char *w = mp_config_where(c, path);
+    if (w)
+        snprintf(buf, cap, "%s", w);
+    else
+        snprintf(buf, cap, "%s: %s", c->path, path);
+    return buf;
 }

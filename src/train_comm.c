@@ -22,8 +22,14 @@ mp_status mp_train_connect(mp_trainer *t)
     if (st == MP_OK && use_nccl) /* before the process's first NCCL call */
         st = mp_comm_share_gpu_env(c->rank, c->size, ids, NULL);
     mp_free(ids);
-    if (st != MP_OK)
-        return mp_fail(st, "%s: comm.backend: %s", t->cfg->path, mp_error_message());
+    if (st != MP_OK) { /* mp_comm_choose's "comm.backend = nccl, but why" */
+        const char *msg = mp_error_message(), *key = "comm.backend = ";
+        char at[700];
+        if (strncmp(msg, key, strlen(key)) == 0)
+            msg += strlen(key);
+        return mp_fail(st, "%s: %s", mp_config_key_at(t->cfg, "comm.backend", at, sizeof at),
+                       msg);
+    }
     bool staged = !t->ops->host_memory && !t->ops->queue() && c->size > 1 &&
                   c->thread_level == MPI_THREAD_MULTIPLE;
     if (use_nccl || staged) {

@@ -35,8 +35,13 @@ static mp_status open_backend(mp_trainer *t)
                             .conv_deterministic = c->amp.deterministic};
     char why[320];
     mp_status st = mp_backend_open(c->amp.device, &o, &t->ops, why, sizeof why);
-    if (st != MP_OK)
-        return mp_fail(st, "%s: %s", c->path, mp_error_message());
+    if (st != MP_OK) { /* mp_backend_open's "amp.device \"cuda\": why" */
+        const char *msg = mp_error_message(), *key = "amp.device ";
+        char at[700];
+        if (strncmp(msg, key, strlen(key)) == 0)
+            msg += strlen(key);
+        return mp_fail(st, "%s: %s", mp_config_key_at(c, "amp.device", at, sizeof at), msg);
+    }
     t->device = t->ops->queue() ? o.device : -1;
     if (t->comm->rank == 0)
         printf("backend: %s\n", why);

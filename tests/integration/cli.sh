@@ -121,7 +121,8 @@ bad_config nesterov "nesterov.cfg:1: optim.nesterov: requires optim.momentum > 0
 expect_exit 2 "--set optim.lrr: unknown key" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.lrr=1
 expect_exit 2 "--set train.epochs: wrong type" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.epochs=many
 expect_exit 2 "--set junk: expected key.path=value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set junk
-expect_exit 2 "amp.device \"cuda\": " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
+expect_exit 2 "--set amp.device: \"cuda\": " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
+expect_exit 2 "--set comm.backend: nccl, but " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set comm.backend=nccl
 expect_exit 2 'amp.loss_scale: must be "dynamic" or a number \(got "auto"\)' "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.loss_scale=auto
 # Output that cannot be written is an error (issue 45): stdout on a full disk (/dev/full) turns a
 # success into exit 1 with a line on stderr, for a training run and for the small commands.

@@ -84,6 +84,6 @@ graphs cnn-acc-off off "$CNN" "${COMMON_CNN[@]}" "${CNN_ACC[@]}"
 compare cnn-acc-on cnn-acc-off 57 3
 
 # Where the step cannot be captured: "on" is refused.
-expect_exit 2 'amp.cuda_graphs = "on", but this run cannot capture its step: the plain CPU backend' \
+expect_exit 2 '--set amp.cuda_graphs: "on", but this run cannot capture its step: the plain CPU backend' \
   env -u MPDIST_CPU_STAGED "$MPDIST" "$MLP" "${COMMON_MLP[@]}" --set 'amp.cuda_graphs="on"'
 exit "$failures"
