@@ -46,6 +46,12 @@ typedef struct mp_dataset {
  * A batch of n samples has n * mp_dataset_label_len(d) labels. */
 int mp_dataset_label_len(const mp_dataset *d);
 
+/* A digest of what tells one training set from another of the same size, for a checkpoint to
+ * name the data it was written for: an image set's labels in order (the same for one set in any
+ * format: IDX, HDF5, a folder), text's bytes; token shards, which are read as batches need them,
+ * have none (0). Nonzero otherwise. */
+uint64_t mp_dataset_digest(const mp_dataset *d);
+
 /* Loads an IDX image/label file pair (MNIST and Fashion-MNIST format, gzip-compressed or raw)
  * from directory `dir`: split "train" reads train-images-idx3-ubyte[.gz] and
  * train-labels-idx1-ubyte[.gz]; split "test" reads t10k-*. When limit > 0 only the first

@@ -188,6 +188,8 @@ static mp_status write_state(mp_h5w *w, const mp_train_state *t, const mp_resume
     MP_TRY(mp_h5w_attr_int(w, "/data", "batch_size", t->cfg->data.batch_size));
     MP_TRY(mp_h5w_attr_int(w, "/data", "accum_steps", t->accum));
     MP_TRY(mp_h5w_attr_int(w, "/data", "world_size", t->world_size));
+    if (t->dataset_digest)
+        MP_TRY(mp_h5w_attr_int(w, "/data", "dataset_digest", (int64_t)t->dataset_digest));
     return mp_h5w_attr_int(w, "/data", "dataset_size", t->dataset_size);
 }
 
@@ -552,6 +554,13 @@ static mp_status read_state(mp_h5r *r, mp_train_state *t)
         return mp_fail(MP_ECKPT, "%s: written for a training set of %lld samples, this one has "
                        "%lld (data.path or data.train_limit changed?)", path, (long long)n,
                        (long long)t->dataset_size);
+    int64_t digest = 0; /* absent: written by an mpdist before it, or for token shards */
+    if (t->dataset_digest && mp_h5r_has_attr(r, "/data", "dataset_digest"))
+        MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_digest", &digest));
+    if (digest && (uint64_t)digest != t->dataset_digest)
+        return mp_fail(MP_ECKPT, "%s: written for another training set of %lld samples (its "
+                       "labels or text differ: data.path, data.format or the data changed?)",
+                       path, (long long)n);
     if (at->seed != (int64_t)t->cfg->train.seed)
         return mp_fail(MP_ECKPT, "%s: written with train.seed %lld, the config has %llu: keep "
                        "the seed to resume (data order and dropout follow it)", path,

@@ -11,7 +11,8 @@
  *   /rng                         attributes algorithm, seed, columns; dataset state
  *                                (world_size, 4) int64: each rank's generator position
  *   /data                        attributes epoch, position (samples of the epoch consumed
- *                                by all ranks), batch_size, world_size, dataset_size
+ *                                by all ranks), batch_size, world_size, dataset_size,
+ *                                dataset_digest (mp_dataset_digest; none for token shards)
  * Rank 0 writes and reads the file; the other ranks receive the state by broadcast, so only
  * rank 0 needs to see the file system. An export file holds /meta (kind "export", dtype) and
  * /params and /buffers in one dtype, with no training state. */

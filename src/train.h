@@ -62,6 +62,7 @@ typedef struct mp_trainer {
     mp_comm *comm;
     const mp_ops *ops;
     mp_dataset train, test;
+    uint64_t train_digest;  /* mp_dataset_digest(&train), for checkpoints */
     mp_sampler sampler;
     mp_loader *loader;      /* training batches, prefetched */
     mp_amp_policy amp;

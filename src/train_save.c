@@ -78,7 +78,8 @@ mp_train_state mp_train_state_of(mp_trainer *t)
 {
     mp_train_state s = {.cfg = t->cfg, .ops = t->ops, .rank = t->comm->rank,
                         .world_size = t->comm->size, .accum = t->accum,
-                        .dataset_size = t->train.count, .model = &t->model,
+                        .dataset_size = t->train.count,
+                        .dataset_digest = t->train_digest, .model = &t->model,
                         .params = &t->model.params, .bufs = t->bufs,
                         .nbufs = t->nbufs, .opt = &t->opt, .scaler_cfg = &t->scaler_cfg,
                         .scaler = &t->scaler, .start = &t->start};

@@ -113,6 +113,7 @@ static mp_status load_data(mp_trainer *t)
     if (t->train.count < t->comm->size)
         return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
                        c->data.path, (long long)t->train.count, t->comm->size);
+    t->train_digest = mp_dataset_digest(&t->train);
     return MP_OK;
 }
 

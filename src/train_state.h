@@ -31,6 +31,7 @@ typedef struct mp_train_state {
     int rank, world_size;
     int64_t accum;                   /* micro-batches per optimizer step */
     int64_t dataset_size;            /* samples in the training split */
+    uint64_t dataset_digest;         /* mp_dataset_digest of it (0: none) */
     mp_model *model;                 /* the parameters: FP32 masters and their half copies */
     const mp_params *params;         /* what a save writes of them: model->params, or a copy */
     const mp_named_tensor *bufs;     /* the persistent buffers (BatchNorm running statistics) */

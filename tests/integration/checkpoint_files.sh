@@ -129,6 +129,10 @@ expect_exit 4 "written for model mlp, the config has model.preset cnn_bn \(a che
 expect_exit 4 "mlp-fp16.h5: an exported weights file .*use it with mpdist eval" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume "$TMP/mlp-fp16.h5"
 expect_exit 4 "written with optimizer sgd, but optim.name is adam" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.name=adam --resume "$MLP"
 expect_exit 4 "written with train.seed 42, the config has 5" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set train.seed=5 --resume "$MLP"
+# another training set of the same size (4000 synthetic 28x28x1 samples): its labels differ
+expect_exit 4 "written for another training set of 4000 samples \(its labels or text differ" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set 'data.format="synthetic"' --set 'data.synthetic_shape=[28, 28, 1]' \
+  --set data.synthetic_train=4000 --resume "$MLP"
 mkdir "$TMP/bad" && cp "$TMP/flip.h5" "$TMP/bad/ckpt-00000010.h5"
 expect_exit 4 "bad: none of its 1 checkpoint files loads \(newest: .*ckpt-00000010.h5: dataset /params/fc2.weight" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/bad\"" --resume auto
