@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io/fsutil.h"
@@ -58,10 +59,14 @@ static mp_status read_at(int fd, const char *path, void *buf, size_t len, int64_
         if (r < 0)
             return mp_fail(MP_EDATA, "%s: read error at byte %lld: %s", path,
                            (long long)(off + (int64_t)got), strerror(errno));
+        struct stat st;
+        if (r == 0 && fstat(fd, &st) == 0)
+            return mp_fail(MP_EDATA, "%s: holds %lld bytes now, too few for the %zu bytes at "
+                           "byte %lld a window needs (the file changed since it was loaded?)",
+                           path, (long long)st.st_size, len, (long long)off);
         if (r == 0)
-            return mp_fail(MP_EDATA, "%s: ends at byte %lld, before the %zu bytes at %lld a "
-                           "window needs (the file changed since it was loaded?)", path,
-                           (long long)(off + (int64_t)got), len, (long long)off);
+            return mp_fail(MP_EDATA, "%s: ends before the %zu bytes at byte %lld a window needs "
+                           "(the file changed since it was loaded?)", path, len, (long long)off);
         got += (size_t)r;
     }
     return MP_OK;
