@@ -377,7 +377,7 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
     const mp_bench_comm_opts *o = b->o;
     int n = b->c->size;
     double sum[2] = {0, 0};
-    int nbig = 0;
+    int nbig = 0, rows = 0;
     int64_t last = 0;
     for (int64_t size = o->min_bytes; size <= o->max_bytes;
          size = o->step_bytes > 0 ? size + o->step_bytes : size * o->factor) {
@@ -393,6 +393,7 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
         *wrong += r.wrong;
         if (b->c->rank == 0)
             print_row(out, b, &r);
+        rows++;
         if (r.bytes >= 1048576) { /* one rank moves nothing between ranks: its bus factor is
                                      0, so it averages the algorithm bandwidth */
             double f = n > 1 ? bus_factor(&r, n) : 1.0;
@@ -401,6 +402,12 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
             nbig++;
         }
     }
+    if (b->c->rank == 0 && !o->csv && rows == 0)
+        fprintf(out, "# %s, %s: no size from -b %lld to -e %lld holds %s (left out)\n",
+                mp_bench_op_names[op], type_name(dt), (long long)o->min_bytes,
+                (long long)o->max_bytes,
+                OPS[op].kind == MP_COLL_ALLREDUCE ? "an element"
+                                                  : "an element for each rank");
     if (b->c->rank == 0 && !o->csv && nbig > 0)
         fprintf(out, "# Avg %s bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
                      "%.3f GB/s, ratio %.3f\n",

@@ -4,8 +4,8 @@
 # fp16 and bf16, no wrong elements, busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n, the
 # average lines, the same rows as CSV, --op choosing the collectives, --blocking with --skew
 # (named in the header, the same rows, right results), -i (sizes plus a step) and -d (the dtypes
-# named), --device cpu on the staged CPU backend (the device route); bad options are one-line
-# usage errors (exit 2).
+# named), --device cpu on the staged CPU backend (the device route), a line for a collective
+# no size holds; bad options are one-line usage errors (exit 2).
 source "$(dirname "$0")/common.bash"
 
 mpirun -np 2 "$MPDIST" bench-comm -b 1K -e 16K -f 4 -n 2 -w 1 -r 1 >"$TMP/table" 2>&1 ||
@@ -99,4 +99,8 @@ expect_exit 2 "bench-comm: --op takes a list of at most 127 characters" "$MPDIST
 big="bench-comm: -e 68719476736: the buffer and the collective's working copy, for each of the [12] rank\\(s\\) on this host needs 68719476736 x 2 x [12] = [0-9]+ bytes .*, more than the [0-9]+ bytes"
 expect_exit 3 "$big" "$MPDIST" bench-comm -b 8G -e 64G -n 1 -w 0
 expect_exit 3 "$big" mpirun -np 2 "$MPDIST" bench-comm -b 8G -e 64G -n 1 -w 0
+# Sizes too small for a block on each rank: a line says so instead of an empty table.
+mpirun -np 2 "$MPDIST" bench-comm -b 2 -e 3 -d float --op reduce_scatter -n 1 -w 0 >"$TMP/none" 2>&1
+expect_ok "a table of no rows says why" \
+  grep -q "^# reduce_scatter, float: no size from -b 2 to -e 3 holds an element for each rank" "$TMP/none"
 finish
