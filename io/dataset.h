@@ -47,9 +47,9 @@ typedef struct mp_dataset {
 int mp_dataset_label_len(const mp_dataset *d);
 
 /* A digest of what tells one training set from another of the same size, for a checkpoint to
- * name the data it was written for: an image set's labels in order (the same for one set in any
- * format: IDX, HDF5, a folder), text's bytes; token shards, which are read as batches need them,
- * have none (0). Nonzero otherwise. */
+ * name the data it was written for: an image set's labels in order (and an image folder's file
+ * names, CLASS/NAME, its labels being in class order), text's bytes; token shards, which are
+ * read as batches need them, have none (0). Nonzero otherwise. */
 uint64_t mp_dataset_digest(const mp_dataset *d);
 
 /* Loads an IDX image/label file pair (MNIST and Fashion-MNIST format, gzip-compressed or raw)

@@ -149,6 +149,17 @@ static mp_status add_split(mp_folder *f, int32_t **labels, const char *dir,
     return st;
 }
 
+const char *mp_folder_name(const mp_dataset *d, int64_t i)
+{
+    const char *p = d->folder->paths[i], *name = strrchr(p, '/');
+    if (!name)
+        return p;
+    const char *cls = name;
+    while (cls > p && cls[-1] != '/')
+        cls--;
+    return cls;
+}
+
 void mp_folder_free(mp_folder *f)
 {
     if (!f)

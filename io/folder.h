@@ -42,6 +42,9 @@ mp_status mp_folder_batch(const mp_dataset *d, const int64_t *idx, int64_t n,
                           const double *mean, const double *std, uint64_t seed, int64_t epoch,
                           bool augment, mp_dtype dt, void *x, int32_t *y);
 
+/* Sample i's file as "CLASS/NAME" (0 <= i < d->count of a folder split; owned by d). */
+const char *mp_folder_name(const mp_dataset *d, int64_t i);
+
 /* Frees a folder split (mp_dataset_free calls it); NULL is ignored. */
 void mp_folder_free(mp_folder *f);
 

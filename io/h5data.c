@@ -396,9 +396,11 @@ mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out)
                        "it was loaded, or is damaged)", h->path, (long long)index, h->name);
     }
     for (size_t i = 0; h->is_float && i < n; i++) /* inf or NaN would only skip steps later */
-        if (!isfinite(((const double *)out)[i]))
-            return mp_fail(MP_EDATA, "%s: image %lld of %s holds %g at value %zu: values must "
-                           "be finite", h->path, (long long)index, h->name,
-                           ((const double *)out)[i], i);
+        if (!isfinite(((const double *)out)[i])) {
+            size_t c = (size_t)d->c, w = (size_t)d->w;
+            return mp_fail(MP_EDATA, "%s: image %lld of %s holds %g at row %zu, column %zu, "
+                           "channel %zu: values must be finite", h->path, (long long)index,
+                           h->name, ((const double *)out)[i], i / c / w, i / c % w, i % c);
+        }
     return MP_OK;
 }

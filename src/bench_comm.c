@@ -378,6 +378,7 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
     int n = b->c->size;
     double sum[2] = {0, 0};
     int nbig = 0, rows = 0;
+    bool over = false; /* a size past the collectives' 2^31 - 1 elements */
     int64_t last = 0;
     for (int64_t size = o->min_bytes; size <= o->max_bytes;
          size = o->step_bytes > 0 ? size + o->step_bytes : size * o->factor) {
@@ -385,6 +386,7 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
         r.count = size / (int64_t)mp_dtype_size(dt);
         if (OPS[op].kind != MP_COLL_ALLREDUCE)
             r.count -= r.count % n; /* whole blocks */
+        over = over || r.count > 2147483647LL;
         if (r.count < 1 || r.count > 2147483647LL || r.count == last)
             continue; /* a step smaller than an element (or a block) repeats no row */
         last = r.count;
@@ -406,8 +408,9 @@ static mp_status sweep(bench *b, int op, mp_dtype dt, FILE *out, int64_t *wrong)
         fprintf(out, "# %s, %s: no size from -b %lld to -e %lld holds %s (left out)\n",
                 mp_bench_op_names[op], type_name(dt), (long long)o->min_bytes,
                 (long long)o->max_bytes,
-                OPS[op].kind == MP_COLL_ALLREDUCE ? "an element"
-                                                  : "an element for each rank");
+                over ? "at most 2^31 - 1 elements"
+                : OPS[op].kind == MP_COLL_ALLREDUCE ? "an element"
+                                                    : "an element for each rank");
     if (b->c->rank == 0 && !o->csv && nbig > 0)
         fprintf(out, "# Avg %s bandwidth, %s, %s, sizes >= 1 MiB: communicator %.3f GB/s, raw "
                      "%.3f GB/s, ratio %.3f\n",

@@ -552,19 +552,19 @@ static mp_status read_state(mp_h5r *r, mp_train_state *t)
     MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_size", &n));
     if (n != t->dataset_size)
         return mp_fail(MP_ECKPT, "%s: written for a training set of %lld samples, this one has "
-                       "%lld (data.path or data.train_limit changed?)", path, (long long)n,
-                       (long long)t->dataset_size);
+                       "%lld (data.path, data.train_limit or data.val_fraction changed?)", path,
+                       (long long)n, (long long)t->dataset_size);
+    if (at->seed != (int64_t)t->cfg->train.seed)
+        return mp_fail(MP_ECKPT, "%s: written with train.seed %lld, the config has %llu: keep "
+                       "the seed to resume (data order and dropout follow it)", path,
+                       (long long)at->seed, (unsigned long long)t->cfg->train.seed);
     int64_t digest = 0; /* absent: written by an mpdist before it, or for token shards */
     if (t->dataset_digest && mp_h5r_has_attr(r, "/data", "dataset_digest"))
         MP_TRY(mp_h5r_attr_int(r, "/data", "dataset_digest", &digest));
     if (digest && (uint64_t)digest != t->dataset_digest)
         return mp_fail(MP_ECKPT, "%s: written for another training set of %lld samples (its "
-                       "labels or text differ: data.path, data.format or the data changed?)",
-                       path, (long long)n);
-    if (at->seed != (int64_t)t->cfg->train.seed)
-        return mp_fail(MP_ECKPT, "%s: written with train.seed %lld, the config has %llu: keep "
-                       "the seed to resume (data order and dropout follow it)", path,
-                       (long long)at->seed, (unsigned long long)t->cfg->train.seed);
+                       "labels, file names or text differ: data.path, data.format or the data "
+                       "changed?)", path, (long long)n);
     if (at->world_size < 1 || at->world_size > (1 << 24) || at->step < 0 || at->epoch < 0 ||
         at->position < 0 || at->position > n)
         return mp_fail(MP_ECKPT, "%s: /meta and /data hold an impossible position (step %lld, "

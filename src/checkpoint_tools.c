@@ -1,10 +1,12 @@
 /* mpdist export and mpdist inspect: checkpoints read and written without a model, by walking
  * the names stored in /params, /buffers and /optim. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io/h5file.h"
 #include "src/checkpoint.h"
@@ -141,11 +143,11 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const nam
     return st;
 }
 
-/* Refuses an export's output that it must not replace (MP_EUSAGE): no path, anything but a
- * regular file (a directory, a device, a FIFO: the new file would take its name), a new file in
- * a directory that does not exist, the input itself, or a training checkpoint (what a run
- * resumes from). A missing file or an earlier
- * export is fine; a file that is not a checkpoint is replaced, as cp would. */
+/* Refuses an export's output that it must not replace or cannot write (MP_EUSAGE): no path,
+ * anything but a regular file (a directory, a device, a FIFO: the new file would take its name),
+ * a new file whose directory is missing, not a directory or not writable, the input itself, or
+ * a training checkpoint (what a run resumes from). A missing file or an earlier export is fine;
+ * a file that is not a checkpoint is replaced, as cp would. */
 static mp_status export_target(const char *in, const char *out)
 {
     if (!out[0])
@@ -156,11 +158,18 @@ static mp_status export_target(const char *in, const char *out)
         snprintf(dir, sizeof dir, "%s", out);
         char *slash = strrchr(dir, '/');
         if (!slash)
-            return MP_OK; /* in the working directory */
-        slash[slash == dir] = '\0'; /* "/x.h5": the root */
+            snprintf(dir, sizeof dir, ".");
+        else
+            slash[slash == dir] = '\0'; /* "/x.h5": the root */
         struct stat sd;
-        if (stat(dir, &sd) != 0 || !S_ISDIR(sd.st_mode))
-            return mp_fail(MP_EUSAGE, "export: %s: its directory %s does not exist", out, dir);
+        if (stat(dir, &sd) != 0)
+            return mp_fail(MP_EUSAGE, "export: %s: its directory %s: %s", out, dir,
+                           strerror(errno));
+        if (!S_ISDIR(sd.st_mode))
+            return mp_fail(MP_EUSAGE, "export: %s: %s is not a directory", out, dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return mp_fail(MP_EUSAGE, "export: %s: cannot write in its directory %s: %s", out,
+                           dir, strerror(errno));
         return MP_OK;
     }
     if (!S_ISREG(so.st_mode))

@@ -16,20 +16,25 @@ mp_status mp_train_connect(mp_trainer *t)
     mp_status st = mp_comm_gather_gpus(c, t->device, ids);
     int use_nccl = 0;
     char why[256] = "";
-    if (st == MP_OK)
+    bool refused = false; /* by mp_comm_choose: "comm.backend = nccl, but why" */
+    if (st == MP_OK) {
         st = mp_comm_choose(t->cfg->comm.backend, t->device >= 0, mp_comm_nccl_built(),
                             t->cfg->comm.share_gpu, c->size, ids, &use_nccl, why, sizeof why);
+        refused = st != MP_OK;
+    }
     if (st == MP_OK && use_nccl) /* before the process's first NCCL call */
         st = mp_comm_share_gpu_env(c->rank, c->size, ids, NULL);
     mp_free(ids);
-    if (st != MP_OK) { /* mp_comm_choose's "comm.backend = nccl, but why" */
+    if (refused) { /* the key named as the loader names it, once */
         const char *msg = mp_error_message(), *key = "comm.backend = ";
-        char at[700];
+        char at[900];
         if (strncmp(msg, key, strlen(key)) == 0)
             msg += strlen(key);
         return mp_fail(st, "%s: %s", mp_config_key_at(t->cfg, "comm.backend", at, sizeof at),
                        msg);
     }
+    if (st != MP_OK) /* gathering the GPUs (a communication or CUDA error), comm.share_gpu */
+        return st;
     bool staged = !t->ops->host_memory && !t->ops->queue() && c->size > 1 &&
                   c->thread_level == MPI_THREAD_MULTIPLE;
     if (use_nccl || staged) {

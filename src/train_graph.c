@@ -48,10 +48,11 @@ mp_status mp_train_graph_setup(mp_trainer *t)
     if (g->allowed)
         mp_model_mask_step(&t->model, &t->st->mask_step);
     g->masks_read = g->allowed;
-    char at[700];
-    if (!g->allowed && g->insist)
+    if (!g->allowed && g->insist) {
+        char at[900];
         return mp_fail(MP_EUSAGE, "%s: \"on\", but this run cannot capture its step: %s",
                        mp_config_key_at(t->cfg, "amp.cuda_graphs", at, sizeof at), g->why_not);
+    }
     if (!g->allowed && t->comm->rank == 0)
         mp_progress_line(&t->progress, "graph: the step runs op by op (amp.cuda_graphs = "
                          "\"auto\"): %s", g->why_not);

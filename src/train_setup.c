@@ -37,7 +37,7 @@ static mp_status open_backend(mp_trainer *t)
     mp_status st = mp_backend_open(c->amp.device, &o, &t->ops, why, sizeof why);
     if (st != MP_OK) { /* mp_backend_open's "amp.device \"cuda\": why" */
         const char *msg = mp_error_message(), *key = "amp.device ";
-        char at[700];
+        char at[900];
         if (strncmp(msg, key, strlen(key)) == 0)
             msg += strlen(key);
         return mp_fail(st, "%s: %s", mp_config_key_at(c, "amp.device", at, sizeof at), msg);
@@ -113,7 +113,8 @@ static mp_status load_data(mp_trainer *t)
     if (t->train.count < t->comm->size)
         return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
                        c->data.path, (long long)t->train.count, t->comm->size);
-    t->train_digest = mp_dataset_digest(&t->train);
+    /* rank 0 writes and reads checkpoints; the digest of a large text costs time */
+    t->train_digest = t->comm->rank == 0 ? mp_dataset_digest(&t->train) : 0;
     return MP_OK;
 }
 

@@ -130,7 +130,7 @@ expect_exit 4 "mlp-fp16.h5: an exported weights file .*use it with mpdist eval" 
 expect_exit 4 "written with optimizer sgd, but optim.name is adam" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.name=adam --resume "$MLP"
 expect_exit 4 "written with train.seed 42, the config has 5" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set train.seed=5 --resume "$MLP"
 # another training set of the same size (4000 synthetic 28x28x1 samples): its labels differ
-expect_exit 4 "written for another training set of 4000 samples \(its labels or text differ" \
+expect_exit 4 "written for another training set of 4000 samples \(its labels, file names or text differ" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set 'data.format="synthetic"' --set 'data.synthetic_shape=[28, 28, 1]' \
   --set data.synthetic_train=4000 --resume "$MLP"
 mkdir "$TMP/bad" && cp "$TMP/flip.h5" "$TMP/bad/ckpt-00000010.h5"
@@ -152,7 +152,8 @@ expect_exit 2 "export: .*ckpt-[0-9]+.h5 is a training checkpoint; export will no
 expect_exit 2 "export: .*fifo.h5 is not a regular file \(a device, FIFO or socket\)" "$MPDIST" export "$MLP" "$TMP/fifo.h5"
 expect_exit 2 "export: .*outdir is not a regular file \(a directory\)" "$MPDIST" export "$MLP" "$TMP/outdir"
 expect_exit 2 "export: the output path is empty" "$MPDIST" export "$MLP" ""
-expect_exit 2 "export: .*/nodir/x.h5: its directory .*/nodir does not exist" "$MPDIST" export "$MLP" "$TMP/nodir/x.h5"
+expect_exit 2 "export: .*/nodir/x.h5: its directory .*/nodir: No such file or directory" "$MPDIST" export "$MLP" "$TMP/nodir/x.h5"
+expect_exit 2 "export: .*/text.h5/x.h5: .*/text.h5 is not a directory" "$MPDIST" export "$MLP" "$TMP/text.h5/x.h5"
 [ "$(sha256sum <"$MLP")" = "$sum_mlp" ] && [ "$(sha256sum <"$CNN")" = "$sum_cnn" ] && [ -p "$TMP/fifo.h5" ] ||
   { echo "FAIL: a refused export changed its target"; exit 1; }
 check "export over an export" "$MPDIST" export "$MLP" "$TMP/mlp-fp16.h5" --dtype bf16

@@ -89,7 +89,7 @@ cp "$TMP/mydata.h5" "$TMP/cut.h5" && truncate -s 1000000 "$TMP/cut.h5"
 expect_exit 3 'badlabel.h5: train/labels\[19\] is 12, not a class in \[0, 10\)' \
   "${one[@]}" --set "data.path=\"$TMP/badlabel.h5\""
 for name in inf nan; do # one value in one image: every step would be skipped, silently
-  expect_exit 3 "$name.h5: image 13 of train/images holds -?$name at value 117: values must be finite" \
+  expect_exit 3 "$name.h5: image 13 of train/images holds -?$name at row 4, column 5, channel 0: values must be finite" \
     "${one[@]}" --set "data.path=\"$TMP/$name.h5\"" --set train.max_steps=0 --set data.batch_size=4
 done
 expect_exit 3 'mydata.h5: no dataset train/pixels' \
