@@ -105,7 +105,6 @@ static inline unsigned mp_cuda_blocks(int64_t n)
     return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
-
 /* MP_EINTERNAL unless every tensor given has a dtype the CUDA backend stores (not FP64). */
 mp_status mp_cuda_dtypes_ok(const char *op, int n, const mp_tensor *const *ts);
 #define MP_CUDA_DTYPES(op, ...)                                                             \

@@ -9,9 +9,9 @@
  * (engine/backend_cuda/bias_grad_kernels.cuh); only its additions, loads and stores are the
  * shared rules. */
 #include "engine/backend_cuda/cuda.h"
-#include "engine/backend_cuda/vec.cuh"
 
 #include "engine/backend_cuda/bias_grad_kernels.cuh"
+#include "engine/backend_cuda/vec.cuh"
 #include "engine/elem_rule.h"
 
 /* An element-wise op for mp_cuda_elementwise: N operands of dtype OP::dt indexed alike, t[k]
