@@ -10,9 +10,9 @@
 #include "engine/hd.h"
 #include "engine/scaler.h"
 
-/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf, stop, fill
- * and bad_labels are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX all-reduce
- * agrees on all five. */
+/* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf, stop, fill,
+ * bad_labels and data_error are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX
+ * all-reduce agrees on all six. */
 typedef struct mp_amp_state {
     mp_scaler_state scaler; /* the loss scale and its counters */
     double sumsq;           /* sum of squares of this step's unscaled gradients (amp_check) */
@@ -23,6 +23,10 @@ typedef struct mp_amp_state {
     double bad_labels;      /* sticky: nonzero once a loss that cannot refuse a label outside
                                [0, C) at once (the GPU's) met one; agreed with the rest, so
                                every rank ends the run at the next host point */
+    double data_error;      /* sticky: 0, or once a rank's loader failed during the run, that
+                               rank's mp_amp_data_error word (the MAX over ranks: the worst
+                               code, then the lowest rank), so that every rank ends the run at
+                               the next host point with the code and the rank that prints it */
     int64_t steps;          /* optimizer steps taken, skipped steps excluded */
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
@@ -34,7 +38,22 @@ typedef struct mp_amp_state {
                                it (mp_model_mask_step) draw */
 } mp_amp_state;
 
-#define MP_AMP_AGREE 5
+#define MP_AMP_AGREE 6
+
+/* data_error's word for a failure with status `code` (> 0) on rank `rank` (>= 0, < 2^31): larger
+ * for a larger code, then for a lower rank; exact in a double. */
+static inline double mp_amp_data_error(int code, int rank)
+{
+    return (double)code * 4294967296.0 + (double)(2147483647 - rank);
+}
+
+/* The code and the rank of a nonzero data_error word. */
+static inline void mp_amp_data_error_of(double word, int *code, int *rank)
+{
+    double c = (double)(int64_t)(word / 4294967296.0);
+    *code = (int)c;
+    *rank = 2147483647 - (int)(word - c * 4294967296.0);
+}
 
 /* Ends a step (the amp_update op): remembers the scale it used, advances the scaler with
  * found_inf and fill (noting divergence, which the host may read steps later), counts a step

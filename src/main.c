@@ -80,14 +80,22 @@ static int fail_midway(mp_comm *comm, mp_status st)
     return (int)st;
 }
 
-/* A failure every rank reached at the same step from agreed state (divergence, a bad label):
- * rank 0 prints it, and every rank returns the code through the normal end (MPI finalised, no
- * abort), so the job ends with one line and that code. */
-static int fail_together(const mp_comm *comm, mp_status st)
+/* A failure every rank reached at the same step from agreed state (divergence, a bad label, a
+ * rank's data error): rank `reporter` prints it, and every rank returns the code through the
+ * normal end (MPI finalised, no abort), so the job ends with one line and that code. */
+static int fail_together(const mp_comm *comm, mp_status st, int reporter)
 {
-    if (comm->rank == 0)
+    if (comm->rank == reporter)
         report(st);
     return (int)st;
+}
+
+/* The end of a command that failed with st after the trainer's runs began: together when the
+ * ranks agreed on it (t->failed_together), else midway. */
+static int fail_run(const mp_trainer *t, mp_status st)
+{
+    return t->failed_together ? fail_together(t->comm, st, t->fail_reporter)
+                              : fail_midway(t->comm, st);
 }
 
 static void print_banner(const mp_trainer *t, const mp_config *c)
@@ -303,7 +311,7 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
         mp_train_result res;
         mp_status st = mp_train_run(t, &res);
         if (st != MP_OK)
-            rc = t->failed_together ? fail_together(t->comm, st) : fail_midway(t->comm, st);
+            rc = fail_run(t, st);
         else if (t->comm->rank == 0)
             print_result(&res, cfg);
         if (st == MP_OK && t->comm->rank == 0 && cfg->log.profile) {
@@ -339,7 +347,7 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
         if (st == MP_OK && t->comm->rank == 0)
             print_eval_speed(&speed);
         if (st != MP_OK)
-            rc = fail_midway(t->comm, st);
+            rc = fail_run(t, st);
         else if (t->comm->rank == 0 && mp_dataset_label_len(&t->test) > 1)
             printf("%s: test loss %.6f (%.6f bits per byte)\ntest accuracy: %.4f\n",
                    cli->checkpoint, loss, mp_metrics_bpb(loss), accuracy);

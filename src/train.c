@@ -8,6 +8,7 @@
  * (mp_train_run). Rank 0 logs a global mean loss every log.every steps; evaluation runs every
  * train.eval_every epochs and at the end. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/profile.h"
@@ -180,16 +181,32 @@ mp_status mp_train_write_state(mp_trainer *t)
 static mp_status together(mp_trainer *t, mp_status st)
 {
     t->failed_together = true;
+    t->fail_reporter = 0;
     return st;
 }
 
+/* The agreed state's data error (a rank's loader failed, next_batch): the failure of every
+ * rank, reported by the rank it names with the message it kept. */
+static mp_status data_error(mp_trainer *t)
+{
+    int code, rank;
+    mp_amp_data_error_of(t->hst->data_error, &code, &rank);
+    t->failed_together = true;
+    t->fail_reporter = rank;
+    if (rank == t->comm->rank && t->data_failed != MP_OK)
+        return mp_fail(t->data_failed, "%s", t->data_why);
+    return mp_fail((mp_status)code, "the data of rank %d failed", rank);
+}
+
 /* At a host point (every step when the backend's memory is the host's, else logging, evaluation,
- * checkpoint and last steps): reads the state and ends the run with MP_EDATA when the GPU's loss
- * met a label out of range since, or with MP_EDIVERGED after max_consecutive_skips skipped steps
- * in a row. */
+ * checkpoint and last steps): reads the state and ends the run with a rank's data error, with
+ * MP_EDATA when the GPU's loss met a label out of range since, or with MP_EDIVERGED after
+ * max_consecutive_skips skipped steps in a row. */
 static mp_status host_point(mp_trainer *t)
 {
     MP_TRY(mp_train_read_state(t));
+    if (t->hst->data_error != 0.0)
+        return data_error(t);
     if (t->hst->bad_labels != 0.0)
         return together(t, mp_fail(MP_EDATA, "%s: a training label is outside [0, %lld) "
                                    "(data.num_classes); the steps since the last host point "
@@ -203,14 +220,58 @@ static mp_status host_point(mp_trainer *t)
     return MP_OK;
 }
 
+/* A blank micro-batch for a rank whose loader failed (t->data_failed): a full batch of zeros
+ * with label 0 into x, dl and labels, and found_inf and the rank's data_error word into the
+ * state, so that the step is skipped on every rank and the run ends at the next host point
+ * (host_point). A single rank's data error ends its run at once instead (next_batch). */
+static mp_status blank_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const int32_t **labels,
+                             int64_t *n)
+{
+    *n = t->x.shape[0];
+    *x = mp_tensor_batch(&t->x, *n);
+    *dl = mp_tensor_batch(&t->dlogits, *n * t->model.positions);
+    *labels = t->ydev;
+    MP_TRY(t->ops->fill(x, 0.0));
+    if (t->ops->host_memory) {
+        t->st->found_inf = t->data_word[0];
+        if (t->data_word[1] > t->st->data_error)
+            t->st->data_error = t->data_word[1];
+        return MP_OK;
+    }
+    size_t y_bytes = (size_t)(*n * mp_dataset_label_len(&t->train)) * sizeof(int32_t);
+    MP_TRY(t->ops->copy_in(t->ydev, t->y, y_bytes));
+    MP_TRY(t->ops->copy_in(&t->st->found_inf, &t->data_word[0], sizeof(double)));
+    return t->ops->copy_in(&t->st->data_error, &t->data_word[1], sizeof(double));
+}
+
+/* The loader's failure st on this rank of several: kept with its message (t->data_failed,
+ * data_why) for the host point that ends the run on every rank, and the labels' host buffer
+ * zeroed for blank_batch. */
+static void data_failed(mp_trainer *t, mp_status st)
+{
+    snprintf(t->data_why, sizeof t->data_why, "%s", mp_error_message());
+    t->data_failed = st;
+    t->data_word[0] = 1.0;
+    t->data_word[1] = mp_amp_data_error((int)st, t->comm->rank);
+    memset(t->y, 0, (size_t)(t->x.shape[0] * mp_dataset_label_len(&t->train)) * sizeof(int32_t));
+}
+
 /* The next micro-batch into x (batch n, in backend memory), dl (its loss gradient's rows) and
- * labels. */
+ * labels. On several ranks, a loader failure does not end this rank alone: it and every later
+ * micro-batch are blank (blank_batch). */
 static mp_status next_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const int32_t **labels,
                             int64_t *n, mp_train_result *r)
 {
+    if (t->data_failed != MP_OK)
+        return blank_batch(t, x, dl, labels, n);
     const void *xdata;
     double t0 = mp_now(), device0 = mp_loader_device_wait_s(t->loader);
-    MP_TRY(mp_loader_next(t->loader, &xdata, labels, n));
+    mp_status st = mp_loader_next(t->loader, &xdata, labels, n);
+    if (st != MP_OK && t->comm->size > 1) {
+        data_failed(t, st);
+        return blank_batch(t, x, dl, labels, n);
+    }
+    MP_TRY(st);
     /* a wait for the device to free a slot is the device's time, not the input's */
     r->input_wait_s += mp_now() - t0 - (mp_loader_device_wait_s(t->loader) - device0);
     *x = mp_tensor_batch(&t->x, *n);

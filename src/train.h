@@ -100,9 +100,19 @@ typedef struct mp_trainer {
     mp_resume_point start;  /* set by mp_checkpoint_load/share for a resumed run */
     int stop_signal;        /* the stop signal any rank received (agreed each step), or 0 */
     bool stop;              /* the run stops after this step (signal or step budget) */
-    bool failed_together;   /* the failure mp_train_run returned was decided from the agreed
-                               state (divergence, a bad label): every rank returns it at the
-                               same step, so rank 0 reports it and no rank aborts */
+    bool failed_together;   /* the failure mp_train_run (or an evaluation) returned was decided
+                               from the agreed state (divergence, a bad label, a rank's data
+                               error): every rank returns it at the same step, so rank
+                               fail_reporter reports it and no rank aborts */
+    int fail_reporter;      /* with failed_together: the rank that prints the failure (0, or
+                               the lowest rank whose data failed) */
+    mp_status data_failed;  /* this rank's loader failed during a run of several ranks (MP_OK
+                               while not): it trains on blank batches until the run ends at the
+                               next host point, where data_why is its message */
+    char data_why[1024];
+    double *data_word;      /* {1, its data_error word} once data_failed: what it writes into
+                               the state's found_inf and data_error each step, host_alloc's
+                               memory so that the copy_in runs asynchronously */
     mp_metrics *metrics;    /* rank 0 only; NULL elsewhere */
     mp_ckpt_async *ckpt;    /* checkpoint.async's writer: rank 0 only; NULL elsewhere */
     double ckpt_stall_s, ckpt_wait_s; /* the step boundary's time for the save in flight */

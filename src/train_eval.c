@@ -39,6 +39,23 @@ mp_status mp_train_sync_buffers(mp_trainer *t)
     return st != MP_OK ? st : end;
 }
 
+/* On several ranks, agrees on st, each rank's status over its test batches (a data error on
+ * one rank, such as a damaged image, stops only its own loop): a failure ends every rank
+ * together (t->failed_together), reported by the lowest rank with the worst code. */
+static mp_status agree_batches(mp_trainer *t, mp_status st)
+{
+    if (t->comm->size == 1)
+        return st;
+    int reporter = -1;
+    mp_status all = mp_comm_agree(t->comm, st, &reporter);
+    if (all == MP_OK || t->comm->broken)
+        return all;
+    t->failed_together = true;
+    t->fail_reporter = reporter;
+    return reporter == t->comm->rank ? st
+                                     : mp_fail(all, "the test data of rank %d failed", reporter);
+}
+
 mp_status mp_train_evaluate(mp_trainer *t, double *loss, double *accuracy)
 {
     mp_eval_speed speed;
@@ -85,7 +102,7 @@ mp_status mp_train_evaluate_timed(mp_trainer *t, double *loss, double *accuracy,
             t_first = mp_now(); /* its result read: the first batch is done */
     }
     mp_free(idx);
-    MP_TRY(st);
+    MP_TRY(agree_batches(t, st));
     if (t->comm->size > 1)
         MP_TRY(mp_comm_allreduce(t->comm, sums, 3, MP_F64, MP_REDOP_SUM, "sum of the test loss"));
     int64_t first = b * t->comm->size < t->test.count ? b * t->comm->size : t->test.count;

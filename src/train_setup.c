@@ -550,9 +550,10 @@ static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool 
      * copy_in waits for the device. */
     t->hst = t->ops->host_alloc(sizeof *t->hst, MP_MEM_WORKSPACE);
     t->stop_req = t->ops->host_alloc(sizeof *t->stop_req, MP_MEM_WORKSPACE);
+    t->data_word = t->ops->host_alloc(2 * sizeof *t->data_word, MP_MEM_WORKSPACE);
     size_t y_bytes = (size_t)b * (size_t)mp_dataset_label_len(&t->train) * sizeof(int32_t);
     t->y = t->ops->host_alloc(y_bytes, MP_MEM_DATA);
-    if (!t->hst || !t->stop_req || !t->y)
+    if (!t->hst || !t->stop_req || !t->data_word || !t->y)
         return MP_EINTERNAL; /* host_alloc said why */
     t->ydev = t->y;
     t->xhost = t->x.data;
@@ -595,6 +596,7 @@ void mp_train_free(mp_trainer *t)
         t->ops->mem_free(t->st);
         t->ops->host_free(t->hst);
         t->ops->host_free(t->stop_req);
+        t->ops->host_free(t->data_word);
         t->ops->host_free(t->y);
         mp_tensor_delete(t->ops, &t->x);
         mp_tensor_delete(t->ops, &t->dlogits);
