@@ -58,7 +58,9 @@ static bool image_name(const char *name)
     return strcmp(ext, "jpg") == 0 || strcmp(ext, "jpeg") == 0 || strcmp(ext, "png") == 0;
 }
 
-/* The entries of dir that are directories (dirs) or image files (!dirs), sorted. */
+/* The entries of dir that are directories (dirs) or image files (!dirs), sorted. An entry with
+ * an image's name that is not a readable regular file (a dangling or looping link, a directory)
+ * is an error, as it would be when read. */
 static mp_status list(const char *dir, bool dirs, name_list *out)
 {
     memset(out, 0, sizeof *out);
@@ -72,11 +74,23 @@ static mp_status list(const char *dir, bool dirs, name_list *out)
         if (e->d_name[0] == '.')
             continue;
         int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        bool image = !dirs && image_name(e->d_name);
         struct stat sb;
-        if (w < 0 || (size_t)w >= sizeof path || stat(path, &sb) != 0 ||
-            (dirs ? !S_ISDIR(sb.st_mode)
-                  : !S_ISREG(sb.st_mode) || !image_name(e->d_name)))
-            continue; /* (a path too long to name is skipped as unreadable) */
+        if (image && (w < 0 || (size_t)w >= sizeof path)) {
+            st = mp_fail(MP_EDATA, "%s/%s: path too long", dir, e->d_name);
+            break;
+        }
+        if (image) {
+            int failed = stat(path, &sb) != 0 ? errno : 0;
+            if (failed || !S_ISREG(sb.st_mode)) {
+                st = failed ? mp_fail(MP_EDATA, "%s: %s", path, strerror(failed))
+                            : mp_fail(MP_EDATA, "%s: not a regular file", path);
+                break;
+            }
+        } else if (!dirs || w < 0 || (size_t)w >= sizeof path || stat(path, &sb) != 0 ||
+                   !S_ISDIR(sb.st_mode)) {
+            continue; /* (a class path too long to name is skipped as unreadable) */
+        }
         if (out->n == cap) {
             cap = cap ? 2 * cap : 64;
             char **m = realloc(out->names, (size_t)cap * sizeof *m);
@@ -100,9 +114,11 @@ static mp_status list(const char *dir, bool dirs, name_list *out)
 }
 
 /* Appends dir/CLASS/FILE of every image of split directory dir to f and its label to *labels
- * (grown with realloc); classes are looked up among the training classes `classes`. */
+ * (grown with realloc); classes are looked up among the training classes `classes`. With
+ * `whole` (the training split) a class directory without an image is an error, as in
+ * torchvision's ImageFolder: a link to the folder's root, say, is not taken for a class. */
 static mp_status add_split(mp_folder *f, int32_t **labels, const char *dir,
-                           const name_list *classes)
+                           const name_list *classes, bool whole)
 {
     name_list sub;
     MP_TRY(list(dir, true, &sub));
@@ -123,6 +139,9 @@ static mp_status add_split(mp_folder *f, int32_t **labels, const char *dir,
         }
         name_list files;
         st = list(cdir, false, &files);
+        if (st == MP_OK && whole && files.n == 0)
+            st = mp_fail(MP_EDATA, "%s: a class directory with no image (*.jpg, *.jpeg, *.png)",
+                         cdir);
         char **p = st == MP_OK ? realloc(f->paths, (size_t)(f->count + files.n + 1) * sizeof *p)
                                : NULL;
         int32_t *l = p ? realloc(*labels, (size_t)(f->count + files.n + 1) * sizeof *l) : NULL;
@@ -193,7 +212,7 @@ static mp_status load_split(mp_dataset *d, const char *root, const char *split,
     f->resize = resize > 0 ? resize : (int)(size / 0.875);
     d->folder = f;
     int32_t *labels = NULL;
-    mp_status st = add_split(f, &labels, dir, classes);
+    mp_status st = add_split(f, &labels, dir, classes, strcmp(split, "train") == 0);
     if (st == MP_OK && f->count == 0)
         st = mp_fail(MP_EDATA, "%s: no image (*.jpg, *.jpeg, *.png) in its class directories",
                      dir);

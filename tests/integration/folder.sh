@@ -4,7 +4,8 @@
 # JPEG). The MLP trains on 2 ranks at the images' own size, and the cnn with the training
 # transform (random resized crop and flip): each bit for bit the same over reruns and with 0, 1
 # and 3 loader threads; a damaged JPEG (a cut header, a cut scan, a scan ended early by its end
-# marker) ends the run with exit 3 naming the file; bad configs end with exit 2 naming the key.
+# marker), an image name that is no readable file and a class without images end the run with
+# exit 3 naming the file; bad configs end with exit 2 naming the key.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -58,6 +59,20 @@ expect_exit 3 "$(basename "${cut[0]}"): not a readable JPEG file \(Premature end
 printf '\xff\xd9' | dd of="${eoi[0]}" bs=1 seek=$(($(stat -c %s "${eoi[0]}") - 60)) conv=notrunc status=none
 expect_exit 3 "$(basename "${eoi[0]}"): not a readable JPEG file \(Corrupt JPEG data: premature end of data segment\)" \
   "${one[@]}" --set "data.path=\"$TMP/eoi\"" --set data.shuffle=false --set "checkpoint.dir=\"$TMP/ck-eoi\""
+# A class directory without an image (a link to the root, say) and an image name that is not
+# a readable regular file (a dangling or looping link, a directory) are refused, not skipped.
+links=("$TMP/fm/train/3/loop.jpg" "$TMP/fm/train/3/gone.png" "$TMP/fm/train/3/dir.jpeg")
+ln -s loop.jpg "${links[0]}" && ln -s nowhere.png "${links[1]}" && mkdir "${links[2]}"
+expect_exit 3 'train/3/loop.jpg: Too many levels of symbolic links' "${one[@]}" --set "data.path=\"$TMP/fm\"" --dry-run
+rm "${links[0]}"
+expect_exit 3 'train/3/gone.png: No such file or directory' "${one[@]}" --set "data.path=\"$TMP/fm\"" --dry-run
+rm "${links[1]}"
+expect_exit 3 'train/3/dir.jpeg: not a regular file' "${one[@]}" --set "data.path=\"$TMP/fm\"" --dry-run
+rmdir "${links[2]}"
+ln -s .. "$TMP/fm/train/zz"
+expect_exit 3 'train/zz: a class directory with no image' "${one[@]}" --set "data.path=\"$TMP/fm\"" \
+  --set data.num_classes=11 --dry-run
+rm "$TMP/fm/train/zz"
 mkdir -p "$TMP/noval" && cp -r "$TMP/fm/train" "$TMP/noval/"
 expect_exit 3 'noval/val: no such directory' "${one[@]}" --set "data.path=\"$TMP/noval\""
 printf 'data: { format = "folder"; };\n' >"$TMP/nopath.cfg"
