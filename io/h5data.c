@@ -194,6 +194,7 @@ static mp_status read_labels(mp_dataset *d, hid_t f, const char *path, const cha
     mp_status st = dims_of(l, path, name, &rank, dims);
     hid_t t = H5Dget_type(l);
     bool integer = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    bool sign = integer && H5Tget_sign(t) != H5T_SGN_NONE; /* uint64 read as such, not clamped */
     if (t >= 0)
         H5Tclose(t);
     if (st == MP_OK && (rank != 1 || !integer || (int64_t)dims[0] != total))
@@ -207,17 +208,25 @@ static mp_status read_labels(mp_dataset *d, hid_t f, const char *path, const cha
     int64_t *all = st == MP_OK ? malloc((size_t)total * sizeof *all + 1) : NULL;
     if (st == MP_OK && !all)
         st = mp_fail(MP_EDATA, "%s: out of memory for %s", path, what);
-    if (st == MP_OK && H5Dread(l, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all) < 0)
+    if (st == MP_OK && H5Dread(l, sign ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL,
+                               H5P_DEFAULT, all) < 0)
         st = mp_fail(MP_EDATA, "%s: cannot read %s (%s)", path, name, mp_h5_message());
     if (st == MP_OK) {
         d->labels = mp_alloc((size_t)d->count * sizeof *d->labels + 1, MP_MEM_DATA);
         for (int64_t i = 0; st == MP_OK && i < d->count; i++) {
-            if (all[i] < 0 || all[i] >= num_classes)
-                st = mp_fail(MP_EDATA, "%s: %s[%lld] is %lld, not a class in [0, %lld) "
-                             "(data.num_classes)", path, name, (long long)i,
-                             (long long)all[i], (long long)num_classes);
-            else
+            uint64_t u = (uint64_t)all[i];
+            if (sign ? all[i] < 0 || all[i] >= num_classes : u >= (uint64_t)num_classes) {
+                char v[32];
+                if (sign)
+                    snprintf(v, sizeof v, "%lld", (long long)all[i]);
+                else
+                    snprintf(v, sizeof v, "%llu", (unsigned long long)u);
+                st = mp_fail(MP_EDATA, "%s: %s[%lld] is %s, not a class in [0, %lld) "
+                             "(data.num_classes)", path, name, (long long)i, v,
+                             (long long)num_classes);
+            } else {
                 d->labels[i] = (int32_t)all[i];
+            }
         }
     }
     free(all);

@@ -76,6 +76,11 @@ with h5py.File(d + "/badlabel.h5", "w") as f:
     f["train/labels"] = np.array([3] * 19 + [12])
     f["test/images"] = np.zeros((5, 28, 28, 1), np.uint8)
     f["test/labels"] = np.zeros(5, np.int32)
+with h5py.File(d + "/hugelabel.h5", "w") as f:  # read as uint64, not clamped to int64's top
+    f["train/images"] = np.zeros((20, 28, 28, 1), np.uint8)
+    f["train/labels"] = np.array([3] * 19 + [2**64 - 1], np.uint64)
+    f["test/images"] = np.zeros((5, 28, 28, 1), np.uint8)
+    f["test/labels"] = np.zeros(5, np.uint8)
 for name, bad in (("inf", np.inf), ("nan", np.nan)):
     with h5py.File(d + "/" + name + ".h5", "w") as f:
         x = np.zeros((20, 28, 28, 1), np.float32)
@@ -88,6 +93,8 @@ EOF
 cp "$TMP/mydata.h5" "$TMP/cut.h5" && truncate -s 1000000 "$TMP/cut.h5"
 expect_exit 3 'badlabel.h5: train/labels\[19\] is 12, not a class in \[0, 10\)' \
   "${one[@]}" --set "data.path=\"$TMP/badlabel.h5\""
+expect_exit 3 'hugelabel.h5: train/labels\[19\] is 18446744073709551615, not a class' \
+  "${one[@]}" --set "data.path=\"$TMP/hugelabel.h5\""
 for name in inf nan; do # one value in one image: every step would be skipped, silently
   expect_exit 3 "$name.h5: image 13 of train/images holds -?$name at row 4, column 5, channel 0: values must be finite" \
     "${one[@]}" --set "data.path=\"$TMP/$name.h5\"" --set train.max_steps=0 --set data.batch_size=4
