@@ -11,7 +11,7 @@
 #include "engine/scaler.h"
 
 /* Every field is 8 bytes: the layout is the same in C and CUDA. sumsq, found_inf, stop, fill,
- * bad_labels and data_error are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX
+ * bad_labels and data_pending are MP_AMP_AGREE adjacent doubles from &sumsq, so that one MAX
  * all-reduce agrees on all six. */
 typedef struct mp_amp_state {
     mp_scaler_state scaler; /* the loss scale and its counters */
@@ -23,10 +23,13 @@ typedef struct mp_amp_state {
     double bad_labels;      /* sticky: nonzero once a loss that cannot refuse a label outside
                                [0, C) at once (the GPU's) met one; agreed with the rest, so
                                every rank ends the run at the next host point */
-    double data_error;      /* sticky: 0, or once a rank's loader failed during the run, that
-                               rank's mp_amp_data_error word (the MAX over ranks: the worst
-                               code, then the lowest rank), so that every rank ends the run at
-                               the next host point with the code and the rank that prints it */
+    double data_pending;    /* this step's data error: 0, or the mp_amp_data_error word of a
+                               rank whose loader failed during the run (which writes it before
+                               each of its steps); the MAX over ranks: the worst code, then the
+                               lowest rank */
+    double data_error;      /* sticky: the first nonzero data_pending a step agreed on (so the
+                               earliest step's failure), after which every rank ends the run at
+                               the next host point with its code, printed by its rank */
     int64_t steps;          /* optimizer steps taken, skipped steps excluded */
     double step_scale;      /* the loss scale the last ended step used */
     int64_t diverged;       /* sticky: the count of skipped steps in a row when it first reached
@@ -57,7 +60,8 @@ static inline void mp_amp_data_error_of(double word, int *code, int *rank)
 
 /* Ends a step (the amp_update op): remembers the scale it used, advances the scaler with
  * found_inf and fill (noting divergence, which the host may read steps later), counts a step
- * that was not skipped, and clears found_inf, sumsq and fill; stop stays. */
+ * that was not skipped, keeps the first data error, and clears found_inf, sumsq, fill and
+ * data_pending; stop stays. */
 MP_HD static inline void mp_amp_state_update(mp_amp_state *st, const mp_scaler_config *c)
 {
     bool found_inf = st->found_inf != 0.0;
@@ -65,6 +69,9 @@ MP_HD static inline void mp_amp_state_update(mp_amp_state *st, const mp_scaler_c
     if (mp_scaler_update(&st->scaler, c, found_inf, st->fill) && !st->diverged)
         st->diverged = st->scaler.consecutive_skips;
     st->steps += !found_inf;
+    if (st->data_error == 0.0)
+        st->data_error = st->data_pending;
+    st->data_pending = 0.0;
     st->found_inf = 0.0;
     st->sumsq = 0.0;
     st->fill = 0.0;

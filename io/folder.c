@@ -59,8 +59,8 @@ static bool image_name(const char *name)
 }
 
 /* The entries of dir that are directories (dirs) or image files (!dirs), sorted. An entry with
- * an image's name that is not a readable regular file (a dangling or looping link, a directory)
- * is an error, as it would be when read. */
+ * an image's name that is not a regular file (a dangling or looping link, a directory) is an
+ * error, as it would be when read. */
 static mp_status list(const char *dir, bool dirs, name_list *out)
 {
     memset(out, 0, sizeof *out);

@@ -44,10 +44,10 @@ static mp_status stop_request(mp_trainer *t)
 
 /* With `stop`, writes this rank's stop request into the state first (stop_request; a step
  * launched as a graph had it written before its launch), then agrees, with one MAX over ranks
- * of (sum of squares, found_inf, stop, fill, bad_labels), on whether the step is skipped, the
- * norm it clips with, the scaler's margin rule and whether the run stops: every rank takes the
- * same decision even when a rank's gradients went bad after the sum, and all stop at the same
- * step. Sharded
+ * of (sum of squares, found_inf, stop, fill, bad_labels, data_pending), on whether the step is
+ * skipped, the norm it clips with, the scaler's margin rule and whether the run stops: every
+ * rank takes the same decision even when a rank's gradients went bad after the sum, and all
+ * stop at the same step (a rank's data error at the next host point). Sharded
  * (ZeRO-1), each rank's sum of squares covers its block, so they are summed first. The state
  * lives in backend memory: the data plane reduces it where it is (NCCL) or a host copy. */
 static mp_status agree(mp_trainer *t, bool stop)
@@ -221,9 +221,10 @@ static mp_status host_point(mp_trainer *t)
 }
 
 /* A blank micro-batch for a rank whose loader failed (t->data_failed): a full batch of zeros
- * with label 0 into x, dl and labels, and found_inf and the rank's data_error word into the
- * state, so that the step is skipped on every rank and the run ends at the next host point
- * (host_point). A single rank's data error ends its run at once instead (next_batch). */
+ * with label 0 into x, dl and labels, and found_inf and the rank's data error word
+ * (data_pending) into the state, so that the step is skipped on every rank and the run ends at
+ * the next host point (host_point). A single rank's data error ends its run at once instead
+ * (next_batch). */
 static mp_status blank_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const int32_t **labels,
                              int64_t *n)
 {
@@ -234,17 +235,16 @@ static mp_status blank_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const i
     MP_TRY(t->ops->fill(x, 0.0));
     if (t->ops->host_memory) {
         t->st->found_inf = t->data_word[0];
-        if (t->data_word[1] > t->st->data_error)
-            t->st->data_error = t->data_word[1];
+        t->st->data_pending = t->data_word[1];
         return MP_OK;
     }
     size_t y_bytes = (size_t)(*n * mp_dataset_label_len(&t->train)) * sizeof(int32_t);
     MP_TRY(t->ops->copy_in(t->ydev, t->y, y_bytes));
     MP_TRY(t->ops->copy_in(&t->st->found_inf, &t->data_word[0], sizeof(double)));
-    return t->ops->copy_in(&t->st->data_error, &t->data_word[1], sizeof(double));
+    return t->ops->copy_in(&t->st->data_pending, &t->data_word[1], sizeof(double));
 }
 
-/* The loader's failure st on this rank of several: kept with its message (t->data_failed,
+/* The loader's data error st on this rank of several: kept with its message (t->data_failed,
  * data_why) for the host point that ends the run on every rank, and the labels' host buffer
  * zeroed for blank_batch. */
 static void data_failed(mp_trainer *t, mp_status st)
@@ -257,8 +257,8 @@ static void data_failed(mp_trainer *t, mp_status st)
 }
 
 /* The next micro-batch into x (batch n, in backend memory), dl (its loss gradient's rows) and
- * labels. On several ranks, a loader failure does not end this rank alone: it and every later
- * micro-batch are blank (blank_batch). */
+ * labels. On several ranks, a data error of the loader (MP_EDATA: a damaged file) does not end
+ * this rank alone: that micro-batch and every later one are blank (blank_batch). */
 static mp_status next_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const int32_t **labels,
                             int64_t *n, mp_train_result *r)
 {
@@ -267,7 +267,7 @@ static mp_status next_batch(mp_trainer *t, mp_tensor *x, mp_tensor *dl, const in
     const void *xdata;
     double t0 = mp_now(), device0 = mp_loader_device_wait_s(t->loader);
     mp_status st = mp_loader_next(t->loader, &xdata, labels, n);
-    if (st != MP_OK && t->comm->size > 1) {
+    if (st == MP_EDATA && t->comm->size > 1) {
         data_failed(t, st);
         return blank_batch(t, x, dl, labels, n);
     }
@@ -663,6 +663,10 @@ mp_status mp_train_run(mp_trainer *t, mp_train_result *r)
     if (t->forward_only)
         return mp_fail(MP_EINTERNAL, "train: the trainer was set up to evaluate only "
                        "(mp_train_setup_eval)");
+    t->data_failed = MP_OK; /* nothing an earlier run on this trainer failed with stays */
+    t->data_why[0] = '\0';
+    t->failed_together = false;
+    t->fail_reporter = 0;
     mp_window w = {.t0 = mp_now()};
     mp_status st = t->ops->mark_record(&w.mark[0]);
     if (st == MP_OK)

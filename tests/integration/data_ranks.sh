@@ -4,8 +4,9 @@
 # that met it (the lowest of those that met one in the same step), no MPI_Abort, no step logged
 # or checkpoint written after it. On the CPU every step is a host point, so the run ends in the
 # step that met it; on the staged backend (a GPU's copy path) with the step replayed as a graph,
-# at the next host point (log.every), the blank steps in between skipped. The same for a
-# damaged test image, in training's evaluation and in `mpdist eval`.
+# at the next host point (log.every), the blank steps in between skipped, the first step's
+# failure the one reported. The same for a damaged test image, in training's evaluation and in
+# `mpdist eval`.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -78,13 +79,18 @@ expect_exit 3 "$f1: not a readable" "${run[@]}" --set "data.path=\"$TMP/first\""
 no_abort "rank 1 first"
 records first 2
 
-# The staged backend, the step a graph: the run ends at step 5's host point, no step logged.
+# The staged backend, the step a graph: the run ends at step 5's host point, no step logged;
+# with rank 0's batch damaged in step 4 as well, rank 1's (step 3) is still the one named.
+staged=(--set log.every=5 --set checkpoint.every_steps=5 --set amp.cuda_graphs=\"on\"
+  --set amp.opt_level=\"O2\")
 MPDIST_CPU_STAGED=1 expect_exit 3 "$f: not a readable" "${run[@]}" \
-  --set "data.path=\"$TMP/one\"" $(at staged) --set log.every=5 --set checkpoint.every_steps=5 \
-  --set amp.cuda_graphs=\"on\" --set amp.opt_level=\"O2\"
+  --set "data.path=\"$TMP/one\"" $(at staged) "${staged[@]}"
 no_abort "staged"
 records staged 0
 ls "$TMP/ck-staged"/ckpt-*.h5 >/dev/null 2>&1 && { echo "FAIL: staged: a checkpoint"; failures=$((failures + 1)); }
+MPDIST_CPU_STAGED=1 expect_exit 3 "$f1: not a readable" "${run[@]}" \
+  --set "data.path=\"$TMP/first\"" $(at staged-first) "${staged[@]}"
+no_abort "staged, rank 1 first"
 
 # A damaged test image of rank 1 (test sample 3): the evaluation after training, and `mpdist
 # eval` of a good run's checkpoint.

@@ -4,7 +4,7 @@
 # JPEG). The MLP trains on 2 ranks at the images' own size, and the cnn with the training
 # transform (random resized crop and flip): each bit for bit the same over reruns and with 0, 1
 # and 3 loader threads; a damaged JPEG (a cut header, a cut scan, a scan ended early by its end
-# marker), an image name that is no readable file and a class without images end the run with
+# marker), an image name that is no regular file and a class without images end the run with
 # exit 3 naming the file; bad configs end with exit 2 naming the key.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -1,8 +1,8 @@
 /* The device-state path of the CPU reference (mp_amp_state, docs/ARCHITECTURE.md §2): amp_check
  * equals grad_stats at mult / scale, optim_step with a state equals the host-driven step with the
  * multiplier and step count the state implies (clipping included), a step with found_inf set
- * leaves every buffer bitwise unchanged, and amp_update is mp_scaler_update plus the step count
- * and the cleared flags. The CUDA backend is held to these same results by tests/gpu. */
+ * leaves every buffer bitwise unchanged, and amp_update is mp_scaler_update plus the step count,
+ * the cleared flags and the first data error kept. The CUDA backend is held to these same results by tests/gpu. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -178,6 +178,38 @@ static void test_update_is_scaler_update(void **unused)
     }
 }
 
+/* A rank's data error word (engine/amp_state.h): the code and rank come back exactly, a MAX
+ * prefers the worse code, then the lower rank; amp_update keeps the first step's word and
+ * clears the pending one. */
+static void test_data_error(void **unused)
+{
+    (void)unused;
+    const int cases[][2] = {{3, 0}, {1, 2147483647}, {6, 12345}, {3, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int code = -1, rank = -1;
+        mp_amp_data_error_of(mp_amp_data_error(cases[i][0], cases[i][1]), &code, &rank);
+        assert_int_equal(code, cases[i][0]);
+        assert_int_equal(rank, cases[i][1]);
+    }
+    assert_true(mp_amp_data_error(3, 0) > mp_amp_data_error(3, 1));
+    assert_true(mp_amp_data_error(3, 2147483647) > mp_amp_data_error(1, 0));
+    assert_true(mp_amp_data_error(1, 2147483647) > 0.0);
+    mp_scaler_config c = {.dynamic = true, .init_scale = 1024, .growth_factor = 2,
+                          .backoff_factor = 0.5, .growth_interval = 3, .hysteresis = 2,
+                          .min_scale = 1, .max_scale = 4096, .margin = 1};
+    mp_amp_state st = state(0, 0);
+    st.scaler = mp_scaler_init(&c);
+    assert_int_equal(ops->amp_update(&c, &st), MP_OK); /* none pending: none kept */
+    assert_true(st.data_error == 0.0);
+    const double first = mp_amp_data_error(3, 1), later = mp_amp_data_error(3, 0);
+    st.data_pending = first;
+    assert_int_equal(ops->amp_update(&c, &st), MP_OK);
+    assert_true(st.data_error == first && st.data_pending == 0.0);
+    st.data_pending = later; /* a lower rank's, a step later: the first step's stays */
+    assert_int_equal(ops->amp_update(&c, &st), MP_OK);
+    assert_true(st.data_error == first && st.data_pending == 0.0);
+}
+
 int main(void)
 {
     ops = mp_backend_cpu();
@@ -185,6 +217,7 @@ int main(void)
         cmocka_unit_test(test_check_equals_grad_stats),
         cmocka_unit_test(test_state_step_equals_host_step),
         cmocka_unit_test(test_update_is_scaler_update),
+        cmocka_unit_test(test_data_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
