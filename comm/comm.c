@@ -73,6 +73,7 @@ mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
     int inited = 0, provided = 0;
     mp_launch_env env;
     mp_launch_env_read(&env);
+    c->report = mp_launch_env_reports(&env);
     MPI_CHECK(MPI_Initialized(&inited));
     if (!inited) {
         MP_TRY(mp_launch_precheck(&env));
@@ -84,7 +85,9 @@ mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
     char warning[256];
     mp_status st = mp_launch_check(&env, c->size, c->rank, c->local_rank, warning, sizeof warning);
     if (st != MP_OK) {
+        bool alone = c->size == 1;
         mp_comm_finalize(c);
+        c->report = alone || mp_launch_env_reports(&env);
         return st;
     }
     if (warning[0])

@@ -30,7 +30,9 @@
 /* Initialises MPI with thread support (if not yet), duplicates MPI_COMM_WORLD with
  * MPI_ERRORS_RETURN, fills ranks and host names, sets the identity check messages print and
  * starts the transport. Ranks are cross-checked with the launcher (comm/launch_check.h): a
- * mismatch is MP_EUSAGE (MPI finalised again), a differing local rank a warning on stderr. */
+ * mismatch is MP_EUSAGE (MPI finalised again), a differing local rank a warning on stderr. On
+ * MP_EUSAGE, c->report says whether this process prints it: mp_launch_env_reports, or alone in
+ * a one-rank MPI job (no other process is there to print). */
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv);
 
 /* A communicator over `base` (a sub-communicator of an initialised MPI, e.g. MPI_COMM_SELF for a

@@ -44,6 +44,11 @@ void mp_launch_env_read(mp_launch_env *e)
     }
 }
 
+bool mp_launch_env_reports(const mp_launch_env *e)
+{
+    return e->rank <= 0 || (e->size > 0 && e->rank >= e->size);
+}
+
 mp_status mp_launch_precheck(const mp_launch_env *e)
 {
     if (e->launcher && strcmp(e->launcher, "srun") == 0 && e->size > 1 && !e->step_pmix)

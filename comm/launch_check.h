@@ -9,6 +9,7 @@
 #ifndef MP_LAUNCH_CHECK_H
 #define MP_LAUNCH_CHECK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "engine/status.h"
@@ -24,6 +25,12 @@ typedef struct mp_launch_env {
 
 /* Fills *e from this process's environment. */
 void mp_launch_env_read(mp_launch_env *e);
+
+/* Whether this process prints an error that every process of the launch meets alike (a bad
+ * command line, a launch that MPI did not wire up), so that it appears once: the launcher's
+ * rank 0, a process without a launcher, and one whose launcher gives it a rank outside [0,
+ * size) (its environment is not a launch's, and no rank 0 may exist to print). */
+bool mp_launch_env_reports(const mp_launch_env *e);
 
 /* Before MPI starts: MP_EUSAGE with a one-line message when srun started several tasks that
  * MPI could not wire up (no PMIx: srun --mpi=none or pmi2 with Debian's Open MPI), else MP_OK. */

@@ -34,19 +34,26 @@ static int report(mp_status st)
     return (int)st;
 }
 
-/* The rank the launcher gave this process (0 without a launcher), before MPI starts. */
-static int launcher_rank(void)
+/* Whether this process speaks for the launch before MPI starts (mp_launch_env_reports): the
+ * launcher's rank 0, a process without a launcher, or one whose launcher rank cannot be. */
+static bool launch_speaker(void)
 {
     mp_launch_env e;
     mp_launch_env_read(&e);
-    return e.rank > 0 ? e.rank : 0;
+    return mp_launch_env_reports(&e);
 }
 
-/* Before MPI starts every rank sees the same command line: only the launcher's rank 0 (or a
- * process started without a launcher) prints the error, so it appears once. */
+/* Before MPI starts every rank sees the same command line: only launch_speaker() prints the
+ * error, so it appears once. */
 static int report_once(mp_status st)
 {
-    return launcher_rank() != 0 ? (int)st : report(st);
+    return launch_speaker() ? report(st) : (int)st;
+}
+
+/* mp_comm_init's failure st: a launch error (MP_EUSAGE) is printed where comm->report says. */
+static int report_init(const mp_comm *comm, mp_status st)
+{
+    return st != MP_EUSAGE || comm->report ? report(st) : (int)st;
 }
 
 static int fail_midway(mp_comm *comm, mp_status st);
@@ -371,7 +378,7 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
         mp_signals_install();
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK) /* a launch error is the same on every process: said once */
-        return st == MP_EUSAGE ? report_once(st) : report(st);
+        return report_init(&comm, st);
     mp_signals_install_fatal(comm.rank, comm.host);
     mp_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -389,10 +396,10 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
     return rc;
 }
 
-/* export and inspect read files only: under a launcher only its rank 0 works. */
+/* export and inspect read files only: under a launcher only launch_speaker() works. */
 static int file_command(const mp_cli *cli)
 {
-    if (launcher_rank() != 0)
+    if (!launch_speaker())
         return 0;
     mp_signals_install_fatal(-1, NULL);
     mp_status st;
@@ -410,10 +417,10 @@ static int file_command(const mp_cli *cli)
     return st == MP_OK ? 0 : report(st);
 }
 
-/* sample runs on the CPU of one process: under a launcher only its rank 0 works. */
+/* sample runs on the CPU of one process: under a launcher only launch_speaker() works. */
 static int sample(const mp_cli *cli)
 {
-    if (launcher_rank() != 0)
+    if (!launch_speaker())
         return 0;
     mp_signals_install_fatal(-1, NULL);
     mp_config cfg;
@@ -441,7 +448,7 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     mp_comm comm;
     st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
-        return st == MP_EUSAGE ? report_once(st) : report(st);
+        return report_init(&comm, st);
     mp_signals_install_fatal(comm.rank, comm.host);
     mp_bench_mem mem = {.device = -1};
     int rc = agree(&comm, mp_bench_comm_check_memory(&comm, &o));

@@ -1,7 +1,8 @@
 /* comm/launch_check: the launcher's environment against MPI's view, for every way a launch goes
  * wrong (srun without PMIx, another MPI's launcher, a bare process inside a Slurm job script,
  * a rank the launcher and MPI disagree on) and the ways it goes right (mpirun, mpirun inside an
- * allocation, srun --mpi=pmix, no launcher outside Slurm). */
+ * allocation, srun --mpi=pmix, no launcher outside Slurm), and which process prints a launch's
+ * shared error. */
 #include "tests/util/test_util.h"
 
 #include <stdlib.h>
@@ -103,6 +104,31 @@ static void test_other_launcher(void **state)
     env(NULL);
 }
 
+/* Whether the process prints a launch's shared error: rank 0 or no launcher, or a rank no
+ * launch gives (no rank 0 may be there to print); not another launch's rank. */
+static bool reports(void)
+{
+    mp_launch_env e;
+    mp_launch_env_read(&e);
+    return mp_launch_env_reports(&e);
+}
+
+static void test_who_reports(void **state)
+{
+    (void)state;
+    env(NULL);
+    assert_true(reports());
+    env("OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_RANK", "0", NULL);
+    assert_true(reports());
+    env("OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_RANK", "3", NULL);
+    assert_false(reports());
+    env("SLURM_STEP_ID", "0", "SLURM_STEP_NUM_TASKS", "1", "SLURM_PROCID", "3", NULL);
+    assert_true(reports());
+    env("PMI_SIZE", "2", "PMI_RANK", "2", NULL);
+    assert_true(reports());
+    env(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -110,6 +136,7 @@ int main(void)
         cmocka_unit_test(test_srun),
         cmocka_unit_test(test_bare_in_job),
         cmocka_unit_test(test_other_launcher),
+        cmocka_unit_test(test_who_reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

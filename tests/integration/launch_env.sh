@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A launcher's environment that no launch gives (a rank beyond its size: variables left over from
+# another job, or set by hand) or that MPI did not wire up (a one-rank MPI job) is one error line,
+# exit 2, from train and bench-comm (it was a silent exit 2: the process took itself for a
+# rank other than 0, which prints, and no rank 0 was there); inspect, export and sample do their
+# work there instead of exiting 0 having done nothing.
+source "$(dirname "$0")/common.bash"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cfg=$SRC/configs/fashion-mnist-mlp.cfg
+small=(--set data.train_limit=256 --set data.test_limit=64 --set log.progress=\"none\")
+slurm=(SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=1 SLURM_PROCID=3)
+expect_exit 2 'srun says this is rank 3 \(SLURM_PROCID\) but MPI says rank 0 of 1' \
+  env "${slurm[@]}" "$MPDIST" "$cfg" "${small[@]}"
+expect_exit 2 'a PMI launcher says this is rank 5 \(PMI_RANK\)' \
+  env PMI_SIZE=1 PMI_RANK=5 "$MPDIST" "$cfg" "${small[@]}"
+expect_exit 2 'mpirun started 2 processes \(OMPI_COMM_WORLD_SIZE=2\) but MPI sees 1 rank' \
+  env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$MPDIST" "$cfg" "${small[@]}"
+expect_exit 2 'a PMI launcher says this is rank 3' env PMI_SIZE=1 PMI_RANK=3 "$MPDIST" bench-comm -b 8 -e 8
+expect_exit 2 'unknown option|--bogus' env PMI_SIZE=1 PMI_RANK=3 "$MPDIST" "$cfg" --bogus
+
+timeout 120 "$MPDIST" "$cfg" "${small[@]}" --set train.max_steps=2 --set "checkpoint.dir=\"$TMP/ck\"" \
+  --set "log.metrics=\"\"" >"$TMP/train.out" 2>&1 || { echo "FAIL: training"; cat "$TMP/train.out"; exit 1; }
+ck=$(ls "$TMP"/ck/ckpt-*.h5 | tail -1)
+expect_exit 4 'nowhere.h5' env "${slurm[@]}" "$MPDIST" inspect "$TMP/nowhere.h5"
+env "${slurm[@]}" timeout 60 "$MPDIST" export "$ck" "$TMP/out.h5" >"$TMP/export.out" 2>&1 || true
+expect_ok "export under a rank no launch gives writes its file" test -s "$TMP/out.h5"
+env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 timeout 60 "$MPDIST" export "$ck" "$TMP/r1.h5" \
+  >"$TMP/r1.out" 2>&1 || true
+expect_ok "export as rank 1 of a launch leaves the work to rank 0" test ! -e "$TMP/r1.h5"
+finish
