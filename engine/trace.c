@@ -5,7 +5,6 @@
  * closing bracket: what was written before a crash). */
 #include "engine/trace.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,12 +59,9 @@ static void put_name(const char *what, int tid, const char *name)
     tr.first = false;
 }
 
-mp_status mp_trace_open(const char *path, int rank, const char *host, double offset_s,
+mp_status mp_trace_open(FILE *f, const char *path, int rank, const char *host, double offset_s,
                         double origin_s)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return mp_fail(MP_EUSAGE, "log.trace: cannot create %s (%s)", path, strerror(errno));
     span *buf = malloc(BUF_EVENTS * sizeof *buf);
     if (!buf) {
         fclose(f);

@@ -13,15 +13,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "engine/status.h"
 
 /* Tracks of a rank's timeline. */
 enum { MP_TRACE_MAIN = 0, MP_TRACE_COMM = 1, MP_TRACE_IO = 2 };
 
-/* Opens `path` for this process's events (truncating it): pid `rank` named "rank R (host)";
- * offset_s is added to the host clock (mp_now) to give rank 0's, and origin_s (on rank 0's
- * clock) is the trace's time zero. MP_EUSAGE naming the file when it cannot be created. */
-mp_status mp_trace_open(const char *path, int rank, const char *host, double offset_s,
+/* Starts this process's trace in f, a stream open for writing (truncated) on file `path`, which
+ * the trace owns from here on (closed at its end, or on failure): pid `rank` named "rank R
+ * (host)"; offset_s is added to the host clock (mp_now) to give rank 0's, and origin_s (on rank
+ * 0's clock) is the trace's time zero. MP_EUSAGE naming the file when it cannot start. */
+mp_status mp_trace_open(FILE *f, const char *path, int rank, const char *host, double offset_s,
                         double origin_s);
 
 /* Whether a trace is open. */

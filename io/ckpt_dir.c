@@ -151,6 +151,23 @@ static bool temp_name(const char *name)
     return name_step(base) >= 0;
 }
 
+bool mp_ckpt_dir_names(const char *dir, const char *path)
+{
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    char parent[4096];
+    int n = slash ? snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path)
+                  : snprintf(parent, sizeof parent, ".");
+    if (n < 0 || (size_t)n >= sizeof parent)
+        return false;
+    if (!parent[0])
+        snprintf(parent, sizeof parent, "/");
+    struct stat a, b;
+    if (stat(dir, &a) != 0 || stat(parent, &b) != 0 || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino)
+        return false;
+    return name_step(name) >= 0 || temp_name(name) || strcmp(name, ".mpdist.lock") == 0;
+}
+
 /* Appends ", NAME" (or NAME first) to the list at list[0..cap), keeping it a string. */
 static void add_name(char *list, size_t cap, const char *name)
 {

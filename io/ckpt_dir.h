@@ -6,6 +6,7 @@
 #ifndef MP_CKPT_DIR_H
 #define MP_CKPT_DIR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,11 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max);
  * files of higher steps are there. Files that cannot be removed are left; MP_ECKPT names the
  * first one. */
 mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest);
+
+/* Whether `path` names a file that saves into checkpoint directory `dir` write, replace or
+ * remove (a checkpoint, a save's temporary, the lock), its directory being `dir` itself (the
+ * same device and inode); false when either directory does not exist. */
+bool mp_ckpt_dir_names(const char *dir, const char *path);
 
 /* Makes `dir` and its parents and checks that files can be created in it (a probe file is
  * created and removed), so that a run learns before training, not at its first save, that its

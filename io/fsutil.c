@@ -101,3 +101,38 @@ mp_status mp_check_dir(const char *dir)
         return mp_fail(MP_EDATA, "%s: not a directory", dir);
     return MP_OK;
 }
+
+FILE *mp_fopen_output(const char *path, bool append, const char **why)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK | O_CLOEXEC |
+                            (append ? O_APPEND : O_TRUNC), 0666);
+    int flags = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        *why = err == ENXIO ? "a FIFO that no process reads" : strerror(err);
+        if (fd >= 0)
+            close(fd);
+        errno = err;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        *why = strerror(errno);
+        close(fd);
+    }
+    return f;
+}
+
+bool mp_file_foreign(const char *path, const char *prefix)
+{
+    const char *why;
+    long long size = 0;
+    int fd = mp_open_regular(path, &size, &why);
+    if (fd < 0)
+        return false;
+    char head[64] = {0};
+    size_t n = strlen(prefix) < sizeof head ? strlen(prefix) : sizeof head;
+    ssize_t got = size > 0 ? read(fd, head, n) : 0;
+    close(fd);
+    return size > 0 && (got != (ssize_t)n || memcmp(head, prefix, n) != 0);
+}

@@ -2,6 +2,7 @@
 #ifndef MP_FSUTIL_H
 #define MP_FSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -21,6 +22,17 @@ int mp_open_regular(const char *path, long long *size, const char **why);
 
 /* mp_open_regular as a stdio stream ("rb"), or NULL with *why set. */
 FILE *mp_fopen_regular(const char *path, const char **why);
+
+/* Opens `path` for writing as a stdio stream, truncated ("w") or appended to (append), created
+ * with mode 0666 (less the umask) when missing, without blocking on the open: a FIFO that no
+ * process reads is an error instead of a wait. Returns the stream, or NULL with errno set and
+ * *why the system's message or "a FIFO that no process reads". */
+FILE *mp_fopen_output(const char *path, bool append, const char **why);
+
+/* Whether `path` is a regular file that holds bytes that do not start with `prefix` (another
+ * program's file, which a writer of files that start so must not overwrite). A missing or empty
+ * file, or one that is not regular, is not. */
+bool mp_file_foreign(const char *path, const char *prefix);
 
 /* MP_OK when `dir` is an existing directory, else MP_EDATA with "DIR: no such directory",
  * "DIR: not a directory" or the system's message (dataset directories). */

@@ -21,7 +21,20 @@ struct mp_metrics {
     bool reported; /* an I/O error was already printed */
 };
 
-static mp_status open_sink(mp_metrics **m, const char *path, const char *mode)
+/* What every metrics file starts with: its first record's first member (record_begin). */
+#define MP_METRICS_HEAD "{\"type\":\""
+
+/* MP_EUSAGE when `path` holds another program's file (a config, a checkpoint, a dataset named
+ * by mistake), which the metrics would overwrite. */
+static mp_status refuse_foreign(const char *path)
+{
+    if (mp_file_foreign(path, MP_METRICS_HEAD))
+        return mp_fail(MP_EUSAGE, "log.metrics: %s holds something other than mpdist's metrics "
+                       "(JSON Lines) and is left as it is: name another file", path);
+    return MP_OK;
+}
+
+static mp_status open_sink(mp_metrics **m, const char *path, bool append)
 {
     *m = NULL;
     mp_metrics *s = calloc(1, sizeof *s);
@@ -38,13 +51,14 @@ static mp_status open_sink(mp_metrics **m, const char *path, const char *mode)
         return mp_fail(MP_EUSAGE, "log.metrics: %s: cannot create directory %s: %s", path, dir,
                        strerror(e));
     }
-    s->path = strdup(path);
-    s->f = s->path ? fopen(path, mode) : NULL;
+    mp_status st = refuse_foreign(path);
+    const char *why = "out of memory";
+    s->path = st == MP_OK ? strdup(path) : NULL;
+    s->f = s->path ? mp_fopen_output(path, append, &why) : NULL;
     if (!s->f) {
-        int e = s->path ? errno : ENOMEM;
         free(s->path);
         free(s);
-        return mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, strerror(e));
+        return st != MP_OK ? st : mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, why);
     }
     *m = s;
     return MP_OK;
@@ -52,7 +66,7 @@ static mp_status open_sink(mp_metrics **m, const char *path, const char *mode)
 
 mp_status mp_metrics_open(mp_metrics **m, const char *path)
 {
-    return open_sink(m, path, "w");
+    return open_sink(m, path, false);
 }
 
 /* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary or
@@ -78,7 +92,11 @@ static bool before_resume(const char *line, int64_t step, int64_t epoch)
 mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step,
                                   int64_t epoch)
 {
-    FILE *f = path && *path ? fopen(path, "r+") : NULL;
+    struct stat sb;
+    bool regular = path && *path && stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (regular)
+        MP_TRY(refuse_foreign(path));
+    FILE *f = regular ? fopen(path, "r+") : NULL; /* (another kind of file has no past to keep) */
     if (f) {
         char *line = NULL;
         size_t cap = 0;
@@ -92,7 +110,7 @@ mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step
         if (rc != 0)
             return mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, strerror(e));
     }
-    return open_sink(m, path, "a");
+    return open_sink(m, path, true);
 }
 
 static void report(mp_metrics *m, int e)
@@ -100,7 +118,7 @@ static void report(mp_metrics *m, int e)
     if (m->reported)
         return;
     m->reported = true;
-    fprintf(stderr, "mpdist: log.metrics: %s: %s (further metrics may be lost)\n", m->path,
+    fprintf(stderr, "mpdist: warning: log.metrics: %s: %s (further metrics may be lost)\n", m->path,
             strerror(e));
 }
 

@@ -114,7 +114,9 @@ typedef struct mp_backward_record {
 double mp_metrics_bpb(double loss);
 
 /* Opens (truncates) the JSON Lines file at `path`, creating missing parent directories.
- * path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be created. */
+ * path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be created, if it
+ * is a FIFO no process reads (rather than waiting), or if it holds another program's file (a
+ * regular file whose bytes do not start as metrics do), which is left as it is. */
 mp_status mp_metrics_open(mp_metrics **m, const char *path);
 
 /* Append one record each; I/O errors are reported once on stderr and then ignored. */

@@ -363,7 +363,9 @@ const mp_key mp_config_keys[] = {
                 "Not used when the run resumes from a checkpoint; \"\" = none."},
 
     {"log.metrics", MP_KEY_STRING, "\"\"", CF(log.metrics),
-     .meaning = "JSON Lines metrics file written by rank 0; \"\" = none."},
+     .meaning = "JSON Lines metrics file written by rank 0 (replaced, or on a resume kept up to "
+                "the checkpoint's step; a file that holds something else, a checkpoint's name in "
+                "checkpoint.dir or a FIFO nobody reads is refused); \"\" = none."},
     {"log.every", MP_KEY_INT, "50", GE(1), LE(1000000000), CF(log.every),
      .meaning = "Steps between step records and plain progress lines."},
     {"log.progress", MP_KEY_STRING, "\"auto\"", ONE_OF("auto", "bar", "plain", "none"),

@@ -15,6 +15,7 @@
 #include "engine/clock.h"
 #include "engine/trace.h"
 #include "engine/backends.h"
+#include "io/ckpt_dir.h"
 #include "io/folder.h"
 #include "io/fsutil.h"
 #include "io/h5data.h"
@@ -430,7 +431,11 @@ static mp_status open_trace(mp_trainer *t)
     if (mp_make_parents(path, dir, sizeof dir) != 0)
         return mp_fail(MP_EUSAGE, "log.trace: cannot create directory %s (%s)", dir,
                        strerror(errno));
-    MP_TRY(mp_trace_open(path, t->comm->rank, mp_comm_host(t->comm, t->comm->rank), offset,
+    const char *why;
+    FILE *f = mp_fopen_output(path, false, &why);
+    if (!f)
+        return mp_fail(MP_EUSAGE, "log.trace: cannot create %s (%s)", path, why);
+    MP_TRY(mp_trace_open(f, path, t->comm->rank, mp_comm_host(t->comm, t->comm->rank), offset,
                          origin));
     if (t->comm->rank == 0)
         printf("trace: %s/rank-*.json (clocks aligned to rank 0's within %.0f us; join them with "
@@ -445,6 +450,9 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     if (c->log.trace[0])
         MP_TRY(open_trace(t));
     if (t->comm->rank == 0) {
+        if (c->checkpoint.dir[0] && mp_ckpt_dir_names(c->checkpoint.dir, c->log.metrics))
+            return mp_fail(MP_EUSAGE, "log.metrics: %s is a name that saves into "
+                           "checkpoint.dir write or remove: name another file", c->log.metrics);
         if (t->start.world_size > 0)
             MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step,
                                            t->start.epoch));

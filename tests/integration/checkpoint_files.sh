@@ -154,8 +154,20 @@ expect_exit 2 "export: .*outdir is not a regular file \(a directory\)" "$MPDIST"
 expect_exit 2 "export: the output path is empty" "$MPDIST" export "$MLP" ""
 expect_exit 2 "export: .*/nodir/x.h5: its directory .*/nodir: No such file or directory" "$MPDIST" export "$MLP" "$TMP/nodir/x.h5"
 expect_exit 2 "export: .*/text.h5/x.h5: .*/text.h5 is not a directory" "$MPDIST" export "$MLP" "$TMP/text.h5/x.h5"
+# Nor do a run's metrics (log.metrics) replace a checkpoint, a config or another program's file,
+# or take a name that the run's saves write; a FIFO nobody reads is refused, not waited on.
+ckdir=$(dirname "$MLP")
+for target in "$MLP" "$CFG"; do
+  expect_exit 2 "log.metrics: $target holds something other than mpdist's metrics" \
+    "$MPDIST" "$CFG" "${COMMON[@]}" --set "log.metrics=\"$target\"" --set train.max_steps=1
+done
+expect_exit 2 "log.metrics: $ckdir/ckpt-00000099.h5 is a name that saves into checkpoint.dir write" \
+  "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$ckdir\"" --resume auto --set train.epochs=3 \
+  --set "log.metrics=\"$ckdir/ckpt-00000099.h5\""
+expect_exit 2 "log.metrics: $TMP/fifo.h5: a FIFO that no process reads" \
+  "$MPDIST" "$CFG" "${COMMON[@]}" --set "log.metrics=\"$TMP/fifo.h5\"" --set train.max_steps=1
 [ "$(sha256sum <"$MLP")" = "$sum_mlp" ] && [ "$(sha256sum <"$CNN")" = "$sum_cnn" ] && [ -p "$TMP/fifo.h5" ] ||
-  { echo "FAIL: a refused export changed its target"; exit 1; }
+  { echo "FAIL: a refused export or run changed its target"; exit 1; }
 check "export over an export" "$MPDIST" export "$MLP" "$TMP/mlp-fp16.h5" --dtype bf16
 check "export over a text file" "$MPDIST" export "$MLP" "$TMP/text.h5"
 echo "ok: export refuses its input, a training checkpoint, a FIFO, a directory, a missing directory and an empty path"

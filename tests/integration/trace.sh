@@ -70,4 +70,7 @@ expect_ok "without log.trace: no trace line, nothing written" \
 touch notadir
 expect_exit 2 "log.trace: cannot create directory $TMP/notadir" \
   "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/notadir/x\""
+mkdir fifos && mkfifo fifos/rank-0.json # nobody reads it: refused at once (the open used to wait)
+expect_exit 2 "log.trace: cannot create $TMP/fifos/rank-0.json \(a FIFO that no process reads\)" \
+  "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/fifos\""
 finish

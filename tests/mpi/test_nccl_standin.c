@@ -91,7 +91,9 @@ static void test_traced(void **state)
     char path[512];
     snprintf(path, sizeof path, "%s/nccl-trace-%d-%d.json", dir && *dir ? dir : "/tmp",
              (int)getpid(), comm.rank);
-    assert_int_equal(mp_trace_open(path, comm.rank, "standin", 0.0, mp_now()), MP_OK);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    assert_int_equal(mp_trace_open(out, path, comm.rank, "standin", 0.0, mp_now()), MP_OK);
     const mp_ops *staged = mp_backend_cpu_staged();
     int64_t shape[1] = {1000};
     mp_tensor x = mp_tensor_new(staged, MP_F32, 1, shape, MP_MEM_WORKSPACE);

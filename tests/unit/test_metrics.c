@@ -192,8 +192,8 @@ static void test_nonfinite_and_nulls(void **state)
     (void)state;
     char path[1100];
     snprintf(path, sizeof path, "%s/m.jsonl", mp_test_dir("metrics_nan"));
-    /* An existing file is truncated. */
-    mp_test_write_file(path, "old junk\n", 9, 0);
+    /* An existing metrics file is truncated. */
+    mp_test_write_file(path, "{\"type\":\"old junk\"}\n", 21, 0);
     mp_metrics *m;
     assert_int_equal(mp_metrics_open(&m, path), MP_OK);
     mp_step_record st = {.step = 1, .loss = NAN, .lr = 0.1, .loss_scale = INFINITY,
@@ -380,6 +380,42 @@ static void test_resumed(void **state)
     assert_file(path, "{\"type\":\"step\",\"step\":10,\"epoch\":0}\n");
 }
 
+/* Another program's file (a config, a checkpoint named by mistake) is refused, fresh or
+ * resumed, and left as it was; a FIFO that no process reads is refused at once (the open used to
+ * wait for a reader forever); one with a reader, and a device, are written. */
+static void test_foreign_files(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("metrics_foreign");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/run.cfg", dir);
+    const char *cfg = "data: { batch_size = 64; };\n";
+    mp_test_write_file(path, cfg, strlen(cfg), 0);
+    mp_metrics *m = (mp_metrics *)&m;
+    assert_int_equal(mp_metrics_open(&m, path), MP_EUSAGE);
+    assert_null(m);
+    assert_non_null(strstr(mp_error_message(), "holds something other than mpdist's metrics"));
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 10, 1), MP_EUSAGE);
+    assert_file(path, cfg);
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(mp_metrics_open(&m, path), MP_EUSAGE);
+    assert_non_null(strstr(mp_error_message(), "a FIFO that no process reads"));
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 10, 1), MP_EUSAGE);
+    int reader = open(path, O_RDONLY | O_NONBLOCK);
+    assert_true(reader >= 0);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 10, 1), MP_OK); /* no past to keep */
+    mp_step_record r = {.step = 11, .epoch = 1, .loss = 0.5, .comm_hidden = -1.0};
+    mp_metrics_step(m, &r);
+    mp_metrics_close(m);
+    char got[64] = {0};
+    assert_true(read(reader, got, sizeof got - 1) > 0);
+    assert_int_equal(strncmp(got, "{\"type\":\"step\"", 14), 0);
+    close(reader);
+    assert_int_equal(mp_metrics_open(&m, "/dev/null"), MP_OK);
+    mp_metrics_close(m);
+}
+
 /* The backward record: its fields, params and buckets in the order given. */
 static void test_backward_record(void **state)
 {
@@ -411,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_unopenable),
         cmocka_unit_test(test_write_error_reported_once),
         cmocka_unit_test(test_resumed),
+        cmocka_unit_test(test_foreign_files),
         cmocka_unit_test(test_backward_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
