@@ -189,6 +189,23 @@ static int fresh_weights(mp_trainer *t, const mp_config *cfg)
     return rc;
 }
 
+/* Rank 0, resumed from checkpoint `path` (not "auto") at `step`: MP_EUSAGE when
+ * checkpoint.dir holds a newer checkpoint, which this run's saves would replace or prune (a
+ * branch from an older checkpoint goes into a directory of its own). */
+static mp_status newer_checkpoint(const mp_config *cfg, const char *path, int64_t step)
+{
+    int64_t newest = -1;
+    int n = cfg->checkpoint.dir[0] ? mp_ckpt_list(cfg->checkpoint.dir, &newest, 1) : 0;
+    if (n < 0)
+        return MP_ECKPT; /* mp_ckpt_list said why */
+    if (n == 0 || newest <= step)
+        return MP_OK;
+    return mp_fail(MP_EUSAGE, "checkpoint.dir %s holds a checkpoint of step %lld, newer than %s "
+                   "(step %lld), which this run's saves would replace or remove: continue the "
+                   "newest with --resume auto, or give this branch another checkpoint.dir",
+                   cfg->checkpoint.dir, (long long)newest, path, (long long)step);
+}
+
 /* Rank 0 loads the checkpoint named by --resume or checkpoint.resume, then every rank takes
  * its state; without one, rank 0's initial parameters are shared. Returns the exit code. */
 static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
@@ -225,6 +242,8 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     if (t->comm->rank == 0)
         st = strcmp(resume, "auto") == 0 ? mp_checkpoint_load_auto(&state, used, sizeof used)
                                          : mp_checkpoint_load(&state, resume);
+    if (st == MP_OK && t->comm->rank == 0 && strcmp(resume, "auto") != 0)
+        st = newer_checkpoint(cfg, resume, t->start.step);
     rc = agree(t->comm, st);
     if (rc == 0)
         rc = agree(t->comm, mp_train_share_start(t));
@@ -498,10 +517,9 @@ static int finish_output(int rc)
     errno = 0;
     if (fclose(stdout) != 0 && !err)
         err = errno ? errno : EIO;
-    if (err) {
+    if (err && rc == 0) { /* (a command that failed said why already: one line) */
         fprintf(stderr, "mpdist: error: cannot write the output to stdout (%s)\n", strerror(err));
-        if (rc == 0)
-            rc = 1;
+        rc = 1;
     }
     if ((fflush(stderr) != 0 || ferror(stderr)) && rc == 0)
         rc = 1;

@@ -7,7 +7,8 @@
 # cannot create files), a chmod 555 directory when not root; (4) at start-up the temporaries of
 # killed saves (".ckpt-<step>.h5.tmp", unchanged for 120 s) are removed on one line, a younger one
 # and look-alike names are left; (5) resuming a finished run takes no step, leaves the metrics as
-# they were (no second eval record, no summary of 0 images/s) and exits 0 with one line.
+# they were (no second eval record, no summary of 0 images/s) and exits 0 with one line; (6) a
+# resume from an older checkpoint than checkpoint.dir's newest is refused (exit 2).
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 SMALL=(--set data.train_limit=2000 --set data.test_limit=200 --set train.epochs=2 --set log.progress=none)
@@ -82,4 +83,19 @@ expect_ok "resume of a finished run: exit 0, one line, no step: $(grep '^nothing
 expect_ok "resume of a finished run: metrics unchanged (one eval record per epoch, the first summary)" \
   cmp -s "$TMP/fin.before" "$TMP/fin.jsonl"
 [ "$failures" = 0 ] || sed 's/^/    /' "$TMP/again.out"
+
+# (6) Resuming an older checkpoint than checkpoint.dir's newest would replace or prune the newer
+# ones: refused with exit 2, all left as they were; the branch runs in a directory of its own.
+BR=(--set "checkpoint.dir=\"$TMP/br\"" --set "log.metrics=\"\"" --set checkpoint.every_steps=8)
+timeout 120 "$MPDIST" "$CFG" "${SMALL[@]}" "${BR[@]}" --set train.max_steps=16 >"$TMP/br.out" 2>&1 ||
+  { echo "FAIL: the branch's first run exited $?"; cat "$TMP/br.out"; exit 1; }
+sums=$(sha256sum "$TMP"/br/ckpt-*.h5)
+expect_exit 2 "checkpoint.dir .*/br holds a checkpoint of step 16, newer than .*ckpt-00000008.h5 \(step 8\)" \
+  "$MPDIST" "$CFG" "${SMALL[@]}" "${BR[@]}" --set train.max_steps=24 --resume "$TMP/br/ckpt-00000008.h5"
+expect_ok "the newer checkpoint and the older one left as they were" \
+  test "$(sha256sum "$TMP"/br/ckpt-*.h5)" = "$sums"
+rc=0
+timeout 120 "$MPDIST" "$CFG" "${SMALL[@]}" "${BR[@]}" --set train.max_steps=24 \
+  --resume "$TMP/br/ckpt-00000008.h5" --set "checkpoint.dir=\"$TMP/br2\"" >"$TMP/br2.out" 2>&1 || rc=$?
+expect_ok "the branch in another checkpoint.dir" test "$rc" = 0
 finish

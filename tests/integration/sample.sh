@@ -90,4 +90,9 @@ expect_exit 2 "model mlp is not a language model mpdist sample can run" \
 expect_exit 4 "dataset /params/wte.weight has shape \\[256, 32\\], expected \\[256, 16\\]" \
   "$MPDIST" sample "$CFG" --checkpoint "$CKPT" "${MODEL[@]}" --set model.dim=16
 expect_exit 4 "missing.h5" "$MPDIST" sample "$CFG" --checkpoint "$TMP/missing.h5" "${MODEL[@]}"
+# Text that cannot be written (stdout on a full disk): exit 1 with one line (it was two).
+rc=0
+timeout 60 "$MPDIST" sample "$CFG" --checkpoint "$CKPT" "${MODEL[@]}" --tokens 5 >/dev/full 2>full.err || rc=$?
+expect_ok "sample > /dev/full: exit 1, one line" bash -c "[ $rc = 1 ] && [ \$(wc -l <full.err) = 1 ] &&
+  grep -q '^mpdist: error: sample: cannot write the text' full.err"
 finish
