@@ -77,7 +77,8 @@ const mp_key mp_config_keys[] = {
     {"data.shuffle", MP_KEY_BOOL, "true", CF(data.shuffle),
      .meaning = "Reshuffle the training set every epoch (seeded by train.seed)."},
     {"data.drop_last", MP_KEY_BOOL, "false", CF(data.drop_last),
-     .meaning = "Drop the last incomplete batch of each epoch."},
+     .meaning = "Drop the last incomplete batch of each epoch (a rank's share of the training set "
+                "smaller than data.batch_size is refused: every batch would be dropped)."},
     {"data.train_limit", MP_KEY_INT, "0", GE(0), CF(data.train_limit),
      .meaning = "Use only the first N training samples (text, tokens: windows); 0 = all."},
     {"data.test_limit", MP_KEY_INT, "0", GE(0), CF(data.test_limit),

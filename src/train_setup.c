@@ -524,6 +524,12 @@ static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool 
                         cfg->data.shuffle, cfg->data.drop_last) != 0)
         return mp_fail(MP_EDATA, "%s: cannot shard %lld samples over %d ranks", cfg->data.path,
                        (long long)t->train.count, comm->size);
+    char at[1200];
+    if (!forward_only && cfg->data.drop_last && t->sampler.num_local < cfg->data.batch_size)
+        return mp_fail(MP_EUSAGE, "%s: each rank's share of the training set (%lld samples) is "
+                       "less than data.batch_size = %lld, so every batch would be dropped",
+                       mp_config_key_at(cfg, "data.drop_last", at, sizeof at),
+                       (long long)t->sampler.num_local, (long long)cfg->data.batch_size);
     plan_steps(t);
     setup_schedule(t);
     if (!forward_only)

@@ -124,6 +124,8 @@ expect_exit 2 "--set junk: expected key.path=value" "$MPDIST" "$SRC/configs/fash
 expect_exit 2 "--set amp.device: \"cuda\": " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.device=cuda
 expect_exit 2 "--set comm.backend: nccl, but " "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set comm.backend=nccl
 expect_exit 2 'amp.loss_scale: must be "dynamic" or a number \(got "auto"\)' "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.loss_scale=auto
+expect_exit 2 '--set data.drop_last: each rank.s share of the training set \(50 samples\) is less than data.batch_size = 64' \
+  "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.train_limit=50 --set data.drop_last=true
 # Output that cannot be written is an error (issue 45): stdout on a full disk (/dev/full) turns a
 # success into exit 1 with a line on stderr, for a training run and for the small commands.
 full() { # full WHAT CMD...: exit 1, "cannot write the output to stdout (No space left on device)"
