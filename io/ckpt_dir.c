@@ -20,8 +20,7 @@ void mp_ckpt_path(const char *dir, int64_t step, char *out, size_t size)
     snprintf(out, size, "%s/ckpt-%08lld.h5", dir, (long long)step);
 }
 
-/* The step of a checkpoint file name "ckpt-<digits>.h5", or -1. */
-static int64_t name_step(const char *name)
+int64_t mp_ckpt_name_step(const char *name)
 {
     if (strncmp(name, "ckpt-", 5) != 0)
         return -1;
@@ -61,7 +60,7 @@ int mp_ckpt_list(const char *dir, int64_t *steps, int max)
     size_t n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) { /* every entry: readdir's order is not the steps' */
-        int64_t step = name_step(e->d_name);
+        int64_t step = mp_ckpt_name_step(e->d_name);
         if (step < 0)
             continue;
         if (n == cap) {
@@ -142,13 +141,13 @@ static bool temp_name(const char *name)
         return false;
     memcpy(base, name + 1, len - 5);
     base[len - 5] = '\0';
-    if (name_step(base) >= 0)
+    if (mp_ckpt_name_step(base) >= 0)
         return true;
     char *dot = strrchr(base, '.');
     if (!dot || !pid_attempt(dot + 1))
         return false;
     *dot = '\0';
-    return name_step(base) >= 0;
+    return mp_ckpt_name_step(base) >= 0;
 }
 
 bool mp_ckpt_dir_names(const char *dir, const char *path)
@@ -165,7 +164,7 @@ bool mp_ckpt_dir_names(const char *dir, const char *path)
     if (stat(dir, &a) != 0 || stat(parent, &b) != 0 || a.st_dev != b.st_dev ||
         a.st_ino != b.st_ino)
         return false;
-    return name_step(name) >= 0 || temp_name(name) || strcmp(name, ".mpdist.lock") == 0;
+    return mp_ckpt_name_step(name) >= 0 || temp_name(name) || strcmp(name, ".mpdist.lock") == 0;
 }
 
 /* Appends ", NAME" (or NAME first) to the list at list[0..cap), keeping it a string. */

@@ -14,6 +14,10 @@
 
 #define MP_CKPT_MAX_FILES 4096
 
+/* The step of a checkpoint's file name ("ckpt-<digits>.h5", no directory), or -1 for any
+ * other name. */
+int64_t mp_ckpt_name_step(const char *name);
+
 /* "<dir>/ckpt-<step>.h5" into out[0..size). */
 void mp_ckpt_path(const char *dir, int64_t step, char *out, size_t size);
 

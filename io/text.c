@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "engine/alloc.h"
+#include "io/ckpt_dir.h"
 #include "io/fsutil.h"
 #include "io/memcheck.h"
 
@@ -64,11 +65,13 @@ static mp_status list_add(text_list *l, const char *path, int64_t size)
     return MP_OK;
 }
 
-/* Whether a directory entry's name is read as text: not hidden, not a fortune index. */
+/* Whether a directory entry's name is read as text: not hidden, not a fortune index, not a
+ * checkpoint (a checkpoint.dir inside data.path would otherwise become training text). */
 static bool text_name(const char *name)
 {
     size_t n = strlen(name);
-    return name[0] != '.' && !(n >= 4 && strcmp(name + n - 4, ".dat") == 0);
+    return name[0] != '.' && !(n >= 4 && strcmp(name + n - 4, ".dat") == 0) &&
+           mp_ckpt_name_step(name) < 0;
 }
 
 static int name_cmp(const void *a, const void *b)

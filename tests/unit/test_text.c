@@ -2,12 +2,12 @@
  * bytes, window counts and kept bytes; windows and their labels shifted by one byte, in every
  * float dtype; the per-epoch offset (the same for the same seed and epoch, different across
  * epochs, every value in [0, T) fitting, none for the validation split); a directory read in
- * name order with subdirectories, skipping *.dat, hidden names and symbolic links; limits;
- * refusals (missing path, empty, too short, a directory without text, bad arguments) leaving
- * nothing allocated; the loader handing out n * T labels per batch, identical to mp_text_batch
- * with any number of threads; Debian's fortunes corpus when it is installed; and the config's
- * text defaults (path, 256 classes, context, val_fraction) and refusals (other classes,
- * augmentation, out-of-range context and fraction). */
+ * name order with subdirectories, skipping *.dat, checkpoints, hidden names and symbolic links;
+ * limits; refusals (missing path, empty, too short, a directory without text, bad arguments)
+ * leaving nothing allocated; the loader handing out n * T labels per batch, identical to
+ * mp_text_batch with any number of threads; Debian's fortunes corpus when it is installed; and
+ * the config's text defaults (path, 256 classes, context, val_fraction) and refusals (other
+ * classes, augmentation, out-of-range context and fraction). */
 #include "tests/util/test_util.h"
 
 #include <stdbool.h>
@@ -216,7 +216,7 @@ static void write_bytes(const char *dir, const char *name, uint8_t value, size_t
 }
 
 /* A directory: entries in strcmp order ("Z" before "a"), a subdirectory's files at its name's
- * place, *.dat, hidden files and directories and symbolic links skipped. */
+ * place, *.dat, checkpoints, hidden files and directories and symbolic links skipped. */
 static void test_directory_order(void **state)
 {
     (void)state;
@@ -233,6 +233,7 @@ static void test_directory_order(void **state)
     write_bytes(dir, "n", 'n', 100);
     write_bytes(dir, "a.dat", '!', 100);
     write_bytes(dir, ".hidden", '!', 100);
+    write_bytes(dir, "ckpt-00000003.h5", '!', 100); /* checkpoint.dir = data.path */
     write_bytes(hid, "y", '!', 100);
     snprintf(link, sizeof link, "%s/a.u8", dir);
     snprintf(target, sizeof target, "%s/a", dir);
