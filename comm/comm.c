@@ -85,9 +85,8 @@ mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv)
     char warning[256];
     mp_status st = mp_launch_check(&env, c->size, c->rank, c->local_rank, warning, sizeof warning);
     if (st != MP_OK) {
-        bool alone = c->size == 1;
         mp_comm_finalize(c);
-        c->report = alone || mp_launch_env_reports(&env);
+        c->report = mp_launch_env_reports(&env);
         return st;
     }
     if (warning[0])

@@ -31,8 +31,8 @@
  * MPI_ERRORS_RETURN, fills ranks and host names, sets the identity check messages print and
  * starts the transport. Ranks are cross-checked with the launcher (comm/launch_check.h): a
  * mismatch is MP_EUSAGE (MPI finalised again), a differing local rank a warning on stderr. On
- * MP_EUSAGE, c->report says whether this process prints it: mp_launch_env_reports, or alone in
- * a one-rank MPI job (no other process is there to print). */
+ * MP_EUSAGE, c->report says whether this process prints it (mp_launch_env_reports), so that a
+ * launch every process of which fails alike says so once. */
 mp_status mp_comm_init(mp_comm *c, int *argc, char ***argv);
 
 /* A communicator over `base` (a sub-communicator of an initialised MPI, e.g. MPI_COMM_SELF for a

@@ -109,7 +109,9 @@ FILE *mp_fopen_output(const char *path, bool append, const char **why)
     int flags = fd < 0 ? -1 : fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
         int err = errno;
-        *why = err == ENXIO ? "a FIFO that no process reads" : strerror(err);
+        struct stat sb;
+        bool fifo = err == ENXIO && stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+        *why = fifo ? "a FIFO that no process reads (start the reader first)" : strerror(err);
         if (fd >= 0)
             close(fd);
         errno = err;
@@ -128,11 +130,14 @@ bool mp_file_foreign(const char *path, const char *prefix)
     const char *why;
     long long size = 0;
     int fd = mp_open_regular(path, &size, &why);
-    if (fd < 0)
-        return false;
+    if (fd < 0) { /* a regular file with bytes that cannot be read is not known to be ours */
+        struct stat sb;
+        return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+    }
     char head[64] = {0};
     size_t n = strlen(prefix) < sizeof head ? strlen(prefix) : sizeof head;
     ssize_t got = size > 0 ? read(fd, head, n) : 0;
     close(fd);
-    return size > 0 && (got != (ssize_t)n || memcmp(head, prefix, n) != 0);
+    /* (a file cut inside its first bytes, as a torn write leaves it, is still ours) */
+    return size > 0 && (got <= 0 || memcmp(head, prefix, (size_t)got) != 0);
 }

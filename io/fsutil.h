@@ -26,12 +26,13 @@ FILE *mp_fopen_regular(const char *path, const char **why);
 /* Opens `path` for writing as a stdio stream, truncated ("w") or appended to (append), created
  * with mode 0666 (less the umask) when missing, without blocking on the open: a FIFO that no
  * process reads is an error instead of a wait. Returns the stream, or NULL with errno set and
- * *why the system's message or "a FIFO that no process reads". */
+ * *why the system's message or "a FIFO that no process reads (start the reader first)". */
 FILE *mp_fopen_output(const char *path, bool append, const char **why);
 
 /* Whether `path` is a regular file that holds bytes that do not start with `prefix` (another
- * program's file, which a writer of files that start so must not overwrite). A missing or empty
- * file, or one that is not regular, is not. */
+ * program's file, which a writer of files that start so must not overwrite), or bytes that
+ * cannot be read. A missing or empty file, one that is not regular, and one whose bytes are a
+ * start of `prefix` (cut short) are not. */
 bool mp_file_foreign(const char *path, const char *prefix);
 
 /* MP_OK when `dir` is an existing directory, else MP_EDATA with "DIR: no such directory",

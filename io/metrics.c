@@ -24,11 +24,24 @@ struct mp_metrics {
 /* What every metrics file starts with: its first record's first member (record_begin). */
 #define MP_METRICS_HEAD "{\"type\":\""
 
+/* Whether `path` is the file this process's stdout or stderr writes (/dev/stdout of a job's
+ * log, say): the metrics are appended to it, never cut or checked as the metrics' own file. */
+static bool std_stream(const char *path)
+{
+    struct stat p, o;
+    if (stat(path, &p) != 0)
+        return false;
+    for (int fd = 1; fd <= 2; fd++)
+        if (fstat(fd, &o) == 0 && o.st_dev == p.st_dev && o.st_ino == p.st_ino)
+            return true;
+    return false;
+}
+
 /* MP_EUSAGE when `path` holds another program's file (a config, a checkpoint, a dataset named
  * by mistake), which the metrics would overwrite. */
 static mp_status refuse_foreign(const char *path)
 {
-    if (mp_file_foreign(path, MP_METRICS_HEAD))
+    if (!std_stream(path) && mp_file_foreign(path, MP_METRICS_HEAD))
         return mp_fail(MP_EUSAGE, "log.metrics: %s holds something other than mpdist's metrics "
                        "(JSON Lines) and is left as it is: name another file", path);
     return MP_OK;
@@ -54,7 +67,7 @@ static mp_status open_sink(mp_metrics **m, const char *path, bool append)
     mp_status st = refuse_foreign(path);
     const char *why = "out of memory";
     s->path = st == MP_OK ? strdup(path) : NULL;
-    s->f = s->path ? mp_fopen_output(path, append, &why) : NULL;
+    s->f = s->path ? mp_fopen_output(path, append || std_stream(path), &why) : NULL;
     if (!s->f) {
         free(s->path);
         free(s);
@@ -92,8 +105,10 @@ static bool before_resume(const char *line, int64_t step, int64_t epoch)
 mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step,
                                   int64_t epoch)
 {
+    *m = NULL;
     struct stat sb;
-    bool regular = path && *path && stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    bool regular = path && *path && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+                   !std_stream(path);
     if (regular)
         MP_TRY(refuse_foreign(path));
     FILE *f = regular ? fopen(path, "r+") : NULL; /* (another kind of file has no past to keep) */

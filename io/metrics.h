@@ -113,10 +113,12 @@ typedef struct mp_backward_record {
  * loss / ln 2. */
 double mp_metrics_bpb(double loss);
 
-/* Opens (truncates) the JSON Lines file at `path`, creating missing parent directories.
- * path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be created, if it
- * is a FIFO no process reads (rather than waiting), or if it holds another program's file (a
- * regular file whose bytes do not start as metrics do), which is left as it is. */
+/* Opens (truncates) the JSON Lines file at `path`, creating missing parent directories; the
+ * file this process's stdout or stderr writes (/dev/stdout into a job's log) is appended to
+ * instead. path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be
+ * created, if it is a FIFO no process reads (rather than waiting), or if it holds another
+ * program's file (a regular file whose bytes do not start as metrics do, or cannot be read),
+ * which is left as it is. */
 mp_status mp_metrics_open(mp_metrics **m, const char *path);
 
 /* Append one record each; I/O errors are reported once on stderr and then ignored. */

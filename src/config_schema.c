@@ -355,7 +355,8 @@ const mp_key mp_config_keys[] = {
                 "training goes on while a thread writes the same file; at most one save in "
                 "flight (the next waits for it). false = every rank waits for the write."},
     {"checkpoint.resume", MP_KEY_STRING, "\"\"", CF(checkpoint.resume),
-     .meaning = "Resume from this checkpoint file, or \"auto\": the newest valid one in "
+     .meaning = "Resume from this checkpoint file (refused when checkpoint.dir holds a newer "
+                "one, which the run's saves would replace), or \"auto\": the newest valid one in "
                 "checkpoint.dir (none there: start afresh); \"\" = start afresh. --resume "
                 "overrides it."},
     {"checkpoint.init", MP_KEY_STRING, "\"\"", CF(checkpoint.init),

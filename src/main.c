@@ -202,7 +202,7 @@ static mp_status newer_checkpoint(const mp_config *cfg, const char *path, int64_
         return MP_OK;
     return mp_fail(MP_EUSAGE, "checkpoint.dir %s holds a checkpoint of step %lld, newer than %s "
                    "(step %lld), which this run's saves would replace or remove: continue the "
-                   "newest with --resume auto, or give this branch another checkpoint.dir",
+                   "newest (--resume auto), or give this branch another checkpoint.dir",
                    cfg->checkpoint.dir, (long long)newest, path, (long long)step);
 }
 

@@ -200,9 +200,11 @@ void mp_train_write_summary(const mp_trainer *t, const mp_train_result *r);
  * checked the generator table against the resume point. */
 mp_status mp_train_share_start(mp_trainer *t);
 
-/* Opens the metrics file (rank 0; a resumed run keeps the records before its checkpoint and
- * appends) and starts the progress line. MP_EUSAGE when log.metrics cannot be created. Not
- * collective. */
+/* Opens this rank's trace file (log.trace; collective then: the clocks are aligned), the
+ * metrics file (rank 0; a resumed run keeps the records before its checkpoint and appends) and
+ * starts the progress line. MP_EUSAGE when log.metrics or the trace file cannot be created, is
+ * a FIFO no process reads, holds another program's file (mp_metrics_open) or is a name that
+ * saves into checkpoint.dir write. */
 mp_status mp_train_open_outputs(mp_trainer *t);
 
 /* Copies the state in the backend's memory (t->st) to the host: t->hst, t->scaler,

@@ -452,7 +452,8 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     if (t->comm->rank == 0) {
         if (c->checkpoint.dir[0] && mp_ckpt_dir_names(c->checkpoint.dir, c->log.metrics))
             return mp_fail(MP_EUSAGE, "log.metrics: %s is a name that saves into "
-                           "checkpoint.dir write or remove: name another file", c->log.metrics);
+                           "checkpoint.dir %s write or remove: name another file",
+                           c->log.metrics, c->checkpoint.dir);
         if (t->start.world_size > 0)
             MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step,
                                            t->start.epoch));

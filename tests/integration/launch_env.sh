@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A launcher's environment that no launch gives (a rank beyond its size: variables left over from
-# another job, or set by hand) or that MPI did not wire up (a one-rank MPI job) is one error line,
-# exit 2, from train and bench-comm (it was a silent exit 2: the process took itself for a
-# rank other than 0, which prints, and no rank 0 was there); inspect, export and sample do their
-# work there instead of exiting 0 having done nothing.
+# another job, or set by hand) is one error line, exit 2, from train and bench-comm (it was a
+# silent exit 2: the process took itself for a rank other than 0, which prints, and no rank 0
+# was there); inspect, export and sample do their work there instead of exiting 0 having done
+# nothing. A launch MPI did not wire up still says so once, from the launcher's rank 0.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cfg=$SRC/configs/fashion-mnist-mlp.cfg
@@ -14,7 +14,13 @@ expect_exit 2 'srun says this is rank 3 \(SLURM_PROCID\) but MPI says rank 0 of 
 expect_exit 2 'a PMI launcher says this is rank 5 \(PMI_RANK\)' \
   env PMI_SIZE=1 PMI_RANK=5 "$MPDIST" "$cfg" "${small[@]}"
 expect_exit 2 'mpirun started 2 processes \(OMPI_COMM_WORLD_SIZE=2\) but MPI sees 1 rank' \
-  env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$MPDIST" "$cfg" "${small[@]}"
+  env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 "$MPDIST" "$cfg" "${small[@]}"
+# Another MPI's launcher starts 4 one-rank jobs: the error is said once, by launcher rank 0.
+for r in 0 1 2 3; do
+  env PMI_SIZE=4 PMI_RANK=$r timeout 60 "$MPDIST" "$cfg" "${small[@]}" 2>&1 >/dev/null | grep -c '^mpdist: error:' || true
+done >"$TMP/lines"
+expect_ok "4 lone processes of a 4-process launch: one error line, from rank 0" \
+  test "$(tr '\n' ' ' <"$TMP/lines")" = "1 0 0 0 "
 expect_exit 2 'a PMI launcher says this is rank 3' env PMI_SIZE=1 PMI_RANK=3 "$MPDIST" bench-comm -b 8 -e 8
 expect_exit 2 'unknown option|--bogus' env PMI_SIZE=1 PMI_RANK=3 "$MPDIST" "$cfg" --bogus
 

@@ -71,6 +71,6 @@ touch notadir
 expect_exit 2 "log.trace: cannot create directory $TMP/notadir" \
   "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/notadir/x\""
 mkdir fifos && mkfifo fifos/rank-0.json # nobody reads it: refused at once (the open used to wait)
-expect_exit 2 "log.trace: cannot create $TMP/fifos/rank-0.json \(a FIFO that no process reads\)" \
+expect_exit 2 "log.trace: cannot create $TMP/fifos/rank-0.json \(a FIFO that no process reads \(start the reader first\)\)" \
   "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/fifos\""
 finish

@@ -340,8 +340,14 @@ static void test_refusals(void **state)
     mkdir(dir, 0755);
     snprintf(dir, sizeof dir, "%s/train/a", empty);
     mkdir(dir, 0755);
-    snprintf(dir, sizeof dir, "%s/train", empty);
-    expect_refused(empty, 2, "train: no image", NULL);
+    expect_refused(empty, 2, "train/a: a class directory with no image", NULL);
+    const char *noimage = mp_test_dir("folder-val-empty"); /* a test class may be empty */
+    put(noimage, "train/a/0.png", 0, 3, false);
+    snprintf(dir, sizeof dir, "%s/val", noimage);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/val/a", noimage);
+    mkdir(dir, 0755);
+    expect_refused(noimage, 2, "val: no image", NULL);
     const char *stray = mp_test_dir("folder-stray");
     put(stray, "train/a/0.png", 0, 3, false);
     put(stray, "val/z/0.png", 0, 3, false);

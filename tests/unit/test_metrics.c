@@ -395,8 +395,16 @@ static void test_foreign_files(void **state)
     assert_int_equal(mp_metrics_open(&m, path), MP_EUSAGE);
     assert_null(m);
     assert_non_null(strstr(mp_error_message(), "holds something other than mpdist's metrics"));
+    m = (mp_metrics *)&m;
     assert_int_equal(mp_metrics_open_resumed(&m, path, 10, 1), MP_EUSAGE);
+    assert_null(m);
     assert_file(path, cfg);
+    /* A metrics file cut inside its first record is still one: resumed, its torn line dropped. */
+    snprintf(path, sizeof path, "%s/torn.jsonl", dir);
+    mp_test_write_file(path, "{\"ty", 4, 0);
+    assert_int_equal(mp_metrics_open_resumed(&m, path, 10, 1), MP_OK);
+    mp_metrics_close(m);
+    assert_file(path, "");
     snprintf(path, sizeof path, "%s/fifo", dir);
     assert_int_equal(mkfifo(path, 0600), 0);
     assert_int_equal(mp_metrics_open(&m, path), MP_EUSAGE);
