@@ -18,6 +18,8 @@
 #     timed on the device by the backend's clock marks, comm/buckets.c), in [0, 1]
 #   - bench-comm --device cuda on 1 rank and on 2 sharing the GPU: our NCCL transport beside a
 #     bare NCCL loop, no wrong element, the average busbw ratios reported
+#   - a damaged image in rank 1's shard of an image folder (made from DATA by BUILD's
+#     tests/make_folder), the step a graph over NCCL: both ranks exit 3 themselves, one line
 #   - rank 1 stopped (SIGSTOP) in a 2-rank NCCL run with comm.timeout_s 5: exit 6 within 15 s,
 #     rank 0's error line first, naming rank 1 as the one that did not arrive (the census), at
 #     most one line a rank, no process left
@@ -135,6 +137,27 @@ for np in 1 2; do
          END { exit !(raw && rows > 0 && !bad) }' "$out/bench-comm-np$np.txt"
   while read -r line; do say "     np $np: $line"; done < <(grep '^# Avg [a-z (1)]* bandwidth' "$out/bench-comm-np$np.txt")
 done
+
+# A data error on one rank (a damaged image of an image folder in rank 1's third batch) with the
+# step a graph over NCCL: every rank ends itself with exit 3 at the next host point (log.every),
+# one error line naming the file, no MPI_Abort (src/train.c's blank batches and data_error).
+rm -rf "${out:?}/folder" "$out/folder-ck"
+"$build/tests/make_folder" "$data" "$out/folder" 600 100 >/dev/null
+bad=$(find "$out/folder/train" -type f | LC_ALL=C sort | sed -n 34p)
+truncate -s 100 "$bad"
+rm -f "$out/exits"
+rc=0
+EXITS=$out/exits timeout -k 10 120 mpirun -np 2 -x EXITS bash -c \
+  'rc=0; "$0" "$@" || rc=$?; echo "exit $rc" >>"$EXITS"; exit $rc' "$mpdist" "$cfg" "${common[@]}" \
+  --set comm.backend='"nccl"' --set amp.cuda_graphs='"on"' --set 'data.format="folder"' \
+  --set "data.path=\"$out/folder\"" --set data.image_size=28 --set data.channels=1 \
+  --set data.resize=28 --set data.batch_size=8 --set data.shuffle=false --set log.every=5 \
+  --set "checkpoint.dir=\"$out/folder-ck\"" --set "log.metrics=\"\"" >"$out/folder.out" 2>&1 || rc=$?
+line=$(grep '^mpdist: error:' "$out/folder.out" || true)
+check "a damaged image in rank 1's shard, NCCL and graphs: exit 3 (got $rc), one line naming $(basename "$bad"), both ranks exit 3 themselves ($(sort "$out/exits" 2>/dev/null | tr '\n' ' '))" \
+  test "$rc" = 3 -a "$(echo "$line" | grep -c .)" = 1 -a "$(sort "$out/exits" 2>/dev/null | tr '\n' ' ')" = "exit 3 exit 3 " \
+  -a -n "$(grep -F "$(basename "$bad")" <<<"$line")"
+if grep -qi MPI_ABORT "$out/folder.out"; then check "the data error ended without MPI_Abort" false; fi
 
 # A stopped rank: the job must end by the watchdog, with exit 6, and leave nothing.
 rank_pid() { # rank_pid R: the process of rank R of the running job
