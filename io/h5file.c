@@ -1,7 +1,9 @@
-/* HDF5 writing for checkpoints (the reader is io/h5_read.c); see h5file.h. Without deflate, chunks are written directly with the Fletcher32 value computed here
- * (io/fletcher32), which makes the same file as HDF5's filter at a quarter of the CPU time. Test hook: MPDIST_TEST_CKPT_KILL_AFTER=N makes the process kill itself (SIGKILL) once
- * it has written N datasets in all (counting over every file it wrote), a crash between the
- * datasets of a checkpoint. */
+/* HDF5 writing for checkpoints (the reader is io/h5_read.c); see h5file.h. Without deflate,
+ * chunks are written directly with the Fletcher32 value computed here (io/fletcher32), which
+ * makes the same file as HDF5's filter at a quarter of the CPU time. Test hook:
+ * MPDIST_TEST_CKPT_KILL_AFTER=N makes the process send itself SIGKILL (or the signal numbered
+ * MPDIST_TEST_CKPT_KILL_SIGNAL) once it has written N datasets in all (counting over every file
+ * it wrote): a crash, or a signal, between the datasets of a file. */
 #include "io/h5_internal.h"
 #include "io/h5_digest.h"
 #include "io/fsutil.h"
@@ -21,12 +23,14 @@
 #include "engine/check.h"
 #include "io/fletcher32.h"
 #include "io/h5_gheap.h"
+#include "io/temp_guard.h"
 
 #define MP_H5_CHUNK_BYTES ((int64_t)4 << 20)
 
 struct mp_h5w {
     hid_t file, lcpl;
     int deflate;
+    int guard; /* the temporary's slot in io/temp_guard.h, or -1 */
     char path[1024], tmp[1060];
 };
 
@@ -64,6 +68,7 @@ mp_status mp_h5w_open(mp_h5w **out, const char *path, int deflate)
         free(w);
         return st;
     }
+    w->guard = mp_temp_guard_add(w->tmp);
     w->lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(w->lcpl, 1);
     *out = w;
@@ -303,7 +308,8 @@ mp_status mp_h5w_array(mp_h5w *w, const char *path, mp_dtype dtype, int ndim,
     const char *kill_after = getenv("MPDIST_TEST_CKPT_KILL_AFTER");
     if (st == MP_OK && kill_after && ++written >= atoi(kill_after)) {
         H5Fflush(w->file, H5F_SCOPE_GLOBAL);
-        raise(SIGKILL);
+        const char *sig = getenv("MPDIST_TEST_CKPT_KILL_SIGNAL");
+        raise(sig ? atoi(sig) : SIGKILL);
     }
     return st;
 }
@@ -332,6 +338,7 @@ mp_status mp_h5w_commit(mp_h5w *w)
         mp_status st = mp_fail(MP_ECKPT, "%s: cannot flush the checkpoint (%s)", w->tmp,
                                mp_h5_message());
         unlink(w->tmp);
+        mp_temp_guard_drop(w->guard);
         free(w);
         return st;
     }
@@ -346,6 +353,7 @@ mp_status mp_h5w_commit(mp_h5w *w)
     } else {
         unlink(w->tmp);
     }
+    mp_temp_guard_drop(w->guard);
     free(w);
     return st;
 }
@@ -358,6 +366,7 @@ void mp_h5w_abort(mp_h5w *w)
     H5Fclose(w->file);
     H5Eclear2(H5E_DEFAULT);
     unlink(w->tmp);
+    mp_temp_guard_drop(w->guard);
     free(w);
 }
 

@@ -1,7 +1,8 @@
 # What mpdist's exit codes mean, and which a restart can fix (sourced by launch/mpdist-run and
 # cluster/slurm/job.sh, not run). mpdist: 0 done, 1 internal error, 2 usage or config, 3 data,
-# 4 checkpoint, 5 divergence, 6 communication failure; a launcher adds its own codes, 128 + N
-# when a rank or the launcher was ended by signal N.
+# 4 checkpoint, 5 divergence, 6 communication failure, 128 + N stopped by signal N without a
+# checkpoint.dir; a launcher adds its own codes, 128 + N when a rank or the launcher was ended by
+# signal N.
 
 # mp_exit_cause RC: prints what exit code RC means, in a few words.
 mp_exit_cause() {
@@ -13,7 +14,7 @@ mp_exit_cause() {
     4) echo "a checkpoint error" ;;
     5) echo "the run diverged" ;;
     6) echo "a communication failure: a lost rank or host" ;;
-    *) if [ "$1" -gt 128 ]; then echo "a rank or the launcher ended by signal $(($1 - 128))"
+    *) if [ "$1" -gt 128 ]; then echo "a rank or the launcher ended by signal $(($1 - 128)), or a run it stopped without checkpoint.dir"
        else echo "a failed rank"; fi ;;
   esac
 }

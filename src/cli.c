@@ -70,7 +70,8 @@ void mp_cli_usage(FILE *out)
           "                        loop (--share-gpu: ranks on one GPU, a test that gives no\n"
           "                        speed); --device cpu: the CPU backend's memory\n"
           "exit codes: 0 done, 2 usage or config error, 3 data error, 4 checkpoint error,\n"
-          "            5 diverged, 6 communication failure or timeout\n"
+          "            5 diverged, 6 communication failure or timeout, 128 + N stopped\n"
+          "            by signal N without checkpoint.dir (nothing kept), 1 anything else\n"
           "config keys: configs/README.md\n",
           out);
 }

@@ -281,7 +281,11 @@ static void print_result(const mp_train_result *res, const mp_config *cfg)
                (long long)res->steps, res->stopped_by, res->checkpoint, res->checkpoint);
     } else {
         printf("stopped at step %lld by %s without a checkpoint (checkpoint.dir is not set in "
-               "%s)\n", (long long)res->steps, res->stopped_by, cfg->path);
+               "%s)", (long long)res->steps, res->stopped_by, cfg->path);
+        if (res->stop_signal) /* see train() */
+            printf("; nothing of the run was kept: exit %d (128 + the signal's number)",
+                   128 + res->stop_signal);
+        printf("\n");
     }
 }
 
@@ -340,6 +344,8 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
             rc = fail_run(t, st);
         else if (t->comm->rank == 0)
             print_result(&res, cfg);
+        if (st == MP_OK && res.stopped && res.stop_signal && !cfg->checkpoint.dir[0])
+            rc = 128 + res.stop_signal; /* lost, as a kill would have lost it (every rank) */
         if (st == MP_OK && t->comm->rank == 0 && cfg->log.profile) {
             mp_profile_print(stdout, "rank 0");
             mp_backends_conv_plans(stdout);
@@ -421,6 +427,7 @@ static int file_command(const mp_cli *cli)
     if (!launch_speaker())
         return 0;
     mp_signals_install_fatal(-1, NULL);
+    mp_signals_install_ending();
     mp_status st;
     if (cli->cmd == MP_CMD_INSPECT) {
         st = mp_checkpoint_inspect(cli->config, stdout);

@@ -1,7 +1,9 @@
-/* Stop-request and fatal-signal handlers; see signals.h. The stop handler only writes a
- * sig_atomic_t; a SIGTERM after any stop request restores the default action and re-raises, so
- * a user can always kill. The fatal handler only calls async-signal-safe functions. */
+/* Stop-request, ending and fatal-signal handlers; see signals.h. The stop handler only writes a
+ * sig_atomic_t; a SIGTERM after any stop request ends the process as an ending signal does, so
+ * a user can always kill. The handlers only call async-signal-safe functions. */
 #include "src/signals.h"
+
+#include "io/temp_guard.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -10,26 +12,51 @@
 
 static volatile sig_atomic_t mp_stop_signal;
 
+/* Removes the temporaries being written, then dies of `sig` as without a handler. */
+static void on_ending(int sig)
+{
+    mp_temp_guard_unlink_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static void on_signal(int sig)
 {
     if (mp_stop_signal && sig == SIGTERM) {
-        signal(SIGTERM, SIG_DFL);
-        raise(SIGTERM);
+        on_ending(sig);
         return;
     }
     if (!mp_stop_signal)
         mp_stop_signal = sig;
 }
 
-void mp_signals_install(void)
+/* Installs fn for sig; an ending handler (fn == on_ending) leaves a signal the process was
+ * started with ignored (nohup, a script's `cmd &`) ignored. */
+static void handle(int sig, void (*fn)(int))
 {
     struct sigaction sa;
+    if (fn == on_ending && sigaction(sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+        return;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = fn;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+void mp_signals_install(void)
+{
+    handle(SIGTERM, on_signal);
+    handle(SIGUSR1, on_signal);
+    handle(SIGINT, on_ending);
+    handle(SIGHUP, on_ending);
+}
+
+void mp_signals_install_ending(void)
+{
+    handle(SIGTERM, on_ending);
+    handle(SIGINT, on_ending);
+    handle(SIGHUP, on_ending);
 }
 
 int mp_signal_pending(void) { return (int)mp_stop_signal; }

@@ -1,12 +1,19 @@
 /* Stop requests: SIGTERM (what Slurm sends at a time limit, and scancel) and SIGUSR1 (sbatch
  * --signal=USR1@60) only set a flag; the step loop agrees on it over all ranks and stops at the
- * next step boundary with a checkpoint. A SIGTERM after a first stop signal ends the process at
- * once; SIGINT keeps its default. */
+ * next step boundary with a checkpoint. A SIGTERM after a first stop signal, SIGINT and SIGHUP
+ * end the process at once, as without a handler, after removing the temporaries it was writing
+ * (io/temp_guard.h). */
 #ifndef MP_SIGNALS_H
 #define MP_SIGNALS_H
 
-/* Installs the handlers (idempotent). */
+/* Installs the handlers for training: SIGTERM and SIGUSR1 request a stop, SIGINT and SIGHUP
+ * end the process (idempotent). */
 void mp_signals_install(void);
+
+/* For commands that write a file and have no stop to agree on (export): SIGTERM, SIGINT and
+ * SIGHUP remove the temporaries being written and end the process as without a handler, so
+ * no full-size hidden file is left beside the target (idempotent). */
+void mp_signals_install_ending(void);
 
 /* Installs handlers for the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) that
  * write one line "mpdist: error: rank R on HOST: fatal signal NAME" with write(2) alone, then

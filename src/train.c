@@ -555,6 +555,7 @@ static mp_status after_step(mp_trainer *t, const mp_resume_point *at, mp_train_r
     if (!last && t->stop_signal) {
         t->stop = true;
         r->stopped_by = mp_signal_name(t->stop_signal);
+        r->stop_signal = t->stop_signal;
     } else if (!last && budget) {
         t->stop = true;
         r->stopped_by = "train.step_budget";

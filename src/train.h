@@ -45,6 +45,7 @@ typedef struct mp_train_result {
     double loss_scale;      /* at the end */
     bool stopped;           /* by a signal or train.step_budget, before the end */
     const char *stopped_by; /* "SIGTERM", "SIGUSR1", "train.step_budget" */
+    int stop_signal;        /* the agreed signal that stopped it, or 0 */
     char checkpoint[1100];  /* rank 0: the last checkpoint written, "" if none */
 } mp_train_result;
 

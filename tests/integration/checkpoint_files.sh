@@ -3,8 +3,9 @@
 # parameter table; export writes weights in fp16/bf16/fp32 (fp16 at most 0.52x the fp32 file),
 # or fp16 with BatchNorm in FP32 (--keep-batchnorm-fp32), and mpdist eval on an export matches
 # the full checkpoint's accuracy within 0.2 points (an MLP, and cnn_bn whose BatchNorm
-# statistics travel in /buffers; the FP32-BatchNorm export at O3); damaged, truncated, foreign and
-# exported files are refused with exit 4 and the file or dataset named.
+# statistics travel in /buffers; the FP32-BatchNorm export at O3); an export ended by a signal
+# removes its temporary; damaged, truncated, foreign and exported files are refused with exit 4
+# and the file or dataset named.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 COMMON=(--set data.train_limit=4000 --set data.test_limit=1000 --set train.epochs=2
@@ -61,6 +62,43 @@ for want in '^  conv1.weight +\[' '^  bn1.running_var +\[' '^scaler: dynamic sca
   grep -Eq "$want" "$TMP/out" || { echo "FAIL: inspect lacks /$want/"; cat "$TMP/out"; exit 1; }
 done
 echo "ok: inspect: $(grep -c '^  ' "$TMP/out") table rows"
+
+# export ended by a signal (SIGTERM, SIGINT, SIGHUP) while it writes: it dies of the signal and
+# removes its temporary (`.OUT.<pid>-0.tmp`), leaving no OUT; SIGKILL cannot be caught and leaves
+# the temporary (shown, so that the check can fail). A signal the process was started with
+# ignored (nohup's SIGHUP) stays ignored: the export completes. The signals' dispositions are set
+# before the exec, since a shell's background job starts with SIGINT ignored.
+# signalled DISPOSITION SIG OUT: export $MLP to OUT with the test hook raising SIG after the first
+# dataset, SIGINT and SIGHUP set to DISPOSITION ("SIG_DFL" or "SIG_IGN"); the exit code in $rc.
+signalled() {
+  rc=0
+  MPDIST_TEST_CKPT_KILL_AFTER=1 MPDIST_TEST_CKPT_KILL_SIGNAL=$2 python3 -c "
+import os, signal, sys
+for s in (signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, signal.$1)
+os.execv(sys.argv[1], sys.argv[1:])" "$MPDIST" export "$MLP" "$3" >"$TMP/out" 2>&1 || rc=$?
+}
+mkdir -p "$TMP/sig"
+for sig in 15 2 1 9; do
+  signalled SIG_DFL $sig "$TMP/sig/w$sig.h5"
+  left=$(cd "$TMP/sig" && LC_ALL=C ls -A | { grep "w$sig" || true; } | paste -sd' ')
+  if [ "$sig" = 9 ]; then want="\.w9\.h5\.[0-9]+-0\.tmp"; else want=""; fi
+  if [ "$rc" = $((128 + sig)) ] && [[ $left =~ ^$want$ ]]; then
+    echo "ok: export ended by signal $sig: exit $rc, left: ${left:-nothing}"
+  else
+    echo "FAIL: export ended by signal $sig: exit $rc (want $((128 + sig))), left: '$left'"
+    cat "$TMP/out"
+    exit 1
+  fi
+done
+signalled SIG_IGN 1 "$TMP/sig/nohup.h5"
+if [ "$rc" = 0 ] && [ -s "$TMP/sig/nohup.h5" ]; then
+  echo "ok: export started with SIGHUP ignored (nohup) ignores it and completes"
+else
+  echo "FAIL: export started with SIGHUP ignored: exit $rc, $(ls -A "$TMP/sig" | paste -sd' ')"
+  cat "$TMP/out"
+  exit 1
+fi
 
 # export: fp16 and bf16 about half of fp32; eval of each within 0.2 points of the checkpoint.
 for src in mlp cnn; do

@@ -43,7 +43,7 @@ rc=0
 wait "$job" || rc=$?
 expect_ok "the run ended with exit 0 (got $rc)" test "$rc" = 0
 expect_ok "one restart, its cause logged" \
-  grep -q "exit 137 (a rank or the launcher ended by signal 9): restart 1 of 2" restarts.log
+  grep -q "exit 137 (a rank or the launcher ended by signal 9, or a run it stopped without checkpoint.dir): restart 1 of 2" restarts.log
 expect_ok "one line in the restart log" test "$(wc -l <restarts.log)" = 1
 expect_ok "resumed from a checkpoint" grep -q "^resumed from $TMP/f/ckpt-" f.out
 expect_ok "the final parameters and optimizer state equal the uninterrupted run's" \

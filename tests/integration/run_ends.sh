@@ -1,34 +1,51 @@
 #!/usr/bin/env bash
 # How runs end and start, at their edges (issue 18): (1) SIGTERM to launch/mpdist-run (the
 # documented command; mpirun itself exits 1 after a SIGTERM whatever the ranks return): every
-# rank saves and stops, exit 0; (2) an error every rank reaches at the same step (divergence) is
+# rank saves and stops, exit 0, and without checkpoint.dir exits 138 (128 + SIGUSR1); (2) an error every rank reaches at the same step (divergence) is
 # one line, from rank 0, exit 5, and no MPI_Abort; (3) a checkpoint.dir that cannot be written is
 # exit 4 with one line before any training: under a regular file (ENOTDIR), /sys (where even root
 # cannot create files), a chmod 555 directory when not root; (4) at start-up the temporaries of
 # killed saves (".ckpt-<step>.h5.tmp", unchanged for 120 s) are removed on one line, a younger one
 # and look-alike names are left; (5) resuming a finished run takes no step, leaves the metrics as
 # they were (no second eval record, no summary of 0 images/s) and exits 0 with one line; (6) a
-# resume from an older checkpoint than checkpoint.dir's newest is refused (exit 2).
+# resume from an older checkpoint than checkpoint.dir's newest is refused (exit 2); (7) SIGINT
+# during a save removes its temporary.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 SMALL=(--set data.train_limit=2000 --set data.test_limit=200 --set train.epochs=2 --set log.progress=none)
 banner='^mpdist [0-9.]+: 2 ranks'
 
-# (1) SIGTERM to mpdist-run once training runs.
-MPDIST_BIN=$MPDIST "$SRC/launch/mpdist-run" -n 2 "$CFG" "${SMALL[@]}" --set train.epochs=1000 \
-  --set log.every=10 --set "log.metrics=\"$TMP/term.jsonl\"" --set "checkpoint.dir=\"$TMP/term\"" \
-  >"$TMP/term.out" 2>&1 &
-job=$!
-for _ in $(seq 600); do grep -qs '"type":"step"' "$TMP/term.jsonl" && break; sleep 0.1; done
-kill -TERM "$job"
-timeout 120 tail --pid="$job" -f /dev/null || kill -9 "$job"
-rc=0
-wait "$job" || rc=$?
+# (1) SIGTERM to mpdist-run once training runs: with checkpoint.dir every rank saves and exits 0;
+# without it nothing is kept, and the run exits 128 + SIGUSR1's 10 (what mpdist-run sends on).
+# term_run NAME [ARGS]: trains in the background, sends the SIGTERM; the exit code in $rc.
+term_run() {
+  local name=$1 job
+  shift
+  MPDIST_BIN=$MPDIST "$SRC/launch/mpdist-run" -n 2 "$CFG" "${SMALL[@]}" --set train.epochs=1000 \
+    --set log.every=10 --set "log.metrics=\"$TMP/$name.jsonl\"" "$@" >"$TMP/$name.out" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do grep -qs '"type":"step"' "$TMP/$name.jsonl" && break; sleep 0.1; done
+  kill -TERM "$job"
+  timeout 120 tail --pid="$job" -f /dev/null || kill -9 "$job"
+  rc=0
+  wait "$job" || rc=$?
+}
+term_run term --set "checkpoint.dir=\"$TMP/term\""
 if [ "$rc" = 0 ] && grep -q '^stopped at step [0-9]* by SIGUSR1; checkpoint .*/term/ckpt-' "$TMP/term.out" &&
    ls "$TMP"/term/ckpt-*.h5 >/dev/null 2>&1 && ! grep -q '^mpdist: error:' "$TMP/term.out"; then
   echo "ok: SIGTERM to mpdist-run: exit 0, $(grep '^stopped' "$TMP/term.out" | cut -d';' -f1)"
 else
   echo "FAIL: SIGTERM to mpdist-run: exit $rc (want 0 with a checkpoint):"; sed 's/^/    /' "$TMP/term.out" | tail -20
+  failures=$((failures + 1))
+fi
+term_run lost
+if [ "$rc" = 138 ] && [ "$(grep -c '^stopped at step' "$TMP/lost.out")" = 1 ] &&
+   grep -q '^stopped at step [0-9]* by SIGUSR1 without a checkpoint .*: exit 138 ' "$TMP/lost.out" &&
+   ! grep -q '^mpdist: error:' "$TMP/lost.out"; then
+  echo "ok: SIGTERM to mpdist-run without checkpoint.dir: exit 138, one line from rank 0"
+else
+  echo "FAIL: SIGTERM to mpdist-run without checkpoint.dir: exit $rc (want 138):"
+  sed 's/^/    /' "$TMP/lost.out" | tail -20
   failures=$((failures + 1))
 fi
 
@@ -98,4 +115,17 @@ rc=0
 timeout 120 "$MPDIST" "$CFG" "${SMALL[@]}" "${BR[@]}" --set train.max_steps=24 \
   --resume "$TMP/br/ckpt-00000008.h5" --set "checkpoint.dir=\"$TMP/br2\"" >"$TMP/br2.out" 2>&1 || rc=$?
 expect_ok "the branch in another checkpoint.dir" test "$rc" = 0
+
+# (7) SIGINT while a checkpoint is written (the test hook raises it after the file's first
+# dataset; SIGINT's default set before the exec, as a shell's background job starts with it
+# ignored): the rank dies of it, exit 130, and removes its temporary.
+rc=0
+MPDIST_TEST_CKPT_KILL_AFTER=1 MPDIST_TEST_CKPT_KILL_SIGNAL=2 python3 -c "
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])" "$MPDIST" "$CFG" "${SMALL[@]}" --set train.max_steps=8 \
+  --set "checkpoint.dir=\"$TMP/int\"" >"$TMP/int.out" 2>&1 || rc=$?
+left=$(cd "$TMP/int" && LC_ALL=C ls -A | paste -sd' ')
+expect_ok "SIGINT during a save: exit $rc (want 130), checkpoint.dir holds '$left' (no temporary)" \
+  test "$rc" = 130 -a "$left" = .mpdist.lock
 finish
