@@ -239,6 +239,14 @@ double mp_grad_sync_post_scale(const mp_grad_sync *s)
     return s->comm->size > 1 ? s->cfg.predivide / s->comm->size : 1.0;
 }
 
+void mp_grad_sync_unmarked(mp_grad_sync *s)
+{
+    if (!s->pending[s->set ^ 1])
+        return;
+    s->pending[s->set] = false;
+    s->set ^= 1;
+}
+
 void mp_grad_sync_free(mp_grad_sync *s)
 {
     for (int g = 0; g < MP_NGROUPS; g++) {

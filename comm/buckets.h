@@ -107,8 +107,15 @@ mp_status mp_grad_sync_ready(void *s, int first_param);
  * time them on the device, in two sets used in turn, a set read at the first start of the
  * marked step after next (mark_elapsed waits for it, so the host runs at most about two steps
  * ahead of the device), and comm_ms and exposed_ms are those of the marked step two before (0
- * at the first two and inside a graph capture, which records no mark). */
+ * at the first two and inside a graph capture, which records no mark), or after unmarked
+ * steps those of the last marked step (mp_grad_sync_unmarked). */
 mp_status mp_grad_sync_finish(mp_grad_sync *s);
+
+/* Steps that record no marks (graph launches) ran since the last marked step: the next marked
+ * step reads the newest set, that last marked step's, instead of the older one (which can be
+ * a warm-up step's, with NCCL's connection set-up in it). Not collective; every rank calls it
+ * at the same steps. */
+void mp_grad_sync_unmarked(mp_grad_sync *s);
 
 /* The factor to fold into the loss gradient: 1 / predivide (1 with one rank). */
 double mp_grad_sync_pre_scale(const mp_grad_sync *s);

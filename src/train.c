@@ -413,6 +413,7 @@ static mp_status train_step(mp_trainer *t, int64_t step, int micro, double lr, b
                                                step's again (a warm-up step did time its own) */
             t->sync.comm_ms = t->sync.exposed_ms = 0.0;
             t->sync.timed = false;
+            mp_grad_sync_unmarked(&t->sync);
         }
     } else {
         PROFILED("bn statistics", mp_model_stats_save(&t->model)); /* put back if skipped */

@@ -7,8 +7,9 @@
  * between its first and its other buckets, so the step two later must report at least that
  * sleep as comm_ms (first start to all summed) and less of it as exposed; the first two steps
  * report nothing; a step reports the step two before it, not its own; without overlap the first
- * start is backward's end, so the sleep is not in comm_ms; and inside a capture nothing may be
- * marked. Built only where CUDA (and so NCCL's headers) is; elsewhere it exits 77. */
+ * start is backward's end, so the sleep is not in comm_ms; inside a capture nothing may be
+ * marked; and after unmarked steps (graph launches) the next marked step reads the last marked
+ * step's set. Built only where CUDA (and so NCCL's headers) is; elsewhere it exits 77. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_mpi.h"
 
@@ -87,6 +88,22 @@ static void test_bucket_times(void **state)
     assert_true(s.timed && s.comm_ms < 20.0);
     step(&s, 0.0);
     assert_true(s.timed && s.comm_ms < 20.0); /* step 5's: its sleep came before the first start */
+    /* steps without marks (graph launches) between two marked steps: the next one reads the
+     * last marked step's set, not the one before it */
+    s.cfg.overlap = true;
+    step(&s, 0.06);
+    step(&s, 0.0);
+    mp_grad_sync_unmarked(&s);
+    step(&s, 0.0);
+    assert_true(s.timed && s.comm_ms < 20.0); /* step 8's, not step 7's 60 ms */
+    step(&s, 0.0);
+    assert_false(s.timed); /* the older set was dropped: nothing to read */
+    step(&s, 0.0);
+    assert_true(s.timed && s.comm_ms < 20.0);
+    step(&s, 0.05);
+    mp_grad_sync_unmarked(&s); /* both sets pending: the older one dropped */
+    step(&s, 0.0);
+    assert_true(s.timed && s.comm_ms >= 50.0); /* the last marked step's, not the one before */
     mp_grad_sync_free(&s);
     mp_comm_drop_device(&comm);
     mp_params_free(&p);
