@@ -20,8 +20,8 @@
  * dS in FP32) is what the (T, T) path's GEMMs round (engine/backend_cuda/attention.cu), and
  * the op table's bounds for these cases say so (tests/gpu/op_table_attn.c). Shared memory: up
  * to 113 KiB a block at dh = 128 (opted in per kernel). A lane pair takes a row, its lanes the
- * even and the odd columns rotated by the row, so that shared memory serves a warp without bank
- * conflicts. The kernels are in attention_mma_kernels.cuh, which the suite also builds on the
+ * even and the odd columns rotated by the row, and the tiles' rows are padded (mma_lay), so that
+ * shared memory serves a warp's own accesses and its WMMA loads without bank conflicts. The kernels are in attention_mma_kernels.cuh, which the suite also builds on the
  * CPU over a stand-in of the device (tests/emu/test_attention_mma.cpp); this file launches
  * them. Not yet run on a GPU when written: the op table checks them there. */
 #include "engine/backend_cuda/attention_flash.cuh" /* first: cuda.h's C headers as extern "C" */
@@ -73,7 +73,7 @@ template <mp_dtype DT, int NB> struct mma_fwd {
     static mp_status run(const flash_args &a, bool *ran, const void *qkv, void *stats, void *out)
     {
         void (*k)(flash_args, const void *, void *, void *) = k_mma_fwd<DT, NB>;
-        const size_t bytes = fwd_bytes(16 * NB);
+        const size_t bytes = fwd_bytes<NB>();
         MP_TRY((mma_usable<DT, NB, 0>((const void *)k, bytes, ran)));
         if (*ran) {
             k<<<mma_grid(a), MMA_THREADS, bytes, mp_cuda_ctx_get()->stream>>>(a, qkv, stats,
@@ -98,7 +98,7 @@ template <mp_dtype DT, int NB> struct mma_bwd {
         typedef void (*kernel)(flash_args, const void *, const void *, const float *,
                                const void *, void *);
         kernel kq = k_mma_dq<DT, NB>, kkv = k_mma_dkv<DT, NB>;
-        const size_t bq = dq_bytes(16 * NB), bkv = dkv_bytes(16 * NB);
+        const size_t bq = dq_bytes<NB>(), bkv = dkv_bytes<NB>();
         bool okq = false, okkv = false;
         MP_TRY((mma_usable<DT, NB, 1>((const void *)kq, bq, &okq)));
         MP_TRY((mma_usable<DT, NB, 2>((const void *)kkv, bkv, &okkv)));

@@ -95,7 +95,7 @@ static inline unsigned __ballot_sync(unsigned, int pred)
 }
 static inline int __popc(unsigned v) { return __builtin_popcount(v); }
 
-struct uint4 {
+struct alignas(16) uint4 { /* as CUDA's: a misaligned 16-byte load is UB here (UBSan says so) */
     uint32_t x, y, z, w;
 };
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d)
@@ -211,8 +211,9 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float, L> &d,
  * FAIL line and exit 1. */
 const mp_ops *emu_cpu_ops();
 
-/* Shared memory: the kernels' `extern __shared__ unsigned char smem[]` is this buffer. */
-enum { EMU_SMEM = 256 * 1024, EMU_GUARD = 4096 };
+/* Shared memory: the kernels' `extern __shared__ unsigned char smem[]` is this buffer.
+ * EMU_SMEM_MAX: the most a block may have on sm_90 (227 KiB, with the opt-in). */
+enum { EMU_SMEM = 256 * 1024, EMU_SMEM_MAX = 232448, EMU_GUARD = 4096 };
 extern unsigned char emu_smem[EMU_SMEM + EMU_GUARD];
 #define smem emu_smem
 
@@ -224,7 +225,7 @@ template <class F> static bool emu_launch3(emu_dim3 grid, emu_dim3 block, size_t
 {
     const unsigned threads = block.x * block.y * block.z;
     const unsigned long blocks = (unsigned long)grid.x * grid.y * grid.z;
-    if (bytes > EMU_SMEM || threads == 0 || threads > 1024 || block.z > 64 || grid.y > 65535 ||
+    if (bytes > EMU_SMEM_MAX || threads == 0 || threads > 1024 || block.z > 64 || grid.y > 65535 ||
         grid.z > 65535 || grid.x == 0 || grid.y == 0 || grid.z == 0)
         abort(); /* a launch CUDA refuses */
     bool ok = true;

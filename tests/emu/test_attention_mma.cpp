@@ -86,7 +86,7 @@ static void run_case(int64_t N, int64_t T, int64_t heads, bool causal, double p,
     std::vector<unsigned char> out((size_t)(N * T * D) * bytes_of(odt));
     std::vector<float> stats((size_t)(N * heads * T * 2));
     const unsigned gx = (unsigned)((T + MMA_ROWS - 1) / MMA_ROWS);
-    bool ok = emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, fwd_bytes(dh), [&] {
+    bool ok = emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, fwd_bytes<NB>(), [&] {
         k_mma_fwd<DT, NB>(a, qkv.data(), stats.data(), out.data());
     });
     auto q = [&](int64_t n, int64_t t, int part, int64_t h, int c) {
@@ -147,10 +147,10 @@ static void run_case(int64_t N, int64_t T, int64_t heads, bool causal, double p,
     ok = ok && emu_launch(2, 1, 1, 64, 0, [&] { /* fewer threads than rows: the stride loop */
              k_mma_rowdot(b, out.data(), dout.data(), dd.data());
          });
-    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dq_bytes(dh), [&] {
+    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dq_bytes<NB>(), [&] {
         k_mma_dq<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
     });
-    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes(dh), [&] {
+    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes<NB>(), [&] {
         k_mma_dkv<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
     });
     auto d_o = [&](int64_t n, int64_t t, int64_t h, int c) {
