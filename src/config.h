@@ -140,6 +140,12 @@ mp_status mp_config_load(mp_config *c, const char *path, const char *const *sets
 /* Whether the key at `path` ("amp.loss_scale") was given in the file or by --set. */
 bool mp_config_given(const mp_config *c, const char *path);
 
+/* The per-channel normalisation c's data format brings for its first 3 channels where
+ * data.mean or data.std is not given: CIFAR-10's own statistics, and ImageNet's for 3-channel
+ * image folders (as torchvision's examples use). True with them in mean and std; false for
+ * formats whose single data.mean and data.std (given or default) apply to every channel. */
+bool mp_config_channel_norm(const mp_config *c, double mean[3], double std[3]);
+
 /* Where the key at `path` ("model.depth", or "model.layers.[N]" for a layer's group) was given,
  * as a message prefix "FILE:LINE: KEY" or "--set KEY"; NULL if it was not. Owned by c. */
 const char *mp_config_where(const mp_config *c, const char *path);

@@ -1,7 +1,9 @@
 /* The resolved configuration as libconfig text: every group of the schema, every key with its
  * effective value (defaults included), written so that mp_config_load reads it back to the
  * same mp_config (floats in their shortest round-trip form, 64-bit ints with an L suffix,
- * strings escaped). With model.layers, the preset keys are left out (they would conflict). */
+ * strings escaped). With model.layers, the preset keys are left out (they would conflict);
+ * data.mean and data.std not given where the format brings per-channel values are a comment
+ * with those values (a number there would apply to every channel). */
 #include "src/config_internal.h"
 
 #include <inttypes.h>
@@ -167,6 +169,20 @@ static void tb_key(text_buf *b, const mp_config *c, const mp_key *k)
     if ((k->flags & MP_KEY_PRESET) && c->model.nlayers > 0)
         return;
     const char *dot = strchr(k->path, '.');
+    double norm[2][3];
+    bool is_mean = strcmp(k->path, "data.mean") == 0;
+    if ((is_mean || strcmp(k->path, "data.std") == 0) && !mp_config_given(c, k->path) &&
+        mp_config_channel_norm(c, norm[0], norm[1])) { /* left out: read back, still not given */
+        const double *v = norm[is_mean ? 0 : 1];
+        tb_printf(b, "  # %s: not given, so data.format \"%s\"'s per channel: [", dot + 1,
+                  c->data.format);
+        for (int i = 0; i < 3; i++) {
+            tb_printf(b, "%s", i ? ", " : "");
+            tb_float(b, v[i]);
+        }
+        tb_printf(b, "]\n");
+        return;
+    }
     tb_printf(b, "  %s = ", dot ? dot + 1 : k->path);
     switch (k->type) {
     case MP_KEY_INT: tb_int(b, field_int(c, k, 0)); break;

@@ -96,16 +96,11 @@ static mp_status load_data(mp_trainer *t)
         MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
                            c->data.test_limit));
     }
-    static const double cifar_mean[3] = {0.4914, 0.4822, 0.4465};
-    static const double cifar_std[3] = {0.2470, 0.2435, 0.2616};
-    static const double net_mean[3] = MP_FOLDER_MEAN, net_std[3] = MP_FOLDER_STD;
-    bool cifar = strcmp(c->data.format, "cifar10") == 0;
-    bool rgb_folder = strcmp(c->data.format, "folder") == 0 && c->data.channels == 3;
+    double m[3], s[3];
+    bool own = mp_config_channel_norm(c, m, s); /* the format's per-channel defaults */
     for (int k = 0; k < MP_DATA_MAX_CHANNELS; k++) {
-        bool own = (cifar || rgb_folder) && k < 3; /* the format's per-channel defaults */
-        const double *m = cifar ? cifar_mean : net_mean, *s = cifar ? cifar_std : net_std;
-        t->mean[k] = own && !mp_config_given(c, "data.mean") ? m[k] : c->data.mean;
-        t->std[k] = own && !mp_config_given(c, "data.std") ? s[k] : c->data.std;
+        t->mean[k] = own && k < 3 && !mp_config_given(c, "data.mean") ? m[k] : c->data.mean;
+        t->std[k] = own && k < 3 && !mp_config_given(c, "data.std") ? s[k] : c->data.std;
     }
     if (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c)
         return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",

@@ -650,10 +650,41 @@ static void test_round_trip(void **state)
     mp_config_free(&c);
 }
 
+/* data.mean and data.std not given for a format with per-channel values (an RGB image folder,
+ * CIFAR-10) print as a comment with those values and read back still not given, so the run of
+ * the printed text normalises as the original's; given, they print as keys. */
+static void test_round_trip_channel_norm(void **state)
+{
+    (void)state;
+    const char *folder[] = {"data.format=\"folder\"", "data.path=\"root\"",
+                            "data.image_size=32", "data.std=0.5"};
+    mp_config a, b;
+    load_ok(&a, NULL, folder, 4);
+    assert_non_null(strstr(a.text, "\n  # mean: not given, so data.format \"folder\"'s per "
+                                   "channel: [0.485, 0.456, 0.406]\n"));
+    assert_null(strstr(a.text, "\n  mean = "));
+    assert_non_null(strstr(a.text, "\n  std = 0.5;\n"));
+    char rpath[1200];
+    write_cfg(rpath, sizeof rpath, "rt_norm_out.cfg", a.text);
+    load_ok(&b, rpath, NULL, 0);
+    assert_false(mp_config_given(&b, "data.mean"));
+    assert_true(mp_config_given(&b, "data.std"));
+    assert_same_values(&a, &b);
+    assert_string_equal(a.text, b.text);
+    mp_config_free(&a);
+    mp_config_free(&b);
+    const char *gray[] = {"data.format=\"folder\"", "data.path=\"root\"",
+                          "data.image_size=32", "data.channels=1"};
+    load_ok(&a, NULL, gray, 4);
+    assert_non_null(strstr(a.text, "\n  mean = 0.286;\n")); /* one value for every channel */
+    mp_config_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_round_trip_channel_norm),
         cmocka_unit_test(test_full_file),
         cmocka_unit_test(test_custom_layers),
         cmocka_unit_test(test_transformer_layers),
