@@ -87,9 +87,9 @@ const mp_key mp_config_keys[] = {
     {"data.context", MP_KEY_INT, "128", GE(2), LE(4096), CF(data.context),
      .meaning = "text, tokens: bytes or tokens per sample (the sequence length); each epoch the "
                 "training windows start at an offset drawn from (train.seed, epoch)."},
-    {"data.token_bytes", MP_KEY_INT, "2", GE(2), LE(4), CF(data.token_bytes),
-     .meaning = "tokens: bytes a token in a shard without llm.c's header (2: uint16, nanoGPT's "
-                "train.bin; 4: uint32); a shard with the header says it itself."},
+    {"data.token_bytes", MP_KEY_INT, "2", CF(data.token_bytes),
+     .meaning = "tokens: bytes a token in a shard without llm.c's header, 2 (uint16, nanoGPT's "
+                "train.bin) or 4 (uint32); a shard with the header says it itself."},
     {"data.train_images", MP_KEY_STRING, "\"train/images\"", .flags = MP_KEY_NONEMPTY,
      CF(data.train_images),
      .meaning = "hdf5: the training images' dataset, (N, H, W, C), (N, C, H, W) with "
@@ -164,8 +164,9 @@ const mp_key mp_config_keys[] = {
      .meaning = "vit, gpt: the blocks' attention: flash (tiled: an online softmax over key "
                 "tiles keeps 2 numbers per token and head for backward, which recomputes the "
                 "probabilities; memory linear in the tokens), matrix (keeps the T x T "
-                "probabilities), or auto: matrix on CUDA, whose tiled kernel has no tensor "
-                "cores yet (9.6x slower at context 1024 on an H200), flash elsewhere."},
+                "probabilities), or auto: matrix on CUDA (the scalar tiled kernel was 9.6x "
+                "slower at context 1024 on an H200; its tensor-core version, for half inputs, "
+                "has not run on a GPU yet), flash elsewhere."},
     {"model.recompute", MP_KEY_BOOL, "false", CF(model.recompute),
      .meaning = "Activation recomputation of the composite blocks (residual and transformer "
                 "blocks): forward keeps only each block's input and output, and backward runs "
