@@ -124,6 +124,11 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
         printf(", blocks recomputed in backward");
     printf("\n");
     mp_amp_print(&t->amp, stdout);
+    if (t->sched.warmup_steps > t->total_steps) /* legal (a short try of a long config): said */
+        printf("note: schedule.warmup_epochs = %g is %lld steps, more than the run's %lld: the "
+               "learning rate stays below optim.lr (at most %.3g of it)\n",
+               c->schedule.warmup_epochs, (long long)t->sched.warmup_steps,
+               (long long)t->total_steps, (double)t->total_steps / (double)t->sched.warmup_steps);
     /* a GPU rank bound to one core: its loader's threads take turns with the thread that
      * issues the step (the staged CPU backend of the tests is left quiet) */
     int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);

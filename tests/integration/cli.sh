@@ -16,6 +16,11 @@ grep -q '^mpi: Open MPI v4' <<<"$info" || { echo "FAIL: info mpi version"; exit 
 dry=$("$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.hidden=[100])
 grep -q '^total parameters: 79510$' <<<"$dry" || { echo "FAIL: dry-run parameter count"; echo "$dry"; exit 1; }
 grep -q '^  hidden = \[100\];' <<<"$dry" || { echo "FAIL: dry-run resolved config"; exit 1; }
+! grep -q '^note: schedule.warmup_epochs' <<<"$dry" || { echo "FAIL: a warm-up note without warm-up"; exit 1; }
+dry=$("$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set schedule.warmup_epochs=2 \
+  --set train.max_steps=100)
+grep -q '^note: schedule.warmup_epochs = 2 is 1876 steps, more than the run.s 100: .*at most 0.0533 of it' <<<"$dry" ||
+  { echo "FAIL: no note of a warm-up longer than the run"; grep '^note' <<<"$dry"; exit 1; }
 test ! -e runs || { echo "FAIL: a dry run wrote files"; exit 1; }
 cat >"$TMP/layers.cfg" <<'CFG'
 model: { layers = ( { type = "linear"; out = 64; name = "hidden"; },
