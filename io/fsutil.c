@@ -43,6 +43,14 @@ int mp_make_parents(const char *path, char *dir, size_t cap)
     }
 }
 
+/* Sets fd back to blocking I/O (opened with O_NONBLOCK so that the open itself cannot block).
+ * 0, or -1 with errno set. */
+static int set_blocking(int fd)
+{
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ? -1 : 0;
+}
+
 int mp_open_regular(const char *path, long long *size, const char **why)
 {
     int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
@@ -51,10 +59,9 @@ int mp_open_regular(const char *path, long long *size, const char **why)
         return -1;
     }
     struct stat sb;
-    int flags, err = EINVAL;
+    int err = EINVAL;
     *why = NULL;
-    if (fstat(fd, &sb) != 0 || (flags = fcntl(fd, F_GETFL)) < 0 ||
-        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    if (fstat(fd, &sb) != 0 || set_blocking(fd) != 0)
         *why = strerror(err = errno);
     else if (S_ISFIFO(sb.st_mode))
         *why = "not a regular file (a FIFO)";
@@ -106,8 +113,7 @@ FILE *mp_fopen_output(const char *path, bool append, const char **why)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK | O_CLOEXEC |
                             (append ? O_APPEND : O_TRUNC), 0666);
-    int flags = fd < 0 ? -1 : fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    if (fd < 0 || set_blocking(fd) != 0) {
         int err = errno;
         struct stat sb;
         bool fifo = err == ENXIO && stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);

@@ -2,7 +2,8 @@
  * equals grad_stats at mult / scale, optim_step with a state equals the host-driven step with the
  * multiplier and step count the state implies (clipping included), a step with found_inf set
  * leaves every buffer bitwise unchanged, and amp_update is mp_scaler_update plus the step count,
- * the cleared flags and the first data error kept. The CUDA backend is held to these same results by tests/gpu. */
+ * the cleared flags and the first data error kept. The CUDA backend is held to these same
+ * results by tests/gpu. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
