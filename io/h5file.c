@@ -346,14 +346,14 @@ mp_status mp_h5w_commit(mp_h5w *w)
     if (st == MP_OK && rename(w->tmp, w->path) != 0)
         st = mp_fail(MP_ECKPT, "%s: cannot rename the temporary %s to it (%s)", w->path, w->tmp,
                      strerror(errno));
+    if (st != MP_OK)
+        unlink(w->tmp);
+    mp_temp_guard_drop(w->guard); /* its name is no longer ours: before the slow fsync below */
     if (st == MP_OK) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s", w->path);
         st = sync_path(dirname(dir), "checkpoint directory");
-    } else {
-        unlink(w->tmp);
     }
-    mp_temp_guard_drop(w->guard);
     free(w);
     return st;
 }

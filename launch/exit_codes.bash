@@ -14,16 +14,27 @@ mp_exit_cause() {
     4) echo "a checkpoint error" ;;
     5) echo "the run diverged" ;;
     6) echo "a communication failure: a lost rank or host" ;;
-    *) if [ "$1" -gt 128 ]; then echo "a rank or the launcher ended by signal $(($1 - 128)), or a run it stopped without checkpoint.dir"
+    138 | 143) echo "stopped by $([ "$1" = 138 ] && echo SIGUSR1 || echo SIGTERM): a stop request, or a rank ended by it" ;;
+    *) if [ "$1" -gt 128 ]; then echo "a rank or the launcher ended by signal $(($1 - 128))"
        else echo "a failed rank"; fi ;;
   esac
 }
 
 # mp_exit_restartable RC: succeeds when a run that failed with RC may succeed when started again
-# from its newest checkpoint: not for 0 and not for 2-5, which would fail the same way.
+# from its newest checkpoint: not for 0, not for 2-5, which would fail the same way, and not for
+# 138 and 143, a stop asked for with SIGUSR1 or SIGTERM (mpdist exits so when it had no
+# checkpoint.dir to save into; with one it saves and exits 0).
 mp_exit_restartable() {
   case $1 in
-    0 | 2 | 3 | 4 | 5) return 1 ;;
+    0 | 2 | 3 | 4 | 5 | 138 | 143) return 1 ;;
     *) return 0 ;;
+  esac
+}
+
+# mp_exit_not_restarted RC: why a run that exited RC (not restartable) is not started again.
+mp_exit_not_restarted() {
+  case $1 in
+    138 | 143) echo "a stop was asked for" ;;
+    *) echo "a restart would fail the same way" ;;
   esac
 }

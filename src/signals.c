@@ -55,6 +55,7 @@ void mp_signals_install(void)
 void mp_signals_install_ending(void)
 {
     handle(SIGTERM, on_ending);
+    handle(SIGUSR1, on_ending); /* what launch/mpdist-run passes a first SIGTERM on as */
     handle(SIGINT, on_ending);
     handle(SIGHUP, on_ending);
 }

@@ -58,7 +58,7 @@ fi
 if [ "$rc" -ne 0 ]; then
   cause=$(mp_exit_cause "$rc")
   if ! mp_exit_restartable "$rc"; then
-    log "mpdist failed with exit code $rc ($cause); a restart would fail the same way: not requeued" >&2
+    log "mpdist failed with exit code $rc ($cause); $(mp_exit_not_restarted "$rc"): not requeued" >&2
     exit "$rc"
   fi
   failed=$(($(cat "$run/failures" 2>/dev/null || echo 0) + 1))

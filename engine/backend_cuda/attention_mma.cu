@@ -19,7 +19,7 @@
  * no atomics: deterministic. What rounds differently from the scalar kernels (which keep P' and
  * dS in FP32) is what the (T, T) path's GEMMs round (engine/backend_cuda/attention.cu), and
  * the op table's bounds for these cases say so (tests/gpu/op_table_attn.c). Shared memory: up
- * to 113 KiB a block at dh = 128 (opted in per kernel). A lane pair takes a row, its lanes the
+ * to 113 KiB a block at dh = 128 (opted in per kernel; dK/dV's layout chosen per device). A lane pair takes a row, its lanes the
  * even and the odd columns rotated by the row, and the tiles' rows are padded (mma_lay), so that
  * shared memory serves a warp's own accesses and its WMMA loads without bank conflicts. The kernels are in attention_mma_kernels.cuh, which the suite also builds on the
  * CPU over a stand-in of the device (tests/emu/test_attention_mma.cpp); this file launches
@@ -89,19 +89,41 @@ template <mp_dtype DT, int NB> struct mma_fwd {
 static void *mma_dd;
 static size_t mma_dd_bytes;
 
-/* The backward's launches for <DT, NB>: the rows' d_i, dQ, dK and dV; *ran false when a
- * kernel cannot run here. */
+/* How many blocks of `bytes` of dynamic shared memory an SM of this device holds at once (1 KiB
+ * of it kept per block), by shared memory alone. */
+static mp_status blocks_per_sm(size_t bytes, int *n)
+{
+    static int per_sm; /* the device's shared memory an SM, asked once */
+    if (per_sm == 0)
+        CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                                          mp_cuda_ctx_get()->device));
+    *n = (int)((size_t)per_sm / (bytes + 1024));
+    return MP_OK;
+}
+
+/* The backward's launches for <DT, NB>: the rows' d_i, dQ, dK and dV (its padded layout unless
+ * that leaves fewer blocks an SM than the unpadded one); *ran false when a kernel cannot run
+ * here. */
 template <mp_dtype DT, int NB> struct mma_bwd {
     static mp_status run(const flash_args &a, bool *ran, const void *qkv, const void *o,
                          const void *stats, const void *dout, void *dqkv)
     {
         typedef void (*kernel)(flash_args, const void *, const void *, const float *,
                                const void *, void *);
-        kernel kq = k_mma_dq<DT, NB>, kkv = k_mma_dkv<DT, NB>;
-        const size_t bq = dq_bytes<NB>(), bkv = dkv_bytes<NB>();
+        int padded = 0, plain = 0;
+        MP_TRY(blocks_per_sm(dkv_bytes<NB, true>(), &padded));
+        MP_TRY(blocks_per_sm(dkv_bytes<NB, false>(), &plain));
+        const bool pad = padded >= plain;
+        kernel kq = k_mma_dq<DT, NB>;
+        kernel kkv = pad ? k_mma_dkv<DT, NB, true> : k_mma_dkv<DT, NB, false>;
+        const size_t bq = dq_bytes<NB>();
+        const size_t bkv = pad ? dkv_bytes<NB, true>() : dkv_bytes<NB, false>();
         bool okq = false, okkv = false;
         MP_TRY((mma_usable<DT, NB, 1>((const void *)kq, bq, &okq)));
-        MP_TRY((mma_usable<DT, NB, 2>((const void *)kkv, bkv, &okkv)));
+        if (pad)
+            MP_TRY((mma_usable<DT, NB, 2>((const void *)kkv, bkv, &okkv)));
+        else
+            MP_TRY((mma_usable<DT, NB, 3>((const void *)kkv, bkv, &okkv)));
         *ran = okq && okkv;
         if (!*ran)
             return MP_OK;

@@ -17,16 +17,17 @@ enum {
     MMA_PAIR_COLS = MMA_TILE / 2, /* a row's columns per lane of its pair */
 };
 
-/* Row strides (elements) of a kernel's shared tiles at dh = 16 NB: each padded past a multiple
- * of 128 bytes, so that the 8 rows a WMMA load or store reads or writes at once start in
- * different banks (unpadded, the rows of a 64-column tile all start in one: 4- to 8-way
- * conflicts); the lanes' own accesses stay conflict-free with the rotation of mma_col. dK/dV
- * (DKV) at dh = 128 is left unpadded: its 113 KiB a block is the most with which two blocks share
- * an SM of sm_90, and padding would cost the second one. Pointers into the tiles stay 32-byte
- * aligned and the strides multiples of 16 bytes, as WMMA asks. */
-template <int NB, bool DKV> struct mma_lay {
+/* Row strides (elements) of a kernel's shared tiles at dh = 16 NB: with PAD each padded past a
+ * multiple of 128 bytes, so that the 8 rows a WMMA load or store reads or writes at once start
+ * in different banks (unpadded, the rows of a 64-column tile all start in one: 4- to 8-way
+ * conflicts); the lanes' own accesses stay conflict-free with the rotation of mma_col either way.
+ * The forward and dQ are always padded; dK/dV, the largest, both ways, and attention_mma.cu
+ * launches the padded one unless it would leave fewer blocks an SM (dh = 128 on sm_90, dh = 64
+ * on sm_80). Pointers into the tiles stay 32-byte aligned and the strides multiples of 16
+ * bytes, as WMMA asks. */
+template <int NB, bool PAD> struct mma_lay {
     static constexpr int dh = 16 * NB;
-    static constexpr bool pad = !(DKV && NB == 8);
+    static constexpr bool pad = PAD;
     static constexpr int hs = dh + (pad ? 8 : 0);       /* a staged 16-bit row: q, k, v, dO */
     static constexpr int ps = MMA_TILE + (pad ? 8 : 0); /* a 16-bit row of P' or dS */
     static constexpr int ss = MMA_TILE + (pad ? 4 : 0); /* an FP32 row of S or dP' */
@@ -183,7 +184,7 @@ __global__ static void __launch_bounds__(MMA_THREADS)
     k_mma_fwd(flash_args a, const void *qkv, void *stats, void *out)
 {
 #ifdef MP_MMA_BUILT
-    typedef mma_lay<NB, false> L;
+    typedef mma_lay<NB, true> L;
     constexpr int dh = L::dh;
     extern __shared__ __align__(128) unsigned char smem[];
     uint16_t *qs = (uint16_t *)smem, *ks = qs + MMA_ROWS * L::hs, *vs = ks + MMA_TILE * L::hs;
@@ -305,7 +306,7 @@ __global__ static void __launch_bounds__(MMA_THREADS)
              void *dqkv)
 {
 #ifdef MP_MMA_BUILT
-    typedef mma_lay<NB, false> L;
+    typedef mma_lay<NB, true> L;
     constexpr int dh = L::dh;
     extern __shared__ __align__(128) unsigned char smem[];
     uint16_t *qs = (uint16_t *)smem, *dos = qs + MMA_ROWS * L::hs, *ks = dos + MMA_ROWS * L::hs;
@@ -359,14 +360,14 @@ __global__ static void __launch_bounds__(MMA_THREADS)
 #endif
 }
 
-/* dK and dV: block (key block, h, n), over the query tiles that see it. */
-template <mp_dtype DT, int NB>
+/* dK and dV: block (key block, h, n), over the query tiles that see it; PAD: mma_lay's. */
+template <mp_dtype DT, int NB, bool PAD>
 __global__ static void __launch_bounds__(MMA_THREADS)
     k_mma_dkv(flash_args a, const void *qkv, const void *stats, const float *dd, const void *dout,
               void *dqkv)
 {
 #ifdef MP_MMA_BUILT
-    typedef mma_lay<NB, true> L;
+    typedef mma_lay<NB, PAD> L;
     constexpr int dh = L::dh;
     extern __shared__ __align__(128) unsigned char smem[];
     uint16_t *ks = (uint16_t *)smem, *vs = ks + MMA_ROWS * L::hs, *qs = vs + MMA_ROWS * L::hs;
@@ -433,26 +434,27 @@ __global__ static void __launch_bounds__(MMA_THREADS)
 
 /* Dynamic shared memory of each kernel at dh = 16 NB (the layouts above): the staged 16-bit
  * tiles, the warps' FP32 S (and dP') and 16-bit P' (and dS) tiles, the forward's FP32
- * accumulators, dK/dV's 1 KiB of row terms. At dh = 128: 110, 111 and 113 KiB. */
+ * accumulators, dK/dV's 1 KiB of row terms. At dh = 128: 110, 111 and 113 KiB (121 padded). */
 template <int NB> static constexpr size_t fwd_bytes()
 {
-    typedef mma_lay<NB, false> L;
+    typedef mma_lay<NB, true> L;
     return 2 * L::hs * (MMA_ROWS + 2 * MMA_TILE) + 4 * L::w16 * L::ss + 2 * L::w16 * L::ps +
            4 * L::w16 * L::os;
 }
 template <int NB> static constexpr size_t dq_bytes()
 {
-    typedef mma_lay<NB, false> L;
+    typedef mma_lay<NB, true> L;
     return 2 * L::hs * (2 * MMA_ROWS + 2 * MMA_TILE) + 8 * L::w16 * L::ss + 2 * L::w16 * L::ps;
 }
-template <int NB> static constexpr size_t dkv_bytes()
+template <int NB, bool PAD> static constexpr size_t dkv_bytes()
 {
-    typedef mma_lay<NB, true> L;
+    typedef mma_lay<NB, PAD> L;
     return 2 * L::hs * (2 * MMA_ROWS + 2 * MMA_TILE) + 1024 + 8 * L::w16 * L::ss +
            4 * L::w16 * L::ps;
 }
 /* Two blocks share an SM of sm_90 (228 KiB, 1 KiB of it kept per block) at every dh. */
-static_assert(fwd_bytes<8>() <= 115712 && dq_bytes<8>() <= 115712 && dkv_bytes<8>() <= 115712,
+static_assert(fwd_bytes<8>() <= 115712 && dq_bytes<8>() <= 115712 &&
+                  dkv_bytes<8, false>() <= 115712,
               "a kernel's shared memory at dh = 128 leaves an sm_90 SM one block");
 
 #endif

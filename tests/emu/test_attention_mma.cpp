@@ -150,9 +150,22 @@ static void run_case(int64_t N, int64_t T, int64_t heads, bool causal, double p,
     ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dq_bytes<NB>(), [&] {
         k_mma_dq<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
     });
-    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes<NB>(), [&] {
-        k_mma_dkv<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
-    });
+    std::vector<unsigned char> plain = dqkv; /* dQ, and dK and dV still unwritten */
+    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes<NB, true>(),
+                          [&] {
+                              k_mma_dkv<DT, NB, true>(b, qkv.data(), stats.data(), dd.data(),
+                                                      dout.data(), dqkv.data());
+                          });
+    /* the unpadded dK/dV (launched where padding costs an SM a block): the same bits */
+    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes<NB, false>(),
+                          [&] {
+                              k_mma_dkv<DT, NB, false>(b, qkv.data(), stats.data(), dd.data(),
+                                                       dout.data(), plain.data());
+                          });
+    if (plain != dqkv) {
+        failures++;
+        printf("FAIL %s: dK/dV padded and unpadded differ\n", name);
+    }
     auto d_o = [&](int64_t n, int64_t t, int64_t h, int c) {
         return (double)mp_elem_load_f32(dout.data(), gdt, (n * T + t) * D + h * dh + c);
     };

@@ -63,7 +63,7 @@ for want in '^  conv1.weight +\[' '^  bn1.running_var +\[' '^scaler: dynamic sca
 done
 echo "ok: inspect: $(grep -c '^  ' "$TMP/out") table rows"
 
-# export ended by a signal (SIGTERM, SIGINT, SIGHUP) while it writes: it dies of the signal and
+# export ended by a signal (SIGTERM, SIGUSR1, SIGINT, SIGHUP) while it writes: it dies of the signal and
 # removes its temporary (`.OUT.<pid>-0.tmp`), leaving no OUT; SIGKILL cannot be caught and leaves
 # the temporary (shown, so that the check can fail). A signal the process was started with
 # ignored (nohup's SIGHUP) stays ignored: the export completes. The signals' dispositions are set
@@ -79,7 +79,7 @@ for s in (signal.SIGINT, signal.SIGHUP):
 os.execv(sys.argv[1], sys.argv[1:])" "$MPDIST" export "$MLP" "$3" >"$TMP/out" 2>&1 || rc=$?
 }
 mkdir -p "$TMP/sig"
-for sig in 15 2 1 9; do
+for sig in 15 10 2 1 9; do
   signalled SIG_DFL $sig "$TMP/sig/w$sig.h5"
   left=$(cd "$TMP/sig" && LC_ALL=C ls -A | { grep "w$sig" || true; } | paste -sd' ')
   if [ "$sig" = 9 ]; then want="\.w9\.h5\.[0-9]+-0\.tmp"; else want=""; fi

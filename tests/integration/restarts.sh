@@ -3,7 +3,8 @@
 # launch/mpdist-run --max-restarts (issue 51, self-healing for plain mpirun users): (1) a rank
 # killed mid-run (SIGKILL) is restarted from the newest checkpoint, once, with the cause in
 # MPDIST_RESTART_LOG, and the run ends with parameters, optimizer state and BatchNorm-free
-# buffers bitwise those of an uninterrupted run; (2) a bad config (exit 2) is not restarted;
+# buffers bitwise those of an uninterrupted run; (2) a bad config (exit 2) is not restarted, nor
+# (2b) a stop asked for by SIGUSR1 to the ranks of a run without checkpoint.dir (exit 138);
 # (3) a run that fails every time (a binary that reports a communication failure, exit 6) is
 # started 1 + N times and then given up, exit 6; (4) a bad --max-restarts exits 2.
 source "$(dirname "$0")/common.bash"
@@ -43,7 +44,7 @@ rc=0
 wait "$job" || rc=$?
 expect_ok "the run ended with exit 0 (got $rc)" test "$rc" = 0
 expect_ok "one restart, its cause logged" \
-  grep -q "exit 137 (a rank or the launcher ended by signal 9, or a run it stopped without checkpoint.dir): restart 1 of 2" restarts.log
+  grep -q "exit 137 (a rank or the launcher ended by signal 9): restart 1 of 2" restarts.log
 expect_ok "one line in the restart log" test "$(wc -l <restarts.log)" = 1
 expect_ok "resumed from a checkpoint" grep -q "^resumed from $TMP/f/ckpt-" f.out
 expect_ok "the final parameters and optimizer state equal the uninterrupted run's" \
@@ -54,6 +55,19 @@ echo "== (2) a bad config is not restarted"
 expect_exit 2 "optim.lr" "$RUN" --max-restarts 3 "$CFG" --set optim.lr=-1
 expect_ok "started once" test "$(grep -c '^mpdist-run: mpirun' out)" = 1
 expect_ok "said why" grep -q "^mpdist-run: exit 2 (a usage or config error): a restart would fail the same way; not restarted" out
+
+echo "== (2b) a stop asked for with a signal to the ranks, without checkpoint.dir, is not restarted"
+cat >stops.sh <<'F'
+#!/bin/sh
+echo "stopped at step 5 by SIGUSR1 without a checkpoint (stand-in); nothing of the run was kept: exit 138"
+exit 138
+F
+chmod +x stops.sh
+rc=0
+MPDIST_BIN=$TMP/stops.sh timeout 120 "$RUN" --max-restarts 2 "$CFG" >stops.out 2>&1 || rc=$?
+expect_ok "exit 138, started once (got $rc)" \
+  bash -c "[ $rc = 138 ] && [ \$(grep -c '^mpdist-run: mpirun' stops.out) = 1 ]"
+expect_ok "said why" grep -q "^mpdist-run: exit 138 (stopped by SIGUSR1: a stop request, or a rank ended by it): a stop was asked for; not restarted" stops.out
 
 echo "== (3) a run that fails every time"
 cat >fails.sh <<'F'
