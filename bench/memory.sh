@@ -35,6 +35,8 @@ source launch/env.sh
 extra=("$@")
 steps=${MPDIST_MEM_STEPS:-60}
 rounds=${MPDIST_MEM_ROUNDS:-9}
+[[ $steps =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] ||
+  { echo "bench/memory.sh: MPDIST_MEM_STEPS and MPDIST_MEM_ROUNDS must be whole numbers >= 1" >&2; exit 2; }
 read -r -a ranks <<<"${MPDIST_MEM_RANKS:-1 2 4}"
 out=runs/bench-memory
 mkdir -p "$out" bench/results
@@ -54,9 +56,12 @@ mem() { sed -n "s/.*\"mem_bytes\":{[^}]*\"$1\":\\([0-9]*\\).*/\\1/p" <<<"$2"; }
 # run NP ZERO RECOMPUTE ROUND: one run, its summary record in $out/np-z-r-ROUND.jsonl
 run() {
   local tag=$1-$2-$3-$4
+  rm -f "$out/$tag.jsonl" # an earlier run's records are never read as this one's
   timeout 1800 mpirun -np "$1" "$build/mpdist" "$cfg" --set optim.zero=$2 --set model.recompute=$3 \
     --set "log.metrics=\"$out/$tag.jsonl\"" "${extra[@]}" >"$out/$tag.log" 2>&1 ||
     { echo "bench/memory.sh: run $tag failed; see $out/$tag.log" >&2; return 1; }
+  grep -q '"type":"summary"' "$out/$tag.jsonl" 2>/dev/null ||
+    { echo "bench/memory.sh: run $tag wrote no summary record to $out/$tag.jsonl" >&2; return 1; }
 }
 configs=()
 for np in "${ranks[@]}"; do

@@ -57,7 +57,7 @@ for model in "${models[@]}"; do
       tl=$(grep '"type":"eval"' "$m" | tail -1 | sed -n 's/.*"loss":\([^,}]*\).*/\1/p')
       echo "$model,$1,$2,ok,$(num wall_s <(echo "$top")),$(num images_per_s <(echo "$top")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$top")),$(num skipped_steps <(echo "$top")),$(num loss_scale <(echo "$top")),$tl" >>"$csv"
     else
-      why=$(grep -m1 '^mpdist: error:' "$out/$tag.log" | sed 's/^mpdist: error: //; s/,/;/g')
+      why=$({ grep -m1 '^mpdist: error:' "$out/$tag.log" || true; } | sed 's/^mpdist: error: //; s/,/;/g')
       echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,,," >>"$csv"
     fi
     grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true

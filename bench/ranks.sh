@@ -15,9 +15,12 @@ mkdir -p "$out"
 echo "ranks,global_batch,steps,wall_s,images_per_s,test_accuracy,peak_mem_bytes" >"$out/ranks.csv"
 for np in "${ranks[@]}"; do
   m=$out/np$np.jsonl
+  rm -f "$m" # an earlier run's records are never read as this one's
   mpirun -np "$np" build/mpdist configs/fashion-mnist-mlp.cfg --set log.progress=none \
     --set "log.metrics=\"$m\"" "$@" >"$out/np$np.log" 2>&1 ||
     { echo "bench: $np ranks failed:" >&2; tail -5 "$out/np$np.log" >&2; exit 1; }
+  grep -q '"type":"summary"' "$m" 2>/dev/null ||
+    { echo "bench: $np ranks: no summary record in $m (log.metrics set in the arguments?)" >&2; exit 1; }
   tail -1 "$m" | sed -E 's/.*"world_size":([0-9]+).*"wall_s":([0-9.e+-]+),"images_per_s":([0-9.e+-]+),"accuracy":([0-9.e+-]+).*"steps":([0-9]+).*"peak_mem_bytes":([0-9]+).*/\1 \2 \3 \4 \5 \6/' |
     { read -r w wall ips acc steps peak
       batch=$(( $(sed -n 's/.*global batch \([0-9]*\).*/\1/p' "$out/np$np.log") ))

@@ -44,7 +44,8 @@ Commands (each prints one line of JSON):
          tokens_per_s are the median over the windows after the first (as bench/cpu_speed.sh
          reads mpdist's step records); final_loss is the last step's loss, test_loss the mean
          over the first --test-limit validation windows (or test images). PyTorch's CPU fast
-         paths are options (--threads, --channels-last, --mkldnn, --compile); the JSON line also says
+         paths are options (--threads, --channels-last, --mkldnn, --compile), and --amp trains in
+         mixed precision (autocast, the peer of mpdist's O1/O2); the JSON line also says
          what the process ran with: the threads, oneDNN, the CPU capability (AVX2, AVX512;
          ATEN_CPU_CAPABILITY in the environment picks another) and OPENBLAS_NUM_THREADS.
   eval   loads an mpdist checkpoint (or export: fp16 and bf16 values are read as FP32) and
@@ -87,6 +88,10 @@ def arg_parser():
                    help="cnn_bn, resnet20, vit: model and input in channels_last")
     t.add_argument("--mkldnn", choices=("on", "off"), default="on",
                    help="torch.backends.mkldnn.enabled (oneDNN for CPU convolutions)")
+    t.add_argument("--amp", choices=("off", "bf16", "fp16"), default="off",
+                   help="mixed precision: forward and loss under torch.autocast('cpu', dtype) "
+                        "(PyTorch AMP's CPU path: bf16 matmuls and convolutions through oneDNN, "
+                        "on AMX or AVX512-BF16 where the CPU has them); weights stay FP32")
     t.add_argument("--compile", action="store_true",
                    help="train through torch.compile (PyTorch 2; compiled in the first, untimed window)")
     t.add_argument("--dim", type=int, default=128, help="model.dim, the token width")
@@ -576,13 +581,15 @@ def train(a):
         if not hasattr(torch, "compile"):
             raise SystemExit("torch_models: --compile needs PyTorch 2 (this is %s)" % torch.__version__)
         fwd = torch.compile(model)
+    amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.amp]
     model.train()
     rates, samples, loss = [], 0, float("nan")
     t0 = time.perf_counter()
     for step, (epoch, idx) in enumerate(batches(data.ntrain, a.batch, a.seed, a.steps), 1):
         x, y = data.train_batch(idx, epoch, a.seed)
         opt.zero_grad(set_to_none=True)
-        out, _ = loss_of(fwd, x, y, layout=layout)
+        with torch.autocast("cpu", dtype=amp_dtype, enabled=amp_dtype is not None):
+            out, _ = loss_of(fwd, x, y, layout=layout)
         out.backward()
         opt.step()
         loss = float(out)
@@ -598,7 +605,7 @@ def train(a):
             "samples_per_s": median(timed), "tokens_per_s": median(timed) * tokens,
             "final_loss": loss, "test_loss": test_loss, "test_accuracy": acc,
             "test_samples": data.ntest, "torch": torch.__version__,
-            "channels_last": a.channels_last, "compiled": a.compile,
+            "channels_last": a.channels_last, "compiled": a.compile, "amp": a.amp,
             "attention": "sdpa" if use_sdpa() else "matrix",
             "mkldnn": torch.backends.mkldnn.enabled,
             "mkldnn_available": torch.backends.mkldnn.is_available(),

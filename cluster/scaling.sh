@@ -101,6 +101,7 @@ for o in $opts; do
     args=("$config" --set "amp.opt_level=$o" --set "data.batch_size=$b" --set "train.max_steps=$steps"
           --set log.progress=plain --set "log.metrics=\"$out/runs/$o-$n.jsonl\"")
     if [ "$submit" = 1 ]; then
+      rm -rf "$out/runs/$o-$n.slurm" # a new study: no resume from an earlier one's checkpoints
       jobs+=("$(MPDIST_RUN_DIR=$out/runs/$o-$n.slurm sbatch --parsable --ntasks="$n" --nodes=1 \
         --ntasks-per-node="$n" -o "$out/runs/$o-$n.log" "$home/cluster/slurm/mpdist-1node.sbatch" \
         "${args[@]}" "${extra[@]}")")

@@ -41,14 +41,17 @@ def summary(o, n):
 
 
 def params(o, n):
+    """The parameters, the global batch and the step the run's last start resumed from (0)."""
     log = open(f"{a.runs}/{o}-{n}.log").read()
     m = re.search(r"\((\d+) parameters\)", log)
     g = re.search(r"global batch (\d+)", log)
-    return int(m.group(1)), int(g.group(1))
+    r = re.findall(r"^resumed from .*: step (\d+),", log, re.M)
+    return int(m.group(1)), int(g.group(1)), int(r[-1]) if r else 0
 
 
 def bucket_mb():
-    m = re.search(r"bucket_mb\s*=\s*([0-9.]+)", open(a.config).read())
+    """comm.bucket_mb as the config file sets it (not first_bucket_mb, not in a comment)."""
+    m = re.search(r"^[^#\n]*?(?<![\w.])bucket_mb\s*[=:]\s*([0-9.]+)", open(a.config).read(), re.M)
     return float(m.group(1)) if m else 25.0
 
 
@@ -63,11 +66,15 @@ for o in opts:
     base = None
     for n in ranks:
         s = summary(o, n)
-        nparam, gb = params(o, n)
+        nparam, gb, start = params(o, n)
         t = s["time_s"]
-        thr = s["steps"] * gb / t["steps"]
+        ran = s["steps"] - start  # the summary's times are its last start's (a requeued job)
+        if ran <= 0:
+            raise SystemExit(f"scaling: {o} on {n} rank(s) took no step after resuming at "
+                             f"step {start} (an earlier study's checkpoints? remove {a.runs})")
+        thr = ran * gb / t["steps"]
         base = base or (n, thr)
-        ms = lambda v: 1e3 * v / s["steps"]
+        ms = lambda v, ran=ran: 1e3 * v / ran
         rows.append(dict(mode=a.mode, opt=o, ranks=n, batch=gb // n, global_batch=gb,
                          steps=s["steps"], step_s=t["steps"], thr=thr, speedup=thr / base[1],
                          eff=thr / base[1] * base[0] / n, compute=ms(t["compute"]),
@@ -110,9 +117,14 @@ with open(f"{a.out}/model.md", "w") as f:
         if big["ranks"] > 1 and big["comm"] > 0:  # fit the bandwidth to the largest run, latency 0
             n = big["ranks"]
             bw_fit = 2 * (n - 1) / n * g / (big["comm"] / 1e3)
+            n0 = r1["ranks"]  # measured efficiencies are relative to the smallest run: so these
             for r in mine:
+                p = eff(r["ranks"], bw_fit, 0.0) / eff(n0, bw_fit, 0.0)
                 f.write(f"| {o} | {g / 1e6:.2f} | {k} | {t1 * 1e3:.2f} | fitted {bw_fit / 1e9:.2f} GB/s "
-                        f"| {r['ranks']} | {eff(r['ranks'], bw_fit, 0.0):.2f} | {r['eff']:.2f} |\n")
+                        f"| {r['ranks']} | {p:.2f} | {r['eff']:.2f} |\n")
+            if n0 > 1:
+                notes.append(f"{o}: the fitted rows' efficiencies, predicted and measured, are "
+                             f"relative to {n0} ranks, the smallest run; the others to 1 rank.")
         grow = big["compute"] / r1["compute"] if r1["compute"] > 0 else 1.0
         if a.mode == "weak" and grow > 1.2:
             notes.append(f"{o}: compute per step grew {grow:.1f}x from {r1['ranks']} to "

@@ -3,6 +3,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_ALLOC */
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -410,6 +411,27 @@ static mp_status setup_buckets(mp_trainer *t)
     return MP_OK;
 }
 
+/* Rank 0: removes dir's rank-<R>.json of ranks R >= size, an earlier, larger run's, which
+ * bench/trace_merge.py would join to this run's; how many in *n. */
+static void drop_old_traces(const char *dir, int size, int *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int r = -1, end = 0;
+        if (sscanf(e->d_name, "rank-%d.json%n", &r, &end) == 1 && e->d_name[end] == '\0' &&
+            r >= size) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            *n += unlink(path) == 0;
+        }
+    }
+    closedir(d);
+}
+
 /* With log.trace: rank 0's clock on every rank (collective), then this rank's file. */
 static mp_status open_trace(mp_trainer *t)
 {
@@ -432,9 +454,15 @@ static mp_status open_trace(mp_trainer *t)
         return mp_fail(MP_EUSAGE, "log.trace: cannot create %s (%s)", path, why);
     MP_TRY(mp_trace_open(f, path, t->comm->rank, mp_comm_host(t->comm, t->comm->rank), offset,
                          origin));
-    if (t->comm->rank == 0)
+    if (t->comm->rank == 0) {
+        int dropped = 0;
+        drop_old_traces(c->log.trace, t->comm->size, &dropped);
         printf("trace: %s/rank-*.json (clocks aligned to rank 0's within %.0f us; join them with "
-               "bench/trace_merge.py %s)\n", c->log.trace, 1e6 * error, c->log.trace);
+               "bench/trace_merge.py %s)", c->log.trace, 1e6 * error, c->log.trace);
+        if (dropped)
+            printf("; removed %d rank file(s) of an earlier run with more ranks", dropped);
+        printf("\n");
+    }
     return MP_OK;
 }
 

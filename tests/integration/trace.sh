@@ -4,8 +4,8 @@
 # backward spans of every layer and both buckets' all-reduces, from their start to their end,
 # inside the step's span; the same step's spans of the two ranks overlap (one clock);
 # bench/trace_merge.py joins the ranks into one file, and reads a rank file cut short (a crash)
-# up to its last whole event; a run without log.trace writes nothing; a log.trace that cannot be
-# created exits 2 with one line.
+# up to its last whole event; a later run with fewer ranks removes the extra ranks' files; a run
+# without log.trace writes nothing; a log.trace that cannot be created exits 2 with one line.
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
@@ -67,6 +67,13 @@ touch before-plain
 timeout 120 mpirun -np 2 "$MPDIST" "$CFG" "${ARGS[@]}" >plain.out 2>&1
 expect_ok "without log.trace: no trace line, nothing written" \
   bash -c "! grep -q '^trace:' plain.out && [ -z \"\$(find . -newer before-plain -name 'rank-*.json')\" ]"
+# a 1-rank run into the 2-rank run's directory: rank-1.json goes (trace_merge would join it)
+touch tr/rank-9.jsonx tr/rank-x.json
+timeout 120 "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/tr\"" >one.out 2>&1 ||
+  { echo "FAIL: the 1-rank traced run"; cat one.out; exit 1; }
+expect_ok "a 1-rank run removes the earlier run's rank-1.json and says so, other names left" \
+  bash -c "grep -q '; removed 1 rank file(s) of an earlier run with more ranks$' one.out &&
+           [ \"\$(cd tr && LC_ALL=C ls | paste -sd' ')\" = 'rank-0.json rank-9.jsonx rank-x.json trace.json' ]"
 touch notadir
 expect_exit 2 "log.trace: cannot create directory $TMP/notadir" \
   "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/notadir/x\""
