@@ -31,6 +31,10 @@
 #      has it; it compiles in the first window, which is not timed).
 #   2. rounds 1..REPEATS: the FINALISTS best screened settings of every framework, side by side,
 #      alternating (even rounds in reverse order).
+# Where a level of LEVELS trains in bf16, every PyTorch peer also runs as a framework of its own
+# under torch.autocast to bf16 (pytorch-NAME-amp-bf16: PyTorch AMP's CPU path, bf16 matmuls and
+# convolutions through oneDNN, on AMX or AVX512-BF16 where the CPU has them), the peer of the
+# half levels: the table gives each bf16 level's ratio to the faster of them.
 # bench/cpu_sweep.py then picks each framework's best (the finalist with the highest median over
 # the rounds) and gives the ratios of the bests (the median over the rounds of the ratio of two
 # runs in the same round); the goals are checked against the faster PyTorch.
@@ -159,7 +163,16 @@ batch_of() { case $1 in gpt) echo "${MPDIST_TCPU_BATCH:-16}" ;; vit) echo "${MPD
 # fw_of LEVEL: the framework column of a level ("mpdist-O0", "mpdist-O2-fp16")
 fw_of() { local lv hf; read -r lv hf <<<"$1"; if [ "$lv" = O0 ]; then echo mpdist-O0; else echo "mpdist-$lv-$hf"; fi; }
 level_of() { local l; for l in "${levels[@]}"; do [ "$(fw_of "$l")" != "$1" ] || { echo "$l"; return; }; done; }
-frameworks() { local l p; for l in "${levels[@]}"; do fw_of "$l"; done; for p in "${peers[@]}"; do echo "pytorch-${p%%=*}"; done; }
+# frameworks: mpdist's levels, each PyTorch peer in FP32, and where a level trains in bf16 each
+# peer under autocast to bf16 too (pytorch-NAME-amp-bf16, its peer for the half levels)
+frameworks() {
+  local l p amp=0
+  for l in "${levels[@]}"; do fw_of "$l"; [[ $l != O0* && $l == *bf16 ]] && amp=1; done
+  for p in "${peers[@]}"; do echo "pytorch-${p%%=*}"; done
+  if [ "$amp" = 1 ]; then for p in "${peers[@]}"; do echo "pytorch-${p%%=*}-amp-bf16"; done; fi
+}
+# peer_of FRAMEWORK: the PyTorch peer's name of a pytorch-* framework
+peer_of() { local p=${1#pytorch-}; echo "${p%-amp-bf16}"; }
 uniq_words() { awk '{ for (i = 1; i <= NF; i++) if (!seen[$i]++) print $i }' <<<"$*"; }
 # grid FRAMEWORK: its screened settings
 grid() {
@@ -167,7 +180,7 @@ grid() {
   case $1 in
     mpdist-*) uniq_words "${MPDIST_TCPU_MPDIST_GRID:-ranks=1/omp=$t/blas=$t ranks=1/omp=$t/blas=1 ranks=1/omp=1/blas=$t ranks=$t/omp=1/blas=1}" ;;
     *) if [ -n "${MPDIST_TCPU_TORCH_GRID:-}" ]; then uniq_words "$MPDIST_TCPU_TORCH_GRID"
-       elif [ "${peer_mkl[${1#pytorch-}]}" = 1 ]; then uniq_words "threads=$t threads=1"
+       elif [ "${peer_mkl[$(peer_of "$1")]}" = 1 ]; then uniq_words "threads=$t threads=1"
        else uniq_words "threads=$t/blas=1 threads=$t/blas=$t threads=1/blas=1 threads=1/blas=$t"; fi ;;
   esac
 }
@@ -250,8 +263,8 @@ run_mpdist() {
 
 # run_torch MODEL STAGE ROUND FW SETTING: one PyTorch run, its row in raw.csv
 run_torch() {
-  local peer=${4#pytorch-} tag j args rc=0 t blas cap envs
-  tag=$(tag_of "$1" "$2" "$3" "$4" "$5")
+  local peer tag j args rc=0 t blas cap envs
+  peer=$(peer_of "$4") tag=$(tag_of "$1" "$2" "$3" "$4" "$5")
   t=$(field "$5" threads "$threads") blas=$(field "$5" blas 1) cap=$(field "$5" cap "")
   envs=("OMP_NUM_THREADS=$t" "OPENBLAS_NUM_THREADS=$blas" "MKL_NUM_THREADS=$t")
   [ -z "$cap" ] || envs+=("ATEN_CPU_CAPABILITY=$cap")
@@ -261,6 +274,7 @@ run_torch() {
         --attention "$(field "$5" attn sdpa)")
   if has "$5" channels_last; then args+=(--channels-last); fi
   if has "$5" compile; then args+=(--compile); fi
+  if [[ $4 == *-amp-bf16 ]]; then args+=(--amp bf16); fi
   case $1 in
     gpt) args+=(--dim "$dim" --depth "$depth" --heads "$heads" --dropout 0.1 --context "$context" --data "$fortunes") ;;
     vit) args+=(--dim "$dim" --depth "$depth" --heads "$heads" --dropout 0 --data "$fmnist" --stem "$stem") ;;
@@ -285,7 +299,7 @@ for model in "${models[@]}"; do
     for s in $(grid "$fw"); do run_one "$model" screen 0 "$fw" "$s"; done
     [[ $fw == pytorch-* ]] || continue
     best=$(sweep best-screened "$raw" "$model" "$fw") || continue
-    for fp in $(fast_paths "${fw#pytorch-}" "$model"); do
+    for fp in $(fast_paths "$(peer_of "$fw")" "$model"); do
       has "$best" "${fp%%=*}" && continue
       run_one "$model" screen 0 "$fw" "$best/$fp"
       a=$(sweep rate "$raw" "$model" "$fw" "$best") || a=0

@@ -16,8 +16,10 @@ The rules:
                  screening rate); a finalist that failed in any round cannot win.
   ratio A/B      of two frameworks' bests: the median over the rounds of A's rate / B's rate
                  in the same round (the runs of a round are side by side).
-  best PyTorch   of the peers (frameworks named pytorch-*), the one whose best has the higher
-                 median; the goals are checked against it.
+  best PyTorch   of the peers in FP32 (frameworks named pytorch-*), the one whose best has the
+                 higher median; the goals are checked against it.
+  best PyTorch AMP  the same of the peers under autocast to bf16 (pytorch-*-amp-bf16, when
+                 bf16 levels ran): each bf16 level's ratio to it is in the table (no goal).
 
 Commands:
   best-screened RAW MODEL FRAMEWORK       prints that setting (exit 1: no good run)
@@ -139,33 +141,36 @@ def report(raw, outdir):
         if r["framework"] not in fws:
             fws.append(r["framework"])
     levels = [f for f in fws if f.startswith("mpdist-")]
-    peers = [f for f in fws if f.startswith("pytorch-")]
+    amps = [f for f in fws if f.startswith("pytorch-") and f.endswith("-amp-bf16")]
+    peers = [f for f in fws if f.startswith("pytorch-") and f not in amps]
     halves = [f for f in levels if f != "mpdist-O0"]
+    bf16s = [h for h in halves if h.endswith("-bf16")] if amps else []
     lines, goals, settings_rows = [], [], []
     rounds = max([r["round"] for r in rows] + [0])
     lines.append("Each framework at its best setting: the best of the finalists (the top screened "
                  "settings), median over %d rounds, alternating; ratios of the bests are the "
                  "median of the rounds' ratios." % rounds)
     lines.append("")
-    head = "| model | unit | " + " | ".join(f.replace("mpdist-", "") for f in levels)
-    head += " | " + " | ".join("PyTorch %s" % (p.replace("pytorch-", "")) for p in peers)
-    head += " | O0/best PyTorch | " + " | ".join("%s/O0" % h.replace("mpdist-", "") for h in halves) + " |"
-    lines.append(head)
-    lines.append("|---|---|" + "---:|" * (len(levels) + len(peers) + 1 + len(halves)))
+    cols = ([f.replace("mpdist-", "") for f in levels] +
+            ["PyTorch %s" % p.replace("pytorch-", "") for p in peers + amps] + ["O0/best PyTorch"] +
+            ["%s/O0" % h.replace("mpdist-", "") for h in halves] +
+            ["%s/best PyTorch AMP" % h.replace("mpdist-", "") for h in bf16s])
+    lines.append("| model | unit | " + " | ".join(cols) + " |")
+    lines.append("|---|---|" + "---:|" * len(cols))
     detail = []
     for m in models:
         unit = "tokens/s" if m == "gpt" else "images/s"
         bests = {f: best_of(rows, m, f) for f in fws}
-        peer_bests = [bests[p] for p in peers if bests[p] is not None and bests[p].median is not None]
-        top = max(peer_bests, key=lambda b: b.median) if peer_bests else None
+        def fastest(names):
+            done = [bests[p] for p in names if bests[p] is not None and bests[p].median is not None]
+            return max(done, key=lambda b: b.median) if done else None
+        top, top_amp = fastest(peers), fastest(amps)
         o0 = bests.get("mpdist-O0")
-        row = "| %s | %s | " % (m, unit)
-        row += " | ".join(fmt_rate(bests[f] and bests[f].median) for f in levels)
-        row += " | " + " | ".join(fmt_rate(bests[p] and bests[p].median) for p in peers)
         r0 = ratio(o0, top)
-        row += " | %s | " % fmt_ratio(r0)
-        row += " | ".join(fmt_ratio(ratio(bests[h], o0)) for h in halves) + " |"
-        lines.append(row)
+        cells = ([fmt_rate(bests[f] and bests[f].median) for f in levels + peers + amps] +
+                 [fmt_ratio(r0)] + [fmt_ratio(ratio(bests[h], o0)) for h in halves] +
+                 [fmt_ratio(ratio(bests[h], top_amp)) for h in bf16s])
+        lines.append("| %s | %s | " % (m, unit) + " | ".join(cells) + " |")
         detail.append("")
         detail.append("%s (%s): the winning setting of each framework, its median [min, max] "
                       "over the rounds, and its ratio to the best PyTorch (%s):" %

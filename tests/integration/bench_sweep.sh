@@ -5,7 +5,8 @@
 # the top screened settings; the best is the finalist with the highest median over the rounds,
 # not the best screened one; a finalist that failed a round cannot win; the best PyTorch is the
 # peer with the higher median; a ratio of bests is the median of the rounds' ratios, not the ratio
-# of the medians; the goals are judged on it; every setting has its row in settings.csv. Then the
+# of the medians; the goals are judged on it; every setting has its row in settings.csv; with a
+# bf16 level, the bf16 level's ratio to the faster PyTorch under autocast. Then the
 # whole script on a tiny mlp (5 steps, 512 images, Debian's PyTorch): the grid's settings are
 # screened, the finalists run in every round, each run had the threads and ranks its setting
 # names, and the tables name the winners.
@@ -69,6 +70,30 @@ check "every setting has its row in settings.csv" "9" "$(tail -n +2 "$TMP/rep/se
 check "a finalist's row" "cnn_bn,mpdist-O0,s3,200,270,100,280,3,1,1" "$(grep ',s3,' "$TMP/rep/settings.csv")"
 check "a setting screened only" "cnn_bn,mpdist-O0,s1,100,,,,0,0,0" "$(grep ',s1,' "$TMP/rep/settings.csv")"
 check "the failed run is named on stderr" "1" "$(grep -c 'mpdist-O2-fp16 \[h1\]: failed: exit 3' "$TMP/report.err")"
+
+# With a bf16 level, the peers under autocast to bf16 are frameworks of their own: the FP32 peer
+# stays the O0 goal's, and the bf16 level's ratio is to the faster AMP peer (b: median 150), the
+# median of the rounds' ratios: 120/150, 130/100, 110/200 -> 0.80.
+raw2=$TMP/raw2.csv
+{
+  echo "model,stage,round,framework,setting,status,samples_per_s,tokens_per_s,final_loss,test_loss,version,log"
+  for r in 0 1 2 3; do
+    st=round; [ "$r" = 0 ] && st=screen
+    o2=(120 120 130 110) bamp=(150 150 100 200)
+    echo "gpt,$st,$r,mpdist-O0,s,ok,1,100,1,1,v,l"
+    echo "gpt,$st,$r,mpdist-O2-bf16,s,ok,1,${o2[r]},1,1,v,l"
+    echo "gpt,$st,$r,pytorch-a,t,ok,1,80,1,1,2.15,l"
+    echo "gpt,$st,$r,pytorch-a-amp-bf16,t,ok,1,90,1,1,2.15,l"
+    echo "gpt,$st,$r,pytorch-b-amp-bf16,t,ok,1,${bamp[r]},1,1,1.13,l"
+  done
+} >"$raw2"
+sweep report "$raw2" "$TMP/rep2" >"$TMP/report2" 2>&1 || true
+check "the AMP peers' columns" "| model | unit | O0 | O2-bf16 | PyTorch a | PyTorch a-amp-bf16 | PyTorch b-amp-bf16 | O0/best PyTorch | O2-bf16/O0 | O2-bf16/best PyTorch AMP |" \
+  "$(grep '^| model |' "$TMP/report2")"
+check "one separator cell a column" "$(grep -m1 '^| model |' "$TMP/report2" | tr -cd '|' | wc -c)" \
+  "$(grep -m1 '^|---' "$TMP/report2" | tr -cd '|' | wc -c)"
+check "the bf16 level against the faster AMP peer" "| gpt | tokens/s | 100 | 120 | 80 | 90 | 150 | 1.25 | 1.20 | 0.80 |" \
+  "$(grep '^| gpt |' "$TMP/report2")"
 
 # The whole script, tiny: two settings per framework, one finalist, two rounds; no fast paths
 # (which settings those add depends on the CPU: cap=avx512 where it has AVX-512 and PyTorch's
