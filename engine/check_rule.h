@@ -4,8 +4,9 @@
  * the element is non-finite when v is inf or NaN; the sum of squares adds v * v in FP64; the
  * fill is the largest |g| (NaN ignored) as a fraction of the half type's largest finite value.
  * How elements are split among threads and partial results combined is the backend's own (the
- * CPU adds in element order, the GPU in a tree), so sumsq may differ in its last bits between
- * backends while every flag and the fill agree exactly. */
+ * CPU in 8 interleaved partial sums added pairwise, engine/backend_cpu/optim.c; the GPU in a
+ * tree), so sumsq may differ in its last bits between backends while every flag and the fill
+ * agree exactly. */
 #ifndef MP_CHECK_RULE_H
 #define MP_CHECK_RULE_H
 

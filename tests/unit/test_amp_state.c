@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/check_rule.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
 
@@ -40,6 +41,36 @@ static mp_amp_state state(double scale, int64_t steps)
     st.scaler.hysteresis_left = 1;
     st.steps = steps;
     return st;
+}
+
+/* The CPU's sum of squares, bit for bit: element e into partial sum e mod 8, in element order
+ * (across the pass's 1024-element blocks), the partials added ((0 + 1) + (2 + 3)) + ((4 + 5) +
+ * (6 + 7)), each element by check_rule.h's rule; the same from the half types, widened. */
+static void test_cpu_sumsq_order(void **unused)
+{
+    (void)unused;
+    mp_rng r;
+    mp_rng_seed(&r, 8, 0);
+    mp_dtype dts[] = {MP_F32, MP_BF16, MP_F16};
+    const int64_t n = 2 * 1024 + 13, shape[1] = {n}; /* two whole blocks and a tail */
+    for (int d = 0; d < 3; d++) {
+        mp_tensor g = mp_tensor_alloc(dts[d], 1, shape, MP_MEM_WORKSPACE);
+        for (int64_t e = 0; e < n; e++) /* magnitudes 2^-12 .. 2^12: the order shows in the sum */
+            mp_store(g.data, dts[d], (size_t)e,
+                     (e % 2 ? -1 : 1) * exp2(24 * mp_rng_uniform(&r) - 12));
+        mp_check_f32 lane[8];
+        memset(lane, 0, sizeof lane);
+        const float m = (float)(0.5 / 1024.0);
+        for (int64_t e = 0; e < n; e++)
+            mp_check_f32_elem(&lane[e % 8], (float)mp_load(g.data, dts[d], (size_t)e), m);
+        double want = ((lane[0].sumsq + lane[1].sumsq) + (lane[2].sumsq + lane[3].sumsq)) +
+                      ((lane[4].sumsq + lane[5].sumsq) + (lane[6].sumsq + lane[7].sumsq));
+        double s = 0.0;
+        bool bad = false;
+        assert_int_equal(ops->grad_stats(&g, 0.5 / 1024.0, &s, &bad), MP_OK);
+        assert_true(s == want);
+        mp_tensor_free(&g);
+    }
 }
 
 static void test_check_equals_grad_stats(void **unused)
@@ -216,6 +247,7 @@ int main(void)
     ops = mp_backend_cpu();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_equals_grad_stats),
+        cmocka_unit_test(test_cpu_sumsq_order),
         cmocka_unit_test(test_state_step_equals_host_step),
         cmocka_unit_test(test_update_is_scaler_update),
         cmocka_unit_test(test_data_error),
