@@ -16,7 +16,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
 source launch/env.sh
-[ -x build/mpdist ] || bash launch/build.sh build >/dev/null
+bench_build
 parent=${TMPDIR:-/tmp} where="default, mktemp -d under \${TMPDIR:-/tmp}"
 rounds=3 hidden=4096 deflate=1 np=${MPDIST_BENCH_RANKS:-2}
 while [ $# -gt 0 ]; do
@@ -41,7 +41,7 @@ start=$(now) stamp=$(date "+%F %T %Z")
 measure() { # RUN DEFLATE EVERY
   local run=$1 level=$2 every=$3 log=$dir/train.log rc=0
   rm -rf "$dir/ckpt"
-  mpirun -np "$np" build/mpdist configs/fashion-mnist-mlp.cfg --set "model.hidden=[$hidden, $hidden]" \
+  mpirun -np "$np" "$build/mpdist" configs/fashion-mnist-mlp.cfg --set "model.hidden=[$hidden, $hidden]" \
     --set data.train_limit=2048 --set data.test_limit=256 --set train.max_steps=15 \
     --set checkpoint.every_steps="$every" --set checkpoint.keep=1 --set "checkpoint.dir=\"$dir/ckpt\"" \
     --set checkpoint.deflate="$level" --set log.progress=plain --set amp.opt_level=O2 \

@@ -7,13 +7,14 @@
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
 source launch/env.sh
-bash launch/build.sh build >/dev/null
-np=${1:-4}
-[ $# -gt 0 ] && shift
+bench_build
+np=4
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then np=$1; shift; fi
+[ "$np" -ge 1 ] || { echo "bench/comm.sh: RANKS must be >= 1" >&2; exit 2; }
 opts=("$@")
 [ ${#opts[@]} -gt 0 ] || opts=(-b 1M -e 64M -f 2 -n 10 -w 2 -r 5)
 mkdir -p bench/results
-mpirun -np "$np" build/mpdist bench-comm "${opts[@]}" | tee bench/results/comm.txt
+mpirun -np "$np" "$build/mpdist" bench-comm "${opts[@]}" | tee bench/results/comm.txt
 awk 'BEGIN { print "op,size_bytes,count,type,redop,time_us,algbw_gbs,busbw_gbs,wrong,raw_type,raw_time_us,raw_algbw_gbs,raw_busbw_gbs,busbw_ratio" }
      /^# mpdist bench-comm: in-place/ { op = $5; sub(/,$/, "", op); gsub(/-/, "_", op); sub(/all_reduce/, "allreduce", op) }
      !/^#/ { $1 = $1; gsub(/ /, ","); print op "," $0 }' bench/results/comm.txt >bench/results/comm.csv

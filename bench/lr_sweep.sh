@@ -22,7 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 bash launch/deps.sh --check
-bash launch/build.sh build >/dev/null
+source bench/common.bash # bench_build: MPDIST_BENCH_BUILD, or build made by launch/build.sh
+bench_build
 source launch/env.sh
 presets=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do presets+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
@@ -33,6 +34,7 @@ steps=${MPDIST_SWEEP_STEPS:-300}
 batch=${MPDIST_SWEEP_BATCH:-128}
 np=${MPDIST_SWEEP_RANKS:-1}
 jobs=${MPDIST_SWEEP_JOBS:-$(( $(nproc) / np > 0 ? $(nproc) / np : 1 ))}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "lr_sweep: MPDIST_SWEEP_JOBS must be a whole number >= 1 (got '$jobs')" >&2; exit 2; }
 out=runs/bench-sweep
 mkdir -p "$out"
 levels=("O0 fp16" "O1 fp16" "O2 fp16" "O2 bf16" "O3 fp16")
@@ -50,7 +52,7 @@ run_one() {
   local tag="$1-lr$2-s$3-$4-$5" rc=0
   [ "${MPDIST_SWEEP_RESUME:-0}" != 1 ] || [ "$(cat "$out/$tag.rc" 2>/dev/null)" != 0 ] || return 0
   local extra=(); while IFS= read -r -d '' a; do extra+=("$a"); done <"$out/extra.args"
-  mpirun -np "$np" build/mpdist configs/fashion-mnist-mlp.cfg --set "model.preset=$1" \
+  mpirun -np "$np" "$build/mpdist" configs/fashion-mnist-mlp.cfg --set "model.preset=$1" \
     --set "optim.lr=$2" --set "train.seed=$3" --set "amp.opt_level=$4" --set "amp.half=$5" \
     --set "data.batch_size=$batch" --set "train.max_steps=$steps" --set log.every=1 \
     --set train.eval_every=0 --set log.progress=none --set "log.metrics=\"$out/$tag.jsonl\"" \

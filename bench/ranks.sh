@@ -6,17 +6,20 @@
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
 source launch/env.sh
-bash launch/build.sh build >/dev/null
+bench_build
 ranks=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do ranks+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
 [ ${#ranks[@]} -gt 0 ] || ranks=(1 2 4)
+for np in "${ranks[@]}"; do
+  [[ $np =~ ^[1-9][0-9]*$ ]] || { echo "bench/ranks.sh: a rank count must be a whole number >= 1 (got '$np')" >&2; exit 2; }
+done
 out=runs/bench-ranks
 mkdir -p "$out"
 echo "ranks,global_batch,steps,wall_s,images_per_s,test_accuracy,peak_mem_bytes" >"$out/ranks.csv"
 for np in "${ranks[@]}"; do
   m=$out/np$np.jsonl
   rm -f "$m" # an earlier run's records are never read as this one's
-  mpirun -np "$np" build/mpdist configs/fashion-mnist-mlp.cfg --set log.progress=none \
+  mpirun -np "$np" "$build/mpdist" configs/fashion-mnist-mlp.cfg --set log.progress=none \
     --set "log.metrics=\"$m\"" "$@" >"$out/np$np.log" 2>&1 ||
     { echo "bench: $np ranks failed:" >&2; tail -5 "$out/np$np.log" >&2; exit 1; }
   grep -q '"type":"summary"' "$m" 2>/dev/null ||

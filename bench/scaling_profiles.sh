@@ -22,6 +22,7 @@ set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 home=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$home/bench/results/scaling-profiles}
+case $out in /*) ;; *) out=$PWD/$out ;; esac # the runs below change directory
 bin=${MPDIST_BIN:-$home/build/mpdist}
 device=${MPDIST_SCALING_DEVICE:-cuda}
 steps=${MPDIST_SCALING_STEPS:-60}
