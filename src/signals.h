@@ -11,8 +11,8 @@
 void mp_signals_install(void);
 
 /* For commands that write a file and have no stop to agree on (export): SIGTERM, SIGUSR1,
- * SIGINT and SIGHUP remove the temporaries being written and end the process as without a handler, so
- * no full-size hidden file is left beside the target (idempotent). */
+ * SIGINT and SIGHUP remove the temporaries being written and end the process as without a
+ * handler, so no full-size hidden file is left beside the target (idempotent). */
 void mp_signals_install_ending(void);
 
 /* Installs handlers for the fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) that

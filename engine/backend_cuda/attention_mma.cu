@@ -19,11 +19,12 @@
  * no atomics: deterministic. What rounds differently from the scalar kernels (which keep P' and
  * dS in FP32) is what the (T, T) path's GEMMs round (engine/backend_cuda/attention.cu), and
  * the op table's bounds for these cases say so (tests/gpu/op_table_attn.c). Shared memory: up
- * to 113 KiB a block at dh = 128 (opted in per kernel; dK/dV's layout chosen per device). A lane pair takes a row, its lanes the
- * even and the odd columns rotated by the row, and the tiles' rows are padded (mma_lay), so that
- * shared memory serves a warp's own accesses and its WMMA loads without bank conflicts. The kernels are in attention_mma_kernels.cuh, which the suite also builds on the
- * CPU over a stand-in of the device (tests/emu/test_attention_mma.cpp); this file launches
- * them. Not yet run on a GPU when written: the op table checks them there. */
+ * to 113 KiB a block at dh = 128 (opted in per kernel; dK/dV's layout chosen per device). A
+ * lane pair takes a row, its lanes the even and the odd columns rotated by the row, and the
+ * tiles' rows are padded (mma_lay), so that shared memory serves a warp's own accesses and its
+ * WMMA loads without bank conflicts. The kernels are in attention_mma_kernels.cuh, which the
+ * suite also builds on the CPU over a stand-in of the device (tests/emu/test_attention_mma.cpp);
+ * this file launches them. Not yet run on a GPU when written: the op table checks them there. */
 #include "engine/backend_cuda/attention_flash.cuh" /* first: cuda.h's C headers as extern "C" */
 
 #include <cuda_bf16.h>
