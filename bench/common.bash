@@ -5,7 +5,7 @@
 # PACKAGEs the script needs are found installed (launch/deps.sh --check: exit 2 and the command
 # that installs them otherwise; benchmarks never install).
 case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bench_build() {
   build=${MPDIST_BENCH_BUILD:-}

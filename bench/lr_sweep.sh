@@ -44,7 +44,7 @@ for p in "${presets[@]}"; do for lr in "${lrs[@]}"; do for s in "${seeds[@]}"; d
   for l in "${levels[@]}"; do echo "$p $lr $s $l" >>"$list"; done
 done; done; done
 echo "bench: $(wc -l <"$list") runs of $steps steps, $jobs at a time, in $out"
-export np batch steps out
+export np batch steps out build
 : >"$out/extra.args"
 [ $# -eq 0 ] || printf '%s\0' "$@" >"$out/extra.args"
 run_one() {

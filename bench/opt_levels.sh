@@ -50,14 +50,16 @@ for model in "${models[@]}"; do
         --set log.progress=none --set log.every=20 --set "log.metrics=\"$m\"" "${ck[@]}" \
         "${extra[@]}" >"$out/$tag.log" 2>&1 || rc=$?
     fi
-    if [ $rc = 0 ]; then
-      s=$(grep '"type":"summary"' "$m")
+    s=
+    [ $rc != 0 ] || s=$(grep '"type":"summary"' "$m" 2>/dev/null || true)
+    if [ -n "$s" ]; then
       top=${s%%\"amp\":*} # the record's own fields, before the opt-level table
       mem() { sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p" <<<"${s#*mem_bytes}"; }
-      tl=$(grep '"type":"eval"' "$m" | tail -1 | sed -n 's/.*"loss":\([^,}]*\).*/\1/p')
+      tl=$({ grep '"type":"eval"' "$m" || true; } | tail -1 | sed -n 's/.*"loss":\([^,}]*\).*/\1/p')
       echo "$model,$1,$2,ok,$(num wall_s <(echo "$top")),$(num images_per_s <(echo "$top")),$(mem weights),$(mem master),$(mem grads),$(mem optim),$(mem activations),$(num accuracy <(echo "$top")),$(num skipped_steps <(echo "$top")),$(num loss_scale <(echo "$top")),$tl" >>"$csv"
     else
       why=$({ grep -m1 '^mpdist: error:' "$out/$tag.log" || true; } | sed 's/^mpdist: error: //; s/,/;/g')
+      [ $rc != 0 ] || why="no summary record in $m (log.metrics set in the arguments?)"
       echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,,," >>"$csv"
     fi
     grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true

@@ -411,8 +411,9 @@ static mp_status setup_buckets(mp_trainer *t)
     return MP_OK;
 }
 
-/* Rank 0: removes dir's rank-<R>.json of ranks R >= size, an earlier, larger run's, which
- * bench/trace_merge.py would join to this run's; how many in *n. */
+/* Rank 0: removes dir's rank-<R>.json of ranks R >= size (exactly the names mpdist writes; a
+ * directory is left), an earlier, larger run's, which bench/trace_merge.py would join to this
+ * run's; how many in *n. */
 static void drop_old_traces(const char *dir, int size, int *n)
 {
     *n = 0;
@@ -421,9 +422,12 @@ static void drop_old_traces(const char *dir, int size, int *n)
         return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        int r = -1, end = 0;
-        if (sscanf(e->d_name, "rank-%d.json%n", &r, &end) == 1 && e->d_name[end] == '\0' &&
-            r >= size) {
+        int r = -1;
+        char name[32];
+        if (sscanf(e->d_name, "rank-%d.json", &r) != 1 || r < size)
+            continue;
+        snprintf(name, sizeof name, "rank-%d.json", r);
+        if (strcmp(name, e->d_name) == 0) { /* exactly a name mpdist writes: no sign, no 0s */
             char path[1200];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             *n += unlink(path) == 0;

@@ -68,12 +68,12 @@ timeout 120 mpirun -np 2 "$MPDIST" "$CFG" "${ARGS[@]}" >plain.out 2>&1
 expect_ok "without log.trace: no trace line, nothing written" \
   bash -c "! grep -q '^trace:' plain.out && [ -z \"\$(find . -newer before-plain -name 'rank-*.json')\" ]"
 # a 1-rank run into the 2-rank run's directory: rank-1.json goes (trace_merge would join it)
-touch tr/rank-9.jsonx tr/rank-x.json
+touch tr/rank-9.jsonx tr/rank-x.json tr/rank-05.json tr/rank-+5.json
 timeout 120 "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/tr\"" >one.out 2>&1 ||
   { echo "FAIL: the 1-rank traced run"; cat one.out; exit 1; }
 expect_ok "a 1-rank run removes the earlier run's rank-1.json and says so, other names left" \
   bash -c "grep -q '; removed 1 rank file(s) of an earlier run with more ranks$' one.out &&
-           [ \"\$(cd tr && LC_ALL=C ls | paste -sd' ')\" = 'rank-0.json rank-9.jsonx rank-x.json trace.json' ]"
+           [ \"\$(cd tr && LC_ALL=C ls | paste -sd' ')\" = 'rank-+5.json rank-0.json rank-05.json rank-9.jsonx rank-x.json trace.json' ]"
 touch notadir
 expect_exit 2 "log.trace: cannot create directory $TMP/notadir" \
   "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/notadir/x\""
