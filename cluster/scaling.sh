@@ -73,11 +73,22 @@ die() { echo "scaling: $*" >&2; exit 2; }
 [[ $mode = weak || $mode = strong ]] || die "--mode must be weak or strong"
 [[ $rounds =~ ^([1-9]|10)$ ]] || die "--rounds: 1 to 10 (got '$rounds')"
 [ "$rounds" = 1 ] || [ -n "$box" ] || die "--rounds is for the study on the box (--box)"
+[ -n "${ranks// /}" ] || die "--ranks: give at least one rank count"
+[ -n "${opts// /}" ] || die "--opt: give at least one opt level"
+[[ $batch =~ ^[1-9][0-9]*$ ]] || die "--batch: a whole number >= 1 (got '$batch')"
+[[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps: a whole number >= 1 (got '$steps')"
+[[ $link_gbs =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v v="$link_gbs" 'BEGIN { exit !(v > 0) }' ||
+  die "--link-gbs: a bandwidth > 0 in GB/s (got '$link_gbs')"
+[[ $link_us =~ ^[0-9]*\.?[0-9]+$ ]] || die "--link-us: a latency >= 0 in microseconds (got '$link_us')"
+seen=" "
 for n in $ranks; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$n' is not a rank count"
+  [[ $seen != *" $n "* ]] || die "--ranks: $n given twice"
+  seen+="$n "
   [ "$mode" = weak ] || [ $((batch % n)) = 0 ] || die "strong scaling: --batch $batch is not divisible by $n ranks"
 done
 command -v gnuplot >/dev/null || die "gnuplot not found (launch/deps.sh gnuplot-nox)"
+command -v python3 >/dev/null || die "python3 not found (the tables and the model need it)"
 mkdir -p "$out/runs"
 out=$(cd "$out" && pwd)
 # One plot; a column missing from the CSV (gnuplot only warns where other curves have points)
