@@ -19,16 +19,20 @@ source launch/env.sh
 bench_build
 parent=${TMPDIR:-/tmp} where="default, mktemp -d under \${TMPDIR:-/tmp}"
 rounds=3 hidden=4096 deflate=1 np=${MPDIST_BENCH_RANKS:-2}
+usage() { echo "usage: bench/checkpoint.sh [--dir DIR] [--rounds N] [--hidden N] [--deflate LEVEL]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
+  case $1 in --dir | --rounds | --hidden | --deflate) [ $# -ge 2 ] || usage ;; esac
   case $1 in
     --dir) parent=$2 where="--dir $2"; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --hidden) hidden=$2; shift 2 ;;
     --deflate) deflate=$2; shift 2 ;;
     -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) echo "usage: bench/checkpoint.sh [--dir DIR] [--rounds N] [--hidden N] [--deflate LEVEL]" >&2; exit 2 ;;
+    *) usage ;;
   esac
 done
+[[ $rounds =~ ^[1-9][0-9]*$ && $hidden =~ ^[1-9][0-9]*$ && $deflate =~ ^[0-9]$ ]] ||
+  { echo "bench/checkpoint.sh: --rounds and --hidden are whole numbers >= 1, --deflate a level 0-9" >&2; exit 2; }
 mkdir -p "$parent" bench/results
 dir=$(mktemp -d "$parent/mpdist-ckpt.XXXXXX")
 trap 'rm -rf "$dir"' EXIT

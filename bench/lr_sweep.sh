@@ -123,3 +123,8 @@ with open(f"{out}/table.txt", "w") as f:
 print(open(f"{out}/table.txt").read(), end="")
 EOF
 echo "(loss: mean of the last 50 steps' training loss, averaged over seeds ${seeds[*]}; min/max over the seeds; skipped: steps over all seeds; accuracy: test accuracy after the last step, mean over seeds)"
+ok=0 # this sweep's runs only (the folder may hold an earlier one's)
+while read -r p lr s lvl half; do
+  [ "$(cat "$out/$p-lr$lr-s$s-$lvl-$half.rc" 2>/dev/null)" != 0 ] || ok=1
+done <"$list"
+[ "$ok" = 1 ] || { echo "lr_sweep: every run failed (their logs: $out/*.log)" >&2; exit 1; }

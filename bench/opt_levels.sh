@@ -28,13 +28,22 @@ csv=$out/table.csv
 echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale,test_loss" >"$csv"
 runs=("O0 fp16" "O1 fp16" "O2 fp16" "O3 fp16" "O2 bf16")
 [ -z "${MPDIST_BENCH_LEVELS:-}" ] || IFS=';' read -r -a runs <<<"$MPDIST_BENCH_LEVELS"
+for r in "${runs[@]}"; do
+  [[ $r =~ ^\ *O[0-3]\ +(fp16|bf16)\ *$ ]] ||
+    { echo "bench/opt_levels.sh: MPDIST_BENCH_LEVELS: '$r' is not a level and half type (\"O2 fp16\")" >&2; exit 2; }
+done
+for model in "${models[@]}"; do
+  case $model in mlp | cnn_bn | vit | gpt) ;;
+    *) echo "bench/opt_levels.sh: unknown model '$model' (mlp, cnn_bn, vit, gpt)" >&2; exit 2 ;;
+  esac
+done
 num() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" "$2" | tail -1; }
 for model in "${models[@]}"; do
   case $model in
     cnn_bn) cfg=configs/fashion-mnist-cnn-bn.cfg ;;
     vit) cfg=configs/fashion-mnist-vit.cfg ;;
     gpt) cfg=configs/fortunes-gpt.cfg ;;
-    *) cfg=configs/fashion-mnist-mlp.cfg ;;
+    mlp) cfg=configs/fashion-mnist-mlp.cfg ;;
   esac
   for r in "${runs[@]}"; do
     set -- $r

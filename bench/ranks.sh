@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Trains the shipped Fashion-MNIST MLP config on 1, 2 and 4 ranks side by side and prints a
 # table (and runs/bench-ranks/ranks.csv): ranks, global batch, steps, wall time, images/s,
-# test accuracy, peak host bytes. On a 2-core machine 4 ranks oversubscribe the cores, so the
-# table shows the cost of that, not scaling. Usage: bench/ranks.sh [RANKS...] [-- mpdist args]
+# test accuracy, peak bytes (peak_mem_bytes). On a 2-core machine 4 ranks oversubscribe the
+# cores, so the table shows the cost of that, not scaling. Usage: bench/ranks.sh [RANKS...] [-- mpdist args]
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
 source launch/env.sh
