@@ -60,6 +60,31 @@ static void compare(const char *name, const char *what, const std::vector<double
     }
 }
 
+/* dK and dV into dqkv (its `bytes`) by the padded kernel, and by the unpadded one (launched
+ * where padding costs an SM a block) into a copy: false when a launch failed; a FAIL line when
+ * the two differ in any bit. Apart from run_case, whose inlining GCC 12 at -O3 otherwise takes
+ * for a free of a non-heap pointer (a false -Wfree-nonheap-object). */
+template <mp_dtype DT, int NB>
+__attribute__((noinline)) static bool run_dkv(unsigned gx, const flash_args &b, const void *qkv,
+                                              const float *stats, const float *dd,
+                                              const void *dout, unsigned char *dqkv,
+                                              size_t bytes, const char *name)
+{
+    std::vector<unsigned char> plain(dqkv, dqkv + bytes); /* dQ; dK and dV not written yet */
+    const unsigned heads = (unsigned)b.heads, N = (unsigned)b.N;
+    bool ok = emu_launch(gx, heads, N, MMA_THREADS, dkv_bytes<NB, true>(), [&] {
+        k_mma_dkv<DT, NB, true>(b, qkv, stats, dd, dout, dqkv);
+    });
+    ok = ok && emu_launch(gx, heads, N, MMA_THREADS, dkv_bytes<NB, false>(), [&] {
+        k_mma_dkv<DT, NB, false>(b, qkv, stats, dd, dout, plain.data());
+    });
+    if (ok && memcmp(plain.data(), dqkv, bytes) != 0) {
+        failures++;
+        printf("FAIL %s: dK/dV padded and unpadded differ\n", name);
+    }
+    return ok;
+}
+
 /* One case: forward, then backward from its outputs; qkv of DT, heads of 16 NB columns, out in
  * odt, dout and dqkv in gdt. */
 template <mp_dtype DT, int NB>
@@ -150,22 +175,8 @@ static void run_case(int64_t N, int64_t T, int64_t heads, bool causal, double p,
     ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dq_bytes<NB>(), [&] {
         k_mma_dq<DT, NB>(b, qkv.data(), stats.data(), dd.data(), dout.data(), dqkv.data());
     });
-    std::vector<unsigned char> plain = dqkv; /* dQ, and dK and dV still unwritten */
-    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes<NB, true>(),
-                          [&] {
-                              k_mma_dkv<DT, NB, true>(b, qkv.data(), stats.data(), dd.data(),
-                                                      dout.data(), dqkv.data());
-                          });
-    /* the unpadded dK/dV (launched where padding costs an SM a block): the same bits */
-    ok = ok && emu_launch(gx, (unsigned)heads, (unsigned)N, MMA_THREADS, dkv_bytes<NB, false>(),
-                          [&] {
-                              k_mma_dkv<DT, NB, false>(b, qkv.data(), stats.data(), dd.data(),
-                                                       dout.data(), plain.data());
-                          });
-    if (plain != dqkv) {
-        failures++;
-        printf("FAIL %s: dK/dV padded and unpadded differ\n", name);
-    }
+    ok = ok && run_dkv<DT, NB>(gx, b, qkv.data(), stats.data(), dd.data(), dout.data(),
+                               dqkv.data(), dqkv.size(), name);
     auto d_o = [&](int64_t n, int64_t t, int64_t h, int c) {
         return (double)mp_elem_load_f32(dout.data(), gdt, (n * T + t) * D + h * dh + c);
     };
