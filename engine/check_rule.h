@@ -11,7 +11,6 @@
 #define MP_CHECK_RULE_H
 
 #include <math.h>
-#include <stdbool.h>
 
 #include "engine/amp_state.h"
 #include "engine/hd.h"
@@ -31,21 +30,30 @@ MP_HD static inline double mp_check_fill(double amax, double limit)
 }
 
 /* Defines, for accumulator type ACC with absolute value ABS:
- *   mp_check_SFX: a partial result: sumsq (FP64), amax (the largest |g|, NaN ignored), bad;
- *   mp_check_SFX_elem(c, g, m): adds element g, unscaled by m, to *c. */
+ *   mp_check_SFX: a partial result: sumsq (FP64), amax (the largest |g|, NaN ignored), bad (0 or
+ *     1: a non-finite element seen);
+ *   mp_check_SFX_add(sumsq, amax, bad, g, m): adds element g, unscaled by m, to a partial result
+ *     held in three variables (a kernel keeps several partials as arrays, which vectorise);
+ *   mp_check_SFX_elem(c, g, m): the same on *c. */
 #define MP_CHECK_RULES(ACC, SFX, ABS)                                                       \
     typedef struct mp_check_##SFX {                                                         \
         double sumsq;                                                                       \
         ACC amax;                                                                           \
-        bool bad;                                                                           \
+        int bad;                                                                            \
     } mp_check_##SFX;                                                                       \
+                                                                                            \
+    MP_HD static inline void mp_check_##SFX##_add(double *sumsq, ACC *amax, int *bad, ACC g, \
+                                                  ACC m)                                    \
+    {                                                                                       \
+        ACC v = g * m, a = ABS(g);                                                          \
+        *bad |= !isfinite(v);                                                               \
+        *sumsq += (double)v * (double)v;                                                    \
+        *amax = a > *amax ? a : *amax;                                                      \
+    }                                                                                       \
                                                                                             \
     MP_HD static inline void mp_check_##SFX##_elem(mp_check_##SFX *c, ACC g, ACC m)         \
     {                                                                                       \
-        ACC v = g * m, a = ABS(g);                                                          \
-        c->bad |= !isfinite(v);                                                             \
-        c->sumsq += (double)v * (double)v;                                                  \
-        c->amax = a > c->amax ? a : c->amax;                                                \
+        mp_check_##SFX##_add(&c->sumsq, &c->amax, &c->bad, g, m);                          \
     }
 
 MP_CHECK_RULES(float, f32, fabsf)

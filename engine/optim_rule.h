@@ -50,7 +50,9 @@ MP_HD static inline double mp_optim_grad_mult(const mp_optim_args *a, const mp_a
  *   mp_optim_coef_SFX_make(args, st): them, from the hyper-parameters;
  *   mp_sgd_SFX(c, w, g, m1, FIRST, NESTEROV): SGD on one element, m1 NULL without momentum
  *     (FIRST: step 1, the momentum buffer starts as the gradient);
- *   mp_adam_SFX(c, w, g, m1, m2): Adam or AdamW on one element. */
+ *   mp_adam_SFX(c, w, g, m1, m2, decoupled): Adam, or AdamW when decoupled (c->decoupled,
+ *     passed apart so that a loop given a constant has no branch and vectorises, as for SGD's
+ *     FIRST and NESTEROV). */
 #define MP_OPTIM_RULES(ACC, SFX)                                                            \
     typedef struct mp_optim_coef_##SFX {                                                    \
         ACC lr, wd, gs, mom, damp, b1, b2, eps, bc1, bc2;                                   \
@@ -93,10 +95,10 @@ MP_HD static inline double mp_optim_grad_mult(const mp_optim_args *a, const mp_a
     }                                                                                       \
                                                                                             \
     MP_HD static inline void mp_adam_##SFX(const mp_optim_coef_##SFX *c, ACC *w, ACC g,     \
-                                           ACC *m1, ACC *m2)                                \
+                                           ACC *m1, ACC *m2, bool decoupled)                \
     {                                                                                       \
         ACC wi = *w, d = g * c->gs;                                                         \
-        if (c->decoupled)                                                                   \
+        if (decoupled)                                                                      \
             wi -= c->lr * c->wd * wi;                                                       \
         else                                                                                \
             d += c->wd * wi;                                                                \

@@ -5,12 +5,12 @@
  * Both go block by block in the accumulator type ACC (FP32, FP64 for FP64 parameters): half
  * or other operands are widened with one bulk mp_convert per block into a stack buffer and
  * results rounded back with one bulk mp_convert, which gives the same bits as converting
- * element by element. The SGD loops run in groups of 8 that the compiler vectorises; every
+ * element by element. The update loops run in groups of 8 that the compiler vectorises; every
  * element sees the same operations in the same order either way. The update's blocks spread
  * over the threads (each element's arithmetic is its own); the statistics pass, a sum, runs on
  * one thread: element e adds to partial sum e mod 8 (in element order), and the 8 partials are
  * added pairwise ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)), the same order at every thread
- * count; 8 independent chains instead of one keep FP64 addition's latency off the pass. */
+ * count; the 8 partials, held as arrays, let the compiler run the lanes as one vector. */
 #include <math.h>
 #include <string.h>
 
@@ -23,13 +23,6 @@
 /* MP_CHECK_LANES: the statistics pass's partial sums, element e into e % MP_CHECK_LANES (see the
  * file comment). */
 enum { MP_OPTIM_BLOCK = 1024, MP_CHECK_LANES = 8 };
-
-/* Unrolls the lanes' loop (GCC), so that each lane's partial result stays in registers. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define MP_UNROLL_LANES _Pragma("GCC unroll 8")
-#else
-#define MP_UNROLL_LANES
-#endif
 
 /* Element `off` of tensor t's storage, whatever its dtype. */
 static void *at(const mp_tensor *t, int64_t off)
@@ -77,9 +70,10 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
                              size_t len)                                                     \
     {                                                                                        \
         const mp_optim_coef_##SFX k = *c; /* a local copy: no store can alias it */          \
-        if (adam) {                                                                          \
-            for (size_t i = 0; i < len; i++)                                                 \
-                mp_adam_##SFX(&k, &w[i], g[i], &m1[i], &m2[i]);                              \
+        if (adam && k.decoupled) {                                                           \
+            FOR_GROUPS_OF_8(i, len, { mp_adam_##SFX(&k, &w[i], g[i], &m1[i], &m2[i], true); });  \
+        } else if (adam) {                                                                   \
+            FOR_GROUPS_OF_8(i, len, { mp_adam_##SFX(&k, &w[i], g[i], &m1[i], &m2[i], false); }); \
         } else if (!m1) {                                                                    \
             FOR_GROUPS_OF_8(i, len, { mp_sgd_##SFX(&k, &w[i], g[i], NULL, false, false); }); \
         } else if (k.first && k.nesterov) {                                                  \
@@ -120,29 +114,30 @@ static void *load_block(const mp_tensor *t, int64_t off, size_t len, mp_dtype ad
                                  double *amax, int64_t n)                                    \
     {                                                                                        \
         ACC gbuf[MP_OPTIM_BLOCK], m = (ACC)mult;                                             \
-        mp_check_##SFX c[MP_CHECK_LANES];                                                    \
-        memset(c, 0, sizeof c);                                                              \
+        double sq[MP_CHECK_LANES] = {0}; /* the lanes' partial results, as arrays */          \
+        ACC am[MP_CHECK_LANES] = {0};                                                        \
+        int nf[MP_CHECK_LANES] = {0};                                                        \
         for (int64_t o = 0; o < n; o += MP_OPTIM_BLOCK) { /* a multiple of the lanes */      \
             size_t len = (size_t)(n - o < MP_OPTIM_BLOCK ? n - o : MP_OPTIM_BLOCK);           \
             const ACC *gv = load_block(g, o, len, ADT, gbuf);                                \
             size_t i = 0;                                                                    \
             for (; i + MP_CHECK_LANES <= len; i += MP_CHECK_LANES)                           \
-                MP_UNROLL_LANES                                                              \
                 for (int j = 0; j < MP_CHECK_LANES; j++)                                     \
-                    mp_check_##SFX##_elem(&c[j], gv[i + j], m);                              \
+                    mp_check_##SFX##_add(&sq[j], &am[j], &nf[j], gv[i + j], m);              \
             for (; i < len; i++)                                                             \
-                mp_check_##SFX##_elem(&c[i % MP_CHECK_LANES], gv[i], m);                     \
+                mp_check_##SFX##_add(&sq[i % MP_CHECK_LANES], &am[i % MP_CHECK_LANES],       \
+                                     &nf[i % MP_CHECK_LANES], gv[i], m);                     \
         }                                                                                    \
         for (int w = 1; w < MP_CHECK_LANES; w *= 2) /* pairwise: (0+1)+(2+3), ... */         \
             for (int j = 0; j + w < MP_CHECK_LANES; j += 2 * w) {                            \
-                c[j].sumsq += c[j + w].sumsq;                                                \
-                c[j].amax = c[j + w].amax > c[j].amax ? c[j + w].amax : c[j].amax;           \
-                c[j].bad = c[j].bad || c[j + w].bad;                                         \
+                sq[j] += sq[j + w];                                                          \
+                am[j] = am[j + w] > am[j] ? am[j + w] : am[j];                               \
+                nf[j] |= nf[j + w];                                                          \
             }                                                                                \
-        *sumsq += c[0].sumsq;                                                                \
-        *bad = *bad || c[0].bad;                                                             \
+        *sumsq += sq[0];                                                                     \
+        *bad = *bad || nf[0];                                                                \
         if (amax)                                                                            \
-            *amax = (double)c[0].amax;                                                       \
+            *amax = (double)am[0];                                                           \
     }
 
 MP_OPTIM_KERNELS(float, MP_F32, f32)

@@ -30,7 +30,7 @@ __global__ static void k_optim(mp_optim_args a, const mp_amp_state *st, void *w,
     {
         float wi = mp_elem_load_f32(w, wt, i), gi = mp_elem_load_f32(g, gt, i);
         if (adam)
-            mp_adam_f32(&c, &wi, gi, &m1[i], &m2[i]);
+            mp_adam_f32(&c, &wi, gi, &m1[i], &m2[i], c.decoupled);
         else
             mp_sgd_f32(&c, &wi, gi, m1 ? &m1[i] : NULL, c.first, c.nesterov);
         mp_elem_store_f32(w, wt, i, wi);
