@@ -136,9 +136,10 @@ mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
     return st;
 }
 
-static mp_group_spec group_spec(const mp_amp_policy *a, mp_group_id g)
+/* Group g's dtypes under policy a; no gradient buffer for a forward-only model. */
+static mp_group_spec group_spec(const mp_amp_policy *a, mp_group_id g, bool forward_only)
 {
-    mp_group_spec s;
+    mp_group_spec s = {.no_grad = forward_only};
     if (g == MP_GROUP_NORM) {
         s.model = s.grad = a->norm;
         s.master = a->master_weights;
@@ -275,8 +276,9 @@ mp_status mp_model_build_opts(mp_model *m, const mp_ops *ops, const mp_layer_spe
         mp_model_free(m);
         return st;
     }
-    mp_group_spec groups[MP_NGROUPS] = {group_spec(&m->amp, MP_GROUP_WEIGHTS),
-                                        group_spec(&m->amp, MP_GROUP_NORM)};
+    bool fwd = m->forward_only;
+    mp_group_spec groups[MP_NGROUPS] = {group_spec(&m->amp, MP_GROUP_WEIGHTS, fwd),
+                                        group_spec(&m->amp, MP_GROUP_NORM, fwd)};
     if (o && o->shard_size > 1)
         mp_params_shard(&m->params, o->shard_rank, o->shard_size);
     mp_params_alloc(&m->params, m->ops, groups);

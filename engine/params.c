@@ -58,7 +58,10 @@ void mp_params_alloc(mp_params *p, const mp_ops *ops, const mp_group_spec specs[
         int64_t shape[1] = {g->total}, block[1] = {g->n};
         g->spec = specs[k];
         g->model = mp_tensor_new(ops, specs[k].model, 1, shape, MP_MEM_WEIGHTS);
-        g->grad = mp_tensor_new(ops, specs[k].grad, 1, shape, MP_MEM_GRADS);
+        if (specs[k].no_grad)
+            g->grad = mp_tensor_view(NULL, specs[k].grad, 1, shape);
+        else
+            g->grad = mp_tensor_new(ops, specs[k].grad, 1, shape, MP_MEM_GRADS);
         if (specs[k].model == MP_F32 || specs[k].model == MP_F64)
             g->master = g->model;
         else if (specs[k].master)

@@ -35,7 +35,8 @@ typedef struct mp_param_view {
 /* How a group stores its values; see the file comment. */
 typedef struct mp_group_spec {
     mp_dtype model, grad;
-    bool master; /* FP32 masters for a half model */
+    bool master;  /* FP32 masters for a half model */
+    bool no_grad; /* forward passes alone: no gradient buffer (mp_params_grad is empty) */
 } mp_group_spec;
 
 typedef struct mp_param_group {

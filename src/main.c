@@ -361,8 +361,8 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 
 /* The evaluation's speed (its first round of batches left out) and rank 0's bytes during it:
  * the weights and buffers it holds, and the most its activations (the forward-only plan at
- * data.batch_size, and the batch) and workspace held (the gradients and masters the eval
- * trainer still allocates are left out). */
+ * data.batch_size, and the batch) and workspace held (the masters the eval trainer still
+ * allocates are left out). */
 static void print_eval_speed(const mp_eval_speed *s)
 {
     printf("eval: %lld samples in %.3f s, %.1f samples/s; bytes: weights %lld, activations %lld, "

@@ -144,7 +144,10 @@ mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
 /* mp_train_setup for evaluation alone (mpdist eval): the model's activations planned over the
  * forward pass (mp_model_opts.forward_only), its parameters whole on every rank (no ZeRO
- * sharding), no optimizer state. Such a trainer evaluates and loads weights; it cannot train. */
+ * sharding), no gradients, optimizer state, buckets, sampler or training loader. The data
+ * formats whose test split is a file of its own (idx, cifar10, synthetic) read that split
+ * alone, so the training files need not exist; t->train is then empty. Such a trainer
+ * evaluates and loads weights; it cannot train. */
 mp_status mp_train_setup_eval(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
 /* The cores of this host divided by its ranks (comm->local_size). Not collective. */

@@ -50,11 +50,17 @@ static mp_status open_backend(mp_trainer *t)
     return MP_OK;
 }
 
+/* The config's data into t->train and t->test. Evaluating, the formats whose test split is a
+ * file of its own (idx, cifar10, synthetic) read that split alone: mpdist eval needs no training
+ * files (folder takes the training classes' names, text and tokens split one file, hdf5 opens
+ * both datasets' headers). */
 static mp_status load_data(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
+    bool train = !t->forward_only;
     if (strcmp(c->data.format, "cifar10") == 0) {
-        MP_TRY(mp_cifar10_load(&t->train, c->data.path, "train", c->data.train_limit));
+        if (train)
+            MP_TRY(mp_cifar10_load(&t->train, c->data.path, "train", c->data.train_limit));
         MP_TRY(mp_cifar10_load(&t->test, c->data.path, "test", c->data.test_limit));
         if (c->data.num_classes != 10)
             return mp_fail(MP_EUSAGE, "%s: data.num_classes: cifar10 has 10 classes (got %lld)",
@@ -87,13 +93,15 @@ static mp_status load_data(mp_trainer *t)
         for (int k = 0; k < 2; k++)
             if (lim[k] > 0 && lim[k] < n[k])
                 n[k] = lim[k];
-        MP_TRY(mp_synthetic_make(&t->train, "train", (int)sh[0], (int)sh[1], (int)sh[2], n[0],
-                                 (int)c->data.num_classes, (uint64_t)c->train.seed));
+        if (train)
+            MP_TRY(mp_synthetic_make(&t->train, "train", (int)sh[0], (int)sh[1], (int)sh[2],
+                                     n[0], (int)c->data.num_classes, (uint64_t)c->train.seed));
         MP_TRY(mp_synthetic_make(&t->test, "test", (int)sh[0], (int)sh[1], (int)sh[2], n[1],
                                  (int)c->data.num_classes, (uint64_t)c->train.seed));
     } else {
-        MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
-                           c->data.train_limit));
+        if (train)
+            MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
+                               c->data.train_limit));
         MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
                            c->data.test_limit));
     }
@@ -103,16 +111,26 @@ static mp_status load_data(mp_trainer *t)
         t->mean[k] = own && k < 3 && !mp_config_given(c, "data.mean") ? m[k] : c->data.mean;
         t->std[k] = own && k < 3 && !mp_config_given(c, "data.std") ? s[k] : c->data.std;
     }
-    if (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c)
+    if (t->train.count > 0 &&
+        (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c))
         return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",
                        c->data.path, t->train.h, t->train.w, t->train.c, t->test.h, t->test.w,
                        t->test.c);
+    if (!train)
+        return MP_OK;
     if (t->train.count < t->comm->size)
         return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
                        c->data.path, (long long)t->train.count, t->comm->size);
     /* rank 0 writes and reads checkpoints; the digest of a large text costs time */
     t->train_digest = t->comm->rank == 0 ? mp_dataset_digest(&t->train) : 0;
     return MP_OK;
+}
+
+/* The split whose samples set the model's input and the batch buffers: the training set, the
+ * test set when evaluating (which may have read it alone; load_data checks both alike). */
+static const mp_dataset *shape_data(const mp_trainer *t)
+{
+    return t->forward_only ? &t->test : &t->train;
 }
 
 /* Re-records the model-building error just recorded with where the user configured the layer
@@ -162,14 +180,14 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
     /* weights and gradients, then the optimizer's slots and the masters, which ZeRO-1 shards,
-     * and the accumulator; evaluating, the masters alone, whole */
+     * and the accumulator; evaluating, the weights and the masters alone, whole */
     double slots = t->forward_only ? 0.0
                    : strcmp(c->optim.name, "sgd") != 0 ? 2.0
                    : c->optim.momentum != 0.0          ? 1.0
                                                        : 0.0;
     slots += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
     bool sharded = c->optim.zero > 0 && !t->forward_only;
-    double copies = 2.0 + slots / (sharded ? t->comm->size : 1);
+    double copies = (t->forward_only ? 1.0 : 2.0) + slots / (sharded ? t->comm->size : 1);
     copies += c->train.accum_steps > 1 ? 1.0 : 0.0;
     double need = 4.0 * (double)params * copies + (double)act_bytes;
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
@@ -216,7 +234,8 @@ static mp_status build_model(mp_trainer *t)
     mp_layer_spec specs[MP_MAX_LAYERS];
     int n;
     MP_TRY(mp_train_model_specs(c, strcmp(t->ops->name, "cuda") == 0, specs, &n));
-    int64_t in_shape[3] = {t->train.h, t->train.w, t->train.c};
+    const mp_dataset *d = shape_data(t);
+    int64_t in_shape[3] = {d->h, d->w, d->c};
     MP_TRY(check_memory(t, specs, n, in_shape));
     bool zero = c->optim.zero > 0 && t->comm->size > 1 && !t->forward_only;
     mp_model_opts mo = {.shard_rank = zero ? t->comm->rank : 0,
@@ -227,12 +246,12 @@ static mp_status build_model(mp_trainer *t)
                                        c->data.num_classes, c->data.batch_size, &t->amp, &mo);
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
-    if (t->model.positions != mp_dataset_label_len(&t->train))
+    int64_t labels = mp_dataset_label_len(d);
+    if (t->model.positions != labels)
         return mp_fail(MP_EUSAGE, "%s: the model gives %lld outputs per sample (%s) but the data "
                        "has %lld labels per sample (%s)", c->path, (long long)t->model.positions,
                        t->model.positions > 1 ? "one per position" : "a classifier",
-                       (long long)mp_dataset_label_len(&t->train),
-                       mp_dataset_label_len(&t->train) > 1 ? "one per token" : "one per image");
+                       (long long)labels, labels > 1 ? "one per token" : "one per image");
     mp_model_seed(&t->model, c->train.seed); /* every rank's dropout masks follow the seed */
     if (t->comm->rank == 0 || zero) /* sharded: every rank fills its block of the masters */
         MP_TRY(mp_model_init(&t->model, c->train.seed));
@@ -533,35 +552,25 @@ int mp_train_cores_allowed(void)
     return n;
 }
 
-/* mp_train_setup, or with forward_only mp_train_setup_eval. */
-static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool forward_only)
+/* What training adds to the evaluation's set-up: the sampler's shard and the steps it makes,
+ * the schedule, the optimizer, the gradient buckets, the loader and the loss gradient's rows. */
+static mp_status setup_training(mp_trainer *t)
 {
-    memset(t, 0, sizeof *t);
-    t->forward_only = forward_only;
-    t->cfg = cfg;
-    t->comm = comm;
-    MP_TRY(open_backend(t));
-    t->cpu_threads = cpu_threads(comm);
-    mp_backend_cpu_threads(t->cpu_threads);
-    comm->timeout_s = cfg->comm.timeout_s;
-    t->accum = cfg->train.accum_steps > 0 ? cfg->train.accum_steps : 1;
-    setup_amp(t);
-    MP_TRY(load_data(t));
-    MP_TRY(build_model(t));
+    const mp_config *cfg = t->cfg;
+    mp_comm *comm = t->comm;
     if (mp_sampler_init(&t->sampler, t->train.count, comm->size, comm->rank, cfg->train.seed,
                         cfg->data.shuffle, cfg->data.drop_last) != 0)
         return mp_fail(MP_EDATA, "%s: cannot shard %lld samples over %d ranks", cfg->data.path,
                        (long long)t->train.count, comm->size);
     char at[1200];
-    if (!forward_only && cfg->data.drop_last && t->sampler.num_local < cfg->data.batch_size)
+    if (cfg->data.drop_last && t->sampler.num_local < cfg->data.batch_size)
         return mp_fail(MP_EUSAGE, "%s: each rank's share of the training set (%lld samples) is "
                        "less than data.batch_size = %lld, so every batch would be dropped",
                        mp_config_key_at(cfg, "data.drop_last", at, sizeof at),
                        (long long)t->sampler.num_local, (long long)cfg->data.batch_size);
     plan_steps(t);
     setup_schedule(t);
-    if (!forward_only)
-        setup_optimizer(t);
+    setup_optimizer(t);
     MP_TRY(setup_buckets(t));
     mp_loader_config lc = {.data = &t->train,
                            .threads = (int)cfg->data.loader_threads,
@@ -579,12 +588,33 @@ static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool 
                            .fence_wait = t->ops->fence_wait,
                            .fence_free = t->ops->fence_free};
     MP_TRY(mp_loader_open(&t->loader, &lc));
-    int64_t b = cfg->data.batch_size;
-    int64_t xs[4] = {b, t->train.h, t->train.w, t->train.c};
-    int64_t ds[2] = {b * t->model.positions, cfg->data.num_classes};
-    t->x = mp_tensor_new(t->ops, mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
+    int64_t ds[2] = {cfg->data.batch_size * t->model.positions, cfg->data.num_classes};
     t->dlogits = mp_tensor_new(t->ops, t->model.acts[t->model.nlayers - 1].dtype, 2, ds,
                                MP_MEM_ACTIVATIONS);
+    return MP_OK;
+}
+
+/* mp_train_setup, or with forward_only mp_train_setup_eval. */
+static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool forward_only)
+{
+    memset(t, 0, sizeof *t);
+    t->forward_only = forward_only;
+    t->cfg = cfg;
+    t->comm = comm;
+    MP_TRY(open_backend(t));
+    t->cpu_threads = cpu_threads(comm);
+    mp_backend_cpu_threads(t->cpu_threads);
+    comm->timeout_s = cfg->comm.timeout_s;
+    t->accum = cfg->train.accum_steps > 0 ? cfg->train.accum_steps : 1;
+    setup_amp(t);
+    MP_TRY(load_data(t));
+    MP_TRY(build_model(t));
+    if (!forward_only)
+        MP_TRY(setup_training(t));
+    int64_t b = cfg->data.batch_size;
+    const mp_dataset *d = shape_data(t);
+    int64_t xs[4] = {b, d->h, d->w, d->c};
+    t->x = mp_tensor_new(t->ops, mp_model_input_dtype(&t->model), 4, xs, MP_MEM_ACTIVATIONS);
     t->st = t->ops->mem_alloc(sizeof *t->st, MP_MEM_OPTIM);
     if (!t->st)
         return MP_EINTERNAL; /* mem_alloc said why */
@@ -593,7 +623,7 @@ static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool 
     t->hst = t->ops->host_alloc(sizeof *t->hst, MP_MEM_WORKSPACE);
     t->stop_req = t->ops->host_alloc(sizeof *t->stop_req, MP_MEM_WORKSPACE);
     t->data_word = t->ops->host_alloc(2 * sizeof *t->data_word, MP_MEM_WORKSPACE);
-    size_t y_bytes = (size_t)b * (size_t)mp_dataset_label_len(&t->train) * sizeof(int32_t);
+    size_t y_bytes = (size_t)b * (size_t)mp_dataset_label_len(d) * sizeof(int32_t);
     t->y = t->ops->host_alloc(y_bytes, MP_MEM_DATA);
     if (!t->hst || !t->stop_req || !t->data_word || !t->y)
         return MP_EINTERNAL; /* host_alloc said why */

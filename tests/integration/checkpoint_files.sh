@@ -3,9 +3,9 @@
 # parameter table; export writes weights in fp16/bf16/fp32 (fp16 at most 0.52x the fp32 file),
 # or fp16 with BatchNorm in FP32 (--keep-batchnorm-fp32), and mpdist eval on an export matches
 # the full checkpoint's accuracy within 0.2 points (an MLP, and cnn_bn whose BatchNorm
-# statistics travel in /buffers; the FP32-BatchNorm export at O3); an export ended by a signal
-# removes its temporary; damaged, truncated, foreign and exported files are refused with exit 4
-# and the file or dataset named.
+# statistics travel in /buffers; the FP32-BatchNorm export at O3); eval needs the test files
+# alone; an export ended by a signal removes its temporary; damaged, truncated, foreign and
+# exported files are refused with exit 4 and the file or dataset named.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 COMMON=(--set data.train_limit=4000 --set data.test_limit=1000 --set train.epochs=2
@@ -144,6 +144,17 @@ awk -v a="$(acc)" -v b="$trained_cnn" 'BEGIN { d = a - b; exit !(d <= 0.002 && d
 grep -Eq '^eval: [1-9][0-9]* samples in [0-9.]+ s, [0-9.]+ samples/s; bytes: weights [1-9][0-9]*, activations [1-9][0-9]*, workspace [0-9]+$' "$TMP/out" ||
   { echo "FAIL: eval's speed line"; cat "$TMP/out"; exit 1; }
 echo "ok: cnn fp16 export with FP32 BatchNorm: 8 FP32 arrays, accuracy $(acc) at O3 (checkpoint $trained_cnn)"
+
+# eval reads the test split alone (idx: the t10k files): a directory holding only them and the
+# checkpoint evaluates to the accuracy training ended with; training from it says what is missing.
+mkdir "$TMP/t10k" && ln -s "$FMNIST"/t10k-* "$TMP/t10k/"
+check "eval t10k alone" mpirun -np 2 "$MPDIST" eval "$CFG" "${COMMON[@]}" --set model.preset=cnn_bn \
+  --set data.train_limit=1024 --set "data.path=\"$TMP/t10k\"" --checkpoint "$CNN"
+[ "$(acc)" = "$trained_cnn" ] ||
+  { echo "FAIL: eval on the test files alone: accuracy $(acc), training ended at $trained_cnn"; cat "$TMP/out"; exit 1; }
+echo "ok: eval with the t10k files alone: accuracy $(acc), as training ended"
+expect_exit 3 "t10k/train-images-idx3-ubyte(\.gz)?: no such file" mpirun -np 2 "$MPDIST" "$CFG" \
+  "${COMMON[@]}" --set "data.path=\"$TMP/t10k\""
 
 # Damaged and foreign files: exit 4, one error line naming the file or the dataset.
 cp "$MLP" "$TMP/flip.h5"

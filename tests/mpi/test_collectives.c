@@ -240,8 +240,8 @@ static void make_params(mp_params *p, mp_dtype grad_weights, mp_dtype grad_norm,
     }
     if (shard)
         mp_params_shard(p, comm.rank, comm.size);
-    mp_group_spec specs[MP_NGROUPS] = {{grad_weights, grad_weights, false},
-                                       {grad_norm, grad_norm, false}};
+    mp_group_spec specs[MP_NGROUPS] = {{.model = grad_weights, .grad = grad_weights},
+                                       {.model = grad_norm, .grad = grad_norm}};
     mp_params_alloc(p, mp_backend_cpu(), specs);
 }
 

@@ -37,7 +37,8 @@ static void make_params(mp_params *p)
         int64_t shape[1] = {1000 + 100 * i};
         mp_params_add(p, name, MP_GROUP_WEIGHTS, 1, shape);
     }
-    mp_group_spec specs[MP_NGROUPS] = {{MP_F32, MP_F32, false}, {MP_F32, MP_F32, false}};
+    mp_group_spec specs[MP_NGROUPS] = {{.model = MP_F32, .grad = MP_F32},
+                                       {.model = MP_F32, .grad = MP_F32}};
     mp_params_alloc(p, mp_backend_cpu_staged(), specs);
 }
 

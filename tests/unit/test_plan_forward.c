@@ -6,7 +6,7 @@
  * tensor the forward-only walk let go, or one the walk never reached (backward scratch, which
  * gets no storage), reads poison, another tensor's values or NULL. The forward-only arena is
  * smaller than the training one, mp_model_plan_bytes gives it exactly, the activation
- * gradients have no storage, and backward is refused. */
+ * gradients and the parameters' gradients have no storage, and backward is refused. */
 #include "tests/util/test_util.h"
 
 #include <stdlib.h>
@@ -78,6 +78,10 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
                      a.plan.size);
         assert_null(b.dbuf[0].data);
         assert_null(b.dbuf[1].data);
+        for (int k = 0; k < MP_NGROUPS; k++) { /* no gradient buffer; the training one has */
+            assert_null(b.params.groups[k].grad.data);
+            assert_true(a.params.groups[k].total == 0 || a.params.groups[k].grad.data);
+        }
         int64_t ds[2] = {batch * b.positions, classes};
         mp_tensor dl = mp_tensor_alloc(b.acts[b.nlayers - 1].dtype, 2, ds, MP_MEM_WORKSPACE);
         assert_int_equal(mp_model_backward(&b, &x, &dl), MP_EINTERNAL);
