@@ -24,11 +24,14 @@ source "$(dirname "$0")/common.bash"
 bench_build
 [ "${1:-}" = -- ] && shift
 extra=("$@")
-read -r -a models <<<"${MPDIST_PLAN_MODELS:-mlp cnn_bn resnet20 wrn resnext vit gpt}"
-read -r -a levels <<<"${MPDIST_PLAN_LEVELS:-O0 O2}"
+# Unset: the defaults; set but blank, a list of nothing to run, refused below.
+read -r -a models <<<"${MPDIST_PLAN_MODELS-mlp cnn_bn resnet20 wrn resnext vit gpt}"
+read -r -a levels <<<"${MPDIST_PLAN_LEVELS-O0 O2}"
 batch=${MPDIST_PLAN_BATCH:-128}
 out=${MPDIST_PLAN_OUT:-bench/results/activation-plan}
 [[ $batch =~ ^[1-9][0-9]*$ ]] || { echo "activation_plan: MPDIST_PLAN_BATCH must be a positive integer (got '$batch')" >&2; exit 2; }
+[ ${#models[@]} -gt 0 ] || { echo "activation_plan: MPDIST_PLAN_MODELS names no model" >&2; exit 2; }
+[ ${#levels[@]} -gt 0 ] || { echo "activation_plan: MPDIST_PLAN_LEVELS names no opt level (O0 to O3)" >&2; exit 2; }
 for l in "${levels[@]}"; do
   [[ $l =~ ^O[0-3]$ ]] || { echo "activation_plan: unknown opt level '$l' (O0 to O3)" >&2; exit 2; }
 done

@@ -17,9 +17,11 @@
 #                                          its own cost, as in bench-comm's best of rounds); the
 #                                          goal counts as met only when both reach it
 # and checks the goals: masters plus optimizer state per rank with ZeRO-1 at most 1/N of the
-# one-rank figure plus 5%; activations with recomputation at most 0.55x of those without (the
-# planned arena, engine/plan.h, which already shares the blocks' scratch and the ReLUs' inputs:
-# 0.51x when the plan came, where recomputation had kept under half of the unplanned bytes);
+# one-rank figure plus 5% (said to be not checked, and not counted, without a one-rank run:
+# MPDIST_MEM_RANKS without 1, or its run failed); activations with recomputation at most 0.55x
+# of those without (the planned arena, engine/plan.h, which already shares the blocks' scratch
+# and the ReLUs' inputs: 0.51x when the plan came, where recomputation had kept under half of
+# the unplanned bytes);
 # ZeRO-1 at least 0.95x the unsharded images/s on the same ranks (exit 1 when one is missed,
 # after writing the tables). The machine: on the 2-core development VM, 4 ranks share 2 cores,
 # so their throughput is that of oversubscribed ranks; the ratio is what is measured.
@@ -132,9 +134,13 @@ for np in "${ranks[@]}"; do
   echo "$np,$u,$z,$ratio,$lo,$hi,$ub,$zb,$best" >>bench/results/zero_speed.csv
   awk -v r="$ratio" -v b="$best" 'BEGIN { exit !(r >= 0.95 && b >= 0.95) }' ||
     { echo "goal missed: ZeRO-1 on $np ranks at ${ratio}x (median of rounds) and ${best}x (best rounds) the unsharded images/s (goal >= 0.95 for both)"; goals=1; }
-  one=${mo[1-0-false]:-0} mine=${mo[$np-1-false]:-0}
-  awk -v one="$one" -v mine="$mine" -v n="$np" 'BEGIN { exit !(one > 0 && mine <= one / n * 1.05) }' ||
-    { echo "goal missed: masters + optimizer state on $np ranks $mine bytes, more than 1/$np of $one plus 5%"; goals=1; }
+  one=${mo[1-0-false]:-} mine=${mo[$np-1-false]:-0}
+  if [ -z "$one" ]; then
+    echo "goal not checked: masters + optimizer state on $np ranks: no one-rank figure to compare with (1 not in MPDIST_MEM_RANKS, or its run failed)"
+  elif ! awk -v one="$one" -v mine="$mine" -v n="$np" 'BEGIN { exit !(one > 0 && mine <= one / n * 1.05) }'; then
+    echo "goal missed: masters + optimizer state on $np ranks $mine bytes, more than 1/$np of $one plus 5%"
+    goals=1
+  fi
 done
 for c in "${configs[@]}"; do
   set -- $c

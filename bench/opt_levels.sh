@@ -13,6 +13,8 @@
 # MPDIST_BENCH_LEVELS="O2 fp16;O0 fp16" runs only those levels (default: all five).
 # MPDIST_BENCH_KEEP=1 keeps a run whose metrics file already ends with its summary (a sweep
 # stopped half way goes on where it stopped) instead of running it again.
+# Exit 1, after the table, when a run failed (its row says why, with n/a for its figures) or a
+# plot did (gnuplot's message on stderr).
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
 bench_build gnuplot-nox
@@ -38,6 +40,11 @@ for model in "${models[@]}"; do
   esac
 done
 num() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" "$2" | tail -1; }
+# gnuplot's message from its stderr: the first error line ("line 0: ..."), not the command it
+# may echo first nor a warning; else its last line.
+gnuplot_error() { awk '/^(".*" )?line [0-9]+: / && !/warning:/ { print; found = 1; exit }
+  NF { last = $0 } END { if (!found) print last }' <<<"$1"; }
+failed=0
 for model in "${models[@]}"; do
   case $model in
     cnn_bn) cfg=configs/fashion-mnist-cnn-bn.cfg ;;
@@ -70,6 +77,7 @@ for model in "${models[@]}"; do
       why=$({ grep -m1 '^mpdist: error:' "$out/$tag.log" || true; } | sed 's/^mpdist: error: //; s/,/;/g')
       [ $rc != 0 ] || why="no summary record in $m (log.metrics set in the arguments?)"
       echo "$model,$1,$2,exit $rc: ${why:-see $out/$tag.log},,,,,,,,,,," >>"$csv"
+      failed=1
     fi
     grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true
     spe=$(sed -nE 's/.*\(([0-9]+) per epoch\).*/\1/p' "$out/$tag.log" | head -1)
@@ -84,8 +92,18 @@ for model in "${models[@]}"; do
     plot=${plot/training loss by opt level/training and validation loss (nats per byte) by opt level}
     plot=${plot/Fashion-MNIST gpt/fortunes gpt}
   fi
-  command -v gnuplot >/dev/null && gnuplot -e "$plot" || echo "bench: gnuplot missing, no plot" >&2
+  if ! command -v gnuplot >/dev/null; then
+    echo "bench: gnuplot missing, no plot" >&2
+  elif err=$(gnuplot -e "$plot" 2>&1); then
+    [ -z "$err" ] || echo "$err" >&2 # its warnings (a failed run's curve without points)
+  else
+    echo "bench: gnuplot failed, no $out/loss-$model.png: $(gnuplot_error "$err")" >&2
+    failed=1
+  fi
 done
-awk -F, 'NR == 1 { printf "%-7s %-3s %-5s %8s %9s %9s %9s %9s %9s %11s %9s %9s %8s %9s  %s\n", "model", "lvl", "half", "wall_s", "images/s", "weights", "master", "grads", "optim", "activations", "test_loss", "accuracy", "skipped", "scale", "status"; next }
-  { printf "%-7s %-3s %-5s %8.1f %9.0f %9.2f %9.2f %9.2f %9.2f %11.2f %9.4f %9.4f %8d %9g  %s\n", $1, $2, $3, $5, $6, $7/1048576, $8/1048576, $9/1048576, $10/1048576, $11/1048576, $15, $12, $13, $14, $4 }' "$csv" | tee "$out/table.txt"
+# A failed run has no figures: n/a, not the zeros its empty fields would print as.
+awk -F, 'function f(fmt, v) { return $4 == "ok" ? sprintf(fmt, v) : "n/a" }
+  NR == 1 { printf "%-7s %-3s %-5s %8s %9s %9s %9s %9s %9s %11s %9s %9s %8s %9s  %s\n", "model", "lvl", "half", "wall_s", "images/s", "weights", "master", "grads", "optim", "activations", "test_loss", "accuracy", "skipped", "scale", "status"; next }
+  { printf "%-7s %-3s %-5s %8s %9s %9s %9s %9s %9s %11s %9s %9s %8s %9s  %s\n", $1, $2, $3, f("%.1f", $5), f("%.0f", $6), f("%.2f", $7/1048576), f("%.2f", $8/1048576), f("%.2f", $9/1048576), f("%.2f", $10/1048576), f("%.2f", $11/1048576), f("%.4f", $15), f("%.4f", $12), f("%d", $13), f("%g", $14), $4 }' "$csv" | tee "$out/table.txt"
 echo "(bytes in MiB: peak per rank, from the engine's allocator counters; plots: $out/loss-*.png)"
+[ "$failed" = 0 ] || { echo "bench/opt_levels.sh: a run or a plot failed (the status column, the messages above)" >&2; exit 1; }

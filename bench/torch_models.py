@@ -91,7 +91,10 @@ def arg_parser():
     t.add_argument("--amp", choices=("off", "bf16", "fp16"), default="off",
                    help="mixed precision: forward and loss under torch.autocast('cpu', dtype) "
                         "(PyTorch AMP's CPU path: bf16 matmuls and convolutions through oneDNN, "
-                        "on AMX or AVX512-BF16 where the CPU has them); weights stay FP32")
+                        "on AMX or AVX512-BF16 where the CPU has them); weights stay FP32. fp16 "
+                        "trains with a GradScaler (dynamic loss scaling, as mpdist's O1/O2 fp16) "
+                        "and needs a PyTorch whose CPU autocast and GradScaler take it (2.3 or "
+                        "later); the JSON line gives the final loss_scale")
     t.add_argument("--compile", action="store_true",
                    help="train through torch.compile (PyTorch 2; compiled in the first, untimed window)")
     t.add_argument("--dim", type=int, default=128, help="model.dim, the token width")
@@ -582,6 +585,15 @@ def train(a):
             raise SystemExit("torch_models: --compile needs PyTorch 2 (this is %s)" % torch.__version__)
         fwd = torch.compile(model)
     amp_dtype = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.amp]
+    # fp16's narrow range flushes small gradients to zero: PyTorch AMP trains fp16 only with a
+    # GradScaler (bf16 has FP32's range and needs none). Older PyTorch's CPU autocast refuses
+    # fp16 and has no CPU GradScaler (torch.amp.GradScaler came with 2.3).
+    scaler = None
+    if a.amp == "fp16":
+        if not hasattr(torch.amp, "GradScaler"):
+            arg_parser().error("--amp fp16 needs PyTorch 2.3 or later (a CPU GradScaler and fp16 "
+                               "CPU autocast; this is %s): use --amp bf16" % torch.__version__)
+        scaler = torch.amp.GradScaler("cpu")
     model.train()
     rates, samples, loss = [], 0, float("nan")
     t0 = time.perf_counter()
@@ -590,8 +602,13 @@ def train(a):
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=amp_dtype, enabled=amp_dtype is not None):
             out, _ = loss_of(fwd, x, y, layout=layout)
-        out.backward()
-        opt.step()
+        if scaler:
+            scaler.scale(out).backward()
+            scaler.step(opt)  # skipped where the scaled gradients overflowed
+            scaler.update()
+        else:
+            out.backward()
+            opt.step()
         loss = float(out)
         samples += len(idx)
         if step % a.every == 0 or step == a.steps:
@@ -606,6 +623,7 @@ def train(a):
             "final_loss": loss, "test_loss": test_loss, "test_accuracy": acc,
             "test_samples": data.ntest, "torch": torch.__version__,
             "channels_last": a.channels_last, "compiled": a.compile, "amp": a.amp,
+            "loss_scale": scaler.get_scale() if scaler else None,
             "attention": "sdpa" if use_sdpa() else "matrix",
             "mkldnn": torch.backends.mkldnn.enabled,
             "mkldnn_available": torch.backends.mkldnn.is_available(),

@@ -10,7 +10,9 @@ cluster/step_model.py).
 --gpus defaults to 1, 2, 4, ... up to a node, then whole nodes doubling up to 1,024 GPUs (a count
 that does not fill whole nodes is an error). Writes DIR/predict.csv, predict.md (efficiency per
 GPU count, one row per profile, cluster and bucket size) and, with gnuplot, predict.png; prints
-the table. --accum K: K micro-batches a step (train.accum_steps), the buckets sent by the last.
+the table. DIR defaults to runs/scaling-predict under the current directory (the committed
+predictions for the presets are in bench/results/scaling-predict). --accum K: K micro-batches a
+step (train.accum_steps), the buckets sent by the last.
 Exit 2 with one line for a bad option, cluster file or profile, or an output it cannot write.
 """
 import argparse, csv, os, subprocess, sys
@@ -115,6 +117,7 @@ def plot(rows, out):
         return
     clusters = list(dict.fromkeys(r["cluster"] for r in rows))
     title = lambda s: s.replace("'", "").replace("_", "\\\\_")
+    quoted = lambda path: "'" + path.replace("'", "''") + "'"  # gnuplot: a quote written twice
     panels, blocks = [], []
     for c in clusters:
         series = list(dict.fromkeys(f"{r['profile']}, {r['bucket_mb']:g} MiB" for r in rows if r["cluster"] == c))
@@ -122,14 +125,14 @@ def plot(rows, out):
         for sname in series:
             pts = [(r["gpus"], r["efficiency"]) for r in rows
                    if r["cluster"] == c and f"{r['profile']}, {r['bucket_mb']:g} MiB" == sname]
-            lines.append(f"'{out}/predict.dat' index {len(blocks)} with linespoints lw 2 title '{title(sname)}'")
+            lines.append(f"{quoted(out + '/predict.dat')} index {len(blocks)} with linespoints lw 2 title '{title(sname)}'")
             blocks.append("".join(f"{g} {e:.4f}\n" for g, e in pts))
         low = min(r["efficiency"] for r in rows if r["cluster"] == c)
         panels.append(f"set title '{title(c)}'; set yrange [{max(0.0, low - 0.03):.2f}:1.01]; "
                       f"plot {', '.join(lines)}")
     with open(f"{out}/predict.dat", "w") as f:
         f.write("\n\n".join(blocks))
-    script = (f"set terminal pngcairo size 1000,{330 * len(clusters)} font ',9'; set output '{out}/predict.png'; "
+    script = (f"set terminal pngcairo size 1000,{330 * len(clusters)} font ',9'; set output {quoted(out + '/predict.png')}; "
               f"set multiplot layout {len(clusters)},1 title 'Predicted weak-scaling efficiency'; "
               "set xlabel 'GPUs'; set ylabel 'efficiency'; set logscale x 2; set grid; "
               "set key outside right; " + "; ".join(panels) + "; unset multiplot")
@@ -150,7 +153,7 @@ def main():
     p.add_argument("--first-bucket-mb", default="1")
     p.add_argument("--accum", default="1")
     p.add_argument("--no-overlap", action="store_true")
-    p.add_argument("--out", default="bench/results/scaling-predict")
+    p.add_argument("--out", default="runs/scaling-predict")
     a = p.parse_args()
     try:
         run(a)

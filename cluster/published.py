@@ -8,7 +8,9 @@ there). Prints the Markdown tables: published and predicted efficiency at every 
 
   cluster/published.py [--out FILE] [--check PP]
 
---check PP: exit 1 when a point misses by more than PP percentage points (the issue's bound: 10).
+--check PP: exit 1 when a point misses by more than PP percentage points (the issue's bound: 10)
+without an explanation (its result's misses), or when an explained point is within PP (a stale
+explanation); an explained miss beyond PP passes.
 Efficiency: throughput per GPU over the baseline row's. Throughput from the model: samples per
 step (micro-batch x accumulation x GPUs) over the predicted step.
 """

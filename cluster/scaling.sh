@@ -14,8 +14,9 @@
 #                     over the ranks (default weak)
 #   --batch N         (default 64)
 #   --steps N         training steps per run (default 200)
-#   --out DIR         results (default bench/results/scaling): scaling.csv, scaling.md, *.png,
-#                     model.md, runs/ (metrics and logs)
+#   --out DIR         results (default runs/scaling, under the current directory; the
+#                     committed study is in bench/results/scaling): scaling.csv, scaling.md,
+#                     *.png, model.md, runs/ (metrics and logs)
 #   --submit          run each combination as a Slurm job (cluster/slurm/mpdist-1node.sbatch,
 #                     --ntasks=N; add sbatch options with SBATCH_* variables or site.env) and
 #                     wait for them; default: launch/mpdist-run here
@@ -42,7 +43,7 @@ usage() { sed -n '/^# Usage:/,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 config=$1
 shift
-ranks="1 2 4" opts="O0 O2" mode=weak batch=64 steps=200 out=$home/bench/results/scaling submit=0
+ranks="1 2 4" opts="O0 O2" mode=weak batch=64 steps=200 out=runs/scaling submit=0
 link_gbs=25 link_us=5 box='' box_links=() rounds=1
 extra=()
 while [ $# -gt 0 ]; do
@@ -92,14 +93,25 @@ command -v python3 >/dev/null || die "python3 not found (the tables and the mode
 mkdir -p "$out/runs"
 out=$(cd "$out" && pwd)
 # One plot; a column missing from the CSV (gnuplot only warns where other curves have points)
-# fails the study like any gnuplot error, exit 1.
+# fails the study like any gnuplot error, exit 1. gnuplot may echo the failing command and a
+# caret line before its message ("line 0: ..."): the message is said, or the missing column,
+# which only warns but is the cause of what fails after it.
 gp() {
   local err
   err=$(gnuplot -e "set terminal pngcairo size 800,500 font ',10'; set datafile separator ','; set key left top; set grid; $1" 2>&1) &&
     ! grep -q 'no column with header' <<<"$err" ||
-    { echo "scaling: gnuplot: $(grep -m1 . <<<"$err")" >&2; exit 1; }
+    { echo "scaling: gnuplot: $(awk '/no column with header/ { col = $0 }
+        /^(".*" )?line [0-9]+: / && !/warning:/ && msg == "" { msg = $0 }
+        /^system error: / && msg != "" && !sys { msg = msg "; " $0; sys = 1 }
+        NF { last = $0 }
+        END { print col != "" ? col : msg != "" ? msg : last }' <<<"$err")" >&2; exit 1; }
   [ -z "$err" ] || echo "$err" >&2
 }
+# A string as a gnuplot string literal: single quotes, in which a quote is written twice (--out
+# and the config's name may hold either quote).
+gq() { printf "'%s'" "${1//\'/\'\'}"; }
+# A string as a libconfig string literal for --set: backslashes and double quotes escaped.
+lq() { local s=${1//\\/\\\\}; printf '"%s"' "${s//\"/\\\"}"; }
 [ -z "$box" ] || { source "$home/cluster/scaling_box.bash"; exit 0; }
 
 # One run per opt level and rank count: metrics in runs/OPT-N.jsonl, output in runs/OPT-N.log.
@@ -110,7 +122,7 @@ for o in $opts; do
     b=$batch
     [ "$mode" = strong ] && b=$((batch / n))
     args=("$config" --set "amp.opt_level=$o" --set "data.batch_size=$b" --set "train.max_steps=$steps"
-          --set log.progress=plain --set "log.metrics=\"$out/runs/$o-$n.jsonl\"")
+          --set log.progress=plain --set "log.metrics=$(lq "$out/runs/$o-$n.jsonl")")
     if [ "$submit" = 1 ]; then
       rm -rf "$out/runs/$o-$n.slurm" # a new study: no resume from an earlier one's checkpoints
       jobs+=("$(MPDIST_RUN_DIR=$out/runs/$o-$n.slurm sbatch --parsable --ntasks="$n" --nodes=1 \
@@ -132,18 +144,18 @@ python3 "$home/cluster/scaling_model.py" --runs "$out/runs" --opts "$opts" --ran
   --mode "$mode" --link-gbs "$link_gbs" --link-us "$link_us" --out "$out" --config "$config"
 
 # The plots take scaling.csv's columns by their header names (gnuplot fails on a name it lacks).
-plots_t="" plots_e=""
+plots_t="" plots_e="" csv=$(gq "$out/scaling.csv")
 for o in $opts; do
   is="strcol('opt_level') eq '$o'"
   sel="($is ? column('ranks') : 1/0)"
-  plots_t+="'$out/scaling.csv' using $sel:($is ? column('images_per_s') : 1/0) with linespoints lw 2 title '$o', "
-  plots_t+="'$out/scaling.csv' using $sel:($is ? column('ideal_images_per_s') : 1/0) with lines dt 2 title '$o ideal', "
-  plots_e+="'$out/scaling.csv' using $sel:($is ? column('efficiency') : 1/0) with linespoints lw 2 title '$o', "
+  plots_t+="$csv using $sel:($is ? column('images_per_s') : 1/0) with linespoints lw 2 title '$o', "
+  plots_t+="$csv using $sel:($is ? column('ideal_images_per_s') : 1/0) with lines dt 2 title '$o ideal', "
+  plots_e+="$csv using $sel:($is ? column('efficiency') : 1/0) with linespoints lw 2 title '$o', "
 done
 heads="set datafile columnheaders"
-gp "set output '$out/throughput.png'; set title 'Throughput, $mode scaling ($(basename "$config"))'; set xlabel 'ranks'; set ylabel 'images/s'; set logscale x 2; $heads; plot ${plots_t%, }"
-gp "set output '$out/efficiency.png'; set title 'Scaling efficiency, $mode scaling'; set xlabel 'ranks'; set ylabel 'efficiency'; set logscale x 2; set yrange [0:1.1]; $heads; plot ${plots_e%, }, 1 with lines dt 2 lc 'gray' title 'ideal'"
-gp "set output '$out/time_split.png'; set title 'Time per step'; set ylabel 'ms per step'; set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.7; set xtics rotate by -30; $heads; plot '$out/scaling.csv' using 'compute_ms':xtic(strcol('opt_level').' x'.strcol('ranks')) title 'compute', '' using 'comm_exposed_ms' title 'exposed comm', '' using 'input_wait_ms' title 'input wait'"
+gp "set output $(gq "$out/throughput.png"); set title $(gq "Throughput, $mode scaling ($(basename "$config"))"); set xlabel 'ranks'; set ylabel 'images/s'; set logscale x 2; $heads; plot ${plots_t%, }"
+gp "set output $(gq "$out/efficiency.png"); set title 'Scaling efficiency, $mode scaling'; set xlabel 'ranks'; set ylabel 'efficiency'; set logscale x 2; set yrange [0:1.1]; $heads; plot ${plots_e%, }, 1 with lines dt 2 lc 'gray' title 'ideal'"
+gp "set output $(gq "$out/time_split.png"); set title 'Time per step'; set ylabel 'ms per step'; set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.7; set xtics rotate by -30; $heads; plot $csv using 'compute_ms':xtic(strcol('opt_level').' x'.strcol('ranks')) title 'compute', '' using 'comm_exposed_ms' title 'exposed comm', '' using 'input_wait_ms' title 'input wait'"
 cat "$out/scaling.md"
 echo
 cat "$out/model.md"

@@ -1,6 +1,6 @@
 # The box mode of cluster/scaling.sh (sourced by it, after its options are read: config, opts,
-# batch, steps, out, extra, box, box_links, rounds, home, die, gp). For each link and host count:
-# the box with that many hosts and the link on each, `mpdist bench-comm --blocking` over its
+# batch, steps, out, extra, box, box_links, rounds, home, die, gp, gq, lq). For each link and host
+# count: the box with that many hosts and the link on each, `mpdist bench-comm --blocking` over its
 # all-reduce (the calibration: each all-reduce waited for before the next, as training waits for
 # its gradients, so that the fit's alpha holds the latency a step pays), then $rounds times
 # (--rounds; round K's files end in -rK from the second on) training at each opt level, one rank
@@ -35,7 +35,7 @@ train() { # NAME RANKS: one training run at opt level $o, metrics runs/NAME.json
   rm -f "$out/runs/$1.jsonl"
   "$home/launch/mpdist-run" -n "$2" "$config" --set data.loader_threads=0 --set "amp.opt_level=$o" --set "data.batch_size=$batch" \
     --set "train.max_steps=$steps" --set log.progress=plain --set "log.every=10" \
-    --set "log.metrics=\"$out/runs/$1.jsonl\"" "${extra[@]}" >"$out/runs/$1.log" 2>&1 ||
+    --set "log.metrics=$(lq "$out/runs/$1.jsonl")" "${extra[@]}" >"$out/runs/$1.log" 2>&1 ||
     { tail -5 "$out/runs/$1.log" >&2; die "run $1 failed (log: $out/runs/$1.log)"; }
 }
 # calibrate NAME: the bench-comm sweep on the box's $hosts into runs/bench-NAME.csv, before and
@@ -112,7 +112,7 @@ python3 "$home/cluster/scaling_box.py" --runs "$out/runs" --opts "$opts" --hosts
 # The plots take box.csv's columns by their header names (gnuplot fails on a name it lacks).
 lab="stringcolumn('link').' '.stringcolumn('opt').' x'.stringcolumn('hosts')"
 bars="set datafile columnheaders; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30"
-gp "set output '$out/box_allreduce.png'; set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; $bars; set yrange [0.1:*]; plot '$out/box.csv' using 'first_ms':xtic($lab) title 'rank 0 (wait included)', '' using 'meas_ms' title 'the last rank to start', '' using 'pred_ms' title 'model'"
-gp "set output '$out/box_efficiency.png'; set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; $bars; set yrange [0:1.1]; plot '$out/box.csv' using 'eff':xtic($lab) title 'measured', '' using 'pred_eff' title 'model'"
+gp "set output $(gq "$out/box_allreduce.png"); set title 'All-reduce per step on the box: measured and alpha-beta model'; set ylabel 'ms (log scale)'; set logscale y; set key right top; $bars; set yrange [0.1:*]; plot $(gq "$out/box.csv") using 'first_ms':xtic($lab) title 'rank 0 (wait included)', '' using 'meas_ms' title 'the last rank to start', '' using 'pred_ms' title 'model'"
+gp "set output $(gq "$out/box_efficiency.png"); set title 'Weak-scaling efficiency on the box'; set ylabel 'efficiency'; $bars; set yrange [0:1.1]; plot $(gq "$out/box.csv") using 'eff':xtic($lab) title 'measured', '' using 'pred_eff' title 'model'"
 cat "$out/box.md"
 echo "scaling: $out/box.csv, box.md, box_allreduce.png, box_efficiency.png"

@@ -4,7 +4,9 @@
 Reads the summary record of each run (runs/OPT-N.jsonl, or runs/OPT-N.slurm/metrics.jsonl for
 submitted runs) and writes scaling.csv and scaling.md (throughput from the time spent in
 training steps, speedup and efficiency against the smallest rank count, and the time per step
-split into compute, exposed communication and input wait).
+split into compute, exposed communication and input wait). A requeued job's summary times only
+its last start: scaling.csv's steps are the steps of that start, the ones step_s (their seconds)
+and the per-step columns cover.
 
 The model: a data-parallel step on n ranks takes the single-rank compute and input time plus
 the ring all-reduce of the gradients that backward does not hide. For G gradient bytes in
@@ -49,9 +51,16 @@ def params(o, n):
     return int(m.group(1)), int(g.group(1)), int(r[-1]) if r else 0
 
 
+def uncommented(text):
+    """libconfig text without its comments (#, // and /* */ up to the line's or comment's end)
+    and with its strings emptied, so that neither can hold a setting."""
+    return re.sub(r'"(?:[^"\\]|\\.)*"|(?:#|//)[^\n]*|/\*.*?(?:\*/|\Z)',
+                  lambda m: '""' if m.group(0).startswith('"') else " ", text, flags=re.S)
+
+
 def bucket_mb():
     """comm.bucket_mb as the config file sets it (not first_bucket_mb, not in a comment)."""
-    m = re.search(r"^[^#\n]*?(?<![\w.])bucket_mb\s*[=:]\s*([0-9.]+)", open(a.config).read(), re.M)
+    m = re.search(r"(?<![\w.])bucket_mb\s*[=:]\s*([0-9.]+)", uncommented(open(a.config).read()))
     return float(m.group(1)) if m else 25.0
 
 
@@ -76,7 +85,7 @@ for o in opts:
         base = base or (n, thr)
         ms = lambda v, ran=ran: 1e3 * v / ran
         rows.append(dict(mode=a.mode, opt=o, ranks=n, batch=gb // n, global_batch=gb,
-                         steps=s["steps"], step_s=t["steps"], thr=thr, speedup=thr / base[1],
+                         steps=ran, step_s=t["steps"], thr=thr, speedup=thr / base[1],
                          eff=thr / base[1] * base[0] / n, compute=ms(t["compute"]),
                          comm=ms(t["comm_exposed"]), wait=ms(t["input_wait"]),
                          acc=s["accuracy"], mem=s["peak_mem_bytes"], ideal=base[1] * n / base[0],

@@ -6,6 +6,11 @@
 # MLP, a level without its half type, --rounds without a value, --deflate abc skipped, a sweep of
 # 0 parallel jobs, 0 rounds, an empty --ranks or --opt, --steps 0 (no limit), --link-gbs 0 (a
 # division by zero after the runs), a negative latency, a rank count given twice.
+# Then two scripts past their arguments, each run from a copy of the scripts (they write under
+# the tree they are in): bench/opt_levels.sh with every run failing (the mpirun stub) prints n/a
+# in the failed rows, not zeros, says gnuplot's own error (not "gnuplot missing") and exits 1;
+# bench/memory.sh without 1 in MPDIST_MEM_RANKS, with an mpirun that writes records, says its
+# ZeRO-1 memory goal cannot be checked instead of missed.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -48,4 +53,54 @@ refused "--batch: a whole number >= 1 \(got 'abc'\)" -- bash cluster/scaling.sh 
 refused "--link-gbs: a bandwidth > 0" -- bash cluster/scaling.sh "$CFG" --link-gbs 0
 refused "--link-us: a latency >= 0" -- bash cluster/scaling.sh "$CFG" --link-us -5
 refused "--ranks: 1 given twice" -- bash cluster/scaling.sh "$CFG" --ranks "2 1 1"
+
+tree=$TMP/tree
+mkdir -p "$tree/bench" "$tree/launch"
+cp bench/opt_levels.sh bench/memory.sh bench/common.bash "$tree/bench"
+cp launch/env.sh "$tree/launch"
+rc=0 && env PATH="$stubs:$PATH" MPDIST_BENCH_LEVELS="O0 fp16;O2 bf16" timeout 60 bash "$tree/bench/opt_levels.sh" mlp \
+  >"$TMP/out" 2>"$TMP/err" || rc=$?
+if [ "$rc" = 1 ] && [ "$(grep -c '^mlp .* n/a .* exit 97: ' "$tree/runs/bench-opt/table.txt")" = 2 ] &&
+   ! grep -q '0\.0' "$tree/runs/bench-opt/table.txt" &&
+   grep -q '^bench: gnuplot failed, no runs/bench-opt/loss-mlp.png: line 0: ' "$TMP/err"; then
+  echo "ok: opt_levels.sh with its runs failed: exit 1, n/a in their rows, $(grep gnuplot "$TMP/err")"
+else
+  echo "FAIL: opt_levels.sh with its runs failed: exit $rc (want 1, n/a rows, gnuplot's own error):"
+  sed 's/^/    /' "$tree/runs/bench-opt/table.txt" "$TMP/err" 2>/dev/null | head -10
+  failures=$((failures + 1))
+fi
+# mpirun -np N mpdist CFG --set optim.zero=Z --set model.recompute=R --set log.metrics="M": step
+# records and a summary whose masters and optimizer state ZeRO-1 divides by N
+mkdir -p "$TMP/fake"
+cat >"$TMP/fake/mpirun" <<'S'
+#!/bin/bash
+np=$2 zero=0 recompute=false metrics=
+for a; do
+  case $a in optim.zero=*) zero=${a#*=} ;; model.recompute=*) recompute=${a#*=} ;; log.metrics=*) metrics=${a#*=} ;; esac
+done
+state=$((zero == 1 ? 3000000 / np : 3000000)) act=$([ "$recompute" = true ] && echo 400000 || echo 1000000)
+{
+  for s in 10 20 30; do echo "{\"type\":\"step\",\"step\":$s,\"images_per_s\":100.0}"; done
+  echo "{\"type\":\"summary\",\"mem_bytes\":{\"weights\":1000,\"master\":$state,\"grads\":1000,\"optim\":$state,\"activations\":$act,\"workspace\":0}}"
+} >"${metrics//\"/}"
+S
+chmod +x "$TMP/fake/mpirun"
+mem() { # RANKS: memory.sh on those rank counts, 1 round; its output in $TMP/out
+  local rc=0
+  env PATH="$TMP/fake:$PATH" MPDIST_MEM_RANKS="$1" MPDIST_MEM_ROUNDS=1 timeout 60 bash "$tree/bench/memory.sh" \
+    >"$TMP/out" 2>"$TMP/err" || rc=$?
+  return $rc
+}
+rc=0 && mem "1 2" || rc=$?
+expect_ok "memory.sh on 1 and 2 ranks: exit 0, every goal checked and met" \
+  test "$rc" = 0 -a "$(grep -c "^goal" "$TMP/out")" = 0
+rc=0 && mem 2 || rc=$?
+if [ "$rc" = 0 ] && grep -q '^goal not checked: masters + optimizer state on 2 ranks: no one-rank figure' "$TMP/out" &&
+   ! grep -q 'goal missed' "$TMP/out"; then
+  echo "ok: memory.sh on 2 ranks alone: exit 0, $(grep 'goal not checked' "$TMP/out")"
+else
+  echo "FAIL: memory.sh on 2 ranks alone: exit $rc (want 0, the ZeRO-1 memory goal not checked):"
+  sed 's/^/    /' "$TMP/out" "$TMP/err" | grep -i 'goal\|error\|fail' | head -5
+  failures=$((failures + 1))
+fi
 finish

@@ -7,7 +7,8 @@
 # with a zero, non-integer or trailing-junk count, a vector level outside 0-3 or a fourth
 # argument; bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
 # round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval;
-# bench/activation_plan.sh with a zero batch, an unknown opt level or an unknown model;
+# bench/activation_plan.sh with a zero batch, an unknown opt level or model, or a list of levels
+# or models set but blank (empty, or only blanks);
 # tests/gpu/graphs.sh with a non-integer round or step count, an unknown device or a build
 # without mpdist; tests/gpu/conv_algo.sh with a non-integer round count, a speed switch other
 # than 0 or 1 or a build without mpdist; bench/gpu_profiles.sh with too few steps, an unknown
@@ -69,6 +70,14 @@ usage "^inference: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" -- bash benc
 usage "^activation_plan: MPDIST_PLAN_BATCH must be a positive integer \(got '0'\)\$" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_BATCH=0" -- bash bench/activation_plan.sh
 usage "^activation_plan: unknown opt level 'O5' \(O0 to O3\)\$" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_LEVELS=O2 O5" -- bash bench/activation_plan.sh
 usage "^activation_plan: unknown model 'vgg'" "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_MODELS=resnet20 vgg" -- bash bench/activation_plan.sh
+# (MPDIST_PLAN_OUT and a batch of 0 for mpdist: a script that ran anyway would write here and
+# stop at its first dry run)
+for blank in "" "  " " 	 "; do
+  usage '^activation_plan: MPDIST_PLAN_LEVELS names no opt level' "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_OUT=$TMP/plan" \
+    "MPDIST_PLAN_LEVELS=$blank" -- bash bench/activation_plan.sh -- --set data.batch_size=0
+  usage '^activation_plan: MPDIST_PLAN_MODELS names no model' "MPDIST_BENCH_BUILD=$build" "MPDIST_PLAN_OUT=$TMP/plan" \
+    "MPDIST_PLAN_MODELS=$blank" -- bash bench/activation_plan.sh -- --set data.batch_size=0
+done
 usage '^inference: rounds must be an integer >= 1' "MPDIST_BENCH_BUILD=$build" MPDIST_INF_ROUNDS=x -- bash bench/inference.sh cnn_bn
 usage "^inference: no Fashion-MNIST in $TMP/empty " "MPDIST_BENCH_BUILD=$build" "MPDIST_INF_DATA=$TMP/empty" -- bash bench/inference.sh cnn_bn
 usage '^gpu_profiles: MPDIST_PROFILES_STEPS must be 12 or more$' "MPDIST_BIN=$MPDIST" MPDIST_PROFILES_STEPS=5 -- bash bench/gpu_profiles.sh "$TMP/gp"

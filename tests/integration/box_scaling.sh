@@ -9,8 +9,9 @@
 # row per opt level with the model's fit (beta positive, three or more sizes of the gradients'
 # protocol), the prediction following from alpha and beta, the error from the prediction and the
 # measurement (the all-reduce after the last rank's arrival, within the step records' range),
-# rank 0's time with the wait at least that, and box.md the table; both plots are PNGs. How close
-# the model comes is the study's result (docs/cluster.md), not checked here: the machine is shared.
+# rank 0's time with the wait at least that, and box.md the table; both plots are PNGs; the
+# --out directory's name holds both quotes. How close the model comes is the study's result
+# (docs/cluster.md), not checked here: the machine is shared.
 # Skipped (77) where network namespaces cannot be made.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
@@ -18,7 +19,7 @@ trap 'bash "$SRC/cluster/box/down.sh"; rm -rf "$TMP"' EXIT
 ip netns add mpbox-probe 2>/dev/null || { echo "skipped: network namespaces cannot be made here"; exit 77; }
 ip netns del mpbox-probe
 export MPDIST_BIN=$MPDIST
-out=$TMP/study
+out="$TMP/it's a \"study\"" # both quotes: the plots' gnuplot and log.metrics quote it
 bash cluster/scaling.sh configs/fashion-mnist-mlp.cfg --box 2 --link 10gbit --opt "O0 O2" --steps 30 \
   --rounds 2 --out "$out" -- --set data.train_limit=4096 --set data.test_limit=500 >"$TMP/log" 2>&1 ||
   { cat "$TMP/log"; echo "FAIL: scaling.sh --box failed"; exit 1; }
@@ -53,8 +54,9 @@ assert all(r["protocol"] == "rendezvous" and int(r["fit_points"]) >= 3 for r in 
 md = open(f"{out}/box.md").read()
 assert md.count("| 10gbit |") == 2 and "points" in md and "2 rounds" in md, md
 P
+is_png() { head -c 8 "$1" | od -An -c | grep -q 'P   N   G'; }
 for png in box_allreduce box_efficiency; do
-  expect_ok "$png.png is a PNG" sh -c "head -c 8 '$out/$png.png' | od -An -c | grep -q 'P   N   G'"
+  expect_ok "$png.png is a PNG" is_png "$out/$png.png"
 done
 expect_ok "the runs crossed hosts: 2 ranks on h1 and h2" grep -q "mpdist-run: mpirun -np 2 --host h1:1,h2:1" "$out/runs/10gbit-O0-2.log"
 finish

@@ -7,7 +7,9 @@
 #   - from the step-5 checkpoint, the loss of the batch mpdist trained on at step 6 (dropout 0)
 #     equals the loss mpdist logged for step 6 (1e-4 relative): same files in the same order
 #     (a directory with a subdirectory, a hidden file, a *.dat file and a symbolic link, which
-#     mpdist skips), same split, same windows, same shuffled batch order and offset.
+#     mpdist skips), same split, same windows, same shuffled batch order and offset;
+#   - train --amp fp16 on the same text trains with a GradScaler (its loss scale in the JSON
+#     line) where this PyTorch has a CPU one, and is refused (exit 2, saying why) where not.
 # Skips (exit 77) when PyTorch or h5py cannot be imported.
 source "$(dirname "$0")/common.bash"
 PY=${MPDIST_PYTHON:-/usr/bin/python3}
@@ -81,4 +83,13 @@ for dt in fp32 fp16 bf16; do
     failures=$((failures + 1))
   fi
 done
+
+rc=0 && timeout 300 "$PY" "$TT" train --model gpt --data "$TMP/text" --context 32 --dim 32 --depth 1 --heads 2 \
+  --batch 4 --steps 3 --every 1 --test-limit 4 --amp fp16 >"$TMP/out" 2>"$TMP/err" || rc=$?
+if "$PY" -c 'import sys, torch; sys.exit(not hasattr(torch.amp, "GradScaler"))'; then
+  expect_ok "train --amp fp16: a GradScaler's loss scale" test "$rc" = 0 -a -n "$(field loss_scale <"$TMP/out" | grep -x '[0-9.]*')"
+else
+  expect_ok "train --amp fp16 without a CPU GradScaler: exit $rc (want 2), $(tail -1 "$TMP/err")" \
+    test "$rc" = 2 -a "$(grep -c 'error: --amp fp16 needs PyTorch 2.3' "$TMP/err")" = 1
+fi
 finish
