@@ -188,7 +188,7 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     slots += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
     bool sharded = c->optim.zero > 0 && !t->forward_only;
     double copies = (t->forward_only ? 1.0 : 2.0) + slots / (sharded ? t->comm->size : 1);
-    copies += c->train.accum_steps > 1 ? 1.0 : 0.0;
+    copies += c->train.accum_steps > 1 && !t->forward_only ? 1.0 : 0.0;
     double need = 4.0 * (double)params * copies + (double)act_bytes;
     int ranks = t->comm->local_size > 0 ? t->comm->local_size : 1;
     int64_t device = t->ops->mem_free_bytes();
@@ -205,11 +205,11 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     }
     if (need > have)
         return mp_fail(MP_EUSAGE,
-                       "%s: model: needs %.1f GiB per rank (%lld parameters with gradients and "
-                       "%s, activations for batch %lld) but %s %.1f GiB "
+                       "%s: model: needs %.1f GiB per rank (%lld parameters with %s, "
+                       "activations for batch %lld) but %s %.1f GiB "
                        "for each of its %d rank%s",
                        c->path, need / 1073741824.0, (long long)params,
-                       t->forward_only ? "masters" : "optimizer state",
+                       t->forward_only ? "masters" : "gradients and optimizer state",
                        (long long)c->data.batch_size, where, have / 1073741824.0, ranks,
                        ranks > 1 ? "s" : "");
     return MP_OK;
