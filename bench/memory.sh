@@ -40,6 +40,11 @@ rounds=${MPDIST_MEM_ROUNDS:-9}
 [[ $steps =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] ||
   { echo "bench/memory.sh: MPDIST_MEM_STEPS and MPDIST_MEM_ROUNDS must be whole numbers >= 1" >&2; exit 2; }
 read -r -a ranks <<<"${MPDIST_MEM_RANKS:-1 2 4}"
+[ ${#ranks[@]} -gt 0 ] || { echo "bench/memory.sh: MPDIST_MEM_RANKS names no rank count" >&2; exit 2; }
+for np in "${ranks[@]}"; do
+  [[ $np =~ ^[1-9][0-9]*$ ]] ||
+    { echo "bench/memory.sh: MPDIST_MEM_RANKS: '$np' is not a rank count (a whole number >= 1)" >&2; exit 2; }
+done
 out=runs/bench-memory
 mkdir -p "$out" bench/results
 cfg=$out/resnet20.cfg
@@ -115,16 +120,31 @@ done
   printf '%5s %12s %12s %12s %13s %12s %12s %10s\n' ranks unsharded zero1 median_ratio ratio_range unsharded_best zero1_best best_ratio
 } >bench/results/zero_speed.txt
 echo "ranks,unsharded_images_per_s,zero1_images_per_s,median_ratio,ratio_min,ratio_max,unsharded_best,zero1_best,best_ratio" >bench/results/zero_speed.csv
-rates() { grep '"type":"step"' "$1" | tail -n +2 | sed -n 's/.*"images_per_s":\([0-9.e+-]*\).*/\1/p'; }
+# (nothing for a run that failed)
+rates() { { grep '"type":"step"' "$1" 2>/dev/null || true; } | tail -n +2 | sed -n 's/.*"images_per_s":\([0-9.e+-]*\).*/\1/p'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 goals=0
 for np in "${ranks[@]}"; do
   [ "$np" = 1 ] && continue
+  one=${mo[1-0-false]:-} mine=${mo[$np-1-false]:-}
+  if [ -z "$one" ]; then
+    echo "goal not checked: masters + optimizer state on $np ranks: no one-rank figure to compare with (1 not in MPDIST_MEM_RANKS, or its run failed)"
+  elif [ -z "$mine" ]; then
+    echo "goal not checked: masters + optimizer state on $np ranks: its ZeRO-1 run failed"
+  elif ! awk -v one="$one" -v mine="$mine" -v n="$np" 'BEGIN { exit !(one > 0 && mine <= one / n * 1.05) }'; then
+    echo "goal missed: masters + optimizer state on $np ranks $mine bytes, more than 1/$np of $one plus 5%"
+    goals=1
+  fi
   us=() zs=() ratios=()
-  for k in $(seq "$rounds"); do
+  for k in $(seq "$rounds"); do # the rounds where both runs timed steps
+    [ -n "$(rates "$out/$np-0-false-$k.jsonl")" ] && [ -n "$(rates "$out/$np-1-false-$k.jsonl")" ] || continue
     u=$(rates "$out/$np-0-false-$k.jsonl" | median) z=$(rates "$out/$np-1-false-$k.jsonl" | median)
     us+=("$u") zs+=("$z") ratios+=("$(awk -v u="$u" -v z="$z" 'BEGIN { printf "%.4f", z / u }')")
   done
+  if [ ${#ratios[@]} = 0 ]; then
+    echo "goal not checked: ZeRO-1 speed on $np ranks: no round where both runs timed their steps"
+    continue
+  fi
   u=$(printf '%s\n' "${us[@]}" | median) z=$(printf '%s\n' "${zs[@]}" | median)
   ratio=$(printf '%s\n' "${ratios[@]}" | median | awk '{ printf "%.3f", $1 }')
   lo=$(printf '%s\n' "${ratios[@]}" | sort -g | head -1) hi=$(printf '%s\n' "${ratios[@]}" | sort -g | tail -1)
@@ -134,20 +154,17 @@ for np in "${ranks[@]}"; do
   echo "$np,$u,$z,$ratio,$lo,$hi,$ub,$zb,$best" >>bench/results/zero_speed.csv
   awk -v r="$ratio" -v b="$best" 'BEGIN { exit !(r >= 0.95 && b >= 0.95) }' ||
     { echo "goal missed: ZeRO-1 on $np ranks at ${ratio}x (median of rounds) and ${best}x (best rounds) the unsharded images/s (goal >= 0.95 for both)"; goals=1; }
-  one=${mo[1-0-false]:-} mine=${mo[$np-1-false]:-0}
-  if [ -z "$one" ]; then
-    echo "goal not checked: masters + optimizer state on $np ranks: no one-rank figure to compare with (1 not in MPDIST_MEM_RANKS, or its run failed)"
-  elif ! awk -v one="$one" -v mine="$mine" -v n="$np" 'BEGIN { exit !(one > 0 && mine <= one / n * 1.05) }'; then
-    echo "goal missed: masters + optimizer state on $np ranks $mine bytes, more than 1/$np of $one plus 5%"
-    goals=1
-  fi
 done
 for c in "${configs[@]}"; do
   set -- $c
   [ "$3" = true ] || continue
-  a=${act[$1-$2-true]:-0} b=${act[$1-$2-false]:-0}
-  awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > 0 && a <= 0.55 * b) }' ||
-    { echo "goal missed: activations with recomputation $a bytes, more than 0.55x of $b ($1 ranks, zero $2)"; goals=1; }
+  a=${act[$1-$2-true]:-} b=${act[$1-$2-false]:-}
+  if [ -z "$a" ] || [ -z "$b" ]; then
+    echo "goal not checked: activations with recomputation ($1 ranks, zero $2): a run failed"
+  elif ! awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > 0 && a <= 0.55 * b) }'; then
+    echo "goal missed: activations with recomputation $a bytes, more than 0.55x of $b ($1 ranks, zero $2)"
+    goals=1
+  fi
 done
 cat bench/results/memory.txt bench/results/zero_speed.txt
 [ "$failed" = 0 ] || exit 1

@@ -24,10 +24,8 @@ models=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do models+=("$1"); shift; done
 extra=("$@")
 [ ${#models[@]} -gt 0 ] || models=(mlp cnn_bn)
 np=${MPDIST_BENCH_RANKS:-2}
-out=runs/bench-opt
-mkdir -p "$out"
-csv=$out/table.csv
-echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale,test_loss" >"$csv"
+[[ $np =~ ^[1-9][0-9]*$ ]] ||
+  { echo "bench/opt_levels.sh: MPDIST_BENCH_RANKS must be a whole number >= 1 (got '$np')" >&2; exit 2; }
 runs=("O0 fp16" "O1 fp16" "O2 fp16" "O3 fp16" "O2 bf16")
 [ -z "${MPDIST_BENCH_LEVELS:-}" ] || IFS=';' read -r -a runs <<<"$MPDIST_BENCH_LEVELS"
 for r in "${runs[@]}"; do
@@ -39,6 +37,11 @@ for model in "${models[@]}"; do
     *) echo "bench/opt_levels.sh: unknown model '$model' (mlp, cnn_bn, vit, gpt)" >&2; exit 2 ;;
   esac
 done
+# (after the arguments are checked: a refused call leaves the last table as it was)
+out=runs/bench-opt
+mkdir -p "$out"
+csv=$out/table.csv
+echo "model,level,half,status,wall_s,images_per_s,weights,master,grads,optim,activations,test_accuracy,skipped_steps,loss_scale,test_loss" >"$csv"
 num() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" "$2" | tail -1; }
 # gnuplot's message from its stderr: the first error line ("line 0: ..."), not the command it
 # may echo first nor a warning; else its last line.

@@ -112,6 +112,11 @@ gp() {
 gq() { printf "'%s'" "${1//\'/\'\'}"; }
 # A string as a libconfig string literal for --set: backslashes and double quotes escaped.
 lq() { local s=${1//\\/\\\\}; printf '"%s"' "${s//\"/\\\"}"; }
+# The runs' --set options, for the models (the bucket sizes the runs trained with).
+sets=()
+for ((i = 0; i + 1 < ${#extra[@]}; i++)); do
+  [ "${extra[$i]}" != --set ] || sets+=("--set=${extra[$((i + 1))]}")
+done
 [ -z "$box" ] || { source "$home/cluster/scaling_box.bash"; exit 0; }
 
 # One run per opt level and rank count: metrics in runs/OPT-N.jsonl, output in runs/OPT-N.log.
@@ -141,7 +146,8 @@ for j in "${jobs[@]}"; do
 done
 
 python3 "$home/cluster/scaling_model.py" --runs "$out/runs" --opts "$opts" --ranks "$ranks" \
-  --mode "$mode" --link-gbs "$link_gbs" --link-us "$link_us" --out "$out" --config "$config"
+  --mode "$mode" --link-gbs "$link_gbs" --link-us "$link_us" --out "$out" --config "$config" \
+  ${sets[@]+"${sets[@]}"}
 
 # The plots take scaling.csv's columns by their header names (gnuplot fails on a name it lacks).
 plots_t="" plots_e="" csv=$(gq "$out/scaling.csv")

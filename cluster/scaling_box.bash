@@ -1,10 +1,10 @@
 # The box mode of cluster/scaling.sh (sourced by it, after its options are read: config, opts,
-# batch, steps, out, extra, box, box_links, rounds, home, die, gp, gq, lq). For each link and host
-# count: the box with that many hosts and the link on each, `mpdist bench-comm --blocking` over its
-# all-reduce (the calibration: each all-reduce waited for before the next, as training waits for
-# its gradients, so that the fit's alpha holds the latency a step pays), then $rounds times
-# (--rounds; round K's files end in -rK from the second on) training at each opt level, one rank
-# per host, and the calibration again; then the single-rank baselines, the model
+# batch, steps, out, extra, box, box_links, rounds, home, die, gp, gq, lq, sets). For each link
+# and host count: the box with that many hosts and the link on each, `mpdist bench-comm
+# --blocking` over its all-reduce (the calibration: each all-reduce waited for before the next, as
+# training waits for its gradients, so that the fit's alpha holds the latency a step pays), then
+# $rounds times (--rounds; round K's files end in -rK from the second on) training at each opt
+# level, one rank per host, and the calibration again; then the single-rank baselines, the model
 # (cluster/scaling_box.py) and the plots. The box is torn down at the end, also on failure.
 [ ${#box_links[@]} -gt 0 ] || box_links=(200mbit 1gbit)
 for h in $box; do
@@ -108,7 +108,8 @@ for o in $opts; do
   train "$o-1" 1
 done
 python3 "$home/cluster/scaling_box.py" --runs "$out/runs" --opts "$opts" --hosts "$box" \
-  --links "${names[*]}" --out "$out" --config "$config" --rounds "$rounds"
+  --links "${names[*]}" --out "$out" --config "$config" --rounds "$rounds" \
+  ${sets[@]+"${sets[@]}"}
 # The plots take box.csv's columns by their header names (gnuplot fails on a name it lacks).
 lab="stringcolumn('link').' '.stringcolumn('opt').' x'.stringcolumn('hosts')"
 bars="set datafile columnheaders; set style data histograms; set style histogram clustered; set style fill solid 0.8 border -1; set boxwidth 0.9; set xtics rotate by -30"

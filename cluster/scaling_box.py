@@ -40,11 +40,14 @@ import argparse, csv, json, math, os, re, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import step_model as sm  # noqa: E402  (the scaling model's code path: docs/scaling.md)
+import config_value  # noqa: E402
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 for a in ("--runs", "--opts", "--hosts", "--links", "--out", "--config"):
     p.add_argument(a, required=True)
 p.add_argument("--rounds", type=int, default=1, help="training rounds per point (default 1)")
+p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+               help="a --set the runs were given (the comm bucket sizes override the config's)")
 a = p.parse_args()
 if not 1 <= a.rounds <= 10:
     raise SystemExit(f"scaling: --rounds must be 1 to 10 (got {a.rounds})")
@@ -79,10 +82,9 @@ def log_info(path):
 
 def buckets(g):
     """The bytes of the buckets g gradient bytes fill: comm.first_bucket_mb, then comm.bucket_mb
-    each (the config's values or the defaults; bucket edges fall between parameters, so roughly)."""
-    text = open(a.config).read()
-    mb = lambda key, default: float(m.group(1)) if (m := re.search(
-        rf"(?<![a-z_]){key}\s*=\s*([0-9.]+)", text)) else default
+    each (the runs' --set, else the config's values, else the defaults; bucket edges fall between
+    parameters, so roughly)."""
+    mb = lambda key, default: config_value.number(a.config, a.set, "comm." + key, default)
     first, rest = mb("first_bucket_mb", 1.0) * 2**20, mb("bucket_mb", 25.0) * 2**20
     if g <= first:
         return [g]

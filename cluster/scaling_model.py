@@ -22,12 +22,15 @@ import argparse, json, math, os, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import step_model as sm  # noqa: E402  (the ring's time: docs/scaling.md)
+import config_value  # noqa: E402
 
 p = argparse.ArgumentParser()
 for a in ("--runs", "--opts", "--ranks", "--mode", "--out", "--config"):
     p.add_argument(a, required=True)
 p.add_argument("--link-gbs", type=float, default=25.0)
 p.add_argument("--link-us", type=float, default=5.0)
+p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+               help="a --set the runs were given (comm.bucket_mb overrides the config's)")
 a = p.parse_args()
 opts, ranks = a.opts.split(), sorted(int(n) for n in a.ranks.split())
 GRAD_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
@@ -51,17 +54,9 @@ def params(o, n):
     return int(m.group(1)), int(g.group(1)), int(r[-1]) if r else 0
 
 
-def uncommented(text):
-    """libconfig text without its comments (#, // and /* */ up to the line's or comment's end)
-    and with its strings emptied, so that neither can hold a setting."""
-    return re.sub(r'"(?:[^"\\]|\\.)*"|(?:#|//)[^\n]*|/\*.*?(?:\*/|\Z)',
-                  lambda m: '""' if m.group(0).startswith('"') else " ", text, flags=re.S)
-
-
 def bucket_mb():
-    """comm.bucket_mb as the config file sets it (not first_bucket_mb, not in a comment)."""
-    m = re.search(r"(?<![\w.])bucket_mb\s*[=:]\s*([0-9.]+)", uncommented(open(a.config).read()))
-    return float(m.group(1)) if m else 25.0
+    """comm.bucket_mb as the runs had it: their --set, else the config file's, else 25."""
+    return config_value.number(a.config, a.set, "comm.bucket_mb", 25.0)
 
 
 def allreduce_s(n, grad_bytes, buckets, bw, lat):

@@ -10,7 +10,9 @@
 # the tree they are in): bench/opt_levels.sh with every run failing (the mpirun stub) prints n/a
 # in the failed rows, not zeros, says gnuplot's own error (not "gnuplot missing") and exits 1;
 # bench/memory.sh without 1 in MPDIST_MEM_RANKS, with an mpirun that writes records, says its
-# ZeRO-1 memory goal cannot be checked instead of missed.
+# ZeRO-1 memory goal cannot be checked instead of missed, and with its ZeRO-1 runs failing, exits
+# 1 after the tables with the goals they would show not checked; a refused opt_levels.sh leaves
+# the last table as it was; bad MPDIST_BENCH_RANKS and MPDIST_MEM_RANKS are refused.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -34,7 +36,7 @@ refused() {
     echo "ok: ${envs[*]} ${*#$SRC/}: exit 2: $(cat "$TMP/err")"
   else
     echo "FAIL: ${envs[*]} $*: exit $rc (want 2, one line /$regex/, no launcher):"
-    sed 's/^/    /' "$TMP/err" "$TMP/called" 2>/dev/null | head -10
+    sed 's/^/    /' "$TMP/err" "$TMP/called" 2>/dev/null | head -10 || true
     failures=$((failures + 1))
   fi
 }
@@ -66,9 +68,15 @@ if [ "$rc" = 1 ] && [ "$(grep -c '^mlp .* n/a .* exit 97: ' "$tree/runs/bench-op
   echo "ok: opt_levels.sh with its runs failed: exit 1, n/a in their rows, $(grep gnuplot "$TMP/err")"
 else
   echo "FAIL: opt_levels.sh with its runs failed: exit $rc (want 1, n/a rows, gnuplot's own error):"
-  sed 's/^/    /' "$tree/runs/bench-opt/table.txt" "$TMP/err" 2>/dev/null | head -10
+  sed 's/^/    /' "$tree/runs/bench-opt/table.txt" "$TMP/err" 2>/dev/null | head -10 || true
   failures=$((failures + 1))
 fi
+cp "$tree/runs/bench-opt/table.csv" "$TMP/table.csv"
+refused "MPDIST_BENCH_LEVELS: 'O5 fp16' is not a level" MPDIST_BENCH_LEVELS="O5 fp16" -- bash "$tree/bench/opt_levels.sh" mlp
+expect_ok "a refused opt_levels.sh leaves the last table.csv as it was" cmp "$TMP/table.csv" "$tree/runs/bench-opt/table.csv"
+refused "MPDIST_BENCH_RANKS must be a whole number >= 1 \(got '0'\)" MPDIST_BENCH_RANKS=0 -- bash "$tree/bench/opt_levels.sh" mlp
+refused "MPDIST_MEM_RANKS: '2x' is not a rank count" "MPDIST_MEM_RANKS=1 2x" -- bash "$tree/bench/memory.sh"
+refused "MPDIST_MEM_RANKS names no rank count" "MPDIST_MEM_RANKS= " -- bash "$tree/bench/memory.sh"
 # mpirun -np N mpdist CFG --set optim.zero=Z --set model.recompute=R --set log.metrics="M": step
 # records and a summary whose masters and optimizer state ZeRO-1 divides by N
 mkdir -p "$TMP/fake"
@@ -78,6 +86,7 @@ np=$2 zero=0 recompute=false metrics=
 for a; do
   case $a in optim.zero=*) zero=${a#*=} ;; model.recompute=*) recompute=${a#*=} ;; log.metrics=*) metrics=${a#*=} ;; esac
 done
+[ "$zero" = 0 ] || [ -z "${FAKE_ZERO_FAILS:-}" ] || exit 1
 state=$((zero == 1 ? 3000000 / np : 3000000)) act=$([ "$recompute" = true ] && echo 400000 || echo 1000000)
 {
   for s in 10 20 30; do echo "{\"type\":\"step\",\"step\":$s,\"images_per_s\":100.0}"; done
@@ -100,7 +109,19 @@ if [ "$rc" = 0 ] && grep -q '^goal not checked: masters + optimizer state on 2 r
   echo "ok: memory.sh on 2 ranks alone: exit 0, $(grep 'goal not checked' "$TMP/out")"
 else
   echo "FAIL: memory.sh on 2 ranks alone: exit $rc (want 0, the ZeRO-1 memory goal not checked):"
-  sed 's/^/    /' "$TMP/out" "$TMP/err" | grep -i 'goal\|error\|fail' | head -5
+  sed 's/^/    /' "$TMP/out" "$TMP/err" | grep -i 'goal\|error\|fail' | head -5 || true
+  failures=$((failures + 1))
+fi
+# Its ZeRO-1 runs failing: exit 1 after the tables, the goals they would show not checked (no
+# division by a missing rate), the others checked.
+rc=0 && FAKE_ZERO_FAILS=1 mem "1 2" || rc=$?
+if [ "$rc" = 1 ] && [ "$(grep -c '^goal not checked: \(masters + optimizer state\|ZeRO-1 speed\) on 2 ranks' "$TMP/out")" = 2 ] &&
+   [ "$(grep -c '^goal not checked: activations' "$TMP/out")" = 1 ] && ! grep -q 'goal missed' "$TMP/out" &&
+   grep -q '^    2     0     false' "$TMP/out" && ! grep -qi 'awk\|division' "$TMP/err"; then
+  echo "ok: memory.sh with its ZeRO-1 runs failed: exit 1, $(grep -c 'goal not checked' "$TMP/out") goals not checked, the tables printed"
+else
+  echo "FAIL: memory.sh with its ZeRO-1 runs failed: exit $rc (want 1, tables, 3 goals not checked):"
+  sed 's/^/    /' "$TMP/out" "$TMP/err" | head -20 || true
   failures=$((failures + 1))
 fi
 finish
