@@ -111,9 +111,23 @@ static bool has_include(const char *text)
     return false;
 }
 
+/* What a text that is no libconfig value started to be: a string, array, list or group, whose
+ * quote or bracket a bare string would keep (a typo: `"a"b"`, `[1, 2`); NULL for a bare word. */
+static const char *opened_kind(const char *text)
+{
+    switch (text[0]) {
+    case '"': return "a string (a quote inside one is written \\\")";
+    case '[': return "an array";
+    case '(': return "a list";
+    case '{': return "a group";
+    default: return NULL;
+    }
+}
+
 /* Reads `text` as the value of a setting "v" into the fresh config tmp; if it is not exactly
- * one libconfig value, "v" becomes the string `text` itself. NULL with *st set for a value that
- * holds an @include, an unclosed comment or string, or an integer beyond 64 bits. */
+ * one libconfig value, "v" becomes the string `text` itself, unless it opens a string, array,
+ * list or group (opened_kind). NULL with *st set for such a text, or a value that holds an
+ * @include, an unclosed comment or string, or an integer beyond 64 bits. */
 static const config_setting_t *parse_value(config_t *tmp, const char *key, const char *text,
                                            mp_status *st)
 {
@@ -147,6 +161,13 @@ static const config_setting_t *parse_value(config_t *tmp, const char *key, const
         return NULL;
     if (ok)
         return config_setting_get_member(config_root_setting(tmp), "v");
+    const char *kind = opened_kind(text);
+    if (kind) {
+        *st = mp_config_fail("%s: not one libconfig value: it opens %s but does not close as "
+                             "one value",
+                             name, kind);
+        return NULL;
+    }
     config_destroy(tmp);
     config_init(tmp);
     config_setting_t *v = config_setting_add(config_root_setting(tmp), "v", CONFIG_TYPE_STRING);

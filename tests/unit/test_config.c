@@ -565,6 +565,12 @@ static void test_set_errors(void **state)
         {"optim.lr.x=1", "--set optim.lr.x: ", "cannot set: optim.lr is a float, not a group"},
         {"optim.nesterov=yes", "--set optim.nesterov: ", "expected bool, got string"},
         {"amp.half=a\nb", "--set amp.half: ", "(got \"a?b\")"},
+        /* opened as a string, array, list or group but not one value: not a bare string */
+        {"log.metrics=\"a\"b\"", "--set log.metrics: ", "opens a string (a quote inside one"},
+        {"log.metrics=\"m.jsonl", "--set log.metrics: ", "opens a string"},
+        {"model.hidden=[512, 256", "--set model.hidden: ", "opens an array"},
+        {"model.layers=({type=\"relu\";}", "--set model.layers: ", "opens a list"},
+        {"optim={ lr = 0.5; ", "--set optim: ", "opens a group but does not close as one value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *sets[] = {"data.batch_size=16", cases[i].arg};
