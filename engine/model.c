@@ -136,7 +136,9 @@ mp_status mp_model_plan_recompute(const mp_layer_spec *specs, int nspecs,
     return st;
 }
 
-/* Group g's dtypes under policy a; no gradient buffer for a forward-only model. */
+/* Group g's dtypes under policy a; a forward-only model has no gradient buffer and no separate
+ * FP32 master (a checkpoint's FP32 values load straight into its half copy, rounded as the
+ * masters' copy is: mp_convert). */
 static mp_group_spec group_spec(const mp_amp_policy *a, mp_group_id g, bool forward_only)
 {
     mp_group_spec s = {.no_grad = forward_only};
@@ -148,6 +150,7 @@ static mp_group_spec group_spec(const mp_amp_policy *a, mp_group_id g, bool forw
         s.grad = a->weights;
         s.master = a->master_weights || a->cast_weights;
     }
+    s.master = s.master && !forward_only;
     return s;
 }
 

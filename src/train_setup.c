@@ -180,12 +180,12 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     if (st != MP_OK)
         return model_error(c, st, specs, n, in_shape);
     /* weights and gradients, then the optimizer's slots and the masters, which ZeRO-1 shards,
-     * and the accumulator; evaluating, the weights and the masters alone, whole */
+     * and the accumulator; evaluating, the weights alone (no masters: engine/model.c) */
     double slots = t->forward_only ? 0.0
                    : strcmp(c->optim.name, "sgd") != 0 ? 2.0
                    : c->optim.momentum != 0.0          ? 1.0
                                                        : 0.0;
-    slots += t->amp.master_weights || t->amp.cast_weights ? 1.0 : 0.0;
+    slots += (t->amp.master_weights || t->amp.cast_weights) && !t->forward_only ? 1.0 : 0.0;
     bool sharded = c->optim.zero > 0 && !t->forward_only;
     double copies = (t->forward_only ? 1.0 : 2.0) + slots / (sharded ? t->comm->size : 1);
     copies += c->train.accum_steps > 1 && !t->forward_only ? 1.0 : 0.0;
@@ -205,11 +205,11 @@ static mp_status check_memory(const mp_trainer *t, const mp_layer_spec *specs, i
     }
     if (need > have)
         return mp_fail(MP_EUSAGE,
-                       "%s: model: needs %.1f GiB per rank (%lld parameters with %s, "
+                       "%s: model: needs %.1f GiB per rank (%lld parameters%s, "
                        "activations for batch %lld) but %s %.1f GiB "
                        "for each of its %d rank%s",
                        c->path, need / 1073741824.0, (long long)params,
-                       t->forward_only ? "masters" : "gradients and optimizer state",
+                       t->forward_only ? "" : " with gradients and optimizer state",
                        (long long)c->data.batch_size, where, have / 1073741824.0, ranks,
                        ranks > 1 ? "s" : "");
     return MP_OK;

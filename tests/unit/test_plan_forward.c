@@ -6,7 +6,9 @@
  * tensor the forward-only walk let go, or one the walk never reached (backward scratch, which
  * gets no storage), reads poison, another tensor's values or NULL. The forward-only arena is
  * smaller than the training one, mp_model_plan_bytes gives it exactly, the activation
- * gradients and the parameters' gradients have no storage, and backward is refused. */
+ * gradients and the parameters' gradients have no storage, nor has a separate FP32 master (O2
+ * initialises the half copy from the masters, the forward-only model without them: the same
+ * bits), and backward is refused. */
 #include "tests/util/test_util.h"
 
 #include <stdlib.h>
@@ -79,8 +81,13 @@ static void check(const char *preset, const mp_preset_args *pa, const int64_t in
         assert_null(b.dbuf[0].data);
         assert_null(b.dbuf[1].data);
         for (int k = 0; k < MP_NGROUPS; k++) { /* no gradient buffer; the training one has */
-            assert_null(b.params.groups[k].grad.data);
-            assert_true(a.params.groups[k].total == 0 || a.params.groups[k].grad.data);
+            const mp_param_group *ga = &a.params.groups[k], *gb = &b.params.groups[k];
+            assert_null(gb->grad.data);
+            assert_true(ga->total == 0 || ga->grad.data);
+            /* no separate FP32 master for a half copy either (the training model's at O2) */
+            assert_true(gb->master.data == NULL || gb->master.data == gb->model.data);
+            if (ga->total > 0 && levels[li] == MP_O2 && k != MP_GROUP_NORM)
+                assert_true(ga->master.data && ga->master.data != ga->model.data);
         }
         int64_t ds[2] = {batch * b.positions, classes};
         mp_tensor dl = mp_tensor_alloc(b.acts[b.nlayers - 1].dtype, 2, ds, MP_MEM_WORKSPACE);
