@@ -609,7 +609,7 @@ def train(a):
         else:
             out.backward()
             opt.step()
-        loss = float(out)
+        loss = out.item()  # (float() of a tensor that needs grad warns in PyTorch 2.x)
         samples += len(idx)
         if step % a.every == 0 or step == a.steps:
             t1 = time.perf_counter()
