@@ -291,6 +291,38 @@ static mp_status known_member(const char *name, void *arg)
     return MP_OK;
 }
 
+/* Parameter dataset `path` (shape of v) into x, the master or the model copy it loads into
+ * (stored_values), whose model copy has dtype `copy`. The values are checked while FP32, as
+ * written; one that the half copy cannot hold (beyond fp16's 65504: an O0 or bf16 run's
+ * weights, loaded at fp16 by eval, sample, checkpoint.init or O3) is told from a damaged file.
+ * Into a half x (O3, or a forward-only model) they are rounded by mp_convert, as the masters'
+ * copy is. */
+static mp_status read_param(mp_h5r *r, const char *path, const mp_param_view *v,
+                            const mp_tensor *x, mp_dtype copy)
+{
+    int64_t n = mp_tensor_numel(x);
+    float *f = x->dtype == MP_F32 ? x->data
+                                  : mp_alloc((size_t)n * sizeof(float) + 1, MP_MEM_WORKSPACE);
+    mp_status st = mp_h5r_array(r, path, v->ndim, v->shape, f, MP_F32);
+    if (st == MP_OK)
+        st = check_values(r, path, f, MP_F32, n, false);
+    for (int64_t i = 0; st == MP_OK && copy != MP_F32 && i < n; i++) {
+        unsigned char h[8];
+        mp_convert(h, copy, &f[i], MP_F32, 1);
+        if (!isfinite(mp_load(h, copy, 0)))
+            st = mp_fail(MP_ECKPT, "%s: %s holds %g at element %lld, beyond %s's range (largest "
+                         "%g): load it with amp.half = \"bf16\" or at O0",
+                         mp_h5r_path(r), path, (double)f[i], (long long)i, mp_dtype_name(copy),
+                         mp_dtype_max(copy));
+    }
+    if (f != x->data) {
+        if (st == MP_OK)
+            mp_convert(x->data, x->dtype, f, MP_F32, (size_t)n);
+        mp_free(f);
+    }
+    return st;
+}
+
 /* read_weights into host tensors: the parameters (FP32 masters, or the model at O3) and the
  * persistent buffers bufs[0..nbufs). */
 static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs, int nbufs)
@@ -304,8 +336,7 @@ static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs
         if (!mp_h5r_exists(r, path))
             return mp_fail(MP_ECKPT, "%s: has no parameter %s (a checkpoint of another model?)",
                            mp_h5r_path(r), v->name);
-        MP_TRY(mp_h5r_array(r, path, v->ndim, v->shape, x.data, x.dtype));
-        MP_TRY(check_values(r, path, x.data, x.dtype, mp_tensor_numel(&x), false));
+        MP_TRY(read_param(r, path, v, &x, mp_params_value(p, i).dtype));
     }
     for (int k = 0; k < MP_NGROUPS; k++) { /* the half copies, as the optimizer writes them */
         mp_param_group *g = &p->groups[k];

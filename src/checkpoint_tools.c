@@ -118,6 +118,21 @@ static bool has_bn(const name_list *buffers)
     return false;
 }
 
+/* MP_EUSAGE naming dataset `path` when one of its n finite values x rounds to inf in dt (beyond
+ * fp16's 65504: an O0 or bf16 run's weights), which would write a file eval calls damaged. */
+static mp_status check_fits(const char *path, const double *x, int64_t n, mp_dtype dt)
+{
+    for (int64_t k = 0; k < n; k++) {
+        unsigned char h[8];
+        mp_convert(h, dt, &x[k], MP_F64, 1);
+        if (isfinite(x[k]) && !isfinite(mp_load(h, dt, 0)))
+            return mp_fail(MP_EUSAGE, "export: %s holds %g at element %lld, beyond %s's range "
+                           "(largest %g): export it with --dtype bf16 or fp32",
+                           path, x[k], (long long)k, mp_dtype_name(dt), mp_dtype_max(dt));
+    }
+    return MP_OK;
+}
+
 /* Copies every dataset of `group` in dtype dt, those of BatchNorm layers (by `buffers`, the
  * names in /buffers) in bn_dt. */
 static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const name_list *buffers,
@@ -134,9 +149,11 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const nam
         mp_dtype stored;
         double *x = NULL;
         st = read_all(r, path, &ndim, shape, &stored, &x, &numel);
+        mp_dtype to = batchnorm_member(buffers, l.names[i]) ? bn_dt : dt;
         if (st == MP_OK)
-            st = mp_h5w_array(w, path, batchnorm_member(buffers, l.names[i]) ? bn_dt : dt, ndim,
-                              shape, x, MP_F64);
+            st = check_fits(path, x, numel, to);
+        if (st == MP_OK)
+            st = mp_h5w_array(w, path, to, ndim, shape, x, MP_F64);
         mp_free(x);
     }
     free(l.names);

@@ -111,23 +111,36 @@ static bool has_include(const char *text)
     return false;
 }
 
-/* What a text that is no libconfig value started to be: a string, array, list or group, whose
- * quote or bracket a bare string would keep (a typo: `"a"b"`, `[1, 2`); NULL for a bare word. */
-static const char *opened_kind(const char *text)
+/* Why a text that is no libconfig value is no bare string either, or NULL for a bare word: it
+ * opens a string, array, list or group whose quote or bracket a bare string would keep (a typo:
+ * `"a"b"`, `[1, 2`), it is single-quoted, or it holds a double quote. why is libconfig's reason,
+ * or NULL. */
+static const char *not_bare(const char *text, const char *why, char *buf, size_t cap)
 {
-    switch (text[0]) {
-    case '"': return "a string (a quote inside one is written \\\")";
-    case '[': return "an array";
-    case '(': return "a list";
-    case '{': return "a group";
-    default: return NULL;
-    }
+    const char *kind = text[0] == '"'   ? "a string"
+                       : text[0] == '[' ? "an array"
+                       : text[0] == '(' ? "a list"
+                       : text[0] == '{' ? "a group"
+                                        : NULL;
+    if (kind)
+        snprintf(buf, cap,
+                 "it opens %s but is not one libconfig value (%s; a string that starts so is "
+                 "written in double quotes, a quote inside it as \\\")",
+                 kind, why ? why : "more than one value");
+    else if (text[0] == '\'')
+        snprintf(buf, cap, "libconfig strings are in double quotes, not single ones");
+    else if (strchr(text, '"'))
+        snprintf(buf, cap, "a double quote in a bare string (quote the whole value, a quote "
+                           "inside it as \\\")");
+    else
+        return NULL;
+    return buf;
 }
 
 /* Reads `text` as the value of a setting "v" into the fresh config tmp; if it is not exactly
- * one libconfig value, "v" becomes the string `text` itself, unless it opens a string, array,
- * list or group (opened_kind). NULL with *st set for such a text, or a value that holds an
- * @include, an unclosed comment or string, or an integer beyond 64 bits. */
+ * one libconfig value, "v" becomes the string `text` itself, unless it cannot be a bare string
+ * (not_bare). NULL with *st set for such a text, or a value that holds an @include, an unclosed
+ * comment or string, or an integer beyond 64 bits. */
 static const config_setting_t *parse_value(config_t *tmp, const char *key, const char *text,
                                            mp_status *st)
 {
@@ -135,13 +148,14 @@ static const config_setting_t *parse_value(config_t *tmp, const char *key, const
     snprintf(name, sizeof name, "--set %s", key);
     *st = has_include(text) ? mp_config_fail("%s: @include is for config files only", name)
                             : MP_OK;
-    size_t n = strlen(text) + 8;
+    size_t n = strlen(text) + 8; /* no ';' after it: one the value ends with, or a comment, */
+                                 /* would take it (libconfig 1.5's terminator is optional) */
     char *src = *st == MP_OK ? malloc(n) : NULL;
     if (*st == MP_OK && !src)
         *st = mp_fail(MP_EINTERNAL, "%s: out of memory", name);
     if (*st != MP_OK)
         return NULL;
-    snprintf(src, n, "v = %s;", text);
+    snprintf(src, n, "v = %s\n", text);
     int ok = config_read_string(tmp, src);
     config_setting_t *root = config_root_setting(tmp);
     ok = ok && config_setting_length(root) == 1 && config_setting_get_member(root, "v");
@@ -161,11 +175,10 @@ static const config_setting_t *parse_value(config_t *tmp, const char *key, const
         return NULL;
     if (ok)
         return config_setting_get_member(config_root_setting(tmp), "v");
-    const char *kind = opened_kind(text);
-    if (kind) {
-        *st = mp_config_fail("%s: not one libconfig value: it opens %s but does not close as "
-                             "one value",
-                             name, kind);
+    char buf[320];
+    const char *no = not_bare(text, config_error_text(tmp), buf, sizeof buf);
+    if (no) {
+        *st = mp_config_fail("%s: %s", name, no);
         return NULL;
     }
     config_destroy(tmp);

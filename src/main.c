@@ -3,6 +3,7 @@
  * failure prints one line on the rank that saw it first and exits with the docs/ARCHITECTURE.md §6
  * code; a failure in the middle of training aborts all ranks so none hangs. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,8 +362,7 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
 
 /* The evaluation's speed (its first round of batches left out) and rank 0's bytes during it:
  * the weights and buffers it holds, and the most its activations (the forward-only plan at
- * data.batch_size, and the batch) and workspace held (the masters the eval trainer still
- * allocates are left out). */
+ * data.batch_size, and the batch) and workspace held (it keeps no gradients and no masters). */
 static void print_eval_speed(const mp_eval_speed *s)
 {
     printf("eval: %lld samples in %.3f s, %.1f samples/s; bytes: weights %lld, activations %lld, "
@@ -370,6 +370,22 @@ static void print_eval_speed(const mp_eval_speed *s)
            s->seconds > 0 ? (double)s->samples / s->seconds : 0.0,
            (long long)mp_mem_current(MP_MEM_WEIGHTS), (long long)mp_mem_peak(MP_MEM_ACTIVATIONS),
            (long long)mp_mem_peak(MP_MEM_WORKSPACE));
+}
+
+/* MP_EDIVERGED for checkpoint `path` whose test loss is not finite, with the likely causes. */
+static mp_status eval_diverged(const mp_trainer *t, const char *path, double loss)
+{
+    bool half = t->amp.compute != MP_F32;
+    char at[64];
+    if (half)
+        snprintf(at, sizeof at, "%s (%s)", t->cfg->amp.opt_level, t->cfg->amp.half);
+    else
+        snprintf(at, sizeof at, "%s", t->cfg->amp.opt_level);
+    return mp_fail(MP_EDIVERGED, "diverged: %s's test loss is %g at opt level %s: a diverged "
+                   "checkpoint, %sor inputs out of range (data.mean and data.std?)",
+                   path, loss, at,
+                   half ? "weights that overflow this half type (amp.half = \"bf16\" or O0?), "
+                        : "");
 }
 
 /* mpdist eval on a set-up trainer: rank 0 loads the weights, all evaluate. The exit code. */
@@ -385,6 +401,8 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
             print_eval_speed(&speed);
         if (st != MP_OK)
             rc = fail_run(t, st);
+        else if (!isfinite(loss)) /* the same on every rank (the sums are all-reduced) */
+            rc = agree(t->comm, eval_diverged(t, cli->checkpoint, loss));
         else if (t->comm->rank == 0 && mp_dataset_label_len(&t->test) > 1)
             printf("%s: test loss %.6f (%.6f bits per byte)\ntest accuracy: %.4f\n",
                    cli->checkpoint, loss, mp_metrics_bpb(loss), accuracy);

@@ -3,6 +3,9 @@
 # - a checkpoint whose checksums hold but whose values no run writes (NaN or inf parameters,
 #   NaN momentum, a negative Adam second moment, a loss scale of NaN, inf, 0 or 1e-300,
 #   consecutive_skips of INT64_MAX) is refused with exit 4 naming the dataset or attribute;
+# - a weight beyond fp16's range evaluated or taken by checkpoint.init in fp16: exit 4 saying so
+#   (in bf16 and at O0 it loads); exported as fp16: exit 2, nothing written (as bf16 it exports);
+#   eval of weights whose logits overflow: exit 5 (a test loss not finite), not 0;
 # - an O2 checkpoint resumed under O0 (or bf16, or a static scale) is refused, exit 4;
 # - a file of the older format with a flipped global heap size (it crashed HDF5, then hung the
 #   job) is refused by inspect and by a 2-rank resume, and --resume auto falls back to the
@@ -56,6 +59,27 @@ done
 edit "$ADAM" "$TMP/adam-bad.h5" "f['optim/fc1.bias/exp_avg_sq'][0] = -1.0"
 expect_exit 4 "exp_avg_sq holds -1 at element 0" \
   mpirun -np 1 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.name=adam --resume "$TMP/adam-bad.h5"
+
+# A weight beyond fp16's range (finite in FP32 and bf16: an O0 or bf16 run may write it) loads
+# into eval's fp16 copy as no value: said so, exit 4, not called damaged; bf16 and O0 load it.
+edit "$O2" "$TMP/big.h5" "f['params/fc1.weight'][0, 3] = 1e5"
+EVAL=(mpirun -np 1 "$MPDIST" eval "$CFG" "${LEGACY[@]}" --checkpoint "$TMP/big.h5")
+expect_exit 4 "fc1\.weight holds 100000 at element 3, beyond fp16's range \(largest 65504\): load it with amp\.half = \"bf16\" or at O0" \
+  "${EVAL[@]}" --set amp.opt_level=O2
+run_ok "${EVAL[@]}" --set amp.opt_level=O2 --set amp.half=bf16
+run_ok "${EVAL[@]}" --set amp.opt_level=O0
+echo "ok: the weight of 1e5 evaluates in bf16 and at O0"
+expect_exit 4 "fc1\.weight holds 100000 at element 3, beyond fp16's range" \
+  mpirun -np 1 "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level=O2 --set "checkpoint.init=\"$TMP/big.h5\""
+expect_exit 2 "export: /params/fc1\.weight holds 100000 at element 3, beyond fp16's range \(largest 65504\): export it with --dtype bf16 or fp32" \
+  "$MPDIST" export "$TMP/big.h5" "$TMP/big-fp16.h5"
+expect_ok "the refused fp16 export wrote nothing" test ! -e "$TMP/big-fp16.h5"
+run_ok "$MPDIST" export "$TMP/big.h5" "$TMP/big-bf16.h5" --dtype bf16
+# Finite weights whose logits overflow: eval's test loss is not finite, exit 5, never a loss of
+# nan printed with exit 0.
+edit "$O2" "$TMP/huge.h5" "f['params/fc2.weight'][...] = 3e38"
+expect_exit 5 "diverged: .*huge\.h5's test loss is (nan|inf|-nan) at opt level O0" \
+  mpirun -np 1 "$MPDIST" eval "$CFG" "${LEGACY[@]}" --checkpoint "$TMP/huge.h5"
 
 # The precision a run was written with is the one it resumes with.
 expect_exit 4 "written at opt level O2 \(fp16\), the config has O0" \

@@ -472,16 +472,18 @@ static void test_set_values(void **state)
         "optim.lr=0.05",               /* float over a file value */
         "data.batch_size=128",         /* int */
         "schedule.step_epochs=10",     /* int where a float is expected, new group */
-        "amp.opt_level=\"O2\"",        /* quoted string */
+        "amp.opt_level=\"O2\";",       /* quoted string, the ';' a file would have */
         "amp.half=bf16",               /* bare word */
-        "data.path=/srv/data/fm-2",    /* bare path */
+        "data.path=\"/srv/data/fm-2\" // a comment after it",
         "log.metrics=",                /* empty bare value */
         "optim.nesterov=true",         /* bool */
         "train.seed=3000000000",       /* beyond 32 bits without a suffix */
         " optim.momentum = 0.5 ",      /* spaces around key and value */
         "data.num_classes=20",
         "data.num_classes=12",         /* the last one wins */
-        "model.hidden=[512, 256, 128]" /* array */
+        "model.hidden=[512, 256, 128] # an array, a comment after it",
+        "data.format=idx",             /* bare word */
+        "checkpoint.dir=/srv/ck-[1]",  /* bare path, a bracket inside */
     };
     mp_config c;
     load_ok(&c, path, sets, (int)(sizeof sets / sizeof sets[0]));
@@ -498,6 +500,8 @@ static void test_set_values(void **state)
     assert_int_equal(c.data.num_classes, 12);
     assert_int_equal(c.model.nhidden, 3);
     assert_int_equal(c.model.hidden[2], 128);
+    assert_string_equal(c.data.format, "idx");
+    assert_string_equal(c.checkpoint.dir, "/srv/ck-[1]");
     assert_string_equal(c.model.preset, "mlp");
     mp_config_free(&c);
 
@@ -565,12 +569,17 @@ static void test_set_errors(void **state)
         {"optim.lr.x=1", "--set optim.lr.x: ", "cannot set: optim.lr is a float, not a group"},
         {"optim.nesterov=yes", "--set optim.nesterov: ", "expected bool, got string"},
         {"amp.half=a\nb", "--set amp.half: ", "(got \"a?b\")"},
-        /* opened as a string, array, list or group but not one value: not a bare string */
-        {"log.metrics=\"a\"b\"", "--set log.metrics: ", "opens a string (a quote inside one"},
-        {"log.metrics=\"m.jsonl", "--set log.metrics: ", "opens a string"},
-        {"model.hidden=[512, 256", "--set model.hidden: ", "opens an array"},
-        {"model.layers=({type=\"relu\";}", "--set model.layers: ", "opens a list"},
-        {"optim={ lr = 0.5; ", "--set optim: ", "opens a group but does not close as one value"},
+        /* opened as a string, array, list or group but not one value, single-quoted, or with
+         * a double quote: not a bare string (libconfig's reason said) */
+        {"log.metrics=\"a\"b\"", "--set log.metrics: ",
+         "it opens a string but is not one libconfig value (syntax error; a string that starts"},
+        {"log.metrics=\"m.jsonl", "--set log.metrics: ", "it opens a string"},
+        {"model.hidden=[512, 256", "--set model.hidden: ", "it opens an array"},
+        {"model.hidden=[512, 256.0]", "--set model.hidden: ", "(mismatched element type in array"},
+        {"model.layers=({type=\"relu\";}", "--set model.layers: ", "it opens a list"},
+        {"optim={ lr = 0.5; ", "--set optim: ", "it opens a group but is not one libconfig value"},
+        {"log.metrics='m.jsonl'", "--set log.metrics: ", "libconfig strings are in double quotes"},
+        {"log.metrics=x.jsonl\"", "--set log.metrics: ", "a double quote in a bare string"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *sets[] = {"data.batch_size=16", cases[i].arg};
