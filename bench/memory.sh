@@ -39,6 +39,8 @@ steps=${MPDIST_MEM_STEPS:-60}
 rounds=${MPDIST_MEM_ROUNDS:-9}
 [[ $steps =~ ^[1-9][0-9]*$ && $rounds =~ ^[1-9][0-9]*$ ]] ||
   { echo "bench/memory.sh: MPDIST_MEM_STEPS and MPDIST_MEM_ROUNDS must be whole numbers >= 1" >&2; exit 2; }
+[ "$steps" -ge 20 ] || # step records every 10 steps, the first window dropped: one rate at least
+  { echo "bench/memory.sh: MPDIST_MEM_STEPS must be 20 or more (got $steps): a run's speed is its 10-step windows after the first" >&2; exit 2; }
 read -r -a ranks <<<"${MPDIST_MEM_RANKS:-1 2 4}"
 [ ${#ranks[@]} -gt 0 ] || { echo "bench/memory.sh: MPDIST_MEM_RANKS names no rank count" >&2; exit 2; }
 for np in "${ranks[@]}"; do

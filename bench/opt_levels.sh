@@ -83,7 +83,7 @@ for model in "${models[@]}"; do
       failed=1
     fi
     grep '"type":"step"' "$m" 2>/dev/null | sed -E 's/.*"step":([0-9]+).*"loss":([^,]*).*/\1 \2/' >"$out/$tag.dat" || true
-    spe=$(sed -nE 's/.*\(([0-9]+) per epoch\).*/\1/p' "$out/$tag.log" | head -1)
+    spe=$({ sed -nE 's/.*\(([0-9]+) per epoch\).*/\1/p' "$out/$tag.log" 2>/dev/null || true; } | head -1)
     grep '"type":"eval"' "$m" 2>/dev/null | sed -E 's/.*"epoch":([0-9]+).*"loss":([^,}]*).*/\1 \2/' |
       awk -v spe="${spe:-1}" '{ print ($1 + 1) * spe, $2 }' >"$out/$tag.eval" || true
   done

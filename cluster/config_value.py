@@ -15,11 +15,6 @@ def uncommented(text):
                   lambda m: '""' if m.group(0).startswith('"') else " ", text, flags=re.S)
 
 
-def set_values(args):
-    """The KEY=VALUE operands of the --set options in args (mpdist's command-line arguments)."""
-    return [v for k, v in zip(args, args[1:]) if k == "--set"]
-
-
 def number(config, sets, key, default):
     """key ("comm.bucket_mb") as a float: the last of sets (KEY=VALUE strings) that sets it, else
     the config file's setting of its last name (not one ending in it: bucket_mb is not
@@ -35,5 +30,9 @@ def number(config, sets, key, default):
         value, where = m.group(1), f"{config}: {name}"
     try:
         return float(value)
+    except ValueError:
+        pass
+    try:
+        return float(int(value.rstrip("Ll"), 0))  # libconfig's integers: 0x10, 5000000000L
     except ValueError:
         raise SystemExit(f"scaling: {where} is not a number (got '{value}')") from None

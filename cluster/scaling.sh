@@ -114,8 +114,11 @@ gq() { printf "'%s'" "${1//\'/\'\'}"; }
 lq() { local s=${1//\\/\\\\}; printf '"%s"' "${s//\"/\\\"}"; }
 # The runs' --set options, for the models (the bucket sizes the runs trained with).
 sets=()
-for ((i = 0; i + 1 < ${#extra[@]}; i++)); do
-  [ "${extra[$i]}" != --set ] || sets+=("--set=${extra[$((i + 1))]}")
+for ((i = 0; i < ${#extra[@]}; i++)); do
+  case ${extra[$i]} in
+    --set) [ $((i + 1)) -ge ${#extra[@]} ] || sets+=("--set=${extra[$((i + 1))]}") ;;
+    --set=*) sets+=("${extra[$i]}") ;;
+  esac
 done
 [ -z "$box" ] || { source "$home/cluster/scaling_box.bash"; exit 0; }
 

@@ -12,7 +12,8 @@
 # bench/memory.sh without 1 in MPDIST_MEM_RANKS, with an mpirun that writes records, says its
 # ZeRO-1 memory goal cannot be checked instead of missed, and with its ZeRO-1 runs failing, exits
 # 1 after the tables with the goals they would show not checked; a refused opt_levels.sh leaves
-# the last table as it was; bad MPDIST_BENCH_RANKS and MPDIST_MEM_RANKS are refused.
+# the last table as it was; bad MPDIST_BENCH_RANKS and MPDIST_MEM_RANKS, and MPDIST_MEM_STEPS
+# too few for a rate, are refused.
 source "$(dirname "$0")/common.bash"
 cd "$SRC"
 stubs=$TMP/stubs
@@ -77,6 +78,7 @@ expect_ok "a refused opt_levels.sh leaves the last table.csv as it was" cmp "$TM
 refused "MPDIST_BENCH_RANKS must be a whole number >= 1 \(got '0'\)" MPDIST_BENCH_RANKS=0 -- bash "$tree/bench/opt_levels.sh" mlp
 refused "MPDIST_MEM_RANKS: '2x' is not a rank count" "MPDIST_MEM_RANKS=1 2x" -- bash "$tree/bench/memory.sh"
 refused "MPDIST_MEM_RANKS names no rank count" "MPDIST_MEM_RANKS= " -- bash "$tree/bench/memory.sh"
+refused "MPDIST_MEM_STEPS must be 20 or more \(got 19\)" MPDIST_MEM_STEPS=19 -- bash "$tree/bench/memory.sh"
 # mpirun -np N mpdist CFG --set optim.zero=Z --set model.recompute=R --set log.metrics="M": step
 # records and a summary whose masters and optimizer state ZeRO-1 divides by N
 mkdir -p "$TMP/fake"

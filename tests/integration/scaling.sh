@@ -60,11 +60,12 @@ expect_ok "model predictions at 8, 64, 512 ranks" \
 mkdir -p "$TMP/tree" "$TMP/cwd/runs/scaling/throughput.png"
 cp -r cluster launch "$TMP/tree"
 rc=0 && (cd "$TMP/cwd" && bash "$TMP/tree/cluster/scaling.sh" "$SRC/configs/fashion-mnist-mlp.cfg" --ranks 1 \
-  --opt O0 --steps 2 -- --set data.train_limit=512 --set comm.bucket_mb=0.05 --set data.test_limit=100) \
+  --opt O0 --steps 2 -- --set data.train_limit=512 --set=comm.bucket_mb=0.05 --set data.test_limit=100) \
   >/dev/null 2>"$TMP/err" || rc=$?
 expect_ok "the default --out is runs/scaling in the current directory" \
   test -s "$TMP/cwd/runs/scaling/scaling.csv" -a ! -e "$TMP/tree/bench"
-# The model's buckets are the run's: the --set after -- (0.05 MiB), not the config's 25 MiB.
+# The model's buckets are the run's: the --set after -- (0.05 MiB, in mpdist's --set=KEY=VALUE
+# form), not the config's 25 MiB.
 nparam=$(sed -n 's/.*(\([0-9]*\) parameters).*/\1/p' "$TMP/cwd/runs/scaling/runs/O0-1.log")
 expect_ok "the model takes comm.bucket_mb from the runs' --set: $((4 * nparam / 52429 + 1)) buckets" \
   grep -q "^| O0 | [0-9.]* | $((4 * nparam / 52429 + 1)) |" "$TMP/cwd/runs/scaling/model.md"
