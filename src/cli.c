@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -142,6 +143,12 @@ static mp_status only_for(const mp_cli *cli, mp_command cmd, const char *opt, co
 
 static mp_status check_arguments(const mp_cli *cli, int npos)
 {
+    if (cli->checkpoint && !cli->checkpoint[0])
+        return mp_fail(MP_EUSAGE, "--checkpoint: the path is empty");
+    if (cli->resume && !cli->resume[0])
+        return mp_fail(MP_EUSAGE, "--resume: the path is empty (a checkpoint, or auto; a "
+                                  "fresh start despite the config's checkpoint.resume: --set "
+                                  "checkpoint.resume='\"\"')");
     switch (cli->cmd) {
     case MP_CMD_TRAIN:
         if (!cli->config)
@@ -249,6 +256,12 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
             return mp_fail(MP_EUSAGE, "unknown option '%s' (see mpdist --help)", a);
         } else if (npos < max_pos) {
             *(npos++ == 0 ? &cli->config : &cli->output) = a;
+        } else if (first == 1 && npos == 1 && !strpbrk(cli->config, "./") &&
+                   access(cli->config, F_OK) != 0) {
+            /* `mpdist evall CONFIG`: the first word was no config but a mistyped command */
+            return mp_fail(MP_EUSAGE, "unknown command '%s' (train, eval, sample, export, "
+                                      "inspect, info, bench-comm; see mpdist --help)",
+                           cli->config);
         } else {
             return mp_fail(MP_EUSAGE, "unexpected argument '%s' (see mpdist --help)", a);
         }

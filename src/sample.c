@@ -27,6 +27,9 @@ static mp_status build(const mp_config *c, mp_model *m)
     mp_layer_spec specs[MP_MAX_LAYERS];
     int n = 0;
     MP_TRY(mp_train_model_specs(c, false, specs, &n)); /* sampled on the CPU */
+    if (strcmp(c->amp.device, "cuda") == 0) /* asked for, not given: said (text is on stdout) */
+        fprintf(stderr, "sample: runs on the CPU backend (amp.device \"cuda\" is for train "
+                        "and eval)\n");
     const mp_ops *ops = NULL;
     mp_backend_options bo = {.device = 0};
     char why[320];

@@ -84,6 +84,9 @@ expect_exit 2 "no config file" "$MPDIST"
 expect_exit 2 "unknown option '--frobnicate'" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --frobnicate
 expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set
 expect_exit 2 "unexpected argument 'b.cfg'" "$MPDIST" a.cfg b.cfg
+expect_exit 2 "unknown command 'evall' \(train, eval, sample" "$MPDIST" evall "$SRC/configs/fashion-mnist-mlp.cfg"
+expect_exit 2 "--checkpoint: the path is empty" "$MPDIST" eval "$SRC/configs/fashion-mnist-mlp.cfg" --checkpoint ""
+expect_exit 2 "--resume: the path is empty \(a checkpoint, or auto\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume=
 expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint" "$MPDIST" eval x.cfg
 expect_exit 2 "usage: mpdist export FILE.h5 OUT.h5" "$MPDIST" export a.h5

@@ -5,7 +5,7 @@
 # (the window slides past data.context bytes), and the default prompt is a newline; an fp32
 # export samples as the full checkpoint; once under mpirun -np 2; bad arguments and a non-text
 # config exit 2 with one line, a checkpoint of another model exits 4 (another precision
-# samples: any_level.sh).
+# samples: any_level.sh); amp.device "cuda" samples on the CPU with a note on stderr.
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 
@@ -44,6 +44,12 @@ s t1 --prompt "the quick" --tokens 120 --temperature 0 --seed 1
 s t2 --prompt "the quick" --tokens 120 --temperature 0 --seed 2
 expect_ok "temperature 0 does not depend on the seed" cmp -s t1 t2
 echo "greedy sample: $(tr -c '[:print:]' '?' <t1)"
+# amp.device "cuda": sampled on the CPU all the same, the same text, and a note on stderr.
+rc=0 && timeout 60 "$MPDIST" sample "$CFG" --checkpoint "$CKPT" "${MODEL[@]}" --set amp.device=cuda \
+  --prompt "the quick" --tokens 120 --temperature 0 --seed 1 >tc 2>tc.err || rc=$?
+expect_ok "amp.device \"cuda\": exit $rc, the CPU's text, one note: $(cat tc.err)" \
+  test "$rc" = 0 -a "$(cat tc.err)" = 'sample: runs on the CPU backend (amp.device "cuda" is for train and eval)' \
+  -a "$(cmp -s t1 tc && echo same)" = same
 expect_ok "the greedy text shows what the model learned (\"dog\")" grep -q dog t1
 # Prompts shorter than the window: the next byte comes from the prompt's last position.
 for p in "the lazy do|g" "jumps ov|e" "over the laz|y"; do
