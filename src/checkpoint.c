@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <libconfig.h>
+
 #include "engine/host_swap.h"
 #include "io/ckpt_dir.h"
 #include "io/fsutil.h"
@@ -411,6 +413,29 @@ mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
     return st;
 }
 
+/* The attention heads of a gpt or vit preset, which no parameter's shape shows (the same
+ * weights split into other heads compute another model): the config's must be the one /meta
+ * config was written with. A file without that text (older ones) is not checked. */
+static mp_status check_heads(mp_h5r *r, const mp_config *c)
+{
+    if ((strcmp(c->model.preset, "gpt") != 0 && strcmp(c->model.preset, "vit") != 0) ||
+        !mp_h5r_has_attr(r, "/meta", "config"))
+        return MP_OK;
+    char *text = NULL;
+    MP_TRY(mp_h5r_attr_string(r, "/meta", "config", &text));
+    config_t cfg;
+    config_init(&cfg);
+    int heads = 0;
+    bool known = config_read_string(&cfg, text) && config_lookup_int(&cfg, "model.heads", &heads);
+    config_destroy(&cfg);
+    free(text);
+    if (known && heads != c->model.heads)
+        return mp_fail(MP_ECKPT, "%s: written with model.heads = %d, the config has %lld (the "
+                       "same parameter shapes, another attention: set model.heads to %d)",
+                       mp_h5r_path(r), heads, (long long)c->model.heads, heads);
+    return MP_OK;
+}
+
 /* /meta model must be the config's model: its parameters are read by the config's names. */
 static mp_status check_model(mp_h5r *r, const mp_config *c)
 {
@@ -421,7 +446,7 @@ static mp_status check_model(mp_h5r *r, const mp_config *c)
         st = mp_fail(MP_ECKPT, "%s: written for model %s, the config has model.preset %s (a "
                      "checkpoint of another model?)", mp_h5r_path(r), model, c->model.preset);
     free(model);
-    return st;
+    return st != MP_OK ? st : check_heads(r, c);
 }
 
 /* The stored values are FP32 at every opt level (the masters, or the model's own values at O0
@@ -628,6 +653,8 @@ mp_status mp_checkpoint_load(mp_train_state *t, const char *path)
     free(kind);
     if (st == MP_OK)
         st = check_precision(r, t);
+    if (st == MP_OK)
+        st = check_heads(r, t->cfg);
     if (st == MP_OK)
         st = read_weights(r, t->model);
     if (st == MP_OK)

@@ -5,7 +5,8 @@
 # (the window slides past data.context bytes), and the default prompt is a newline; an fp32
 # export samples as the full checkpoint; once under mpirun -np 2; bad arguments and a non-text
 # config exit 2 with one line, a checkpoint of another model exits 4 (another precision
-# samples: any_level.sh); amp.device "cuda" samples on the CPU with a note on stderr.
+# samples: any_level.sh); amp.device "cuda" samples on the CPU with a note on stderr; other
+# model.heads than the checkpoint's (the same shapes): exit 4 for sample, eval and a resume.
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 
@@ -44,6 +45,16 @@ s t1 --prompt "the quick" --tokens 120 --temperature 0 --seed 1
 s t2 --prompt "the quick" --tokens 120 --temperature 0 --seed 2
 expect_ok "temperature 0 does not depend on the seed" cmp -s t1 t2
 echo "greedy sample: $(tr -c '[:print:]' '?' <t1)"
+# The same shapes split into other attention heads: refused (exit 4) by sample, eval and a
+# resume, not run as another model.
+for cmd in sample eval; do
+  expect_exit 4 "written with model\.heads = 2, the config has 4 \(the same parameter shapes" \
+    "$MPDIST" $cmd "$CFG" --checkpoint "$CKPT" "${MODEL[@]}" --set model.heads=4 \
+    --set "data.path=\"$TMP/corpus.txt\"" --set data.test_limit=16
+done
+expect_exit 4 "written with model\.heads = 2, the config has 1 " "$MPDIST" "$CFG" "${MODEL[@]}" \
+  --set model.heads=1 --set "data.path=\"$TMP/corpus.txt\"" --set data.test_limit=16 --set train.epochs=3 \
+  --set data.batch_size=16 --set optim.lr=0.01 --set "checkpoint.dir=\"$TMP/ckpt\"" --resume "$CKPT"
 # amp.device "cuda": sampled on the CPU all the same, the same text, and a note on stderr.
 rc=0 && timeout 60 "$MPDIST" sample "$CFG" --checkpoint "$CKPT" "${MODEL[@]}" --set amp.device=cuda \
   --prompt "the quick" --tokens 120 --temperature 0 --seed 1 >tc 2>tc.err || rc=$?
