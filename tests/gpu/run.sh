@@ -382,11 +382,29 @@ config=configs/fashion-mnist-cnn-bn.cfg
 do_train() {
   local metrics=$build/gpu-train-metrics.jsonl extra=()
   read -ra extra <<<"${MPDIST_GPU_TRAIN_ARGS:-}"
-  rm -f "$metrics"
+  rm -rf "$metrics" "$build/gpu-train-ckpt"
   timeout "${MPDIST_GPU_TRAIN_TIMEOUT:-300}" mpirun -np 1 "$build/mpdist" "$config" --set amp.device=cuda \
     --set "data.path=\"$data\"" --set train.epochs=1 --set log.progress=plain \
-    --set "log.metrics=\"$metrics\"" ${extra[@]+"${extra[@]}"} | tee "$build/gpu-train.log"
+    --set "log.metrics=\"$metrics\"" --set "checkpoint.dir=\"$build/gpu-train-ckpt\"" \
+    ${extra[@]+"${extra[@]}"} | tee "$build/gpu-train.log"
   [ -z "${OUT:-}" ] || cp "$metrics" "$OUT/gpu-train-metrics.jsonl" 2>/dev/null || true
+}
+# mpdist eval of the training run's last checkpoint on the GPU, at the run's opt level and at O2
+# (whose half copy a forward-only model loads straight from the stored FP32 values, without
+# masters): each accuracy within 0.1 point of the one training ended with (the same level gives
+# it exactly on the CPU: tests/integration/checkpoint_files.sh). Prints "LEVEL ACCURACY" lines.
+do_train_eval() {
+  local ck extra=() args
+  read -ra extra <<<"${MPDIST_GPU_TRAIN_ARGS:-}"
+  ck=$(ls "$build"/gpu-train-ckpt/ckpt-*.h5 | tail -1)
+  for args in "" "--set amp.opt_level=O2"; do
+    echo "${args:-its level} $(timeout 120 mpirun -np 1 "$build/mpdist" eval "$config" --set amp.device=cuda \
+      --set "data.path=\"$data\"" ${extra[@]+"${extra[@]}"} $args --checkpoint "$ck" |
+      sed -n 's/^test accuracy: //p')"
+  done >"$build/gpu-train-eval.txt"
+  cat "$build/gpu-train-eval.txt"
+  awk -v want="$accuracy" 'NF < 2 || $NF - want > 0.001 || want - $NF > 0.001 { bad = 1 } END { exit bad || NR != 2 }' \
+    "$build/gpu-train-eval.txt"
 }
 if [ "${MPDIST_GPU_TRAIN:-1}" = 0 ]; then
   train="skipped (MPDIST_GPU_TRAIN=0)"
@@ -405,6 +423,11 @@ else
   accuracy=$(sed -n 's/^test accuracy: //p' "$build/gpu-train.log" | tail -1)
   if [ "$train_rc" -eq 0 ] && [ -n "$accuracy" ]; then
     train="test accuracy: $accuracy after 1 epoch of cnn_bn on the GPU ($(($(date +%s) - train_start)) s)"
+    echo "== mpdist eval of its checkpoint on the GPU, at its level and at O2 (no masters)"
+    eval_rc=1
+    step eval_rc do_train_eval
+    train+="; eval of its checkpoint: $(paste -sd, "$build/gpu-train-eval.txt" 2>/dev/null) (exit $eval_rc)"
+    [ "$eval_rc" -eq 0 ] || fail "eval of the trained checkpoint: not within 0.1 point of training's accuracy"
   else
     train="failed (exit $train_rc${accuracy:+, test accuracy: $accuracy})"
     fail "training failed"

@@ -22,7 +22,8 @@ export MPDIST_BIN=$MPDIST
 out="$TMP/it's a \"study\"" # both quotes: the plots' gnuplot and log.metrics quote it
 bash cluster/scaling.sh configs/fashion-mnist-mlp.cfg --box 2 --link 10gbit --opt "O0 O2" --steps 30 \
   --rounds 2 --out "$out" -- --set data.train_limit=4096 --set data.test_limit=500 >"$TMP/log" 2>&1 ||
-  { cat "$TMP/log"; echo "FAIL: scaling.sh --box failed"; exit 1; }
+  { cat "$TMP/log"; for f in "$out"/runs/bench-*.csv; do [ ! -f "$f" ] || { echo "--- $f"; cat "$f"; }; done
+    echo "FAIL: scaling.sh --box failed"; exit 1; } # (the calibration sweeps: a failed fit's data)
 expect_ok "the box is down afterwards" sh -c '! ip netns list | grep -q mpbox-h'
 python3 - "$out" <<'P' || failures=$((failures + 1))
 import csv, json, sys
