@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """A number an mpdist run was given: its config file's setting as the run's --set overrode it.
 
 The cluster scripts model runs they launched (cluster/scaling.sh: scaling_model.py, and
@@ -36,3 +37,7 @@ def number(config, sets, key, default):
         return float(int(value.rstrip("Ll"), 0))  # libconfig's integers: 0x10, 5000000000L
     except ValueError:
         raise SystemExit(f"scaling: {where} is not a number (got '{value}')") from None
+
+
+if __name__ == "__main__":  # a module of scaling_model.py and scaling_box.py: its description
+    print(__doc__.strip())

@@ -5,6 +5,7 @@
 #include "io/augment.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,9 +139,10 @@ put_rows(const mp_dataset *d, const uint8_t *src, const aug_window *w, int pad,
  * dt): src holds its pixels (uint8) or, when values, its doubles; padding is pixel or value 0.
  * Pixels go through the tables, the element size and the usual channel counts (1, 3) fixed at
  * compile time. */
-static void put_sample(const mp_dataset *d, const void *src, bool values, const aug_window *w,
-                       int pad, const unsigned char *tables, const double *mean,
-                       const double *std, mp_dtype dt, unsigned char *dst)
+static int64_t put_sample(const mp_dataset *d, const void *src, bool values,
+                          const aug_window *w, int pad, const unsigned char *tables,
+                          const double *mean, const double *std, mp_dtype dt, unsigned char *dst,
+                          double *bad)
 {
     size_t es = mp_dtype_size(dt), wd = (size_t)d->w, c = (size_t)d->c;
     if (!values) {
@@ -155,7 +157,7 @@ static void put_sample(const mp_dataset *d, const void *src, bool values, const 
             put_rows(d, px, w, pad, tables, dst, 1, 4);
         else
             put_rows(d, px, w, pad, tables, dst, c, es);
-        return;
+        return -1;
     }
     for (int yy = 0; yy < d->h; yy++) {
         int sy = aug_src_row(w, yy, d->h, pad);
@@ -166,9 +168,14 @@ static void put_sample(const mp_dataset *d, const void *src, bool values, const 
             for (size_t ch = 0; ch < c; ch++) {
                 double v = sx < 0 ? 0.0 : ((const double *)src)[from + ch];
                 mp_store(dst, dt, to + ch, (v - mean[ch]) / std[ch]);
+                if (!isfinite(mp_load(dst, dt, to + ch))) {
+                    *bad = v;
+                    return (int64_t)(from + ch);
+                }
             }
         }
     }
+    return -1;
 }
 
 mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, int64_t n,
@@ -202,9 +209,20 @@ mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, in
         else
             src = d->images + (size_t)idx[i] * per;
         aug_window w = aug_draw(seed, epoch, idx[i], pad, flip);
-        if (st == MP_OK)
-            put_sample(d, src, values, &w, pad, (const unsigned char *)small, mean, std, dt,
-                       (unsigned char *)x + (size_t)i * per * es);
+        double v = 0.0;
+        int64_t bad = st == MP_OK ? put_sample(d, src, values, &w, pad,
+                                               (const unsigned char *)small, mean, std, dt,
+                                               (unsigned char *)x + (size_t)i * per * es, &v)
+                                  : -1;
+        if (bad >= 0) { /* finite in the file (mp_h5data_read), not once normalised */
+            char at[800];
+            st = mp_fail(MP_EDATA, "%s holds %g at row %lld, column %lld, channel %lld, which "
+                         "(v - data.mean) / data.std takes beyond %s's range (the input's "
+                         "dtype at this opt level)",
+                         mp_h5data_sample_name(d, idx[i], at, sizeof at), v,
+                         (long long)(bad / (int64_t)c / d->w), (long long)(bad / (int64_t)c % d->w),
+                         (long long)(bad % (int64_t)c), mp_dtype_name(dt));
+        }
         y[i] = d->labels[idx[i]];
     }
     free(sample);

@@ -66,6 +66,12 @@ void mp_h5data_free(mp_h5data *h)
 
 bool mp_h5data_float(const mp_dataset *d) { return d->h5->is_float; }
 
+const char *mp_h5data_sample_name(const mp_dataset *d, int64_t index, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s: image %lld of %s", d->h5->path, (long long)index, d->h5->name);
+    return buf;
+}
+
 /* MP_OK unless dataset d is stored compact (inside its object header) with fewer bytes than
  * its dataspace and type need: HDF5 1.10 would read past that buffer (found by fuzz_h5data:
  * tests/fuzz/corpus/h5data/compact_too_small). */

@@ -34,6 +34,10 @@ mp_status mp_h5data_load(mp_dataset *train, mp_dataset *test, const char *path,
 /* Whether d's images are floats (read as double), else uint8 pixels. d->h5 is set. */
 bool mp_h5data_float(const mp_dataset *d);
 
+/* "FILE: image INDEX of DATASET" into buf (cap bytes) for messages about one of d's samples;
+ * returns buf. d->h5 is set. */
+const char *mp_h5data_sample_name(const mp_dataset *d, int64_t index, char *buf, size_t cap);
+
 /* Reads image `index` of d (0 <= index < d->count) into out, (H, W, C) row-major whatever the
  * file's layout: uint8 pixels, or doubles when mp_h5data_float(d). MP_EDATA naming the file and
  * the dataset when the read fails (the file changed or is damaged) or a float value is not

@@ -20,6 +20,7 @@
 #include "io/folder.h"
 #include "io/fsutil.h"
 #include "io/h5data.h"
+#include "io/memcheck.h"
 #include "io/tokens.h"
 #include "src/train.h"
 
@@ -62,9 +63,11 @@ static mp_status load_data(mp_trainer *t)
         if (train)
             MP_TRY(mp_cifar10_load(&t->train, c->data.path, "train", c->data.train_limit));
         MP_TRY(mp_cifar10_load(&t->test, c->data.path, "test", c->data.test_limit));
+        char at[256];
         if (c->data.num_classes != 10)
-            return mp_fail(MP_EUSAGE, "%s: data.num_classes: cifar10 has 10 classes (got %lld)",
-                           c->path, (long long)c->data.num_classes);
+            return mp_fail(MP_EUSAGE, "%s: cifar10 has 10 classes (got %lld)",
+                           mp_config_key_at(c, "data.num_classes", at, sizeof at),
+                           (long long)c->data.num_classes);
     } else if (strcmp(c->data.format, "text") == 0) {
         MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                             c->data.val_fraction, c->data.train_limit, c->data.test_limit));
@@ -84,15 +87,27 @@ static mp_status load_data(mp_trainer *t)
                               c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "synthetic") == 0) {
         const int64_t *sh = c->data.synthetic_shape;
+        char at[256], what[160];
         if (c->data.nsynthetic_shape != 3)
-            return mp_fail(MP_EUSAGE, "%s: data.synthetic_shape: give [height, width, channels] "
-                                      "(got %d values)",
-                           c->path, c->data.nsynthetic_shape);
+            return mp_fail(MP_EUSAGE, "%s: give [height, width, channels] (got %d values)",
+                           mp_config_key_at(c, "data.synthetic_shape", at, sizeof at),
+                           c->data.nsynthetic_shape);
+        if (sh[2] > MP_DATA_MAX_CHANNELS)
+            return mp_fail(MP_EUSAGE, "%s: %lld channels, more than the %d an image may have",
+                           mp_config_key_at(c, "data.synthetic_shape", at, sizeof at),
+                           (long long)sh[2], MP_DATA_MAX_CHANNELS);
         int64_t n[2] = {c->data.synthetic_train, c->data.synthetic_test};
         int64_t lim[2] = {c->data.train_limit, c->data.test_limit};
         for (int k = 0; k < 2; k++)
             if (lim[k] > 0 && lim[k] < n[k])
                 n[k] = lim[k];
+        /* both splits' pixels at once, before either is made (the training split can take
+         * minutes to fill) */
+        int64_t all[4] = {(train ? n[0] : 0) + n[1], sh[0], sh[1], sh[2]};
+        snprintf(what, sizeof what, "%s: %lld images of %lldx%lldx%lld",
+                 train ? "the train and test splits" : "the test split", (long long)all[0],
+                 (long long)sh[0], (long long)sh[1], (long long)sh[2]);
+        MP_TRY(mp_data_mem_check("synthetic data", what, 4, all, NULL));
         if (train)
             MP_TRY(mp_synthetic_make(&t->train, "train", (int)sh[0], (int)sh[1], (int)sh[2],
                                      n[0], (int)c->data.num_classes, (uint64_t)c->train.seed));
@@ -120,7 +135,8 @@ static mp_status load_data(mp_trainer *t)
         return MP_OK;
     if (t->train.count < t->comm->size)
         return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
-                       c->data.path, (long long)t->train.count, t->comm->size);
+                       strcmp(c->data.format, "synthetic") == 0 ? "synthetic data" : c->data.path,
+                       (long long)t->train.count, t->comm->size);
     /* rank 0 writes and reads checkpoints; the digest of a large text costs time */
     t->train_digest = t->comm->rank == 0 ? mp_dataset_digest(&t->train) : 0;
     return MP_OK;
@@ -236,6 +252,10 @@ static mp_status build_model(mp_trainer *t)
     MP_TRY(mp_train_model_specs(c, strcmp(t->ops->name, "cuda") == 0, specs, &n));
     const mp_dataset *d = shape_data(t);
     int64_t in_shape[3] = {d->h, d->w, d->c};
+    if (n > 0 && strcmp(specs[0].type, "embedding") == 0 && !d->text && !d->tokens)
+        return mp_fail(MP_EUSAGE, "%s: model: its first layer, an embedding, takes token ids, "
+                       "but data.format \"%s\" gives images (an embedding model needs \"text\" "
+                       "or \"tokens\")", c->path, c->data.format);
     MP_TRY(check_memory(t, specs, n, in_shape));
     bool zero = c->optim.zero > 0 && t->comm->size > 1 && !t->forward_only;
     mp_model_opts mo = {.shard_rank = zero ? t->comm->rank : 0,

@@ -70,11 +70,11 @@ dry=$("$MPDIST" "$TMP/gpt_layers.cfg" --dry-run --set data.path="$TMP/corpus.txt
 grep -q '^total parameters: 21472$' <<<"$dry" && grep -Eq '^blocks.0 +transformer +\(N, 1, 16, 32\) +12704$' <<<"$dry" ||
   { echo "FAIL: gpt as model.layers dry run"; echo "$dry"; exit 1; }
 
-# A classifier on text, and a language model on images: the outputs per sample do not match
-# the labels per sample.
+# A classifier on text: the outputs per sample do not match the labels per sample; a language
+# model on images: its embedding takes token ids.
 expect_exit 2 "the model gives 1 outputs per sample \(a classifier\) but the data has 16 labels" \
   "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --dry-run "${gpt[@]}" --set model.preset=mlp
-expect_exit 2 "the model gives 784 outputs per sample \(one per position\) but the data has 1 labels" \
+expect_exit 2 "model: its first layer, an embedding, takes token ids, but data.format \"idx\" gives images" \
   "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.preset=gpt --set model.depth=1
 expect_exit 2 "optim.zero: must be in \[0, 1\] \(got 2\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.zero=2
 expect_exit 2 "train.accum_steps: must be in \[1, 4096\] \(got 0\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.accum_steps=0
@@ -86,7 +86,7 @@ expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cf
 expect_exit 2 "unexpected argument 'b.cfg'" "$MPDIST" a.cfg b.cfg
 expect_exit 2 "unknown command 'evall' \(train, eval, sample" "$MPDIST" evall "$SRC/configs/fashion-mnist-mlp.cfg"
 expect_exit 2 "--checkpoint: the path is empty" "$MPDIST" eval "$SRC/configs/fashion-mnist-mlp.cfg" --checkpoint ""
-expect_exit 2 "--resume: the path is empty \(a checkpoint, or auto\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume=
+expect_exit 2 "--resume: the path is empty \(a checkpoint, or auto; a fresh start" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume=
 expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint" "$MPDIST" eval x.cfg
 expect_exit 2 "usage: mpdist export FILE.h5 OUT.h5" "$MPDIST" export a.h5
@@ -97,6 +97,18 @@ expect_exit 2 "--resume is an option of mpdist train" "$MPDIST" inspect a.h5 --r
 # Under mpirun a command-line error is printed once, not once per rank.
 expect_exit 2 "--resume needs a value" mpirun -np 2 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume
 expect_exit 2 "unknown option '--frobnicate'" mpirun -np 2 "$MPDIST" x.cfg --frobnicate
+# Synthetic data of more channels than an image may have (it crashed), or more than memory
+# holds for both splits (refused before the training split took minutes to fill), or too few
+# samples for the ranks (named as synthetic data, not data.path); an embedding fed images.
+SYN=("$SRC/configs/fashion-mnist-mlp.cfg" --set data.format=synthetic --set train.max_steps=2 --set log.progress=none)
+expect_exit 2 "^mpdist: error: --set data.synthetic_shape: 16 channels, more than the 4 an image may have$" \
+  "$MPDIST" "${SYN[@]}" --set 'data.synthetic_shape=[1,1,16]'
+expect_exit 3 "synthetic data: the train and test splits: 100001 images of 4096x4096x4 needs 100001 x 4096" \
+  "$MPDIST" "${SYN[@]}" --set 'data.synthetic_shape=[4096,4096,4]' --set data.synthetic_train=100000 --set data.synthetic_test=1
+expect_exit 3 "^mpdist: error: synthetic data: 1 training samples cannot be shared by 2 ranks$" \
+  mpirun -np 2 "$MPDIST" "${SYN[@]}" --set data.synthetic_train=1
+expect_exit 2 "model: its first layer, an embedding, takes token ids, but data.format \"idx\" gives images" \
+  "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set 'model.layers=({type="embedding"; out=8;},{type="flatten";},{type="linear"; out=10;})'
 # A model bigger than the host is refused before anything is allocated.
 expect_exit 2 "model: needs [0-9.]+ GiB per rank \\(1000796000010 parameters" mpirun -np 2 "$MPDIST" \
   "$SRC/configs/fashion-mnist-mlp.cfg" --set "model.hidden=[1000000, 1000000]"

@@ -81,7 +81,7 @@ with h5py.File(d + "/hugelabel.h5", "w") as f:  # read as uint64, not clamped to
     f["train/labels"] = np.array([3] * 19 + [2**64 - 1], np.uint64)
     f["test/images"] = np.zeros((5, 28, 28, 1), np.uint8)
     f["test/labels"] = np.zeros(5, np.uint8)
-for name, bad in (("inf", np.inf), ("nan", np.nan)):
+for name, bad in (("inf", np.inf), ("nan", np.nan), ("huge", 3e38), ("big", 1e5)):
     with h5py.File(d + "/" + name + ".h5", "w") as f:
         x = np.zeros((20, 28, 28, 1), np.float32)
         x[13, 4, 5, 0] = bad
@@ -99,6 +99,15 @@ for name in inf nan; do # one value in one image: every step would be skipped, s
   expect_exit 3 "$name.h5: image 13 of train/images holds -?$name at row 4, column 5, channel 0: values must be finite" \
     "${one[@]}" --set "data.path=\"$TMP/$name.h5\"" --set train.max_steps=0 --set data.batch_size=4
 done
+# Finite in the file, not once normalised (every step would be skipped): 3e38 overflows FP32,
+# 1e5 the fp16 input of O2, which FP32 inputs (O0) take.
+for c in "huge O0 3e\+38 fp32" "big O2 100000 fp16"; do
+  set -- $c
+  expect_exit 3 "$1.h5: image 13 of train/images holds $3 at row 4, column 5, channel 0, which \(v - data.mean\) / data.std takes beyond $4's range" \
+    "${one[@]}" --set "data.path=\"$TMP/$1.h5\"" --set train.max_steps=0 --set data.batch_size=4 --set amp.opt_level=$2
+done
+trains_ok() { timeout 120 "$@" >"$TMP/out" 2>&1 || { echo "FAIL: $* exited $?"; tail -3 "$TMP/out"; failures=$((failures + 1)); }; }
+trains_ok "${one[@]}" --set "data.path=\"$TMP/big.h5\"" --set train.max_steps=8 --set data.batch_size=4 --set amp.opt_level=O0
 expect_exit 3 'mydata.h5: no dataset train/pixels' \
   "${one[@]}" --set "data.path=\"$TMP/mydata.h5\"" --set 'data.train_images="train/pixels"'
 expect_exit 3 'cut.h5: (holds 1000000 bytes, but its HDF5 structure ends|not a readable HDF5)' \
