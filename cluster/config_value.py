@@ -22,8 +22,9 @@ def number(config, sets, key, default):
     first_bucket_mb), else default. A value that is no number: SystemExit, saying which."""
     name = key.rsplit(".", 1)[-1]
     given = [s.split("=", 1)[1] for s in sets if s.split("=", 1)[0].strip() == key and "=" in s]
-    if given:
-        value, where = given[-1].strip(), f"--set {key}"
+    if given:  # as mpdist reads it: a file line's ';' or ',' and comment may end it
+        value = re.sub(r"\s*(#|//).*$|\s*/\*.*?\*/\s*$", "", given[-1].strip())
+        value, where = value.rstrip(" \t;,"), f"--set {key}"
     else:
         m = re.search(rf"(?<![\w.]){name}\s*[=:]\s*([^;,\s}}]+)", uncommented(open(config).read()))
         if not m:

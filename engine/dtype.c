@@ -7,6 +7,7 @@
  * fixed groups of 8 that the compiler vectorises (for AVX2 too: MP_VECTOR_CLONES). */
 #include "engine/dtype.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -22,15 +23,18 @@
 static const struct {
     const char *name;
     size_t size;
-    double max; /* the largest finite value */
-} mp_dtypes[] = {[MP_F32] = {"fp32", 4, 0x1.fffffep+127},
-                 [MP_F16] = {"fp16", 2, 65504.0},
-                 [MP_BF16] = {"bf16", 2, 0x1.fep+127},
-                 [MP_F64] = {"fp64", 8, 0x1.fffffffffffffp+1023}};
+    double max;      /* the largest finite value */
+    double overflow; /* the largest plus half its last place: where rounding reaches inf */
+} mp_dtypes[] = {[MP_F32] = {"fp32", 4, 0x1.fffffep+127, 0x1.ffffffp+127},
+                 [MP_F16] = {"fp16", 2, 65504.0, 65520.0},
+                 [MP_BF16] = {"bf16", 2, 0x1.fep+127, 0x1.ffp+127},
+                 [MP_F64] = {"fp64", 8, 0x1.fffffffffffffp+1023, INFINITY}};
 
 size_t mp_dtype_size(mp_dtype dt) { return mp_dtypes[dt].size; }
 
 double mp_dtype_max(mp_dtype dt) { return mp_dtypes[dt].max; }
+
+double mp_dtype_overflow(mp_dtype dt) { return mp_dtypes[dt].overflow; }
 
 const char *mp_dtype_name(mp_dtype dt) { return mp_dtypes[dt].name; }
 

@@ -18,6 +18,11 @@ size_t mp_dtype_size(mp_dtype dt);
 /* The largest finite value of `dt` (65504 for fp16). */
 double mp_dtype_max(mp_dtype dt);
 
+/* The smallest magnitude that rounds to infinity in `dt` (65520 for fp16: the largest value
+ * plus half its last place, where round-to-nearest-even goes up); inf for fp64. A value below
+ * it in magnitude converts to a finite one (mp_convert). */
+double mp_dtype_overflow(mp_dtype dt);
+
 /* The config name of `dt`: "fp32", "fp16", "bf16", "fp64". Static storage. */
 const char *mp_dtype_name(mp_dtype dt);
 

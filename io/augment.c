@@ -135,10 +135,15 @@ put_rows(const mp_dataset *d, const uint8_t *src, const aug_window *w, int pad,
     }
 }
 
+/* v as mp_store rounds it on the way to dt: through FP32 unless dt is FP64, so that a value
+ * compares with mp_dtype_overflow(dt) as its stored value will. */
+static double as_stored(double v, mp_dtype dt) { return dt == MP_F64 ? v : (double)(float)v; }
+
 /* Sample `index` of image dataset d, augmented by window w, normalised into dst (h, w, c of
  * dt): src holds its pixels (uint8) or, when values, its doubles; padding is pixel or value 0.
  * Pixels go through the tables, the element size and the usual channel counts (1, 3) fixed at
- * compile time. */
+ * compile time. Returns -1, or for values the first one (its index in src, its value in *bad)
+ * that dt cannot hold once normalised (the padding's value is the caller's to check). */
 static int64_t put_sample(const mp_dataset *d, const void *src, bool values,
                           const aug_window *w, int pad, const unsigned char *tables,
                           const double *mean, const double *std, mp_dtype dt, unsigned char *dst,
@@ -159,19 +164,21 @@ static int64_t put_sample(const mp_dataset *d, const void *src, bool values,
             put_rows(d, px, w, pad, tables, dst, c, es);
         return -1;
     }
+    double lim = mp_dtype_overflow(dt); /* padding's value: checked once a batch */
     for (int yy = 0; yy < d->h; yy++) {
         int sy = aug_src_row(w, yy, d->h, pad);
         for (int xx = 0; xx < d->w; xx++) {
             int sx = sy < 0 ? -1 : aug_src_col(w, xx, d->w, pad);
-            size_t from = ((size_t)sy * wd + (size_t)sx) * c;
+            size_t from = sx < 0 ? 0 : ((size_t)sy * wd + (size_t)sx) * c;
             size_t to = ((size_t)yy * wd + (size_t)xx) * c;
             for (size_t ch = 0; ch < c; ch++) {
                 double v = sx < 0 ? 0.0 : ((const double *)src)[from + ch];
-                mp_store(dst, dt, to + ch, (v - mean[ch]) / std[ch]);
-                if (!isfinite(mp_load(dst, dt, to + ch))) {
+                double x = (v - mean[ch]) / std[ch];
+                if (sx >= 0 && !(fabs(as_stored(x, dt)) < lim)) {
                     *bad = v;
                     return (int64_t)(from + ch);
                 }
+                mp_store(dst, dt, to + ch, x);
             }
         }
     }
@@ -201,6 +208,17 @@ mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, in
     assert(c <= MP_DATA_MAX_CHANNELS);
     pixel_tables((unsigned char *)small, c, mean, std, dt);
     mp_status st = MP_OK;
+    for (size_t k = 0; !values && k < c * 256 && st == MP_OK; k++) /* pixels 0-255 (0: padding) */
+        if (!isfinite(mp_load(small, dt, k)))
+            st = mp_fail(MP_EDATA, "data.mean and data.std take pixel value %zu of channel %zu "
+                         "to %g, beyond %s's range (the input's dtype at this opt level)",
+                         k % 256, k / 256, ((double)(k % 256) / 255.0 - mean[k / 256]) /
+                         std[k / 256], mp_dtype_name(dt));
+    for (size_t ch = 0; values && pad > 0 && ch < c && st == MP_OK; ch++)
+        if (!(fabs(as_stored((0.0 - mean[ch]) / std[ch], dt)) < mp_dtype_overflow(dt)))
+            st = mp_fail(MP_EDATA, "data.mean and data.std take the padding (0) of channel %zu "
+                         "to %g, beyond %s's range (the input's dtype at this opt level)", ch,
+                         (0.0 - mean[ch]) / std[ch], mp_dtype_name(dt));
     for (int64_t i = 0; st == MP_OK && i < n; i++) {
         assert(idx[i] >= 0 && idx[i] < d->count);
         const void *src = sample;

@@ -122,14 +122,13 @@ static bool has_bn(const name_list *buffers)
  * fp16's 65504: an O0 or bf16 run's weights), which would write a file eval calls damaged. */
 static mp_status check_fits(const char *path, const double *x, int64_t n, mp_dtype dt)
 {
-    for (int64_t k = 0; k < n; k++) {
-        unsigned char h[8];
-        mp_convert(h, dt, &x[k], MP_F64, 1);
-        if (isfinite(x[k]) && !isfinite(mp_load(h, dt, 0)))
+    double lim = mp_dtype_overflow(dt);
+    for (int64_t k = 0; k < n; k++)
+        if (isfinite(x[k]) && fabs(x[k]) >= lim)
             return mp_fail(MP_EUSAGE, "export: %s holds %g at element %lld, beyond %s's range "
-                           "(largest %g): export it with --dtype bf16 or fp32",
-                           path, x[k], (long long)k, mp_dtype_name(dt), mp_dtype_max(dt));
-    }
+                           "(largest %g): export it with --dtype %s",
+                           path, x[k], (long long)k, mp_dtype_name(dt), mp_dtype_max(dt),
+                           dt == MP_F16 ? "bf16 or fp32" : "fp32");
     return MP_OK;
 }
 

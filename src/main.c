@@ -384,7 +384,8 @@ static mp_status eval_diverged(const mp_trainer *t, const char *path, double los
     return mp_fail(MP_EDIVERGED, "diverged: %s's test loss is %g at opt level %s: a diverged "
                    "checkpoint, %sor inputs out of range (data.mean and data.std?)",
                    path, loss, at,
-                   half ? "weights that overflow this half type (amp.half = \"bf16\" or O0?), "
+                   half ? "activations or logits that overflow this half type (amp.half = "
+                          "\"bf16\" or O0?), "
                         : "");
 }
 

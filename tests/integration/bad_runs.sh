@@ -39,6 +39,9 @@ expect_exit 5 "diverged: parameter fc1.weight holds inf or NaN" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.weight_decay=1e308 --set "log.metrics=\"$TMP/wd.jsonl\""
 expect_exit 5 "diverged: parameter fc1.weight holds inf or NaN" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level=O2 --set optim.weight_decay=1e30 --set "log.metrics=\"$TMP/wd2.jsonl\""
-expect_exit 5 "diverged: " \
-  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set data.mean=1e300 --set "log.metrics=\"$TMP/mean.jsonl\""
+expect_exit 5 "diverged: the test loss after epoch 1 is -?nan with finite parameters" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set data.std=1e-30 --set "log.metrics=\"$TMP/mean.jsonl\""
+# Inputs the input dtype cannot hold at all: said before any step (exit 3), not a divergence.
+expect_exit 3 "data.mean and data.std take pixel value 0 of channel 0 to -[0-9.e+]+, beyond fp32's range" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set data.mean=1e300 --set "log.metrics=\"$TMP/mean2.jsonl\""
 finish

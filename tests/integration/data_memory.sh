@@ -44,7 +44,7 @@ cp "$TMP/good"/t10k-* "$TMP/huge/"
 syn=(--set data.format=synthetic --set "data.synthetic_shape=[4096, 4096, 3]")
 for np in 1 2; do
   run=(mpirun -np $np "$MPDIST" "$cfg")
-  expect_exit 3 "synthetic data: train split: 50000 images of 4096x4096x3 with labels needs 50000 x 50331652 = 2516582600000 bytes \(2343\.8 GiB\), more than the [0-9]+ bytes .* this process may use" \
+  expect_exit 3 "synthetic data: the train and test splits: 60000 images of 4096x4096x3 needs 60000 x 4096 x 4096 x 3 = 3019898880000 bytes \(2812\.5 GiB\), more than the [0-9]+ bytes .* this process may use" \
     "${run[@]}" "${syn[@]}"
   expect_exit 3 "$TMP/huge/train-images-idx3-ubyte: 2147483647 images of 4096x4096 with labels .*needs 2147483647 x 33554437 = 72057604741791739 bytes" \
     "${run[@]}" --set "data.path=\"$TMP/huge\""

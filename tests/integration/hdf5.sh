@@ -106,6 +106,11 @@ for c in "huge O0 3e\+38 fp32" "big O2 100000 fp16"; do
   expect_exit 3 "$1.h5: image 13 of train/images holds $3 at row 4, column 5, channel 0, which \(v - data.mean\) / data.std takes beyond $4's range" \
     "${one[@]}" --set "data.path=\"$TMP/$1.h5\"" --set train.max_steps=0 --set data.batch_size=4 --set amp.opt_level=$2
 done
+# The augmentation's padding (value 0) normalised beyond the input's dtype: said up front (it
+# was skipped silently, or blamed on a pixel of the wrong row).
+expect_exit 3 "data.mean and data.std take the padding \(0\) of channel 0 to -1e\+06, beyond fp16's range" \
+  "${one[@]}" --set "data.path=\"$TMP/big.h5\"" --set data.augment=true --set data.mean=1000 --set data.std=0.001 \
+  --set amp.opt_level=O2 --set data.batch_size=4
 trains_ok() { timeout 120 "$@" >"$TMP/out" 2>&1 || { echo "FAIL: $* exited $?"; tail -3 "$TMP/out"; failures=$((failures + 1)); }; }
 trains_ok "${one[@]}" --set "data.path=\"$TMP/big.h5\"" --set train.max_steps=8 --set data.batch_size=4 --set amp.opt_level=O0
 expect_exit 3 'mydata.h5: no dataset train/pixels' \

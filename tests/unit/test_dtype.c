@@ -209,6 +209,30 @@ static void test_bf16_round_trip_and_random(void **state)
     assert_int_equal(mp_f32_to_bf16(0x1p-133f), 0x0001);      /* subnormal kept */
 }
 
+/* mp_dtype_overflow: the least magnitude mp_convert rounds to inf, for both signs; the float
+ * just below it converts to the largest finite value. */
+static void test_overflow_threshold(void **state)
+{
+    (void)state;
+    const mp_dtype dts[] = {MP_F16, MP_BF16, MP_F32};
+    const mp_dtype from[] = {MP_F32, MP_F32, MP_F64};
+    for (int k = 0; k < 3; k++) {
+        double lim = mp_dtype_overflow(dts[k]);
+        double below = from[k] == MP_F32 ? (double)nextafterf((float)lim, 0.0f)
+                                         : nextafter(lim, 0.0);
+        for (int sign = -1; sign <= 1; sign += 2) {
+            double v[2] = {sign * lim, sign * below};
+            unsigned char src[16], dst[16];
+            for (int i = 0; i < 2; i++)
+                mp_store(src, from[k], (size_t)i, v[i]);
+            mp_convert(dst, dts[k], src, from[k], 2);
+            assert_true(isinf(mp_load(dst, dts[k], 0)));
+            assert_true(mp_load(dst, dts[k], 1) == sign * mp_dtype_max(dts[k]));
+        }
+    }
+    assert_true(isinf(mp_dtype_overflow(MP_F64)));
+}
+
 static void test_convert_and_names(void **state)
 {
     (void)state;
@@ -234,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_f32_to_f16_special_values),
         cmocka_unit_test(test_f32_to_f16_random),
         cmocka_unit_test(test_bf16_round_trip_and_random),
+        cmocka_unit_test(test_overflow_threshold),
         cmocka_unit_test(test_convert_and_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
