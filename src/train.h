@@ -163,6 +163,12 @@ int mp_train_cores_allowed(void);
  * depth. */
 mp_status mp_train_model_specs(const mp_config *c, bool cuda, mp_layer_spec *specs, int *n);
 
+/* The config's data into t->train and t->test. Evaluating, the formats whose test split is a
+ * file of its own (idx, cifar10, synthetic) read that split alone: mpdist eval needs no training
+ * files (folder takes the training classes' names, text and tokens split one file, hdf5 opens
+ * both datasets' headers). */
+mp_status mp_train_load_data(mp_trainer *t);
+
 /* The opt-level policy c's amp group resolves to. */
 mp_amp_policy mp_train_amp_policy(const mp_config *c);
 

@@ -1,0 +1,98 @@
+/* A trainer's data: the config's format read into t->train and t->test (src/train_setup.c's
+ * set-up calls it). */
+#include "src/train.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "io/folder.h"
+#include "io/h5data.h"
+#include "io/memcheck.h"
+#include "io/tokens.h"
+
+mp_status mp_train_load_data(mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    bool train = !t->forward_only;
+    if (strcmp(c->data.format, "cifar10") == 0) {
+        if (train)
+            MP_TRY(mp_cifar10_load(&t->train, c->data.path, "train", c->data.train_limit));
+        MP_TRY(mp_cifar10_load(&t->test, c->data.path, "test", c->data.test_limit));
+        char at[256];
+        if (c->data.num_classes != 10)
+            return mp_fail(MP_EUSAGE, "%s: cifar10 has 10 classes (got %lld)",
+                           mp_config_key_at(c, "data.num_classes", at, sizeof at),
+                           (long long)c->data.num_classes);
+    } else if (strcmp(c->data.format, "text") == 0) {
+        MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
+                            c->data.val_fraction, c->data.train_limit, c->data.test_limit));
+    } else if (strcmp(c->data.format, "tokens") == 0) {
+        MP_TRY(mp_tokens_load(&t->train, &t->test, c->data.path, (int)c->data.context,
+                              (int)c->data.token_bytes, c->data.num_classes, c->data.train_limit,
+                              c->data.test_limit));
+    } else if (strcmp(c->data.format, "hdf5") == 0) {
+        const mp_h5data_keys keys[2] = {{c->data.train_images, c->data.train_labels},
+                                        {c->data.test_images, c->data.test_labels}};
+        MP_TRY(mp_h5data_load(&t->train, &t->test, c->data.path, keys,
+                              strcmp(c->data.layout, "nchw") == 0, c->data.num_classes,
+                              c->data.chunk_cache_mb, c->data.train_limit, c->data.test_limit));
+    } else if (strcmp(c->data.format, "folder") == 0) {
+        MP_TRY(mp_folder_load(&t->train, &t->test, c->data.path, (int)c->data.image_size,
+                              (int)c->data.channels, (int)c->data.resize, c->data.num_classes,
+                              c->data.train_limit, c->data.test_limit));
+    } else if (strcmp(c->data.format, "synthetic") == 0) {
+        const int64_t *sh = c->data.synthetic_shape;
+        char at[256], what[160];
+        if (c->data.nsynthetic_shape != 3)
+            return mp_fail(MP_EUSAGE, "%s: give [height, width, channels] (got %d values)",
+                           mp_config_key_at(c, "data.synthetic_shape", at, sizeof at),
+                           c->data.nsynthetic_shape);
+        if (sh[2] > MP_DATA_MAX_CHANNELS)
+            return mp_fail(MP_EUSAGE, "%s: %lld channels, more than the %d an image may have",
+                           mp_config_key_at(c, "data.synthetic_shape", at, sizeof at),
+                           (long long)sh[2], MP_DATA_MAX_CHANNELS);
+        int64_t n[2] = {c->data.synthetic_train, c->data.synthetic_test};
+        int64_t lim[2] = {c->data.train_limit, c->data.test_limit};
+        for (int k = 0; k < 2; k++)
+            if (lim[k] > 0 && lim[k] < n[k])
+                n[k] = lim[k];
+        /* both splits' pixels at once, before either is made (the training split can take
+         * minutes to fill) */
+        int64_t all[4] = {(train ? n[0] : 0) + n[1], sh[0], sh[1], sh[2]};
+        snprintf(what, sizeof what, "%s: %lld images of %lldx%lldx%lld",
+                 train ? "the train and test splits" : "the test split", (long long)all[0],
+                 (long long)sh[0], (long long)sh[1], (long long)sh[2]);
+        MP_TRY(mp_data_mem_check("synthetic data", what, 4, all, NULL));
+        if (train)
+            MP_TRY(mp_synthetic_make(&t->train, "train", (int)sh[0], (int)sh[1], (int)sh[2],
+                                     n[0], (int)c->data.num_classes, (uint64_t)c->train.seed));
+        MP_TRY(mp_synthetic_make(&t->test, "test", (int)sh[0], (int)sh[1], (int)sh[2], n[1],
+                                 (int)c->data.num_classes, (uint64_t)c->train.seed));
+    } else {
+        if (train)
+            MP_TRY(mp_idx_load(&t->train, c->data.path, "train", (int)c->data.num_classes,
+                               c->data.train_limit));
+        MP_TRY(mp_idx_load(&t->test, c->data.path, "test", (int)c->data.num_classes,
+                           c->data.test_limit));
+    }
+    double m[3], s[3];
+    bool own = mp_config_channel_norm(c, m, s); /* the format's per-channel defaults */
+    for (int k = 0; k < MP_DATA_MAX_CHANNELS; k++) {
+        t->mean[k] = own && k < 3 && !mp_config_given(c, "data.mean") ? m[k] : c->data.mean;
+        t->std[k] = own && k < 3 && !mp_config_given(c, "data.std") ? s[k] : c->data.std;
+    }
+    if (t->train.count > 0 &&
+        (t->train.h != t->test.h || t->train.w != t->test.w || t->train.c != t->test.c))
+        return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",
+                       c->data.path, t->train.h, t->train.w, t->train.c, t->test.h, t->test.w,
+                       t->test.c);
+    if (!train)
+        return MP_OK;
+    if (t->train.count < t->comm->size)
+        return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
+                       strcmp(c->data.format, "synthetic") == 0 ? "synthetic data" : c->data.path,
+                       (long long)t->train.count, t->comm->size);
+    /* rank 0 writes and reads checkpoints; the digest of a large text costs time */
+    t->train_digest = t->comm->rank == 0 ? mp_dataset_digest(&t->train) : 0;
+    return MP_OK;
+}
