@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend_cpu/gemm_dnnl.h"
+
 #ifdef MPDIST_HAVE_CUDA
 #include "engine/backend_cuda/api.h"
 #include "engine/backend_cuda/info.h"
@@ -104,6 +106,7 @@ void mp_backends_info(FILE *out)
         fprintf(out, "blas: OpenBLAS did not recognise this CPU and runs its generic SSE3 "
                      "(Prescott) kernels; OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) "
                      "in the environment picks faster ones\n");
+    mp_cpu_dnnl_info(out);
 #ifdef MPDIST_HAVE_CUDA
     mp_cuda_info(out);
 #endif

@@ -7,10 +7,9 @@
  * the OpenMP threads mp_backend_cpu_threads sets. oneDNN's fast kernels want the filter in
  * their own blocked layout: the primitive chooses it, and a reorder copies the KRSC filter in
  * (forward, backward data) or the filter gradient out (backward weights). A primitive is made
- * once per kind, dtype, geometry and thread count and kept in a per-thread table (256 entries,
- * least recently used replaced); its scratchpad and the
- * reordered filter come from the CPU workspace (counted, grow-only), so steady-state steps
- * allocate nothing. A geometry for which oneDNN offers only its reference kernels ("ref:", far
+ * once per kind, dtype, geometry and thread count and kept in engine/backend_cpu/dnnl_cache.h's
+ * per-thread table; its scratchpad and the reordered filter come from the CPU workspace
+ * (counted, grow-only), so steady-state steps allocate nothing. A geometry for which oneDNN offers only its reference kernels ("ref:", far
  * slower than im2col) is left to im2col. oneDNN fixes the summation order
  * for a shape and thread count, so results repeat bit for bit; they differ from im2col's in the
  * last bits (another order of the same FP32 sums). Without oneDNN at build time, with
@@ -25,11 +24,10 @@
 
 #ifdef MPDIST_HAVE_DNNL
 #include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_version.h>
 #include <pthread.h>
 
-enum { MP_DNNL_CACHE = 256 };
+#include "engine/backend_cpu/dnnl_cache.h"
 
 /* oneDNN fixes a primitive's thread count when it is made: the count is part of the key. */
 typedef struct dnnl_key {
@@ -38,33 +36,17 @@ typedef struct dnnl_key {
     int stride[2], pad[2], dilation[2];
     int threads, unused;
 } dnnl_key;
-_Static_assert(sizeof(dnnl_key) == 136, "dnnl_key has no padding: keys are compared with memcmp");
+_Static_assert(sizeof(dnnl_key) == MP_DNNL_KEY_BYTES,
+               "dnnl_key has no padding: keys are compared with memcmp");
 
-typedef struct dnnl_entry {
-    dnnl_key key;
-    dnnl_primitive_t prim;      /* NULL: oneDNN has no fast implementation (im2col runs) */
-    dnnl_memory_t mem[3];       /* the three tensors' memories (filter: KRSC), handles per call */
-    dnnl_primitive_t reorder;   /* the filter between KRSC and the primitive's layout, or NULL */
-    dnnl_memory_t wmem;         /* the filter in the primitive's layout (with reorder) */
-    size_t wbytes;
-    dnnl_memory_t scratch;
-    size_t scratch_bytes;
-    int64_t used;               /* the call count when last used (least recently used goes) */
-} dnnl_entry;
-
-static dnnl_engine_t mp_dnnl_engine;
 static bool mp_dnnl_on;
-static _Thread_local dnnl_stream_t mp_dnnl_stream;
-static _Thread_local dnnl_entry mp_dnnl_cache[MP_DNNL_CACHE];
-static _Thread_local int mp_dnnl_used;
-static _Thread_local int64_t mp_dnnl_calls;
 
 static void dnnl_open(void)
 {
     const char *v = getenv("MPDIST_CPU_CONV");
     if (v && strcmp(v, "im2col") == 0)
         return;
-    mp_dnnl_on = dnnl_engine_create(&mp_dnnl_engine, dnnl_cpu, 0) == dnnl_success;
+    mp_dnnl_on = mp_dnnl_engine() != NULL;
 }
 
 /* The memory descriptor of tensor `which` (0: image side, 1: filter, 2: output side) of key k;
@@ -120,34 +102,16 @@ static dnnl_status_t make_pd(const dnnl_key *k, dnnl_primitive_attr_t attr,
                                                                 &w, NULL, &y, strides, dil, pl, pr);
     if (s != dnnl_success)
         return s;
-    return dnnl_primitive_desc_create(pd, &cd, attr, mp_dnnl_engine, hint);
-}
-
-static void free_entry(dnnl_entry *e)
-{
-    dnnl_key key = e->key;
-    if (e->prim)
-        dnnl_primitive_destroy(e->prim);
-    if (e->reorder)
-        dnnl_primitive_destroy(e->reorder);
-    for (int i = 0; i < 3; i++)
-        if (e->mem[i])
-            dnnl_memory_destroy(e->mem[i]);
-    if (e->wmem)
-        dnnl_memory_destroy(e->wmem);
-    if (e->scratch)
-        dnnl_memory_destroy(e->scratch);
-    memset(e, 0, sizeof *e);
-    e->key = key;
+    return dnnl_primitive_desc_create(pd, &cd, attr, mp_dnnl_engine(), hint);
 }
 
 /* When the primitive pd wants the filter in another layout than KRSC (user), the memory for it
  * and the reorder between the two: KRSC into it (forward, backward data) or out of it (backward
  * weights). */
-static bool make_reorder(dnnl_entry *e, const_dnnl_primitive_desc_t pd,
+static bool make_reorder(mp_dnnl_entry *e, const void *key, const_dnnl_primitive_desc_t pd,
                          const dnnl_memory_desc_t *user)
 {
-    bool grad = e->key.kind == MP_DNNL_BWD_WEIGHTS;
+    bool grad = ((const dnnl_key *)key)->kind == MP_DNNL_BWD_WEIGHTS;
     const dnnl_memory_desc_t *want =
         dnnl_primitive_desc_query_md(pd, grad ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
     if (!want)
@@ -156,10 +120,10 @@ static bool make_reorder(dnnl_entry *e, const_dnnl_primitive_desc_t pd,
         return true;
     e->wbytes = dnnl_memory_desc_get_size(want);
     dnnl_primitive_desc_t rpd = NULL;
-    bool ok = dnnl_memory_create(&e->wmem, want, mp_dnnl_engine, DNNL_MEMORY_NONE) ==
+    bool ok = dnnl_memory_create(&e->wmem, want, mp_dnnl_engine(), DNNL_MEMORY_NONE) ==
                   dnnl_success &&
-              dnnl_reorder_primitive_desc_create(&rpd, grad ? want : user, mp_dnnl_engine,
-                                                 grad ? user : want, mp_dnnl_engine, NULL) ==
+              dnnl_reorder_primitive_desc_create(&rpd, grad ? want : user, mp_dnnl_engine(),
+                                                 grad ? user : want, mp_dnnl_engine(), NULL) ==
                   dnnl_success &&
               dnnl_primitive_create(&e->reorder, rpd) == dnnl_success;
     if (rpd)
@@ -168,10 +132,9 @@ static bool make_reorder(dnnl_entry *e, const_dnnl_primitive_desc_t pd,
 }
 
 /* Fills entry e for key k: its primitive (left NULL where oneDNN has no fast one) and memories. */
-static void make_entry(const dnnl_key *k, dnnl_entry *e)
+static void make_entry(const void *key, mp_dnnl_entry *e)
 {
-    memset(e, 0, sizeof *e);
-    e->key = *k;
+    const dnnl_key *k = key;
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success)
         return;
@@ -186,55 +149,18 @@ static void make_entry(const dnnl_key *k, dnnl_entry *e)
     dnnl_primitive_attr_destroy(attr);
     if (fwd)
         dnnl_primitive_desc_destroy(fwd);
-    const char *impl = NULL;
-    ok = ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-         impl && strncmp(impl, "ref", 3) != 0;
     dnnl_memory_desc_t md[3];
     for (int i = 0; i < 3; i++)
-        ok = ok && tensor_md(k, i, false, &md[i]) == dnnl_success &&
-             dnnl_memory_create(&e->mem[i], &md[i], mp_dnnl_engine, DNNL_MEMORY_NONE) ==
-                 dnnl_success;
-    if (ok)
-        ok = make_reorder(e, pd, &md[1]);
+        ok = ok && tensor_md(k, i, false, &md[i]) == dnnl_success;
+    if (ok && !make_reorder(e, key, pd, &md[1]))
+        ok = false;
     if (!ok) {
         if (pd)
             dnnl_primitive_desc_destroy(pd);
-        free_entry(e);
+        mp_dnnl_entry_free(e);
         return;
     }
-    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    e->scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
-    if (ok && e->scratch_bytes > 0)
-        ok = dnnl_memory_create(&e->scratch, smd, mp_dnnl_engine, DNNL_MEMORY_NONE) ==
-             dnnl_success;
-    if (ok)
-        ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
-    dnnl_primitive_desc_destroy(pd);
-    if (!ok)
-        free_entry(e);
-}
-
-/* The table's entry for k, made on first use (the least recently used is replaced when the
- * table is full). */
-static dnnl_entry *entry_for(const dnnl_key *k)
-{
-    mp_dnnl_calls++;
-    for (int i = 0; i < mp_dnnl_used; i++)
-        if (memcmp(&mp_dnnl_cache[i].key, k, sizeof *k) == 0) {
-            mp_dnnl_cache[i].used = mp_dnnl_calls;
-            return &mp_dnnl_cache[i];
-        }
-    int slot = 0;
-    if (mp_dnnl_used < MP_DNNL_CACHE)
-        slot = mp_dnnl_used++;
-    else
-        for (int i = 1; i < MP_DNNL_CACHE; i++)
-            if (mp_dnnl_cache[i].used < mp_dnnl_cache[slot].used)
-                slot = i;
-    free_entry(&mp_dnnl_cache[slot]);
-    make_entry(k, &mp_dnnl_cache[slot]);
-    mp_dnnl_cache[slot].used = mp_dnnl_calls;
-    return &mp_dnnl_cache[slot];
+    mp_dnnl_entry_finish(e, pd, md);
 }
 
 bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
@@ -248,9 +174,7 @@ bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
     if (dt == MP_F16)
         return false; /* 2.x has reference fp16 convolutions only: no table slots spent on them */
 #endif
-    if (!mp_dnnl_stream &&
-        dnnl_stream_create(&mp_dnnl_stream, mp_dnnl_engine, dnnl_stream_default_flags) !=
-            dnnl_success)
+    if (!mp_dnnl_stream())
         return false;
     dnnl_key k;
     memset(&k, 0, sizeof k); /* padding bytes too: keys are compared with memcmp */
@@ -263,56 +187,46 @@ bool mp_cpu_dnnl_conv(mp_dnnl_kind kind, mp_dtype dt, const mp_conv_desc *d,
         k.pad[i] = d->pad[i];
         k.dilation[i] = d->dilation[i];
     }
-    dnnl_entry *e = entry_for(&k);
+    mp_dnnl_entry *e = mp_dnnl_entry_for(&k, sizeof k, make_entry);
     if (!e->prim)
         return false;
     /* the memories in tensor order (image side, filter, output side) and each one's role */
-    const void *in[3];
+    void *in[3];
     int roles[3];
     if (kind == MP_DNNL_FWD) {
-        in[0] = a, in[1] = b, in[2] = out;
+        in[0] = (void *)a, in[1] = (void *)b, in[2] = out;
         roles[0] = DNNL_ARG_SRC, roles[1] = DNNL_ARG_WEIGHTS, roles[2] = DNNL_ARG_DST;
     } else if (kind == MP_DNNL_BWD_DATA) {
-        in[0] = out, in[1] = b, in[2] = a;
+        in[0] = out, in[1] = (void *)b, in[2] = (void *)a;
         roles[0] = DNNL_ARG_DIFF_SRC, roles[1] = DNNL_ARG_WEIGHTS, roles[2] = DNNL_ARG_DIFF_DST;
     } else {
-        in[0] = a, in[1] = out, in[2] = b;
+        in[0] = (void *)a, in[1] = out, in[2] = (void *)b;
         roles[0] = DNNL_ARG_SRC, roles[1] = DNNL_ARG_DIFF_WEIGHTS, roles[2] = DNNL_ARG_DIFF_DST;
     }
     /* one workspace block: the filter in the primitive's layout, then the scratchpad */
     size_t wbytes = (e->wbytes + 63) & ~(size_t)63;
     char *ws = mp_cpu_workspace(MP_CPU_WS_DNNL, wbytes + e->scratch_bytes + 64);
-    dnnl_exec_arg_t args[4];
-    for (int i = 0; i < 3; i++) {
-        if (dnnl_memory_set_data_handle_v2(e->mem[i], (void *)in[i], mp_dnnl_stream) !=
-            dnnl_success)
-            return false;
-        args[i] = (dnnl_exec_arg_t){roles[i], e->mem[i]};
-    }
-    int nargs = 3;
-    if (e->scratch) {
-        if (dnnl_memory_set_data_handle_v2(e->scratch, ws + wbytes, mp_dnnl_stream) !=
-            dnnl_success)
-            return false;
-        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
-    }
+    dnnl_exec_arg_t args[3];
+    if (!mp_dnnl_bind(e, in, roles, args))
+        return false;
+    dnnl_stream_t st = mp_dnnl_stream();
     if (e->reorder) { /* the primitive sees the filter in its own layout */
-        if (dnnl_memory_set_data_handle_v2(e->wmem, ws, mp_dnnl_stream) != dnnl_success)
+        if (dnnl_memory_set_data_handle_v2(e->wmem, ws, st) != dnnl_success)
             return false;
         args[1].memory = e->wmem;
         dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->mem[1]}, {DNNL_ARG_TO, e->wmem}};
         if (kind != MP_DNNL_BWD_WEIGHTS &&
-            dnnl_primitive_execute(e->reorder, mp_dnnl_stream, 2, r) != dnnl_success)
+            dnnl_primitive_execute(e->reorder, st, 2, r) != dnnl_success)
             return false;
     }
-    if (dnnl_primitive_execute(e->prim, mp_dnnl_stream, nargs, args) != dnnl_success)
+    if (!mp_dnnl_execute(e, args, 3, ws + wbytes))
         return false;
     if (e->reorder && kind == MP_DNNL_BWD_WEIGHTS) {
         dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->wmem}, {DNNL_ARG_TO, e->mem[1]}};
-        if (dnnl_primitive_execute(e->reorder, mp_dnnl_stream, 2, r) != dnnl_success)
+        if (dnnl_primitive_execute(e->reorder, st, 2, r) != dnnl_success)
             return false;
     }
-    return dnnl_stream_wait(mp_dnnl_stream) == dnnl_success;
+    return dnnl_stream_wait(st) == dnnl_success;
 }
 
 #else

@@ -1,11 +1,14 @@
 /* GEMM on the CPU: OpenBLAS sgemm/dgemm. Half operands are widened to FP32 into a per-thread
  * workspace that only grows (so steady-state steps allocate nothing), multiplied with FP32
- * accumulation like tensor cores, and the result rounded once to c's dtype. */
+ * accumulation like tensor cores, and the result rounded once to c's dtype. Two bf16 operands
+ * on a CPU with bf16 dot products go to oneDNN as they are (gemm_dnnl.c: the same rule, another
+ * order of the FP32 sums). */
 #include <cblas.h>
 #include <string.h>
 
 #include "engine/alloc.h"
 #include "engine/backend_cpu/cpu.h"
+#include "engine/backend_cpu/gemm_dnnl.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/elem_rule.h"
 
@@ -44,6 +47,9 @@ static mp_status product_f32(bool ta, bool tb, double alpha, const mp_tensor *a,
     float *fc = c->dtype == MP_F32 ? c->data : ws + na + nb;
     *out = fc;
     if (m == 0 || n == 0)
+        return MP_OK;
+    if (alpha == 1.0 && beta == 0.0 && a->dtype == b->dtype &&
+        mp_cpu_dnnl_gemm(ta, tb, m, n, k, a->dtype, a->data, b->data, fc))
         return MP_OK;
     const float *fa = as_f32(a, ws), *fb = as_f32(b, ws + na);
     if (c->dtype != MP_F32 && beta != 0.0)
@@ -104,12 +110,14 @@ mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor
 }
 
 /* A half dy is widened once (exactly) into its own slot and the three results computed from the
- * FP32 copy: the same values in, so the same bits out as from the half dy. */
+ * FP32 copy: the same values in, so the same bits out as from the half dy. Not where its GEMMs
+ * take the half operands as they are (gemm_dnnl.c). */
 mp_status mp_cpu_linear_backward(const mp_tensor *x, const mp_tensor *w, const mp_tensor *dy,
                                  mp_tensor *dw, mp_tensor *db, mp_tensor *dx)
 {
     mp_tensor fdy = *dy;
-    if (dy->dtype == MP_F16 || dy->dtype == MP_BF16) {
+    bool native = mp_cpu_dnnl_gemm_takes(dy->dtype) && x->dtype == dy->dtype;
+    if ((dy->dtype == MP_F16 || dy->dtype == MP_BF16) && !native) {
         size_t n = (size_t)mp_tensor_numel(dy);
         fdy.dtype = MP_F32;
         fdy.data = mp_cpu_workspace(MP_CPU_WS_GEMM_DY, (n + 1) * sizeof(float));
