@@ -121,7 +121,7 @@ MP_OP(mp_status, bias_grad, (const mp_tensor *dy, mp_tensor *db))
  * then db (out) = sum over rows of dy when db is not NULL, then dx (N, in) = dy w when dx is
  * not NULL; the results of gemm(true, false, 1, dy, x, 0, dw), bias_grad(dy, db) and
  * gemm(false, false, 1, dy, w, 0, dx) bit for bit, in one op so that a backend reads dy once
- * (the CPU widens a half dy once for all three). */
+ * (the CPU widens a half dy once for those GEMMs that would each widen it). */
 MP_OP(mp_status, linear_backward, (const mp_tensor *x, const mp_tensor *w, const mp_tensor *dy,
                                    mp_tensor *dw, mp_tensor *db, mp_tensor *dx))
 

@@ -1,12 +1,13 @@
 /* The backend op table (docs/ARCHITECTURE.md §5): the primitives layers are written against. Every
  * op takes tensors of any dtype the backend supports; inputs stored in half are widened to FP32 and
- * arithmetic accumulates in FP32 (FP64 for FP64 tensors, used by gradient checks), and each
- * output element is rounded once to its tensor's dtype. 2-D ops read a tensor as
- * (shape[0], numel / shape[0]). Ops return MP_OK, or MP_EINTERNAL for shapes that do not match.
- * Tensors, labels and mp_amp_state live in the backend's memory (host memory for the CPU, device
- * memory for CUDA: mem_alloc and the copies of engine/op_list.h, where every op is declared).
- * A backend may queue work: an op's results are in place once a later copy_out or sync returns.
- * Ops that hand back host values (softmax_xent, grad_stats) wait for their own results. */
+ * arithmetic accumulates in FP32 (FP64 for FP64 tensors, used by gradient checks), and each output
+ * element is rounded once to its tensor's dtype (where the CPU runs bf16 GEMMs and convolutions on
+ * bf16 instructions, subnormals there count as zero: docs/reproducibility.md). 2-D ops read a
+ * tensor as (shape[0], numel / shape[0]). Ops return MP_OK, or MP_EINTERNAL for shapes that do not
+ * match. Tensors, labels and mp_amp_state live in the backend's memory (host memory for the CPU,
+ * device memory for CUDA: mem_alloc and the copies of engine/op_list.h, where every op is
+ * declared). A backend may queue work: an op's results are in place once a later copy_out or sync
+ * returns. Ops that hand back host values (softmax_xent, grad_stats) wait for their own results. */
 #ifndef MP_OPS_H
 #define MP_OPS_H
 
@@ -100,8 +101,8 @@ typedef struct mp_ops {
 #include "engine/op_list.h"
 } mp_ops;
 
-/* The CPU reference backend (plain C11 + OpenBLAS, deterministic). Its memory is host memory
- * from mp_alloc; copies are memcpy; nothing is queued. */
+/* The CPU reference backend (C11 over OpenBLAS and oneDNN, deterministic for a thread count). Its
+ * memory is host memory from mp_alloc; copies are memcpy; nothing is queued. */
 const mp_ops *mp_backend_cpu(void);
 
 /* The CPU backend with host_memory false, for tests: every host access to tensors then takes the

@@ -1,20 +1,19 @@
-/* Convolutions through oneDNN (what PyTorch runs on CPUs): FP32, and half tensors as they are
- * where oneDNN has fast kernels for them (bf16 on CPUs with AVX512-BF16 or AMX: exact products
- * summed in FP32, each result rounded once, the CPU reference's rule, except that these
- * instructions flush bf16 subnormals to zero). Forward, backward data and
- * backward weights of NHWC tensors with KRSC filters (oneDNN's nhwc and ohwi, or gohwi with
- * groups), direct algorithm (no Winograd: the arithmetic stays a sum of products in FP32), on
- * the OpenMP threads mp_backend_cpu_threads sets. oneDNN's fast kernels want the filter in
- * their own blocked layout: the primitive chooses it, and a reorder copies the KRSC filter in
- * (forward, backward data) or the filter gradient out (backward weights). A primitive is made
- * once per kind, dtype, geometry and thread count and kept in engine/backend_cpu/dnnl_cache.h's
- * per-thread table; its scratchpad and the reordered filter come from the CPU workspace
- * (counted, grow-only), so steady-state steps allocate nothing. A geometry for which oneDNN offers only its reference kernels ("ref:", far
- * slower than im2col) is left to im2col. oneDNN fixes the summation order
- * for a shape and thread count, so results repeat bit for bit; they differ from im2col's in the
- * last bits (another order of the same FP32 sums). Without oneDNN at build time, with
- * MPDIST_CPU_CONV=im2col in the environment, or when oneDNN has no implementation for a
- * geometry, mp_cpu_dnnl_conv returns false and the caller runs im2col. */
+/* Convolutions through oneDNN (what PyTorch runs on CPUs): FP32, and half tensors as they are where
+ * oneDNN has fast kernels for them (bf16 on CPUs with AVX512-BF16 or AMX: exact products summed in
+ * FP32, each result rounded once, the CPU reference's rule, except that these instructions flush
+ * bf16 subnormals to zero). Forward, backward data and backward weights of NHWC tensors with KRSC
+ * filters (oneDNN's nhwc and ohwi, or gohwi with groups), direct algorithm (no Winograd: the
+ * arithmetic stays a sum of products in FP32), on the OpenMP threads mp_backend_cpu_threads sets.
+ * oneDNN's fast kernels want the filter in their own blocked layout: the primitive chooses it, and
+ * a reorder copies the KRSC filter in (forward, backward data) or the filter gradient out (backward
+ * weights). A primitive is made once per kind, dtype, geometry and thread count and kept in
+ * engine/backend_cpu/dnnl_cache.h's per-thread table; its scratchpad and the reordered filter come
+ * from the CPU workspace (counted, grow-only), so steady-state steps allocate nothing. A geometry
+ * for which oneDNN offers only its reference kernels ("ref:", far slower than im2col) is left to
+ * im2col. oneDNN fixes the summation order for a shape and thread count, so results repeat bit for
+ * bit; they differ from im2col's in the last bits (another order of the same FP32 sums). Without
+ * oneDNN at build time, with MPDIST_CPU_CONV=im2col in the environment, or when oneDNN has no
+ * implementation for a geometry, mp_cpu_dnnl_conv returns false and the caller runs im2col. */
 #include "engine/backend_cpu/conv_dnnl.h"
 
 #include <stdlib.h>

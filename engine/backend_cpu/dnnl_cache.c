@@ -3,6 +3,7 @@
 #include "engine/backend_cpu/dnnl_cache.h"
 
 #ifdef MPDIST_HAVE_DNNL
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -58,6 +59,7 @@ mp_dnnl_entry *mp_dnnl_entry_for(const void *key, size_t bytes,
                                  void (*make)(const void *key, mp_dnnl_entry *e))
 {
     unsigned char k[MP_DNNL_KEY_BYTES] = {0};
+    assert(bytes <= sizeof k);
     memcpy(k, key, bytes < sizeof k ? bytes : sizeof k);
     mp_cache_calls++;
     for (int i = 0; i < mp_cache_used; i++)

@@ -40,17 +40,25 @@ static mp_status product_f32(bool ta, bool tb, double alpha, const mp_tensor *a,
 {
     int64_t m, n, k, ac = mp_tensor_row(a), bc = mp_tensor_row(b);
     MP_TRY(dims(ta, tb, a, b, c, &m, &n, &k));
+    size_t nc = c->dtype == MP_F32 ? 0 : (size_t)(m * n);
+    if (m == 0 || n == 0) {
+        *out = c->dtype == MP_F32 ? c->data : mp_cpu_workspace(MP_CPU_WS_GEMM, sizeof(float));
+        return MP_OK;
+    }
+    /* the workspace: c's FP32 product (half c), then the widened operands (OpenBLAS only) */
+    if (alpha == 1.0 && beta == 0.0 && a->dtype == b->dtype && mp_cpu_dnnl_gemm_takes(a->dtype)) {
+        float *fc = c->dtype == MP_F32 ? c->data
+                                       : mp_cpu_workspace(MP_CPU_WS_GEMM, (nc + 1) * sizeof(float));
+        *out = fc;
+        if (mp_cpu_dnnl_gemm(ta, tb, m, n, k, a->dtype, a->data, b->data, fc))
+            return MP_OK;
+    }
     size_t na = a->dtype == MP_F32 ? 0 : (size_t)mp_tensor_numel(a);
     size_t nb = b->dtype == MP_F32 ? 0 : (size_t)mp_tensor_numel(b);
-    size_t nc = c->dtype == MP_F32 ? 0 : (size_t)(m * n);
-    float *ws = mp_cpu_workspace(MP_CPU_WS_GEMM, (na + nb + nc + 1) * sizeof(float));
-    float *fc = c->dtype == MP_F32 ? c->data : ws + na + nb;
+    float *ws = mp_cpu_workspace(MP_CPU_WS_GEMM, (nc + na + nb + 1) * sizeof(float));
+    float *fc = c->dtype == MP_F32 ? c->data : ws;
     *out = fc;
-    if (m == 0 || n == 0)
-        return MP_OK;
-    if (alpha == 1.0 && beta == 0.0 && a->dtype == b->dtype &&
-        mp_cpu_dnnl_gemm(ta, tb, m, n, k, a->dtype, a->data, b->data, fc))
-        return MP_OK;
+    ws += nc;
     const float *fa = as_f32(a, ws), *fb = as_f32(b, ws + na);
     if (c->dtype != MP_F32 && beta != 0.0)
         mp_cpu_convert_bulk(fc, MP_F32, c->data, c->dtype, (size_t)(m * n));
@@ -109,22 +117,25 @@ mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor
     return MP_OK;
 }
 
-/* A half dy is widened once (exactly) into its own slot and the three results computed from the
- * FP32 copy: the same values in, so the same bits out as from the half dy. Not where its GEMMs
- * take the half operands as they are (gemm_dnnl.c). */
+/* A half dy is widened once (exactly) into its own slot for the GEMMs that would each widen it
+ * (those whose other operand is not of dy's dtype, or all where gemm_dnnl.c does not take
+ * dy's dtype) and the results computed from the FP32 copy: the same values in, so the same bits
+ * out as from the half dy; the GEMMs that take both halves as they are get dy itself. */
 mp_status mp_cpu_linear_backward(const mp_tensor *x, const mp_tensor *w, const mp_tensor *dy,
                                  mp_tensor *dw, mp_tensor *db, mp_tensor *dx)
 {
     mp_tensor fdy = *dy;
-    bool native = mp_cpu_dnnl_gemm_takes(dy->dtype) && x->dtype == dy->dtype;
-    if ((dy->dtype == MP_F16 || dy->dtype == MP_BF16) && !native) {
+    bool half = dy->dtype == MP_F16 || dy->dtype == MP_BF16;
+    bool takes = mp_cpu_dnnl_gemm_takes(dy->dtype);
+    bool dw_half = takes && x->dtype == dy->dtype, dx_half = takes && w->dtype == dy->dtype;
+    if (half && (!dw_half || (dx && !dx_half))) {
         size_t n = (size_t)mp_tensor_numel(dy);
         fdy.dtype = MP_F32;
         fdy.data = mp_cpu_workspace(MP_CPU_WS_GEMM_DY, (n + 1) * sizeof(float));
         mp_cpu_convert_bulk(fdy.data, MP_F32, dy->data, dy->dtype, n);
     }
-    MP_TRY(mp_cpu_gemm(true, false, 1.0, &fdy, x, 0.0, dw));
+    MP_TRY(mp_cpu_gemm(true, false, 1.0, dw_half ? dy : &fdy, x, 0.0, dw));
     if (db)
         MP_TRY(mp_cpu_bias_grad(&fdy, db));
-    return dx ? mp_cpu_gemm(false, false, 1.0, &fdy, w, 0.0, dx) : MP_OK;
+    return dx ? mp_cpu_gemm(false, false, 1.0, dx_half ? dy : &fdy, w, 0.0, dx) : MP_OK;
 }

@@ -28,12 +28,13 @@ typedef struct gemm_key {
 } gemm_key;
 _Static_assert(sizeof(gemm_key) == 48, "gemm_key has no padding: keys are compared with memcmp");
 
-static bool mp_gemm_off;
+static bool mp_gemm_env_off, mp_gemm_no_engine;
 
 static void gemm_open(void)
 {
     const char *v = getenv("MPDIST_CPU_GEMM");
-    mp_gemm_off = (v && strcmp(v, "openblas") == 0) || !mp_dnnl_engine();
+    mp_gemm_env_off = v && strcmp(v, "openblas") == 0;
+    mp_gemm_no_engine = !mp_gemm_env_off && !mp_dnnl_engine();
 }
 
 /* a (which 0), b (1) and c (2) of key k as oneDNN sees them: op(a) (m, k), op(b) (k, n),
@@ -63,15 +64,23 @@ static void make_entry(const void *key, mp_dnnl_entry *e)
                   dnnl_success &&
               dnnl_primitive_desc_create(&pd, &mm, attr, mp_dnnl_engine(), NULL) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
+    /* bf16 instructions (brg:avx512_core_bf16, AMX), not bf16 emulated in FP32 (gemm:jit under
+     * a lower ONEDNN_MAX_CPU_ISA), whose subnormals would differ */
+    const char *impl = NULL;
+    ok = ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+         impl && (strstr(impl, "bf16") || strstr(impl, "amx"));
     if (ok)
         mp_dnnl_entry_finish(e, pd, md);
+    else if (pd)
+        dnnl_primitive_desc_destroy(pd);
 }
 
 bool mp_cpu_dnnl_gemm_takes(mp_dtype dt)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, gemm_open);
-    return dt == MP_BF16 && !mp_gemm_off && mp_cpu_isa() == MP_ISA_AVX512BF16;
+    return dt == MP_BF16 && !mp_gemm_env_off && !mp_gemm_no_engine &&
+           mp_cpu_isa() == MP_ISA_AVX512BF16;
 }
 
 bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtype dt,
@@ -92,7 +101,7 @@ bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtyp
     void *data[3] = {(void *)a, (void *)b, c};
     int roles[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     dnnl_exec_arg_t args[3];
-    void *scratch = mp_cpu_workspace(MP_CPU_WS_DNNL, e->scratch_bytes + 64);
+    void *scratch = mp_cpu_workspace(MP_CPU_WS_GEMM_DNNL, e->scratch_bytes + 64);
     return mp_dnnl_bind(e, data, roles, args) && mp_dnnl_execute(e, args, 3, scratch) &&
            dnnl_stream_wait(mp_dnnl_stream()) == dnnl_success;
 }
@@ -101,8 +110,9 @@ void mp_cpu_dnnl_info(FILE *out)
 {
     const dnnl_version_t *v = dnnl_version();
     const char *gemm = mp_cpu_dnnl_gemm_takes(MP_BF16) ? "bf16 GEMMs"
-                       : mp_gemm_off ? "not bf16 GEMMs (MPDIST_CPU_GEMM=openblas)"
-                                     : "not bf16 GEMMs (no AVX512-BF16 in use here)";
+                       : mp_gemm_env_off   ? "not bf16 GEMMs (MPDIST_CPU_GEMM=openblas)"
+                       : mp_gemm_no_engine ? "not bf16 GEMMs (no oneDNN CPU engine)"
+                                           : "not bf16 GEMMs (no AVX512-BF16 in use here)";
     fprintf(out, "onednn: %d.%d.%d (convolutions; %s)\n", v->major, v->minor, v->patch, gemm);
 }
 

@@ -9,7 +9,8 @@
 #include "engine/dtype.h"
 
 /* Whether GEMMs of two dt operands go to oneDNN here: dt is MP_BF16, oneDNN is built in, the
- * CPU has bf16 dot products (mp_cpu_isa() is MP_ISA_AVX512BF16; AMX CPUs have them too) and
+ * CPU has bf16 dot products (mp_cpu_isa() is MP_ISA_AVX512BF16, which needs a build with
+ * isa.h's levels; AMX CPUs have them too) and
  * MPDIST_CPU_GEMM=openblas is not set. Then widening the operands to FP32 first would only cost
  * time: callers keep them as they are. */
 bool mp_cpu_dnnl_gemm_takes(mp_dtype dt);
@@ -17,7 +18,8 @@ bool mp_cpu_dnnl_gemm_takes(mp_dtype dt);
 /* c (m, n, FP32, row-major, overwritten) = op(a) op(b), op(a) (m, k) and op(b) (k, n) of dtype dt
  * in row-major storage (a stored (k, m) when ta, b stored (n, k) when tb), m, n, k >= 1: exact
  * products summed in FP32 in oneDNN's order for the shape and thread count (the same bits every
- * call), bf16 subnormal inputs read as zero (the instructions' rule, as in conv_dnnl.c). False,
+ * call), except that subnormal bf16 inputs and subnormal FP32 sums are taken as zero (the bf16
+ * instructions' rule, whatever MXCSR says; as in conv_dnnl.c). False,
  * with c unspecified, when mp_cpu_dnnl_gemm_takes(dt) is false or oneDNN has no fast kernel for
  * the shape: the caller then computes it itself. */
 bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtype dt,

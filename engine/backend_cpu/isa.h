@@ -1,15 +1,17 @@
 /* The vector levels for which the CPU backend compiles a kernel more than once, each copy with the
  * compiler's target attribute (MP_ISA_TARGET_<level>), the copy picked at run time by mp_cpu_isa
- * through a table of each level's functions (the threads' loops and OpenMP regions stay outside
- * the copies: clang 14 cannot compile those for a target attribute). Explicit dispatch, for
- * kernels whose copies differ in code and not only in the compiler's choice of instructions
+ * through a table of each level's functions (the threads' loops and OpenMP regions stay outside the
+ * copies: clang 14 cannot compile those for a target attribute). Explicit dispatch, for kernels
+ * whose copies differ in code and not only in the compiler's choice of instructions
  * (engine/vector_clones.h's clones), such as half conversions by the CPU's own instructions
- * (engine/backend_cpu/vec8.h). Every level gives the same bits. AVX2 is AVX2 with F16C; AVX512
- * adds AVX-512 F, VL, BW and DQ; AVX512BF16 adds AVX512-BF16 (clang's AVX-512 implies FMA, so
- * the probe asks for it too; the build's -ffp-contract=off keeps a * b + c unfused). Compiled on
- * x86-64 by GCC 10 or later or clang 12 or later, not when MP_NO_VECTOR_CLONES is defined
- * (test_isa_bits's baseline copies); elsewhere only BASE (which, for BatchNorm on x86-64, widens
- * half data in bulk with mp_convert's run-time F16C and AVX2 paths). */
+ * (engine/backend_cpu/vec8.h). Every level's kernels give the same bits; the level also decides
+ * where bf16 GEMMs run (AVX512BF16: oneDNN, gemm_dnnl.h; below it: widened for OpenBLAS), which
+ * does change their bits. AVX2 is AVX2 with F16C; AVX512 adds AVX-512 F, VL, BW and DQ; AVX512BF16
+ * adds AVX512-BF16 (clang's AVX-512 implies FMA, so the probe asks for it too; the build's
+ * -ffp-contract=off keeps a * b + c unfused). Compiled on x86-64 by GCC 10 or later or clang 12 or
+ * later, not when MP_NO_VECTOR_CLONES is defined (test_isa_bits's baseline copies); elsewhere only
+ * BASE (which, for BatchNorm on x86-64, widens half data in bulk with mp_convert's run-time F16C
+ * and AVX2 paths). */
 #ifndef MP_BACKEND_CPU_ISA_H
 #define MP_BACKEND_CPU_ISA_H
 
@@ -48,8 +50,9 @@ mp_isa mp_cpu_isa(void);
  * (test_isa_bits's copies) never picks a copy it does not have. */
 static inline mp_isa mp_cpu_isa_here(void) { return MP_ISA_DISPATCH ? mp_cpu_isa() : MP_ISA_BASE; }
 
-/* Caps the level at `cap` (MP_ISA_AVX512BF16: no cap), for tests and benchmarks that compare
- * the levels on one CPU. Not for use while kernels run on other threads. */
+/* Caps the level at `cap` (MP_ISA_AVX512BF16: no cap), for tests and benchmarks that compare the
+ * levels on one CPU (below AVX512BF16 bf16 GEMMs also leave oneDNN: gemm_dnnl.h). Not for use while
+ * kernels run on other threads. */
 void mp_cpu_isa_cap(mp_isa cap);
 
 #endif

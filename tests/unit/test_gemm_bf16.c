@@ -1,9 +1,10 @@
 /* The CPU backend's bf16 GEMMs where they go to oneDNN (engine/backend_cpu/gemm_dnnl.c: CPUs
  * with bf16 dot products; skipped elsewhere): every transpose and odd shapes against FP64 on the
  * same values within FP32 accumulation's error bound, FP32 and bf16 results, the same bits on
- * every call; a bf16 subnormal input reads as zero there and not on the OpenBLAS path (the CPU
- * capped below AVX512-BF16), which shows which path ran; the paths agree within the bound.
- * test_ops's linear_backward case covers the bf16 dy its GEMMs take unwidened. */
+ * every call; bf16 subnormal inputs and FP32 subnormal sums are zero there and not on the
+ * OpenBLAS path (the CPU capped below AVX512-BF16), which shows which path ran; the paths agree
+ * within the bound; linear_backward with mixed dtypes gives its GEMMs' bits (test_ops has the
+ * dtypes alike). */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -116,6 +117,11 @@ static void test_products_within_bound(void **state)
             gemm_case g = make_case(&shapes[s], t & 1, t & 2, s * 4 + (uint64_t)t);
             assert_int_equal(ops->gemm(g.ta, g.tb, 1.0, &g.a, &g.b, 0.0, &g.c), MP_OK);
             assert_within_bound(&g, g.c.data);
+            mp_tensor direct = mp_tensor_alloc(MP_F32, 2, g.c.shape, MP_MEM_WORKSPACE);
+            assert_true(mp_cpu_dnnl_gemm(g.ta, g.tb, g.m, g.n, g.k, MP_BF16, g.a.data, g.b.data,
+                                         direct.data)); /* oneDNN takes the shape: gemm ran it */
+            assert_memory_equal(direct.data, g.c.data, mp_tensor_bytes(&g.c));
+            mp_tensor_free(&direct);
             mp_tensor again = mp_tensor_alloc(MP_F32, 2, g.c.shape, MP_MEM_WORKSPACE);
             mp_tensor half = mp_tensor_alloc(MP_BF16, 2, g.c.shape, MP_MEM_WORKSPACE);
             mp_tensor want = mp_tensor_alloc(MP_BF16, 2, g.c.shape, MP_MEM_WORKSPACE);
@@ -131,26 +137,53 @@ static void test_products_within_bound(void **state)
         }
 }
 
-/* 2^-130 (a bf16 subnormal) times 2^100: 2^-30 on OpenBLAS, zero on oneDNN's bf16 products. */
-static void test_subnormal_inputs_read_as_zero(void **state)
+/* 2^-130 (a bf16 subnormal) times 2^100: 2^-30 on OpenBLAS, zero on oneDNN's bf16 products; and
+ * 2^-70 times 2^-60, an FP32 subnormal 2^-130 on OpenBLAS, zero there too. */
+static void test_subnormals_are_zero(void **state)
 {
     (void)state;
-    for (int capped = 0; capped < 2; capped++) {
+    for (int i = 0; i < 4; i++) {
+        bool capped = i & 1, in = i < 2;
         mp_cpu_isa_cap(capped ? MP_ISA_AVX512 : MP_ISA_AVX512BF16);
         int64_t s1[2] = {1, 3}, s2[2] = {3, 1}, s0[2] = {1, 1};
         mp_tensor a = mp_tensor_alloc(MP_BF16, 2, s1, MP_MEM_WORKSPACE);
         mp_tensor b = mp_tensor_alloc(MP_BF16, 2, s2, MP_MEM_WORKSPACE);
         mp_tensor c = mp_tensor_alloc(MP_F32, 2, s0, MP_MEM_WORKSPACE);
-        float av[3] = {0x1p-130f, 0, 0}, bv[3] = {0x1p100f, 1, 1};
+        float av[3] = {in ? 0x1p-130f : 0x1p-70f, 0, 0}, bv[3] = {in ? 0x1p100f : 0x1p-60f, 1, 1};
         mp_convert(a.data, MP_BF16, av, MP_F32, 3);
         mp_convert(b.data, MP_BF16, bv, MP_F32, 3);
         assert_int_equal(ops->gemm(false, false, 1.0, &a, &b, 0.0, &c), MP_OK);
-        assert_true(*(float *)c.data == (capped ? 0x1p-30f : 0.0f));
+        assert_true(*(float *)c.data == (!capped ? 0.0f : in ? 0x1p-30f : 0x1p-130f));
         mp_tensor_free(&a);
         mp_tensor_free(&b);
         mp_tensor_free(&c);
     }
     mp_cpu_isa_cap(MP_ISA_AVX512BF16);
+}
+
+/* linear_backward with an FP32 x and bf16 w and dy gives its GEMMs' bits: dw from the widened dy
+ * (x is FP32), dx from dy as it is (oneDNN). */
+static void test_linear_backward_mixed(void **state)
+{
+    (void)state;
+    mp_rng r;
+    mp_rng_seed(&r, 62, 0);
+    int64_t xs[2] = {70, 33}, ws[2] = {45, 33}, ys[2] = {70, 45};
+    mp_tensor x = mp_test_rand(MP_F32, 2, xs, &r, -1, 1);
+    mp_tensor w = mp_test_rand(MP_BF16, 2, ws, &r, -1, 1);
+    mp_tensor dy = mp_test_rand(MP_BF16, 2, ys, &r, -1, 1), t[4];
+    for (int i = 0; i < 4; i += 2) {
+        t[i] = mp_tensor_alloc(MP_BF16, 2, ws, MP_MEM_WORKSPACE);
+        t[i + 1] = mp_tensor_alloc(MP_F32, 2, xs, MP_MEM_WORKSPACE);
+    }
+    assert_int_equal(ops->linear_backward(&x, &w, &dy, &t[0], NULL, &t[1]), MP_OK);
+    assert_int_equal(ops->gemm(true, false, 1.0, &dy, &x, 0.0, &t[2]), MP_OK);
+    assert_int_equal(ops->gemm(false, false, 1.0, &dy, &w, 0.0, &t[3]), MP_OK);
+    for (int i = 0; i < 2; i++)
+        assert_memory_equal(t[i].data, t[i + 2].data, mp_tensor_bytes(&t[i]));
+    mp_tensor *all[] = {&x, &w, &dy, &t[0], &t[1], &t[2], &t[3]};
+    for (int i = 0; i < 7; i++)
+        mp_tensor_free(all[i]);
 }
 
 /* The OpenBLAS path (widened operands, sgemm) on the same cases: within the same bound. */
@@ -173,7 +206,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_takes_bf16_only),
         cmocka_unit_test(test_products_within_bound),
-        cmocka_unit_test(test_subnormal_inputs_read_as_zero),
+        cmocka_unit_test(test_subnormals_are_zero),
+        cmocka_unit_test(test_linear_backward_mixed),
         cmocka_unit_test(test_openblas_path_within_bound),
     };
     return cmocka_run_group_tests(tests, needs_bf16_products, NULL);

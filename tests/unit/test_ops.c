@@ -107,7 +107,8 @@ static void test_gemm_bias_rounds_twice(void **state)
 }
 
 /* linear_backward gives the bits of its three ops called one by one, with and without db and
- * dx, in every dtype (the CPU widens a half dy once for all three). */
+ * dx, in every dtype (the CPU widens a half dy once for the GEMMs that would widen it, or
+ * not at all where its bf16 GEMMs take it as it is: gemm_dnnl.c). */
 static void test_linear_backward_is_its_ops(void **state)
 {
     (void)state;
