@@ -108,8 +108,7 @@ bool mp_dnnl_bind(mp_dnnl_entry *e, void *const data[3], const int roles[3],
                   dnnl_exec_arg_t args[3])
 {
     for (int i = 0; i < 3; i++) {
-        if (data[i] &&
-            dnnl_memory_set_data_handle_v2(e->mem[i], data[i], mp_stream) != dnnl_success)
+        if (dnnl_memory_set_data_handle_v2(e->mem[i], data[i], mp_dnnl_stream()) != dnnl_success)
             return false;
         args[i] = (dnnl_exec_arg_t){roles[i], e->mem[i]};
     }
@@ -121,11 +120,11 @@ bool mp_dnnl_execute(mp_dnnl_entry *e, const dnnl_exec_arg_t *args, int nargs, v
     dnnl_exec_arg_t all[4];
     memcpy(all, args, (size_t)nargs * sizeof *args);
     if (e->scratch) {
-        if (dnnl_memory_set_data_handle_v2(e->scratch, scratch, mp_stream) != dnnl_success)
+        if (dnnl_memory_set_data_handle_v2(e->scratch, scratch, mp_dnnl_stream()) != dnnl_success)
             return false;
         all[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
     }
-    return dnnl_primitive_execute(e->prim, mp_stream, nargs, all) == dnnl_success;
+    return dnnl_primitive_execute(e->prim, mp_dnnl_stream(), nargs, all) == dnnl_success;
 }
 
 #endif

@@ -52,8 +52,8 @@ bool mp_dnnl_entry_finish(mp_dnnl_entry *e, dnnl_primitive_desc_t pd,
 /* Frees what e holds and empties it (its key kept). */
 void mp_dnnl_entry_free(mp_dnnl_entry *e);
 
-/* Points e->mem[i] at data[i] (i < 3, a NULL skipped) and args[i] at {roles[i], e->mem[i]};
- * false when oneDNN refuses. */
+/* Points e->mem[i] at data[i] (i < 3) and args[i] at {roles[i], e->mem[i]}; false when oneDNN
+ * refuses. */
 bool mp_dnnl_bind(mp_dnnl_entry *e, void *const data[3], const int roles[3],
                   dnnl_exec_arg_t args[3]);
 

@@ -28,13 +28,12 @@ typedef struct gemm_key {
 } gemm_key;
 _Static_assert(sizeof(gemm_key) == 48, "gemm_key has no padding: keys are compared with memcmp");
 
-static bool mp_gemm_env_off, mp_gemm_no_engine;
+static bool mp_gemm_env_off;
 
 static void gemm_open(void)
 {
     const char *v = getenv("MPDIST_CPU_GEMM");
     mp_gemm_env_off = v && strcmp(v, "openblas") == 0;
-    mp_gemm_no_engine = !mp_gemm_env_off && !mp_dnnl_engine();
 }
 
 /* a (which 0), b (1) and c (2) of key k as oneDNN sees them: op(a) (m, k), op(b) (k, n),
@@ -79,8 +78,8 @@ bool mp_cpu_dnnl_gemm_takes(mp_dtype dt)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, gemm_open);
-    return dt == MP_BF16 && !mp_gemm_env_off && !mp_gemm_no_engine &&
-           mp_cpu_isa() == MP_ISA_AVX512BF16;
+    return dt == MP_BF16 && !mp_gemm_env_off && mp_cpu_isa() == MP_ISA_AVX512BF16 &&
+           mp_dnnl_engine();
 }
 
 bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtype dt,
@@ -111,7 +110,7 @@ void mp_cpu_dnnl_info(FILE *out)
     const dnnl_version_t *v = dnnl_version();
     const char *gemm = mp_cpu_dnnl_gemm_takes(MP_BF16) ? "bf16 GEMMs"
                        : mp_gemm_env_off   ? "not bf16 GEMMs (MPDIST_CPU_GEMM=openblas)"
-                       : mp_gemm_no_engine ? "not bf16 GEMMs (no oneDNN CPU engine)"
+                       : !mp_dnnl_engine() ? "not bf16 GEMMs (no oneDNN CPU engine)"
                                            : "not bf16 GEMMs (no AVX512-BF16 in use here)";
     fprintf(out, "onednn: %d.%d.%d (convolutions; %s)\n", v->major, v->minor, v->patch, gemm);
 }
