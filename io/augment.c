@@ -68,16 +68,21 @@ void mp_augment_crop_flip(const mp_dataset *d, int64_t index, uint64_t seed, int
     }
 }
 
-/* The c per-channel tables of the 256 pixel values normalised, (p / 255 - mean) / std in double
- * rounded once to dt (by mp_store), into tables (c * 256 elements of dt). */
-static void pixel_tables(unsigned char *tables, size_t c, const double *mean, const double *std,
-                         mp_dtype dt)
+mp_status mp_pixel_tables(void *tables, size_t c, const double *mean, const double *std,
+                          mp_dtype dt)
 {
     size_t es = mp_dtype_size(dt);
+    unsigned char *t = tables;
     for (size_t ch = 0; ch < c; ch++)
-        for (int p = 0; p < 256; p++)
-            mp_store(tables + ch * 256 * es, dt, (size_t)p,
-                     ((double)p / 255.0 - mean[ch]) / std[ch]);
+        for (int p = 0; p < 256; p++) {
+            double v = ((double)p / 255.0 - mean[ch]) / std[ch];
+            mp_store(t + ch * 256 * es, dt, (size_t)p, v);
+            if (!isfinite(mp_load(t + ch * 256 * es, dt, (size_t)p)))
+                return mp_fail(MP_EDATA, "data.mean and data.std take pixel value %d of channel "
+                               "%zu to %g, beyond %s's range (the input's dtype at this opt "
+                               "level)", p, ch, v, mp_dtype_name(dt));
+        }
+    return MP_OK;
 }
 
 /* The output columns [*x0, *x1) of a row of `width` whose source column under window w is valid
@@ -206,14 +211,7 @@ mp_status mp_dataset_batch_augmented(const mp_dataset *d, const int64_t *idx, in
     if (file && !sample)
         return mp_fail(MP_EDATA, "out of memory for a sample of %zu values", per);
     assert(c <= MP_DATA_MAX_CHANNELS);
-    pixel_tables((unsigned char *)small, c, mean, std, dt);
-    mp_status st = MP_OK;
-    for (size_t k = 0; !values && k < c * 256 && st == MP_OK; k++) /* pixels 0-255 (0: padding) */
-        if (!isfinite(mp_load(small, dt, k)))
-            st = mp_fail(MP_EDATA, "data.mean and data.std take pixel value %zu of channel %zu "
-                         "to %g, beyond %s's range (the input's dtype at this opt level)",
-                         k % 256, k / 256, ((double)(k % 256) / 255.0 - mean[k / 256]) /
-                         std[k / 256], mp_dtype_name(dt));
+    mp_status st = values ? MP_OK : mp_pixel_tables(small, c, mean, std, dt); /* 0: padding */
     for (size_t ch = 0; values && pad > 0 && ch < c && st == MP_OK; ch++)
         if (!(fabs(as_stored((0.0 - mean[ch]) / std[ch], dt)) < mp_dtype_overflow(dt)))
             st = mp_fail(MP_EDATA, "data.mean and data.std take the padding (0) of channel %zu "

@@ -30,6 +30,12 @@
 void mp_augment_crop_flip(const mp_dataset *d, int64_t index, uint64_t seed, int64_t epoch,
                           int pad, bool flip, uint8_t *out /* (H, W, C) */);
 
+/* Fills tables (c * 256 elements of dt) with each channel's 256 pixel values normalised,
+ * (p / 255 - mean[ch]) / std[ch] in double rounded once to dt (by mp_store). MP_EDATA naming
+ * the pixel value and channel when one rounds to infinity or NaN in dt (a tiny data.std). */
+mp_status mp_pixel_tables(void *tables, size_t c, const double *mean, const double *std,
+                          mp_dtype dt);
+
 /* mp_dataset_batch with augmentation and per-channel normalisation: gathers the samples
  * idx[0..n) into x (n, h, w, c) of dtype `dt`, each augmented with mp_augment_crop_flip(d,
  * idx[i], seed, epoch, pad, flip) (keyed by the dataset index idx[i], not the position i), then

@@ -16,6 +16,7 @@
 
 #include "engine/alloc.h"
 #include "engine/rng.h"
+#include "io/augment.h"
 #include "io/fsutil.h"
 #include "io/image_decode.h"
 
@@ -423,9 +424,7 @@ mp_status mp_folder_batch(const mp_dataset *d, const int64_t *idx, int64_t n,
     int size = f->size, resize = f->resize;
     size_t es = mp_dtype_size(dt), per = (size_t)size * size * (size_t)f->channels * es;
     double table[3 * 256]; /* per channel the 256 byte values normalised, in dt */
-    for (int ch = 0; ch < f->channels; ch++)
-        for (int p = 0; p < 256; p++)
-            mp_store(table, dt, (size_t)(ch * 256 + p), ((double)p / 255.0 - mean[ch]) / std[ch]);
+    MP_TRY(mp_pixel_tables(table, (size_t)f->channels, mean, std, dt));
     tap ty[1024], tx[1024];
     uint8_t row[1024 * 3];
     for (int64_t i = 0; i < n; i++) {

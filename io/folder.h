@@ -37,7 +37,8 @@ mp_status mp_folder_load(mp_dataset *train, mp_dataset *test, const char *root, 
  * size x size kept. Both resample bilinearly in one pass (pixel centres aligned; weights in
  * 1/2048ths and bytes rounded half up, as PIL's fixed point, which resamples in two passes
  * and antialiases when it shrinks; this does neither).
- * MP_EDATA naming the file when one cannot be read or decoded. Thread-safe. */
+ * MP_EDATA naming the file when one cannot be read or decoded, or naming the pixel value and
+ * channel that mean and std take beyond dt's range (mp_pixel_tables). Thread-safe. */
 mp_status mp_folder_batch(const mp_dataset *d, const int64_t *idx, int64_t n,
                           const double *mean, const double *std, uint64_t seed, int64_t epoch,
                           bool augment, mp_dtype dt, void *x, int32_t *y);

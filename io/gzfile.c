@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -174,15 +175,25 @@ int64_t mp_gzf_read(mp_gzf *f, void *buf, size_t n)
     return (int64_t)got;
 }
 
-mp_status mp_gzf_finish(mp_gzf *f, bool raw_too)
+mp_status mp_gzf_rest(mp_gzf *f, int64_t *rest)
 {
-    if (!f->gzip && !raw_too)
+    *rest = 0;
+    if (!f->gzip) {
+        struct stat sb;
+        off_t at = lseek(f->fd, 0, SEEK_CUR);
+        if (at < 0 || fstat(f->fd, &sb) != 0)
+            return mp_fail(MP_EDATA, "%s: cannot tell the file's size: %s", f->path,
+                           strerror(errno));
+        int64_t read_so_far = (int64_t)at - (int64_t)(f->have - f->pos);
+        *rest = sb.st_size > read_so_far ? (int64_t)sb.st_size - read_so_far : 0;
         return MP_OK;
+    }
     unsigned char sink[16384];
     for (;;) {
         int64_t got = mp_gzf_read(f, sink, sizeof sink);
         if (got < 0)
             return MP_EDATA;
+        *rest += got;
         if (got < (int64_t)sizeof sink)
             return MP_OK;
     }

@@ -28,10 +28,10 @@ mp_status mp_gzf_open(mp_gzf **out, const char *path, bool *missing);
  * trailer ("truncated"). */
 int64_t mp_gzf_read(mp_gzf *f, void *buf, size_t n);
 
-/* Reads on to the end of the data, discarding it, so that every gzip member's trailer is
- * checked; MP_EDATA as mp_gzf_read. For a file that is not compressed, reads on only when
- * raw_too (it has no checksum to verify). */
-mp_status mp_gzf_finish(mp_gzf *f, bool raw_too);
+/* Counts the data bytes after those already read into *rest: a gzip stream is read on to its
+ * end, discarding the data, so that every member's trailer is checked (MP_EDATA as
+ * mp_gzf_read); a file that is not compressed is counted from its size, without reading. */
+mp_status mp_gzf_rest(mp_gzf *f, int64_t *rest);
 
 /* Whether the file is gzip-compressed. */
 bool mp_gzf_compressed(const mp_gzf *f);

@@ -51,23 +51,48 @@ mp_status mp_h5r_open(mp_h5r **out, const char *path)
 
 const char *mp_h5r_path(const mp_h5r *r) { return r->path; }
 
-bool mp_h5r_exists(mp_h5r *r, const char *path)
+/* 1 when group or dataset `path` exists, 0 when it does not, -1 when HDF5 cannot tell (a
+ * damaged object header on the way: its reason kept for mp_h5_message). */
+static int h5r_lookup(mp_h5r *r, const char *path)
 {
     /* H5Lexists needs every parent to exist: check each prefix. */
     char buf[512];
     size_t n = strlen(path);
     if (n >= sizeof buf)
-        return false;
+        return 0;
     for (size_t i = 1; i <= n; i++)
         if (path[i] == '/' || path[i] == '\0') {
             memcpy(buf, path, i);
             buf[i] = '\0';
-            if (H5Lexists(r->file, buf, H5P_DEFAULT) <= 0) {
-                H5Eclear2(H5E_DEFAULT);
-                return false;
-            }
+            htri_t there = H5Lexists(r->file, buf, H5P_DEFAULT);
+            if (there < 0)
+                mp_h5_grab();
+            if (there <= 0)
+                return there < 0 ? -1 : 0;
         }
-    return true;
+    return 1;
+}
+
+bool mp_h5r_exists(mp_h5r *r, const char *path) { return h5r_lookup(r, path) == 1; }
+
+int mp_h5r_find(mp_h5r *r, const char *path)
+{
+    int found = h5r_lookup(r, path);
+    if (found < 0)
+        mp_fail(MP_ECKPT, "%s: cannot look up %s (%s)", r->path, path, mp_h5_message());
+    return found;
+}
+
+/* MP_OK when `path` exists; else MP_ECKPT: "has no `what`" when it does not, HDF5's reason
+ * when the lookup fails. */
+static mp_status h5r_need(mp_h5r *r, const char *path, const char *what)
+{
+    int found = mp_h5r_find(r, path);
+    if (found < 0)
+        return MP_ECKPT;
+    if (found == 0)
+        return mp_fail(MP_ECKPT, "%s: has no %s %s", r->path, what, path);
+    return MP_OK;
 }
 
 /* The number of values attribute `name` of `obj` holds (1 for a scalar), or -1 when it cannot
@@ -96,7 +121,16 @@ bool mp_h5r_has_attr(mp_h5r *r, const char *obj, const char *name)
  * writes them, or an array of one): an attribute of several values is never read into one. */
 static mp_status attr_one(mp_h5r *r, const char *obj, const char *name)
 {
-    if (!mp_h5r_exists(r, obj) || H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) <= 0) {
+    int found = mp_h5r_find(r, obj);
+    htri_t has = found == 1 ? H5Aexists_by_name(r->file, obj, name, H5P_DEFAULT) : 0;
+    if (found < 0)
+        return MP_ECKPT;
+    if (has < 0) {
+        mp_h5_grab();
+        return mp_fail(MP_ECKPT, "%s: cannot look up the attributes of %s (%s)", r->path, obj,
+                       mp_h5_message());
+    }
+    if (has == 0) {
         H5Eclear2(H5E_DEFAULT);
         return mp_fail(MP_ECKPT, "%s: %s has no attribute '%s' (not an mpdist checkpoint, or a "
                        "damaged one)", r->path, obj, name);
@@ -206,8 +240,7 @@ mp_status mp_h5r_attr_string(mp_h5r *r, const char *obj, const char *name, char 
 mp_status mp_h5r_info(mp_h5r *r, const char *path, int *ndim, int64_t shape[MP_H5_MAX_DIMS],
                       mp_dtype *dtype)
 {
-    if (!mp_h5r_exists(r, path))
-        return mp_fail(MP_ECKPT, "%s: has no dataset %s", r->path, path);
+    MP_TRY(h5r_need(r, path, "dataset"));
     mp_h5_forget();
     hid_t d = H5Dopen2(r->file, path, H5P_DEFAULT);
     if (d < 0)
@@ -338,8 +371,7 @@ static herr_t member(hid_t g, const char *name, const H5L_info_t *info, void *ar
 mp_status mp_h5r_members(mp_h5r *r, const char *group,
                          mp_status (*fn)(const char *name, void *arg), void *arg)
 {
-    if (!mp_h5r_exists(r, group))
-        return mp_fail(MP_ECKPT, "%s: has no group %s", r->path, group);
+    MP_TRY(h5r_need(r, group, "group"));
     mp_h5_forget();
     hid_t g = H5Gopen2(r->file, group, H5P_DEFAULT);
     if (g < 0)

@@ -102,7 +102,8 @@ static mp_status storage_ok(hid_t d, const char *path, const char *name)
 static bool probing;
 
 /* Opens dataset `name` of file f if it exists (every prefix of its path too: H5Lexists needs
- * the parents) and is a dataset; else MP_EDATA naming it. */
+ * the parents) and is a dataset; else MP_EDATA naming it, with HDF5's reason when a lookup
+ * fails (a damaged object header) rather than finding nothing. */
 static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t *out)
 {
     char prefix[256];
@@ -115,7 +116,12 @@ static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t
             continue;
         memcpy(prefix, name, i);
         prefix[i] = '\0';
-        if (H5Lexists(f, prefix, H5P_DEFAULT) <= 0)
+        mp_h5_forget();
+        htri_t there = H5Lexists(f, prefix, H5P_DEFAULT);
+        if (there < 0) /* e.g. a damaged object header on the way, not a missing name */
+            return mp_fail(MP_EDATA, "%s: cannot look up %s (%s)", path, prefix,
+                           mp_h5_message());
+        if (there == 0)
             return mp_fail(MP_EDATA, "%s: no dataset %s (%s is missing)", path, name, prefix);
     }
     hid_t o = H5Oopen(f, name, H5P_DEFAULT);
@@ -138,17 +144,19 @@ static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t
     return st;
 }
 
-/* The dimensions of dataset d (at most 4; *rank of them). */
-static mp_status dims_of(hid_t d, const char *path, const char *name, int *rank, hsize_t dims[4])
+/* The dimensions of dataset d (*rank of them, from lo to hi <= 4), else MP_EDATA saying what
+ * `expect`s. */
+static mp_status dims_of(hid_t d, const char *path, const char *name, int lo, int hi,
+                         const char *expect, int *rank, hsize_t dims[4])
 {
     hid_t s = H5Dget_space(d);
     int r = s >= 0 ? H5Sget_simple_extent_ndims(s) : -1;
-    if (r >= 1 && r <= 4)
+    if (r >= lo && r <= hi)
         H5Sget_simple_extent_dims(s, dims, NULL);
     if (s >= 0)
         H5Sclose(s);
-    if (r < 1 || r > 4)
-        return mp_fail(MP_EDATA, "%s: %s has %d dimensions: expected 1 to 4", path, name, r);
+    if (r < lo || r > hi)
+        return mp_fail(MP_EDATA, "%s: %s has %d dimensions: %s", path, name, r, expect);
     *rank = r;
     return MP_OK;
 }
@@ -157,10 +165,8 @@ static mp_status dims_of(hid_t d, const char *path, const char *name, int *rank,
 static mp_status image_shape(mp_h5data *h, mp_dataset *d)
 {
     hsize_t dims[4];
-    MP_TRY(dims_of(h->images, h->path, h->name, &h->rank, dims));
-    if (h->rank < 3)
-        return mp_fail(MP_EDATA, "%s: %s has %d dimensions: images are (N, H, W), (N, H, W, C) "
-                       "or (N, C, H, W)", h->path, h->name, h->rank);
+    MP_TRY(dims_of(h->images, h->path, h->name, 3, 4,
+                   "images are (N, H, W), (N, H, W, C) or (N, C, H, W)", &h->rank, dims));
     hsize_t hh = dims[1], ww = dims[2], cc = h->rank == 4 ? dims[3] : 1;
     if (h->rank == 4 && h->nchw) {
         cc = dims[1];
@@ -175,12 +181,15 @@ static mp_status image_shape(mp_h5data *h, mp_dataset *d)
                        h->nchw ? "nchw" : "nhwc", MP_H5DATA_MAX_SIDE, MP_DATA_MAX_CHANNELS);
     hid_t t = H5Dget_type(h->images);
     H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
-    bool u8 = cls == H5T_INTEGER && H5Tget_size(t) == 1 && H5Tget_sign(t) == H5T_SGN_NONE;
+    size_t size = t >= 0 ? H5Tget_size(t) : 0;
+    bool u8 = cls == H5T_INTEGER && size == 1 && H5Tget_sign(t) == H5T_SGN_NONE;
     if (t >= 0)
         H5Tclose(t);
-    if (!u8 && cls != H5T_FLOAT)
-        return mp_fail(MP_EDATA, "%s: %s: images must be uint8 (pixels) or floats (values)",
-                       h->path, h->name);
+    /* HDF5 converts through a buffer of the type's size per element: a damaged type (4 GiB
+     * was seen) is refused; x86's long double (16 bytes, numpy's float128) is the widest. */
+    if (!u8 && (cls != H5T_FLOAT || size > 16))
+        return mp_fail(MP_EDATA, "%s: %s: images must be uint8 (pixels) or floats of at most 16 "
+                       "bytes (values)", h->path, h->name);
     h->is_float = cls == H5T_FLOAT;
     d->count = (int64_t)dims[0];
     d->h = (int)hh;
@@ -197,15 +206,16 @@ static mp_status read_labels(mp_dataset *d, hid_t f, const char *path, const cha
     MP_TRY(open_dataset(f, path, name, &l));
     int rank = 0;
     hsize_t dims[4];
-    mp_status st = dims_of(l, path, name, &rank, dims);
+    mp_status st = dims_of(l, path, name, 1, 1, "labels are (N) integers, one per image", &rank,
+                           dims);
     hid_t t = H5Dget_type(l);
-    bool integer = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    bool integer = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) <= 8;
     bool sign = integer && H5Tget_sign(t) != H5T_SGN_NONE; /* uint64 read as such, not clamped */
     if (t >= 0)
         H5Tclose(t);
     if (st == MP_OK && (rank != 1 || !integer || (int64_t)dims[0] != total))
-        st = mp_fail(MP_EDATA, "%s: %s must be (N) integers, one per image (N = %lld)", path,
-                     name, (long long)total);
+        st = mp_fail(MP_EDATA, "%s: %s must be (N) integers of at most 8 bytes, one per image "
+                     "(N = %lld)", path, name, (long long)total);
     int64_t factors[2] = {total, (int64_t)(sizeof(int64_t) + sizeof(int32_t))};
     char what[96];
     snprintf(what, sizeof what, "%lld labels", (long long)total);

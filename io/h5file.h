@@ -63,8 +63,12 @@ mp_status mp_h5r_open(mp_h5r **r, const char *path);
 /* The file's path as opened. */
 const char *mp_h5r_path(const mp_h5r *r);
 
-/* Whether group or dataset `path` exists. */
+/* Whether group or dataset `path` exists (false also when HDF5 cannot tell: see mp_h5r_find). */
 bool mp_h5r_exists(mp_h5r *r, const char *path);
+
+/* 1 when group or dataset `path` exists, 0 when it does not, -1 after MP_ECKPT with HDF5's reason
+ * when the lookup itself fails (a damaged object header on the way). */
+int mp_h5r_find(mp_h5r *r, const char *path);
 
 /* Whether object `obj` exists and has attribute `name`. */
 bool mp_h5r_has_attr(mp_h5r *r, const char *obj, const char *name);

@@ -1,13 +1,14 @@
-/* IDX (MNIST / Fashion-MNIST) loading and batch assembly.
- * Files are read through io/gzfile.h, which reads gzip and raw files alike, verifies every gzip
- * member's CRC-32 and length trailer and refuses what is not a regular file (a FIFO); NAME.gz is
- * tried before NAME. The header's sizes are never trusted for allocation: what they promise is
- * first checked against memory (io/memcheck.h), then pixels are read into a buffer that grows
- * with the data actually present, so a lying header fails as "truncated" or "needs N bytes"
- * instead of asking for gigabytes. A gzip file is always read to the end of its stream, even
- * when `limit` keeps fewer samples, so that every trailer is checked; a stream that ends before
- * its trailer is truncated. Every failure leaves *d zeroed with nothing allocated; only a fully
- * verified dataset is handed out, its arrays counted under MP_MEM_DATA. */
+/* IDX (MNIST / Fashion-MNIST) loading and batch assembly. Files are read through io/gzfile.h,
+ * which reads gzip and raw files alike, verifies every gzip member's CRC-32 and length trailer and
+ * refuses what is not a regular file (a FIFO); NAME.gz is tried before NAME. The header's sizes
+ * are never trusted for allocation: what they promise is first checked against memory
+ * (io/memcheck.h), then pixels are read into a buffer that grows with the data actually present,
+ * so a lying header fails as "truncated" or "needs N bytes" instead of asking for gigabytes. A
+ * gzip file is always read to the end of its stream, even when `limit` keeps fewer samples, so
+ * that every trailer is checked; a stream that ends before its trailer is truncated. A file must
+ * hold exactly what its header announces: no more (raw bytes appended, a second gzip member), no
+ * less. Every failure leaves *d zeroed with nothing allocated; only a fully verified dataset is
+ * handed out, its arrays counted under MP_MEM_DATA. */
 #include "io/dataset.h"
 
 #include <assert.h>
@@ -125,11 +126,37 @@ static mp_status idx_read_body(idx_file *f, size_t n, const char *what, unsigned
     return MP_OK;
 }
 
-/* After the last byte used, reads on to the end of a gzip stream so that every member's CRC
- * and length trailer is checked; a stream that ends before its trailer is truncated. Extra bytes
- * after the data the header promised are ignored. A raw file is read on only when `raw_too`
- * (the whole file was wanted): it has no checksum to verify. */
-static mp_status idx_check_tail(idx_file *f, bool raw_too) { return mp_gzf_finish(f->gz, raw_too); }
+/* Checks that, after what was read, the file holds exactly the `left` more items of `per` bytes
+ * that its header announces (`total` `items` in all): a gzip stream is read to its end so that
+ * every member's trailer is checked, a raw file is measured. Bytes past the announced data (raw
+ * bytes appended, a second gzip member) are refused, as torchvision refuses a size mismatch. */
+static mp_status idx_check_rest(idx_file *f, int64_t left, size_t per, uint32_t total,
+                                const char *items)
+{
+    int64_t rest;
+    MP_TRY(mp_gzf_rest(f->gz, &rest));
+    int64_t want = left * (int64_t)per;
+    if (rest > want)
+        return mp_fail(MP_EDATA, "%s: %lld byte%s more than the %u %s its header announces "
+                       "(the file is longer than its header says)", f->path,
+                       (long long)(rest - want), rest - want == 1 ? "" : "s", total, items);
+    if (rest < want)
+        return mp_fail(MP_EDATA, "%s: truncated: %lld byte%s short of the %u %s its header "
+                       "announces", f->path, (long long)(want - rest),
+                       want - rest == 1 ? "" : "s", total, items);
+    return MP_OK;
+}
+
+/* The two headers disagree on the count: names a file whose size contradicts its own header
+ * (when one does), else the mismatch. */
+static mp_status idx_count_mismatch(idx_file *fi, idx_file *fl, const uint32_t ih[4],
+                                    const uint32_t lh[2], const char *images)
+{
+    MP_TRY(idx_check_rest(fi, ih[1], (size_t)ih[2] * ih[3], ih[1], images));
+    MP_TRY(idx_check_rest(fl, lh[1], 1, lh[1], "labels"));
+    return mp_fail(MP_EDATA, "%s: count mismatch: %u labels, but %s has %u images", fl->path,
+                   lh[1], fi->path, ih[1]);
+}
 
 static const char *split_prefix(const char *split)
 {
@@ -166,9 +193,10 @@ static mp_status idx_load(mp_dataset *d, idx_file *fi, idx_file *fl, const char 
     MP_TRY(idx_open(fl, dir, name));
     uint32_t lh[2] = {0};
     MP_TRY(idx_header(fl, MP_IDX_LABELS_MAGIC, "labels", lh, 2));
+    char images[64];
+    snprintf(images, sizeof images, "images of %ux%u", ih[2], ih[3]);
     if (lh[1] != ih[1])
-        return mp_fail(MP_EDATA, "%s: count mismatch: %u labels, but %s has %u images", fl->path,
-                       lh[1], fi->path, ih[1]);
+        return idx_count_mismatch(fi, fl, ih, lh, images);
 
     int64_t count = ih[1];
     if (limit > 0 && limit < count)
@@ -180,11 +208,10 @@ static mp_status idx_load(mp_dataset *d, idx_file *fi, idx_file *fl, const char 
              (long long)count, ih[2], ih[3]);
     int64_t sizes[2] = {count, 2 * (int64_t)per + 1 + (int64_t)sizeof(int32_t)};
     MP_TRY(mp_data_mem_check(fi->path, what, 2, sizes, NULL));
-    bool whole = count == (int64_t)ih[1];
     MP_TRY(idx_read_body(fi, (size_t)count * per, "pixels", pix));
-    MP_TRY(idx_check_tail(fi, whole));
+    MP_TRY(idx_check_rest(fi, ih[1] - count, per, ih[1], images));
     MP_TRY(idx_read_body(fl, (size_t)count, "labels", lab));
-    MP_TRY(idx_check_tail(fl, whole));
+    MP_TRY(idx_check_rest(fl, lh[1] - count, 1, lh[1], "labels"));
     for (int64_t i = 0; i < count; i++)
         if ((*lab)[i] >= num_classes)
             return mp_fail(MP_EDATA, "%s: label %u at index %lld is out of range [0, %d)",

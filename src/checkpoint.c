@@ -333,7 +333,10 @@ static mp_status read_weights_host(mp_h5r *r, mp_model *m, mp_named_tensor *bufs
         const mp_param_view *v = &p->views[i];
         mp_tensor x = stored_values(p, i);
         snprintf(path, sizeof path, "/params/%s", v->name);
-        if (!mp_h5r_exists(r, path))
+        int found = mp_h5r_find(r, path);
+        if (found < 0)
+            return MP_ECKPT;
+        if (found == 0)
             return mp_fail(MP_ECKPT, "%s: has no parameter %s (a checkpoint of another model?)",
                            mp_h5r_path(r), v->name);
         MP_TRY(read_param(r, path, v, &x, mp_params_value(p, i).dtype));
@@ -512,7 +515,10 @@ static mp_status read_slots(mp_h5r *r, mp_train_state *t)
                 continue;
             mp_tensor x = slice(flat, v);
             snprintf(path, sizeof path, "/optim/%s/%s", v->name, slot_name(o, s));
-            if (!mp_h5r_exists(r, path))
+            int found = mp_h5r_find(r, path);
+            if (found < 0)
+                return MP_ECKPT;
+            if (found == 0)
                 return mp_fail(MP_ECKPT, "%s: has no optimizer state %s (written with other "
                                "optimizer settings, e.g. optim.momentum = 0?)",
                                mp_h5r_path(r), path);

@@ -5,9 +5,9 @@
 # target (default: all, e.g. config idx cifar checkpoint; --parallel: all at once, else one
 # after the other; --jobs: libFuzzer processes per target) for N seconds (default 600) starting
 # from a copy of its corpus in tests/fuzz/corpus/<name>; inputs the fuzzer finds go to
-# DIR/fuzz-work/<name>/corpus, crashes to DIR/fuzz-work/<name>/crash-*. Prints one line per
-# target (seconds, executions, corpus before and after, crashes); exits 1 when a target
-# crashed, leaked or hung, 77 when clang or libFuzzer is missing.
+# DIR/fuzz-work/<name>/corpus, crashes to DIR/fuzz-work/<name>/crash-* (an earlier run's are
+# moved to earlier/). Prints one line per target (seconds, executions, corpus before and after,
+# crashes); exits 1 when a target crashed, leaked or hung, 77 when clang or libFuzzer is missing.
 # A crash is reproduced with DIR/tests/fuzz/fuzz_<name> FILE or with the replay build:
 #   build/tests/fuzz/fuzz_<name>_replay FILE; add the input to corpus/<name>/ once fixed.
 set -euo pipefail
@@ -45,8 +45,11 @@ supp=$PWD/tests/lsan.supp
 # "failed" to $build/fuzz-work/T/failed when it crashed, leaked or hung.
 fuzz_one() {
   local t=$1 work=$build/fuzz-work/$1 rc=0
-  mkdir -p "$work/corpus"
+  mkdir -p "$work/corpus" "$work/earlier"
   rm -f "$work/failed"
+  # An earlier run's findings are kept in earlier/, not counted as this run's.
+  find "$work" -maxdepth 1 -type f -regex '.*/\(crash\|leak\|timeout\|oom\)-.*' \
+    -exec mv -f {} "$work/earlier/" \;
   cp -n tests/fuzz/corpus/"$t"/* "$work/corpus/" 2>/dev/null || true
   local before
   before=$(ls "$work/corpus" | wc -l)

@@ -7,6 +7,7 @@
 #   (in bf16 and at O0 it loads); exported as fp16: exit 2, nothing written (as bf16 it exports);
 #   eval of weights whose logits overflow: exit 5 (a test loss not finite), not 0;
 # - an O2 checkpoint resumed under O0 (or bf16, or a static scale) is refused, exit 4;
+# - a damaged object header (the /params group's) is refused with HDF5's reason, exit 4;
 # - a file of the older format with a flipped global heap size (it crashed HDF5, then hung the
 #   job) is refused by inspect and by a 2-rank resume, and --resume auto falls back to the
 #   intact older file and trains on
@@ -59,6 +60,17 @@ done
 edit "$ADAM" "$TMP/adam-bad.h5" "f['optim/fc1.bias/exp_avg_sq'][0] = -1.0"
 expect_exit 4 "exp_avg_sq holds -1 at element 0" \
   mpirun -np 1 "$MPDIST" "$CFG" "${COMMON[@]}" --set optim.name=adam --resume "$TMP/adam-bad.h5"
+
+# A damaged object header (the /params group's first byte: HDF5 cannot read the group) is
+# HDF5's reason, not "has no parameter ... (a checkpoint of another model?)".
+cp "$O2" "$TMP/header.h5"
+/usr/bin/python3 -c "import h5py
+with h5py.File('$TMP/header.h5', 'r') as f:
+    at = h5py.h5o.get_info(f['params'].id).addr
+with open('$TMP/header.h5', 'r+b') as fh:
+    fh.seek(at); fh.write(b'\x07')" || { echo "FAIL: cannot damage the /params header"; exit 1; }
+expect_exit 4 "header\.h5: cannot look up /params/fc1\.weight \(bad object header version number\)" \
+  "${RESUME[@]}" "$TMP/header.h5"
 
 # A weight beyond fp16's range (finite in FP32 and bf16: an O0 or bf16 run may write it) loads
 # into eval's fp16 copy as no value: said so, exit 4, not called damaged; bf16 and O0 load it.

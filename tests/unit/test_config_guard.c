@@ -6,6 +6,7 @@
  * schedule keys, and an unbuildable preset depth, were accepted; model-building errors did not
  * say where the layer was configured. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_config_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,25 +40,9 @@ static void write_cfg(char *path, size_t cap, const char *name, const char *text
 static void expect_fail(const char *path, const char *const *sets, int nsets, const char *where,
                         const char *fragment)
 {
-    mp_config c;
-    mp_error_clear();
-    mp_status st = mp_config_load(&c, path, sets, nsets);
-    const char *msg = mp_error_message();
     char prefix[1400];
     snprintf(prefix, sizeof prefix, "%s: ", where);
-    if (st != MP_EUSAGE || strncmp(msg, prefix, strlen(prefix)) != 0 || !strstr(msg, fragment) ||
-        strchr(msg, '\n'))
-        fail_msg("status %d, message \"%s\"; want status %d, prefix \"%s\", fragment \"%s\"",
-                 (int)st, msg, (int)MP_EUSAGE, prefix, fragment);
-    assert_null(c.text);
-    mp_config_free(&c);
-}
-
-static void load_ok(mp_config *c, const char *path, const char *const *sets, int nsets)
-{
-    mp_status st = mp_config_load(c, path, sets, nsets);
-    if (st != MP_OK)
-        fail_msg("mp_config_load: status %d: %s", (int)st, mp_error_message());
+    mp_test_cfg_expect_fail(path, sets, nsets, prefix, fragment);
 }
 
 /* "<path>:<line>" */
@@ -103,7 +88,7 @@ static void test_include_errors(void **state)
     write_cfg(path, sizeof path, "commented.cfg",
               "/*\n@include \"\"\n*/\ndata = { path = \"\n@include \\\"\\\"\"; };\n");
     mp_config c;
-    load_ok(&c, path, NULL, 0);
+    mp_test_cfg_load_ok(&c, path, NULL, 0);
     assert_string_equal(c.data.path, "\n@include \"\"");
     mp_config_free(&c);
 }
@@ -122,7 +107,7 @@ static void test_include_paths(void **state)
     snprintf(text, sizeof text, "@include \"%s\"\noptim = { lr = 0.25; };\n", inc);
     write_cfg(path, sizeof path, "abs.cfg", text);
     mp_config c;
-    load_ok(&c, path, NULL, 0);
+    mp_test_cfg_load_ok(&c, path, NULL, 0);
     assert_int_equal(c.data.batch_size, 48);
     assert_true(c.optim.lr == 0.25);
     mp_config_free(&c);
@@ -183,7 +168,7 @@ static void test_wide_integers(void **state)
     expect_fail(path, huge, 1, "--set train.seed", "does not fit in 64 bits");
     const char *seed[] = {"train.seed=0x100000000"};
     mp_config c;
-    load_ok(&c, path, seed, 1);
+    mp_test_cfg_load_ok(&c, path, seed, 1);
     assert_int_equal(c.train.seed, 0x100000000ULL);
     mp_config_free(&c);
 
@@ -195,7 +180,7 @@ static void test_wide_integers(void **state)
     write_cfg(path, sizeof path, "huge_l.cfg", "train = {\n  seed = 99999999999999999999L;\n};\n");
     expect_fail(path, NULL, 0, at(path, 2), "train.seed: integer 99999999999999999999 does not fit in 64");
     write_cfg(path, sizeof path, "dot.cfg", "data = { mean = .4294967296; };\n");
-    load_ok(&c, path, NULL, 0);
+    mp_test_cfg_load_ok(&c, path, NULL, 0);
     assert_true(c.data.mean == .4294967296);
     mp_config_free(&c);
 }
@@ -217,7 +202,7 @@ static void test_contradictions(void **state)
     /* A static scale never starts at init_scale: only the floor and ceiling must agree. */
     write_cfg(path, sizeof path, "static.cfg", "amp = { opt_level = \"O0\"; max_scale = 1024.0; };\n");
     mp_config c;
-    load_ok(&c, path, NULL, 0);
+    mp_test_cfg_load_ok(&c, path, NULL, 0);
     mp_config_free(&c);
 
     write_cfg(path, sizeof path, "cosine.cfg",
@@ -226,7 +211,7 @@ static void test_contradictions(void **state)
     const char *linear[] = {"schedule.type=linear"};
     write_cfg(path, sizeof path, "linear.cfg", "schedule = {\n  min_lr = 0.5;\n};\n");
     expect_fail(path, linear, 1, at(path, 2), "above optim.lr = 0.1 (default)");
-    load_ok(&c, path, NULL, 0); /* constant: min_lr is not used */
+    mp_test_cfg_load_ok(&c, path, NULL, 0); /* constant: min_lr is not used */
     mp_config_free(&c);
 }
 
@@ -242,7 +227,7 @@ static void test_preset_depth(void **state)
     expect_fail(path, wrn, 1, at(path, 3), "wrn needs depth = 6n + 4");
     const char *ok[] = {"model.depth=116"};
     mp_config c;
-    load_ok(&c, path, ok, 1);
+    mp_test_cfg_load_ok(&c, path, ok, 1);
     mp_config_free(&c);
 }
 
@@ -261,7 +246,7 @@ static void test_preset_heads(void **state)
     expect_fail(path, vit, 2, "--set model.heads", "7 heads do not divide");
     const char *ok[] = {"model.heads=6"};
     mp_config c;
-    load_ok(&c, path, ok, 1);
+    mp_test_cfg_load_ok(&c, path, ok, 1);
     mp_config_free(&c);
 }
 
@@ -275,28 +260,28 @@ static void test_norm_alias(void **state)
     mp_config c;
     write_cfg(path, sizeof path, "alias.cfg",
               "amp = {\n  opt_level = \"O3\";\n  keep_batchnorm_fp32 = true;\n};\n");
-    load_ok(&c, path, NULL, 0);
+    mp_test_cfg_load_ok(&c, path, NULL, 0);
     assert_true(c.amp.keep_norm_fp32);
     assert_int_equal(mp_train_amp_policy(&c).norm, MP_F32); /* O3's default would be fp16 */
     char again[1200];
     write_cfg(again, sizeof again, "alias_resolved.cfg", c.text);
     mp_config_free(&c);
-    load_ok(&c, again, NULL, 0);
+    mp_test_cfg_load_ok(&c, again, NULL, 0);
     assert_true(c.amp.keep_norm_fp32 && c.amp.keep_batchnorm_fp32);
     mp_config_free(&c);
 
     const char *o2[] = {"amp.opt_level=O2", "amp.keep_batchnorm_fp32=false"};
-    load_ok(&c, NULL, o2, 2);
+    mp_test_cfg_load_ok(&c, NULL, o2, 2);
     assert_false(c.amp.keep_norm_fp32);
     assert_int_equal(mp_train_amp_policy(&c).norm, MP_F16);
     mp_config_free(&c);
     const char *both[] = {"amp.opt_level=O2", "amp.keep_norm_fp32=false",
                           "amp.keep_batchnorm_fp32=false"};
-    load_ok(&c, NULL, both, 3);
+    mp_test_cfg_load_ok(&c, NULL, both, 3);
     assert_false(c.amp.keep_norm_fp32);
     mp_config_free(&c);
     const char *new_name[] = {"amp.opt_level=O2", "amp.keep_norm_fp32=false"};
-    load_ok(&c, NULL, new_name, 2);
+    mp_test_cfg_load_ok(&c, NULL, new_name, 2);
     assert_false(c.amp.keep_batchnorm_fp32); /* the alias follows */
     mp_config_free(&c);
 
@@ -319,7 +304,7 @@ static void test_places(void **state)
               "    { type = \"linear\"; out = 10; }\n  );\n};\n");
     write_cfg(path, sizeof path, "layers_main.cfg", "optim = { lr = 0.2; };\n@include \"layers_inc.cfg\"\n");
     mp_config c;
-    load_ok(&c, path, NULL, 0);
+    mp_test_cfg_load_ok(&c, path, NULL, 0);
     snprintf(want, sizeof want, "%s:4: model.layers.[1]", inc);
     assert_non_null(mp_config_where(&c, "model.layers.[1]"));
     assert_string_equal(mp_config_where(&c, "model.layers.[1]"), want);

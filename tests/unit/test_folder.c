@@ -1,14 +1,14 @@
 /* Image folders (data.format = "folder", io/folder.c, io/image_decode.c), on folders of PNG and
  * JPEG files written here: classes in name order, files in name order, hidden and other files
- * skipped, a validation split of fewer classes; PNG pixels decoded exactly and, at the image's
- * own size, batches equal to the same pixels in memory (the IDX path) in every dtype; gray
- * files read as RGB and RGB files as gray; JPEG within a few levels; CMYK JPEGs as RGB; the evaluation transform's
- * resize and centre crop against values worked out by hand; the training transform
- * deterministic per (seed, epoch, index), different across epochs, and its flip a mirror; the
- * loader with 0 and 3 threads; limits; refusals, one line each with the data memory back: no
- * root, no train or val directory, no images, a validation class the training split lacks,
- * more classes than num_classes, and at batch time a truncated JPEG, a file that is neither
- * JPEG nor PNG, a PNG larger than the limits. */
+ * skipped, a validation split of fewer classes; PNG pixels decoded exactly and, at the image's own
+ * size, batches equal to the same pixels in memory (the IDX path) in every dtype; gray files read
+ * as RGB and RGB files as gray; a data.std that overflows fp16 refused; JPEG within a few levels;
+ * CMYK JPEGs as RGB; the evaluation transform's resize and centre crop against values worked out
+ * by hand; the training transform deterministic per (seed, epoch, index), different across epochs,
+ * and its flip a mirror; the loader with 0 and 3 threads; limits; refusals, one line each with the
+ * data memory back: no root, no train or val directory, no images, a validation class the training
+ * split lacks, more classes than num_classes, and at batch time a truncated JPEG, a file that is
+ * neither JPEG nor PNG, a PNG larger than the limits. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -181,6 +181,14 @@ static void test_channels(void **state)
         assert_true(x[3 * p] == x[3 * p + 1] && x[3 * p] == x[3 * p + 2]);
         assert_true(x[3 * p] == (float)(pixel(2, p / S, p % S, 0) / 255.0));
     }
+    /* A data.std that takes a pixel value beyond fp16's range fails the batch, naming it. */
+    const double m2[3] = {0, 0, 1}, tiny[3] = {1, 1, 1e-6};
+    uint16_t h[S * S * 3];
+    assert_int_equal(mp_folder_batch(&tr, &two, 1, m2, tiny, 0, 0, false, MP_F16, h, &y),
+                     MP_EDATA);
+    assert_non_null(strstr(mp_error_message(), "data.mean and data.std take pixel value 0 of "
+                                                "channel 2 to -1e+06, beyond fp16's range"));
+    assert_int_equal(mp_folder_batch(&tr, &two, 1, m2, tiny, 0, 0, false, MP_F32, x, &y), MP_OK);
     mp_dataset_free(&tr);
     mp_dataset_free(&te);
     const char *rgb = fixture("folder-rgb", 3);

@@ -2,13 +2,15 @@
  * API as h5py writes them: uint8 (N, H, W, C) batches, plain and augmented, have the bytes of
  * the same pixels held in memory (the IDX path), in every dtype; (N, C, H, W) with layout nchw
  * and (N, H, W) (with either layout) give the same, also chunked with shuffle, deflate and
- * Fletcher32 in h5py's and in PyTables' order; float images are normalised as (v - mean) / std; limits; the
- * loader with 0 and 3 threads hands out the direct batches; refusals, each one line naming the
- * file and the dataset with both datasets zeroed and the data memory back: a missing file, a
- * file that is not HDF5, a missing dataset, a group where a dataset should be, labels of the
- * wrong length or type, a label out of range (with its index), int16 images, images of 2
- * dimensions or 5 channels, no image; and a file cut after loading, refused by the batch. */
+ * Fletcher32 in h5py's and in PyTables' order; float images are normalised as
+ * (v - mean) / std; limits; the loader with 0 and 3 threads hands out the direct batches;
+ * refusals, each one line naming the file and the dataset with both datasets zeroed and the
+ * data memory back: a missing file, a file that is not HDF5, a missing dataset, a group where a
+ * dataset should be, labels of the wrong length, type or rank, a label out of range (with its
+ * index), int16 images, images of 2 or 5 dimensions or 5 channels, no image, a damaged object
+ * header (HDF5's reason); and a file cut after loading, refused by the batch. */
 #include "tests/util/test_util.h"
+#include "tests/util/test_h5.h"
 
 #include <hdf5.h>
 #include <stdio.h>
@@ -284,7 +286,7 @@ static const char *odd_file(const char *name, hid_t mt, int rank, const hsize_t 
     snprintf(path, sizeof path, "%s/%s", mp_test_dir("h5data-bad"), name);
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     static uint8_t zeros[64 * 1024];
-    int64_t labels[N] = {0};
+    int64_t labels[2 * N] = {0}; /* room for 16-byte integers */
     labels[N - 1] = bad_label;
     put(f, "train/images", mt, rank, dims, zeros);
     put(f, "train/labels", lt, 1, &nlabels, labels);
@@ -329,6 +331,16 @@ static void test_refusals(void **state)
                    KEYS, "train/labels must be (N) integers", "N = 10");
     expect_refused(odd_file("flabels.h5", H5T_NATIVE_UINT8, 4, img, H5T_NATIVE_FLOAT, N, 0),
                    KEYS, "train/labels must be (N) integers", NULL);
+    hid_t wide = H5Tcopy(H5T_NATIVE_INT64); /* 16-byte integers: HDF5 would convert them */
+    assert_true(wide >= 0 && H5Tset_size(wide, 16) >= 0);
+    expect_refused(odd_file("wide.h5", H5T_NATIVE_UINT8, 4, img, wide, N, 0), KEYS,
+                   "train/labels must be (N) integers of at most 8 bytes", NULL);
+    hid_t quad = H5Tcopy(H5T_NATIVE_DOUBLE); /* 32-byte floats: wider than any float type */
+    assert_true(quad >= 0 && H5Tset_size(quad, 32) >= 0);
+    expect_refused(odd_file("quad.h5", quad, 4, img, H5T_NATIVE_INT64, N, 0), KEYS,
+                   "train/images: images must be uint8 (pixels) or floats of at most 16", NULL);
+    H5Tclose(wide);
+    H5Tclose(quad);
     expect_refused(odd_file("range.h5", H5T_NATIVE_UINT8, 4, img, H5T_NATIVE_INT64, N, 7), KEYS,
                    "train/labels[9] is 7, not a class in [0, 7)", NULL);
     expect_refused(odd_file("neg.h5", H5T_NATIVE_UINT8, 4, img, H5T_NATIVE_INT64, N, -1), KEYS,
@@ -336,7 +348,13 @@ static void test_refusals(void **state)
     expect_refused(odd_file("i16.h5", H5T_NATIVE_INT16, 4, img, H5T_NATIVE_INT64, N, 0), KEYS,
                    "train/images: images must be uint8", NULL);
     expect_refused(odd_file("flat.h5", H5T_NATIVE_UINT8, 2, flat, H5T_NATIVE_INT64, N, 0), KEYS,
-                   "train/images has 2 dimensions", NULL);
+                   "train/images has 2 dimensions: images are (N, H, W), (N, H, W, C) or", NULL);
+    hsize_t img5[5] = {N, H, W, C, 1};
+    expect_refused(odd_file("rank5.h5", H5T_NATIVE_UINT8, 5, img5, H5T_NATIVE_INT64, N, 0), KEYS,
+                   "train/images has 5 dimensions: images are (N, H, W)", NULL);
+    const mp_h5data_keys img_labels[2] = {{"train/images", "train/images"}, KEYS[1]};
+    expect_refused(good, img_labels, "train/images has 4 dimensions: labels are (N) integers",
+                   NULL);
     expect_refused(odd_file("five.h5", H5T_NATIVE_UINT8, 4, five, H5T_NATIVE_INT64, N, 0), KEYS,
                    "4 x 5 (H x W x C", "C 1..4");
     expect_refused(odd_file("none.h5", H5T_NATIVE_UINT8, 4, none, H5T_NATIVE_INT64, 0, 0), KEYS,
@@ -361,6 +379,18 @@ static void test_file_cut(void **state)
     mp_dataset_free(&te);
 }
 
+/* A damaged object header on the way to a dataset (the train group's version byte) is refused
+ * with HDF5's reason, not as a dataset that is missing. */
+static void test_damaged_header(void **state)
+{
+    (void)state;
+    const char *path = write_file(mp_test_dir("h5data-header"), "header.h5", NHWC);
+    mp_test_h5_damage_header(path, "train");
+    expect_refused(path, KEYS, "cannot look up train/images (bad object header version",
+                   NULL);
+    assert_null(strstr(mp_error_message(), "no dataset"));
+}
+
 int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -368,7 +398,7 @@ int main(void)
         cmocka_unit_test(test_pixels_as_idx), cmocka_unit_test(test_filtered_chunks),
         cmocka_unit_test(test_float_values),
         cmocka_unit_test(test_loader),        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_file_cut),
+        cmocka_unit_test(test_file_cut),      cmocka_unit_test(test_damaged_header),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

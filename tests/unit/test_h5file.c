@@ -1,10 +1,12 @@
 /* HDF5 checkpoint files (io/h5file, io/ckpt_dir, the format checks of src/checkpoint): values of
  * every dtype round-trip bit for bit, a flipped byte inside a dataset's chunk fails the read with
  * the dataset named (Fletcher32, with and without deflate), an aborted writer leaves the target
- * untouched, a truncated file and a newer format version are refused, the directory lists
- * newest first and prunes. Arrays of many chunks, edge chunks included, are stored byte for byte
- * as HDF5's own H5Dwrite stores them (the writer computes Fletcher32 itself). */
+ * untouched, a truncated file, a newer format version and a damaged object header (HDF5's
+ * reason, not "missing") are refused, the directory lists newest first and prunes. Arrays of
+ * many chunks, edge chunks included, are stored byte for byte as HDF5's own H5Dwrite stores
+ * them (the writer computes Fletcher32 itself). */
 #include "tests/util/test_util.h"
+#include "tests/util/test_h5.h"
 
 #include <hdf5.h>
 #include <stdio.h>
@@ -301,6 +303,35 @@ static void test_newer_format(void **state)
     assert_int_not_equal(access(out, F_OK), 0); /* nothing written */
 }
 
+/* A damaged object header (its version byte) is refused with HDF5's reason, naming the object
+ * looked up, where it used to read as missing: under a dataset's path, and under attributes. */
+static void test_damaged_header(void **state)
+{
+    (void)state;
+    snprintf(path, sizeof path, "%s/header.h5", mp_test_dir("h5_header"));
+    float x[105];
+    fill(x, 105, 5);
+    write_file(path, MP_F32, 0, x);
+    mp_test_h5_damage_header(path, "/rng");
+    mp_test_h5_damage_header(path, "/scaler");
+    mp_h5r *r;
+    assert_int_equal(mp_h5r_open(&r, path), MP_OK);
+    int64_t n[1] = {4}, ints[4];
+    assert_int_equal(mp_h5r_array(r, "/rng/n", 1, n, ints, MP_H5_I64), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "cannot look up /rng/n (bad object header "
+                                                "version number)"));
+    double scale;
+    assert_int_equal(mp_h5r_attr_double(r, "/scaler", "scale", &scale), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "cannot look up the attributes of /scaler (bad "
+                                                "object header version number)"));
+    assert_int_equal(mp_h5r_attr_int(r, "/scaler", "steps", &n[0]), MP_ECKPT);
+    assert_non_null(strstr(mp_error_message(), "cannot look up the attributes of /scaler"));
+    int64_t version;
+    assert_int_equal(mp_h5r_attr_int(r, "/meta", "format_version", &version), MP_OK);
+    assert_int_equal(version, 1);
+    mp_h5r_close(r);
+}
+
 /* A file name of 250 bytes (legal: under 255) is written: its temporary keeps 200 of them. */
 static void test_long_name(void **state)
 {
@@ -363,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_many_chunks),
         cmocka_unit_test(test_abort_and_truncation),
         cmocka_unit_test(test_newer_format),
+        cmocka_unit_test(test_damaged_header),
         cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_directory),
     };

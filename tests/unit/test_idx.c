@@ -3,7 +3,8 @@
  * batch normalisation per dtype, and the real Fashion-MNIST test split. Issue 18: a header
  * promising more than memory is refused before reading; a gzip file without its trailer is
  * truncated (it used to load); every single-bit flip of a small .gz is refused or loads the
- * same data, and only where gzip stores nothing that reaches the data. */
+ * same data, and only where gzip stores nothing that reaches the data. A file holds exactly
+ * what its header announces, no more (appended bytes or gzip members) and no less. */
 #include "tests/util/test_util.h"
 
 #include <stdio.h>
@@ -165,7 +166,8 @@ static void test_limit(void **state)
     assert_int_equal(mp_idx_load(&d, dir, "train", 10, 100), MP_OK);
     check_contents(&d, N_IMG);
     mp_dataset_free(&d);
-    /* A limit only needs its own samples to be present in a raw file. */
+    /* A file holding fewer samples than its header says is truncated whatever the limit: a
+     * raw file is measured, a whole gzip stream (its CRC checks) read to its end. */
     write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, sizeof pixels, 0);
     write_labels(dir, "train", 0x801, N_IMG, labels, N_IMG, 0);
     write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, 3 * PER, 0);
@@ -174,15 +176,12 @@ static void test_limit(void **state)
     assert_int_equal(remove(path), 0);
     snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz", dir);
     assert_int_equal(remove(path), 0);
-    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 3), MP_OK);
-    check_contents(&d, 3);
-    mp_dataset_free(&d);
+    expect_fail(dir, "train", 10, 3, MP_EDATA, "train-images-idx3-ubyte: truncated: 12 bytes "
+                "short of the 5 images of 2x3 its header announces", NULL, NULL);
     expect_fail(dir, "train", 10, 4, MP_EDATA, "train-images-idx3-ubyte", "truncated", NULL);
-    /* So does a whole gzip stream holding fewer samples than its header says: its CRC checks. */
     write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, 3 * PER, 1);
-    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 3), MP_OK);
-    check_contents(&d, 3);
-    mp_dataset_free(&d);
+    expect_fail(dir, "train", 10, 3, MP_EDATA, "train-images-idx3-ubyte.gz: truncated: 12 bytes "
+                "short", NULL, NULL);
     /* But a gzip file is read to its end whatever the limit, so that its CRC is checked: a
      * stream cut after the kept samples is truncated, as is one without its trailer. */
     write_images(dir, "train", 0x803, N_IMG, ROWS, COLS, sizeof pixels, 1);
@@ -340,6 +339,69 @@ static void test_count_mismatch(void **state)
                 "4 labels", "train-images-idx3-ubyte has 5 images");
     /* The check uses the header counts even when a limit reads fewer samples. */
     expect_fail(dir, "train", 10, 2, MP_EDATA, "count mismatch", NULL, NULL);
+}
+
+/* A header that claims more images than its file holds, next to labels that hold what the
+ * header says: the images file is named as truncated, not the pair as disagreeing. */
+static void test_count_claims_more(void **state)
+{
+    (void)state;
+    char dir[1024];
+    good_pair(dir, sizeof dir, "idx_claims", "train", 0);
+    write_images(dir, "train", 0x803, N_IMG + 1, ROWS, COLS, sizeof pixels, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte: truncated",
+                "6 bytes short of the 6 images of 2x3 its header announces", NULL);
+    write_images(dir, "train", 0x803, N_IMG + 1, ROWS, COLS, sizeof pixels, 1);
+    expect_fail(dir, "train", 10, 2, MP_EDATA, "train-images-idx3-ubyte.gz: truncated",
+                "6 bytes short", NULL);
+}
+
+/* A file must end where its header says, as torchvision checks the size: raw bytes appended to
+ * the pixels or the labels, or a second gzip member holding one more image, are refused, with a
+ * limit too (a raw file is measured, a gzip one read to its end). */
+static void test_longer_than_header(void **state)
+{
+    (void)state;
+    char dir[1024], img[1100], part[1100];
+    good_pair(dir, sizeof dir, "idx_longer", "train", 0);
+    uint8_t extra[N_IMG + 1];
+    memcpy(extra, labels, N_IMG);
+    extra[N_IMG] = 1;
+    write_labels(dir, "train", 0x801, N_IMG, extra, N_IMG + 1, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-labels-idx1-ubyte: 1 byte more than the "
+                "5 labels its header announces", "longer than its header says", NULL);
+    expect_fail(dir, "train", 10, 3, MP_EDATA, "train-labels-idx1-ubyte: 1 byte more", NULL,
+                NULL);
+    write_labels(dir, "train", 0x801, N_IMG, labels, N_IMG, 0);
+    write_images(dir, "train", 0x803, N_IMG - 1, ROWS, COLS, sizeof pixels, 0);
+    write_labels(dir, "train", 0x801, N_IMG - 1, labels, N_IMG - 1, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte: 6 bytes more than the "
+                "4 images of 2x3", NULL, NULL);
+    expect_fail(dir, "train", 10, 2, MP_EDATA, "train-images-idx3-ubyte: 6 bytes more", NULL,
+                NULL);
+    /* Gzip: the header's 4 images in one member, a fifth appended as a second member. */
+    write_images(dir, "train", 0x803, N_IMG - 1, ROWS, COLS, sizeof pixels - PER, 1);
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(part, sizeof part, "%s/part.gz", dir);
+    mp_test_write_file(part, pixels + sizeof pixels - PER, PER, 1);
+    size_t alen, blen;
+    uint8_t *a = slurp(img, &alen), *b = slurp(part, &blen);
+    mp_dataset d;
+    assert_int_equal(mp_idx_load(&d, dir, "train", 10, 0), MP_OK); /* one member: whole */
+    check_contents(&d, N_IMG - 1);
+    mp_dataset_free(&d);
+    uint8_t *both = malloc(alen + blen);
+    assert_non_null(both);
+    memcpy(both, a, alen);
+    memcpy(both + alen, b, blen);
+    mp_test_write_file(img, both, alen + blen, 0);
+    expect_fail(dir, "train", 10, 0, MP_EDATA, "train-images-idx3-ubyte.gz: 6 bytes more than "
+                "the 4 images of 2x3", NULL, NULL);
+    expect_fail(dir, "train", 10, 2, MP_EDATA, "train-images-idx3-ubyte.gz: 6 bytes more", NULL,
+                NULL);
+    free(both);
+    free(a);
+    free(b);
 }
 
 static void test_label_range(void **state)
@@ -594,7 +656,8 @@ int main(void)
         cmocka_unit_test(test_limit),        cmocka_unit_test(test_batch),
         cmocka_unit_test(test_missing),      cmocka_unit_test(test_bad_magic),
         cmocka_unit_test(test_bad_dims),     cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_count_mismatch), cmocka_unit_test(test_label_range),
+        cmocka_unit_test(test_count_mismatch), cmocka_unit_test(test_count_claims_more),
+        cmocka_unit_test(test_longer_than_header), cmocka_unit_test(test_label_range),
         cmocka_unit_test(test_corrupt_gz),   cmocka_unit_test(test_gz_trailer),
         cmocka_unit_test(test_gz_members),   cmocka_unit_test(test_gz_bit_flips),
         cmocka_unit_test(test_fashion_mnist),
