@@ -78,7 +78,7 @@ mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_con
  * written in dt. MP_EUSAGE, before anything is written, for an empty `out`, one that is not a
  * regular file (a directory, device or FIFO), `in` itself, or a training checkpoint (kind
  * "full"): export replaces only a missing file, an earlier export or a file that is no
- * checkpoint. */
+ * checkpoint; and for a value beyond dt's range (export it in a wider dtype). */
 mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32);
 
 /* Prints a checkpoint's meta, parameter table (name, shape, dtype, norm), buffers, scaler and
