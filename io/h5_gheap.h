@@ -9,7 +9,8 @@
 
 #include "engine/status.h"
 
-/* Finds every global heap collection in file `path` and checks that its size fits in the
+/* Finds every global heap collection in file `path` (signature "GCOL" and version 1, as HDF5
+ * finds one; its reserved bytes may hold anything) and checks that its size fits in the
  * file and that its objects tile it exactly as HDF5 reads them (object headers of 16 bytes,
  * sizes rounded up to 8, object 0 the free space). MP_OK when all hold (or there is none);
  * MP_ECKPT naming the file and the collection's offset otherwise, or when the file cannot be
