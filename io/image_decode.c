@@ -135,18 +135,27 @@ static mp_status decode_png(const uint8_t *buf, size_t n, const char *path, int 
                        "pixels are read", path, im.width, im.height, MP_IMAGE_MAX_SIDE,
                        (long long)MP_IMAGE_MAX_PIXELS);
     }
-    im.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    /* As PIL's convert("RGB") or ("L"), which torchvision's ImageFolder calls: transparency
+     * is dropped, the colours kept (not blended onto black: read with alpha, then dropped);
+     * 16-bit samples without a gAMA or sRGB chunk are sRGB values (their high byte), not linear
+     * light to be gamma-encoded. */
+    bool alpha = (im.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+    im.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
+    im.format = (channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB) |
+                (alpha ? PNG_FORMAT_FLAG_ALPHA : 0);
     uint8_t *px = malloc(PNG_IMAGE_SIZE(im));
     if (!px) {
         png_image_free(&im);
         return mp_fail(MP_EDATA, "%s: out of memory for %u x %u pixels", path, im.width,
                        im.height);
     }
-    png_color black = {0, 0, 0};
-    if (!png_image_finish_read(&im, &black, px, 0, NULL)) {
+    if (!png_image_finish_read(&im, NULL, px, 0, NULL)) {
         free(px);
         return mp_fail(MP_EDATA, "%s: not a readable PNG file (%s)", path, im.message);
     }
+    size_t pixels = (size_t)im.width * im.height;
+    for (size_t i = 0; alpha && i < pixels; i++) /* in place: each pixel moves down */
+        memmove(px + i * (size_t)channels, px + i * (size_t)(channels + 1), (size_t)channels);
     *out = (mp_image){.px = px, .h = (int)im.height, .w = (int)im.width, .c = channels};
     return MP_OK;
 }

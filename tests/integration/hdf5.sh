@@ -122,13 +122,18 @@ printf 'data: { format = "hdf5"; };\n' >"$TMP/nopath.cfg"
 expect_exit 2 'nopath.cfg: hdf5 data needs data.path' "$MPDIST" "$TMP/nopath.cfg"
 expect_exit 2 'data.layout' "${one[@]}" --set "data.path=\"$TMP/mydata.h5\"" --set 'data.layout="chw"'
 
-# Larger than memory may allow: 5,000,000 images of 28 x 28 (3.9 GB, chunked and never written,
-# so HDF5 reads its fill value: no disk, no memory until read) train under an address-space
-# limit of 2 GiB, which reading the dataset whole with h5py exceeds.
+# Larger than memory may allow: 5,000,000 images of 28 x 28 (3.9 GB, chunked, every chunk the
+# same deflated block of zeros written directly: 40 MB of disk, no memory until read; a dataset
+# never written is refused) train under an address-space limit of 2 GiB, which reading the
+# dataset whole with h5py exceeds.
 "$PY" - "$TMP/big.h5" <<'EOF'
-import sys, h5py, numpy as np
+import sys, zlib, h5py, numpy as np
 with h5py.File(sys.argv[1], "w") as f:
-    f.create_dataset("train/images", (5000000, 28, 28, 1), np.uint8, chunks=(64, 28, 28, 1))
+    d = f.create_dataset("train/images", (5000000, 28, 28, 1), np.uint8,
+                         chunks=(4096, 28, 28, 1), compression="gzip")
+    block = zlib.compress(bytes(4096 * 28 * 28))
+    for i in range(0, 5000000, 4096):
+        d.id.write_direct_chunk((i, 0, 0, 0), block)
     f["train/labels"] = np.arange(5000000) % 10
     f["test/images"] = np.zeros((100, 28, 28, 1), np.uint8)
     f["test/labels"] = np.arange(100) % 10

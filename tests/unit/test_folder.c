@@ -165,6 +165,48 @@ static void test_cmyk_jpeg(void **state)
     free(im.px);
 }
 
+/* Reads up to cap bytes of file `path` into buf; returns how many. */
+static size_t slurp(const char *path, uint8_t *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* As PIL's convert("RGB") reads them (torchvision's ImageFolder): transparent pixels keep their
+ * colour (RGBA, gray and alpha), and 16-bit samples without a gAMA chunk are their high byte. */
+static void test_png_alpha_and_16bit(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/a.png", mp_test_dir("folder-png-kinds"));
+    const uint8_t rgba[8] = {200, 100, 50, 0, 10, 20, 30, 128}, ga[4] = {77, 0, 150, 255};
+    const uint16_t deep[6] = {64 * 257, 128 * 257, 192 * 257, 0, 65535, 300 * 1};
+    const uint8_t want_rgba[6] = {200, 100, 50, 10, 20, 30}, want_deep[6] = {64, 128, 192, 0,
+                                                                             255, 1};
+    mp_image im;
+    size_t n;
+    uint8_t buf[4096];
+    assert_int_equal(mp_test_write_png(path, rgba, 1, 2, 4), 0);
+    n = slurp(path, buf, sizeof buf);
+    assert_int_equal(mp_image_decode(buf, n, path, 3, &im), MP_OK);
+    assert_memory_equal(im.px, want_rgba, 6);
+    free(im.px);
+    assert_int_equal(mp_test_write_png(path, ga, 1, 2, 2), 0);
+    n = slurp(path, buf, sizeof buf);
+    assert_int_equal(mp_image_decode(buf, n, path, 1, &im), MP_OK);
+    assert_int_equal(im.px[0], 77);
+    assert_int_equal(im.px[1], 150);
+    free(im.px);
+    assert_int_equal(mp_test_write_png16(path, deep, 1, 2, 3), 0);
+    n = slurp(path, buf, sizeof buf);
+    assert_int_equal(mp_image_decode(buf, n, path, 3, &im), MP_OK);
+    assert_memory_equal(im.px, want_deep, 6);
+    free(im.px);
+}
+
 /* Gray files read as RGB (equal channels) and RGB files as gray (one channel). */
 static void test_channels(void **state)
 {
@@ -391,7 +433,7 @@ int main(void)
         cmocka_unit_test(test_listing_and_pixels), cmocka_unit_test(test_channels),
         cmocka_unit_test(test_resize_and_centre_crop), cmocka_unit_test(test_random_crops),
         cmocka_unit_test(test_flip),          cmocka_unit_test(test_cmyk_jpeg),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refusals),     cmocka_unit_test(test_png_alpha_and_16bit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

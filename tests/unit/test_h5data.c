@@ -8,7 +8,8 @@
  * data memory back: a missing file, a file that is not HDF5, a missing dataset, a group where a
  * dataset should be, labels of the wrong length, type or rank, a label out of range (with its
  * index), int16 images, images of 2 or 5 dimensions or 5 channels, no image, a damaged object
- * header (HDF5's reason); and a file cut after loading, refused by the batch. */
+ * header (HDF5's reason), values in other files or never written; and a file cut after
+ * loading, refused by the batch. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_h5.h"
 
@@ -391,6 +392,72 @@ static void test_damaged_header(void **state)
     assert_null(strstr(mp_error_message(), "no dataset"));
 }
 
+/* A file whose train/images is made by `how` (0 an external link, 1 external raw storage, 2 a
+ * virtual dataset, 3 never written, 4 chunked with one chunk of four written), the rest as
+ * write_file's; the source file and the raw file are complete and beside it. */
+static const char *other_file(const char *dir, int how)
+{
+    static char path[4096];
+    char src[4096], raw[4096];
+    snprintf(path, sizeof path, "%s/other%d.h5", dir, how);
+    snprintf(src, sizeof src, "%s/src.h5", dir);
+    snprintf(raw, sizeof raw, "%s/raw.bin", dir);
+    static uint8_t zeros[N * PER];
+    hsize_t dims[4] = {N, H, W, C}, nl = N, chunk[4] = {3, H, W, C};
+    int64_t labels[N] = {0};
+    hid_t g = H5Fcreate(src, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    put(g, "images", H5T_NATIVE_UINT8, 4, dims, zeros);
+    H5Fclose(g);
+    mp_test_write_file(raw, zeros, sizeof zeros, 0);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t sp = H5Screate_simple(4, dims, NULL);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    if (how == 0)
+        assert_true(H5Lcreate_external(src, "/images", f, "train/images", lcpl, H5P_DEFAULT) >= 0);
+    if (how == 1)
+        assert_true(H5Pset_external(dcpl, raw, 0, sizeof zeros) >= 0);
+    if (how == 2)
+        assert_true(H5Pset_virtual(dcpl, sp, src, "/images", sp) >= 0);
+    if (how == 4)
+        assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
+    if (how > 0) {
+        hid_t d = H5Dcreate2(f, "train/images", H5T_NATIVE_UINT8, sp, lcpl, dcpl, H5P_DEFAULT);
+        assert_true(d >= 0);
+        hsize_t start[4] = {0}, count[4] = {3, H, W, C};
+        hid_t ms = H5Screate_simple(4, count, NULL);
+        H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
+        if (how == 1 || how == 4) /* raw storage written in full; one chunk written */
+            assert_true(H5Dwrite(d, H5T_NATIVE_UINT8, how == 1 ? H5S_ALL : ms,
+                                 how == 1 ? H5S_ALL : sp, H5P_DEFAULT, zeros) >= 0);
+        H5Sclose(ms);
+        H5Dclose(d);
+    }
+    put(f, "train/labels", H5T_NATIVE_INT64, 1, &nl, labels);
+    put(f, "test/images", H5T_NATIVE_UINT8, 4, dims, zeros);
+    put(f, "test/labels", H5T_NATIVE_INT64, 1, &nl, labels);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    H5Pclose(lcpl);
+    H5Fclose(f);
+    return path;
+}
+
+/* Values kept in other files (an external link, external raw storage, a virtual dataset: a
+ * missing or short one read as fill values, a FIFO blocked the loader for ever) and values never
+ * written (read as the fill value) are refused at load, naming the dataset. */
+static void test_other_files_and_unwritten(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("h5data-other");
+    expect_refused(other_file(dir, 0), KEYS, "train/images is a link to another file", NULL);
+    expect_refused(other_file(dir, 1), KEYS, "train/images keeps its values in other files "
+                   "(external raw files)", NULL);
+    expect_refused(other_file(dir, 2), KEYS, "(a virtual dataset)", NULL);
+    expect_refused(other_file(dir, 3), KEYS, "train/images holds values never written", NULL);
+    expect_refused(other_file(dir, 4), KEYS, "train/images holds values never written", NULL);
+}
+
 int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -399,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_float_values),
         cmocka_unit_test(test_loader),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_file_cut),      cmocka_unit_test(test_damaged_header),
+        cmocka_unit_test(test_other_files_and_unwritten),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,12 @@
  * subsampling; returns 0, or -1 when the file cannot be written. */
 int mp_test_write_jpeg(const char *path, const uint8_t *px, int h, int w, int c, int quality);
 
-/* Writes px (h, w, c) row-major, c 1 or 3, to path as an 8-bit PNG; returns 0 or -1. */
+/* Writes px (h, w, c) row-major, c 1 (gray), 2 (gray and alpha), 3 (RGB) or 4 (RGBA), to path
+ * as an 8-bit PNG; returns 0 or -1. */
 int mp_test_write_png(const char *path, const uint8_t *px, int h, int w, int c);
+
+/* Writes px (h, w, c) row-major, c 1 or 3, to path as a 16-bit PNG without a gAMA or sRGB
+ * chunk (libpng's own writer); returns 0 or -1. */
+int mp_test_write_png16(const char *path, const uint16_t *px, int h, int w, int c);
 
 #endif
