@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "engine/alloc.h"
@@ -52,6 +53,28 @@ static void walk_up(char *dir, size_t stop, const char *file, int64_t *best, cha
             return;
         *slash = '\0';
     }
+}
+
+/* Under an address-space limit (ulimit -v: RLIMIT_AS), the bytes of data this process could
+ * still hold: the limit less the address space mapped now (/proc/self/statm's size), plus the
+ * data already held (mp_data_mem_check subtracts that again). -1 without a limit. */
+static int64_t address_space_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (rlim_t)INT64_MAX)
+        return -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages = 0;
+    int got = f ? fscanf(f, "%lld", &pages) : 0;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGE_SIZE);
+    if (got != 1 || pages < 0 || page <= 0 || pages > INT64_MAX / page)
+        return -1;
+    int64_t mapped = (int64_t)pages * page, held = mp_mem_current(MP_MEM_DATA);
+    int64_t room = (int64_t)rl.rlim_cur > mapped ? (int64_t)rl.rlim_cur - mapped : 0;
+    return room + (held > 0 ? held : 0);
 }
 
 int64_t mp_cgroup_mem_limit(const char *self_cgroup, const char *root, char *source, size_t cap)
@@ -111,6 +134,12 @@ int64_t mp_mem_limit(char *source, size_t cap)
         phys = cg;
         if (source && cap)
             snprintf(source, cap, "%s", cg_source);
+    }
+    int64_t as = address_space_limit();
+    if (as >= 0 && as < phys) {
+        phys = as;
+        if (source && cap)
+            snprintf(source, cap, "the address-space limit, ulimit -v, less what is mapped");
     }
     return phys > 0 ? phys : 1;
 }

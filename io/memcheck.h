@@ -6,7 +6,9 @@
  * The limit is the memory this process could ever use: the physical memory
  * (sysconf(_SC_PHYS_PAGES) * _SC_PAGE_SIZE), lowered to the smallest memory cgroup limit on the
  * process's cgroup path (v2 memory.max, v1 memory.limit_in_bytes, the cgroup and each ancestor:
- * a container's or a Slurm job's limit), less the bytes already held under MP_MEM_DATA. It is
+ * a container's or a Slurm job's limit) and, under an address-space limit (ulimit -v), to that
+ * limit less the address space mapped now plus the data held; less the bytes already held
+ * under MP_MEM_DATA. It is
  * deliberately not MemAvailable: that moves with page cache and with the other ranks on the host
  * allocating at the same moment, so ranks would disagree and a run's acceptance would depend on
  * timing; the ceiling refuses exactly what can never fit, the same way on every rank. Ranks that
@@ -20,7 +22,8 @@
 #include "engine/status.h"
 
 /* Bytes of host memory this process may use at most (see above), never less than 1; `source`
- * (cap bytes, may be NULL) receives what set it: "physical memory" or "cgroup limit PATH". */
+ * (cap bytes, may be NULL) receives what set it: "physical memory", "cgroup limit PATH" or
+ * the address-space limit. */
 int64_t mp_mem_limit(char *source, size_t cap);
 
 /* The smallest memory limit among the cgroups of a process: `self_cgroup` is its

@@ -5,6 +5,7 @@
 # data.synthetic_shape = [4096, 4096, 3] with the default 50000 samples, and an IDX header
 # promising 2^31 images of 4096x4096. A gzip file without its CRC-32/length trailer is
 # truncated (exit 3), with or without data.train_limit, where it used to load unverified data.
+# Under ulimit -v, data beyond the address space left is exit 3 too.
 # (The sparse 3 TB CIFAR file is cifar_huge.sh.)
 source "$(dirname "$0")/common.bash"
 
@@ -53,4 +54,9 @@ for np in 1 2; do
   expect_exit 3 "$TMP/notrailer/train-images-idx3-ubyte.gz: truncated" \
     "${run[@]}" --set "data.path=\"$TMP/notrailer\"" --set data.train_limit=10
 done
+# Under an address-space limit (ulimit -v), which the physical memory and cgroup limits do not
+# show: 4.9 GB of synthetic images under 2 GB is exit 3 with the numbers, not SIGABRT in mp_alloc.
+expect_exit 3 "410000 images of 64x64x3 needs .* this process may use \(the address-space limit, ulimit -v, less what is mapped\)" \
+  bash -c 'ulimit -v 2000000 && exec "$@"' _ "$MPDIST" "$cfg" --set data.format=synthetic \
+  --set "data.synthetic_shape=[64, 64, 3]" --set data.synthetic_train=400000
 finish
