@@ -137,10 +137,36 @@ static mp_status storage_ok(hid_t d, const char *path, const char *name)
  * chunk checks, a pass over the data that may take long on a large file. */
 static bool probing;
 
+/* An external link's traversal callback that refuses it: set on the access lists of every
+ * lookup and open, so that no path reaches another file, a soft link to one included. */
+static herr_t no_other_file(const char *parent_file, const char *parent_group,
+                            const char *child_file, const char *child_object,
+                            unsigned *acc_flags, hid_t fapl, void *op_data)
+{
+    (void)parent_file, (void)parent_group, (void)child_file, (void)child_object;
+    (void)acc_flags, (void)fapl;
+    *(bool *)op_data = true; /* what the failure that follows means */
+    return -1;
+}
+
+/* A new access property list of `cls` (link or dataset access) that refuses external links,
+ * setting *crossed when it does. */
+static hid_t in_file_only(hid_t cls, bool *crossed)
+{
+    hid_t pl = H5Pcreate(cls);
+    if (pl >= 0 && H5Pset_elink_cb(pl, no_other_file, crossed) < 0) {
+        H5Pclose(pl);
+        pl = -1;
+    }
+    return pl;
+}
+
 /* Opens dataset `name` of file f if it exists (every prefix of its path too: H5Lexists needs
- * the parents) and is a dataset; else MP_EDATA naming it, with HDF5's reason when a lookup
- * fails (a damaged object header) rather than finding nothing. */
-static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t *out)
+ * the parents), is a dataset and is reached without leaving the file (the access lists lapl and
+ * dapl refuse external links; a direct one is named); else MP_EDATA naming it, with HDF5's
+ * reason when a lookup fails (a damaged object header) rather than finding nothing. */
+static mp_status open_in_file(hid_t f, const char *path, const char *name, hid_t lapl,
+                              hid_t dapl, const bool *crossed, hid_t *out)
 {
     char prefix[256];
     size_t n = strlen(name);
@@ -153,24 +179,32 @@ static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t
         memcpy(prefix, name, i);
         prefix[i] = '\0';
         mp_h5_forget();
-        htri_t there = H5Lexists(f, prefix, H5P_DEFAULT);
+        htri_t there = H5Lexists(f, prefix, lapl);
+        if (there < 0 && *crossed)
+            return mp_fail(MP_EDATA, "%s: %s leads to another file: mpdist reads datasets "
+                           "stored in the file itself", path, prefix);
         if (there < 0) /* e.g. a damaged object header on the way, not a missing name */
             return mp_fail(MP_EDATA, "%s: cannot look up %s (%s)", path, prefix,
                            mp_h5_message());
         if (there == 0)
             return mp_fail(MP_EDATA, "%s: no dataset %s (%s is missing)", path, name, prefix);
         H5L_info_t link;
-        if (H5Lget_info(f, prefix, &link, H5P_DEFAULT) >= 0 && link.type == H5L_TYPE_EXTERNAL)
+        if (H5Lget_info(f, prefix, &link, lapl) >= 0 && link.type == H5L_TYPE_EXTERNAL)
             return mp_fail(MP_EDATA, "%s: %s is a link to another file: mpdist reads datasets "
                            "stored in the file itself", path, prefix);
     }
-    hid_t o = H5Oopen(f, name, H5P_DEFAULT);
-    bool dataset = o >= 0 && H5Iget_type(o) == H5I_DATASET;
-    if (o >= 0)
-        H5Oclose(o);
+    mp_h5_forget();
+    hid_t o = H5Oopen(f, name, lapl);
+    if (o < 0 && *crossed) /* a soft link through an external one, say */
+        return mp_fail(MP_EDATA, "%s: %s leads to another file: mpdist reads datasets stored "
+                       "in the file itself", path, name);
+    if (o < 0)
+        return mp_fail(MP_EDATA, "%s: cannot open %s (%s)", path, name, mp_h5_message());
+    bool dataset = H5Iget_type(o) == H5I_DATASET;
+    H5Oclose(o);
     if (!dataset)
         return mp_fail(MP_EDATA, "%s: %s is not a dataset", path, name);
-    *out = H5Dopen2(f, name, H5P_DEFAULT);
+    *out = H5Dopen2(f, name, dapl);
     if (*out < 0)
         return mp_fail(MP_EDATA, "%s: cannot open dataset %s (%s)", path, name,
                        mp_h5_message());
@@ -181,6 +215,22 @@ static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t
         H5Dclose(*out);
         *out = -1;
     }
+    return st;
+}
+
+static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t *out)
+{
+    *out = -1;
+    bool crossed = false;
+    hid_t lapl = in_file_only(H5P_LINK_ACCESS, &crossed);
+    hid_t dapl = in_file_only(H5P_DATASET_ACCESS, &crossed);
+    mp_status st = lapl >= 0 && dapl >= 0
+                       ? open_in_file(f, path, name, lapl, dapl, &crossed, out)
+                       : mp_fail(MP_EDATA, "%s: cannot make HDF5 access lists", path);
+    if (lapl >= 0)
+        H5Pclose(lapl);
+    if (dapl >= 0)
+        H5Pclose(dapl);
     return st;
 }
 

@@ -135,10 +135,11 @@ static mp_status decode_png(const uint8_t *buf, size_t n, const char *path, int 
                        "pixels are read", path, im.width, im.height, MP_IMAGE_MAX_SIDE,
                        (long long)MP_IMAGE_MAX_PIXELS);
     }
-    /* As PIL's convert("RGB") or ("L"), which torchvision's ImageFolder calls: transparency
-     * is dropped, the colours kept (not blended onto black: read with alpha, then dropped);
-     * 16-bit samples without a gAMA or sRGB chunk are sRGB values (their high byte), not linear
-     * light to be gamma-encoded. */
+    /* As PIL's convert("RGB"), which torchvision's ImageFolder calls: transparency is
+     * dropped, the colours kept (not blended onto black: read with alpha, then dropped); 16-bit
+     * samples without a gAMA or sRGB chunk are sRGB values (rounded to 8 bits; PIL takes the
+     * high byte), not linear light to be gamma-encoded. (Gray from colour stays libpng's, in
+     * linear light, where PIL's convert("L") weighs the encoded values.) */
     bool alpha = (im.format & PNG_FORMAT_FLAG_ALPHA) != 0;
     im.flags |= PNG_IMAGE_FLAG_16BIT_sRGB;
     im.format = (channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB) |

@@ -11,8 +11,9 @@
  * under MP_MEM_DATA. It is
  * deliberately not MemAvailable: that moves with page cache and with the other ranks on the host
  * allocating at the same moment, so ranks would disagree and a run's acceptance would depend on
- * timing; the ceiling refuses exactly what can never fit, the same way on every rank. Ranks that
- * share a host share its memory, which this per-process check does not divide. */
+ * timing; the ceiling refuses exactly what can never fit, the same way on every rank (under
+ * ulimit -v it also depends on what each rank has mapped; main agrees on the outcome). Ranks
+ * that share a host share its memory, which this per-process check does not divide. */
 #ifndef MP_MEMCHECK_H
 #define MP_MEMCHECK_H
 

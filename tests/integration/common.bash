@@ -34,14 +34,20 @@ expect_ok() {
   if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
 }
 
+# sanitizer_build: whether $MPDIST is a sanitizer build, which cannot start under `ulimit -v`
+# (its shadow memory needs terabytes of address space).
+sanitizer_build() {
+  # (not `ldd | grep -q`: under pipefail, grep leaving early may fail ldd and so the test)
+  [[ $(ldd "$MPDIST" 2>/dev/null || true) == *libasan* ]]
+}
+
 # expect_larger_than_memory KB WHAT READ_WHOLE CONFIG [MPDIST ARGS]: the python code READ_WHOLE
 # (reading WHAT whole) must fail under `ulimit -v KB`, and 3 steps of mpdist CONFIG ARGS on one
 # rank and thread must train under the same limit (skipped for a sanitizer build of mpdist).
 expect_larger_than_memory() {
   local kb=$1 what=$2 read=$3 cfg=$4 rc=0
   shift 4
-  # (not `ldd | grep -q`: under pipefail, grep leaving early may fail ldd and so the test)
-  if [[ $(ldd "$MPDIST" 2>/dev/null || true) == *libasan* ]]; then # its shadow needs terabytes
+  if sanitizer_build; then
     echo "skip: $what under ulimit -v: a sanitizer build cannot start under an address limit"
     return 0
   fi

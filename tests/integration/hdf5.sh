@@ -5,9 +5,9 @@
 # files (the same samples on the same ranks, the same pixels), bit for bit, also with 0 and 3
 # loader threads and with the images stored (N, C, H, W) and data.layout = "nchw"; bad files
 # (a non-finite float value among them) and configs end with exit 3 and 2 and one line naming
-# the file, the dataset or the key; and a
-# 3.9 GB image dataset (chunked, never written: no disk) trains under a `ulimit -v` that
-# reading it whole with h5py exceeds.
+# the file, the dataset or the key; and a 3.9 GB image dataset (chunked, every chunk one
+# deflated block: 40 MB of disk) trains under a `ulimit -v` that reading it whole with h5py
+# exceeds.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1

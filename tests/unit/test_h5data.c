@@ -393,8 +393,8 @@ static void test_damaged_header(void **state)
 }
 
 /* A file whose train/images is made by `how` (0 an external link, 1 external raw storage, 2 a
- * virtual dataset, 3 never written, 4 chunked with one chunk of four written), the rest as
- * write_file's; the source file and the raw file are complete and beside it. */
+ * virtual dataset, 3 never written, 4 chunked with one chunk of four written, 5 a soft link to
+ * an external link), the rest as write_file's; the source and raw files are whole beside it. */
 static const char *other_file(const char *dir, int how)
 {
     static char path[4096];
@@ -415,13 +415,17 @@ static const char *other_file(const char *dir, int how)
     H5Pset_create_intermediate_group(lcpl, 1);
     if (how == 0)
         assert_true(H5Lcreate_external(src, "/images", f, "train/images", lcpl, H5P_DEFAULT) >= 0);
+    if (how == 5) { /* a soft link to an external one */
+        assert_true(H5Lcreate_external(src, "/images", f, "elink", lcpl, H5P_DEFAULT) >= 0);
+        assert_true(H5Lcreate_soft("/elink", f, "train/images", lcpl, H5P_DEFAULT) >= 0);
+    }
     if (how == 1)
         assert_true(H5Pset_external(dcpl, raw, 0, sizeof zeros) >= 0);
     if (how == 2)
         assert_true(H5Pset_virtual(dcpl, sp, src, "/images", sp) >= 0);
     if (how == 4)
         assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
-    if (how > 0) {
+    if (how > 0 && how < 5) {
         hid_t d = H5Dcreate2(f, "train/images", H5T_NATIVE_UINT8, sp, lcpl, dcpl, H5P_DEFAULT);
         assert_true(d >= 0);
         hsize_t start[4] = {0}, count[4] = {3, H, W, C};
@@ -456,6 +460,7 @@ static void test_other_files_and_unwritten(void **state)
     expect_refused(other_file(dir, 2), KEYS, "(a virtual dataset)", NULL);
     expect_refused(other_file(dir, 3), KEYS, "train/images holds values never written", NULL);
     expect_refused(other_file(dir, 4), KEYS, "train/images holds values never written", NULL);
+    expect_refused(other_file(dir, 5), KEYS, "train/images leads to another file", NULL);
 }
 
 int main(void)

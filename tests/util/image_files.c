@@ -56,8 +56,8 @@ int mp_test_write_png16(const char *path, const uint16_t *px, int h, int w, int 
     png_structp p = f ? png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL) : NULL;
     png_infop info = p ? png_create_info_struct(p) : NULL;
     uint8_t *row = malloc((size_t)w * (size_t)c * 2);
-    int ok = info && row && !setjmp(png_jmpbuf(p));
-    if (ok) {
+    volatile int ok = 0; /* set after the setjmp: volatile, as a longjmp may come back */
+    if (info && row && setjmp(png_jmpbuf(p)) == 0) {
         png_init_io(p, f);
         png_set_IHDR(p, info, (png_uint_32)w, (png_uint_32)h, 16,
                      c == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
@@ -72,6 +72,7 @@ int mp_test_write_png16(const char *path, const uint16_t *px, int h, int w, int 
             png_write_row(p, row);
         }
         png_write_end(p, info);
+        ok = 1;
     }
     if (p)
         png_destroy_write_struct(&p, &info);
