@@ -96,8 +96,13 @@ mp_status mp_h5_check_chunks(hid_t d, const char *path, const char *name)
     H5Z_filter_t ids[H5Z_MAX_NFILTERS];
     int nf;
     st = filters(dcpl, path, name, ids, &nf);
-    if (st != MP_OK || H5Dget_storage_size(d) == 0) /* none stored: HDF5 reads the fill value */
+    if (st != MP_OK)
         goto out;
+    if (H5Dget_storage_size(d) == 0) { /* none stored: HDF5 would read the fill value */
+        if (H5Sget_simple_extent_npoints(s) > 0)
+            st = mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
+        goto out;
+    }
     plain = malloc(bytes + 8);
     hsize_t stored = 0, grid = 1;
     if (!plain || H5Dget_num_chunks(d, s, &stored) < 0) { /* 1.10.8 refuses H5S_ALL here */
@@ -125,7 +130,9 @@ mp_status mp_h5_check_chunks(hid_t d, const char *path, const char *name)
         haddr_t addr = HADDR_UNDEF;
         if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) < 0)
             st = mp_fail(MP_EDATA, "%s: %s: the chunk index is unreadable", path, name);
-        else if (addr != HADDR_UNDEF) {
+        else if (addr == HADDR_UNDEF) /* never written: it would read as the fill value */
+            st = mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
+        else {
             uint8_t *r = size <= 2 * bytes + 4096 ? realloc(raw, size + 1) : NULL;
             uint32_t fm = 0;
             if (r)

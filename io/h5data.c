@@ -72,41 +72,21 @@ const char *mp_h5data_sample_name(const mp_dataset *d, int64_t index, char *buf,
     return buf;
 }
 
-/* 1 when chunked dataset d (creation properties dcpl, dataspace s) stores every chunk of its
- * grid, 0 when some were never written, -1 when its chunk index cannot be read. Counts, as
- * HDF5's space status does not: with filters that counts stored bytes, and compressed chunks
- * are fewer bytes than the data. */
-static int all_chunks(hid_t d, hid_t dcpl, hid_t s)
-{
-    hsize_t cdims[H5S_MAX_RANK], dims[H5S_MAX_RANK], stored = 0, grid = 1;
-    int rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
-    if (rank < 1 || H5Sget_simple_extent_dims(s, dims, NULL) != rank ||
-        H5Dget_num_chunks(d, s, &stored) < 0) /* 1.10.8 refuses H5S_ALL here */
-        return -1;
-    for (int k = 0; k < rank && grid <= stored; k++) {
-        hsize_t along = cdims[k] ? dims[k] / cdims[k] + (dims[k] % cdims[k] != 0) : 1;
-        if (along && grid > HSIZE_UNDEF / along)
-            return 0; /* more chunks than can be counted: not all stored */
-        grid *= along;
-    }
-    return grid <= stored;
-}
-
 /* MP_OK unless dataset d is stored compact (inside its object header) with fewer bytes than
  * its dataspace and type need: HDF5 1.10 would read past that buffer (found by fuzz_h5data:
  * tests/fuzz/corpus/h5data/compact_too_small); keeps its values in other files (a virtual
  * dataset, external raw files: a missing or short one reads as fill values, a FIFO blocks the
- * reading thread for ever, and the cut-file check covers this file only); or holds values never
- * written (no storage allocated for some: they would read as the fill value, e.g. zeros). */
+ * reading thread for ever, and the cut-file check covers this file only); or is contiguous and
+ * never written (it would read as the fill value, zeros say; a chunked dataset's missing chunks
+ * are mp_h5_check_chunks's to find). */
 static mp_status storage_ok(hid_t d, const char *path, const char *name)
 {
     hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
     H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
     int external = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
     bool compact = layout == H5D_COMPACT;
-    int whole = layout == H5D_CHUNKED && s >= 0 ? all_chunks(d, dcpl, s)
-                : layout == H5D_CONTIGUOUS    ? H5Dget_storage_size(d) > 0
-                                              : 1;
+    /* chunked: mp_h5_check_chunks looks up every chunk of the grid */
+    bool unwritten = layout == H5D_CONTIGUOUS && H5Dget_storage_size(d) == 0;
     hssize_t points = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     size_t size = t >= 0 ? H5Tget_size(t) : 0;
     hsize_t have = compact ? H5Dget_storage_size(d) : 0;
@@ -122,10 +102,8 @@ static mp_status storage_ok(hid_t d, const char *path, const char *name)
         return mp_fail(MP_EDATA, "%s: %s keeps its values in other files (%s): mpdist reads "
                        "datasets stored in the file itself", path, name,
                        external > 0 ? "external raw files" : "a virtual dataset");
-    if (points > 0 && whole != 1)
-        return mp_fail(MP_EDATA, "%s: %s %s", path, name, whole < 0 ? "has an unreadable chunk "
-                       "index" : "holds values never written (HDF5 stores no data for some or "
-                       "all of them: they would read as its fill value)");
+    if (points > 0 && unwritten)
+        return mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
     if (compact && have / size < (hsize_t)points)
         return mp_fail(MP_EDATA, "%s: %s is stored compact in %llu bytes, less than its %lld "
                        "elements of %zu bytes need (damaged)", path, name,
