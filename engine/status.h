@@ -12,7 +12,9 @@ typedef enum mp_status {
     MP_EDATA = 3,     /* dataset files */
     MP_ECKPT = 4,     /* checkpoint files */
     MP_EDIVERGED = 5, /* loss scale floor, persistent inf/nan */
-    MP_ECOMM = 6      /* communication failure or timeout */
+    MP_ECOMM = 6,     /* communication failure or timeout */
+    MP_ESTOPPED = 7   /* a stop signal came during set-up (engine/stop.h): never an exit code;
+                         the run ends as a stop does (exit 0, or 128 + the signal's number) */
 } mp_status;
 
 /* Records a printf-style one-line message for the calling thread and returns `code`.

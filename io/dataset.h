@@ -90,8 +90,9 @@ mp_status mp_cifar10_load(mp_dataset *d, const char *dir, const char *split, int
 /* Makes the synthetic dataset's split "train" or "test" (io/synthetic.c): `count` images of
  * h x w x c, labels uniform over num_classes, each image its class's tile pattern plus noise,
  * all determined by (seed, split). MP_EUSAGE for a non-positive size or an unknown split,
- * MP_EDATA when the images do not fit memory or their size overflows (mp_data_mem_check), each
- * with *d left zeroed. */
+ * MP_EDATA when the images do not fit memory or their size overflows (mp_data_mem_check),
+ * MP_ESTOPPED when a stop signal comes while they are made (engine/stop.h), each with *d left
+ * zeroed. */
 mp_status mp_synthetic_make(mp_dataset *d, const char *split, int h, int w, int c,
                             int64_t count, int num_classes, uint64_t seed);
 

@@ -16,6 +16,7 @@
 
 #include "engine/alloc.h"
 #include "engine/rng.h"
+#include "engine/stop.h"
 #include "io/augment.h"
 #include "io/fsutil.h"
 #include "io/image_decode.h"
@@ -71,9 +72,13 @@ static mp_status list(const char *dir, bool dirs, name_list *out)
     int cap = 0;
     mp_status st = MP_OK;
     char path[4096];
+    char doing[600];
+    snprintf(doing, sizeof doing, "listing %.560s", dir);
     for (struct dirent *e; st == MP_OK && (e = readdir(d));) {
         if (e->d_name[0] == '.')
             continue;
+        if ((st = mp_stop_check(doing)) != MP_OK)
+            break;
         int w = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         bool image = !dirs && image_name(e->d_name);
         struct stat sb;

@@ -22,7 +22,8 @@
  * reads and decodes its files (mp_folder_batch). Errors, one line each, both datasets zeroed:
  * MP_EUSAGE for a bad argument; MP_EDATA naming the directory for a missing root, train or val
  * directory, a split without images, a validation class not among the training classes, more
- * classes than num_classes. `resize` is the evaluation transform's shorter side (0: size /
+ * classes than num_classes; MP_ESTOPPED when a stop signal comes while listing (engine/stop.h).
+ * `resize` is the evaluation transform's shorter side (0: size /
  * 0.875, torchvision's 256 for 224; else at least size). */
 mp_status mp_folder_load(mp_dataset *train, mp_dataset *test, const char *root, int size,
                          int channels, int resize, int64_t num_classes, int64_t train_limit,

@@ -6,10 +6,13 @@
  * shuffling keeps the size), and must come to exactly the chunk's size. */
 #include "io/h5_chunks.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+
+#include "engine/stop.h"
 
 #define MP_H5_MAX_CHUNK ((hsize_t)1 << 28) /* bytes of one chunk, unfiltered */
 
@@ -73,93 +76,158 @@ static int64_t unfiltered(const H5Z_filter_t *ids, int n, unsigned mask, uint8_t
     return size;
 }
 
-mp_status mp_h5_check_chunks(hid_t d, const char *path, const char *name)
-{
-    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
-    mp_status st = MP_OK;
-    uint8_t *raw = NULL, *plain = NULL;
-    if (dcpl < 0 || t < 0 || s < 0 || H5Pget_layout(dcpl) != H5D_CHUNKED)
-        goto out;
-    hsize_t cdims[H5S_MAX_RANK], dims[H5S_MAX_RANK], bytes = H5Tget_size(t);
-    int rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims);
-    if (rank < 1 || H5Sget_simple_extent_dims(s, dims, NULL) != rank) {
-        st = mp_fail(MP_EDATA, "%s: %s: chunk and dataspace ranks disagree", path, name);
-        goto out;
-    }
-    for (int k = 0; k < rank && bytes <= MP_H5_MAX_CHUNK; k++)
-        bytes = cdims[k] <= MP_H5_MAX_CHUNK ? bytes * cdims[k] : MP_H5_MAX_CHUNK + 1;
-    if (bytes == 0 || bytes > MP_H5_MAX_CHUNK) {
-        st = mp_fail(MP_EDATA, "%s: %s has chunks of %llu bytes: expected 1..%llu", path, name,
-                     (unsigned long long)bytes, (unsigned long long)MP_H5_MAX_CHUNK);
-        goto out;
-    }
+struct mp_h5_chunks {
+    hid_t d;                      /* the caller's */
+    const char *path, *name;      /* the caller's, for messages */
+    int rank, nf;
+    hsize_t cdims[H5S_MAX_RANK], dims[H5S_MAX_RANK], bytes;
     H5Z_filter_t ids[H5Z_MAX_NFILTERS];
-    int nf;
-    st = filters(dcpl, path, name, ids, &nf);
-    if (st != MP_OK)
-        goto out;
-    if (H5Dget_storage_size(d) == 0) { /* none stored: HDF5 would read the fill value */
-        if (H5Sget_simple_extent_npoints(s) > 0)
-            st = mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
-        goto out;
-    }
-    plain = malloc(bytes + 8);
+    hsize_t rows;                 /* chunks along the first dimension */
+    atomic_uchar *done;           /* per row of chunks: checked and found whole */
+};
+
+/* The geometry, filters and stored count of c->d; MP_OK, or MP_EDATA (see the header). */
+static mp_status plan(mp_h5_chunks *c, hid_t dcpl, hid_t t, hid_t s)
+{
+    const char *path = c->path, *name = c->name;
+    c->bytes = H5Tget_size(t);
+    c->rank = H5Pget_chunk(dcpl, H5S_MAX_RANK, c->cdims);
+    if (c->rank < 1 || H5Sget_simple_extent_dims(s, c->dims, NULL) != c->rank)
+        return mp_fail(MP_EDATA, "%s: %s: chunk and dataspace ranks disagree", path, name);
+    for (int k = 0; k < c->rank && c->bytes <= MP_H5_MAX_CHUNK; k++)
+        c->bytes = c->cdims[k] <= MP_H5_MAX_CHUNK ? c->bytes * c->cdims[k] : MP_H5_MAX_CHUNK + 1;
+    if (c->bytes == 0 || c->bytes > MP_H5_MAX_CHUNK)
+        return mp_fail(MP_EDATA, "%s: %s has chunks of %llu bytes: expected 1..%llu", path,
+                       name, (unsigned long long)c->bytes, (unsigned long long)MP_H5_MAX_CHUNK);
+    MP_TRY(filters(dcpl, path, name, c->ids, &c->nf));
+    if (H5Sget_simple_extent_npoints(s) == 0)
+        return MP_OK;
     hsize_t stored = 0, grid = 1;
-    if (!plain || H5Dget_num_chunks(d, s, &stored) < 0) { /* 1.10.8 refuses H5S_ALL here */
-        st = mp_fail(MP_EDATA, "%s: %s: %s", path, name,
-                     plain ? "the chunk index is unreadable" : "out of memory for a chunk");
-        goto out;
-    }
-    for (int k = 0; k < rank && grid <= 4 * stored + 4096; k++)
-        grid *= cdims[k] ? (dims[k] + cdims[k] - 1) / cdims[k] : 1;
-    /* Every chunk of the grid by its coordinates (a lookup in the chunk index each, where the
+    if (H5Dget_storage_size(c->d) == 0) /* none stored: HDF5 would read the fill value */
+        return mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
+    if (H5Dget_num_chunks(c->d, s, &stored) < 0) /* 1.10.8 refuses H5S_ALL here */
+        return mp_fail(MP_EDATA, "%s: %s: the chunk index is unreadable", path, name);
+    for (int k = 0; k < c->rank && grid <= 4 * stored + 4096; k++)
+        grid *= c->cdims[k] ? (c->dims[k] + c->cdims[k] - 1) / c->cdims[k] : 1;
+    /* Each chunk is looked up by its coordinates (a lookup in the chunk index each, where the
      * chunk's number would walk the index from its start every time); a grid far larger than
-     * the chunks stored (a damaged or hostile extent) would take forever: refused. */
-    if (grid > 4 * stored + 4096) {
-        st = mp_fail(MP_EDATA, "%s: %s: %llu chunks stored in a grid of more than %llu: not "
-                     "read (damaged?)", path, name, (unsigned long long)stored,
-                     (unsigned long long)(4 * stored + 4096));
-        goto out;
-    }
-    hsize_t at[H5S_MAX_RANK] = {0};
-    for (bool more = true; st == MP_OK && more;) {
-        hsize_t off[H5S_MAX_RANK], size = 0;
-        for (int k = 0; k < rank; k++)
-            off[k] = at[k] * cdims[k];
-        unsigned mask = 0;
-        haddr_t addr = HADDR_UNDEF;
-        if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) < 0)
-            st = mp_fail(MP_EDATA, "%s: %s: the chunk index is unreadable", path, name);
-        else if (addr == HADDR_UNDEF) /* never written: it would read as the fill value */
-            st = mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
-        else {
-            uint8_t *r = size <= 2 * bytes + 4096 ? realloc(raw, size + 1) : NULL;
-            uint32_t fm = 0;
-            if (r)
-                raw = r;
-            if (!r || H5Dread_chunk(d, H5P_DEFAULT, off, &fm, raw) < 0 ||
-                unfiltered(ids, nf, fm, raw, (int64_t)size, plain, bytes + 8) != (int64_t)bytes)
-                st = mp_fail(MP_EDATA, "%s: %s: the chunk at element %llu holds %llu bytes "
-                             "that do not unpack to the chunk's %llu (damaged)", path, name,
-                             (unsigned long long)off[0], (unsigned long long)size,
-                             (unsigned long long)bytes);
-        }
-        more = false; /* the next coordinate, last dimension fastest */
-        for (int k = rank - 1; k >= 0 && !more; k--) {
-            if (++at[k] * cdims[k] < dims[k])
-                more = true;
-            else
-                at[k] = 0;
+     * the chunks stored (a damaged or hostile extent) would take forever: refused. Fewer
+     * chunks stored than the grid has: some values never written. */
+    if (grid > 4 * stored + 4096)
+        return mp_fail(MP_EDATA, "%s: %s: %llu chunks stored in a grid of more than %llu: not "
+                       "read (damaged?)", path, name, (unsigned long long)stored,
+                       (unsigned long long)(4 * stored + 4096));
+    if (stored < grid)
+        return mp_fail(MP_EDATA, "%s: %s %s", path, name, MP_H5_UNWRITTEN);
+    c->rows = c->cdims[0] ? (c->dims[0] + c->cdims[0] - 1) / c->cdims[0] : 0;
+    c->done = calloc(c->rows + 1, sizeof *c->done);
+    return c->done ? MP_OK : mp_fail(MP_EDATA, "%s: %s: out of memory", path, name);
+}
+
+mp_status mp_h5_chunks_open(hid_t d, const char *path, const char *name, mp_h5_chunks **out)
+{
+    *out = NULL;
+    hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
+    mp_h5_chunks *c = NULL;
+    mp_status st = MP_OK;
+    if (dcpl >= 0 && t >= 0 && s >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        c = calloc(1, sizeof *c);
+        if (c) {
+            *c = (mp_h5_chunks){.d = d, .path = path, .name = name};
+            st = plan(c, dcpl, t, s);
+        } else {
+            st = mp_fail(MP_EDATA, "%s: %s: out of memory", path, name);
         }
     }
-out:
-    free(raw);
-    free(plain);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (t >= 0)
         H5Tclose(t);
     if (s >= 0)
         H5Sclose(s);
+    if (st == MP_OK)
+        *out = c;
+    else
+        mp_h5_chunks_free(c);
+    return st;
+}
+
+void mp_h5_chunks_free(mp_h5_chunks *c)
+{
+    if (!c)
+        return;
+    free(c->done);
+    free(c);
+}
+
+/* Checks the stored chunk at element offset off (raw into *raw, grown; plain has bytes + 8). */
+static mp_status check_one(const mp_h5_chunks *c, const hsize_t *off, uint8_t **raw,
+                           uint8_t *plain)
+{
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(c->d, off, &mask, &addr, &size) < 0)
+        return mp_fail(MP_EDATA, "%s: %s: the chunk index is unreadable", c->path, c->name);
+    if (addr == HADDR_UNDEF) /* never written: it would read as the fill value */
+        return mp_fail(MP_EDATA, "%s: %s %s", c->path, c->name, MP_H5_UNWRITTEN);
+    uint8_t *r = size <= 2 * c->bytes + 4096 ? realloc(*raw, size + 1) : NULL;
+    uint32_t fm = 0;
+    if (r)
+        *raw = r;
+    if (!r || H5Dread_chunk(c->d, H5P_DEFAULT, off, &fm, r) < 0 ||
+        unfiltered(c->ids, c->nf, fm, r, (int64_t)size, plain, c->bytes + 8) !=
+            (int64_t)c->bytes)
+        return mp_fail(MP_EDATA, "%s: %s: the chunk at element %llu holds %llu bytes that do "
+                       "not unpack to the chunk's %llu (damaged)", c->path, c->name,
+                       (unsigned long long)off[0], (unsigned long long)size,
+                       (unsigned long long)c->bytes);
+    return MP_OK;
+}
+
+mp_status mp_h5_chunks_row(mp_h5_chunks *c, hsize_t element)
+{
+    if (!c || !c->rows || element >= c->dims[0])
+        return MP_OK;
+    hsize_t row = element / c->cdims[0];
+    if (atomic_load(&c->done[row]))
+        return MP_OK;
+    uint8_t *raw = NULL, *plain = malloc(c->bytes + 8);
+    mp_status st = plain ? MP_OK : mp_fail(MP_EDATA, "%s: %s: out of memory for a chunk",
+                                           c->path, c->name);
+    hsize_t at[H5S_MAX_RANK] = {row};
+    for (bool more = true; st == MP_OK && more;) {
+        hsize_t off[H5S_MAX_RANK];
+        for (int k = 0; k < c->rank; k++)
+            off[k] = at[k] * c->cdims[k];
+        st = check_one(c, off, &raw, plain);
+        more = false; /* the next chunk of the row, last dimension fastest */
+        for (int k = c->rank - 1; k >= 1 && !more; k--) {
+            if (++at[k] * c->cdims[k] < c->dims[k])
+                more = true;
+            else
+                at[k] = 0;
+        }
+    }
+    free(raw);
+    free(plain);
+    if (st == MP_OK)
+        atomic_store(&c->done[row], 1);
+    return st;
+}
+
+mp_status mp_h5_check_chunks(hid_t d, const char *path, const char *name)
+{
+    mp_h5_chunks *c;
+    MP_TRY(mp_h5_chunks_open(d, path, name, &c));
+    mp_status st = MP_OK;
+    char doing[600];
+    snprintf(doing, sizeof doing, "checking the chunks of %.280s in %.280s", name, path);
+    for (hsize_t r = 0; c && st == MP_OK && r < c->rows; r++) {
+        st = mp_stop_check(doing);
+        if (st == MP_OK)
+            st = mp_h5_chunks_row(c, r * c->cdims[0]);
+    }
+    mp_h5_chunks_free(c);
     return st;
 }

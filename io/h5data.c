@@ -7,14 +7,18 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/alloc.h"
+#include "engine/clock.h"
+#include "engine/stop.h"
 #include "io/fsutil.h"
 #include "io/h5_chunks.h"
 #include "io/h5_internal.h"
@@ -35,12 +39,14 @@ static void child_quiet(void) {}
 #endif
 
 #define MP_H5DATA_MAX_SIDE 4096
+#define MP_H5DATA_PROBE_S 60 /* seconds the probing child may take */
 
 struct mp_h5data {
     hid_t file, images;
     int rank;           /* 3 or 4 */
     bool nchw, is_float;
     haddr_t eoa;        /* the file's end as HDF5 allocated it: a shorter file was cut */
+    mp_h5_chunks *chunks; /* the images' chunk checks (NULL: not chunked) */
     char path[512];     /* the file */
     char name[256];     /* the image dataset */
 };
@@ -57,6 +63,7 @@ void mp_h5data_free(mp_h5data *h)
 {
     if (!h)
         return;
+    mp_h5_chunks_free(h->chunks);
     if (h->images >= 0)
         H5Dclose(h->images);
     if (h->file >= 0)
@@ -142,9 +149,10 @@ static hid_t in_file_only(hid_t cls, bool *crossed)
 /* Opens dataset `name` of file f if it exists (every prefix of its path too: H5Lexists needs
  * the parents), is a dataset and is reached without leaving the file (the access lists lapl and
  * dapl refuse external links; a direct one is named); else MP_EDATA naming it, with HDF5's
- * reason when a lookup fails (a damaged object header) rather than finding nothing. */
+ * reason when a lookup fails (a damaged object header) rather than finding nothing. With
+ * `chunks`, its chunks are checked too (all of them: a dataset read whole). */
 static mp_status open_in_file(hid_t f, const char *path, const char *name, hid_t lapl,
-                              hid_t dapl, const bool *crossed, hid_t *out)
+                              hid_t dapl, const bool *crossed, bool chunks, hid_t *out)
 {
     char prefix[256];
     size_t n = strlen(name);
@@ -187,7 +195,7 @@ static mp_status open_in_file(hid_t f, const char *path, const char *name, hid_t
         return mp_fail(MP_EDATA, "%s: cannot open dataset %s (%s)", path, name,
                        mp_h5_message());
     mp_status st = storage_ok(*out, path, name);
-    if (st == MP_OK && !probing)
+    if (st == MP_OK && chunks && !probing)
         st = mp_h5_check_chunks(*out, path, name);
     if (st != MP_OK) {
         H5Dclose(*out);
@@ -196,14 +204,15 @@ static mp_status open_in_file(hid_t f, const char *path, const char *name, hid_t
     return st;
 }
 
-static mp_status open_dataset(hid_t f, const char *path, const char *name, hid_t *out)
+static mp_status open_dataset(hid_t f, const char *path, const char *name, bool chunks,
+                              hid_t *out)
 {
     *out = -1;
     bool crossed = false;
     hid_t lapl = in_file_only(H5P_LINK_ACCESS, &crossed);
     hid_t dapl = in_file_only(H5P_DATASET_ACCESS, &crossed);
     mp_status st = lapl >= 0 && dapl >= 0
-                       ? open_in_file(f, path, name, lapl, dapl, &crossed, out)
+                       ? open_in_file(f, path, name, lapl, dapl, &crossed, chunks, out)
                        : mp_fail(MP_EDATA, "%s: cannot make HDF5 access lists", path);
     if (lapl >= 0)
         H5Pclose(lapl);
@@ -271,7 +280,7 @@ static mp_status read_labels(mp_dataset *d, hid_t f, const char *path, const cha
                              int64_t num_classes, int64_t total)
 {
     hid_t l;
-    MP_TRY(open_dataset(f, path, name, &l));
+    MP_TRY(open_dataset(f, path, name, true, &l));
     int rank = 0;
     hsize_t dims[4];
     mp_status st = dims_of(l, path, name, 1, 1, "labels are (N) integers, one per image", &rank,
@@ -353,7 +362,7 @@ static mp_status load_split(mp_dataset *d, const char *path, const mp_h5data_key
         return mp_fail(MP_EDATA, "%s: cannot read the file's size from HDF5 (%s)", path,
                        mp_h5_message());
     MP_TRY(whole(h));
-    MP_TRY(open_dataset(h->file, path, k->images, &h->images));
+    MP_TRY(open_dataset(h->file, path, k->images, false, &h->images));
     MP_TRY(image_shape(h, d));
     hid_t dapl = H5Dget_access_plist(h->images);
     if (dapl >= 0) { /* reopened with its chunk cache sized: 521 slots, a prime, as HDF5's */
@@ -365,6 +374,8 @@ static mp_status load_split(mp_dataset *d, const char *path, const mp_h5data_key
             return mp_fail(MP_EDATA, "%s: cannot open dataset %s (%s)", path, k->images,
                            mp_h5_message());
     }
+    if (!probing) /* its chunks checked as the loader first reads each row of them */
+        MP_TRY(mp_h5_chunks_open(h->images, h->path, h->name, &h->chunks));
     int64_t total = d->count;
     if (total < 1)
         return mp_fail(MP_EDATA, "%s: %s holds no image", path, k->images);
@@ -391,14 +402,13 @@ static mp_status load_both(mp_dataset *train, mp_dataset *test, const char *path
 
 /* HDF5 1.10 trusts a file's structure: a damaged one can make it read through a NULL or past a
  * buffer (fuzz_h5data found a local heap whose size made malloc fail:
- * corpus/h5data/local_heap_huge; and one whose structure makes it loop). So a child process
- * loads the file first, walking the structures the load uses (links, dataset headers, the
- * labels; not the chunks' data, which io/h5_chunks.c checks in the parent afterwards), and
- * exits; a child killed by a signal (or by a sanitizer's report) leaves the job an error to
- * report, not a crash, and so does one still running after 60 seconds. The parent loads only
- * a file its child loaded or refused. The child touches nothing but HDF5 and leaves with _exit
- * (HDF5's exit-time clean-up is off: mp_h5_quiet), so the parent's open files and MPI are
- * untouched. */
+ * corpus/h5data/local_heap_huge; and one whose structure makes it loop). So a child process loads
+ * the file first, walking the structures the load uses (links, dataset headers, the labels; not the
+ * chunks' data, which io/h5_chunks.c checks in the parent afterwards), and exits; a child killed by
+ * a signal (or by a sanitizer's report) leaves the job an error to report, not a crash, and so does
+ * one still running after MP_H5DATA_PROBE_S seconds. The parent loads only a file its child loaded
+ * or refused. The child touches nothing but HDF5 and leaves with _exit (HDF5's exit-time clean-up
+ * is off: mp_h5_quiet), so the parent's open files and MPI are untouched. */
 static mp_status probe(const char *path, const mp_h5data_keys keys[2], bool nchw,
                        int64_t num_classes, int64_t cache_mb)
 {
@@ -411,16 +421,33 @@ static mp_status probe(const char *path, const mp_h5data_keys keys[2], bool nchw
     if (pid == 0) {
         child_quiet();
         probing = true;
-        alarm(60); /* a file that makes HDF5 loop ends the child (SIGALRM), not the job */
         mp_dataset tr, te;
         memset(&tr, 0, sizeof tr);
         memset(&te, 0, sizeof te);
         mp_status st = load_both(&tr, &te, path, keys, nchw, num_classes, cache_mb, 0, 0);
         _exit(EXIT_BASE + (int)st);
     }
+    /* Polled, so that a file that makes HDF5 loop (MP_H5DATA_PROBE_S) or a stop signal to this
+     * process ends the child at once (SIGKILL) with its reason. */
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        continue;
+    mp_status st = MP_OK;
+    for (double t0 = mp_now(); st == MP_OK;) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid || (got < 0 && errno != EINTR))
+            break;
+        st = mp_stop_check("HDF5 checked the file's structure");
+        if (st == MP_OK && mp_now() - t0 > MP_H5DATA_PROBE_S)
+            st = mp_fail(MP_EDATA, "%s: HDF5 took more than %d s to read the file's structure "
+                         "(a loop in a damaged file?)", path, MP_H5DATA_PROBE_S);
+        if (st != MP_OK) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                continue;
+            return st;
+        }
+        struct timespec nap = {0, 5000000}; /* 5 ms */
+        nanosleep(&nap, NULL);
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) >= EXIT_BASE)
         return MP_OK; /* loaded, or refused with a message the parent's load will give */
     if (WIFSIGNALED(status))
@@ -455,6 +482,7 @@ mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out)
     const mp_h5data *h = d->h5;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* HDF5 prints per thread: not on a loader's either */
     MP_TRY(whole(h));
+    MP_TRY(mp_h5_chunks_row(h->chunks, (hsize_t)index));
     size_t n = (size_t)d->h * (size_t)d->w * (size_t)d->c, es = h->is_float ? 8 : 1;
     hid_t mem_type = h->is_float ? H5T_NATIVE_DOUBLE : H5T_NATIVE_UINT8;
     hsize_t start[4] = {(hsize_t)index, 0, 0, 0}, count[4] = {1, 1, 1, 1};

@@ -26,7 +26,10 @@ typedef struct mp_h5data_keys {
  * argument; MP_EDATA naming the file and the dataset for a file that is missing, not regular or
  * not HDF5, a dataset that is missing or not a dataset, images of another rank, size or type,
  * labels not one integer per image, a label out of range (with its index), more labels than
- * memory can hold, an empty split. */
+ * memory can hold, an empty split, values stored elsewhere or never written, chunks HDF5 cannot
+ * read safely (io/h5_chunks.h: the labels' all, the images' index; their chunks are checked as
+ * mp_h5data_read first reads each, so the load never reads the images whole). MP_ESTOPPED when
+ * a stop signal comes during the load (engine/stop.h). */
 mp_status mp_h5data_load(mp_dataset *train, mp_dataset *test, const char *path,
                          const mp_h5data_keys keys[2], bool nchw, int64_t num_classes,
                          int64_t cache_mb, int64_t train_limit, int64_t test_limit);
@@ -40,7 +43,8 @@ const char *mp_h5data_sample_name(const mp_dataset *d, int64_t index, char *buf,
 
 /* Reads image `index` of d (0 <= index < d->count) into out, (H, W, C) row-major whatever the
  * file's layout: uint8 pixels, or doubles when mp_h5data_float(d). MP_EDATA naming the file and
- * the dataset when the read fails (the file changed or is damaged) or a float value is not
+ * the dataset when the read fails (the file changed or is damaged), a chunk holding the image
+ * is damaged or missing (checked on its first read: io/h5_chunks.h) or a float value is not
  * finite. Thread-safe (HDF5's own lock serialises the library's calls). */
 mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out);
 

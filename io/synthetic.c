@@ -8,6 +8,7 @@
 
 #include "engine/alloc.h"
 #include "engine/rng.h"
+#include "engine/stop.h"
 #include "io/dataset.h"
 #include "io/memcheck.h"
 
@@ -52,7 +53,14 @@ mp_status mp_synthetic_make(mp_dataset *d, const char *split, int h, int w, int 
     d->num_classes = num_classes;
     mp_rng r;
     mp_rng_seed(&r, seed, stream);
+    char doing[200];
+    snprintf(doing, sizeof doing, "making the synthetic %s", what);
     for (int64_t i = 0; i < count; i++) {
+        mp_status st = i % 1024 ? MP_OK : mp_stop_check(doing);
+        if (st != MP_OK) {
+            mp_dataset_free(d);
+            return st;
+        }
         int label = (int)mp_rng_below(&r, (uint64_t)num_classes);
         uint8_t *img = d->images + (size_t)i * per;
         d->labels[i] = label;

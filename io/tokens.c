@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/stop.h"
 #include "io/fsutil.h"
 
 #define MP_TOKENS_MAX_CONTEXT 4096
@@ -82,22 +83,22 @@ static uint32_t token_at(const uint8_t *p, int width, int64_t k)
     return v;
 }
 
-/* Fills s (path set) from its file: the header or the headerless width, the token count, and a
- * pass over every token against vocab. *width is the split's width so far (0: none yet). */
-static mp_status scan_shard(mp_token_shard *s, int token_bytes, int64_t vocab, int *width)
+/* Fills s (path set) from its file's size and header: the header or the headerless width, the
+ * token count. *width is the split's width so far (0: none yet). */
+static mp_status read_header(mp_token_shard *s, int token_bytes, int *width)
 {
     const char *why;
     long long size;
     int fd = mp_open_regular(s->path, &size, &why);
     if (fd < 0)
         return mp_fail(MP_EDATA, "%s: %s", s->path, why);
-    uint8_t *buf = malloc(MP_TOKENS_CHUNK);
-    mp_status st = buf ? MP_OK : mp_fail(MP_EDATA, "%s: out of memory", s->path);
+    mp_status st = MP_OK;
     int32_t head[3] = {0, 0, 0};
     int w = token_bytes;
-    if (st == MP_OK && size >= (long long)sizeof head[0])
+    if (size >= (long long)sizeof head[0])
         st = read_at(fd, s->path, head, size < (long long)sizeof head ? sizeof head[0]
                                                                          : sizeof head, 0);
+    close(fd);
     if (st == MP_OK && size < MP_TOKENS_HEADER_BYTES && head[0] == MP_TOKENS_MAGIC)
         st = mp_fail(MP_EDATA, "%s: starts with llm.c's header magic but holds %lld bytes, "
                      "less than the %d-byte header (a cut file?)", s->path, size,
@@ -123,16 +124,34 @@ static mp_status scan_shard(mp_token_shard *s, int token_bytes, int64_t vocab, i
     if (st == MP_OK && *width && w != *width)
         st = mp_fail(MP_EDATA, "%s: %d-byte tokens, but the shards before it have %d-byte "
                      "tokens", s->path, w, *width);
-    for (int64_t k0 = 0; st == MP_OK && k0 < s->ntok; k0 += MP_TOKENS_CHUNK / w) {
-        int64_t n = s->ntok - k0 < MP_TOKENS_CHUNK / w ? s->ntok - k0 : MP_TOKENS_CHUNK / w;
-        st = read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w);
+    *width = w;
+    return st;
+}
+
+/* Checks this caller's pieces of shard s (tokens of w bytes) against vocab: pieces of
+ * MP_TOKENS_CHUNK bytes number part, part + parts, ... of the shard. */
+static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab, int part, int parts)
+{
+    const char *why;
+    int fd = mp_open_regular(s->path, NULL, &why);
+    if (fd < 0)
+        return mp_fail(MP_EDATA, "%s: %s", s->path, why);
+    uint8_t *buf = malloc(MP_TOKENS_CHUNK);
+    mp_status st = buf ? MP_OK : mp_fail(MP_EDATA, "%s: out of memory", s->path);
+    char doing[600];
+    snprintf(doing, sizeof doing, "checking the tokens of %.560s", s->path);
+    const int64_t piece = MP_TOKENS_CHUNK / w;
+    for (int64_t k0 = part * piece; st == MP_OK && k0 < s->ntok; k0 += parts * piece) {
+        int64_t n = s->ntok - k0 < piece ? s->ntok - k0 : piece;
+        st = mp_stop_check(doing);
+        if (st == MP_OK)
+            st = read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w);
         for (int64_t k = 0; st == MP_OK && k < n; k++)
             if (token_at(buf, w, k) >= (uint64_t)vocab)
                 st = mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary "
                              "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
                              token_at(buf, w, k), (long long)vocab);
     }
-    *width = w;
     free(buf);
     close(fd);
     return st;
@@ -186,7 +205,7 @@ static mp_status list_names(const char *dir, char ***names, int *n)
 
 /* Adds shard dir/name to split t; `train` splits shift their windows. */
 static mp_status add_shard(mp_tokens *t, const char *dir, const char *name, int T, bool train,
-                           int token_bytes, int64_t vocab, int64_t *windows)
+                           int token_bytes, int64_t *windows)
 {
     mp_token_shard *m = realloc(t->shards, (size_t)(t->nshards + 1) * sizeof *m);
     if (!m)
@@ -200,7 +219,7 @@ static mp_status add_shard(mp_tokens *t, const char *dir, const char *name, int 
         return mp_fail(MP_EDATA, "%s: out of memory listing the shards", dir);
     snprintf(s->path, len, "%s/%s", dir, name);
     t->nshards++;
-    MP_TRY(scan_shard(s, token_bytes, vocab, &t->width));
+    MP_TRY(read_header(s, token_bytes, &t->width));
     int64_t c = train ? s->ntok / T - 1 : (s->ntok - 1) / T;
     s->first = *windows;
     s->count = c > 0 ? c : 0;
@@ -220,7 +239,7 @@ static mp_status load_split(mp_dataset *d, const char *dir, char **names, int n,
     int64_t windows = 0;
     for (int i = 0; i < n; i++)
         if ((strstr(names[i], "val") == NULL) == train)
-            MP_TRY(add_shard(t, dir, names[i], T, train, token_bytes, vocab, &windows));
+            MP_TRY(add_shard(t, dir, names[i], T, train, token_bytes, &windows));
     const char *split = train ? "training" : "validation";
     if (t->nshards == 0)
         return mp_fail(MP_EDATA, "%s: no %s shard (*.bin files%s)", dir, split,
@@ -234,7 +253,8 @@ static mp_status load_split(mp_dataset *d, const char *dir, char **names, int n,
 }
 
 mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
-                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit)
+                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit,
+                         int part, int parts)
 {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
@@ -248,6 +268,8 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
                        (long long)vocab, MP_TOKENS_MAX_VOCAB);
     if (token_bytes != 2 && token_bytes != 4)
         return mp_fail(MP_EUSAGE, "token data: %d-byte tokens: expected 2 or 4", token_bytes);
+    if (parts < 1 || part < 0 || part >= parts)
+        return mp_fail(MP_EUSAGE, "token data: part %d of %d", part, parts);
     char **names;
     int n;
     mp_status st = list_names(path, &names, &n);
@@ -255,6 +277,11 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
         st = load_split(train, path, names, n, true, context, token_bytes, vocab, train_limit);
     if (st == MP_OK)
         st = load_split(test, path, names, n, false, context, token_bytes, vocab, test_limit);
+    for (int k = 0; k < 2 && st == MP_OK; k++) { /* the long part last: the layout is right */
+        const mp_tokens *t = k ? test->tokens : train->tokens;
+        for (int i = 0; i < t->nshards && st == MP_OK; i++)
+            st = check_tokens(&t->shards[i], t->width, vocab, part, parts);
+    }
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);

@@ -13,6 +13,7 @@
 #include "engine/alloc.h"
 #include "engine/backends.h"
 #include "engine/profile.h"
+#include "engine/stop.h"
 #include "io/ckpt_dir.h"
 #include "src/bench_comm.h"
 #include "src/checkpoint.h"
@@ -61,7 +62,8 @@ static int fail_midway(mp_comm *comm, mp_status st);
 
 /* Agrees on `st` over all ranks; on failure the lowest failed rank prints its message, every
  * rank finalises MPI, and the agreed code is returned (0 when all succeeded). When a collective
- * failed or timed out (the communicator is broken), the job is ended as fail_midway does. */
+ * failed or timed out (the communicator is broken), the job is ended as fail_midway does. A
+ * stop during set-up (MP_ESTOPPED) is no failure: said on stdout, its exit code run()'s. */
 static int agree(mp_comm *comm, mp_status st)
 {
     int reporter = -1;
@@ -70,6 +72,12 @@ static int agree(mp_comm *comm, mp_status st)
         return 0;
     if (comm->broken)
         return fail_midway(comm, MP_ECOMM);
+    if (all == MP_ESTOPPED) {
+        if (comm->rank == reporter)
+            printf("%s, before the first step: nothing trained, nothing saved\n",
+                   mp_error_message());
+        return (int)all;
+    }
     if (comm->rank == reporter)
         report(st);
     else if (reporter < 0) /* the agreement itself failed: say why here */
@@ -414,6 +422,18 @@ static int evaluate(mp_trainer *t, const mp_cli *cli)
     return rc;
 }
 
+/* The exit code of a run that a stop signal ended during set-up (MP_ESTOPPED, agreed): 0 with
+ * checkpoint.dir, whose newest checkpoint stays the resume point (a Slurm job requeues), else
+ * 128 + the signal's number, the largest any rank received (a rank that received none gets
+ * it too), as for a stop after some steps (train()). */
+static int stopped_in_setup(mp_comm *comm, const mp_config *cfg)
+{
+    double sig = (double)mp_stop_requested();
+    if (mp_comm_allreduce(comm, &sig, 1, MP_F64, MP_REDOP_MAX, "the stop signal") != MP_OK)
+        return fail_midway(comm, MP_ECOMM);
+    return cfg->checkpoint.dir[0] ? 0 : 128 + (int)sig;
+}
+
 /* train and eval: MPI, the configuration agreed by every rank and the trainer set up, then
  * the command. */
 static int run(const mp_cli *cli, int *argc, char ***argv)
@@ -422,8 +442,9 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
     mp_launch_env env;
     mp_launch_env_read(&env);
     mp_launch_bind_lifetime(&env); /* no rank outlives its launcher, not even a stopped one */
-    if (cli->cmd == MP_CMD_TRAIN) /* before MPI's start-up, which can take seconds under srun: a
-                                     time-limit signal then stops the run at its first step */
+    /* before MPI's start-up, which can take seconds under srun: a time-limit signal then stops
+     * the run in its set-up or at its first step */
+    if (cli->cmd == MP_CMD_TRAIN)
         mp_signals_install();
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK) /* a launch error is the same on every process: said once */
@@ -439,6 +460,8 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
                                                   : mp_train_setup(&t, &cfg, &comm));
     if (rc == 0)
         rc = cli->cmd == MP_CMD_EVAL ? evaluate(&t, cli) : train(&t, cli, &cfg);
+    else if (rc == MP_ESTOPPED)
+        rc = stopped_in_setup(&comm, &cfg);
     mp_train_free(&t);
     mp_config_free(&cfg);
     mp_comm_finalize(&comm);

@@ -3,14 +3,13 @@
  * a user can always kill. The handlers only call async-signal-safe functions. */
 #include "src/signals.h"
 
+#include "engine/stop.h"
 #include "io/temp_guard.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-static volatile sig_atomic_t mp_stop_signal;
 
 /* Removes the temporaries being written, then dies of `sig` as without a handler. */
 static void on_ending(int sig)
@@ -22,12 +21,11 @@ static void on_ending(int sig)
 
 static void on_signal(int sig)
 {
-    if (mp_stop_signal && sig == SIGTERM) {
+    if (mp_stop_requested() && sig == SIGTERM) {
         on_ending(sig);
         return;
     }
-    if (!mp_stop_signal)
-        mp_stop_signal = sig;
+    mp_stop_request(sig);
 }
 
 /* Installs fn for sig; an ending handler (fn == on_ending) leaves a signal the process was
@@ -58,19 +56,6 @@ void mp_signals_install_ending(void)
     handle(SIGUSR1, on_ending); /* what launch/mpdist-run passes a first SIGTERM on as */
     handle(SIGINT, on_ending);
     handle(SIGHUP, on_ending);
-}
-
-int mp_signal_pending(void) { return (int)mp_stop_signal; }
-
-const char *mp_signal_name(int sig)
-{
-    static char buf[32];
-    if (sig == SIGTERM)
-        return "SIGTERM";
-    if (sig == SIGUSR1)
-        return "SIGUSR1";
-    snprintf(buf, sizeof buf, "signal %d", sig);
-    return buf;
 }
 
 #if defined(__SANITIZE_ADDRESS__)

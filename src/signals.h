@@ -1,8 +1,9 @@
 /* Stop requests: SIGTERM (what Slurm sends at a time limit, and scancel) and SIGUSR1 (sbatch
- * --signal=USR1@60) only set a flag; the step loop agrees on it over all ranks and stops at the
- * next step boundary with a checkpoint. A SIGTERM after a first stop signal, SIGINT and SIGHUP
- * end the process at once, as without a handler, after removing the temporaries it was writing
- * (io/temp_guard.h). */
+ * --signal=USR1@60) only set a flag (engine/stop.h, which a data set's load polls too); the step
+ * loop agrees on it over all ranks and stops at the next step boundary with a checkpoint, and a
+ * set-up still loading data ends early (MP_ESTOPPED). A SIGTERM after a first stop signal, SIGINT
+ * and SIGHUP end the process at once, as without a handler, after removing the temporaries it was
+ * writing (io/temp_guard.h). */
 #ifndef MP_SIGNALS_H
 #define MP_SIGNALS_H
 
@@ -22,11 +23,5 @@ void mp_signals_install_ending(void);
  * deadlock in malloc after heap damage and leave the job hanging. rank < 0 leaves out
  * "rank R on HOST". Not installed in AddressSanitizer builds, whose reports say more. */
 void mp_signals_install_fatal(int rank, const char *host);
-
-/* The first stop signal received since start (SIGTERM or SIGUSR1), or 0. */
-int mp_signal_pending(void);
-
-/* "SIGTERM", "SIGUSR1", or "signal N". */
-const char *mp_signal_name(int sig);
 
 #endif

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "engine/profile.h"
+#include "engine/stop.h"
 #include "engine/trace.h"
-#include "src/signals.h"
 #include "src/train.h"
 #include "src/train_window.h"
 
@@ -31,7 +31,7 @@
  * it as a matter of course). */
 static mp_status stop_request(mp_trainer *t)
 {
-    double req = (double)mp_signal_pending();
+    double req = (double)mp_stop_requested();
     if (req == *t->stop_req)
         return MP_OK;
     *t->stop_req = req;
@@ -555,7 +555,7 @@ static mp_status after_step(mp_trainer *t, const mp_resume_point *at, mp_train_r
     MP_TRY(mp_train_save_finished(t, false, r));
     if (!last && t->stop_signal) {
         t->stop = true;
-        r->stopped_by = mp_signal_name(t->stop_signal);
+        r->stopped_by = mp_stop_name(t->stop_signal);
         r->stop_signal = t->stop_signal;
     } else if (!last && budget) {
         t->stop = true;

@@ -8,8 +8,9 @@
  * data memory back: a missing file, a file that is not HDF5, a missing dataset, a group where a
  * dataset should be, labels of the wrong length, type or rank, a label out of range (with its
  * index), int16 images, images of 2 or 5 dimensions or 5 channels, no image, a damaged object
- * header (HDF5's reason), values in other files or never written; and a file cut after
- * loading, refused by the batch. */
+ * header (HDF5's reason), values in other files or never written; a damaged chunk, refused
+ * by the reads of its images and only theirs; and a file cut after loading, refused by the
+ * batch. */
 #include "tests/util/test_util.h"
 #include "tests/util/test_h5.h"
 
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "engine/alloc.h"
 #include "engine/dtype.h"
@@ -394,7 +396,8 @@ static void test_damaged_header(void **state)
 
 /* A file whose train/images is made by `how` (0 an external link, 1 external raw storage, 2 a
  * virtual dataset, 3 never written, 4 chunked with one chunk of four written, 5 a soft link to
- * an external link), the rest as write_file's; the source and raw files are whole beside it. */
+ * an external link, 6 chunked and deflated with the chunk at element 3 one byte short once
+ * inflated), the rest as write_file's; the source and raw files are whole beside it. */
 static const char *other_file(const char *dir, int how)
 {
     static char path[4096];
@@ -423,17 +426,28 @@ static const char *other_file(const char *dir, int how)
         assert_true(H5Pset_external(dcpl, raw, 0, sizeof zeros) >= 0);
     if (how == 2)
         assert_true(H5Pset_virtual(dcpl, sp, src, "/images", sp) >= 0);
-    if (how == 4)
+    if (how == 4 || how == 6)
         assert_true(H5Pset_chunk(dcpl, 4, chunk) >= 0);
-    if (how > 0 && how < 5) {
+    if (how == 6)
+        assert_true(H5Pset_deflate(dcpl, 6) >= 0);
+    if (how > 0 && how != 5) {
         hid_t d = H5Dcreate2(f, "train/images", H5T_NATIVE_UINT8, sp, lcpl, dcpl, H5P_DEFAULT);
         assert_true(d >= 0);
         hsize_t start[4] = {0}, count[4] = {3, H, W, C};
         hid_t ms = H5Screate_simple(4, count, NULL);
         H5Sselect_hyperslab(sp, H5S_SELECT_SET, start, NULL, count, NULL);
-        if (how == 1 || how == 4) /* raw storage written in full; one chunk written */
-            assert_true(H5Dwrite(d, H5T_NATIVE_UINT8, how == 1 ? H5S_ALL : ms,
-                                 how == 1 ? H5S_ALL : sp, H5P_DEFAULT, zeros) >= 0);
+        if (how == 1 || how == 4 || how == 6) /* in full; one chunk written; in full */
+            assert_true(H5Dwrite(d, H5T_NATIVE_UINT8, how == 4 ? ms : H5S_ALL,
+                                 how == 4 ? sp : H5S_ALL, H5P_DEFAULT, zeros) >= 0);
+        if (how == 6) { /* the second chunk replaced by a stream a byte short of 3 images */
+            uLongf len = compressBound(3 * PER);
+            Bytef *z = malloc(len);
+            assert_non_null(z);
+            assert_int_equal(compress2(z, &len, zeros, 3 * PER - 1, 6), Z_OK);
+            hsize_t off[4] = {3, 0, 0, 0};
+            assert_true(H5Dwrite_chunk(d, H5P_DEFAULT, 0, off, len, z) >= 0);
+            free(z);
+        }
         H5Sclose(ms);
         H5Dclose(d);
     }
@@ -463,6 +477,28 @@ static void test_other_files_and_unwritten(void **state)
     expect_refused(other_file(dir, 5), KEYS, "train/images leads to another file", NULL);
 }
 
+/* An image's chunks are checked when it is first read, not at load (a large file is not read
+ * whole at start-up): a chunk that inflates a byte short (HDF5 1.10 would read past its buffer)
+ * loads, refuses the images it holds, naming the chunk, and leaves the others readable. */
+static void test_chunks_checked_when_read(void **state)
+{
+    (void)state;
+    const char *path = other_file(mp_test_dir("h5data-lazy"), 6);
+    mp_dataset tr, te;
+    assert_int_equal(mp_h5data_load(&tr, &te, path, KEYS, false, 7, 1, 0, 0), MP_OK);
+    uint8_t px[PER];
+    assert_int_equal(mp_h5data_read(&tr, 0, px), MP_OK);
+    for (int i = 3; i < 6; i++) {
+        assert_int_equal(mp_h5data_read(&tr, i, px), MP_EDATA);
+        assert_non_null(strstr(mp_error_message(), "train/images: the chunk at element 3 "));
+        assert_non_null(strstr(mp_error_message(), "do not unpack"));
+    }
+    assert_int_equal(mp_h5data_read(&tr, 2, px), MP_OK);
+    assert_int_equal(mp_h5data_read(&tr, 9, px), MP_OK);
+    mp_dataset_free(&tr);
+    mp_dataset_free(&te);
+}
+
 int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -472,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_loader),        cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_file_cut),      cmocka_unit_test(test_damaged_header),
         cmocka_unit_test(test_other_files_and_unwritten),
+        cmocka_unit_test(test_chunks_checked_when_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
