@@ -70,7 +70,8 @@ static mp_status tie_heads(mp_layer *layers, const mp_layer_spec *specs, int n)
 }
 
 /* The layers of specs over in_shape into layers[0..*n); an embedding's vocabulary defaults to
- * num_classes, and it may only be the first layer. */
+ * num_classes (the data's ids are below it) and may not be smaller, and it may only be the
+ * first layer. */
 static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
                               const mp_layer_spec *specs, int nspecs, const int64_t in_shape[3],
                               int64_t num_classes, bool fuse)
@@ -88,9 +89,15 @@ static mp_status build_layers(mp_layer *layers, int *n, const mp_ops *ops,
                            (long long)s.heads);
         MP_TRY(layer_from_spec(&layers[i], ops, &s, i, shape));
         *n = i + 1;
-        if (i > 0 && strcmp(layers[i].cls->type, "embedding") == 0)
+        bool embedding = strcmp(layers[i].cls->type, "embedding") == 0;
+        if (i > 0 && embedding)
             return mp_fail(MP_EUSAGE, "layer %s: an embedding must be the first layer (its "
                            "input is token ids, which have no gradient)", layers[i].name);
+        if (embedding && s.vocab < num_classes) /* else an id past it fails the first step */
+            return mp_fail(MP_EUSAGE, "layer %s: vocab %lld is less than data.num_classes "
+                           "(%lld), the range of the data's token ids: give at least %lld, or 0 "
+                           "for data.num_classes", layers[i].name, (long long)s.vocab,
+                           (long long)num_classes, (long long)num_classes);
         shape = layers[i].out_shape;
     }
     MP_TRY(tie_heads(layers, specs, nspecs));

@@ -71,11 +71,14 @@ grep -q '^total parameters: 21472$' <<<"$dry" && grep -Eq '^blocks.0 +transforme
   { echo "FAIL: gpt as model.layers dry run"; echo "$dry"; exit 1; }
 
 # A classifier on text: the outputs per sample do not match the labels per sample; a language
-# model on images: its embedding takes token ids.
+# model on images: its embedding takes token ids; an embedding smaller than the data's ids.
 expect_exit 2 "the model gives 1 outputs per sample \(a classifier\) but the data has 16 labels" \
   "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --dry-run "${gpt[@]}" --set model.preset=mlp
 expect_exit 2 "model: its first layer, an embedding, takes token ids, but data.format \"idx\" gives images" \
   "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run --set model.preset=gpt --set model.depth=1
+sed 's/name = "wte"; }/name = "wte"; vocab = 100; }/' "$TMP/gpt_layers.cfg" >"$TMP/gpt_vocab.cfg"
+expect_exit 2 "model.layers.\[0\]: layer wte: vocab 100 is less than data.num_classes \(256\)" \
+  "$MPDIST" "$TMP/gpt_vocab.cfg" --dry-run --set data.path="$TMP/corpus.txt"
 expect_exit 2 "optim.zero: must be in \[0, 1\] \(got 2\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set optim.zero=2
 expect_exit 2 "train.accum_steps: must be in \[1, 4096\] \(got 0\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set train.accum_steps=0
 expect_exit 2 "data.loader_nice: must be in \[0, 19\] \(got 20\)" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.loader_nice=20
