@@ -19,7 +19,8 @@ typedef enum mp_status {
 
 /* Records a printf-style one-line message for the calling thread and returns `code`.
  * The message replaces any earlier one, and may be built from it (mp_error_message() as an
- * argument adds context to the last error). */
+ * argument adds context to the last error). One longer than 1023 bytes (a long path in it)
+ * keeps its first 400 bytes and its end, where the reason is, joined by " [...] ". */
 mp_status mp_fail(mp_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The calling thread's last message recorded by mp_fail ("" if none). Owned by the library;

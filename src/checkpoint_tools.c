@@ -159,8 +159,9 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const nam
     return st;
 }
 
-/* Refuses an export's output that it must not replace or cannot write (MP_EUSAGE): no path,
- * anything but a regular file (a directory, a device, a FIFO: the new file would take its name),
+/* Refuses an export's output that it must not replace or cannot write (MP_EUSAGE): no path, a
+ * path stat refuses for another reason than its absence (a name too long, say), anything but a
+ * regular file (a directory, a device, a FIFO: the new file would take its name),
  * a new file whose directory is missing, not a directory or not writable, the input itself, or
  * a training checkpoint (what a run resumes from). A missing file or an earlier export is fine;
  * a file that is not a checkpoint is replaced, as cp would. */
@@ -169,6 +170,8 @@ static mp_status export_target(const char *in, const char *out)
     if (!out[0])
         return mp_fail(MP_EUSAGE, "export: the output path is empty");
     struct stat so, si;
+    if (stat(out, &so) != 0 && errno != ENOENT && errno != ENOTDIR) /* too long, looping, ... */
+        return mp_fail(MP_EUSAGE, "export: %s: %s", out, strerror(errno));
     if (stat(out, &so) != 0) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", out);

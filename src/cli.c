@@ -109,13 +109,13 @@ static mp_status parse_tokens(const char *v, int64_t *out)
     return MP_OK;
 }
 
-/* --temperature: a finite number >= 0. */
+/* --temperature: a finite number >= 0 (one below DBL_MIN, which strtod flags as an underflow,
+ * too: it samples as 0 does). */
 static mp_status parse_temperature(const char *v, double *out)
 {
     char *end;
-    errno = 0;
     double t = strtod(v, &end);
-    if (end == v || *end || errno || !isfinite(t) || t < 0.0)
+    if (end == v || *end || !isfinite(t) || t < 0.0)
         return mp_fail(MP_EUSAGE, "--temperature: must be a finite number >= 0 (got '%s')", v);
     *out = t;
     return MP_OK;
@@ -168,6 +168,8 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
         if (npos != 2)
             return mp_fail(MP_EUSAGE, "usage: mpdist export FILE.h5 OUT.h5 [--dtype "
                                       "fp16|bf16|fp32] [--keep-batchnorm-fp32]");
+        if (!cli->config[0])
+            return mp_fail(MP_EUSAGE, "export: the checkpoint path is empty");
         if (strcmp(cli->dtype, "fp16") != 0 && strcmp(cli->dtype, "bf16") != 0 &&
             strcmp(cli->dtype, "fp32") != 0)
             return mp_fail(MP_EUSAGE, "--dtype: must be fp16, bf16 or fp32 (got '%s')",
@@ -179,6 +181,8 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
     case MP_CMD_INSPECT:
         if (npos != 1)
             return mp_fail(MP_EUSAGE, "usage: mpdist inspect FILE.h5");
+        if (!cli->config[0])
+            return mp_fail(MP_EUSAGE, "inspect: the checkpoint path is empty");
         break;
     default: break;
     }

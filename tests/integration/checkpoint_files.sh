@@ -171,6 +171,14 @@ expect_exit 4 "trunc.h5: not a readable HDF5 file, truncated .*truncated file" "
 expect_exit 4 "trunc.h5: not a readable HDF5 file" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume "$TMP/trunc.h5"
 expect_exit 4 "text.h5: not a readable HDF5 file" "$MPDIST" export "$TMP/text.h5" "$TMP/x.h5"
 expect_exit 4 "missing.h5: cannot open the checkpoint \(No such file" "$MPDIST" inspect "$TMP/missing.h5"
+# A path too long for the message keeps its reason (the head, " [...] ", the end); an output
+# name too long for the file system is a usage error before anything is written.
+long=$TMP/$(printf 'a%.0s' $(seq 3000))/x.h5
+expect_exit 4 "^mpdist: error: $TMP/aaaa.{300,400} \[\.\.\.\] a+/x.h5: cannot open the checkpoint \(File name too long\)$" \
+  "$MPDIST" inspect "$long"
+expect_exit 2 "export: $TMP/b{300}.h5: File name too long" "$MPDIST" export "$MLP" "$TMP/$(printf 'b%.0s' $(seq 300)).h5"
+expect_exit 2 "inspect: the checkpoint path is empty" "$MPDIST" inspect ""
+expect_exit 2 "export: the checkpoint path is empty" "$MPDIST" export "" "$TMP/x.h5"
 expect_exit 4 "dataset /params/fc1.weight has shape \[256, 784\], expected \[64, 784\] \(a checkpoint of another model" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set 'model.hidden=[64, 128]' --resume "$MLP"
 expect_exit 4 "written for model mlp, the config has model.preset cnn_bn \(a checkpoint of another model" \

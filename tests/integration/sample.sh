@@ -44,6 +44,8 @@ echo "sample at temperature 1: $(head -c 80 a | tr -c '[:print:]' '?')"
 s t1 --prompt "the quick" --tokens 120 --temperature 0 --seed 1
 s t2 --prompt "the quick" --tokens 120 --temperature 0 --seed 2
 expect_ok "temperature 0 does not depend on the seed" cmp -s t1 t2
+s t4 --prompt "the quick" --tokens 120 --temperature 1e-320 --seed 3 # below DBL_MIN: greedy too
+expect_ok "temperature 1e-320 (an underflow for strtod) samples as 0 does" cmp -s t1 t4
 echo "greedy sample: $(tr -c '[:print:]' '?' <t1)"
 # The same shapes split into other attention heads: refused (exit 4) by sample, eval and a
 # resume, not run as another model.
