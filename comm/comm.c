@@ -128,19 +128,20 @@ mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter)
 {
     *reporter = local != MP_OK ? c->rank : -1;
     /* One MAX over (code, -rank of a rank with that code): the worst code, then the lowest
-     * rank among those that have it, in a second pass only when something failed. */
-    double worst = (double)local;
+     * rank among those that have it, in a second pass only when something failed. A stop
+     * (MP_ESTOPPED) counts as 0.5, below every error: a rank's error is said, not hidden. */
+    double worst = local == MP_ESTOPPED ? 0.5 : (double)local, own = worst;
     mp_status st = mp_comm_allreduce(c, &worst, 1, MP_F64, MP_REDOP_MAX, "status agreement");
     if (st != MP_OK)
         return MP_ECOMM;
     if (worst == (double)MP_OK)
         return MP_OK;
-    double mine = (double)local == worst ? -(double)c->rank : -(double)c->size;
+    double mine = own == worst ? -(double)c->rank : -(double)c->size;
     st = mp_comm_allreduce(c, &mine, 1, MP_F64, MP_REDOP_MAX, "status agreement");
     if (st != MP_OK)
         return MP_ECOMM;
     *reporter = (int)-mine;
-    return (mp_status)(int)worst;
+    return worst == 0.5 ? MP_ESTOPPED : (mp_status)(int)worst;
 }
 
 void mp_comm_abort(const mp_comm *c, int code)

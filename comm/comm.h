@@ -55,8 +55,9 @@ mp_status mp_comm_allreduce(mp_comm *c, void *buf, size_t n, mp_dtype dt, mp_red
 mp_status mp_comm_bcast(mp_comm *c, void *buf, size_t bytes, int root, const char *what);
 
 /* Every rank passes its local status; all return the same agreed status (the largest code of
- * any failed rank, MP_OK when all succeeded) and *reporter is the lowest rank that failed with
- * that code (-1 if none), the one that should print its message. If the agreement itself
+ * any failed rank, MP_ESTOPPED only when no rank failed otherwise, MP_OK when all succeeded)
+ * and *reporter is the lowest rank that failed with that code (-1 if none), the one that should
+ * print its message. If the agreement itself
  * fails, returns MP_ECOMM with *reporter set to this rank when it had failed, else -1. */
 mp_status mp_comm_agree(mp_comm *c, mp_status local, int *reporter);
 

@@ -2,17 +2,20 @@
 #include "engine/stop.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
-static volatile sig_atomic_t mp_stop_sig;
+/* Lock-free (checked below), so a handler on any thread may set it and every thread read it. */
+static atomic_int mp_stop_sig;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "a stop request needs a lock-free atomic int");
 
 void mp_stop_request(int sig)
 {
-    if (!mp_stop_sig)
-        mp_stop_sig = sig;
+    int none = 0;
+    atomic_compare_exchange_strong(&mp_stop_sig, &none, sig);
 }
 
-int mp_stop_requested(void) { return (int)mp_stop_sig; }
+int mp_stop_requested(void) { return atomic_load(&mp_stop_sig); }
 
 const char *mp_stop_name(int sig)
 {
@@ -27,7 +30,7 @@ const char *mp_stop_name(int sig)
 
 mp_status mp_stop_check(const char *doing)
 {
-    int sig = (int)mp_stop_sig;
+    int sig = atomic_load(&mp_stop_sig);
     if (!sig)
         return MP_OK;
     return mp_fail(MP_ESTOPPED, "stopped by %s while %s", mp_stop_name(sig), doing);

@@ -8,7 +8,7 @@
 #include "engine/status.h"
 
 /* Records signal `sig` as the stop request unless one is recorded already (the first stays).
- * Async-signal-safe: it only writes a sig_atomic_t. */
+ * Async-signal-safe, from any thread: one lock-free atomic compare-and-swap. */
 void mp_stop_request(int sig);
 
 /* The signal of the first stop request since start, or 0. */

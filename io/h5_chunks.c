@@ -6,6 +6,7 @@
  * shuffling keeps the size), and must come to exactly the chunk's size. */
 #include "io/h5_chunks.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -84,6 +85,7 @@ struct mp_h5_chunks {
     H5Z_filter_t ids[H5Z_MAX_NFILTERS];
     hsize_t rows;                 /* chunks along the first dimension */
     atomic_uchar *done;           /* per row of chunks: checked and found whole */
+    pthread_mutex_t mu;           /* one row checked at a time: its buffers, once */
 };
 
 /* The geometry, filters and stored count of c->d; MP_OK, or MP_EDATA (see the header). */
@@ -134,6 +136,7 @@ mp_status mp_h5_chunks_open(hid_t d, const char *path, const char *name, mp_h5_c
         c = calloc(1, sizeof *c);
         if (c) {
             *c = (mp_h5_chunks){.d = d, .path = path, .name = name};
+            pthread_mutex_init(&c->mu, NULL);
             st = plan(c, dcpl, t, s);
         } else {
             st = mp_fail(MP_EDATA, "%s: %s: out of memory", path, name);
@@ -156,6 +159,7 @@ void mp_h5_chunks_free(mp_h5_chunks *c)
 {
     if (!c)
         return;
+    pthread_mutex_destroy(&c->mu);
     free(c->done);
     free(c);
 }
@@ -192,6 +196,11 @@ mp_status mp_h5_chunks_row(mp_h5_chunks *c, hsize_t element)
     hsize_t row = element / c->cdims[0];
     if (atomic_load(&c->done[row]))
         return MP_OK;
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load(&c->done[row])) { /* another thread checked it meanwhile */
+        pthread_mutex_unlock(&c->mu);
+        return MP_OK;
+    }
     uint8_t *raw = NULL, *plain = malloc(c->bytes + 8);
     mp_status st = plain ? MP_OK : mp_fail(MP_EDATA, "%s: %s: out of memory for a chunk",
                                            c->path, c->name);
@@ -213,6 +222,7 @@ mp_status mp_h5_chunks_row(mp_h5_chunks *c, hsize_t element)
     free(plain);
     if (st == MP_OK)
         atomic_store(&c->done[row], 1);
+    pthread_mutex_unlock(&c->mu);
     return st;
 }
 

@@ -26,8 +26,8 @@ mp_status mp_h5_chunks_open(hid_t d, const char *path, const char *name, mp_h5_c
 /* Checks, once per plan, the chunks that hold `element` of d's first dimension (its row of the
  * chunk grid): each must be stored and, read raw and unfiltered here, hold exactly the chunk's
  * bytes. MP_OK (also for a NULL plan or an element out of range), else MP_EDATA naming the
- * chunk. Safe from several threads (HDF5 built thread-safe, as Debian's; a row checked by two
- * at once is checked twice). */
+ * chunk. Safe from several threads (HDF5 built thread-safe, as Debian's): one row is checked
+ * at a time, so at most one chunk's buffers are held. */
 mp_status mp_h5_chunks_row(mp_h5_chunks *c, hsize_t element);
 
 /* Frees a plan (NULL: nothing). */

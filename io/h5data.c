@@ -14,6 +14,9 @@
 #include <sys/wait.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include "engine/alloc.h"
@@ -23,6 +26,8 @@
 #include "io/h5_chunks.h"
 #include "io/h5_internal.h"
 #include "io/memcheck.h"
+
+#define MP_H5DATA_PROBE_S 60 /* seconds the probing child may take */
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -39,7 +44,23 @@ static void child_quiet(void) {}
 #endif
 
 #define MP_H5DATA_MAX_SIDE 4096
-#define MP_H5DATA_PROBE_S 60 /* seconds the probing child may take */
+
+/* The probing child's own bounds, whatever happens to the parent that polls it: the stop and
+ * ending signals act by default (the parent's handlers only set a flag nobody polls here), it
+ * dies with the parent (SIGKILL; a parent already gone: it leaves at once), and SIGALRM ends it
+ * a little after the parent would have. */
+static void child_bounded(pid_t parent)
+{
+    const int sigs[] = {SIGTERM, SIGUSR1, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
+    if (getppid() != parent)
+        _exit(1);
+    alarm(MP_H5DATA_PROBE_S + 5);
+}
 
 struct mp_h5data {
     hid_t file, images;
@@ -85,14 +106,14 @@ const char *mp_h5data_sample_name(const mp_dataset *d, int64_t index, char *buf,
  * dataset, external raw files: a missing or short one reads as fill values, a FIFO blocks the
  * reading thread for ever, and the cut-file check covers this file only); or is contiguous and
  * never written (it would read as the fill value, zeros say; a chunked dataset's missing chunks
- * are mp_h5_check_chunks's to find). */
+ * are io/h5_chunks.h's to find). */
 static mp_status storage_ok(hid_t d, const char *path, const char *name)
 {
     hid_t dcpl = H5Dget_create_plist(d), t = H5Dget_type(d), s = H5Dget_space(d);
     H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
     int external = dcpl >= 0 ? H5Pget_external_count(dcpl) : 0;
     bool compact = layout == H5D_COMPACT;
-    /* chunked: mp_h5_check_chunks looks up every chunk of the grid */
+    /* chunked: io/h5_chunks.h counts the stored chunks and looks each up when it is checked */
     bool unwritten = layout == H5D_CONTIGUOUS && H5Dget_storage_size(d) == 0;
     hssize_t points = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     size_t size = t >= 0 ? H5Tget_size(t) : 0;
@@ -404,22 +425,25 @@ static mp_status load_both(mp_dataset *train, mp_dataset *test, const char *path
  * buffer (fuzz_h5data found a local heap whose size made malloc fail:
  * corpus/h5data/local_heap_huge; and one whose structure makes it loop). So a child process loads
  * the file first, walking the structures the load uses (links, dataset headers, the labels; not the
- * chunks' data, which io/h5_chunks.c checks in the parent afterwards), and exits; a child killed by
- * a signal (or by a sanitizer's report) leaves the job an error to report, not a crash, and so does
- * one still running after MP_H5DATA_PROBE_S seconds. The parent loads only a file its child loaded
- * or refused. The child touches nothing but HDF5 and leaves with _exit (HDF5's exit-time clean-up
- * is off: mp_h5_quiet), so the parent's open files and MPI are untouched. */
+ * chunks' data, which io/h5_chunks.c checks in the parent: the labels' afterwards, the images' as
+ * they are read), and exits; a child killed by a signal (or by a sanitizer's report) leaves the job
+ * an error to report, not a crash, and so does one still running after MP_H5DATA_PROBE_S seconds.
+ * The parent loads only a file its child loaded or refused. The child touches nothing but HDF5 and
+ * leaves with _exit (HDF5's exit-time clean-up is off: mp_h5_quiet), so the parent's open files and
+ * MPI are untouched. */
 static mp_status probe(const char *path, const mp_h5data_keys keys[2], bool nchw,
                        int64_t num_classes, int64_t cache_mb)
 {
     enum { EXIT_BASE = 64 }; /* the child's exit codes: 64 + its status, apart from 1 (ASan) */
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return mp_fail(MP_EDATA, "%s: cannot start the process that checks the file (%s)", path,
                        strerror(errno));
     if (pid == 0) {
         child_quiet();
+        child_bounded(parent);
         probing = true;
         mp_dataset tr, te;
         memset(&tr, 0, sizeof tr);
@@ -450,6 +474,8 @@ static mp_status probe(const char *path, const mp_h5data_keys keys[2], bool nchw
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) >= EXIT_BASE)
         return MP_OK; /* loaded, or refused with a message the parent's load will give */
+    if (WIFSIGNALED(status) && mp_stop_requested()) /* the same signal to both: a stop */
+        return mp_stop_check("HDF5 checked the file's structure");
     if (WIFSIGNALED(status))
         return mp_fail(MP_EDATA, "%s: HDF5 crashed reading the file's structure (signal %d): "
                        "the file is damaged", path, WTERMSIG(status));

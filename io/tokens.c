@@ -129,8 +129,11 @@ static mp_status read_header(mp_token_shard *s, int token_bytes, int *width)
 }
 
 /* Checks this caller's pieces of shard s (tokens of w bytes) against vocab: pieces of
- * MP_TOKENS_CHUNK bytes number part, part + parts, ... of the shard. */
-static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab, int part, int parts)
+ * MP_TOKENS_CHUNK bytes number part, part + parts, ... of the shard. The first token out of
+ * range goes into bad (cap 1024) unless bad holds one already; the status is a read error's or
+ * a stop's. */
+static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab, int part, int parts,
+                              char *bad)
 {
     const char *why;
     int fd = mp_open_regular(s->path, NULL, &why);
@@ -146,11 +149,13 @@ static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab, int
         st = mp_stop_check(doing);
         if (st == MP_OK)
             st = read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w);
-        for (int64_t k = 0; st == MP_OK && k < n; k++)
+        for (int64_t k = 0; st == MP_OK && !bad[0] && k < n; k++)
             if (token_at(buf, w, k) >= (uint64_t)vocab)
-                st = mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary "
-                             "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
-                             token_at(buf, w, k), (long long)vocab);
+                snprintf(bad, 1024, "%s: token %lld is %u, not below the vocabulary "
+                         "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
+                         token_at(buf, w, k), (long long)vocab);
+        if (bad[0] && parts == 1)
+            break;
     }
     free(buf);
     close(fd);
@@ -277,11 +282,18 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
         st = load_split(train, path, names, n, true, context, token_bytes, vocab, train_limit);
     if (st == MP_OK)
         st = load_split(test, path, names, n, false, context, token_bytes, vocab, test_limit);
-    for (int k = 0; k < 2 && st == MP_OK; k++) { /* the long part last: the layout is right */
+    /* The long part last, once the layout is right. A token out of range ends the check of a
+     * caller alone; sharing it, the rest of this share is still read, so that every rank
+     * reaches the set-up's agreement at about the same time (one that waited there longer than
+     * comm.timeout_s would end the job as a communication failure). */
+    char bad[1024] = "";
+    for (int k = 0; k < 2 && st == MP_OK && !(bad[0] && parts == 1); k++) {
         const mp_tokens *t = k ? test->tokens : train->tokens;
-        for (int i = 0; i < t->nshards && st == MP_OK; i++)
-            st = check_tokens(&t->shards[i], t->width, vocab, part, parts);
+        for (int i = 0; i < t->nshards && st == MP_OK && !(bad[0] && parts == 1); i++)
+            st = check_tokens(&t->shards[i], t->width, vocab, part, parts, bad);
     }
+    if (bad[0] && (st == MP_OK || st == MP_ESTOPPED)) /* an error outranks a stop */
+        st = mp_fail(MP_EDATA, "%s", bad);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);

@@ -441,7 +441,8 @@ const mp_key mp_layer_keys[] = {
     {"tie", MP_KEY_BOOL, "false", LF(tie),
      .meaning = "linear: per token, sharing the first embedding layer's weight (no bias)."},
     {"vocab", MP_KEY_INT, "0", GE(0), LE(1000000), LF(vocab),
-     .meaning = "embedding: vocabulary; 0 = data.num_classes."},
+     .meaning = "embedding: vocabulary, at least data.num_classes (the data's ids); 0 = "
+                "data.num_classes."},
     {"name", MP_KEY_STRING, "\"\"", .flags = MP_KEY_IDENT, LF(name),
      .meaning = "Parameter name prefix of letters, digits, '_' and '.'; \"\" = layers.<index>."},
 };

@@ -88,6 +88,14 @@ static void test_agree(void **state)
     mp_status mine = comm.rank == 0 ? MP_EDATA : MP_EDIVERGED;
     assert_int_equal(mp_comm_agree(&comm, mine, &reporter), MP_EDIVERGED);
     assert_int_equal(reporter, 1);
+    /* A stop (MP_ESTOPPED, the largest code) never hides an error: rank 0 stopped, the last
+     * rank failed to read data, that error is agreed; stopped alone, the stop and rank 0. */
+    mine = comm.rank == 0 ? MP_ESTOPPED : comm.rank == comm.size - 1 ? MP_EDATA : MP_OK;
+    assert_int_equal(mp_comm_agree(&comm, mine, &reporter), MP_EDATA);
+    assert_int_equal(reporter, comm.size - 1);
+    mine = comm.rank == 0 ? MP_ESTOPPED : MP_OK;
+    assert_int_equal(mp_comm_agree(&comm, mine, &reporter), MP_ESTOPPED);
+    assert_int_equal(reporter, 0);
 }
 
 /* One data-plane collective of `kind` over buf (n elements of dt in blocks of `block`, backend
