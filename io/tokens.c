@@ -128,12 +128,9 @@ static mp_status read_header(mp_token_shard *s, int token_bytes, int *width)
     return st;
 }
 
-/* Checks this caller's pieces of shard s (tokens of w bytes) against vocab: pieces of
- * MP_TOKENS_CHUNK bytes number part, part + parts, ... of the shard. The first token out of
- * range goes into bad (cap 1024) unless bad holds one already; the status is a read error's or
- * a stop's. */
-static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab, int part, int parts,
-                              char *bad)
+/* Checks the tokens of shard s (w bytes each) against vocab, in pieces of MP_TOKENS_CHUNK
+ * bytes: MP_EDATA naming the first out of range, a read error's, or a stop's (MP_ESTOPPED). */
+static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab)
 {
     const char *why;
     int fd = mp_open_regular(s->path, NULL, &why);
@@ -144,18 +141,16 @@ static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab, int
     char doing[600];
     snprintf(doing, sizeof doing, "checking the tokens of %.560s", s->path);
     const int64_t piece = MP_TOKENS_CHUNK / w;
-    for (int64_t k0 = part * piece; st == MP_OK && k0 < s->ntok; k0 += parts * piece) {
+    for (int64_t k0 = 0; st == MP_OK && k0 < s->ntok; k0 += piece) {
         int64_t n = s->ntok - k0 < piece ? s->ntok - k0 : piece;
         st = mp_stop_check(doing);
         if (st == MP_OK)
             st = read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w);
-        for (int64_t k = 0; st == MP_OK && !bad[0] && k < n; k++)
+        for (int64_t k = 0; st == MP_OK && k < n; k++)
             if (token_at(buf, w, k) >= (uint64_t)vocab)
-                snprintf(bad, 1024, "%s: token %lld is %u, not below the vocabulary "
-                         "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
-                         token_at(buf, w, k), (long long)vocab);
-        if (bad[0] && parts == 1)
-            break;
+                st = mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary "
+                             "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
+                             token_at(buf, w, k), (long long)vocab);
     }
     free(buf);
     close(fd);
@@ -258,8 +253,7 @@ static mp_status load_split(mp_dataset *d, const char *dir, char **names, int n,
 }
 
 mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
-                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit,
-                         int part, int parts)
+                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit)
 {
     memset(train, 0, sizeof *train);
     memset(test, 0, sizeof *test);
@@ -273,8 +267,6 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
                        (long long)vocab, MP_TOKENS_MAX_VOCAB);
     if (token_bytes != 2 && token_bytes != 4)
         return mp_fail(MP_EUSAGE, "token data: %d-byte tokens: expected 2 or 4", token_bytes);
-    if (parts < 1 || part < 0 || part >= parts)
-        return mp_fail(MP_EUSAGE, "token data: part %d of %d", part, parts);
     char **names;
     int n;
     mp_status st = list_names(path, &names, &n);
@@ -282,18 +274,11 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
         st = load_split(train, path, names, n, true, context, token_bytes, vocab, train_limit);
     if (st == MP_OK)
         st = load_split(test, path, names, n, false, context, token_bytes, vocab, test_limit);
-    /* The long part last, once the layout is right. A token out of range ends the check of a
-     * caller alone; sharing it, the rest of this share is still read, so that every rank
-     * reaches the set-up's agreement at about the same time (one that waited there longer than
-     * comm.timeout_s would end the job as a communication failure). */
-    char bad[1024] = "";
-    for (int k = 0; k < 2 && st == MP_OK && !(bad[0] && parts == 1); k++) {
+    for (int k = 0; k < 2 && st == MP_OK; k++) { /* the long part last: the layout is right */
         const mp_tokens *t = k ? test->tokens : train->tokens;
-        for (int i = 0; i < t->nshards && st == MP_OK && !(bad[0] && parts == 1); i++)
-            st = check_tokens(&t->shards[i], t->width, vocab, part, parts, bad);
+        for (int i = 0; i < t->nshards && st == MP_OK; i++)
+            st = check_tokens(&t->shards[i], t->width, vocab);
     }
-    if (bad[0] && (st == MP_OK || st == MP_ESTOPPED)) /* an error outranks a stop */
-        st = mp_fail(MP_EDATA, "%s", bad);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);

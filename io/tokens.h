@@ -20,22 +20,19 @@
  * tokens it announces; any other shard is headerless (nanoGPT's train.bin and val.bin) with
  * `token_bytes` (2 or 4) a token, and a size that is a multiple of it. Every token must be below
  * `vocab` (data.num_classes, 2..1000000): checked after every shard's size and header, by reading
- * the shards in pieces of 1 MiB, of which this caller reads pieces part, part + parts, ... of each
- * (0 <= part < parts: the ranks share the pass, and their set-up agrees on the outcome; a batch
- * checks its windows again). Windows never cross a shard's end: a training shard of n tokens holds
- * n / context - 1 windows (its windows shift by a per-epoch offset in [0, context), as text's do),
- * a validation shard (n - 1) / context. A limit > 0 keeps only the first `limit` windows of its
- * split. Both datasets get h = 1, w = context, c = 1, num_classes = vocab; each keeps its shards'
- * names, sizes and window counts, and opens a shard when a batch reads it. Errors, one line each,
- * with both datasets left zeroed: MP_EUSAGE for a context, vocab or token_bytes or a part out of
- * range; MP_EDATA naming the file or directory for a missing directory, one without a training or a
- * validation shard, a header with an unknown version or a token count that disagrees with the
- * file's size, a headerless size that is not a whole number of tokens, a token >= vocab (with its
- * position), a split without one whole window, a read error; MP_ESTOPPED when a stop signal comes
- * during the check of the tokens (engine/stop.h). */
+ * the shards once in pieces of 1 MiB (a batch checks its windows again). Windows never cross a
+ * shard's end: a training shard of n tokens holds n / context - 1 windows (its windows shift by a
+ * per-epoch offset in [0, context), as text's do), a validation shard (n - 1) / context. A limit >
+ * 0 keeps only the first `limit` windows of its split. Both datasets get h = 1, w = context, c = 1,
+ * num_classes = vocab; each keeps its shards' names, sizes and window counts, and opens a shard
+ * when a batch reads it. Errors, one line each, with both datasets left zeroed: MP_EUSAGE for a
+ * context, vocab or token_bytes out of range; MP_EDATA naming the file or directory for a missing
+ * directory, one without a training or a validation shard, a header with an unknown version or a
+ * token count that disagrees with the file's size, a headerless size that is not a whole number of
+ * tokens, a token >= vocab (with its position), a split without one whole window, a read error;
+ * MP_ESTOPPED when a stop signal comes during the check of the tokens (engine/stop.h). */
 mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
-                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit,
-                         int part, int parts);
+                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit);
 
 /* Gathers the windows idx[0..n) of token dataset d for (seed, epoch) as mp_text_batch does: x
  * (n, 1, T, 1) of dtype `dt` holds the window's first T tokens as values (exact in FP32 below

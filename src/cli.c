@@ -149,6 +149,9 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
         return mp_fail(MP_EUSAGE, "--resume: the path is empty (a checkpoint, or auto; a "
                                   "fresh start despite the config's checkpoint.resume: --set "
                                   "checkpoint.resume='\"\"')");
+    bool file_cmd = cli->cmd == MP_CMD_INSPECT || cli->cmd == MP_CMD_EXPORT; /* a checkpoint */
+    if (cli->config && !cli->config[0] && !file_cmd)
+        return mp_fail(MP_EUSAGE, "the config path is empty");
     switch (cli->cmd) {
     case MP_CMD_TRAIN:
         if (!cli->config)

@@ -27,10 +27,9 @@ mp_status mp_train_load_data(mp_trainer *t)
         MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                             c->data.val_fraction, c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "tokens") == 0) {
-        /* the ranks share the check of the tokens; set-up agrees on the outcome */
         MP_TRY(mp_tokens_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                               (int)c->data.token_bytes, c->data.num_classes, c->data.train_limit,
-                              c->data.test_limit, t->comm->rank, t->comm->size));
+                              c->data.test_limit));
     } else if (strcmp(c->data.format, "hdf5") == 0) {
         const mp_h5data_keys keys[2] = {{c->data.train_images, c->data.train_labels},
                                         {c->data.test_images, c->data.test_labels}};

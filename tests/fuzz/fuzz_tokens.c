@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mp_fuzz_put_file(val, sizeof val, dir, "val.bin", data + n, size - n) == 0) {
         mp_dataset tr, te, zero;
         memset(&zero, 0, sizeof zero);
-        mp_status st = mp_tokens_load(&tr, &te, dir, context, width, vocab, limit, limit, 0, 1);
+        mp_status st = mp_tokens_load(&tr, &te, dir, context, width, vocab, limit, limit);
         if (st == MP_OK) {
             check_windows(&tr, vocab, limit);
             check_windows(&te, vocab, limit);

@@ -89,6 +89,8 @@ expect_exit 2 "--set needs a value" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cf
 expect_exit 2 "unexpected argument 'b.cfg'" "$MPDIST" a.cfg b.cfg
 expect_exit 2 "unknown command 'evall' \(train, eval, sample" "$MPDIST" evall "$SRC/configs/fashion-mnist-mlp.cfg"
 expect_exit 2 "--checkpoint: the path is empty" "$MPDIST" eval "$SRC/configs/fashion-mnist-mlp.cfg" --checkpoint ""
+expect_exit 2 "the config path is empty" "$MPDIST" eval "" --checkpoint x.h5
+expect_exit 2 "the config path is empty" "$MPDIST" ""
 expect_exit 2 "--resume: the path is empty \(a checkpoint, or auto; a fresh start" "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --resume=
 expect_exit 2 "$TMP/missing.cfg: cannot read" "$MPDIST" "$TMP/missing.cfg"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint" "$MPDIST" eval x.cfg

@@ -8,7 +8,7 @@
  * with the file, a mix of widths, a token >= the vocabulary (named with its position), a split
  * without a window; and a shard that shrinks after loading, refused by the batch (MP_EDATA
  * naming it) and by the loader's next, not read past its end, and one rewritten with a token
- * past the vocabulary, refused by the batch; the check shared by parts, and ended by a stop. */
+ * past the vocabulary, refused by the batch; headers before tokens, and a stop ending the check. */
 #include "tests/util/test_util.h"
 
 #include <signal.h>
@@ -80,7 +80,7 @@ static void test_headerless_uint16(void **state)
     write_shard(dir, "train.bin", 0, 100, 2, 0, 0);  /* 100 / 8 - 1 = 11 windows */
     write_shard(dir, "val.bin", 1000, 33, 2, 0, 0);  /* (33 - 1) / 8 = 4 windows */
     mp_dataset tr, te;
-    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65536, 0, 0, 0, 1), MP_OK);
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65536, 0, 0), MP_OK);
     assert_int_equal(tr.count, 11);
     assert_int_equal(te.count, 4);
     assert_int_equal(tr.num_classes, 65536);
@@ -97,7 +97,7 @@ static void test_headerless_uint16(void **state)
     expect_window(&te, 3, 5, 1000 + 3 * T, 65536);
     mp_dataset_free(&tr);
     mp_dataset_free(&te);
-    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65536, 5, 2, 0, 1), MP_OK); /* limits */
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65536, 5, 2), MP_OK); /* limits */
     assert_int_equal(tr.count, 5);
     assert_int_equal(te.count, 2);
     mp_dataset_free(&tr);
@@ -119,7 +119,7 @@ static void test_llmc_shards(void **state)
         write_shard(dir, "data_val_000000.bin", 7000, 17, w, version, 0);   /* 2 windows */
         write_shard(dir, "notes.txt", 0, 3, 1, 0, 0);                       /* not a shard */
         mp_dataset tr, te;
-        assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, vocab, 0, 0, 0, 1), MP_OK);
+        assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, vocab, 0, 0), MP_OK);
         assert_int_equal(tr.count, 6);
         assert_int_equal(te.count, 2);
         int64_t off = mp_text_offset(&tr, 42, 3);
@@ -159,7 +159,7 @@ static void test_same_batches_as_text(void **state)
     mp_test_write_file(path, toks, (LEN - VAL) * sizeof *toks, 0);
     snprintf(path, sizeof path, "%s/val.bin", sdir);
     mp_test_write_file(path, toks + LEN - VAL, VAL * sizeof *toks, 0);
-    assert_int_equal(mp_tokens_load(&ttr, &tte, sdir, T, 2, 256, 0, 0, 0, 1), MP_OK);
+    assert_int_equal(mp_tokens_load(&ttr, &tte, sdir, T, 2, 256, 0, 0), MP_OK);
     assert_int_equal(ttr.count, xtr.count);
     assert_int_equal(tte.count, xte.count);
     int64_t idx[BATCH] = {0, 7, xtr.count - 1, 3, 50};
@@ -207,20 +207,12 @@ static void expect_refused(const char *dir, int context, int width, int64_t voca
 {
     mp_dataset tr, te;
     int64_t before = mp_mem_current(MP_MEM_DATA);
-    mp_status st = mp_tokens_load(&tr, &te, dir, context, width, vocab, 0, 0, 0, 1);
+    mp_status st = mp_tokens_load(&tr, &te, dir, context, width, vocab, 0, 0);
     const char *want[2] = {w1, w2};
     mp_test_expect_load_fail(st, code, &tr, before, want, 2);
     mp_dataset zero;
     memset(&zero, 0, sizeof zero);
     assert_memory_equal(&te, &zero, sizeof zero);
-}
-
-/* A part out of range: MP_EUSAGE naming it. */
-static void expect_parts_refused(const char *dir, int part, int parts)
-{
-    mp_dataset tr, te;
-    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0, part, parts), MP_EUSAGE);
-    assert_non_null(strstr(mp_error_message(), "part"));
 }
 
 static void test_refusals(void **state)
@@ -274,7 +266,7 @@ static void test_shard_shrinks(void **state)
     write_shard(dir, "train.bin", 0, 200, 2, 0, 0);
     write_shard(dir, "val.bin", 0, 20, 2, 0, 0);
     mp_dataset tr, te;
-    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65536, 0, 0, 0, 1), MP_OK);
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65536, 0, 0), MP_OK);
     char path[4096];
     snprintf(path, sizeof path, "%s/train.bin", dir);
     assert_int_equal(truncate(path, 100 * 2), 0);
@@ -305,7 +297,7 @@ static void test_shard_shrinks(void **state)
     mp_dataset_free(&tr);
     mp_dataset_free(&te);
     write_shard(dir, "train.bin", 0, 200, 2, 0, 0);
-    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65535, 0, 0, 0, 1), MP_OK); /* < vocab */
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 65535, 0, 0), MP_OK); /* < vocab */
     mp_dataset_free(&te);
     int64_t at = mp_text_offset(&tr, 42, 0) + 2; /* inside window 0 of epoch 0 */
     uint16_t big = 65535;
@@ -321,14 +313,15 @@ static void test_shard_shrinks(void **state)
     mp_dataset_free(&tr);
 }
 
-/* The token check shared by parts (ranks): a token past the vocabulary in the second 1 MiB
- * piece of a shard is found by part 1 of 2 and by a single part, not by part 0 of 2; a part out
- * of range is MP_EUSAGE. Then a stop request ends a load in its check (MP_ESTOPPED naming the
- * shard, both datasets zeroed): the request stays for the process, so this test runs last. */
-static void test_parts_and_stop(void **state)
+/* The token check: a token past the vocabulary in the second 1 MiB piece of a shard is named
+ * with its position; every shard's header is read first (a validation shard that is cut is
+ * said before the training shards' tokens are read). Then a stop request ends a load in its
+ * check (MP_ESTOPPED naming the shard, both datasets zeroed): the request stays for the
+ * process, so this test runs last. */
+static void test_check_and_stop(void **state)
 {
     (void)state;
-    const char *dir = mp_test_dir("tokens-parts");
+    const char *dir = mp_test_dir("tokens-check");
     const int64_t n = 3 * (1 << 19), bad = (1 << 19) + 1000; /* 3 pieces; one in the second */
     uint16_t *b = malloc((size_t)n * 2);
     assert_non_null(b);
@@ -340,24 +333,19 @@ static void test_parts_and_stop(void **state)
     mp_test_write_file(path, b, (size_t)n * 2, 0);
     snprintf(path, sizeof path, "%s/val.bin", dir);
     mp_test_write_file(path, b, 200, 0);
-    free(b);
     mp_dataset tr, te;
-    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0, 0, 2), MP_OK);
-    mp_dataset_free(&tr);
-    mp_dataset_free(&te);
     char want[64];
     snprintf(want, sizeof want, "train.bin: token %lld is 9", (long long)bad);
-    for (int parts = 1; parts <= 2; parts++) {
-        mp_status st = mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0, parts - 1, parts);
-        assert_int_equal(st, MP_EDATA);
-        assert_non_null(strstr(mp_error_message(), want));
-    }
-    expect_parts_refused(dir, 2, 2);
-    expect_parts_refused(dir, -1, 2);
-    expect_parts_refused(dir, 0, 0);
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0), MP_EDATA);
+    assert_non_null(strstr(mp_error_message(), want));
+    mp_test_write_file(path, b, 201, 0); /* val.bin: an odd size, found before train.bin's 9 */
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0), MP_EDATA);
+    assert_non_null(strstr(mp_error_message(), "val.bin: 201 bytes"));
+    mp_test_write_file(path, b, 200, 0);
+    free(b);
     mp_stop_request(SIGUSR1);
     int64_t before = mp_mem_current(MP_MEM_DATA);
-    mp_status st = mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0, 0, 1);
+    mp_status st = mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0);
     const char *stopped[2] = {"stopped by SIGUSR1 while checking the tokens of", "train.bin"};
     mp_test_expect_load_fail(st, MP_ESTOPPED, &tr, before, stopped, 2);
 }
@@ -370,7 +358,7 @@ int main(void)
         cmocka_unit_test(test_same_batches_as_text),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_shard_shrinks),
-        cmocka_unit_test(test_parts_and_stop), /* last: it leaves a stop requested */
+        cmocka_unit_test(test_check_and_stop), /* last: it leaves a stop requested */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
