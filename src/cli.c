@@ -149,9 +149,11 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
         return mp_fail(MP_EUSAGE, "--resume: the path is empty (a checkpoint, or auto; a "
                                   "fresh start despite the config's checkpoint.resume: --set "
                                   "checkpoint.resume='\"\"')");
-    bool file_cmd = cli->cmd == MP_CMD_INSPECT || cli->cmd == MP_CMD_EXPORT; /* a checkpoint */
-    if (cli->config && !cli->config[0] && !file_cmd)
-        return mp_fail(MP_EUSAGE, "the config path is empty");
+    if (cli->config && !cli->config[0]) /* inspect's and export's first word is a checkpoint */
+        return cli->cmd == MP_CMD_INSPECT || cli->cmd == MP_CMD_EXPORT
+                   ? mp_fail(MP_EUSAGE, "%s: the checkpoint path is empty",
+                             cli->cmd == MP_CMD_INSPECT ? "inspect" : "export")
+                   : mp_fail(MP_EUSAGE, "the config path is empty");
     switch (cli->cmd) {
     case MP_CMD_TRAIN:
         if (!cli->config)
@@ -171,8 +173,6 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
         if (npos != 2)
             return mp_fail(MP_EUSAGE, "usage: mpdist export FILE.h5 OUT.h5 [--dtype "
                                       "fp16|bf16|fp32] [--keep-batchnorm-fp32]");
-        if (!cli->config[0])
-            return mp_fail(MP_EUSAGE, "export: the checkpoint path is empty");
         if (strcmp(cli->dtype, "fp16") != 0 && strcmp(cli->dtype, "bf16") != 0 &&
             strcmp(cli->dtype, "fp32") != 0)
             return mp_fail(MP_EUSAGE, "--dtype: must be fp16, bf16 or fp32 (got '%s')",
@@ -184,8 +184,6 @@ static mp_status check_arguments(const mp_cli *cli, int npos)
     case MP_CMD_INSPECT:
         if (npos != 1)
             return mp_fail(MP_EUSAGE, "usage: mpdist inspect FILE.h5");
-        if (!cli->config[0])
-            return mp_fail(MP_EUSAGE, "inspect: the checkpoint path is empty");
         break;
     default: break;
     }
