@@ -13,16 +13,22 @@
  * column block [c0, c1)), the masked entries of the computed part being exact zeros, so about
  * half the arithmetic of the full matrices is skipped; a non-finite v (or q, k) at a masked
  * position may therefore reach other rows of its block through 0 * inf. Outputs in another
- * dtype are computed in a working copy and rounded once at the end. Deterministic: a fixed order
- * everywhere, one thread per call (OpenBLAS may thread a product). The working memory is a
- * per-thread workspace that only grows (MP_MEM_WORKSPACE). */
+ * dtype are computed in a working copy and rounded once at the end. Threads (parallel.h) take
+ * whole heads, each with its own (T, T) matrices and writing only its own rows and columns in a
+ * fixed order, so the results are bitwise the same for any thread count; OpenBLAS runs
+ * single-threaded inside them (a threaded product split at other edges gave FP64 results that
+ * moved with the thread count). The row loops are compiled for AVX2 too
+ * (engine/vector_clones.h), with the same bits. The working memory is per-thread workspace that
+ * only grows (MP_MEM_WORKSPACE). */
 #include <math.h>
 #include <string.h>
 
 #include "engine/alloc.h"
 #include "engine/attn_geom.h"
 #include "engine/backend_cpu/attn_cpu.h"
+#include "engine/backend_cpu/parallel.h"
 #include "engine/dropout_mask.h"
+#include "engine/vector_clones.h"
 
 /* Rows per block under the causal mask. */
 enum { MP_ATTN_BLOCK = 32 };
@@ -36,9 +42,24 @@ typedef struct attn_run {
     void *probs;              /* probs (N, heads, T, T) in pdt */
     const void *dout;         /* backward: dout (N, T, D) */
     void *y;                  /* forward: out (N, T, D); backward: dqkv (N, T, 3D) */
-    void *a, *b;              /* (T, T) each */
-    void *row;                /* backward with dropout: T multipliers */
 } attn_run;
+
+/* One thread's working memory (MP_CPU_WS_ATTN_TILE): (T, T) matrices a and (backward) b, and
+ * (backward) a row of T dropout multipliers. */
+typedef struct attn_scratch {
+    void *a, *b, *row;
+} attn_scratch;
+
+/* This thread's scratch for a forward or a backward call. */
+static attn_scratch scratch(const attn_run *r, bool backward)
+{
+    size_t es = mp_dtype_size(r->wt), tt = mp_attn_round64((size_t)(r->g.T * r->g.T) * es);
+    size_t row = backward ? (size_t)r->g.T * es : 0;
+    char *p = mp_cpu_workspace(MP_CPU_WS_ATTN_TILE, (backward ? 2 * tt : tt) + row);
+    if (!backward)
+        return (attn_scratch){.a = p, .b = NULL, .row = NULL};
+    return (attn_scratch){.a = p, .b = p + tt, .row = p + 2 * tt};
+}
 
 /* The end of the block holding row i: the columns its products cover. */
 static int64_t block_end(const attn_run *r, int64_t i)
@@ -64,7 +85,7 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
  *   bwd_head_SFX(r, n, h): dq, dk and dv of head h of sequence n.
  * Loops over a row are simple or go in 8 lanes, so that the compiler vectorises them. */
 #define MP_ATTN_KERNELS(ACC, SFX, EXP)                                                            \
-    static void softmax_##SFX(ACC *restrict v, int64_t n)                                         \
+    MP_VECTOR_CLONES static void softmax_##SFX(ACC *restrict v, int64_t n)                        \
     {                                                                                             \
         bool bad;                                                                                 \
         ACC m = mp_attn_rowmax_##SFX(v, n, &bad), sum;                                            \
@@ -81,11 +102,12 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
             v[j] *= inv;                                                                          \
     }                                                                                             \
                                                                                                   \
-    static void fwd_head_##SFX(const attn_run *r, int64_t n, int64_t h)                           \
+    MP_VECTOR_CLONES static void fwd_head_##SFX(const attn_run *r, const attn_scratch *w,         \
+                                                int64_t n, int64_t h)                             \
     {                                                                                             \
         const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                           \
         const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;       \
-        ACC *s = r->a, *out = (ACC *)r->y + n * T * D + h * dh;                                   \
+        ACC *s = w->a, *out = (ACC *)r->y + n * T * D + h * dh;                                   \
         const int64_t blk = r->k.causal ? MP_ATTN_BLOCK : T;                                      \
         for (int64_t r0 = 0; r0 < T; r0 += blk) {                                                 \
             int64_t r1 = block_end(r, r0);                                                        \
@@ -123,13 +145,14 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
         }                                                                                         \
     }                                                                                             \
                                                                                                   \
-    static void bwd_head_##SFX(const attn_run *r, int64_t n, int64_t h)                           \
+    MP_VECTOR_CLONES static void bwd_head_##SFX(const attn_run *r, const attn_scratch *w,         \
+                                                int64_t n, int64_t h)                             \
     {                                                                                             \
         const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                           \
         const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;       \
         const ACC *dout = (const ACC *)r->dout + n * T * D + h * dh;                              \
         ACC *dq = (ACC *)r->y + n * T * ld + h * dh, *dk = dq + D, *dv = dq + 2 * D;              \
-        ACC *p = r->a, *ds = r->b, *mult = r->row;                                                \
+        ACC *p = w->a, *ds = w->b, *mult = w->row;                                                \
         const int64_t blk = r->k.causal ? MP_ATTN_BLOCK : T;                                      \
         mp_convert(p, r->wt, probs_row(r, n, h, 0), r->pdt, (size_t)(T * T));                     \
         for (int64_t r0 = 0; r0 < T; r0 += blk) { /* dP' = dO V^T */                              \
@@ -199,6 +222,21 @@ static mp_status attn_setup(const char *op, const mp_attn_desc *d, const mp_tens
     return MP_OK;
 }
 
+/* Every head of every sequence, forward or backward, split across the threads. */
+static void each_head(const attn_run *r, bool backward)
+{
+    const int64_t units = r->g.N * r->g.heads;
+    MP_CPU_PARALLEL_FOR(units > 1 ? r->g.N * r->g.T * 3 * r->g.D : 0)
+    for (int64_t u = 0; u < units; u++) {
+        attn_scratch w = scratch(r, backward);
+        int64_t n = u / r->g.heads, h = u % r->g.heads;
+        if (r->wt == MP_F64)
+            (backward ? bwd_head_f64 : fwd_head_f64)(r, &w, n, h);
+        else
+            (backward ? bwd_head_f32 : fwd_head_f32)(r, &w, n, h);
+    }
+}
+
 mp_status mp_cpu_attention_forward(const mp_attn_desc *d, const mp_tensor *qkv,
                                    mp_tensor *probs, mp_tensor *out)
 {
@@ -208,21 +246,14 @@ mp_status mp_cpu_attention_forward(const mp_attn_desc *d, const mp_tensor *qkv,
     size_t es = mp_dtype_size(r.wt), nx = (size_t)(g->N * g->T * 3 * g->D);
     size_t ny = (size_t)(g->N * g->T * g->D);
     bool cx = qkv->dtype != r.wt, cy = out->dtype != r.wt;
-    size_t bytes[3] = {cx ? nx * es : 0, cy ? ny * es : 0, (size_t)(g->T * g->T) * es};
-    void *part[3];
-    mp_attn_workspace(3, bytes, part);
+    size_t bytes[2] = {cx ? nx * es : 0, cy ? ny * es : 0};
+    void *part[2];
+    mp_attn_workspace(2, bytes, part);
     r.x = cx ? part[0] : qkv->data;
     r.y = cy ? part[1] : out->data;
-    r.a = part[2];
     if (cx)
         mp_cpu_convert_bulk(part[0], r.wt, qkv->data, qkv->dtype, nx);
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t h = 0; h < g->heads; h++) {
-            if (r.wt == MP_F64)
-                fwd_head_f64(&r, n, h);
-            else
-                fwd_head_f32(&r, n, h);
-        }
+    each_head(&r, false);
     if (cy)
         mp_cpu_convert_bulk(out->data, out->dtype, part[1], r.wt, ny);
     return MP_OK;
@@ -239,27 +270,19 @@ mp_status mp_cpu_attention_backward(const mp_attn_desc *d, const mp_tensor *qkv,
                    "attention_backward");
     const mp_attn_geom *g = &r.g;
     size_t es = mp_dtype_size(r.wt), nx = (size_t)(g->N * g->T * 3 * g->D);
-    size_t ny = (size_t)(g->N * g->T * g->D), tt = (size_t)(g->T * g->T);
+    size_t ny = (size_t)(g->N * g->T * g->D);
     bool cx = qkv->dtype != r.wt, co = dout->dtype != r.wt, cd = dqkv->dtype != r.wt;
-    size_t bytes[6] = {cx ? nx * es : 0, co ? ny * es : 0, cd ? nx * es : 0, tt * es, tt * es,
-                       (size_t)g->T * es};
-    void *part[6];
-    mp_attn_workspace(6, bytes, part);
+    size_t bytes[3] = {cx ? nx * es : 0, co ? ny * es : 0, cd ? nx * es : 0};
+    void *part[3];
+    mp_attn_workspace(3, bytes, part);
     r.x = cx ? part[0] : qkv->data;
     r.dout = co ? part[1] : dout->data;
     r.y = cd ? part[2] : dqkv->data;
-    r.a = part[3], r.b = part[4], r.row = part[5];
     if (cx)
         mp_cpu_convert_bulk(part[0], r.wt, qkv->data, qkv->dtype, nx);
     if (co)
         mp_cpu_convert_bulk(part[1], r.wt, dout->data, dout->dtype, ny);
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t h = 0; h < g->heads; h++) {
-            if (r.wt == MP_F64)
-                bwd_head_f64(&r, n, h);
-            else
-                bwd_head_f32(&r, n, h);
-        }
+    each_head(&r, true);
     if (cd)
         mp_cpu_convert_bulk(dqkv->data, dqkv->dtype, part[2], r.wt, nx);
     return MP_OK;

@@ -14,13 +14,16 @@
  * dQ += dS K / sqrt(dh). Working memory grows with T (copies, tiles, one row vector), never
  * with T^2. Threads (parallel.h) take whole query tiles (forward) or whole heads (backward),
  * each writing only its own rows and columns in a fixed order, so the results are bitwise the
- * same for any thread count; OpenBLAS runs single-threaded inside them. */
+ * same for any thread count; OpenBLAS runs single-threaded inside them. The tile kernels are
+ * compiled for AVX2 too (engine/vector_clones.h: the exponentials, the dropout hash and the row
+ * loops in vectors, the same bits; tests/unit/test_isa_bits.c). */
 #include <string.h>
 
 #include "engine/attn_flash.h"
 #include "engine/backend_cpu/attn_cpu.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/dropout_mask.h"
+#include "engine/vector_clones.h"
 
 /* Query rows and key columns of a tile. */
 enum { MP_FLASH_BR = 64, MP_FLASH_BC = 64 };
@@ -47,13 +50,13 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* The dropout multipliers keep / (1 - p) or 0 of probabilities (n, h, i, j0 .. j0 + len - 1)
  * into mult, in the working type ACC. */
-#define MP_FLASH_DROP_ROW(ACC, r, n, h, i, j0, len, mult)                                   \
-    do {                                                                                     \
-        const mp_attn_mask *m_ = &(r)->k;                                                    \
-        const uint64_t c0_ = mp_attn_counter(m_->offset, (r)->g.heads, (r)->g.T, n, h, i, j0); \
-        const ACC ks_ = (ACC)m_->keep_scale;                                                 \
-        for (int64_t jd_ = 0; jd_ < (len); jd_++)                                            \
-            (mult)[jd_] = mp_dropout_keep(m_->key, c0_ + (uint64_t)jd_, m_->thr) ? ks_ : (ACC)0; \
+#define MP_FLASH_DROP_ROW(ACC, r, n, h, i, j0, len, mult)                                         \
+    do {                                                                                          \
+        const mp_attn_mask *m_ = &(r)->k;                                                         \
+        const uint64_t c0_ = mp_attn_counter(m_->offset, (r)->g.heads, (r)->g.T, n, h, i, j0);    \
+        const ACC ks_ = (ACC)m_->keep_scale;                                                      \
+        for (int64_t jd_ = 0; jd_ < (len); jd_++)                                                 \
+            (mult)[jd_] = mp_dropout_keep(m_->key, c0_ + (uint64_t)jd_, m_->thr) ? ks_ : (ACC)0;  \
     } while (0)
 
 /* The FP64 working type's row rules (FP32's are engine/attn_flash.h's). */
@@ -73,8 +76,8 @@ static double flash_p_f64(double s, double m, double inv_l) { return exp(s - m) 
  *     [i0, i1) added to dq, dk and dv;
  *   bwd_head_SFX(r, w, n, h): the d_i of the head and all its tiles. */
 #define MP_FLASH_KERNELS(ACC, SFX, MAX, RESCALE, EXP, P)                                          \
-    static void fwd_tile_##SFX(const flash_run *r, const flash_tiles *w, int64_t n,               \
-                               int64_t h, int64_t i0, int64_t i1)                                 \
+    MP_VECTOR_CLONES static void fwd_tile_##SFX(const flash_run *r, const flash_tiles *w,         \
+                                                int64_t n, int64_t h, int64_t i0, int64_t i1)     \
     {                                                                                             \
         const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D, rows = i1 - i0;           \
         const ACC *q = (const ACC *)r->x + n * T * ld + h * dh, *k = q + D, *v = q + 2 * D;       \
@@ -123,8 +126,9 @@ static double flash_p_f64(double s, double m, double inv_l) { return exp(s - m) 
         }                                                                                         \
     }                                                                                             \
                                                                                                   \
-    static void bwd_tile_##SFX(const flash_run *r, const flash_tiles *w, int64_t n,               \
-                               int64_t h, int64_t j0, int64_t j1, int64_t i0, int64_t i1)         \
+    MP_VECTOR_CLONES static void bwd_tile_##SFX(const flash_run *r, const flash_tiles *w,         \
+                                                int64_t n, int64_t h, int64_t j0, int64_t j1,     \
+                                                int64_t i0, int64_t i1)                           \
     {                                                                                             \
         const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                           \
         const int64_t rows = i1 - i0, cols = j1 - j0;                                             \
@@ -166,7 +170,8 @@ static double flash_p_f64(double s, double m, double inv_l) { return exp(s - m) 
                  dq + i0 * ld, ld); /* dQ += dS K / sqrt(dh) */                                   \
     }                                                                                             \
                                                                                                   \
-    static void bwd_head_##SFX(const flash_run *r, const flash_tiles *w, int64_t n, int64_t h)    \
+    MP_VECTOR_CLONES static void bwd_head_##SFX(const flash_run *r, const flash_tiles *w,         \
+                                                int64_t n, int64_t h)                             \
     {                                                                                             \
         const int64_t T = r->g.T, D = r->g.D, dh = r->g.dh, ld = 3 * D;                           \
         const ACC *o = (const ACC *)r->o + n * T * D + h * dh;                                    \

@@ -1,9 +1,10 @@
 /* The CPU backend's parallel loops (engine/backend_cpu/parallel.h) give the bits of one thread:
  * every op of tests/util/test_cpu_ops.h (element-wise ops, pooling with NaN in the input,
- * BatchNorm, the optimizer step, the gradient statistics), in every dtype, on tensors large
- * enough to be split, computed with 1 and with 3 threads and compared byte for byte. Whole-tensor
- * dtype conversions (the convert op; convolutions, GEMMs and attention widen and round through
- * the same split) give mp_convert's bits for every pair of dtypes. */
+ * both attention paths, BatchNorm, the optimizer step, the gradient statistics), in every dtype,
+ * on tensors large enough to be split, computed with 1 and with 3 threads and compared byte for
+ * byte (the (T, T) attention path failed it in FP64 while OpenBLAS threaded its products).
+ * Whole-tensor dtype conversions (the convert op; convolutions, GEMMs and attention widen and
+ * round through the same split) give mp_convert's bits for every pair of dtypes. */
 #include "tests/util/test_util.h"
 
 #include <string.h>

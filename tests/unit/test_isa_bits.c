@@ -51,7 +51,11 @@ static const mp_ops base = {.batchnorm_forward = mp_cpu_batchnorm_forward,
                             .optim_step = mp_cpu_optim_step,
                             .grad_stats = mp_cpu_grad_stats,
                             .layernorm_forward = mp_cpu_layernorm_forward,
-                            .layernorm_backward = mp_cpu_layernorm_backward};
+                            .layernorm_backward = mp_cpu_layernorm_backward,
+                            .attention_forward = mp_cpu_attention_forward,
+                            .attention_backward = mp_cpu_attention_backward,
+                            .attention_flash_forward = mp_cpu_attention_flash_forward,
+                            .attention_flash_backward = mp_cpu_attention_flash_backward};
 
 /* Whether the library runs AVX2 copies here (else both sides are the same baseline code). */
 static bool have_avx2(void)

@@ -205,6 +205,34 @@ static void row_wise(const mp_ops *ops, mp_dtype dt, mp_dtype pt, mp_rng *r, mp_
         mp_tensor_free(all[i]);
 }
 
+/* Both attention paths, forward and backward, on 2 sequences of 129 tokens (three tiles of
+ * attention_flash.c, the last of one row) in 3 heads of 20 columns (no vector width divides a
+ * head): causal with dropout, then neither. */
+static void attention(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs *o)
+{
+    enum { AN = 2, AH = 3, AW = 43, HEADS = 3, AD = 60 };
+    int64_t qs[4] = {AN, AH, AW, 3 * AD}, os[4] = {AN, AH, AW, AD};
+    int64_t ss[4] = {AN, HEADS, AH * AW, 2}, ps[4] = {AN, HEADS, AH * AW, AH * AW};
+    const mp_dtype st = dt == MP_F64 ? MP_F64 : MP_F32;
+    mp_tensor qkv = mp_test_rand(dt, 4, qs, r, -2, 2), dout = mp_test_rand(dt, 4, os, r, -1, 1);
+    for (int causal = 1; causal >= 0; causal--) {
+        mp_attn_desc d = {.heads = HEADS, .causal = causal, .dropout_p = causal ? 0.1 : 0,
+                          .seed = 7, .offset = 1000};
+        mp_tensor *stats = mp_test_keep(o, mp_test_rand(st, 4, ss, NULL, 0, 0));
+        mp_tensor *out = mp_test_keep(o, mp_test_rand(dt, 4, os, NULL, 0, 0));
+        assert_int_equal(ops->attention_flash_forward(&d, &qkv, stats, out), MP_OK);
+        mp_tensor *dqkv = mp_test_keep(o, mp_test_rand(dt, 4, qs, NULL, 0, 0));
+        assert_int_equal(ops->attention_flash_backward(&d, &qkv, out, stats, &dout, dqkv), MP_OK);
+        mp_tensor *probs = mp_test_keep(o, mp_test_rand(dt, 4, ps, NULL, 0, 0));
+        out = mp_test_keep(o, mp_test_rand(dt, 4, os, NULL, 0, 0));
+        assert_int_equal(ops->attention_forward(&d, &qkv, probs, out), MP_OK);
+        dqkv = mp_test_keep(o, mp_test_rand(dt, 4, qs, NULL, 0, 0));
+        assert_int_equal(ops->attention_backward(&d, &qkv, probs, &dout, dqkv), MP_OK);
+    }
+    mp_tensor_free(&qkv);
+    mp_tensor_free(&dout);
+}
+
 void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o)
 {
     mp_rng r;
@@ -214,6 +242,7 @@ void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outp
     pooling(ops, dt, C, &r, o);
     const mp_dtype pt = dt == MP_F64 ? MP_F64 : MP_F32;
     row_wise(ops, dt, pt, &r, o);
+    attention(ops, dt, &r, o);
     mp_test_cpu_bn_run(ops, dt, pt, N * H * W, C, &r, o);
     mp_test_cpu_bn_run(ops, dt, pt, N * H * W, 100, &r, o);
     optimizer(ops, dt, &r, o);

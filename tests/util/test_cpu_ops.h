@@ -21,12 +21,13 @@ mp_tensor *mp_test_keep(mp_test_outputs *o, mp_tensor t);
 
 /* Fills o (emptied first) with the outputs of ops' relu_forward and _backward, add (and add in
  * place), add_relu, scale, dropout_forward and _backward, bias_add, bias_grad (also at 200
- * features), LayerNorm forward and backward (200 features; dx apart, in place, absent), max pooling
- * (2x2 tiling, and 3x3 stride 2 padded) and average pooling forward and backward (NaN in some
- * windows), BatchNorm (mp_test_cpu_bn_run) at C and at 100 channels, optim_step (Adam with a half
- * copy, SGD with momentum, with Nesterov, plain) and grad_stats (finite and with NaN), on inputs of
- * dtype dt drawn from one seed: activations N H W C = 4 x 16 x 16 x C (BatchNorm's 1024 rows are 16
- * chunks of engine/bn_rule.h), the optimizer 100,003 elements. */
+ * features), LayerNorm forward and backward (200 features; dx apart, in place, absent), both
+ * attention paths forward and backward (tiled and (T, T); causal with dropout, and neither), max
+ * pooling (2x2 tiling, and 3x3 stride 2 padded) and average pooling forward and backward (NaN in
+ * some windows), BatchNorm (mp_test_cpu_bn_run) at C and at 100 channels, optim_step (Adam with a
+ * half copy, SGD with momentum, with Nesterov, plain) and grad_stats (finite and with NaN), on
+ * inputs of dtype dt drawn from one seed: activations N H W C = 4 x 16 x 16 x C (BatchNorm's 1024
+ * rows are 16 chunks of engine/bn_rule.h), the optimizer 100,003 elements. */
 void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o);
 
 /* Adds to o ops' BatchNorm on x (M rows of C channels, dtype dt) with per-channel tensors of
