@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "engine/stop.h"
+#include "io/h5_internal.h"
 #include "io/h5file.h"
 
 #define MP_H5_MAX_CHUNK ((hsize_t)1 << 28) /* bytes of one chunk, unfiltered */
@@ -143,12 +144,7 @@ mp_status mp_h5_chunks_open(hid_t d, const char *path, const char *name, mp_h5_c
             st = mp_fail(MP_EDATA, "%s: %s: out of memory", path, name);
         }
     }
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (t >= 0)
-        H5Tclose(t);
-    if (s >= 0)
-        H5Sclose(s);
+    MP_H5_CLOSE(dcpl, t, s);
     if (st == MP_OK)
         *out = c;
     else

@@ -104,3 +104,21 @@ int mp_h5_stored_dtype(hid_t t)
         return MP_BF16;
     return -1;
 }
+
+void mp_h5_close_ids(int n, const hid_t *ids)
+{
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0)
+            continue;
+        switch (H5Iget_type(ids[i])) {
+        case H5I_GENPROP_LST: H5Pclose(ids[i]); break;
+        case H5I_DATATYPE: H5Tclose(ids[i]); break;
+        case H5I_DATASPACE: H5Sclose(ids[i]); break;
+        case H5I_ATTR: H5Aclose(ids[i]); break;
+        case H5I_DATASET: H5Dclose(ids[i]); break;
+        case H5I_GROUP: H5Gclose(ids[i]); break;
+        case H5I_FILE: H5Fclose(ids[i]); break;
+        default: break;
+        }
+    }
+}

@@ -39,4 +39,12 @@ hid_t mp_h5_file_type(mp_dtype dt);
 /* The dtype a stored HDF5 type holds, or -1 when it is none of ours. */
 int mp_h5_stored_dtype(hid_t t);
 
+/* Closes each of the n ids that is valid (>= 0) with the close call of its kind (property list,
+ * datatype, dataspace, attribute, dataset, group, file); others are left alone. */
+void mp_h5_close_ids(int n, const hid_t *ids);
+
+/* MP_H5_CLOSE(a, b, ...): mp_h5_close_ids over the ids given. */
+#define MP_H5_CLOSE(...) \
+    mp_h5_close_ids((int)(sizeof((hid_t[]){__VA_ARGS__}) / sizeof(hid_t)), (hid_t[]){__VA_ARGS__})
+
 #endif

@@ -286,12 +286,7 @@ static mp_status check_digest(mp_h5r *r, hid_t d, const char *path, size_t elem,
     uint32_t want = 0;
     bool ok = sp >= 0 && H5Sget_simple_extent_npoints(sp) == 1 && t >= 0 &&
               H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_UINT32, &want) >= 0;
-    if (t >= 0)
-        H5Tclose(t);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (a >= 0)
-        H5Aclose(a);
+    MP_H5_CLOSE(t, sp, a);
     H5Eclear2(H5E_DEFAULT);
     if (!ok)
         return mp_fail(MP_ECKPT, "%s: dataset %s: its digest %s is not one 32-bit integer (a "

@@ -118,12 +118,7 @@ static mp_status storage_ok(hid_t d, const char *path, const char *name)
     hssize_t points = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
     size_t size = t >= 0 ? H5Tget_size(t) : 0;
     hsize_t have = compact ? H5Dget_storage_size(d) : 0;
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (t >= 0)
-        H5Tclose(t);
-    if (s >= 0)
-        H5Sclose(s);
+    MP_H5_CLOSE(dcpl, t, s);
     if (points < 0 || size == 0)
         return mp_fail(MP_EDATA, "%s: %s: unreadable dataspace or type", path, name);
     if (layout == H5D_VIRTUAL || external > 0)
@@ -235,10 +230,7 @@ static mp_status open_dataset(hid_t f, const char *path, const char *name, bool 
     mp_status st = lapl >= 0 && dapl >= 0
                        ? open_in_file(f, path, name, lapl, dapl, &crossed, chunks, out)
                        : mp_fail(MP_EDATA, "%s: cannot make HDF5 access lists", path);
-    if (lapl >= 0)
-        H5Pclose(lapl);
-    if (dapl >= 0)
-        H5Pclose(dapl);
+    MP_H5_CLOSE(lapl, dapl);
     return st;
 }
 
@@ -525,10 +517,7 @@ mp_status mp_h5data_read(const mp_dataset *d, int64_t index, void *out)
     bool ok = buf && fs >= 0 && ms >= 0 &&
               H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
               H5Dread(h->images, mem_type, ms, fs, H5P_DEFAULT, buf) >= 0;
-    if (ms >= 0)
-        H5Sclose(ms);
-    if (fs >= 0)
-        H5Sclose(fs);
+    MP_H5_CLOSE(ms, fs);
     if (ok && transpose) {
         size_t hw = (size_t)d->h * (size_t)d->w, c = (size_t)d->c;
         for (size_t ch = 0; ch < c; ch++)
