@@ -10,43 +10,6 @@
 #include "io/memcheck.h"
 #include "io/tokens.h"
 
-/* Pieces of 1 MiB each rank checks in a round of the shared token check. */
-enum { MP_TOKEN_ROUND = 32 };
-
-/* Agrees on the ranks' statuses st: MP_OK, or the agreed failure on every rank, each with the
- * message of the rank that reports it (mp_comm_agree's reporter), so that whichever rank prints
- * says it. */
-static mp_status share_status(mp_comm *comm, mp_status st)
-{
-    int reporter = -1;
-    mp_status all = mp_comm_agree(comm, st, &reporter);
-    if (all == MP_OK || comm->broken || reporter < 0)
-        return all;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", mp_error_message());
-    MP_TRY(mp_comm_bcast(comm, msg, sizeof msg, reporter, "the token check's message"));
-    return mp_fail(all, "%s", msg);
-}
-
-/* The token shards' check shared by the ranks (st: mp_tokens_open's status on this rank): in
- * rounds, each rank checks MP_TOKEN_ROUND pieces (rank r of P the pieces r, r + P, ...) and the
- * ranks agree after each, so that a bad token found by any rank, or a stop reaching any of them,
- * ends the load on all of them within a round, and each shard is read once by the job rather
- * than once per rank. */
-static mp_status check_tokens(mp_trainer *t, mp_status st)
-{
-    mp_comm *comm = t->comm;
-    MP_TRY(share_status(comm, st));
-    double most = (double)mp_tokens_pieces(&t->train, &t->test); /* the same on every rank */
-    MP_TRY(mp_comm_allreduce(comm, &most, 1, MP_F64, MP_REDOP_MAX, "the token pieces"));
-    const int64_t ranks = comm->size, step = ranks * MP_TOKEN_ROUND;
-    for (int64_t base = 0; base < (int64_t)most; base += step) {
-        st = mp_tokens_check(&t->train, &t->test, base + comm->rank, MP_TOKEN_ROUND, ranks);
-        MP_TRY(share_status(comm, st));
-    }
-    return MP_OK;
-}
-
 mp_status mp_train_load_data(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
@@ -64,10 +27,9 @@ mp_status mp_train_load_data(mp_trainer *t)
         MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                             c->data.val_fraction, c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "tokens") == 0) {
-        MP_TRY(check_tokens(t, mp_tokens_open(&t->train, &t->test, c->data.path,
-                                              (int)c->data.context, (int)c->data.token_bytes,
-                                              c->data.num_classes, c->data.train_limit,
-                                              c->data.test_limit)));
+        MP_TRY(mp_tokens_load(&t->train, &t->test, c->data.path, (int)c->data.context,
+                              (int)c->data.token_bytes, c->data.num_classes, c->data.train_limit,
+                              c->data.test_limit));
     } else if (strcmp(c->data.format, "hdf5") == 0) {
         const mp_h5data_keys keys[2] = {{c->data.train_images, c->data.train_labels},
                                         {c->data.test_images, c->data.test_labels}};
