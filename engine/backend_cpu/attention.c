@@ -15,11 +15,12 @@
  * position may therefore reach other rows of its block through 0 * inf. Outputs in another
  * dtype are computed in a working copy and rounded once at the end. Threads (parallel.h) take
  * whole heads, each with its own (T, T) matrices and writing only its own rows and columns in a
- * fixed order, so the results are bitwise the same for any thread count; OpenBLAS runs
- * single-threaded inside them (a threaded product split at other edges gave FP64 results that
- * moved with the thread count). The row loops are compiled for AVX2 too
- * (engine/vector_clones.h), with the same bits. The working memory is per-thread workspace that
- * only grows (MP_MEM_WORKSPACE). */
+ * fixed order, so the results are bitwise the same for any thread count; OpenBLAS (its OpenMP
+ * build) runs single-threaded inside them (a threaded product split at other edges gave FP64
+ * results that moved with the thread count). A call of one head (N heads = 1) or one too small
+ * to split runs serially, and OpenBLAS may then thread its products. The row loops are
+ * compiled for AVX2 too (engine/vector_clones.h), with the same bits. The working memory is
+ * per-thread workspace that only grows (MP_MEM_WORKSPACE): (T, T) matrices per thread. */
 #include <math.h>
 #include <string.h>
 
@@ -226,7 +227,7 @@ static mp_status attn_setup(const char *op, const mp_attn_desc *d, const mp_tens
 static void each_head(const attn_run *r, bool backward)
 {
     const int64_t units = r->g.N * r->g.heads;
-    MP_CPU_PARALLEL_FOR(units > 1 ? r->g.N * r->g.T * 3 * r->g.D : 0)
+    MP_CPU_PARALLEL_FOR(units > 1 ? r->g.N * r->g.T * r->g.T * r->g.D : 0) /* the products' */
     for (int64_t u = 0; u < units; u++) {
         attn_scratch w = scratch(r, backward);
         int64_t n = u / r->g.heads, h = u % r->g.heads;
