@@ -17,8 +17,8 @@
  * whole heads, each with its own (T, T) matrices and writing only its own rows and columns in a
  * fixed order, so the results are bitwise the same for any thread count; OpenBLAS (its OpenMP
  * build) runs single-threaded inside them (a threaded product split at other edges gave FP64
- * results that moved with the thread count). A call of one head (N heads = 1) or one too small
- * to split runs serially, and OpenBLAS may then thread its products. The row loops are
+ * results that moved with the thread count), also for a call of one head (N heads = 1), whose
+ * one head then runs on one thread while the others wait. The row loops are
  * compiled for AVX2 too (engine/vector_clones.h), with the same bits. The working memory is
  * per-thread workspace that only grows (MP_MEM_WORKSPACE): (T, T) matrices per thread. */
 #include <math.h>
@@ -223,11 +223,13 @@ static mp_status attn_setup(const char *op, const mp_attn_desc *d, const mp_tens
     return MP_OK;
 }
 
-/* Every head of every sequence, forward or backward, split across the threads. */
+/* Every head of every sequence, forward or backward, split across the threads. The region opens
+ * even for one head or little work (MP_CPU_GRAIN as the work): inside it OpenBLAS's OpenMP build
+ * runs each product on the calling thread, whose sums then do not depend on the thread count. */
 static void each_head(const attn_run *r, bool backward)
 {
     const int64_t units = r->g.N * r->g.heads;
-    MP_CPU_PARALLEL_FOR(units > 1 ? r->g.N * r->g.T * r->g.T * r->g.D : 0) /* the products' */
+    MP_CPU_PARALLEL_FOR(MP_CPU_GRAIN)
     for (int64_t u = 0; u < units; u++) {
         attn_scratch w = scratch(r, backward);
         int64_t n = u / r->g.heads, h = u % r->g.heads;

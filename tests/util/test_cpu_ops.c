@@ -205,18 +205,21 @@ static void row_wise(const mp_ops *ops, mp_dtype dt, mp_dtype pt, mp_rng *r, mp_
         mp_tensor_free(all[i]);
 }
 
-/* Both attention paths, forward and backward, on 2 sequences of 129 tokens (three tiles of
- * attention_flash.c, the last of one row) in 3 heads of 20 columns (no vector width divides a
- * head): causal with dropout, then neither. */
-static void attention(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs *o)
+/* One attention geometry: N sequences of H x W tokens, D columns in `heads` heads. */
+typedef struct attn_shape {
+    int64_t N, H, W, heads, D;
+} attn_shape;
+
+/* Both attention paths, forward and backward, on shape s: causal with dropout, then neither. */
+static void attention_case(const mp_ops *ops, mp_dtype dt, attn_shape s, mp_rng *r,
+                           mp_test_outputs *o)
 {
-    enum { AN = 2, AH = 3, AW = 43, HEADS = 3, AD = 60 };
-    int64_t qs[4] = {AN, AH, AW, 3 * AD}, os[4] = {AN, AH, AW, AD};
-    int64_t ss[4] = {AN, HEADS, AH * AW, 2}, ps[4] = {AN, HEADS, AH * AW, AH * AW};
+    int64_t T = s.H * s.W, qs[4] = {s.N, s.H, s.W, 3 * s.D}, os[4] = {s.N, s.H, s.W, s.D};
+    int64_t ss[4] = {s.N, s.heads, T, 2}, ps[4] = {s.N, s.heads, T, T};
     const mp_dtype st = dt == MP_F64 ? MP_F64 : MP_F32;
     mp_tensor qkv = mp_test_rand(dt, 4, qs, r, -2, 2), dout = mp_test_rand(dt, 4, os, r, -1, 1);
     for (int causal = 1; causal >= 0; causal--) {
-        mp_attn_desc d = {.heads = HEADS, .causal = causal, .dropout_p = causal ? 0.1 : 0,
+        mp_attn_desc d = {.heads = (int)s.heads, .causal = causal, .dropout_p = causal ? 0.1 : 0,
                           .seed = 7, .offset = 1000};
         mp_tensor *stats = mp_test_keep(o, mp_test_rand(st, 4, ss, NULL, 0, 0));
         mp_tensor *out = mp_test_keep(o, mp_test_rand(dt, 4, os, NULL, 0, 0));
@@ -231,6 +234,16 @@ static void attention(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs
     }
     mp_tensor_free(&qkv);
     mp_tensor_free(&dout);
+}
+
+/* 2 sequences of 129 tokens (three tiles of attention_flash.c, the last of one row) in 3 heads
+ * of 20 columns (no vector width divides a head); then one sequence of 300 tokens in one head of
+ * 64 columns, whose products are large enough for OpenBLAS to thread them (a call with one head
+ * has no heads to split). */
+static void attention(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs *o)
+{
+    attention_case(ops, dt, (attn_shape){2, 3, 43, 3, 60}, r, o);
+    attention_case(ops, dt, (attn_shape){1, 12, 25, 1, 64}, r, o);
 }
 
 void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o)
