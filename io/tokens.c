@@ -1,8 +1,9 @@
 /* Token shards (io/tokens.h): a split is a list of shards, each with its path, where its tokens
  * start, their width and count, and the windows it holds; window j of the split is window
  * j - first of the shard whose [first, first + count) holds j. Nothing of a shard is kept in
- * memory: loading reads each shard once in pieces of MP_TOKENS_CHUNK bytes to check its tokens
- * against the vocabulary, and a batch preads each window's T + 1 tokens. Reading rather than
+ * memory: the check reads the shards in pieces of MP_TOKENS_CHUNK bytes, numbered over all the
+ * shards so that ranks can share them, to check their tokens against the vocabulary, and a
+ * batch preads each window's T + 1 tokens. Reading rather than
  * mapping keeps the address space small (a run fits under `ulimit -v` whatever the corpus's
  * size) and turns a shard that shrinks during training into an error, not a SIGBUS. */
 #include "io/tokens.h"
@@ -30,12 +31,14 @@ typedef struct mp_token_shard {
     int64_t ntok;     /* tokens in the shard */
     int64_t first;    /* the split's index of the shard's first window */
     int64_t count;    /* windows in the shard */
+    int64_t piece0;   /* the number of its first piece (mp_tokens_pieces' numbering) */
 } mp_token_shard;
 
 struct mp_tokens {
     mp_token_shard *shards;
     int nshards;
-    int width; /* bytes a token: 2 or 4 */
+    int width;      /* bytes a token: 2 or 4 */
+    int64_t pieces; /* pieces of its shards */
 };
 
 void mp_tokens_free(mp_tokens *t)
@@ -128,32 +131,104 @@ static mp_status read_header(mp_token_shard *s, int token_bytes, int *width)
     return st;
 }
 
-/* Checks the tokens of shard s (w bytes each) against vocab, in pieces of MP_TOKENS_CHUNK
- * bytes: MP_EDATA naming the first out of range, a read error's, or a stop's (MP_ESTOPPED). */
-static mp_status check_tokens(const mp_token_shard *s, int w, int64_t vocab)
+/* Pieces of MP_TOKENS_CHUNK bytes in shard s of w-byte tokens. */
+static int64_t shard_pieces(const mp_token_shard *s, int w)
 {
-    const char *why;
-    int fd = mp_open_regular(s->path, NULL, &why);
-    if (fd < 0)
-        return mp_fail(MP_EDATA, "%s: %s", s->path, why);
-    uint8_t *buf = malloc(MP_TOKENS_CHUNK);
-    mp_status st = buf ? MP_OK : mp_fail(MP_EDATA, "%s: out of memory", s->path);
-    char doing[600];
-    snprintf(doing, sizeof doing, "checking the tokens of %.560s", s->path);
-    const int64_t piece = MP_TOKENS_CHUNK / w;
-    for (int64_t k0 = 0; st == MP_OK && k0 < s->ntok; k0 += piece) {
-        int64_t n = s->ntok - k0 < piece ? s->ntok - k0 : piece;
-        st = mp_stop_check(doing);
-        if (st == MP_OK)
-            st = read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w);
-        for (int64_t k = 0; st == MP_OK && k < n; k++)
-            if (token_at(buf, w, k) >= (uint64_t)vocab)
-                st = mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary "
-                             "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
-                             token_at(buf, w, k), (long long)vocab);
+    const int64_t per = MP_TOKENS_CHUNK / w;
+    return (s->ntok + per - 1) / per;
+}
+
+/* The last shard of t (nshards >= 1) whose first piece (by_piece: piece0) or first window
+ * (first) is at most v: a binary search. An empty shard shares its successor's, so the search
+ * passes it for the successor. */
+static const mp_token_shard *last_from(const mp_tokens *t, int64_t v, bool by_piece)
+{
+    int lo = 0, hi = t->nshards - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if ((by_piece ? t->shards[mid].piece0 : t->shards[mid].first) <= v)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
+    return &t->shards[lo];
+}
+
+/* Numbers split t's pieces from `first` on (piece0 of each shard, t->pieces). */
+static void number_pieces(mp_tokens *t, int64_t first)
+{
+    t->pieces = 0;
+    for (int i = 0; i < t->nshards; i++) {
+        t->shards[i].piece0 = first + t->pieces;
+        t->pieces += shard_pieces(&t->shards[i], t->width);
+    }
+}
+
+int64_t mp_tokens_pieces(const mp_dataset *train, const mp_dataset *test)
+{
+    return train->tokens->pieces + test->tokens->pieces;
+}
+
+/* The shard of piece p (global numbering: the training shards', then the validation shards'),
+ * its width in *w and p's number within it in *q (a binary search); NULL past the last piece. */
+static const mp_token_shard *piece_shard(const mp_dataset *train, const mp_dataset *test,
+                                         int64_t p, int *w, int64_t *q)
+{
+    const mp_tokens *t = p < train->tokens->pieces ? train->tokens : test->tokens;
+    if (p < 0 || p >= mp_tokens_pieces(train, test))
+        return NULL;
+    const mp_token_shard *s = last_from(t, p, true);
+    *w = t->width;
+    *q = p - s->piece0;
+    return s;
+}
+
+/* Checks piece q of shard s (w-byte tokens, read through fd into buf) against vocab. */
+static mp_status check_piece(const mp_token_shard *s, int fd, int w, int64_t q, int64_t vocab,
+                             uint8_t *buf)
+{
+    const int64_t per = MP_TOKENS_CHUNK / w, k0 = q * per;
+    const int64_t n = s->ntok - k0 < per ? s->ntok - k0 : per;
+    MP_TRY(read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w));
+    for (int64_t k = 0; k < n; k++)
+        if (token_at(buf, w, k) >= (uint64_t)vocab)
+            return mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary "
+                           "(data.num_classes = %lld)", s->path, (long long)(k0 + k),
+                           token_at(buf, w, k), (long long)vocab);
+    return MP_OK;
+}
+
+mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64_t first,
+                          int64_t count, int64_t stride)
+{
+    uint8_t *buf = malloc(MP_TOKENS_CHUNK);
+    if (!buf)
+        return mp_fail(MP_EDATA, "checking the tokens: out of memory");
+    mp_status st = MP_OK;
+    const mp_token_shard *open_shard = NULL;
+    int fd = -1, w;
+    char doing[600] = "";
+    for (int64_t i = 0, q; st == MP_OK && i < count; i++) {
+        const mp_token_shard *s = piece_shard(train, test, first + i * stride, &w, &q);
+        if (!s)
+            break;
+        if (s != open_shard) {
+            const char *why;
+            if (fd >= 0)
+                close(fd);
+            open_shard = s;
+            snprintf(doing, sizeof doing, "checking the tokens of %.560s", s->path);
+            if ((fd = mp_open_regular(s->path, NULL, &why)) < 0)
+                st = mp_fail(MP_EDATA, "%s: %s", s->path, why);
+        }
+        if (st == MP_OK)
+            st = mp_stop_check(doing);
+        if (st == MP_OK)
+            st = check_piece(s, fd, w, q, train->num_classes, buf);
+    }
+    if (fd >= 0)
+        close(fd);
     free(buf);
-    close(fd);
     return st;
 }
 
@@ -252,7 +327,7 @@ static mp_status load_split(mp_dataset *d, const char *dir, char **names, int n,
     return MP_OK;
 }
 
-mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
+mp_status mp_tokens_open(mp_dataset *train, mp_dataset *test, const char *path, int context,
                          int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit)
 {
     memset(train, 0, sizeof *train);
@@ -274,10 +349,9 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
         st = load_split(train, path, names, n, true, context, token_bytes, vocab, train_limit);
     if (st == MP_OK)
         st = load_split(test, path, names, n, false, context, token_bytes, vocab, test_limit);
-    for (int k = 0; k < 2 && st == MP_OK; k++) { /* the long part last: the layout is right */
-        const mp_tokens *t = k ? test->tokens : train->tokens;
-        for (int i = 0; i < t->nshards && st == MP_OK; i++)
-            st = check_tokens(&t->shards[i], t->width, vocab);
+    if (st == MP_OK) {
+        number_pieces(train->tokens, 0);
+        number_pieces(test->tokens, train->tokens->pieces);
     }
     for (int i = 0; i < n; i++)
         free(names[i]);
@@ -291,18 +365,23 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
     return st;
 }
 
+mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
+                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit)
+{
+    MP_TRY(mp_tokens_open(train, test, path, context, token_bytes, vocab, train_limit,
+                          test_limit));
+    mp_status st = mp_tokens_check(train, test, 0, INT64_MAX, 1);
+    if (st != MP_OK) {
+        mp_dataset_free(train);
+        mp_dataset_free(test);
+    }
+    return st;
+}
+
 /* The shard holding window j (its first <= j < first + count). */
 static const mp_token_shard *shard_of(const mp_tokens *t, int64_t j)
 {
-    int lo = 0, hi = t->nshards - 1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2;
-        if (t->shards[mid].first <= j)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return &t->shards[lo]; /* never an empty one: it shares its successor's first */
+    return last_from(t, j, false); /* never an empty one: it shares its successor's first */
 }
 
 mp_status mp_tokens_batch(const mp_dataset *d, const int64_t *idx, int64_t n, uint64_t seed,

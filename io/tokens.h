@@ -30,9 +30,27 @@
  * directory, one without a training or a validation shard, a header with an unknown version or a
  * token count that disagrees with the file's size, a headerless size that is not a whole number of
  * tokens, a token >= vocab (with its position), a split without one whole window, a read error;
- * MP_ESTOPPED when a stop signal comes during the check of the tokens (engine/stop.h). */
+ * MP_ESTOPPED when a stop signal comes during the check of the tokens (engine/stop.h). It is
+ * mp_tokens_open, then mp_tokens_check of every piece. */
 mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, int context,
                          int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit);
+
+/* mp_tokens_load without the check of the tokens: every shard's size and header, and the
+ * windows. Its errors are mp_tokens_load's but for a token >= vocab and MP_ESTOPPED. */
+mp_status mp_tokens_open(mp_dataset *train, mp_dataset *test, const char *path, int context,
+                         int token_bytes, int64_t vocab, int64_t train_limit, int64_t test_limit);
+
+/* The pieces of 1 MiB (the last of a shard shorter) of the shards of train and test (as
+ * mp_tokens_open made them), numbered from 0: the training shards' in order, then the
+ * validation shards'. */
+int64_t mp_tokens_pieces(const mp_dataset *train, const mp_dataset *test);
+
+/* Checks the tokens of pieces first, first + stride, ... (at most count of them, none past the
+ * last) against the datasets' num_classes, polling for a stop before each: MP_OK, or
+ * mp_tokens_load's MP_EDATA for a token >= vocab, a shard that cannot be opened or read, and
+ * MP_ESTOPPED. Ranks share the check by taking pieces rank, rank + ranks, ... (src/). */
+mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64_t first,
+                          int64_t count, int64_t stride);
 
 /* Gathers the windows idx[0..n) of token dataset d for (seed, epoch) as mp_text_batch does: x
  * (n, 1, T, 1) of dtype `dt` holds the window's first T tokens as values (exact in FP32 below

@@ -443,8 +443,8 @@ static int stopped_in_setup(mp_comm *comm, const mp_config *cfg)
     return cfg->checkpoint.dir[0] ? 0 : 128 + (int)sig;
 }
 
-/* train and eval: MPI, the configuration agreed by every rank and the trainer set up, then
- * the command. */
+/* train and eval: MPI, the configuration agreed by every rank, the trainer set up and its data
+ * checked (both agreed), then the command. */
 static int run(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_comm comm;
@@ -467,6 +467,8 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
     if (rc == 0)
         rc = agree(&comm, cli->cmd == MP_CMD_EVAL ? mp_train_setup_eval(&t, &cfg, &comm)
                                                   : mp_train_setup(&t, &cfg, &comm));
+    if (rc == 0)
+        rc = agree(&comm, mp_train_check_data(&t));
     if (rc == 0)
         rc = cli->cmd == MP_CMD_EVAL ? evaluate(&t, cli) : train(&t, cli, &cfg);
     else if (rc == MP_ESTOPPED)

@@ -138,7 +138,7 @@ typedef struct mp_trainer {
 
 /* Loads the data, builds the model (initialised on rank 0) and prepares optimizer and
  * schedule; writes no file and calls no collective, so callers agree on the status with
- * mp_comm_agree before going on. MP_EUSAGE for settings this build cannot run or a model
+ * mp_comm_agree before going on, then call mp_train_check_data. MP_EUSAGE for settings this build cannot run or a model
  * too big for the host, MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
@@ -168,6 +168,15 @@ mp_status mp_train_model_specs(const mp_config *c, bool cuda, mp_layer_spec *spe
  * files (folder takes the training classes' names, text and tokens split one file, hdf5 opens
  * both datasets' headers). */
 mp_status mp_train_load_data(mp_trainer *t);
+
+/* Collective, after every rank's mp_train_setup (or _eval) succeeded: checks what the set-up
+ * opened without reading, today the tokens of token shards against the vocabulary, each rank a
+ * share of the pieces (io/tokens.h). Returns this rank's own status (MP_EDATA for a bad token
+ * or a read error with its file, MP_ESTOPPED for a stop signal, MP_ECOMM when a collective
+ * failed); the ranks stop together at the first round where any failed, and callers agree on
+ * the result (mp_comm_agree) so that the rank that failed reports. MP_OK at once for the other
+ * formats, which set-up checked whole. */
+mp_status mp_train_check_data(mp_trainer *t);
 
 /* The opt-level policy c's amp group resolves to. */
 mp_amp_policy mp_train_amp_policy(const mp_config *c);

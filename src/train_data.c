@@ -1,5 +1,5 @@
 /* A trainer's data: the config's format read into t->train and t->test (src/train_setup.c's
- * set-up calls it). */
+ * set-up calls it), and the check of token shards that the ranks share after it. */
 #include "src/train.h"
 
 #include <stdio.h>
@@ -9,6 +9,9 @@
 #include "io/h5data.h"
 #include "io/memcheck.h"
 #include "io/tokens.h"
+
+/* Pieces of 1 MiB each rank checks in a round of the shared token check. */
+enum { MP_TOKEN_ROUND = 32 };
 
 mp_status mp_train_load_data(mp_trainer *t)
 {
@@ -27,7 +30,7 @@ mp_status mp_train_load_data(mp_trainer *t)
         MP_TRY(mp_text_load(&t->train, &t->test, c->data.path, (int)c->data.context,
                             c->data.val_fraction, c->data.train_limit, c->data.test_limit));
     } else if (strcmp(c->data.format, "tokens") == 0) {
-        MP_TRY(mp_tokens_load(&t->train, &t->test, c->data.path, (int)c->data.context,
+        MP_TRY(mp_tokens_open(&t->train, &t->test, c->data.path, (int)c->data.context,
                               (int)c->data.token_bytes, c->data.num_classes, c->data.train_limit,
                               c->data.test_limit));
     } else if (strcmp(c->data.format, "hdf5") == 0) {
@@ -94,5 +97,28 @@ mp_status mp_train_load_data(mp_trainer *t)
                        (long long)t->train.count, t->comm->size);
     /* rank 0 writes and reads checkpoints; the digest of a large text costs time */
     t->train_digest = t->comm->rank == 0 ? mp_dataset_digest(&t->train) : 0;
+    return MP_OK;
+}
+
+/* The token shards' check, in rounds: each rank checks MP_TOKEN_ROUND pieces (rank r of P the
+ * pieces r, r + P, ...) and the ranks agree after each round, so that a bad token found by any
+ * rank, or a stop reaching any of them, ends the check on all of them within a round, and each
+ * shard is read once by the job rather than once per rank. */
+mp_status mp_train_check_data(mp_trainer *t)
+{
+    if (strcmp(t->cfg->data.format, "tokens") != 0)
+        return MP_OK;
+    mp_comm *comm = t->comm;
+    double most = (double)mp_tokens_pieces(&t->train, &t->test); /* the same on every rank */
+    MP_TRY(mp_comm_allreduce(comm, &most, 1, MP_F64, MP_REDOP_MAX, "the token pieces"));
+    const int64_t ranks = comm->size, step = ranks * MP_TOKEN_ROUND;
+    for (int64_t base = 0; base < (int64_t)most; base += step) {
+        mp_status st = mp_tokens_check(&t->train, &t->test, base + comm->rank, MP_TOKEN_ROUND,
+                                       ranks);
+        int reporter;
+        mp_status all = mp_comm_agree(comm, st, &reporter);
+        if (all != MP_OK) /* this rank's own: the caller's agreement names whoever failed */
+            return comm->broken ? MP_ECOMM : st;
+    }
     return MP_OK;
 }

@@ -4,8 +4,8 @@
 # trains on them on 2 ranks with the step and test losses of data.format = "text" on that file
 # (the same windows on the same ranks), bit for bit, also with 0 and 3 loader threads; uint32
 # shards of a 1024-token vocabulary train; bad shards and configs end with exit 3 and 2 and one
-# line naming the file or key; and a 4 GiB shard (sparse) trains under a `ulimit -v` that a
-# whole-file read of it exceeds.
+# line naming the file or key (a bad token found by the rank that checks its piece, too); and a
+# 4 GiB shard (sparse) trains under a `ulimit -v` that a whole-file read of it exceeds.
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
@@ -75,6 +75,14 @@ expect_exit 3 "head/fortunes_val_000000.bin: starts with llm.c's header magic bu
   "${one[@]}" --set "data.path=\"$TMP/head\"" --set data.num_classes=256
 mkdir -p "$TMP/noval" && cp "$TMP/u16/fortunes_train_000000.bin" "$TMP/noval/"
 expect_exit 3 'noval: no validation shard' "${one[@]}" --set "data.path=\"$TMP/noval\"" --set data.num_classes=256
+# 2 ranks share the token check (rank 1 takes the shard's second MiB, where the bad token is):
+# one error line, exit 3.
+mkdir -p "$TMP/share"
+"$PY" -c 'import sys, numpy as np
+a = np.zeros(3 << 19, dtype=np.uint16); a[(1 << 19) + 10] = 255
+a.tofile(sys.argv[1] + "/x_train.bin"); np.zeros(4096, dtype=np.uint16).tofile(sys.argv[1] + "/x_val.bin")' "$TMP/share"
+expect_exit 3 'share/x_train.bin: token 524298 is 255, not below the vocabulary' \
+  timeout 120 mpirun -np 2 "${one[@]}" --set "data.path=\"$TMP/share\"" --set data.num_classes=100
 expect_exit 2 'token data needs data.num_classes' "${one[@]}" --set "data.path=\"$TMP/u16\""
 expect_exit 2 'data.token_bytes.*2 \(uint16\) or 4 \(uint32\)' \
   "${one[@]}" --set "data.path=\"$TMP/u16\"" --set data.num_classes=256 --set data.token_bytes=3

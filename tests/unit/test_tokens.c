@@ -8,7 +8,8 @@
  * with the file, a mix of widths, a token >= the vocabulary (named with its position), a split
  * without a window; and a shard that shrinks after loading, refused by the batch (MP_EDATA
  * naming it) and by the loader's next, not read past its end, and one rewritten with a token
- * past the vocabulary, refused by the batch; headers before tokens, and a stop ending the check. */
+ * past the vocabulary, refused by the batch; headers before tokens, and a stop ending the check;
+ * the check's pieces, as ranks share them. */
 #include "tests/util/test_util.h"
 
 #include <signal.h>
@@ -350,6 +351,49 @@ static void test_check_and_stop(void **state)
     mp_test_expect_load_fail(st, MP_ESTOPPED, &tr, before, stopped, 2);
 }
 
+/* The pieces of the check, numbered over the training shards, then the validation shards (an
+ * empty shard holds none), each checked by the caller that takes it: a bad token in pieces 1
+ * (a.bin), 3 (c.bin) and 5 (the validation shard's second) is found by a check of those pieces
+ * only, each named in its shard's own positions, and not by one of the pieces 0, 2 and 4, as
+ * rank 0 of 2 would check them. */
+static void test_pieces(void **state)
+{
+    (void)state;
+    const char *dir = mp_test_dir("tokens-pieces");
+    const int64_t piece = 1 << 19; /* uint16 tokens in 1 MiB */
+    const int64_t sizes[4] = {3 * piece, 0, piece / 2, piece + piece / 2};
+    const int64_t bad[4] = {piece + 7, -1, 5, piece + 3};
+    const char *names[4] = {"a.bin", "b.bin", "c.bin", "val.bin"};
+    for (int f = 0; f < 4; f++) {
+        uint16_t *b = calloc((size_t)sizes[f] + 1, 2);
+        assert_non_null(b);
+        if (bad[f] >= 0)
+            b[bad[f]] = 9;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
+        mp_test_write_file(path, b, (size_t)sizes[f] * 2, 0);
+        free(b);
+    }
+    mp_dataset tr, te;
+    assert_int_equal(mp_tokens_open(&tr, &te, dir, T, 2, 5, 0, 0), MP_OK);
+    assert_int_equal(mp_tokens_pieces(&tr, &te), 6);
+    assert_int_equal(mp_tokens_check(&tr, &te, 0, 100, 2), MP_OK);
+    assert_int_equal(mp_tokens_check(&tr, &te, 6, 100, 1), MP_OK); /* none past the last */
+    const int64_t first[3] = {1, 3, 5};
+    const char *want[3] = {"a.bin: token 524295 is 9", "c.bin: token 5 is 9",
+                           "val.bin: token 524291 is 9"};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(mp_tokens_check(&tr, &te, first[k], 1, 1), MP_EDATA);
+        assert_non_null(strstr(mp_error_message(), want[k]));
+    }
+    assert_int_equal(mp_tokens_check(&tr, &te, 1, 100, 2), MP_EDATA); /* 1, 3, 5: the first */
+    assert_non_null(strstr(mp_error_message(), want[0]));
+    mp_dataset_free(&tr);
+    mp_dataset_free(&te);
+    assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0), MP_EDATA); /* all pieces */
+    assert_non_null(strstr(mp_error_message(), want[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_same_batches_as_text),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_shard_shrinks),
+        cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_check_and_stop), /* last: it leaves a stop requested */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
