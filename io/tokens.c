@@ -201,6 +201,8 @@ static mp_status check_piece(const mp_token_shard *s, int fd, int w, int64_t q, 
 mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64_t first,
                           int64_t count, int64_t stride)
 {
+    if (stride < 1)
+        return mp_fail(MP_EINTERNAL, "checking the tokens: stride %lld", (long long)stride);
     uint8_t *buf = malloc(MP_TOKENS_CHUNK);
     if (!buf)
         return mp_fail(MP_EDATA, "checking the tokens: out of memory");

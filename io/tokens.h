@@ -46,9 +46,10 @@ mp_status mp_tokens_open(mp_dataset *train, mp_dataset *test, const char *path, 
 int64_t mp_tokens_pieces(const mp_dataset *train, const mp_dataset *test);
 
 /* Checks the tokens of pieces first, first + stride, ... (at most count of them, none past the
- * last) against the datasets' num_classes, polling for a stop before each: MP_OK, or
- * mp_tokens_load's MP_EDATA for a token >= vocab, a shard that cannot be opened or read, and
- * MP_ESTOPPED. Ranks share the check by taking pieces rank, rank + ranks, ... (src/). */
+ * last; stride >= 1, else MP_EINTERNAL) against the datasets' num_classes, polling for a stop
+ * before each: MP_OK, or mp_tokens_load's MP_EDATA for a token >= vocab, a shard that cannot be
+ * opened or read, and MP_ESTOPPED. Ranks share the check by taking pieces rank, rank + ranks,
+ * ... (src/train_data.c). */
 mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64_t first,
                           int64_t count, int64_t stride);
 

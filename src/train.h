@@ -136,10 +136,11 @@ typedef struct mp_trainer {
     void *hook_arg;
 } mp_trainer;
 
-/* Loads the data, builds the model (initialised on rank 0) and prepares optimizer and
- * schedule; writes no file and calls no collective, so callers agree on the status with
- * mp_comm_agree before going on, then call mp_train_check_data. MP_EUSAGE for settings this build cannot run or a model
- * too big for the host, MP_EDATA for data files. */
+/* Loads the data (token shards only opened: their tokens are mp_train_check_data's), builds the
+ * model (initialised on rank 0) and prepares optimizer and schedule; writes no file and calls no
+ * collective, so callers agree on the status with mp_comm_agree before going on, then call
+ * mp_train_check_data. MP_EUSAGE for settings this build cannot run or a model too big for the
+ * host, MP_EDATA for data files. */
 mp_status mp_train_setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm);
 
 /* mp_train_setup for evaluation alone (mpdist eval): the model's activations planned over the
@@ -163,10 +164,11 @@ int mp_train_cores_allowed(void);
  * depth. */
 mp_status mp_train_model_specs(const mp_config *c, bool cuda, mp_layer_spec *specs, int *n);
 
-/* The config's data into t->train and t->test. Evaluating, the formats whose test split is a
- * file of its own (idx, cifar10, synthetic) read that split alone: mpdist eval needs no training
- * files (folder takes the training classes' names, text and tokens split one file, hdf5 opens
- * both datasets' headers). */
+/* The config's data into t->train and t->test, token shards opened but their tokens not yet
+ * checked against the vocabulary (mp_train_check_data). Evaluating, the formats whose test
+ * split is a file of its own (idx, cifar10, synthetic) read that split alone: mpdist eval needs
+ * no training files (folder takes the training classes' names, text and tokens split one file,
+ * hdf5 opens both datasets' headers). */
 mp_status mp_train_load_data(mp_trainer *t);
 
 /* Collective, after every rank's mp_train_setup (or _eval) succeeded: checks what the set-up

@@ -118,7 +118,7 @@ mp_status mp_train_check_data(mp_trainer *t)
         int reporter;
         mp_status all = mp_comm_agree(comm, st, &reporter);
         if (all != MP_OK) /* this rank's own: the caller's agreement names whoever failed */
-            return comm->broken ? MP_ECOMM : st;
+            return all == MP_ECOMM ? MP_ECOMM : st;
     }
     return MP_OK;
 }

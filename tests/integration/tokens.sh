@@ -80,7 +80,8 @@ expect_exit 3 'noval: no validation shard' "${one[@]}" --set "data.path=\"$TMP/n
 mkdir -p "$TMP/share"
 "$PY" -c 'import sys, numpy as np
 a = np.zeros(3 << 19, dtype=np.uint16); a[(1 << 19) + 10] = 255
-a.tofile(sys.argv[1] + "/x_train.bin"); np.zeros(4096, dtype=np.uint16).tofile(sys.argv[1] + "/x_val.bin")' "$TMP/share"
+a.tofile(sys.argv[1] + "/x_train.bin")
+np.zeros(4096, dtype=np.uint16).tofile(sys.argv[1] + "/x_val.bin")' "$TMP/share"
 expect_exit 3 'share/x_train.bin: token 524298 is 255, not below the vocabulary' \
   timeout 120 mpirun -np 2 "${one[@]}" --set "data.path=\"$TMP/share\"" --set data.num_classes=100
 expect_exit 2 'token data needs data.num_classes' "${one[@]}" --set "data.path=\"$TMP/u16\""
