@@ -14,7 +14,8 @@
  * dQ += dS K / sqrt(dh). Working memory grows with T (copies, tiles, one row vector), never
  * with T^2. Threads (parallel.h) take whole query tiles (forward) or whole heads (backward),
  * each writing only its own rows and columns in a fixed order, so the results are bitwise the
- * same for any thread count; OpenBLAS runs single-threaded inside them. The tile kernels are
+ * same for any thread count; OpenBLAS (its OpenMP build) runs single-threaded inside them, the
+ * region opening even for a call of one tile or head. The tile kernels are
  * compiled for AVX2 too (engine/vector_clones.h: the exponentials, the dropout hash and the row
  * loops in vectors, the same bits; tests/unit/test_isa_bits.c). */
 #include <string.h>
@@ -250,7 +251,7 @@ mp_status mp_cpu_attention_flash_forward(const mp_attn_desc *d, const mp_tensor 
     r.x = working(&r, qkv, part[0]);
     r.y = out->dtype == r.wt ? out->data : part[1];
     const int64_t nt = (r.g.T + MP_FLASH_BR - 1) / MP_FLASH_BR, units = r.g.N * r.g.heads * nt;
-    MP_CPU_PARALLEL_FOR(units > 1 ? r.g.N * r.g.T * 3 * r.g.D : 0)
+    MP_CPU_PARALLEL_FOR(MP_CPU_GRAIN) /* always: OpenBLAS on one thread inside */
     for (int64_t u = 0; u < units; u++) {
         flash_tiles w = tiles(&r, false);
         int64_t n = u / (r.g.heads * nt), h = u / nt % r.g.heads, i0 = u % nt * MP_FLASH_BR;
@@ -285,7 +286,7 @@ mp_status mp_cpu_attention_flash_backward(const mp_attn_desc *d, const mp_tensor
     r.dout = working(&r, dout, part[2]);
     r.y = dqkv->dtype == r.wt ? dqkv->data : part[3];
     const int64_t units = r.g.N * r.g.heads;
-    MP_CPU_PARALLEL_FOR(units > 1 ? r.g.N * r.g.T * 3 * r.g.D : 0)
+    MP_CPU_PARALLEL_FOR(MP_CPU_GRAIN) /* always: OpenBLAS on one thread inside */
     for (int64_t u = 0; u < units; u++) {
         flash_tiles w = tiles(&r, true);
         if (r.wt == MP_F64)
