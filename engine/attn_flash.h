@@ -9,7 +9,7 @@
  * accumulator. At the end out_i = acc_i (1 / l_i)
  * and (m_i, l_i) are stored (the stats tensor, 2 numbers per row): the backward recomputes
  * P_ij = e^(S_ij - m_i) (1 / l_i) (mp_attn_flash_p) tile by tile, so no T x T matrix is ever
- * stored. The exponential is engine/attn_geom.h's mp_attn_exp_f32 in FP32. A row that meets an
+ * stored. The exponential is engine/exp_rule.h's mp_exp_f32 in FP32. A row that meets an
  * inf or NaN score gets m = NaN, and so a NaN output. */
 #ifndef MP_ATTN_FLASH_H
 #define MP_ATTN_FLASH_H
@@ -64,13 +64,13 @@ MP_HD static inline float mp_attn_flash_max(float m, float tile_max, bool bad)
  * from m to m2 (0 when m is -inf: nothing was accumulated). */
 MP_HD static inline float mp_attn_flash_rescale(float m, float m2)
 {
-    return m == -INFINITY ? 0.0f : mp_attn_exp_f32(m - m2);
+    return m == -INFINITY ? 0.0f : mp_exp_f32(m - m2);
 }
 
 /* Probability P_ij = e^(s - m) inv_l from the score s and row i's statistics (inv_l = 1 / l). */
 MP_HD static inline float mp_attn_flash_p(float s, float m, float inv_l)
 {
-    return mp_attn_exp_f32(s - m) * inv_l;
+    return mp_exp_f32(s - m) * inv_l;
 }
 
 /* The columns j0 .. j0 + result - 1 of a key tile [j0, j1) that query row i attends to (<= 0:

@@ -4,7 +4,7 @@
  * has the working type, else from one converted copy, and per sequence n and head h OpenBLAS
  * (sgemm / dgemm) forms S = Q K^T / sqrt(dh), out = P' V and the backward's products, into
  * (T, T) working matrices. Softmax rows run in the working type: S is rounded to probs' dtype
- * and back (mp_convert), the row's maximum subtracted, exponentiated with mp_attn_exp_f32 (the
+ * and back (mp_convert), the row's maximum subtracted, exponentiated with mp_exp_f32 (the
  * GPU's own; FP64: the C library's exp), summed in 8 lanes combined in a fixed order, and scaled
  * by the sum's reciprocal; a row holding an inf or NaN becomes NaN. P is rounded to probs'
  * dtype, and the products use that rounded P, so forward and backward see the same
@@ -201,8 +201,8 @@ static void *probs_row(const attn_run *r, int64_t n, int64_t h, int64_t i)
         }                                                                                         \
     }
 
-MP_ATTN_KERNELS(float, f32, mp_attn_exp_f32)
-MP_ATTN_KERNELS(double, f64, mp_attn_exp_f64)
+MP_ATTN_KERNELS(float, f32, mp_exp_f32)
+MP_ATTN_KERNELS(double, f64, mp_exp_f64)
 
 /* Checks the call and fills the run's geometry, mask and types (the working pointers are the
  * caller's). */

@@ -194,7 +194,7 @@ static double flash_p_f64(double s, double m, double inv_l) { return exp(s - m) 
         }                                                                                         \
     }
 
-MP_FLASH_KERNELS(float, f32, mp_attn_flash_max, mp_attn_flash_rescale, mp_attn_exp_f32,
+MP_FLASH_KERNELS(float, f32, mp_attn_flash_max, mp_attn_flash_rescale, mp_exp_f32,
                  mp_attn_flash_p)
 MP_FLASH_KERNELS(double, f64, flash_max_f64, flash_rescale_f64, exp, flash_p_f64)
 

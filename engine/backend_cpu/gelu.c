@@ -4,9 +4,9 @@
  * (mp_convert) into accumulator buffers on the stack, computed, and rounded once in bulk into
  * the output, so an output may alias an input of its dtype (y = x, dx = dy). The tile loops are
  * compiled for AVX2 as well (engine/vector_clones.h; tests/unit/test_isa_bits.c checks the
- * bits), and, with no trapping math (engine/CMakeLists.txt), vectorised: the float tanh has no
- * branch. Tiles are independent, so they spread over the threads (parallel.h) with the serial
- * loop's bits. */
+ * bits), and, with no trapping math (engine/CMakeLists.txt), vectorised: the float rule has no
+ * branch (its selects become blends). Tiles are independent, so they spread over the threads
+ * (parallel.h) with the serial loop's bits. */
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/parallel.h"
 #include "engine/gelu_rule.h"

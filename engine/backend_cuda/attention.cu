@@ -6,7 +6,7 @@
  * once from FP32 even when cuBLAS splits K) form S = Q K^T / sqrt(dh), out = P' V and the
  * backward's products; row-major C = op(A) op(B) is cuBLAS's column-major
  * C^T = op(B)^T op(A)^T on the same buffers. A warp per row runs the masked softmax in FP32 with
- * mp_attn_exp_f32 (the CPU's exponential, bit for bit), the dropout mask of
+ * mp_exp_f32 (the CPU's exponential, bit for bit), the dropout mask of
  * engine/dropout_mask.h at mp_attn_counter, and backward's rowsum; sums go lane by lane in j
  * order and then through a fixed butterfly, so results are deterministic (cuBLAS's are for a
  * given GPU and library version, with atomics off, its default). Masked entries are exact zeros
@@ -99,13 +99,13 @@ __global__ static void k_softmax(attn_rows g, const void *s, mp_dtype sdt, int64
     bad = __any_sync(0xffffffffu, bad);
     float sum = 0.0f;
     for (int64_t j = lane; j < lim; j += 32)
-        sum += mp_attn_exp_f32(rounded(mp_elem_load_f32(s, sdt, so + j), pdt) - m);
+        sum += mp_exp_f32(rounded(mp_elem_load_f32(s, sdt, so + j), pdt) - m);
     sum = warp_sum(sum);
     float inv = bad ? NAN : 1.0f / sum;
     for (int64_t j = lane; j < g.T; j += 32) {
         float pv = 0.0f;
         if (j < lim) /* read before the write: s may be p */
-            pv = rounded(mp_attn_exp_f32(rounded(mp_elem_load_f32(s, sdt, so + j), pdt) - m) *
+            pv = rounded(mp_exp_f32(rounded(mp_elem_load_f32(s, sdt, so + j), pdt) - m) *
                              inv,
                          pdt);
         mp_elem_store_f32(p, pdt, po + j, pv);

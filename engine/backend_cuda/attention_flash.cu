@@ -97,7 +97,7 @@ __global__ static void k_flash_fwd(flash_args a, const void *qkv, void *stats, v
         }
         float m2 = mp_attn_flash_max(m, tmax, bad), c = mp_attn_flash_rescale(m, m2), sum = 0.0f;
         for (int64_t j = 0; j < lim; j++) {
-            s[j] = mp_attn_exp_f32(s[j] - m2);
+            s[j] = mp_exp_f32(s[j] - m2);
             sum += s[j];
         }
         l = l * c + sum;

@@ -5,7 +5,7 @@
  * operand comes in tiles of 64 rows staged in shared memory as 16-bit values, and the products
  * are WMMA's 16 x 16 x 16 tiles with FP32 accumulation (nvcuda::wmma):
  *  - forward, per query block and key tile: S = Q K^T (FP32, to shared memory), the online
- *    softmax by two lanes a row (maximum, rescale, sum in FP32 with mp_attn_exp_f32), P' = e^(S -
+ *    softmax by two lanes a row (maximum, rescale, sum in FP32 with mp_exp_f32), P' = e^(S -
  *    m) times the dropout multiplier rounded to qkv's dtype, and the output accumulator (FP32 in
  *    shared memory, rescaled by its row's factor) += P' V; at the end out = acc / l and the
  *    statistics (m, l);

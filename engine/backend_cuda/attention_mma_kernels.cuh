@@ -233,7 +233,7 @@ __global__ static void __launch_bounds__(MMA_THREADS)
             const int64_t j = j0 + c;
             float pv = 0.0f;
             if (mma_sees(a, i, j)) {
-                const float p = mp_attn_exp_f32(s[k] - m2);
+                const float p = mp_exp_f32(s[k] - m2);
                 sum += p;
                 pv = p * drop_mult(a, n, h, i, j);
             }
