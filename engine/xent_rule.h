@@ -1,10 +1,12 @@
 /* Softmax cross-entropy per row, written once for every backend (MP_HD), in the accumulator type
- * (FP32 for FP32 and half logits, FP64 for FP64; suffix f32 / f64), with exp and log taken in
- * double and rounded to it. A row is worked by one thread (the CPU: columns 0, 1, 2, ...) or
- * shared by several (the GPU: a warp, each lane over columns lane, lane + 32, ...): each thread
- * scans its columns with the rules here, and a parallel backend combines the threads' arg-max
- * with the same order (mp_xent_before_SFX) and adds their sums, so the arg-max is the CPU's
- * exactly and the sums may differ in their last bits. Per row:
+ * (FP32 for FP32 and half logits, FP64 for FP64; suffix f32 / f64). The exponentials are
+ * engine/exp_rule.h's (FP32: mp_exp_f32, within 1 ulp, the same bits on every backend and a
+ * loop that vectorises; FP64: the C library's exp), their arguments never positive; the row's
+ * log is taken in double and rounded to the accumulator type. A row is worked by one thread
+ * (the CPU: columns 0, 1, 2, ...) or shared by several (the GPU: a warp, each lane over columns
+ * lane, lane + 32, ...): each thread scans its columns with the rules here, and a parallel
+ * backend combines the threads' arg-max with the same order (mp_xent_before_SFX) and adds their
+ * sums, so the arg-max is the CPU's exactly and the sums may differ in their last bits. Per row:
  *   arg-max: the first maximum, a NaN above every number (a row with a NaN picks its first
  *     NaN, as max pooling's windows do);
  *   lse = mx + log(sum_j exp(x_j - mx));
@@ -22,6 +24,7 @@
 
 #include "engine/amp_state.h"
 #include "engine/cast_rule.h"
+#include "engine/exp_rule.h"
 #include "engine/hd.h"
 
 /* One thread's part of row r: the columns j0, j0 + step, ... below C of logits x (N, C) and of
@@ -54,7 +57,7 @@ MP_HD static inline void mp_xent_bad_label(mp_amp_state *st)
     }
 }
 
-/* Defines, for accumulator type ACC:
+/* Defines, for accumulator type ACC with exponential EXP:
  *   mp_xent_coef_SFX: the op's constants (eps, 1 - eps, eps / C, g, C) and
  *     mp_xent_coef_SFX_make(eps, g, cols);
  *   mp_xent_before_SFX(v, j, mx, best): whether element (v, j) comes before the arg-max so far
@@ -65,7 +68,7 @@ MP_HD static inline void mp_xent_bad_label(mp_amp_state *st)
  *   mp_xent_lse_SFX(mx, sum), mp_xent_loss_SFX(c, lse, xy, zsum): the row's log-sum-exp and
  *     loss (xy: the label's logit);
  *   mp_xent_grad_SFX(c, s, lse, y): writes the span's gradient, zero for a label outside [0, C). */
-#define MP_XENT_RULES(ACC, SFX)                                                             \
+#define MP_XENT_RULES(ACC, SFX, EXP)                                                        \
     typedef struct mp_xent_coef_##SFX {                                                     \
         ACC eps, on, off, g;                                                                \
         int64_t cols;                                                                       \
@@ -110,7 +113,7 @@ MP_HD static inline void mp_xent_bad_label(mp_amp_state *st)
     {                                                                                       \
         for (int64_t j = s->j0; j < c->cols; j += s->step) {                                \
             ACC v = mp_elem_load_##SFX(s->x, s->dt, s->base + j);                           \
-            *sum += (ACC)exp((double)(v - mx));                                             \
+            *sum += EXP(v - mx);                                                            \
             *zsum += v;                                                                     \
         }                                                                                   \
     }                                                                                       \
@@ -137,13 +140,13 @@ MP_HD static inline void mp_xent_bad_label(mp_amp_state *st)
         }                                                                                   \
         for (int64_t j = s->j0; j < c->cols; j += s->step) {                                \
             ACC v = mp_elem_load_##SFX(s->x, s->dt, s->base + j);                           \
-            ACC p = (ACC)exp((double)(v - lse));                                            \
+            ACC p = EXP(v - lse);                                                           \
             ACC d = (p - (j == y ? c->on + c->off : c->off)) * c->g;                        \
             mp_elem_store_##SFX(s->dx, s->dt, s->base + j, d);                              \
         }                                                                                   \
     }
 
-MP_XENT_RULES(float, f32)
-MP_XENT_RULES(double, f64)
+MP_XENT_RULES(float, f32, mp_exp_f32)
+MP_XENT_RULES(double, f64, mp_exp_f64)
 
 #endif

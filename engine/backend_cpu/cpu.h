@@ -75,7 +75,7 @@ typedef enum mp_cpu_ws {
     MP_CPU_WS_EMBED_ACC, MP_CPU_WS_POOL, MP_CPU_WS_BN, MP_CPU_WS_BN_TILE, MP_CPU_WS_DNNL,
     MP_CPU_WS_CONV_COL, MP_CPU_WS_BN_LANES, MP_CPU_WS_CONV_SUM, MP_CPU_WS_ATTN_TILE,
     MP_CPU_WS_NORM_STATS, MP_CPU_WS_GEMM_BIAS, MP_CPU_WS_GEMM_DY, MP_CPU_WS_BN_MASK,
-    MP_CPU_WS_GEMM_DNNL, MP_CPU_WS_N
+    MP_CPU_WS_GEMM_DNNL, MP_CPU_WS_XENT, MP_CPU_WS_N
 } mp_cpu_ws;
 
 /* FP32 bytes of a chunk's image- and output-side working copies when a convolution widens half

@@ -2,7 +2,8 @@
  * engine/xent_rule.h's rules (the CPU reference's own): the lanes' arg-max are combined in the
  * rule's order (the first maximum, NaN above numbers, as on the CPU) and their sums added by
  * warp shuffles, then lane 0 forms the row's loss and every lane writes its columns of the
- * gradient (softmax - target) * scale / N, in FP32 with exp and log taken in double. The
+ * gradient (softmax - target) * scale / N, in FP32 with the rule's exponential and the log
+ * taken in double. The
  * batch's loss and hit count are summed in the context's scratch (FP64 atomics: the order
  * differs from the CPU's row order) and copied back when the caller asks for them; without a
  * result nothing is copied and the host does not wait. The loss scale is read from the

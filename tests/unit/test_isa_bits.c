@@ -55,7 +55,8 @@ static const mp_ops base = {.batchnorm_forward = mp_cpu_batchnorm_forward,
                             .attention_forward = mp_cpu_attention_forward,
                             .attention_backward = mp_cpu_attention_backward,
                             .attention_flash_forward = mp_cpu_attention_flash_forward,
-                            .attention_flash_backward = mp_cpu_attention_flash_backward};
+                            .attention_flash_backward = mp_cpu_attention_flash_backward,
+                            .softmax_xent = mp_cpu_softmax_xent};
 
 /* Whether the library runs AVX2 copies here (else both sides are the same baseline code). */
 static bool have_avx2(void)

@@ -246,6 +246,27 @@ static void attention(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs
     attention_case(ops, dt, (attn_shape){1, 12, 25, 1, 128}, r, o);
 }
 
+/* Softmax cross-entropy with label smoothing over 300 rows of 257 classes (no vector width
+ * divides a row), with and without the gradient: the loss and the hit count as values. */
+static void xent(const mp_ops *ops, mp_dtype dt, mp_rng *r, mp_test_outputs *o)
+{
+    enum { XR = 300, XC = 257 };
+    int64_t shape[2] = {XR, XC};
+    mp_tensor logits = mp_test_rand(dt, 2, shape, r, -8, 8);
+    int32_t labels[XR];
+    for (int i = 0; i < XR; i++)
+        labels[i] = (int32_t)(mp_rng_next(r) % XC);
+    for (int grad = 0; grad < 2; grad++) {
+        mp_tensor *d = grad ? mp_test_keep(o, mp_test_rand(dt, 2, shape, NULL, 0, 0)) : NULL;
+        mp_xent_result res;
+        assert_int_equal(ops->softmax_xent(&logits, labels, 0.1, 0.5, NULL, &res, d), MP_OK);
+        assert_true(o->nv + 2 <= MP_TEST_OPS_MAX);
+        o->v[o->nv++] = res.loss;
+        o->v[o->nv++] = (double)res.correct;
+    }
+    mp_tensor_free(&logits);
+}
+
 void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outputs *o)
 {
     mp_rng r;
@@ -256,6 +277,7 @@ void mp_test_cpu_ops_run(const mp_ops *ops, mp_dtype dt, int64_t C, mp_test_outp
     const mp_dtype pt = dt == MP_F64 ? MP_F64 : MP_F32;
     row_wise(ops, dt, pt, &r, o);
     attention(ops, dt, &r, o);
+    xent(ops, dt, &r, o);
     mp_test_cpu_bn_run(ops, dt, pt, N * H * W, C, &r, o);
     mp_test_cpu_bn_run(ops, dt, pt, N * H * W, 100, &r, o);
     optimizer(ops, dt, &r, o);
