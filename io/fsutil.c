@@ -54,11 +54,15 @@ static int set_blocking(int fd)
 int mp_open_regular(const char *path, long long *size, const char **why)
 {
     int fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        *why = strerror(errno);
+    struct stat sb;
+    if (fd < 0) { /* a socket cannot be opened (ENXIO): say what it is */
+        int err = errno;
+        *why = err == ENXIO && stat(path, &sb) == 0 && S_ISSOCK(sb.st_mode)
+                   ? "not a regular file (a socket)"
+                   : strerror(err);
+        errno = err;
         return -1;
     }
-    struct stat sb;
     int err = EINVAL;
     *why = NULL;
     if (fstat(fd, &sb) != 0 || set_blocking(fd) != 0)

@@ -51,9 +51,10 @@ void mp_tokens_free(mp_tokens *t)
     free(t);
 }
 
-/* Reads len bytes at offset off of fd into buf: MP_OK, or MP_EDATA naming path (a short read is
- * "ends early"). */
-static mp_status read_at(int fd, const char *path, void *buf, size_t len, int64_t off)
+/* Reads len bytes at offset off of fd into buf: MP_OK, or MP_EDATA naming path, and for a short
+ * read what the bytes were for ("the header", "a window", "the check's piece"). */
+static mp_status read_at(int fd, const char *path, void *buf, size_t len, int64_t off,
+                         const char *what)
 {
     size_t got = 0;
     while (got < len) {
@@ -66,11 +67,11 @@ static mp_status read_at(int fd, const char *path, void *buf, size_t len, int64_
         struct stat st;
         if (r == 0 && fstat(fd, &st) == 0)
             return mp_fail(MP_EDATA, "%s: holds %lld bytes now, too few for the %zu bytes at "
-                           "byte %lld a window needs (the file changed since it was loaded?)",
-                           path, (long long)st.st_size, len, (long long)off);
+                           "byte %lld %s needs (the file changed since it was opened?)",
+                           path, (long long)st.st_size, len, (long long)off, what);
         if (r == 0)
-            return mp_fail(MP_EDATA, "%s: ends before the %zu bytes at byte %lld a window needs "
-                           "(the file changed since it was loaded?)", path, len, (long long)off);
+            return mp_fail(MP_EDATA, "%s: ends before the %zu bytes at byte %lld %s needs (the "
+                           "file changed since it was opened?)", path, len, (long long)off, what);
         got += (size_t)r;
     }
     return MP_OK;
@@ -100,7 +101,8 @@ static mp_status read_header(mp_token_shard *s, int token_bytes, int *width)
     int w = token_bytes;
     if (size >= (long long)sizeof head[0])
         st = read_at(fd, s->path, head, size < (long long)sizeof head ? sizeof head[0]
-                                                                         : sizeof head, 0);
+                                                                         : sizeof head, 0,
+                     "the header");
     close(fd);
     if (st == MP_OK && size < MP_TOKENS_HEADER_BYTES && head[0] == MP_TOKENS_MAGIC)
         st = mp_fail(MP_EDATA, "%s: starts with llm.c's header magic but holds %lld bytes, "
@@ -189,7 +191,7 @@ static mp_status check_piece(const mp_token_shard *s, int fd, int w, int64_t q, 
 {
     const int64_t per = MP_TOKENS_CHUNK / w, k0 = q * per;
     const int64_t n = s->ntok - k0 < per ? s->ntok - k0 : per;
-    MP_TRY(read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w));
+    MP_TRY(read_at(fd, s->path, buf, (size_t)(n * w), s->start + k0 * w, "the check's piece"));
     for (int64_t k = 0; k < n; k++)
         if (token_at(buf, w, k) >= (uint64_t)vocab)
             return mp_fail(MP_EDATA, "%s: token %lld is %u, not below the vocabulary "
@@ -199,8 +201,11 @@ static mp_status check_piece(const mp_token_shard *s, int fd, int w, int64_t q, 
 }
 
 mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64_t first,
-                          int64_t count, int64_t stride)
+                          int64_t count, int64_t stride, int64_t *at)
 {
+    int64_t here = -1;
+    if (at)
+        *at = -1;
     if (stride < 1)
         return mp_fail(MP_EINTERNAL, "checking the tokens: stride %lld", (long long)stride);
     uint8_t *buf = malloc(MP_TOKENS_CHUNK);
@@ -211,7 +216,8 @@ mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64
     int fd = -1, w;
     char doing[600] = "";
     for (int64_t i = 0, q; st == MP_OK && i < count; i++) {
-        const mp_token_shard *s = piece_shard(train, test, first + i * stride, &w, &q);
+        here = first + i * stride;
+        const mp_token_shard *s = piece_shard(train, test, here, &w, &q);
         if (!s)
             break;
         if (s != open_shard) {
@@ -231,6 +237,8 @@ mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64
     if (fd >= 0)
         close(fd);
     free(buf);
+    if (at && st != MP_OK)
+        *at = here;
     return st;
 }
 
@@ -372,7 +380,7 @@ mp_status mp_tokens_load(mp_dataset *train, mp_dataset *test, const char *path, 
 {
     MP_TRY(mp_tokens_open(train, test, path, context, token_bytes, vocab, train_limit,
                           test_limit));
-    mp_status st = mp_tokens_check(train, test, 0, INT64_MAX, 1);
+    mp_status st = mp_tokens_check(train, test, 0, INT64_MAX, 1, NULL);
     if (st != MP_OK) {
         mp_dataset_free(train);
         mp_dataset_free(test);
@@ -410,7 +418,7 @@ mp_status mp_tokens_batch(const mp_dataset *d, const int64_t *idx, int64_t n, ui
             }
         }
         int64_t first = (idx[i] - s->first) * T + off;
-        st = read_at(fd, s->path, buf, len, s->start + first * t->width);
+        st = read_at(fd, s->path, buf, len, s->start + first * t->width, "a window");
         unsigned char *dst = (unsigned char *)x + (size_t)i * (size_t)T * es;
         for (int64_t k = 0; st == MP_OK && k <= T; k++) /* rewritten since it was checked? */
             if (token_at(buf, t->width, k) >= (uint32_t)d->num_classes)

@@ -47,11 +47,12 @@ int64_t mp_tokens_pieces(const mp_dataset *train, const mp_dataset *test);
 
 /* Checks the tokens of pieces first, first + stride, ... (at most count of them, none past the
  * last; stride >= 1, else MP_EINTERNAL) against the datasets' num_classes, polling for a stop
- * before each: MP_OK, or mp_tokens_load's MP_EDATA for a token >= vocab, a shard that cannot be
- * opened or read, and MP_ESTOPPED. Ranks share the check by taking pieces rank, rank + ranks,
- * ... (src/train_data.c). */
+ * before each, and stops at the first that fails: MP_OK, or mp_tokens_load's MP_EDATA for a
+ * token >= vocab (the piece's first), a shard that cannot be opened or read, and MP_ESTOPPED;
+ * *at (unless NULL) is then the piece's number, -1 after MP_OK. Ranks share the check by taking
+ * pieces rank, rank + ranks, ... (src/train_data.c), and report the lowest failed piece. */
 mp_status mp_tokens_check(const mp_dataset *train, const mp_dataset *test, int64_t first,
-                          int64_t count, int64_t stride);
+                          int64_t count, int64_t stride, int64_t *at);
 
 /* Gathers the windows idx[0..n) of token dataset d for (seed, epoch) as mp_text_batch does: x
  * (n, 1, T, 1) of dtype `dt` holds the window's first T tokens as values (exact in FP32 below

@@ -171,13 +171,15 @@ mp_status mp_train_model_specs(const mp_config *c, bool cuda, mp_layer_spec *spe
  * hdf5 opens both datasets' headers). */
 mp_status mp_train_load_data(mp_trainer *t);
 
-/* Collective, after every rank's mp_train_setup (or _eval) succeeded: checks what the set-up
- * opened without reading, today the tokens of token shards against the vocabulary, each rank a
- * share of the pieces (io/tokens.h). Returns this rank's own status (MP_EDATA for a bad token
- * or a read error with its file, MP_ESTOPPED for a stop signal, MP_ECOMM when a collective
- * failed); the ranks stop together at the first round where any failed, and callers agree on
- * the result (mp_comm_agree) so that the rank that failed reports. MP_OK at once for the other
- * formats, which set-up checked whole. */
+/* Collective, after every rank's mp_train_setup (or _eval) succeeded: checks that every rank
+ * read the same data as rank 0 (both splits' sizes and shapes, the training set's
+ * mp_dataset_digest, the token pieces), then what the set-up opened without reading, today the
+ * tokens of token shards against the vocabulary, each rank a share of the pieces (io/tokens.h).
+ * Returns this rank's own status (MP_EDATA for data that differ from rank 0's, a bad token or a
+ * read error with its file, MP_ESTOPPED for a stop signal, MP_ECOMM when a collective failed);
+ * the ranks stop together at the first stage or round where any failed, only the rank with the
+ * first bad piece in the files' order keeping its failure, and callers agree on the result
+ * (mp_comm_agree) so that the rank that failed reports. */
 mp_status mp_train_check_data(mp_trainer *t);
 
 /* The opt-level policy c's amp group resolves to. */

@@ -2,6 +2,7 @@
  * set-up calls it), and the check of token shards that the ranks share after it. */
 #include "src/train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -100,25 +101,78 @@ mp_status mp_train_load_data(mp_trainer *t)
     return MP_OK;
 }
 
+/* What tells one rank's data from another's: both splits' sample counts and shapes, the
+ * training set's digest (mp_dataset_digest, in two exact halves) and the token pieces. */
+enum { MP_DATA_FACTS = 10 };
+
+static void data_facts(const mp_trainer *t, uint64_t digest, double f[MP_DATA_FACTS])
+{
+    const mp_dataset *a = &t->train, *b = &t->test;
+    const double v[MP_DATA_FACTS] = {(double)a->count, (double)b->count, a->h, a->w, a->c,
+                                     a->num_classes, (double)(digest >> 32),
+                                     (double)(digest & 0xffffffffu),
+                                     a->tokens && b->tokens ? (double)mp_tokens_pieces(a, b) : 0,
+                                     b->num_classes};
+    memcpy(f, v, sizeof v);
+}
+
+/* Every rank's data agree with rank 0's (rank 0's facts broadcast, each rank compares its own):
+ * MP_OK, or MP_EDATA on a rank whose data differ, saying how (per-node copies of a dataset that
+ * differ, a file that changed while the ranks started), before a collective that sizes would
+ * set apart could go out of step. */
+static mp_status agree_on_data(mp_trainer *t)
+{
+    mp_comm *comm = t->comm;
+    uint64_t digest = comm->rank == 0 ? t->train_digest : mp_dataset_digest(&t->train);
+    double mine[MP_DATA_FACTS], root[MP_DATA_FACTS];
+    data_facts(t, digest, mine);
+    memcpy(root, mine, sizeof root);
+    MP_TRY(mp_comm_bcast(comm, root, sizeof root, 0, "rank 0's data"));
+    if (memcmp(mine, root, sizeof mine) == 0)
+        return MP_OK;
+    const bool sizes = memcmp(mine, root, 6 * sizeof mine[0]) != 0;
+    return mp_fail(MP_EDATA, "rank %d on %s reads other data than rank 0 from data.path \"%s\": "
+                   "%.0f training and %.0f test samples of %.0fx%.0fx%.0f%s against rank 0's "
+                   "%.0f and %.0f of %.0fx%.0fx%.0f; every rank must read the same files",
+                   comm->rank, comm->host, t->cfg->data.path, mine[0], mine[1], mine[2],
+                   mine[3], mine[4], sizes ? "" : ", other labels or bytes,", root[0], root[1],
+                   root[2], root[3], root[4]);
+}
+
 /* The token shards' check, in rounds: each rank checks MP_TOKEN_ROUND pieces (rank r of P the
  * pieces r, r + P, ...) and the ranks agree after each round, so that a bad token found by any
  * rank, or a stop reaching any of them, ends the check on all of them within a round, and each
- * shard is read once by the job rather than once per rank. */
-mp_status mp_train_check_data(mp_trainer *t)
+ * shard is read once by the job rather than once per rank. After a failed round only the rank
+ * whose failed piece comes first keeps its failure (the others return MP_OK), so that the token
+ * reported is the first bad one in the files' order whatever the number of ranks. */
+static mp_status check_tokens(mp_trainer *t)
 {
-    if (strcmp(t->cfg->data.format, "tokens") != 0)
-        return MP_OK;
     mp_comm *comm = t->comm;
-    double most = (double)mp_tokens_pieces(&t->train, &t->test); /* the same on every rank */
-    MP_TRY(mp_comm_allreduce(comm, &most, 1, MP_F64, MP_REDOP_MAX, "the token pieces"));
+    const int64_t most = mp_tokens_pieces(&t->train, &t->test); /* agreed: agree_on_data */
     const int64_t ranks = comm->size, step = ranks * MP_TOKEN_ROUND;
-    for (int64_t base = 0; base < (int64_t)most; base += step) {
+    for (int64_t base = 0; base < most; base += step) {
+        int64_t at;
         mp_status st = mp_tokens_check(&t->train, &t->test, base + comm->rank, MP_TOKEN_ROUND,
-                                       ranks);
+                                       ranks, &at);
         int reporter;
         mp_status all = mp_comm_agree(comm, st, &reporter);
-        if (all != MP_OK) /* this rank's own: the caller's agreement names whoever failed */
-            return all == MP_ECOMM ? MP_ECOMM : st;
+        if (all == MP_OK)
+            continue;
+        if (all == MP_ECOMM)
+            return MP_ECOMM;
+        double first = st == all ? -(double)at : -INFINITY; /* MAX of -piece: the lowest */
+        MP_TRY(mp_comm_allreduce(comm, &first, 1, MP_F64, MP_REDOP_MAX, "the first bad piece"));
+        return st == all && -(double)at != first ? MP_OK : st;
     }
     return MP_OK;
+}
+
+mp_status mp_train_check_data(mp_trainer *t)
+{
+    mp_status st = agree_on_data(t);
+    int reporter;
+    mp_status all = mp_comm_agree(t->comm, st, &reporter);
+    if (all != MP_OK) /* this rank's own: the caller's agreement names whoever failed */
+        return all == MP_ECOMM ? MP_ECOMM : st;
+    return strcmp(t->cfg->data.format, "tokens") == 0 ? check_tokens(t) : MP_OK;
 }

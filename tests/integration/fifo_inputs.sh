@@ -3,7 +3,8 @@
 # class 6): given a FIFO where a file should be (nothing ever writes into it), each command exits
 # at once with its code and one line, and never blocks in the open: IDX images (raw and .gz
 # names), IDX labels, a CIFAR-10 batch, a text corpus, a config and an @include in it, and a
-# checkpoint given to inspect, eval, export, sample and --resume. Each must end within 20 s.
+# checkpoint given to inspect, eval, export, sample and --resume; and a socket as a checkpoint.
+# Each must end within 20 s.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 SMALL=(--set data.train_limit=64 --set data.test_limit=64 --set train.max_steps=1 --set log.progress=none)
@@ -55,4 +56,9 @@ fifo_ok 4 "$want" "$MPDIST" export "$TMP/ckpt.h5" "$TMP/out.h5" --dtype fp16
 fifo_ok 4 "$want" mpirun -np 1 "$MPDIST" eval "$CFG" "${SMALL[@]}" --checkpoint "$TMP/ckpt.h5"
 fifo_ok 4 "$want" "$MPDIST" sample "$SRC/configs/fortunes-gpt.cfg" --checkpoint "$TMP/ckpt.h5"
 fifo_ok 4 "$want" mpirun -np 1 "$MPDIST" "$CFG" "${SMALL[@]}" --resume "$TMP/ckpt.h5"
+# A socket cannot even be opened (ENXIO): it is named as what it is, not "No such device".
+/usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' \
+  "$TMP/ckpt.sock"
+fifo_ok 4 "ckpt\.sock: cannot open the checkpoint \(not a regular file \(a socket\)\)" \
+  "$MPDIST" inspect "$TMP/ckpt.sock"
 finish

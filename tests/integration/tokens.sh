@@ -75,15 +75,20 @@ expect_exit 3 "head/fortunes_val_000000.bin: starts with llm.c's header magic bu
   "${one[@]}" --set "data.path=\"$TMP/head\"" --set data.num_classes=256
 mkdir -p "$TMP/noval" && cp "$TMP/u16/fortunes_train_000000.bin" "$TMP/noval/"
 expect_exit 3 'noval: no validation shard' "${one[@]}" --set "data.path=\"$TMP/noval\"" --set data.num_classes=256
-# 2 ranks share the token check (rank 1 takes the shard's second MiB, where the bad token is):
-# one error line, exit 3.
+# 2 ranks share the token check: rank 1 takes the shard's second MiB, rank 0 its third, each
+# with a bad token; one error line, exit 3, naming the first in the file (rank 1's), not rank 0's.
 mkdir -p "$TMP/share"
 "$PY" -c 'import sys, numpy as np
-a = np.zeros(3 << 19, dtype=np.uint16); a[(1 << 19) + 10] = 255
+a = np.zeros(3 << 19, dtype=np.uint16); a[(1 << 19) + 10] = 255; a[(2 << 19) + 5] = 254
 a.tofile(sys.argv[1] + "/x_train.bin")
 np.zeros(4096, dtype=np.uint16).tofile(sys.argv[1] + "/x_val.bin")' "$TMP/share"
 expect_exit 3 'share/x_train.bin: token 524298 is 255, not below the vocabulary' \
   timeout 120 mpirun -np 2 "${one[@]}" --set "data.path=\"$TMP/share\"" --set data.num_classes=100
+# Ranks that read different corpora (per-node copies that differ) stop before any collective
+# could go out of step: exit 3, one line naming the rank.
+expect_exit 3 'rank 1 on .* reads other data than rank 0 from data.path .*share' \
+  timeout 120 mpirun -np 1 "${one[@]}" --set "data.path=\"$TMP/u16\"" --set data.num_classes=256 \
+  : -np 1 "${one[@]}" --set "data.path=\"$TMP/share\"" --set data.num_classes=256
 expect_exit 2 'token data needs data.num_classes' "${one[@]}" --set "data.path=\"$TMP/u16\""
 expect_exit 2 'data.token_bytes.*2 \(uint16\) or 4 \(uint32\)' \
   "${one[@]}" --set "data.path=\"$TMP/u16\"" --set data.num_classes=256 --set data.token_bytes=3

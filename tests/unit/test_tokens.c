@@ -277,7 +277,7 @@ static void test_shard_shrinks(void **state)
     assert_int_equal(mp_tokens_batch(&tr, &early, 1, 42, 0, MP_F32, x, y), MP_OK);
     assert_int_equal(mp_tokens_batch(&tr, &late, 1, 42, 0, MP_F32, x, y), MP_EDATA);
     assert_non_null(strstr(mp_error_message(), path));
-    assert_non_null(strstr(mp_error_message(), "changed since it was loaded"));
+    assert_non_null(strstr(mp_error_message(), "changed since it was opened"));
     /* the file's size now, not where the read stopped */
     assert_non_null(strstr(mp_error_message(), "holds 200 bytes now"));
     const double mean = 0, std = 1;
@@ -377,17 +377,22 @@ static void test_pieces(void **state)
     mp_dataset tr, te;
     assert_int_equal(mp_tokens_open(&tr, &te, dir, T, 2, 5, 0, 0), MP_OK);
     assert_int_equal(mp_tokens_pieces(&tr, &te), 6);
-    assert_int_equal(mp_tokens_check(&tr, &te, 0, 100, 2), MP_OK);
-    assert_int_equal(mp_tokens_check(&tr, &te, 6, 100, 1), MP_OK); /* none past the last */
+    int64_t at = 0;
+    assert_int_equal(mp_tokens_check(&tr, &te, 0, 100, 2, &at), MP_OK);
+    assert_int_equal(at, -1);
+    assert_int_equal(mp_tokens_check(&tr, &te, 6, 100, 1, NULL), MP_OK); /* none past the last */
+    assert_int_equal(mp_tokens_check(&tr, &te, 0, 100, 0, NULL), MP_EINTERNAL); /* stride 0 */
     const int64_t first[3] = {1, 3, 5};
     const char *want[3] = {"a.bin: token 524295 is 9", "c.bin: token 5 is 9",
                            "val.bin: token 524291 is 9"};
     for (int k = 0; k < 3; k++) {
-        assert_int_equal(mp_tokens_check(&tr, &te, first[k], 1, 1), MP_EDATA);
+        assert_int_equal(mp_tokens_check(&tr, &te, first[k], 1, 1, &at), MP_EDATA);
         assert_non_null(strstr(mp_error_message(), want[k]));
+        assert_int_equal(at, first[k]);
     }
-    assert_int_equal(mp_tokens_check(&tr, &te, 1, 100, 2), MP_EDATA); /* 1, 3, 5: the first */
+    assert_int_equal(mp_tokens_check(&tr, &te, 1, 100, 2, &at), MP_EDATA); /* 1, 3, 5: the first */
     assert_non_null(strstr(mp_error_message(), want[0]));
+    assert_int_equal(at, 1);
     mp_dataset_free(&tr);
     mp_dataset_free(&te);
     assert_int_equal(mp_tokens_load(&tr, &te, dir, T, 2, 5, 0, 0), MP_EDATA); /* all pieces */
