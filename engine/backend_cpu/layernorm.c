@@ -45,12 +45,12 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
  *   v = xhat, d = dy, gg = dy gamma, and dx = invstd (gg - mean(gg) - xhat mean(gg xhat)); its
  *   column pass adds dy xhat and dy over the rows into sg and sb. */
 #define MP_LN_KERNELS(ACC, SFX, ADT, SQRT)                                                   \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static ACC lanes_##SFX(const ACC *s)                                                    \
     {                                                                                       \
         return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));           \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static ACC sum_##SFX(const ACC *restrict a, int64_t n)                                  \
     {                                                                                       \
         ACC s[MP_LN_LANES] = {0};                                                           \
@@ -62,7 +62,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
             s[k] += a[j];                                                                   \
         return lanes_##SFX(s);                                                              \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static ACC dot_##SFX(const ACC *restrict a, const ACC *restrict b, int64_t n)           \
     {                                                                                       \
         ACC s[MP_LN_LANES] = {0};                                                           \
@@ -74,7 +74,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
             s[k] += a[j] * b[j];                                                            \
         return lanes_##SFX(s);                                                              \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static ACC center_##SFX(ACC *restrict v, int64_t C, ACC eps, ACC *mean_out)             \
     {                                                                                       \
         ACC mean = sum_##SFX(v, C) / (ACC)C;                                                \
@@ -84,7 +84,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
         *mean_out = mean;                                                                   \
         return (ACC)1 / SQRT(var + eps);                                                    \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static void ln_fwd_##SFX(double eps, const mp_tensor *x, const mp_tensor *gamma,        \
                              const mp_tensor *beta, mp_tensor *y, int64_t rows, int64_t C)  \
     {                                                                                       \
@@ -104,7 +104,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static void ln_stats_##SFX(double eps, const mp_tensor *x, ACC *stats, int64_t rows,    \
                                int64_t C)                                                   \
     {                                                                                       \
@@ -118,7 +118,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static void ln_params_grad_##SFX(const mp_tensor *x, const mp_tensor *dy,               \
                                      const ACC *stats, ACC *sg, ACC *sb, int64_t rows,      \
                                      int64_t C)                                             \
@@ -140,7 +140,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
             memcpy(sb + j0, ab, (size_t)len * sizeof(ACC));                                 \
         }                                                                                   \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static void ln_dx_##SFX(const mp_tensor *x, const mp_tensor *dy, const mp_tensor *gamma, \
                             mp_tensor *dx, const ACC *stats, int64_t rows, int64_t C)       \
     {                                                                                       \
@@ -165,7 +165,7 @@ static int64_t block_rows(int64_t C) { return C >= MP_LN_BLOCK ? 1 : MP_LN_BLOCK
             }                                                                               \
         }                                                                                   \
     }                                                                                       \
-    MP_VECTOR_CLONES                                                                        \
+    MP_VECTOR_CLONES_AVX2                                                                   \
     static void ln_bwd_##SFX(double eps, const mp_tensor *x, const mp_tensor *dy,           \
                              const mp_tensor *gamma, mp_tensor *dx, mp_tensor *dgamma,      \
                              mp_tensor *dbeta, int64_t rows, int64_t C)                     \

@@ -11,15 +11,18 @@
  * backward (with and without dx), over channel counts inside, at and across the vector widths
  * and row counts from one lane to many chunks of engine/bn_rule.h; and again with NaN,
  * infinity, subnormal and out-of-range values among the inputs, so that the vectors that hold
- * them take the element-wise rounding path. The rest (engine/vector_clones.h's AVX2 clones):
- * every op of tests/util/test_cpu_ops.h in every dtype, with 37 channels (no vector width
- * divides a row, so the vector tails run). The conversions themselves are checked against the
- * element-wise definitions in test_convert_fast (mp_convert) and test_vec8 (the kernels' vector
- * loads and stores). The clones' test is skipped, saying why, where the build makes no clones or
- * the CPU has no AVX2. The sabotage that shows the test can fail: compile the copy of optim.c
- * with "-mfma;-ffp-contract=fast" (a COMPILE_OPTIONS property in tests/CMakeLists.txt), and the
- * optimizer outputs differ; for BatchNorm, drop the subnormal test of vec8.h's
- * mp_v8_store_bf16ne (on a CPU with AVX512-BF16). */
+ * them take the element-wise rounding path. The rest (engine/vector_clones.h's AVX-512 and
+ * AVX2 clones): every op of tests/util/test_cpu_ops.h in every dtype, with 37 channels (no
+ * vector width divides a row, so the vector tails run), from the library (whichever clone the
+ * CPU takes) and from a third copy of the sources built for AVX2 (isa_avx2_copies, ops renamed
+ * mp_avx2_*: on an AVX-512 CPU the library no longer runs its AVX2 clones). The conversions
+ * themselves are checked against the element-wise definitions in test_convert_fast (mp_convert)
+ * and test_vec8 (the kernels' vector loads and stores). These tests are skipped, saying why,
+ * where the build makes no clones (or no AVX2 copy) or the CPU has no AVX2. The sabotage that
+ * shows the test can fail: compile the copy of optim.c with "-mfma;-ffp-contract=fast" (a
+ * COMPILE_OPTIONS property in tests/CMakeLists.txt), and the optimizer outputs differ; for
+ * BatchNorm, drop the subnormal test of vec8.h's mp_v8_store_bf16ne (on a CPU with
+ * AVX512-BF16). */
 #include "tests/util/test_util.h"
 
 #include <stdio.h>
@@ -58,17 +61,43 @@ static const mp_ops base = {.batchnorm_forward = mp_cpu_batchnorm_forward,
                             .attention_flash_backward = mp_cpu_attention_flash_backward,
                             .softmax_xent = mp_cpu_softmax_xent};
 
-/* Whether the library runs AVX2 copies here (else both sides are the same baseline code). */
-static bool have_avx2(void)
+#ifdef MP_ISA_AVX2_COPIES
+/* The AVX2 copies (tests/CMakeLists.txt: isa_avx2_copies). */
+#define MP_OP(ret, op, params) ret mp_avx2_##op params;
+#include "engine/op_list.h"
+
+/* The baseline table with every op but BatchNorm's from the AVX2 copies. */
+static mp_ops avx2_ops(void)
+{
+    mp_ops t = base;
+#define MP_AVX2(op) t.op = mp_avx2_##op;
+    MP_AVX2(bias_add) MP_AVX2(bias_grad) MP_AVX2(relu_forward) MP_AVX2(relu_backward)
+    MP_AVX2(gelu_forward) MP_AVX2(gelu_backward) MP_AVX2(scale) MP_AVX2(add) MP_AVX2(add_relu)
+    MP_AVX2(dropout_forward) MP_AVX2(dropout_backward) MP_AVX2(pool_forward)
+    MP_AVX2(pool_backward) MP_AVX2(optim_step) MP_AVX2(grad_stats) MP_AVX2(layernorm_forward)
+    MP_AVX2(layernorm_backward) MP_AVX2(attention_forward) MP_AVX2(attention_backward)
+    MP_AVX2(attention_flash_forward) MP_AVX2(attention_flash_backward) MP_AVX2(softmax_xent)
+#undef MP_AVX2
+    return t;
+}
+#endif
+
+/* Whether the library runs wider copies here (else both sides are the same baseline code). */
+static bool have_clones(void)
 {
     if (!MP_VECTOR_CLONES_ON) {
-        print_message("this build makes no AVX2 copies (engine/vector_clones.h)\n");
+        print_message("this build makes no wider copies (engine/vector_clones.h)\n");
         return false;
     }
     if (!__builtin_cpu_supports("avx2")) {
         print_message("the CPU has no AVX2: the library runs its baseline copies\n");
         return false;
     }
+    print_message("the library runs its %s copies\n",
+                  __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
+                      ? "AVX-512"
+                      : "AVX2");
     return true;
 }
 
@@ -131,26 +160,49 @@ static void test_batchnorm_levels_are_baseline(void **state)
             bn_level_is_baseline((mp_isa)isa, specials);
 }
 
-static void test_other_ops_avx2_are_baseline(void **state)
+/* ops and the baseline copies on the same inputs, every output byte for byte. */
+static void same_as_baseline(const mp_ops *ops, const char *what)
 {
-    (void)state;
-    if (!have_avx2())
-        skip();
     mp_backend_cpu_threads(2);
     const mp_dtype dts[4] = {MP_F32, MP_F16, MP_BF16, MP_F64};
     for (int d = 0; d < 4; d++) {
         mp_test_outputs l, i;
-        mp_test_cpu_ops_run(mp_backend_cpu(), dts[d], 37, &l);
+        mp_test_cpu_ops_run(ops, dts[d], 37, &l);
         mp_test_cpu_ops_run(&base, dts[d], 37, &i);
-        mp_test_outputs_same(&l, &i, "between the AVX2 and the baseline ops", dts[d]);
+        mp_test_outputs_same(&l, &i, what, dts[d]);
     }
     mp_backend_cpu_threads(1);
+}
+
+static void test_library_clones_are_baseline(void **state)
+{
+    (void)state;
+    if (!have_clones())
+        skip();
+    same_as_baseline(mp_backend_cpu(), "between the library's wider and the baseline ops");
+}
+
+static void test_avx2_copies_are_baseline(void **state)
+{
+    (void)state;
+#ifdef MP_ISA_AVX2_COPIES
+    if (!__builtin_cpu_supports("avx2")) {
+        print_message("the CPU has no AVX2\n");
+        skip();
+    }
+    mp_ops avx2 = avx2_ops();
+    same_as_baseline(&avx2, "between the AVX2 and the baseline ops");
+#else
+    print_message("no AVX2 copies in this build (GCC on x86-64 only)\n");
+    skip();
+#endif
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_batchnorm_levels_are_baseline, uncap),
-        cmocka_unit_test(test_other_ops_avx2_are_baseline)};
+        cmocka_unit_test(test_library_clones_are_baseline),
+        cmocka_unit_test(test_avx2_copies_are_baseline)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
