@@ -6,7 +6,7 @@
  * In float it takes the equal form 0.5 (1 + tanh u) = s = 1 / (1 + e^(-2u)), the logistic
  * function: with E = e^(-2|u|) (engine/exp_rule.h's mp_exp_f32, in (0, 1]), s = 1 / (1 + E) for
  * u >= 0 and E / (1 + E) below, s (1 - s) = E / (1 + E)^2 on both sides, so
- *   y = x s,  y' = s + 2 x u' E / (1 + E)^2,
+ *   y = x s,  y' = s + 2 x (u' E / (1 + E)^2),
  * with no cancellation (the tanh form's 1 + t loses every digit for large negative x) and one
  * exponential and one division an element, about 30 operations against the tanh form's 50. Every
  * step is a correctly rounded operation, so the CPU and the GPU (both built without FMA
@@ -46,7 +46,7 @@ MP_HD_INLINE static inline float mp_gelu_grad_f32(float x, float dy)
     float e = mp_exp_f32(-2.0f * fabsf(u));
     float inv = 1.0f / (1.0f + e);
     float s = (u < 0.0f ? e : 1.0f) * inv;
-    return dy * (s + 2.0f * x * du * (e * inv * inv));
+    return dy * (s + 2.0f * x * (du * (e * inv * inv))); /* e = 0 before x du can overflow */
 }
 
 /* GELU in double, the tanh form: mp_gelu_f64(x) and mp_gelu_grad_f64(x, dy) = dy y'(x). */

@@ -10,7 +10,7 @@
  * "avx2") has FMA (keep it), vectorising a loop over independent elements changes no element's
  * arithmetic, and reductions stay in the source's order (no -ffast-math), so all give the same
  * bits (tests/unit/test_isa_bits.c checks the library's copy, whichever the CPU takes, and an
- * AVX2 build of the sources, against the baseline). GCC 9 and 10 make no AVX-512 copy.
+ * AVX2 build of the sources, against the baseline). GCC 9 to 11 make no AVX-512 copy.
  * MP_VECTOR_CLONES_ON says whether the clones
  * are made: not for Clang, GCC before 9, other architectures, C libraries without ifuncs, or
  * when MP_NO_VECTOR_CLONES is defined (one baseline copy then). MP_VECTOR_CLONES_AVX2 makes the
@@ -24,7 +24,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && __GNUC__ >= 9 && !defined(__clang__) && \
     defined(__GLIBC__) && !defined(MP_NO_VECTOR_CLONES)
 #define MP_VECTOR_CLONES_ON 1
-#if __GNUC__ >= 11 /* knows the x86-64-v4 level */
+#if __GNUC__ >= 12 /* target_clones takes arch=x86-64-v4 (GCC PR 101696) */
 #define MP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define MP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))

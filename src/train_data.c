@@ -90,53 +90,64 @@ mp_status mp_train_load_data(mp_trainer *t)
         return mp_fail(MP_EDATA, "%s: train images are %dx%dx%d but test images are %dx%dx%d",
                        c->data.path, t->train.h, t->train.w, t->train.c, t->test.h, t->test.w,
                        t->test.c);
+    /* rank 0 writes it in checkpoints; every rank's is compared with rank 0's
+     * (mp_train_check_data), each hashing its own copy at the same time */
+    t->train_digest = mp_dataset_digest(&t->train);
     if (!train)
         return MP_OK;
     if (t->train.count < t->comm->size)
         return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
                        strcmp(c->data.format, "synthetic") == 0 ? "synthetic data" : c->data.path,
                        (long long)t->train.count, t->comm->size);
-    /* rank 0 writes and reads checkpoints; the digest of a large text costs time */
-    t->train_digest = t->comm->rank == 0 ? mp_dataset_digest(&t->train) : 0;
     return MP_OK;
 }
 
-/* What tells one rank's data from another's: both splits' sample counts and shapes, the
- * training set's digest (mp_dataset_digest, in two exact halves) and the token pieces. */
-enum { MP_DATA_FACTS = 10 };
+/* What tells one rank's data from another's, each fact named for the message: both splits'
+ * sample counts, shapes and classes, the token pieces, then the training set's digest
+ * (mp_dataset_digest, in two halves that doubles hold exactly). */
+enum { MP_DATA_FACTS = 13, MP_DATA_DIGEST = 11 };
 
-static void data_facts(const mp_trainer *t, uint64_t digest, double f[MP_DATA_FACTS])
+static const char *const mp_data_fact_names[MP_DATA_FACTS] = {
+    "training samples", "test samples", "rows a training sample", "columns a training sample",
+    "channels a training sample", "rows a test sample", "columns a test sample",
+    "channels a test sample", "training classes", "test classes", "token pieces"};
+
+static void data_facts(const mp_trainer *t, double f[MP_DATA_FACTS])
 {
     const mp_dataset *a = &t->train, *b = &t->test;
-    const double v[MP_DATA_FACTS] = {(double)a->count, (double)b->count, a->h, a->w, a->c,
-                                     a->num_classes, (double)(digest >> 32),
-                                     (double)(digest & 0xffffffffu),
-                                     a->tokens && b->tokens ? (double)mp_tokens_pieces(a, b) : 0,
-                                     b->num_classes};
+    const double v[MP_DATA_FACTS] = {
+        (double)a->count, (double)b->count, a->h, a->w, a->c, b->h, b->w, b->c,
+        a->num_classes, b->num_classes,
+        a->tokens && b->tokens ? (double)mp_tokens_pieces(a, b) : 0,
+        (double)(t->train_digest >> 32), (double)(t->train_digest & 0xffffffffu)};
     memcpy(f, v, sizeof v);
 }
 
 /* Every rank's data agree with rank 0's (rank 0's facts broadcast, each rank compares its own):
- * MP_OK, or MP_EDATA on a rank whose data differ, saying how (per-node copies of a dataset that
- * differ, a file that changed while the ranks started), before a collective that sizes would
- * set apart could go out of step. */
+ * MP_OK, or MP_EDATA on a rank whose data differ, naming the first fact that does (per-node
+ * copies of a dataset that differ, a file that changed while the ranks started), before a
+ * collective that sizes would set apart could go out of step. */
 static mp_status agree_on_data(mp_trainer *t)
 {
     mp_comm *comm = t->comm;
-    uint64_t digest = comm->rank == 0 ? t->train_digest : mp_dataset_digest(&t->train);
     double mine[MP_DATA_FACTS], root[MP_DATA_FACTS];
-    data_facts(t, digest, mine);
+    data_facts(t, mine);
     memcpy(root, mine, sizeof root);
     MP_TRY(mp_comm_bcast(comm, root, sizeof root, 0, "rank 0's data"));
-    if (memcmp(mine, root, sizeof mine) == 0)
+    int k = 0;
+    while (k < MP_DATA_FACTS && mine[k] == root[k])
+        k++;
+    if (k == MP_DATA_FACTS)
         return MP_OK;
-    const bool sizes = memcmp(mine, root, 6 * sizeof mine[0]) != 0;
+    char how[160];
+    if (k >= MP_DATA_DIGEST)
+        snprintf(how, sizeof how, "the same sizes but other training labels or bytes");
+    else
+        snprintf(how, sizeof how, "%.0f %s against rank 0's %.0f", mine[k],
+                 mp_data_fact_names[k], root[k]);
     return mp_fail(MP_EDATA, "rank %d on %s reads other data than rank 0 from data.path \"%s\": "
-                   "%.0f training and %.0f test samples of %.0fx%.0fx%.0f%s against rank 0's "
-                   "%.0f and %.0f of %.0fx%.0fx%.0f; every rank must read the same files",
-                   comm->rank, comm->host, t->cfg->data.path, mine[0], mine[1], mine[2],
-                   mine[3], mine[4], sizes ? "" : ", other labels or bytes,", root[0], root[1],
-                   root[2], root[3], root[4]);
+                   "%s; every rank must read the same files", comm->rank, comm->host,
+                   t->cfg->data.path, how);
 }
 
 /* The token shards' check, in rounds: each rank checks MP_TOKEN_ROUND pieces (rank r of P the

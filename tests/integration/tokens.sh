@@ -60,6 +60,14 @@ for name in tok1 tok0 tok3; do
 done
 run wide --set 'data.format="tokens"' --set "data.path=\"$TMP/u32\"" --set data.num_classes=1024
 expect_ok "uint32 shards of 1024 tokens train" grep -q '^done: 12 steps' "$TMP/wide.out"
+# mpdist eval on 2 ranks of the text and token runs' last checkpoints: both formats load the
+# training split too, and the ranks' data must agree (every rank's digest, not rank 0's alone).
+for name in text tok1; do
+  ck=$(ls "$TMP/ck-$name"/*.h5 | sort | tail -1)
+  if [ "$name" = text ]; then data=(--set "data.path=\"$CORPUS\""); else data=("${tokens[@]}"); fi
+  expect_ok "eval on 2 ranks ($name)" timeout 120 mpirun -np 2 "$MPDIST" eval \
+    "$SRC/configs/fortunes-gpt.cfg" --set data.test_limit=64 "${data[@]}" --checkpoint "$ck"
+done
 
 # Bad shards: exit 3 naming the file; bad configs: exit 2 naming the key.
 one=("$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --set train.max_steps=1

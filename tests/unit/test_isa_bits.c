@@ -93,11 +93,10 @@ static bool have_clones(void)
         print_message("the CPU has no AVX2: the library runs its baseline copies\n");
         return false;
     }
+#if __GNUC__ >= 12
     print_message("the library runs its %s copies\n",
-                  __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")
-                      ? "AVX-512"
-                      : "AVX2");
+                  __builtin_cpu_supports("x86-64-v4") ? "AVX-512 (x86-64-v4)" : "AVX2");
+#endif
     return true;
 }
 
