@@ -14,10 +14,10 @@
  * value, with only additions, multiplications and bit moves, so that every backend computes the
  * same bits (no FMA: the builds forbid contraction) and the CPU's loops over a row vectorise (the
  * selects are on integers: a float comparison under -ftrapping-math keeps GCC from vectorising):
- * x = n ln2 + r
- * with |r| <= ln2 / 2 (Cody-Waite; n rounded by adding 1.5 * 2^23, with no float-to-int
- * conversion), e^r by Cephes' degree-7 polynomial, times 2^n made from n's bits. Below -87
- * (e^x < 2^-125), -inf included, it returns 0; a NaN stays NaN; x > 88 is outside its domain. */
+ * x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite; n rounded by adding 1.5 * 2^23, with no
+ * float-to-int conversion), e^r by Cephes' degree-7 polynomial, times 2^n made from n's bits.
+ * Below -87 (e^x < 2^-125), -inf included, it returns 0; a NaN stays NaN; x > 88 is outside its
+ * domain. */
 MP_HD static inline float mp_exp_f32(float x)
 {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
