@@ -3,9 +3,9 @@
  * each row's loss kept, then the mean loss over the batch (summed in row order in the
  * accumulator type, so any thread count gives the bits of one) and the arg-max hit count.
  * Computed in FP32 for FP32 and half logits (FP64 for FP64), as docs/ARCHITECTURE.md §2
- * requires. The row loops are compiled for AVX2 too (engine/vector_clones.h, the same bits): the
- * gradient's loop vectorises, the sums' stay in column order. A label outside [0, C) fails the
- * op at once, before anything is written. */
+ * requires. The row loops are compiled for AVX-512 and AVX2 too (engine/vector_clones.h, the
+ * same bits): the gradient's loop vectorises, the sums' stay in column order. A label outside
+ * [0, C) fails the op at once, before anything is written. */
 #include <math.h>
 
 #include "engine/backend_cpu/cpu.h"
