@@ -22,8 +22,10 @@
 #            what its backend allocated on the device: weights, masters, gradients, optimizer
 #            state, activations, workspaces) and device_used_peak_bytes (cudaMemGetInfo's total -
 #            free at its highest); host memory its host_peak_bytes (the dataset, pinned loader
-#            slots); input wait (the loader's own, not a wait for the GPU to free a slot) and
-#            skipped steps come from the summary too.
+#            slots); input wait (the loader's own, not a wait for the GPU to free a slot), the
+#            loader's mean time to build a batch on one thread (loader_fill_ms; an input wait
+#            near it every step is the ring of slots pacing a host that runs ahead of the GPU)
+#            and skipped steps come from the summary too.
 #   PyTorch  bench/pytorch_ref.py, same model, batch and input shape, as its users run it:
 #            fp32 (TF32 off, NCHW), amp (fp16 autocast, GradScaler, channels_last), amp-bf16
 #            (bf16 autocast) and amp-compile (amp with torch.compile; where it does not work, the
@@ -121,7 +123,7 @@ else
   [ "$texts" = 0 ] || [ -e "$text" ] || die "no text for gpt at $text (MPDIST_GPU_STEP_TEXT)"
   mkdir -p "$out"
   rm -f "$out/goals.txt" "$out/table.txt" "$out/table.csv"
-  echo "model,batch,row,round,status,images_per_s,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,flops_per_image,log" >"$raw"
+  echo "model,batch,row,round,status,images_per_s,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,flops_per_image,log,loader_fill_ms" >"$raw"
 fi
 gpu=$("${hostenv[@]}" nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1) || true
 header="# GPU: ${gpu:-unknown (nvidia-smi failed)}; $(date -u +%Y-%m-%dT%H:%M:%SZ); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); mpdist $build; $steps steps (windows of $every, the first dropped), amp.conv_algo=$conv_algo, PyTorch $((steps - every)) after $every warm-up; $rounds rounds"
@@ -136,6 +138,10 @@ run() {
 }
 nums() { sed -n "s/.*\"$1\": *\\([^,}]*\\).*/\\1/p"; } # KEY's value on each line of stdin
 num() { nums "$1" | tail -1; }
+fill_ms() { # the loader's mean milliseconds to build a batch, from the summary on stdin
+  sed -n 's/.*"loader":{"batches":\([0-9.e+-]*\),"fill_s":\([0-9.e+-]*\).*/\1 \2/p' |
+    awk '$1 > 0 { printf "%.6g", 1e3 * $2 / $1 }'
+}
 why() { # the reason a run failed, for the CSV (no commas)
   local msg
   [ "$1" != 124 ] || { echo "timed out after $tmo s"; return; }
@@ -174,7 +180,7 @@ run_mpdist() {
         { ips = $1; ms = $2; t = e * ms / 1e3; img += ips * t; tt += t; sms += ms; n++
           if ($3 != "null" && $3 != "") { dms += $3; nd++ } }
         END { printf "%.6g,%.6g,%s", img / tt, sms / n, nd ? sprintf("%.6g", dms / nd) : "" }' \
-        < <(paste -d' ' <(nums images_per_s <<<"$w") <(nums step_ms <<<"$w") <(nums device_ms <<<"$w"))),$(num device_peak_bytes <<<"$s"),$(num device_used_peak_bytes <<<"$s"),$(num host_peak_bytes <<<"$s"),$(num input_wait <<<"$s"),$(num skipped_steps <<<"$s"),,$out/$tag.log" >>"$raw"
+        < <(paste -d' ' <(nums images_per_s <<<"$w") <(nums step_ms <<<"$w") <(nums device_ms <<<"$w"))),$(num device_peak_bytes <<<"$s"),$(num device_used_peak_bytes <<<"$s"),$(num host_peak_bytes <<<"$s"),$(num input_wait <<<"$s"),$(num skipped_steps <<<"$s"),,$out/$tag.log,$(fill_ms <<<"$s")" >>"$raw"
   else
     [ "$rc" != 0 ] || rc="0 but no step record after the first window${s:+ and a summary}"
     echo "$model,$batch,$label,$round,failed: $(why "$rc" "$out/$tag.log"),,,,,,,,,,$out/$tag.log" >>"$raw"

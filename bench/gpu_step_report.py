@@ -4,7 +4,8 @@
 Usage: bench/gpu_step_report.py RAW OUTDIR [HEADER]
   RAW     one row per run: model,batch,row,round,status,images_per_s,step_ms,device_ms,
           device_peak_bytes,device_used_peak_bytes,host_peak_bytes,input_wait_s,skipped_steps,
-          flops_per_image,log   (row: O0, O0+TF32, O1, O2, O2-bf16, O3, O2+flash, O2-bf16+flash,
+          flops_per_image,log, optionally loader_fill_ms (the loader's mean time to build a
+          batch on one thread)   (row: O0, O0+TF32, O1, O2, O2-bf16, O3, O2+flash, O2-bf16+flash,
           PyTorch-fp32, PyTorch-amp, PyTorch-amp-bf16, PyTorch-amp-compile; a failed run has
           status "failed: WHY" and no numbers; for gpt and gpt2-small images are sequences)
   OUTDIR  gets table.txt (printed too), table.csv and goals.txt
@@ -43,6 +44,7 @@ AMPS = ("PyTorch-amp", "PyTorch-amp-bf16", "PyTorch-amp-compile")
 TEXT = ("gpt", "gpt2-small")
 NUM = ("images_per_s", "step_ms", "device_ms", "device_peak_bytes", "device_used_peak_bytes",
        "host_peak_bytes", "input_wait_s", "skipped_steps", "flops_per_image")
+OPTIONAL = ("loader_fill_ms",)  # raw files from before 2026-12-03 lack it
 MIB = 1048576.0
 
 
@@ -64,7 +66,7 @@ class Config:
     def add(self, r):
         rnd = int(r["round"])
         if r["status"] == "ok":
-            self.runs[rnd] = {k: fval(r.get(k)) for k in NUM}
+            self.runs[rnd] = {k: fval(r.get(k)) for k in NUM + OPTIONAL}
         else:
             self.failed.append((rnd, r["status"], r.get("log", "")))
 
@@ -168,7 +170,7 @@ def main(argv):
               "images_per_s_max", "step_ms", "device_ms", "device_peak_bytes",
               "device_used_peak_bytes", "host_peak_bytes", "tflops", "reference", "vs_pytorch",
               "vs_pytorch_min", "vs_pytorch_max", "speedup_vs_O0", "device_mem_vs_O0",
-              "input_wait_s", "skipped_steps", "failed_runs"]]
+              "input_wait_s", "loader_fill_ms", "skipped_steps", "failed_runs"]]
     refs_named = []
     for key in order:
         c = cfgs[key]
@@ -207,7 +209,8 @@ def main(argv):
                       ref.row if ref is not None else "", fmt(med(q), "%.4g"),
                       fmt(min(q) if q else None, "%.4g"), fmt(max(q) if q else None, "%.4g"),
                       fmt(x0, "%.4g"), fmt(mem0, "%.4g"), fmt(c.med("input_wait_s"), "%.4g"),
-                      fmt(c.med("skipped_steps"), "%.0f"), len(c.failed)])
+                      fmt(c.med("loader_fill_ms"), "%.4g"), fmt(c.med("skipped_steps"), "%.0f"),
+                      len(c.failed)])
     goals = []
     pairs = []
     for m, b, _ in order:

@@ -30,6 +30,7 @@ typedef struct mp_loader_slot {
     int64_t n;     /* samples of the batch held, under mu */
     int64_t ready; /* batch number whose fill finished here this epoch, -1 if none; under mu */
     void *fence;   /* recorded by the consumer after its copies out of the slot, or NULL */
+    double fill_s, fence_s; /* the last fill's build and fence-wait seconds, for stats */
     mp_status st;  /* the fill's status (a token shard that cannot be read) */
     char why[512]; /* its message when st is not MP_OK */
 } mp_loader_slot;
@@ -55,6 +56,7 @@ struct mp_loader {
     bool stop;
     atomic_bool fence_failed; /* a fence wait failed: the batch may be wrong */
     double device_wait_s;     /* the consumer's waits on a slot's fence (its thread only) */
+    mp_loader_stats stats;    /* under mu */
 };
 
 /* Samples in batch j of an epoch over `count` indices. */
@@ -71,18 +73,30 @@ static void mp_loader_fill(mp_loader *l, mp_loader_slot *s, int64_t j, const int
                            int64_t count, int64_t epoch)
 {
     const mp_loader_config *c = &l->cfg;
+    double t0 = mp_now();
     if (s->fence && c->fence_wait && c->fence_wait(s->fence) != MP_OK)
         atomic_store(&l->fence_failed, true);
+    double t1 = mp_now();
     s->st = mp_dataset_batch_augmented(c->data, idx + j * c->batch,
                                        mp_loader_batch_n(l, j, count), c->mean, c->std, c->seed,
                                        epoch, c->pad, c->flip, c->dtype, s->x, s->y);
     if (s->st != MP_OK)
         snprintf(s->why, sizeof s->why, "%s", mp_error_message());
+    s->fence_s = t1 - t0;
+    s->fill_s = mp_now() - t1;
 }
 
 static bool mp_loader_claimable(const mp_loader *l)
 {
     return l->issued < l->nbatches && l->issued < l->released + l->nslots;
+}
+
+/* Under mu, after slot s's fill: adds its costs to the stats. */
+static void mp_loader_count(mp_loader *l, const mp_loader_slot *s)
+{
+    l->stats.fills++;
+    l->stats.fill_s += s->fill_s;
+    l->stats.fence_s += s->fence_s;
 }
 
 static void *mp_loader_worker(void *arg)
@@ -110,6 +124,7 @@ static void *mp_loader_worker(void *arg)
         mp_loader_fill(l, s, j, idx, count, epoch);
         pthread_mutex_lock(&l->mu);
         l->inflight--;
+        mp_loader_count(l, s);
         s->n = mp_loader_batch_n(l, j, count);
         s->ready = j;
         pthread_cond_broadcast(&l->done);
@@ -310,6 +325,7 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
     if (l->nthreads == 0) {
         device_wait(l, s, k);
         mp_loader_fill(l, s, k, l->idx, l->count, l->epoch);
+        mp_loader_count(l, s);
         s->n = mp_loader_batch_n(l, k, l->count);
         s->ready = k;
     } else {
@@ -339,6 +355,13 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
 double mp_loader_device_wait_s(const mp_loader *l)
 {
     return l->device_wait_s;
+}
+
+void mp_loader_stats_get(mp_loader *l, mp_loader_stats *out)
+{
+    pthread_mutex_lock(&l->mu);
+    *out = l->stats;
+    pthread_mutex_unlock(&l->mu);
 }
 
 void **mp_loader_fence(mp_loader *l)

@@ -74,6 +74,19 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
  * the wait for the input itself. Consumer thread only. */
 double mp_loader_device_wait_s(const mp_loader *l);
 
+/* What the loader's fills have cost since it opened (discarded ones included): batches built,
+ * the seconds building them took (summed over the threads that built them, from the end of the
+ * fence wait to the batch's last byte) and the seconds workers waited on slots' fences before a
+ * fill. fill_s / fills is a batch's cost on one thread; an input_wait near it every step while
+ * the device is the slower side means the ring of slots, not the input, sets the pace. Consumer
+ * thread only. */
+typedef struct mp_loader_stats {
+    int64_t fills;
+    double fill_s, fence_s;
+} mp_loader_stats;
+
+void mp_loader_stats_get(mp_loader *l, mp_loader_stats *out);
+
 /* The fence of the slot the last mp_loader_next returned, for the consumer to record (with
  * ops->fence_record) once it has queued the copies that read the slot. Not valid before the
  * first mp_loader_next. */

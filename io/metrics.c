@@ -271,6 +271,13 @@ void mp_metrics_summary(mp_metrics *m, const mp_summary_record *r)
             cJSON_AddNumberToObject(time, "comm_exposed", r->comm_exposed_s);
             cJSON_AddNumberToObject(time, "input_wait", r->input_wait_s);
         }
+        cJSON *loader = r->loader_fills > 0 ? cJSON_AddObjectToObject(o, "loader") : NULL;
+        if (loader) {
+            cJSON_AddNumberToObject(loader, "batches", (double)r->loader_fills);
+            cJSON_AddNumberToObject(loader, "fill_s", r->loader_fill_s);
+            cJSON_AddNumberToObject(loader, "fence_wait_s", r->loader_fence_s);
+            cJSON_AddNumberToObject(loader, "slot_wait_s", r->loader_slot_wait_s);
+        }
         cJSON *amp = cJSON_AddObjectToObject(o, "amp");
         if (amp) {
             add_str(amp, "weights", r->amp_weights);

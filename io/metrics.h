@@ -59,6 +59,11 @@ typedef struct mp_summary_record {
     double step_s, input_wait_s, comm_exposed_s; /* written as "time_s": {steps, compute,
                                                     comm_exposed, input_wait} */
     int64_t steps, skipped_steps, peak_mem_bytes;
+    /* The loader (io/loader.h's mp_loader_stats, and the consumer's waits for a slot's fence),
+     * written as the object "loader": {batches, fill_s, fence_wait_s, slot_wait_s} when it
+     * built any batch. */
+    int64_t loader_fills;
+    double loader_fill_s, loader_fence_s, loader_slot_wait_s;
     /* The peaks of the counted bytes by place (mp_mem_peak_at: device, host) and of the
      * device's whole use (ops->mem_used_bytes; < 0: unknown, not written). */
     int64_t device_peak_bytes, host_peak_bytes, device_used_peak_bytes;

@@ -40,6 +40,14 @@ void mp_train_write_summary(const mp_trainer *t, const mp_train_result *r)
         .graph_captures = t->graph.captures,
         .graph_launches = t->graph.launches,
     };
+    if (t->loader) {
+        mp_loader_stats ls;
+        mp_loader_stats_get(t->loader, &ls);
+        s.loader_fills = ls.fills;
+        s.loader_fill_s = ls.fill_s;
+        s.loader_fence_s = ls.fence_s;
+        s.loader_slot_wait_s = mp_loader_device_wait_s(t->loader);
+    }
     int64_t steps = 0;
     double step_s = 0.0;
     const mp_prof_entry *e = mp_profile_entries(&s.n_prof, &steps, &step_s);

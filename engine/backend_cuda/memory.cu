@@ -219,11 +219,15 @@ extern "C" mp_status mp_cuda_sync(void)
     return MP_OK;
 }
 
+/* Fences are waited for by the loader's threads, which must not spin on a core the step or
+ * another fill needs (a host of two vCPUs, or ranks sharing cores): blocking-sync events put a
+ * waiting thread to sleep until the device signals, for a few microseconds of wake-up. */
 extern "C" mp_status mp_cuda_fence_record(void **fence)
 {
     MP_TRY(mp_cuda_not_capturing("fence_record")); /* a fence is for the host to wait on */
     if (!*fence)
-        CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)fence, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags((cudaEvent_t *)fence,
+                                            cudaEventDisableTiming | cudaEventBlockingSync));
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)*fence, mp_cuda_ctx_get()->stream));
     return MP_OK;
 }

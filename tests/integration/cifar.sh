@@ -19,7 +19,7 @@ run() {
     --set "data.path=\"$d\"" --set data.augment=true --set amp.opt_level=O2 --set train.epochs=2 \
     --set data.batch_size=16 --set log.every=2 --set log.progress=none \
     --set "log.metrics=\"$TMP/$1.jsonl\"" >"$TMP/$1.out" 2>&1 || { echo "FAIL: run $1"; cat "$TMP/$1.out"; exit 1; }
-  sed -E 's/"time_s":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s)":[^,}]*,?//g' "$TMP/$1.jsonl" >"$TMP/$1.cmp"
+  sed -E 's/"(time_s|loader)":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s)":[^,}]*,?//g' "$TMP/$1.jsonl" >"$TMP/$1.cmp"
 }
 run a
 run b

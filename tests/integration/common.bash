@@ -76,7 +76,7 @@ comparable() {
   local timings='images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms'
   local memory='wall_s|peak_mem_bytes|device_peak_bytes|host_peak_bytes|data'
   grep -v '"type":"checkpoint"' "$1" |
-    sed -E 's/"time_s":\{[^}]*\},?//g; s/"('"$timings|$memory"')":[^,}]*,?//g' >"$2"
+    sed -E 's/"(time_s|loader)":\{[^}]*\},?//g; s/"('"$timings|$memory"')":[^,}]*,?//g' >"$2"
 }
 
 finish() {

@@ -12,7 +12,7 @@ run() { # run NAME SEED [MPDIST ARGS]
     --set log.every=5 --set train.seed=$seed --set "log.metrics=\"$TMP/$name.jsonl\"" >"$TMP/$name.out" 2>&1 ||
     { echo "FAIL: run $name exited $?"; cat "$TMP/$name.out"; exit 1; }
   # Drop the wall-clock fields; everything else must match to the last printed digit.
-  sed -E 's/"time_s":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s)":[^,}]*,?//g' "$TMP/$name.jsonl" >"$TMP/$name.cmp"
+  sed -E 's/"(time_s|loader)":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s)":[^,}]*,?//g' "$TMP/$name.jsonl" >"$TMP/$name.cmp"
 }
 
 run a 7

@@ -50,7 +50,7 @@ check "a goal on device memory" \
   "$(goal 'resnet20 batch 128: O2 fp16 device memory <= PyTorch-amp-compile')"
 check "goals counted" "gpu_step: 4 runs failed, 9 goals missed" "$(tail -1 "$TMP/out")"
 check "table.csv: header, columns, a row per configuration" \
-  "# GPU: NVIDIA H200, 570.86.15; sample|model,batch,row,runs,images_per_s,images_per_s_min,images_per_s_max,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,tflops,reference,vs_pytorch,vs_pytorch_min,vs_pytorch_max,speedup_vs_O0,device_mem_vs_O0,input_wait_s,skipped_steps,failed_runs|12" \
+  "# GPU: NVIDIA H200, 570.86.15; sample|model,batch,row,runs,images_per_s,images_per_s_min,images_per_s_max,step_ms,device_ms,device_peak_bytes,device_used_peak_bytes,host_peak_bytes,tflops,reference,vs_pytorch,vs_pytorch_min,vs_pytorch_max,speedup_vs_O0,device_mem_vs_O0,input_wait_s,loader_fill_ms,skipped_steps,failed_runs|12" \
   "$(head -2 "$TMP/rep/table.csv" | tr '\n' '|')$(wc -l <"$TMP/rep/table.csv")"
 sed 's/,O2,/,O9,/' tests/data/gpu_step_raw.csv >"$TMP/bad.csv"
 rc=0; python3 bench/gpu_step_report.py "$TMP/bad.csv" "$TMP/bad" 2>"$TMP/err" >/dev/null || rc=$?

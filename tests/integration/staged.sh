@@ -22,7 +22,7 @@ run() { # run NAME [ARGS]: metrics to $TMP/NAME.jsonl, checkpoints in $TMP/NAME/
     --set "checkpoint.dir=\"$TMP/$name\"" "$@" >"$TMP/$name.out" 2>&1 ||
     { echo "FAIL: run $name exited $?"; tail -20 "$TMP/$name.out"; exit 1; }
 }
-strip() { grep -v '"type":"checkpoint"' "$1" | sed -E 's/"time_s":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s|peak_mem_bytes|device_peak_bytes|host_peak_bytes|mem)":[^,}]*,?//g; s/"(workspace|data)":[0-9]*,?//g; s/"backend":"cpu(-staged)?"//'; }
+strip() { grep -v '"type":"checkpoint"' "$1" | sed -E 's/"(time_s|loader)":\{[^}]*\},?//g; s/"(images_per_s|step_ms|device_ms|comm_ms|comm_hidden|comm_last_ms|comm_skew_ms|wall_s|peak_mem_bytes|device_peak_bytes|host_peak_bytes|mem)":[^,}]*,?//g; s/"(workspace|data)":[0-9]*,?//g; s/"backend":"cpu(-staged)?"//'; }
 ckpt() { ls "$TMP/$1"/ckpt-*.h5 | tail -1; }
 
 for mode in plain staged; do

@@ -37,8 +37,9 @@ static mp_status fake_wait(void *fence) /* from the consumer and a worker at onc
 }
 
 /* One epoch of COUNT / BATCH batches, each slot's fence passed `device_s` after the batch was
- * taken; *total: the seconds spent in mp_loader_next. Returns the device wait it counted. */
-static double epoch(int threads, double device_s, double *total)
+ * taken; *total: the seconds spent in mp_loader_next, *stats: the loader's at the end. Returns
+ * the device wait it counted. */
+static double epoch(int threads, double device_s, double *total, mp_loader_stats *stats)
 {
     mp_dataset d = {.count = COUNT, .h = H, .w = W, .c = C, .num_classes = 2};
     d.images = mp_alloc(COUNT * H * W * C, MP_MEM_DATA);
@@ -67,6 +68,7 @@ static double epoch(int threads, double device_s, double *total)
         *mp_loader_fence(l) = &fences[b]; /* the copy out of the slot "queued" now */
     }
     double counted = mp_loader_device_wait_s(l);
+    mp_loader_stats_get(l, stats);
     mp_loader_close(l);
     mp_free(d.images);
     mp_free(d.labels);
@@ -77,14 +79,34 @@ static void test_device_wait_counted(void **state)
 {
     (void)state;
     for (int threads = 0; threads <= 2; threads += 2) {
-        double total, dev = epoch(threads, DEVICE_S, &total);
+        mp_loader_stats st;
+        double total, dev = epoch(threads, DEVICE_S, &total, &st);
         /* with two slots batch b + 2 waits for the fence set at batch b, DEVICE_S later: at
          * least 7 waits in 16 batches (15 with one slot) */
         assert_true(dev >= 7 * DEVICE_S * 0.9);
         assert_true(dev <= total + 1e-6);
         assert_true(total - dev < 0.5 * dev); /* the fills themselves are quick */
-        dev = epoch(threads, 0.0, &total);
+        dev = epoch(threads, 0.0, &total, &st);
         assert_true(dev < 0.5 * DEVICE_S);
+    }
+}
+
+/* mp_loader_stats: every batch built once, its fill timed apart from its fence wait, which a
+ * worker does (the consumer waits on the same fence first when it fills a batch itself). */
+static void test_stats(void **state)
+{
+    (void)state;
+    for (int threads = 0; threads <= 2; threads += 2) {
+        mp_loader_stats st;
+        double total;
+        epoch(threads, DEVICE_S, &total, &st);
+        assert_int_equal(st.fills, COUNT / BATCH);
+        assert_true(st.fill_s > 0.0);
+        assert_true(st.fill_s < 0.5 * DEVICE_S); /* 16 batches of 64 bytes: no fence in it */
+        if (threads > 0) /* a worker takes batch b + 2 once b is out: it waits as the consumer */
+            assert_true(st.fence_s >= 7 * DEVICE_S * 0.9);
+        else
+            assert_true(st.fence_s < 0.5 * DEVICE_S);
     }
 }
 
@@ -92,6 +114,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_device_wait_counted),
+        cmocka_unit_test(test_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

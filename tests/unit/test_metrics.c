@@ -110,7 +110,9 @@ static void test_records(void **state)
                             .peak_mem_bytes = 123456789012LL, .device_peak_bytes = 100000000000LL,
                             .host_peak_bytes = 23456789012LL, .device_used_peak_bytes = -1,
                             .n_mem = 2,
-                            .mem_bytes = {1024, 4096}, .mem_names = {"weights", "data"}};
+                            .mem_bytes = {1024, 4096}, .mem_names = {"weights", "data"},
+                            .loader_fills = 40, .loader_fill_s = 0.5, .loader_fence_s = 0.25,
+                            .loader_slot_wait_s = 0.125};
     mp_metrics_summary(m, &su);
     mp_metrics_close(m);
 
@@ -152,8 +154,13 @@ static void test_records(void **state)
 
     const cJSON *s = rec[3];
     check_type_first(s, "summary");
-    /* ... "time_s", "amp" (opt-level table), "mem_bytes"; no device_used_peak_bytes (unknown) */
-    assert_int_equal(count_keys(s), 19);
+    /* ... "time_s", "loader", "amp" (opt-level table), "mem_bytes"; no device_used_peak_bytes
+     * (unknown) */
+    assert_int_equal(count_keys(s), 20);
+    const cJSON *loader = cJSON_GetObjectItemCaseSensitive(s, "loader");
+    assert_int_equal(count_keys(loader), 4);
+    assert_true(num(loader, "batches") == 40 && num(loader, "fill_s") == 0.5);
+    assert_true(num(loader, "fence_wait_s") == 0.25 && num(loader, "slot_wait_s") == 0.125);
     const cJSON *time = cJSON_GetObjectItemCaseSensitive(s, "time_s");
     assert_int_equal(count_keys(time), 4);
     assert_true(num(time, "steps") == 10.5 && num(time, "comm_exposed") == 1.25);
