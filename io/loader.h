@@ -74,17 +74,20 @@ mp_status mp_loader_next(mp_loader *l, const void **x, const int32_t **y, int64_
  * the wait for the input itself. Consumer thread only. */
 double mp_loader_device_wait_s(const mp_loader *l);
 
-/* What the loader's fills have cost since it opened (discarded ones included): batches built,
- * the seconds building them took (summed over the threads that built them, from the end of the
- * fence wait to the batch's last byte) and the seconds workers waited on slots' fences before a
- * fill. fill_s / fills is a batch's cost on one thread; an input_wait near it every step while
- * the device is the slower side means the ring of slots, not the input, sets the pace. Consumer
- * thread only. */
 typedef struct mp_loader_stats {
-    int64_t fills;
-    double fill_s, fence_s;
+    int64_t fills;          /* batches built */
+    double fill_s, fence_s; /* wall seconds building them, and waiting on fences before */
 } mp_loader_stats;
 
+/* What the loader's fills have cost since it opened, discarded ones included (a fill still
+ * running is not counted yet): batches built, the wall seconds building them (summed over the
+ * threads that built them, from the end of the fence wait to the batch's last byte; a worker
+ * preempted by the step counts its wait too) and the seconds fills waited on slots' fences
+ * (with threads, a worker's, overlapping the consumer's own wait on the same fence that
+ * mp_loader_device_wait_s counts; without, about 0, the consumer having waited first).
+ * fill_s / fills is about a batch's cost on one thread; an input wait about that long every
+ * step while the device is the slower side means the ring of slots, not the input, sets the
+ * pace. Any thread (it takes the lock). */
 void mp_loader_stats_get(mp_loader *l, mp_loader_stats *out);
 
 /* The fence of the slot the last mp_loader_next returned, for the consumer to record (with

@@ -219,9 +219,11 @@ extern "C" mp_status mp_cuda_sync(void)
     return MP_OK;
 }
 
-/* Fences are waited for by the loader's threads, which must not spin on a core the step or
- * another fill needs (a host of two vCPUs, or ranks sharing cores): blocking-sync events put a
- * waiting thread to sleep until the device signals, for a few microseconds of wake-up. */
+/* Fences are waited for by the loader's threads and, when the ring of slots paces the step, by
+ * the step's own thread (the loader's device_wait); none of them should spin on a core the step
+ * or a fill needs (a host of two vCPUs, or ranks sharing cores): blocking-sync events put a
+ * waiting thread to sleep until the device signals, at the cost of a wake-up (tens of
+ * microseconds, unmeasured here) once a step when the ring paces it. */
 extern "C" mp_status mp_cuda_fence_record(void **fence)
 {
     MP_TRY(mp_cuda_not_capturing("fence_record")); /* a fence is for the host to wait on */
