@@ -50,7 +50,7 @@ static mp_status product_f32(bool ta, bool tb, double alpha, const mp_tensor *a,
         float *fc = c->dtype == MP_F32 ? c->data
                                        : mp_cpu_workspace(MP_CPU_WS_GEMM, (nc + 1) * sizeof(float));
         *out = fc;
-        if (mp_cpu_dnnl_gemm(ta, tb, m, n, k, a->dtype, a->data, b->data, fc))
+        if (mp_cpu_dnnl_gemm(ta, tb, m, n, k, a->dtype, a->data, b->data, MP_F32, fc))
             return MP_OK;
     }
     size_t na = a->dtype == MP_F32 ? 0 : (size_t)mp_tensor_numel(a);
@@ -68,6 +68,23 @@ static mp_status product_f32(bool ta, bool tb, double alpha, const mp_tensor *a,
     return MP_OK;
 }
 
+/* *done: whether oneDNN wrote op(a) op(b) into a bf16 c itself (alpha 1, beta 0, operands of a
+ * dtype it takes), rounded once from its FP32 sums: product_f32's result rounded, without the
+ * FP32 copy of c written and read back. */
+static mp_status direct_bf16(bool ta, bool tb, double alpha, const mp_tensor *a,
+                             const mp_tensor *b, double beta, mp_tensor *c, bool *done)
+{
+    *done = false;
+    if (c->dtype != MP_BF16 || alpha != 1.0 || beta != 0.0 || a->dtype != b->dtype ||
+        !mp_cpu_dnnl_gemm_takes(a->dtype))
+        return MP_OK;
+    int64_t m, n, k;
+    MP_TRY(dims(ta, tb, a, b, c, &m, &n, &k));
+    *done = m > 0 && n > 0 &&
+            mp_cpu_dnnl_gemm(ta, tb, m, n, k, a->dtype, a->data, b->data, MP_BF16, c->data);
+    return MP_OK;
+}
+
 mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const mp_tensor *b,
                       double beta, mp_tensor *c)
 {
@@ -81,6 +98,10 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
                         (int)n);
         return MP_OK;
     }
+    bool done;
+    MP_TRY(direct_bf16(ta, tb, alpha, a, b, beta, c, &done));
+    if (done)
+        return MP_OK;
     float *fc = NULL;
     MP_TRY(product_f32(ta, tb, alpha, a, b, beta, c, &fc));
     if (c->dtype != MP_F32)
@@ -88,8 +109,27 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
     return MP_OK;
 }
 
+/* Elements of a row that add_bias takes at a time, in FP32 on the stack. */
+enum { MP_GEMM_BIAS_CHUNK = 256 };
+
+/* out[0 .. n) (half dt) = round(out + fb): the rounded product plus the FP32 bias, rounded. */
+static void add_bias(void *out, mp_dtype dt, const float *fb, int64_t n)
+{
+    size_t esz = mp_dtype_size(dt);
+    float v[MP_GEMM_BIAS_CHUNK];
+    for (int64_t j0 = 0; j0 < n; j0 += MP_GEMM_BIAS_CHUNK) {
+        int64_t len = n - j0 < MP_GEMM_BIAS_CHUNK ? n - j0 : MP_GEMM_BIAS_CHUNK;
+        char *o = (char *)out + (size_t)j0 * esz;
+        mp_convert(v, MP_F32, o, dt, (size_t)len); /* exactly its value */
+        for (int64_t j = 0; j < len; j++)
+            v[j] = mp_add_f32(v[j], fb[j0 + j]);
+        mp_convert(o, dt, v, MP_F32, (size_t)len);
+    }
+}
+
 /* The reference rounds twice: the product into c's dtype, then the sum with the bias. Half c does
- * both row by row while the FP32 row is in cache (one pass over c instead of two). */
+ * both row by row while the row is in cache (one pass over c instead of two); a bf16 c that
+ * oneDNN rounded itself (direct_bf16) only takes the bias. */
 mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
                            const mp_tensor *bias, mp_tensor *c)
 {
@@ -99,20 +139,20 @@ mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor
     }
     int64_t m = c->shape[0], n = mp_tensor_row(c);
     MP_CPU_REQUIRE(mp_tensor_numel(bias) == n && bias->dtype != MP_F64, "gemm_bias");
+    bool done;
     float *fc = NULL;
-    MP_TRY(product_f32(ta, tb, 1.0, a, b, 0.0, c, &fc));
+    MP_TRY(direct_bf16(ta, tb, 1.0, a, b, 0.0, c, &done));
+    if (!done)
+        MP_TRY(product_f32(ta, tb, 1.0, a, b, 0.0, c, &fc));
     float *fb = (float *)mp_cpu_workspace(MP_CPU_WS_GEMM_BIAS, (size_t)(n + 1) * sizeof(float));
     mp_convert(fb, MP_F32, bias->data, bias->dtype, (size_t)n);
     size_t esz = mp_dtype_size(c->dtype);
     MP_CPU_PARALLEL_FOR(m * n)
     for (int64_t r = 0; r < m; r++) {
-        float *row = fc + r * n;
         void *out = (char *)c->data + (size_t)(r * n) * esz;
-        mp_convert(out, c->dtype, row, MP_F32, (size_t)n); /* the product, rounded */
-        mp_convert(row, MP_F32, out, c->dtype, (size_t)n); /* exactly its value */
-        for (int64_t j = 0; j < n; j++)
-            row[j] = mp_add_f32(row[j], fb[j]);
-        mp_convert(out, c->dtype, row, MP_F32, (size_t)n);
+        if (!done) /* the product, rounded */
+            mp_convert(out, c->dtype, fc + r * n, MP_F32, (size_t)n);
+        add_bias(out, c->dtype, fb, n);
     }
     return MP_OK;
 }

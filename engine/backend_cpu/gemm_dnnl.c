@@ -1,7 +1,8 @@
 /* bf16 GEMMs through oneDNN's matmul (what PyTorch runs for bf16 matmuls on CPUs), on CPUs with
- * bf16 dot products (AVX512-BF16, AMX): the operands as they are, an FP32 result that the caller
- * rounds, against widening both to FP32 for OpenBLAS's sgemm (3-4x the time at the mlp's and
- * gpt's shapes on a 2-core AVX512-BF16 VM). The transposes are the operands' strides (plain
+ * bf16 dot products (AVX512-BF16, AMX): the operands as they are, an FP32 result or one rounded
+ * to bf16 by oneDNN itself (no FP32 copy of c to write and read back), against widening both to
+ * FP32 for OpenBLAS's sgemm (3-4x the time at the mlp's and gpt's shapes on a 2-core
+ * AVX512-BF16 VM). The transposes are the operands' strides (plain
  * layouts: oneDNN's brgemm kernels pack them themselves); a primitive per shape and thread
  * count, kept in engine/backend_cpu/dnnl_cache.h's table. */
 #include "engine/backend_cpu/gemm_dnnl.h"
@@ -24,7 +25,7 @@ enum { MP_DNNL_MATMUL = 16 };
 typedef struct gemm_key {
     int kind, dtype, ta, tb;
     int64_t m, n, k;
-    int threads, unused;
+    int threads, cdt; /* cdt: c's dtype, MP_F32 or MP_BF16 */
 } gemm_key;
 _Static_assert(sizeof(gemm_key) == 48, "gemm_key has no padding: keys are compared with memcmp");
 
@@ -42,8 +43,8 @@ static dnnl_status_t tensor_md(const gemm_key *k, int which, dnnl_memory_desc_t 
 {
     dnnl_dims_t d = {which == 1 ? k->k : k->m, which == 0 ? k->k : k->n};
     bool t = which == 0 ? k->ta : which == 1 ? k->tb : false;
-    return dnnl_memory_desc_init_by_tag(md, 2, d, which == 2 ? dnnl_f32 : dnnl_bf16,
-                                        t ? dnnl_ba : dnnl_ab);
+    dnnl_data_type_t dt = which < 2 || k->cdt == MP_BF16 ? dnnl_bf16 : dnnl_f32;
+    return dnnl_memory_desc_init_by_tag(md, 2, d, dt, t ? dnnl_ba : dnnl_ab);
 }
 
 static void make_entry(const void *key, mp_dnnl_entry *e)
@@ -83,9 +84,10 @@ bool mp_cpu_dnnl_gemm_takes(mp_dtype dt)
 }
 
 bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtype dt,
-                      const void *a, const void *b, float *c)
+                      const void *a, const void *b, mp_dtype cdt, void *c)
 {
-    if (!mp_cpu_dnnl_gemm_takes(dt) || m <= 0 || n <= 0 || k <= 0 || !mp_dnnl_stream())
+    if (!mp_cpu_dnnl_gemm_takes(dt) || m <= 0 || n <= 0 || k <= 0 || !mp_dnnl_stream() ||
+        (cdt != MP_F32 && cdt != MP_BF16))
         return false;
     gemm_key key;
     memset(&key, 0, sizeof key);
@@ -94,6 +96,7 @@ bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtyp
     key.ta = ta, key.tb = tb;
     key.m = m, key.n = n, key.k = k;
     key.threads = omp_get_max_threads();
+    key.cdt = (int)cdt;
     mp_dnnl_entry *e = mp_dnnl_entry_for(&key, sizeof key, make_entry);
     if (!e->prim)
         return false;
@@ -124,9 +127,10 @@ bool mp_cpu_dnnl_gemm_takes(mp_dtype dt)
 }
 
 bool mp_cpu_dnnl_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, mp_dtype dt,
-                      const void *a, const void *b, float *c)
+                      const void *a, const void *b, mp_dtype cdt, void *c)
 {
-    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)dt, (void)a, (void)b, (void)c;
+    (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)dt, (void)a, (void)b, (void)cdt;
+    (void)c;
     return false;
 }
 

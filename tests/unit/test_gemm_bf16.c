@@ -22,7 +22,8 @@ typedef struct shape {
     int64_t m, n, k;
 } shape;
 
-static const shape shapes[] = {{1, 1, 1}, {7, 5, 33}, {64, 96, 200}, {129, 67, 300}};
+static const shape shapes[] = {{1, 1, 1},      {7, 5, 33},     {64, 96, 200},
+                               {129, 67, 300}, {130, 300, 520}};
 
 /* op(a) op(b) into FP32 c, and the FP64 product of the same values with the bound on FP32
  * summation's error, gamma_k * sum |a_ik b_kj| (gamma_k = k u / (1 - k u), u = 2^-24). */
@@ -108,6 +109,32 @@ static void test_takes_bf16_only(void **state)
     assert_true(mp_cpu_dnnl_gemm_takes(MP_BF16));
 }
 
+/* A bf16 product that oneDNN rounded itself (half) is the FP32 product (g->c) rounded once, and
+ * gemm_bias gives round(round(product) + bias), the reference's rule (bias_add after gemm), for a
+ * bf16 and an FP32 bias. */
+static void assert_bias_rule(const gemm_case *g, const mp_tensor *half)
+{
+    mp_tensor want = mp_tensor_alloc(MP_BF16, 2, g->c.shape, MP_MEM_WORKSPACE);
+    mp_convert(want.data, MP_BF16, g->c.data, MP_F32, (size_t)(g->m * g->n));
+    assert_memory_equal(half->data, want.data, mp_tensor_bytes(&want));
+    mp_rng r;
+    mp_rng_seed(&r, 63, (uint64_t)(g->m * 31 + g->n));
+    int64_t bs[1] = {g->n};
+    for (int i = 0; i < 2; i++) {
+        mp_tensor bias = mp_test_rand(i ? MP_F32 : MP_BF16, 1, bs, &r, -1, 1);
+        mp_tensor got = mp_tensor_alloc(MP_BF16, 2, g->c.shape, MP_MEM_WORKSPACE);
+        mp_tensor ref = mp_tensor_alloc(MP_BF16, 2, g->c.shape, MP_MEM_WORKSPACE);
+        memcpy(ref.data, want.data, mp_tensor_bytes(&want));
+        assert_int_equal(ops->bias_add(&ref, &bias), MP_OK);
+        assert_int_equal(ops->gemm_bias(g->ta, g->tb, &g->a, &g->b, &bias, &got), MP_OK);
+        assert_memory_equal(got.data, ref.data, mp_tensor_bytes(&ref));
+        mp_tensor_free(&bias);
+        mp_tensor_free(&got);
+        mp_tensor_free(&ref);
+    }
+    mp_tensor_free(&want);
+}
+
 /* FP32 c within the bound, the same bits again, and a bf16 c the FP32 product rounded once. */
 static void test_products_within_bound(void **state)
 {
@@ -119,8 +146,13 @@ static void test_products_within_bound(void **state)
             assert_within_bound(&g, g.c.data);
             mp_tensor direct = mp_tensor_alloc(MP_F32, 2, g.c.shape, MP_MEM_WORKSPACE);
             assert_true(mp_cpu_dnnl_gemm(g.ta, g.tb, g.m, g.n, g.k, MP_BF16, g.a.data, g.b.data,
-                                         direct.data)); /* oneDNN takes the shape: gemm ran it */
+                                         MP_F32, direct.data)); /* oneDNN takes it: gemm ran it */
             assert_memory_equal(direct.data, g.c.data, mp_tensor_bytes(&g.c));
+            mp_tensor_free(&direct);
+            direct = mp_tensor_alloc(MP_BF16, 2, g.c.shape, MP_MEM_WORKSPACE);
+            assert_true(mp_cpu_dnnl_gemm(g.ta, g.tb, g.m, g.n, g.k, MP_BF16, g.a.data, g.b.data,
+                                         MP_BF16, direct.data)); /* and rounds it itself */
+            assert_bias_rule(&g, &direct);
             mp_tensor_free(&direct);
             mp_tensor again = mp_tensor_alloc(MP_F32, 2, g.c.shape, MP_MEM_WORKSPACE);
             mp_tensor half = mp_tensor_alloc(MP_BF16, 2, g.c.shape, MP_MEM_WORKSPACE);
@@ -186,7 +218,8 @@ static void test_linear_backward_mixed(void **state)
         mp_tensor_free(all[i]);
 }
 
-/* The OpenBLAS path (widened operands, sgemm) on the same cases: within the same bound. */
+/* The OpenBLAS path (widened operands, sgemm) on the same cases: within the same bound, and the
+ * same rule for the bias. */
 static void test_openblas_path_within_bound(void **state)
 {
     (void)state;
@@ -196,6 +229,10 @@ static void test_openblas_path_within_bound(void **state)
             gemm_case g = make_case(&shapes[s], t & 1, t & 2, s * 4 + (uint64_t)t);
             assert_int_equal(ops->gemm(g.ta, g.tb, 1.0, &g.a, &g.b, 0.0, &g.c), MP_OK);
             assert_within_bound(&g, g.c.data);
+            mp_tensor half = mp_tensor_alloc(MP_BF16, 2, g.c.shape, MP_MEM_WORKSPACE);
+            assert_int_equal(ops->gemm(g.ta, g.tb, 1.0, &g.a, &g.b, 0.0, &half), MP_OK);
+            assert_bias_rule(&g, &half);
+            mp_tensor_free(&half);
             free_case(&g);
         }
     mp_cpu_isa_cap(MP_ISA_AVX512BF16);
