@@ -90,8 +90,8 @@ mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest)
     int64_t *steps = mp_alloc(MP_CKPT_MAX_FILES * sizeof *steps, MP_MEM_WORKSPACE);
     int n = mp_ckpt_list(dir, steps, MP_CKPT_MAX_FILES);
     mp_status st = n < 0 ? MP_ECKPT : MP_OK;
-    for (int i = 0, kept = 1; i < n; i++) {
-        if (steps[i] == latest || kept++ < keep)
+    for (int i = 0, kept = 1; i < n; i++) { /* newest first: higher steps are not this run's */
+        if (steps[i] >= latest || kept++ < keep)
             continue;
         char path[1100];
         mp_ckpt_path(dir, steps[i], path, sizeof path);

@@ -27,9 +27,11 @@ void mp_ckpt_path(const char *dir, int64_t step, char *out, size_t size);
 int mp_ckpt_list(const char *dir, int64_t *steps, int max);
 
 /* Removes checkpoint files of `dir` so that the one of step `latest` (just written) and the
- * keep - 1 newest others remain (keep >= 1): the file just written is never removed, even when
- * files of higher steps are there. Files that cannot be removed are left; MP_ECKPT names the
- * first one. */
+ * keep - 1 newest of lower steps remain (keep >= 1). Files of higher steps are not this run's
+ * (a run resumed from an older file, or damaged ones that auto-resume skipped): they are neither
+ * counted nor removed, so they never push out this run's own checkpoints, and a save reaching
+ * their step replaces them. Files that cannot be removed are left; MP_ECKPT names the first
+ * one. */
 mp_status mp_ckpt_prune(const char *dir, int keep, int64_t latest);
 
 /* Whether `path` names a file that saves into checkpoint directory `dir` write, replace or

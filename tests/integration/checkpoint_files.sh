@@ -5,7 +5,8 @@
 # the full checkpoint's accuracy within 0.2 points (an MLP, and cnn_bn whose BatchNorm
 # statistics travel in /buffers; the FP32-BatchNorm export at O3); eval needs the test files
 # alone; an export ended by a signal removes its temporary; damaged, truncated, foreign and
-# exported files are refused with exit 4 and the file or dataset named.
+# exported files are refused with exit 4 and the file or dataset named; a save after auto-resume
+# past damaged newer files keeps the run's own older checkpoints.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 COMMON=(--set data.train_limit=4000 --set data.test_limit=1000 --set train.epochs=2
@@ -230,4 +231,22 @@ check "export over a text file" "$MPDIST" export "$MLP" "$TMP/text.h5"
 echo "ok: export refuses its input, a training checkpoint, a FIFO, a directory, a missing directory and an empty path"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5" "$MPDIST" eval "$CFG"
 expect_exit 2 "--checkpoint is an option of mpdist eval" "$MPDIST" "$CFG" --checkpoint "$MLP"
+# Auto-resume past damaged files of higher steps: the save's pruning keeps this run's own older
+# checkpoints (the damaged ones counted toward checkpoint.keep and pushed them out before).
+P=(--set data.train_limit=512 --set data.test_limit=128 --set checkpoint.every_steps=2
+   --set checkpoint.keep=3 --set "checkpoint.dir=\"$TMP/prune\"" --set log.progress=none
+   --set "log.metrics=\"$TMP/prune.jsonl\"")
+check "prune: steps 2, 4, 6" "$MPDIST" "$CFG" "${P[@]}" --set train.max_steps=6
+head -c 100000 "$TMP/prune/ckpt-00000006.h5" >"$TMP/prune/ckpt-00000010.h5"
+cp "$TMP/prune/ckpt-00000010.h5" "$TMP/prune/ckpt-00000012.h5"
+truncate -s 100000 "$TMP/prune/ckpt-00000006.h5"
+check "prune: resumed past damaged files" "$MPDIST" "$CFG" "${P[@]}" --set train.max_steps=16 \
+  --set train.step_budget=2 --resume auto
+grep -q "resumed from .*ckpt-00000004.h5" "$TMP/out" ||
+  { echo "FAIL: prune: not resumed from step 4"; cat "$TMP/out"; exit 1; }
+left=$(cd "$TMP/prune" && ls ckpt-*.h5 | tr '\n' ' ')
+[ "$left" = "ckpt-00000002.h5 ckpt-00000004.h5 ckpt-00000006.h5 ckpt-00000010.h5 ckpt-00000012.h5 " ] ||
+  { echo "FAIL: prune: left $left"; exit 1; }
+check "prune: the new step 6 loads" "$MPDIST" inspect "$TMP/prune/ckpt-00000006.h5"
+echo "ok: a save after auto-resume past damaged newer files keeps steps 2 and 4 (keep = 3)"
 finish

@@ -368,15 +368,22 @@ static void test_directory(void **state)
     int64_t steps[8];
     assert_int_equal(mp_ckpt_list(dir, steps, 8), 4);
     assert_true(steps[0] == 1200 && steps[1] == 300 && steps[2] == 40 && steps[3] == 5);
-    assert_int_equal(mp_ckpt_prune(dir, 3, 40), MP_OK); /* 40 just written: kept */
-    assert_int_equal(mp_ckpt_list(dir, steps, 8), 3);
-    assert_true(steps[0] == 1200 && steps[1] == 300 && steps[2] == 40);
+    /* 40 just written, by a run resumed from 5 past files of higher steps (another run's, or
+     * damaged ones auto-resume skipped): those neither count nor go, so 5 stays */
+    assert_int_equal(mp_ckpt_prune(dir, 3, 40), MP_OK);
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 4);
+    assert_true(steps[0] == 1200 && steps[1] == 300 && steps[2] == 40 && steps[3] == 5);
     assert_int_equal(mp_ckpt_prune(dir, 2, 1200), MP_OK);
     assert_int_equal(mp_ckpt_list(dir, steps, 8), 2);
     assert_true(steps[0] == 1200 && steps[1] == 300);
-    assert_int_equal(mp_ckpt_prune(dir, 1, 300), MP_OK);
-    assert_int_equal(mp_ckpt_list(dir, steps, 8), 1);
-    assert_true(steps[0] == 300);
+    assert_int_equal(mp_ckpt_prune(dir, 1, 300), MP_OK); /* 1200 is above: left */
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 2);
+    assert_true(steps[0] == 1200 && steps[1] == 300);
+    mp_ckpt_path(dir, 40, path, sizeof path);
+    mp_test_write_file(path, "x", 1, 0);
+    assert_int_equal(mp_ckpt_prune(dir, 1, 300), MP_OK); /* keep 1: the lower 40 goes */
+    assert_int_equal(mp_ckpt_list(dir, steps, 8), 2);
+    assert_true(steps[0] == 1200 && steps[1] == 300);
     mp_ckpt_path(dir, 1200, path, sizeof path);
     assert_non_null(strstr(path, "/ckpt-00001200.h5"));
     assert_int_equal(mp_ckpt_list("/nonexistent/dir", steps, 8), 0);
