@@ -44,6 +44,7 @@ static void handle(int sig, void (*fn)(int))
 
 void mp_signals_install(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error at the end, not a death */
     handle(SIGTERM, on_signal);
     handle(SIGUSR1, on_signal);
     handle(SIGINT, on_ending);

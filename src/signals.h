@@ -8,7 +8,8 @@
 #define MP_SIGNALS_H
 
 /* Installs the handlers for training: SIGTERM and SIGUSR1 request a stop, SIGINT and SIGHUP
- * end the process (idempotent). */
+ * end the process, SIGPIPE is ignored (a run whose stdout reader went away, `| head`, trains on
+ * and saves, then exits 1 saying stdout could not be written) (idempotent). */
 void mp_signals_install(void);
 
 /* For commands that write a file and have no stop to agree on (export): SIGTERM, SIGUSR1,

@@ -169,4 +169,18 @@ full train "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.train_limit
 full --version "$MPDIST" --version
 full --help "$MPDIST" --help
 full info "$MPDIST" info
+# A closed pipe on stdout (`| head -1`) is the same error for a training run, not a SIGPIPE that
+# ends it silently (exit 141) before its checkpoint: it trains on, saves, and exits 1.
+rc=$( { timeout 120 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.train_limit=256 \
+        --set data.test_limit=64 --set train.max_steps=40 --set log.every=1 --set log.progress=none \
+        --set "checkpoint.dir=\"$TMP/pipe\"" 2>"$TMP/err"; echo $? >"$TMP/rc"; } | head -1 >/dev/null
+      cat "$TMP/rc")
+if [ "$rc" = 1 ] && grep -q '^mpdist: error: cannot write the output to stdout (Broken pipe)$' "$TMP/err" &&
+   [ -f "$TMP/pipe/ckpt-00000040.h5" ]; then
+  echo "ok: train | head -1: exit 1, the checkpoint of step 40 saved"
+else
+  echo "FAIL: train | head -1: exit $rc (want 1, and ckpt-00000040.h5):"; sed 's/^/    /' "$TMP/err" | head -5
+  ls "$TMP/pipe" 2>&1 | head -3
+  failures=$((failures + 1))
+fi
 finish
