@@ -1,14 +1,18 @@
 /* Stop-request, ending and fatal-signal handlers; see signals.h. The stop handler only writes a
- * sig_atomic_t; a SIGTERM after any stop request ends the process as an ending signal does, so
- * a user can always kill. The handlers only call async-signal-safe functions. */
+ * sig_atomic_t and the time; a SIGTERM after any stop request ends the process as an ending
+ * signal does, so a user can always kill, unless it comes within a second of the first request
+ * (the same request sent twice). The handlers only call async-signal-safe functions
+ * (clock_gettime is one). */
 #include "src/signals.h"
 
 #include "engine/stop.h"
 #include "io/temp_guard.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Removes the temporaries being written, then dies of `sig` as without a handler. */
@@ -19,12 +23,32 @@ static void on_ending(int sig)
     raise(sig);
 }
 
+/* When the first stop request came (CLOCK_MONOTONIC), set by the handler that recorded it. */
+static struct timespec first_request;
+
+/* Whether a repeated signal comes within MP_STOP_ECHO_S of the first request: the same request
+ * reaching the process twice (GNU timeout sends it to its child and then to the child's process
+ * group), not a user's second SIGTERM. */
+enum { MP_STOP_ECHO_S = 1 };
+
+static bool echo_of_first(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
+        return false;
+    double dt = (double)(now.tv_sec - first_request.tv_sec) +
+                1e-9 * (double)(now.tv_nsec - first_request.tv_nsec);
+    return dt < MP_STOP_ECHO_S;
+}
+
 static void on_signal(int sig)
 {
-    if (mp_stop_requested() && sig == SIGTERM) {
-        on_ending(sig);
+    if (mp_stop_requested()) {
+        if (sig == SIGTERM && !echo_of_first())
+            on_ending(sig);
         return;
     }
+    clock_gettime(CLOCK_MONOTONIC, &first_request);
     mp_stop_request(sig);
 }
 

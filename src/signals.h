@@ -3,7 +3,8 @@
  * loop agrees on it over all ranks and stops at the next step boundary with a checkpoint, and a
  * set-up still loading data ends early (MP_ESTOPPED). A SIGTERM after a first stop signal, SIGINT
  * and SIGHUP end the process at once, as without a handler, after removing the temporaries it was
- * writing (io/temp_guard.h). */
+ * writing (io/temp_guard.h); a SIGTERM within a second of the first request is that request sent
+ * twice (GNU timeout signals its child and then the child's process group) and changes nothing. */
 #ifndef MP_SIGNALS_H
 #define MP_SIGNALS_H
 

@@ -4,7 +4,8 @@
 # pass over a large corpus. (1) SIGTERM to launch/mpdist-run on 2 ranks while they check a 64 GB
 # token shard (sparse: no disk; the check alone would take minutes here): with checkpoint.dir
 # exit 0, one line from rank 0 naming the shard, no checkpoint written, no rank left; (2) SIGTERM
-# to mpdist alone without checkpoint.dir: exit 143 (128 + SIGTERM); (3) SIGTERM while the child
+# to mpdist alone without checkpoint.dir: exit 143 (128 + SIGTERM); (2b) a SIGTERM sent twice
+# within a second (GNU timeout's way): one request, exit 0; (3) SIGTERM while the child
 # process that reads an HDF5 file's structure first (io/h5data.c) is running: exit 143 at once,
 # the child ended too. The old behaviour (finish the load, then stop at the first step) fails
 # each deadline.
@@ -75,6 +76,20 @@ t0=$(($(date +%s%N) / 1000000))
 kill -TERM "$job"
 stopped alone 10 '^stopped by SIGTERM while checking the tokens of' &&
   expect_ok "exit 143 without checkpoint.dir" [ "$rc" = 143 ]
+
+# (2b) A SIGTERM sent twice, 0.2 s apart, as GNU timeout sends it (to its child, then to the
+# child's process group; the two merge only when the first is still pending): one stop request,
+# not a first and a second, which ended the process at once, exit 143 without a line, before
+# 2026-12-03.
+setsid "$MPDIST" "$CFG" "${tokens[@]}" --set "checkpoint.dir=\"$TMP/ck2\"" >"$TMP/twice.out" 2>&1 &
+job=$!
+expect_ok "mpdist checks the 64 GB shard again" wait_for_open "$TMP/tok/huge_train.bin"
+t0=$(($(date +%s%N) / 1000000))
+kill -TERM "$job"
+sleep 0.2
+kill -TERM "$job"
+stopped twice 10 '^stopped by SIGTERM while checking the tokens of' &&
+  expect_ok "SIGTERM twice within a second: exit 0, one stop request" [ "$rc" = 0 ]
 
 # (3) HDF5: 40 million labels, deflated, which the probing child reads and checks for a while.
 "$PY" - "$TMP/big.h5" <<'EOF'
