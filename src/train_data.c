@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/augment.h"
 #include "io/folder.h"
 #include "io/h5data.h"
 #include "io/memcheck.h"
@@ -178,6 +179,20 @@ static mp_status check_tokens(mp_trainer *t)
     return MP_OK;
 }
 
+/* data.mean and data.std keep every pixel value finite in the input's dtype (mp_pixel_tables,
+ * MP_EDATA as the first batch would say), so that set-up and --dry-run find it. Datasets of pixels
+ * only: text and tokens are not normalised, HDF5 values are checked as they are read. The same
+ * on every rank (the data agreed, the config too). */
+static mp_status check_pixels(const mp_trainer *t)
+{
+    const mp_dataset *d = &t->test;
+    if (d->text || d->tokens || (d->h5 && mp_h5data_float(d)))
+        return MP_OK;
+    double tables[MP_DATA_MAX_CHANNELS * 256]; /* 256 elements of the dtype per channel */
+    return mp_pixel_tables(tables, (size_t)d->c, t->mean, t->std,
+                           mp_model_input_dtype(&t->model));
+}
+
 mp_status mp_train_check_data(mp_trainer *t)
 {
     mp_status st = agree_on_data(t);
@@ -185,5 +200,6 @@ mp_status mp_train_check_data(mp_trainer *t)
     mp_status all = mp_comm_agree(t->comm, st, &reporter);
     if (all != MP_OK) /* this rank's own: the caller's agreement names whoever failed */
         return all == MP_ECOMM ? MP_ECOMM : st;
+    MP_TRY(check_pixels(t));
     return strcmp(t->cfg->data.format, "tokens") == 0 ? check_tokens(t) : MP_OK;
 }

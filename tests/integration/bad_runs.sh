@@ -44,4 +44,7 @@ expect_exit 5 "diverged: the test loss after epoch 1 is -?nan with finite parame
 # Inputs the input dtype cannot hold at all: said before any step (exit 3), not a divergence.
 expect_exit 3 "data.mean and data.std take pixel value 0 of channel 0 to -[0-9.e+]+, beyond fp32's range" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set data.mean=1e300 --set "log.metrics=\"$TMP/mean2.jsonl\""
+# --dry-run says it too (it passed such settings before 2026-12-03): the set-up's own check.
+expect_exit 3 "data.mean and data.std take pixel value 0 of channel 0 to -inf, beyond fp16's range" \
+  "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level=O2 --set data.std=1e-320 --dry-run
 finish
