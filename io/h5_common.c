@@ -3,12 +3,30 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
+
+/* desc into buf[0..cap), where HDF5's POSIX driver's long form, "file write failed: time = ...,
+ * filename = ..., file descriptor = 5, errno = 28, error message = 'No space left on device',
+ * buf = ..., total write size = ..." (more than a line, cut mid-word by the buffer), becomes
+ * "file write failed: No space left on device". */
+static void short_desc(char *buf, size_t cap, const char *desc)
+{
+    static const char key[] = "error message = '";
+    const char *colon = strchr(desc, ':'), *m = strstr(desc, key), *end = NULL;
+    if (colon && m && colon < m)
+        end = strchr(m + sizeof key - 1, '\'');
+    if (end)
+        snprintf(buf, cap, "%.*s: %.*s", (int)(colon - desc), desc,
+                 (int)(end - (m + sizeof key - 1)), m + sizeof key - 1);
+    else
+        snprintf(buf, cap, "%s", desc);
+}
 
 static herr_t innermost(unsigned n, const H5E_error2_t *e, void *arg)
 {
     char *buf = arg;
     if (n == 0 && e->desc)
-        snprintf(buf, 256, "%s", e->desc);
+        short_desc(buf, 256, e->desc);
     return 0;
 }
 

@@ -9,9 +9,11 @@
 #include "tests/util/test_h5.h"
 
 #include <hdf5.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "engine/alloc.h"
@@ -393,6 +395,40 @@ static void test_directory(void **state)
     assert_int_equal(mp_ckpt_prune(path, 1, 300), MP_ECKPT);
 }
 
+/* A write the file system refuses (here a file size limit, EFBIG; a full disk, ENOSPC, comes the
+ * same way) is one short line: HDF5's driver message cut to its reason ("file write failed: File
+ * too large"), not its dump of time, descriptor, buffer and offsets cut mid-word. */
+static void test_write_refused(void **state)
+{
+    (void)state;
+    struct rlimit old, small;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    small = old;
+    small.rlim_cur = 64 * 1024;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of the signal */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const char *dir = mp_test_dir("h5_fsize");
+    mp_ckpt_path(dir, 1, path, sizeof path);
+    int64_t shape[1] = {1 << 20};
+    float *x = calloc((size_t)shape[0], sizeof *x);
+    mp_h5w *w;
+    mp_status st = mp_h5w_open(&w, path, 0);
+    if (st == MP_OK && (st = mp_h5w_array(w, "/params/big", MP_F32, 1, shape, x, MP_F32)) == MP_OK)
+        st = mp_h5w_commit(w);
+    else if (st != MP_OK && w)
+        mp_h5w_abort(w);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    free(x);
+    assert_int_equal(st, MP_ECKPT);
+    const char *msg = mp_error_message();
+    if (!strstr(msg, "file write failed: File too large") || strstr(msg, "time =")) {
+        print_error("message: %s\n", msg);
+        fail();
+    }
+    assert_int_equal(access(path, F_OK), -1); /* no target, no half file */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_damaged_header),
         cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_directory),
+        cmocka_unit_test(test_write_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
