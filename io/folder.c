@@ -93,9 +93,20 @@ static mp_status list(const char *dir, bool dirs, name_list *out)
                             : mp_fail(MP_EDATA, "%s: not a regular file", path);
                 break;
             }
-        } else if (!dirs || w < 0 || (size_t)w >= sizeof path || stat(path, &sb) != 0 ||
-                   !S_ISDIR(sb.st_mode)) {
-            continue; /* (a class path too long to name is skipped as unreadable) */
+        } else {
+            /* files beside the classes are skipped; a class path too long to name too */
+            int failed = !dirs || w < 0 || (size_t)w >= sizeof path ? -1
+                         : stat(path, &sb) != 0                    ? errno
+                                                                   : 0;
+            struct stat lsb;
+            if (failed > 0 && lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
+                /* a class would be missing and the later ones renumbered */
+                st = mp_fail(MP_EDATA, "%s: a link to a class folder that cannot be reached "
+                             "(%s)", path, strerror(failed));
+                break;
+            }
+            if (failed != 0 || !S_ISDIR(sb.st_mode))
+                continue;
         }
         if (out->n == cap) {
             cap = cap ? 2 * cap : 64;

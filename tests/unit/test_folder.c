@@ -404,6 +404,21 @@ static void test_refusals(void **state)
     expect_refused(stray, 2, "val/z: a class the training split does not have", NULL);
     const char *many = fixture("folder-many", 3);
     expect_refused(many, 1, "2 classes, more than data.num_classes = 1", NULL);
+    /* A class folder's link that leads nowhere, or to itself, would drop the class and renumber
+     * the later ones: refused, naming it; a plain file beside the classes is skipped. */
+    const char *links[2] = {"nowhere", "zz"};
+    const char *whys[2] = {"No such file or directory", "Too many levels of symbolic links"};
+    for (int k = 0; k < 2; k++) {
+        const char *broken = mp_test_dir(k ? "folder-loop" : "folder-dangling");
+        put(broken, "train/a/0.png", 0, 3, false);
+        put(broken, "val/a/0.png", 0, 3, false);
+        snprintf(dir, sizeof dir, "%s/train/notes.txt", broken);
+        mp_test_write_file(dir, "x", 1, 0);
+        snprintf(dir, sizeof dir, "%s/train/zz", broken);
+        assert_int_equal(symlink(links[k], dir), 0);
+        expect_refused(broken, 2, "train/zz: a link to a class folder that cannot be reached",
+                       whys[k]);
+    }
 
     /* Damaged files fail the batch that reads them, naming them. */
     const char *bad = fixture("folder-bad", 3);
