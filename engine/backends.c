@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/backend_cpu/gemm_dnnl.h"
+#include "engine/env_choice.h"
 
 #ifdef MPDIST_HAVE_CUDA
 #include "engine/backend_cuda/api.h"
@@ -56,8 +57,8 @@ mp_status mp_backend_open(const char *device, const mp_backend_options *o, const
                           char *why, size_t cap)
 {
     if (strcmp(device, "cpu") == 0) {
-        const char *staged = getenv("MPDIST_CPU_STAGED");
-        *ops = staged && strcmp(staged, "1") == 0 ? mp_backend_cpu_staged() : mp_backend_cpu();
+        bool staged = mp_env_choice(MP_ENV_CPU_STAGED) == 1; /* "1" */
+        *ops = staged ? mp_backend_cpu_staged() : mp_backend_cpu();
         snprintf(why, cap, "cpu: amp.device is \"cpu\"");
         return MP_OK;
     }

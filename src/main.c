@@ -12,6 +12,7 @@
 #include "comm/launch_check.h"
 #include "engine/alloc.h"
 #include "engine/backends.h"
+#include "engine/env_choice.h"
 #include "engine/profile.h"
 #include "engine/stop.h"
 #include "io/ckpt_dir.h"
@@ -556,6 +557,8 @@ static int dispatch(int argc, char **argv)
     mp_cli cli;
     if (mp_cli_parse(&cli, argc, argv) != MP_OK)
         return report_once(MP_EUSAGE);
+    if (cli.cmd != MP_CMD_HELP && cli.cmd != MP_CMD_VERSION && mp_env_check() != MP_OK)
+        return report_once(MP_EUSAGE); /* a mistyped path switch, before anything runs */
     switch (cli.cmd) {
     case MP_CMD_HELP: mp_cli_usage(stdout); return 0;
     case MP_CMD_VERSION: printf("mpdist %s\n", MPDIST_VERSION); return 0;

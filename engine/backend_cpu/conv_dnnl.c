@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "engine/backend_cpu/cpu.h"
+#include "engine/env_choice.h"
 
 #ifdef MPDIST_HAVE_DNNL
 #include <omp.h>
@@ -42,8 +43,7 @@ static bool mp_dnnl_on;
 
 static void dnnl_open(void)
 {
-    const char *v = getenv("MPDIST_CPU_CONV");
-    if (v && strcmp(v, "im2col") == 0)
+    if (mp_env_choice(MP_ENV_CPU_CONV) == 0) /* "im2col" */
         return;
     mp_dnnl_on = mp_dnnl_engine() != NULL;
 }

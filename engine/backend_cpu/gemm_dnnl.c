@@ -12,6 +12,7 @@
 
 #include "engine/backend_cpu/cpu.h"
 #include "engine/backend_cpu/isa.h"
+#include "engine/env_choice.h"
 
 #ifdef MPDIST_HAVE_DNNL
 #include <omp.h>
@@ -33,8 +34,7 @@ static bool mp_gemm_env_off;
 
 static void gemm_open(void)
 {
-    const char *v = getenv("MPDIST_CPU_GEMM");
-    mp_gemm_env_off = v && strcmp(v, "openblas") == 0;
+    mp_gemm_env_off = mp_env_choice(MP_ENV_CPU_GEMM) == 0; /* "openblas" */
 }
 
 /* a (which 0), b (1) and c (2) of key k as oneDNN sees them: op(a) (m, k), op(b) (k, n),

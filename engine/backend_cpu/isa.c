@@ -3,6 +3,7 @@
 #include "engine/backend_cpu/isa.h"
 
 #include "engine/cpu_features.h"
+#include "engine/env_choice.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -33,12 +34,11 @@ mp_isa mp_cpu_isa_max(void)
 #else
         m = MP_ISA_BASE;
 #endif
-        /* MPDIST_CPU_ISA=base|avx2|avx512 lowers it, to compare the levels in a whole run */
-        static const char *const names[] = {"base", "avx2", "avx512"};
-        const char *v = getenv("MPDIST_CPU_ISA");
-        for (int i = 0; v && i < (int)(sizeof names / sizeof names[0]); i++)
-            if (strcmp(v, names[i]) == 0 && i < m)
-                m = i;
+        /* MPDIST_CPU_ISA=base|avx2|avx512 (MP_ISA_BASE, _AVX2, _AVX512) lowers it, to compare
+         * the levels in a whole run */
+        int i = mp_env_choice(MP_ENV_CPU_ISA);
+        if (i >= 0 && i < m)
+            m = i;
         atomic_store_explicit(&isa_max, m, memory_order_relaxed);
     }
     return (mp_isa)m;
