@@ -4,8 +4,6 @@
 #ifndef MP_ENV_CHOICE_H
 #define MP_ENV_CHOICE_H
 
-#include <stddef.h>
-
 #include "engine/status.h"
 
 typedef enum mp_env_var {

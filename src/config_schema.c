@@ -346,7 +346,9 @@ const mp_key mp_config_keys[] = {
     {"checkpoint.at_end", MP_KEY_BOOL, "true", CF(checkpoint.at_end),
      .meaning = "Save a checkpoint when training ends."},
     {"checkpoint.keep", MP_KEY_INT, "3", GE(1), LE(1000000), CF(checkpoint.keep),
-     .meaning = "Newest checkpoint files kept in checkpoint.dir; older ones are removed."},
+     .meaning = "Checkpoint files kept in checkpoint.dir after a save: the one just written and "
+                "the newest of lower steps; older ones are removed (files of higher steps, left "
+                "by a run resumed from an older file, are neither counted nor removed)."},
     {"checkpoint.deflate", MP_KEY_INT, "0", GE(0), LE(9), CF(checkpoint.deflate),
      .meaning = "gzip level of the checkpoint datasets (0 = none); Fletcher32 checksums are "
                 "always on."},

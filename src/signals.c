@@ -1,7 +1,7 @@
 /* Stop-request, ending and fatal-signal handlers; see signals.h. The stop handler only writes a
  * sig_atomic_t and the time; a SIGTERM after any stop request ends the process as an ending
- * signal does, so a user can always kill, unless it comes within a second of the first request
- * (the same request sent twice). The handlers only call async-signal-safe functions
+ * signal does, so a user can always kill, unless it comes within half a second of the first
+ * request (the same request sent twice). The handlers only call async-signal-safe functions
  * (clock_gettime is one). */
 #include "src/signals.h"
 
@@ -9,7 +9,7 @@
 #include "io/temp_guard.h"
 
 #include <signal.h>
-#include <stdbool.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -23,32 +23,35 @@ static void on_ending(int sig)
     raise(sig);
 }
 
-/* When the first stop request came (CLOCK_MONOTONIC), set by the handler that recorded it. */
-static struct timespec first_request;
+/* When the first stop request came, CLOCK_MONOTONIC nanoseconds (0: none yet); lock-free, so
+ * that handlers on any thread, or one interrupting another, set and read it whole. */
+static atomic_llong first_ns;
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the stop's time needs a lock-free atomic");
 
-/* Whether a repeated signal comes within MP_STOP_ECHO_S of the first request: the same request
- * reaching the process twice (GNU timeout sends it to its child and then to the child's process
- * group), not a user's second SIGTERM. */
-enum { MP_STOP_ECHO_S = 1 };
+/* A SIGTERM this soon after the first request is that request reaching the process twice (GNU
+ * timeout sends it to its child and then to the child's process group, microseconds apart), not
+ * a user's second SIGTERM; shorter than the second mpirun waits before its own. */
+#define MP_STOP_ECHO_NS 500000000LL
 
-static bool echo_of_first(void)
+static long long now_ns(void)
 {
-    struct timespec now;
-    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0)
-        return false;
-    double dt = (double)(now.tv_sec - first_request.tv_sec) +
-                1e-9 * (double)(now.tv_nsec - first_request.tv_nsec);
-    return dt < MP_STOP_ECHO_S;
+    struct timespec t;
+    if (clock_gettime(CLOCK_MONOTONIC, &t) != 0)
+        return 0;
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 static void on_signal(int sig)
 {
+    long long now = now_ns();
     if (mp_stop_requested()) {
-        if (sig == SIGTERM && !echo_of_first())
+        long long first = atomic_load(&first_ns);
+        if (sig == SIGTERM && !(first > 0 && now > 0 && now - first < MP_STOP_ECHO_NS))
             on_ending(sig);
         return;
     }
-    clock_gettime(CLOCK_MONOTONIC, &first_request);
+    long long none = 0;
+    atomic_compare_exchange_strong(&first_ns, &none, now); /* before the flag others read */
     mp_stop_request(sig);
 }
 
@@ -69,6 +72,7 @@ static void handle(int sig, void (*fn)(int))
 void mp_signals_install(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error at the end, not a death */
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit (ulimit -f) fails a save (EFBIG, exit 4) */
     handle(SIGTERM, on_signal);
     handle(SIGUSR1, on_signal);
     handle(SIGINT, on_ending);

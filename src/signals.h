@@ -3,14 +3,16 @@
  * loop agrees on it over all ranks and stops at the next step boundary with a checkpoint, and a
  * set-up still loading data ends early (MP_ESTOPPED). A SIGTERM after a first stop signal, SIGINT
  * and SIGHUP end the process at once, as without a handler, after removing the temporaries it was
- * writing (io/temp_guard.h); a SIGTERM within a second of the first request is that request sent
- * twice (GNU timeout signals its child and then the child's process group) and changes nothing. */
+ * writing (io/temp_guard.h); a SIGTERM within half a second of the first request is that request
+ * sent twice (GNU timeout signals its child and then the child's process group) and changes
+ * nothing. */
 #ifndef MP_SIGNALS_H
 #define MP_SIGNALS_H
 
 /* Installs the handlers for training: SIGTERM and SIGUSR1 request a stop, SIGINT and SIGHUP
  * end the process, SIGPIPE is ignored (a run whose stdout reader went away, `| head`, trains on
- * and saves, then exits 1 saying stdout could not be written) (idempotent). */
+ * and saves, then exits 1 saying stdout could not be written), and so is SIGXFSZ (a save past a
+ * file size limit fails with EFBIG, a checkpoint error, instead of a core dump) (idempotent). */
 void mp_signals_install(void);
 
 /* For commands that write a file and have no stop to agree on (export): SIGTERM, SIGUSR1,

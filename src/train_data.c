@@ -185,12 +185,16 @@ static mp_status check_tokens(mp_trainer *t)
  * on every rank (the data agreed, the config too). */
 static mp_status check_pixels(const mp_trainer *t)
 {
-    const mp_dataset *d = &t->test;
-    if (d->text || d->tokens || (d->h5 && mp_h5data_float(d)))
-        return MP_OK;
-    double tables[MP_DATA_MAX_CHANNELS * 256]; /* 256 elements of the dtype per channel */
-    return mp_pixel_tables(tables, (size_t)d->c, t->mean, t->std,
-                           mp_model_input_dtype(&t->model));
+    const mp_dataset *split[2] = {&t->train, &t->test}; /* an HDF5 file's may differ */
+    for (int k = 0; k < 2; k++) {
+        const mp_dataset *d = split[k];
+        if (d->count == 0 || d->text || d->tokens || (d->h5 && mp_h5data_float(d)))
+            continue;
+        double tables[MP_DATA_MAX_CHANNELS * 256]; /* 256 elements of the dtype per channel */
+        MP_TRY(mp_pixel_tables(tables, (size_t)d->c, t->mean, t->std,
+                               mp_model_input_dtype(&t->model)));
+    }
+    return MP_OK;
 }
 
 mp_status mp_train_check_data(mp_trainer *t)

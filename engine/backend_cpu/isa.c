@@ -6,8 +6,6 @@
 #include "engine/env_choice.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 
 #if MP_ISA_DISPATCH
 /* The highest level whose target attribute's features (isa.h) the CPU and OS have, with FMA for

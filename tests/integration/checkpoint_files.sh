@@ -249,4 +249,10 @@ left=$(cd "$TMP/prune" && ls ckpt-*.h5 | tr '\n' ' ')
   { echo "FAIL: prune: left $left"; exit 1; }
 check "prune: the new step 6 loads" "$MPDIST" inspect "$TMP/prune/ckpt-00000006.h5"
 echo "ok: a save after auto-resume past damaged newer files keeps steps 2 and 4 (keep = 3)"
+# A save past a file size limit (ulimit -f 20000: 20 MB, the file of a 784-2048-2048-10 MLP
+# about 70 MB; a smaller limit stops MPI's own start-up) is a checkpoint error naming the reason,
+# not a rank killed by SIGXFSZ; no temporary is left.
+expect_exit 4 "file write failed: File too large" bash -c 'ulimit -f 20000; exec "$0" "$@"' \
+  "$MPDIST" "$CFG" "${P[@]/prune/fsize}" --set 'model.hidden=[2048, 2048]' --set train.max_steps=2
+ls -A "$TMP/fsize" | grep -q '\.tmp$' && { echo "FAIL: a temporary left in $TMP/fsize"; exit 1; }
 finish
