@@ -109,27 +109,9 @@ mp_status mp_cpu_gemm(bool ta, bool tb, double alpha, const mp_tensor *a, const 
     return MP_OK;
 }
 
-/* Elements of a row that add_bias takes at a time, in FP32 on the stack. */
-enum { MP_GEMM_BIAS_CHUNK = 256 };
-
-/* out[0 .. n) (half dt) = round(out + fb): the rounded product plus the FP32 bias, rounded. */
-static void add_bias(void *out, mp_dtype dt, const float *fb, int64_t n)
-{
-    size_t esz = mp_dtype_size(dt);
-    float v[MP_GEMM_BIAS_CHUNK];
-    for (int64_t j0 = 0; j0 < n; j0 += MP_GEMM_BIAS_CHUNK) {
-        int64_t len = n - j0 < MP_GEMM_BIAS_CHUNK ? n - j0 : MP_GEMM_BIAS_CHUNK;
-        char *o = (char *)out + (size_t)j0 * esz;
-        mp_convert(v, MP_F32, o, dt, (size_t)len); /* exactly its value */
-        for (int64_t j = 0; j < len; j++)
-            v[j] = mp_add_f32(v[j], fb[j0 + j]);
-        mp_convert(o, dt, v, MP_F32, (size_t)len);
-    }
-}
-
 /* The reference rounds twice: the product into c's dtype, then the sum with the bias. Half c does
- * both row by row while the row is in cache (one pass over c instead of two); a bf16 c that
- * oneDNN rounded itself (direct_bf16) only takes the bias. */
+ * both row by row while the FP32 row is in cache (one pass over c instead of two); a bf16 c that
+ * oneDNN rounded itself (direct_bf16) only takes bias_add's pass. */
 mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor *b,
                            const mp_tensor *bias, mp_tensor *c)
 {
@@ -140,19 +122,23 @@ mp_status mp_cpu_gemm_bias(bool ta, bool tb, const mp_tensor *a, const mp_tensor
     int64_t m = c->shape[0], n = mp_tensor_row(c);
     MP_CPU_REQUIRE(mp_tensor_numel(bias) == n && bias->dtype != MP_F64, "gemm_bias");
     bool done;
-    float *fc = NULL;
     MP_TRY(direct_bf16(ta, tb, 1.0, a, b, 0.0, c, &done));
-    if (!done)
-        MP_TRY(product_f32(ta, tb, 1.0, a, b, 0.0, c, &fc));
+    if (done)
+        return mp_cpu_bias_add(c, bias);
+    float *fc = NULL;
+    MP_TRY(product_f32(ta, tb, 1.0, a, b, 0.0, c, &fc));
     float *fb = (float *)mp_cpu_workspace(MP_CPU_WS_GEMM_BIAS, (size_t)(n + 1) * sizeof(float));
     mp_convert(fb, MP_F32, bias->data, bias->dtype, (size_t)n);
     size_t esz = mp_dtype_size(c->dtype);
     MP_CPU_PARALLEL_FOR(m * n)
     for (int64_t r = 0; r < m; r++) {
+        float *row = fc + r * n;
         void *out = (char *)c->data + (size_t)(r * n) * esz;
-        if (!done) /* the product, rounded */
-            mp_convert(out, c->dtype, fc + r * n, MP_F32, (size_t)n);
-        add_bias(out, c->dtype, fb, n);
+        mp_convert(out, c->dtype, row, MP_F32, (size_t)n); /* the product, rounded */
+        mp_convert(row, MP_F32, out, c->dtype, (size_t)n); /* exactly its value */
+        for (int64_t j = 0; j < n; j++)
+            row[j] = mp_add_f32(row[j], fb[j]);
+        mp_convert(out, c->dtype, row, MP_F32, (size_t)n);
     }
     return MP_OK;
 }
