@@ -1,7 +1,8 @@
 /* The JSON Lines metrics sink. Each record is built as a cJSON object whose first member is
- * "type", printed unformatted on one line and flushed at once. cJSON prints non-finite numbers
- * (a diverged loss) as null, so every line stays valid JSON. After the first write error the
- * sink reports once on stderr and keeps going silently: metrics never stop training. */
+ * "type", printed unformatted on one line and written at once. cJSON prints non-finite numbers
+ * (a diverged loss) as null, so every line stays valid JSON, and a write that fails is cut
+ * back, so every line is whole. After the first write error the sink reports once on stderr
+ * and keeps going silently: metrics never stop training. */
 #include "io/metrics.h"
 
 #include <cjson/cJSON.h>
@@ -137,6 +138,30 @@ static void report(mp_metrics *m, int e)
             strerror(e));
 }
 
+/* Writes the n bytes of a record to fd (stdio's buffer stays empty: every record goes through
+ * here). 0, or the errno of a failed write, after which a regular file is cut back to where the
+ * record began: a full disk or a file size limit leaves whole lines, never a torn one that the
+ * next record would join. */
+static int write_whole(int fd, const char *buf, size_t n)
+{
+    struct stat sb;
+    bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    off_t start = regular ? lseek(fd, 0, SEEK_END) : -1;
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            if (start >= 0 && ftruncate(fd, start) == 0)
+                lseek(fd, start, SEEK_SET);
+            return e;
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
 /* A new object whose first member is "type", or NULL for a sink that writes nothing. */
 static cJSON *record_begin(const mp_metrics *m, const char *type)
 {
@@ -161,10 +186,11 @@ static void record_end(mp_metrics *m, cJSON *o)
         report(m, ENOMEM);
         return;
     }
-    errno = 0;
-    int bad = fputs(line, m->f) == EOF || fputc('\n', m->f) == EOF || fflush(m->f) != 0;
-    if (bad)
-        report(m, errno ? errno : EIO);
+    size_t n = strlen(line);
+    line[n] = '\n'; /* cJSON's terminator becomes the line's end: one write for the record */
+    int e = write_whole(fileno(m->f), line, n + 1);
+    if (e)
+        report(m, e);
     cJSON_free(line);
 }
 

@@ -1,6 +1,7 @@
 /* The JSON Lines metrics sink: records read back and parsed with cJSON ("type" first, every
  * field and value), flushing per record, parent directory creation, truncation, non-finite
- * losses as valid JSON, empty paths, unopenable paths and the once-only write error report. */
+ * losses as valid JSON, empty paths, unopenable paths, the once-only write error report and
+ * whole lines after a failed write. */
 #include "tests/util/test_util.h"
 
 #include <cjson/cJSON.h>
@@ -8,7 +9,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -333,6 +336,51 @@ static void test_write_error_reported_once(void **state)
     free(text);
 }
 
+/* A record that cannot be written whole (a file size limit here, as a full disk) leaves no
+ * part of it behind: the records before and after it are whole lines, and the file parses. */
+static void test_failed_write_leaves_whole_lines(void **state)
+{
+    (void)state;
+    char path[1100], log[1100];
+    const char *dir = mp_test_dir("metrics_fsize");
+    snprintf(path, sizeof path, "%s/m.jsonl", dir);
+    snprintf(log, sizeof log, "%s/stderr.txt", dir);
+    mp_metrics *m;
+    assert_int_equal(mp_metrics_open(&m, path), MP_OK);
+    mp_metrics_step(m, &(mp_step_record){.step = 1});
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)sb.st_size + 10; /* the next record gets 10 of its bytes written */
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(saved >= 0 && fd >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    close(fd);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    mp_metrics_step(m, &(mp_step_record){.step = 2});
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    fflush(stderr);
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+    signal(SIGXFSZ, was);
+    mp_metrics_step(m, &(mp_step_record){.step = 3});
+    mp_metrics_close(m);
+    char *err = slurp(log);
+    assert_non_null(strstr(err, "File too large"));
+    free(err);
+    char *text = slurp(path);
+    cJSON *lines[4];
+    assert_int_equal(parse_lines(text, lines, 4), 2);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(lines[1], "step")->valueint, 3);
+    for (int k = 0; k < 2; k++)
+        cJSON_Delete(lines[k]);
+    free(text);
+}
+
 /* The file at `path` holds exactly `want`. */
 static void assert_file(const char *path, const char *want)
 {
@@ -461,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_empty_path),
         cmocka_unit_test(test_unopenable),
         cmocka_unit_test(test_write_error_reported_once),
+        cmocka_unit_test(test_failed_write_leaves_whole_lines),
         cmocka_unit_test(test_resumed),
         cmocka_unit_test(test_foreign_files),
         cmocka_unit_test(test_backward_record),
