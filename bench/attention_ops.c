@@ -93,6 +93,8 @@ int main(int argc, char **argv)
                         "integers 1-4096\n", MAX_ROUNDS);
         return 2;
     }
+    if (!mp_bench_env_ok("bench_attention"))
+        return 2;
     mp_backend_cpu_threads(threads);
     const mp_ops *ops = mp_backend_cpu();
     mp_rng r;

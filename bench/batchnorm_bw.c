@@ -56,6 +56,8 @@ int main(int argc, char **argv)
                         "(integers 1-4096; LEVEL 0-3)\n");
         return 2;
     }
+    if (!mp_bench_env_ok("bench_batchnorm"))
+        return 2;
     mp_cpu_isa_cap((mp_isa)level);
     const mp_ops *ops = mp_backend_cpu();
     mp_backend_cpu_threads(threads);

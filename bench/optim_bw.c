@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_args.h"
 #include "engine/alloc.h"
 #include "engine/backends.h"
 #include "engine/clock.h"
@@ -314,6 +315,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (st == MP_OK && !mp_bench_env_ok("bench_optim"))
+        return 2;
     if (st == MP_OK)
         st = run(&o);
     if (st != MP_OK) {

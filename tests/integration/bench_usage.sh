@@ -5,7 +5,8 @@
 # MPDIST_AB_ROUNDS / _THREADS / _TIMEOUT; bench/inference.sh with an unknown model, a
 # non-integer MPDIST_INF_ROUNDS, or an MPDIST_INF_DATA without Fashion-MNIST; bench_batchnorm
 # with a zero, non-integer or trailing-junk count, a vector level outside 0-3 or a fourth
-# argument; bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
+# argument; bench_batchnorm, bench_attention and bench_optim with a mistyped MPDIST_CPU_GEMM;
+# bench/bn_levels_ab.sh with one build, a build without bench_batchnorm or a zero
 # round count; bench/ckpt_stall.sh with a zero round count or a non-integer save interval;
 # bench/activation_plan.sh with a zero batch, an unknown opt level or model, or a list of levels
 # or models set but blank (empty, or only blanks);
@@ -59,6 +60,11 @@ done
 for v in MPDIST_AB_ROUNDS MPDIST_AB_THREADS MPDIST_AB_TIMEOUT; do
   usage "^ab_builds: $v must be a positive integer, not '0'\$" "$v=0" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
   usage "^ab_builds: $v must be a positive integer, not 'two'\$" "$v=two" -- bash bench/ab_builds.sh "$build" "$build" "$cfg"
+done
+# a mistyped path switch would time the default path under another's name
+for b in bench_batchnorm bench_attention bench_optim; do
+  usage "^$b: error: MPDIST_CPU_GEMM: \"openbals\" is not one of its values \(openblas\)\$" \
+    MPDIST_CPU_GEMM=openbals -- "$build/$b"
 done
 usage '^bn_levels_ab: usage: bench/bn_levels_ab.sh' -- bash bench/bn_levels_ab.sh "$build"
 usage "^bn_levels_ab: $TMP/empty/bench_batchnorm: not built\$" -- bash bench/bn_levels_ab.sh "$build" "$TMP/empty"
