@@ -11,7 +11,8 @@
  * exponential and one division an element, about 30 operations against the tanh form's 50. Every
  * step is a correctly rounded operation, so the CPU and the GPU (both built without FMA
  * contraction) compute the same bits; the CPU's loops have no call into libm and vectorise.
- * GELU(-inf) is NaN as in the tanh form (-inf times 0), GELU(inf) inf, a NaN stays NaN. In double
+ * GELU(-inf) is NaN as in the tanh form (-inf times 0), GELU(inf) inf, a NaN stays NaN; the
+ * gradient's limits hold to +-inf (1 above, 0 below). In double
  * it is the tanh form with libm's (CPU) and CUDA's tanh, which may differ in the last bits. */
 #ifndef MP_GELU_RULE_H
 #define MP_GELU_RULE_H
@@ -46,7 +47,10 @@ MP_HD_INLINE static inline float mp_gelu_grad_f32(float x, float dy)
     float e = mp_exp_f32(-2.0f * fabsf(u));
     float inv = 1.0f / (1.0f + e);
     float s = (u < 0.0f ? e : 1.0f) * inv;
-    return dy * (s + 2.0f * x * (du * (e * inv * inv))); /* e = 0 before x du can overflow */
+    /* E = 0 already where x u' can overflow (|x| > 14 or so); at |x| >= 2^64, where x^2 and
+     * so u' are inf, and at +-inf, the term is taken as that limit, 0, not inf times 0 */
+    float term = e > 0.0f ? 2.0f * x * (du * (e * inv * inv)) : 0.0f;
+    return dy * (s + term);
 }
 
 /* GELU in double, the tanh form: mp_gelu_f64(x) and mp_gelu_grad_f64(x, dy) = dy y'(x). */

@@ -6,6 +6,7 @@
  * bits may not change), which are the bits the GPU's kernels compute from the same header. */
 #include "tests/util/test_util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -79,11 +80,13 @@ static void test_gelu_special(void **state)
     assert_true(mp_gelu_f32(20.0f) == 20.0f && mp_gelu_grad_f32(20.0f, 3.0f) == 3.0f);
     assert_true(mp_gelu_grad_f32(-20.0f, 3.0f) == 0.0f);
     assert_true(mp_gelu_grad_f32(0.0f, 3.0f) == 1.5f);
-    const float huge[2] = {1e13f, 1e18f}; /* x u' overflows float; u' E / (1 + E)^2 is 0 */
-    for (int i = 0; i < 2; i++) {
+    /* x u' overflows float; u' E / (1 + E)^2 is 0; from 2^64 on u' is inf, at the end x too */
+    const float huge[5] = {1e13f, 1e18f, 1.9e19f, FLT_MAX, INFINITY};
+    for (int i = 0; i < 4; i++) {
         assert_true(mp_gelu_f32(huge[i]) == huge[i] && mp_gelu_grad_f32(huge[i], 3.0f) == 3.0f);
         assert_true(mp_gelu_f32(-huge[i]) == 0.0f && mp_gelu_grad_f32(-huge[i], 3.0f) == 0.0f);
     }
+    assert_true(mp_gelu_grad_f32(huge[4], 3.0f) == 3.0f && mp_gelu_grad_f32(-huge[4], 3.0f) == 0.0f);
 }
 
 /* The CPU's gelu_forward and gelu_backward against the rule's scalar functions, bit for bit,
