@@ -44,6 +44,9 @@ typedef struct mp_layer_class {
     bool skips_x, skips_y;
     /* forward may be given y over x's own memory (element for element) */
     bool inplace_forward;
+    /* MP_OK when a batch of n samples can run (train: a training forward and backward), else
+     * MP_EUSAGE saying why; forward refuses the same batches. NULL: any batch runs. */
+    mp_status (*check_batch)(const mp_layer *l, int64_t n, bool train);
 } mp_layer_class;
 
 /* Starts a layer class's set-up of l: zeroes it and sets its class, backend, name and input

@@ -22,15 +22,23 @@ static mp_attn_desc desc(const mp_layer *l, bool train)
 
 static mp_tensor saved(const mp_layer *l, int64_t n) { return mp_tensor_batch(&l->save, n); }
 
+/* Dropout draws one counter of a step's 2^32 per probability: N heads T^2 of them. */
+static mp_status attn_check_batch(const mp_layer *l, int64_t n, bool train)
+{
+    int64_t T = l->in_shape[0] * l->in_shape[1], probs = n * l->attn.heads * T * T;
+    if (train && l->attn.dropout_p > 0 && (uint64_t)probs > MP_MASK_STEP_STRIDE)
+        return mp_fail(MP_EUSAGE, "layer %s: attention dropout over a batch of %lld (%lld "
+                       "heads, %lld tokens) draws %lld counters, more than the 2^32 of a step: "
+                       "a smaller batch or no dropout", l->name, (long long)n,
+                       (long long)l->attn.heads, (long long)T, (long long)probs);
+    return MP_OK;
+}
+
 static mp_status attn_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     mp_attn_desc d = desc(l, train);
     mp_tensor s = saved(l, x->shape[0]);
-    /* the dropout counters of a step: one per probability */
-    int64_t T = l->in_shape[0] * l->in_shape[1], probs = x->shape[0] * l->attn.heads * T * T;
-    if (d.dropout_p > 0 && (uint64_t)probs > MP_MASK_STEP_STRIDE)
-        return mp_fail(MP_EINTERNAL, "layer %s: attention over %lld probabilities exceeds the "
-                       "2^32 dropout counters of a step", l->name, (long long)probs);
+    MP_TRY(attn_check_batch(l, x->shape[0], train));
     if (l->attn_flash)
         return l->ops->attention_flash_forward(&d, x, &s, y);
     return l->ops->attention_forward(&d, x, &s, y);
@@ -51,7 +59,8 @@ static mp_status attn_backward(mp_layer *l, const mp_tensor *x, const mp_tensor 
 }
 
 static const mp_layer_class mp_attention_class = {
-    .type = "attention", .forward = attn_forward, .backward = attn_backward};
+    .type = "attention", .forward = attn_forward, .backward = attn_backward,
+    .check_batch = attn_check_batch};
 
 mp_status mp_layer_attention_init(mp_layer *l, const mp_ops *ops, const char *name,
                                   const int64_t in_shape[3], int heads, bool causal, double p,

@@ -22,16 +22,23 @@ static mp_status image_view(const mp_layer *l, const mp_tensor *t, const char *w
     return MP_OK;
 }
 
+/* Training normalises over a channel's values of the batch: one value has no variance
+ * (PyTorch refuses it too). */
+static mp_status batchnorm_check_batch(const mp_layer *l, int64_t n, bool train)
+{
+    if (train && n * l->in_shape[0] * l->in_shape[1] < 2)
+        return mp_fail(MP_EUSAGE, "layer %s: batchnorm in training needs more than one value "
+                       "per channel (batch %lld of %lld x %lld)", l->name, (long long)n,
+                       (long long)l->in_shape[0], (long long)l->in_shape[1]);
+    return MP_OK;
+}
+
 static mp_status batchnorm_forward(mp_layer *l, const mp_tensor *x, mp_tensor *y, bool train)
 {
     mp_tensor x4, y4;
     MP_TRY(image_view(l, x, "input", &x4));
     MP_TRY(image_view(l, y, "output", &y4));
-    if (train && x4.shape[0] * l->in_shape[0] * l->in_shape[1] < 2)
-        return mp_fail(MP_EUSAGE, "layer %s: batchnorm in training needs more than one value "
-                       "per channel (batch %lld of %lld x %lld)", l->name,
-                       (long long)x4.shape[0], (long long)l->in_shape[0],
-                       (long long)l->in_shape[1]);
+    MP_TRY(batchnorm_check_batch(l, x4.shape[0], train));
     mp_bn_args a = l->bn;
     if (l->recomputing) /* the first forward updated them; momentum 0 leaves them exact */
         a.momentum = 0.0;
@@ -62,14 +69,16 @@ static const mp_layer_class mp_batchnorm_class = {
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
     .inplace_backward = true,
-    .skips_y = true};
+    .skips_y = true,
+    .check_batch = batchnorm_check_batch};
 
 /* BatchNorm + ReLU: its backward reads y (the ReLU's mask). */
 static const mp_layer_class mp_batchnorm_relu_class = {
     .type = "batchnorm_relu",
     .forward = batchnorm_forward,
     .backward = batchnorm_backward,
-    .inplace_backward = true};
+    .inplace_backward = true,
+    .check_batch = batchnorm_check_batch};
 
 bool mp_layer_batchnorm_fuse_relu(mp_layer *l)
 {

@@ -12,13 +12,22 @@
 #include "engine/dropout_mask.h"
 #include "engine/layer.h"
 
+/* One counter of a step's 2^32 per element of the batch. */
+static mp_status dropout_check_batch(const mp_layer *l, int64_t n, bool train)
+{
+    int64_t elems = n * mp_shape_numel(l->in_shape);
+    if (train && l->dropout_p > 0 && (uint64_t)elems > MP_MASK_STEP_STRIDE)
+        return mp_fail(MP_EUSAGE, "layer %s: dropout over a batch of %lld draws %lld counters, "
+                       "more than the 2^32 of a step: a smaller batch or no dropout", l->name,
+                       (long long)n, (long long)elems);
+    return MP_OK;
+}
+
 /* The counter offset of this layer's current step (0 when the op reads the step at
- * l->mask_step); MP_EINTERNAL for a tensor too large for the per-step range. */
+ * l->mask_step); MP_EUSAGE for a batch too large for the per-step range. */
 static mp_status step_offset(const mp_layer *l, const mp_tensor *t, uint64_t *offset)
 {
-    if ((uint64_t)mp_tensor_numel(t) > MP_MASK_STEP_STRIDE)
-        return mp_fail(MP_EINTERNAL, "layer %s: dropout over %lld elements exceeds the 2^32 "
-                       "per step", l->name, (long long)mp_tensor_numel(t));
+    MP_TRY(dropout_check_batch(l, mp_tensor_numel(t) / mp_shape_numel(l->in_shape), true));
     *offset = l->mask_step ? 0 : (uint64_t)l->step * MP_MASK_STEP_STRIDE;
     return MP_OK;
 }
@@ -52,7 +61,7 @@ static mp_status dropout_backward(mp_layer *l, const mp_tensor *x, const mp_tens
 
 static const mp_layer_class mp_dropout_class = {
     .type = "dropout", .forward = dropout_forward, .backward = dropout_backward,
-    .skips_x = true, .skips_y = true};
+    .skips_x = true, .skips_y = true, .check_batch = dropout_check_batch};
 
 mp_status mp_layer_dropout_init(mp_layer *l, const mp_ops *ops, const char *name,
                                 const int64_t in_shape[3], double p)

@@ -391,6 +391,24 @@ mp_status mp_model_backward(mp_model *m, const mp_tensor *x, const mp_tensor *dl
     return mp_seq_backward(&s, x, dlogits, NULL, m->dbuf, m->grads_ready ? &hook : NULL);
 }
 
+/* check_batch of l, then of its blocks' children, depth first. */
+static mp_status check_layer(const mp_layer *l, int64_t n, bool train)
+{
+    if (l->cls->check_batch)
+        MP_TRY(l->cls->check_batch(l, n, train));
+    for (int c = 0; l->block && c < l->block->nchild; c++)
+        for (int i = 0; i < l->block->n[c]; i++)
+            MP_TRY(check_layer(&l->block->layers[c][i], n, train));
+    return MP_OK;
+}
+
+mp_status mp_model_check_batch(const mp_model *m, int64_t n, bool train)
+{
+    for (int i = 0; i < m->nlayers; i++)
+        MP_TRY(check_layer(&m->layers[i], n, train));
+    return MP_OK;
+}
+
 static int64_t layer_params(mp_layer *l)
 {
     int64_t np = 0;

@@ -144,6 +144,12 @@ void mp_model_mask_step(mp_model *m, const int64_t *step);
 /* The dtype of the batches the model takes (the policy's input dtype). */
 mp_dtype mp_model_input_dtype(const mp_model *m);
 
+/* MP_OK when every layer (blocks' children too) can run a batch of n samples (train: in
+ * training), else the first refusal's MP_EUSAGE (BatchNorm over one value a channel, dropout's
+ * counters of a step exceeded), which forward would give at that batch: for set-up to say it
+ * before any step. */
+mp_status mp_model_check_batch(const mp_model *m, int64_t n, bool train);
+
 /* Forward over a batch x (n, H, W, C), n <= max_batch; *logits points at the last activation
  * viewed as (n positions, num_classes), owned by the model. */
 mp_status mp_model_forward(mp_model *m, const mp_tensor *x, bool train, const mp_tensor **logits);

@@ -477,6 +477,25 @@ int mp_train_cores_allowed(void)
     return n;
 }
 
+/* The batches training runs, checked against the model before any step (their refusal in a
+ * step would come from every rank at once): data.batch_size, and the shorter last batch of an
+ * epoch that data.drop_last = false keeps (resumed epochs end with it too). */
+static mp_status check_batches(const mp_trainer *t)
+{
+    const mp_config *c = t->cfg;
+    int64_t b = c->data.batch_size, n = t->sampler.num_local, tail = n % b;
+    char at[1200];
+    if (n >= b && mp_model_check_batch(&t->model, b, true) != MP_OK)
+        return mp_fail(MP_EUSAGE, "%s = %lld: %s", mp_config_key_at(c, "data.batch_size", at,
+                       sizeof at), (long long)b, mp_error_message());
+    if (!c->data.drop_last && tail > 0 && mp_model_check_batch(&t->model, tail, true) != MP_OK)
+        return mp_fail(MP_EUSAGE, "%s: the last batch of each epoch holds %lld of a rank's %lld "
+                       "samples: %s; data.drop_last = true drops that batch",
+                       mp_config_key_at(c, "data.drop_last", at, sizeof at), (long long)tail,
+                       (long long)n, mp_error_message());
+    return MP_OK;
+}
+
 /* What training adds to the evaluation's set-up: the sampler's shard and the steps it makes,
  * the schedule, the optimizer, the gradient buckets, the loader and the loss gradient's rows. */
 static mp_status setup_training(mp_trainer *t)
@@ -493,6 +512,7 @@ static mp_status setup_training(mp_trainer *t)
                        "less than data.batch_size = %lld, so every batch would be dropped",
                        mp_config_key_at(cfg, "data.drop_last", at, sizeof at),
                        (long long)t->sampler.num_local, (long long)cfg->data.batch_size);
+    MP_TRY(check_batches(t));
     plan_steps(t);
     setup_schedule(t);
     setup_optimizer(t);

@@ -3,7 +3,8 @@
 # - SIGSEGV in one rank ends the whole job promptly with one line naming the rank (AddressSanitizer's
 #   report in the sanitizer build, which keeps its own handler), no process left behind;
 # - weights made inf by weight decay (O0, and O2's FP32 masters), or a test loss made NaN by the
-#   normalisation, end with exit 5 naming the first bad parameter, never as "done".
+#   normalisation, end with exit 5 naming the first bad parameter, never as "done";
+# - a batch a layer refuses in training is a config error at set-up, said once.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 COMMON=(--set 'model.hidden=[3]' --set data.train_limit=256 --set data.test_limit=64
@@ -47,4 +48,22 @@ expect_exit 3 "data.mean and data.std take pixel value 0 of channel 0 to -[0-9.e
 # --dry-run says it too (it passed such settings before 2026-12-03): the set-up's own check.
 expect_exit 3 "data.mean and data.std take pixel value 0 of channel 0 to -inf, beyond fp16's range" \
   "$MPDIST" "$CFG" "${COMMON[@]}" --set amp.opt_level=O2 --set data.std=1e-320 --dry-run
+# Batches a layer refuses in training are said at set-up, once for all ranks (exit 2), dry runs
+# too; before 2026-12-03 each rank printed the layer's error in the step that reached the batch,
+# then MPI_Abort. BatchNorm over the one value a channel that the last batch leaves (34 samples
+# over 2 ranks in batches of 16), and attention dropout past the 2^32 counters of a step.
+cat >"$TMP/bn_tail.cfg" <<'EOF'
+data: { format = "synthetic"; synthetic_shape = [1, 1, 2]; synthetic_train = 34; synthetic_test = 32;
+        batch_size = 16; loader_threads = 0; };
+model: { layers = ({ type = "batchnorm"; }, { type = "flatten"; }, { type = "linear"; out = 10; }); };
+train: { epochs = 1; max_steps = 0; };
+log: { progress = "none"; };
+EOF
+expect_exit 2 "bn_tail.cfg: data.drop_last: the last batch of each epoch holds 1 of a rank.s 17 samples: layer layers.0: batchnorm in training needs more than one value per channel \(batch 1 of 1 x 1\); data.drop_last = true drops that batch" \
+  mpirun -np 2 "$MPDIST" "$TMP/bn_tail.cfg"
+expect_exit 2 "bn_tail.cfg: data.drop_last: the last batch" "$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=17 --dry-run
+expect_ok "drop_last = true trains it" "$MPDIST" "$TMP/bn_tail.cfg" --set data.drop_last=true
+expect_exit 2 "data.batch_size = 33: layer attn: attention dropout over a batch of 33 \(8 heads, 4096 tokens\) draws 4429185024 counters, more than the 2\^32 of a step" \
+  "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --set data.context=4096 --set data.batch_size=33 --set model.heads=8 \
+  --set model.dim=16 --set model.depth=1 --set model.dropout=0.1 --dry-run
 finish
