@@ -17,6 +17,10 @@
 
 #include "engine/status.h"
 
+/* What every trace file starts with (mp_trace_open's first record): a file at a rank's path
+ * that starts otherwise is another program's, not to be written over. */
+#define MP_TRACE_HEAD "[\n{\"name\":\"process_name\""
+
 /* Tracks of a rank's timeline. */
 enum { MP_TRACE_MAIN = 0, MP_TRACE_COMM = 1, MP_TRACE_IO = 2 };
 

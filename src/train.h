@@ -226,9 +226,19 @@ mp_status mp_train_share_start(mp_trainer *t);
 /* Opens this rank's trace file (log.trace; collective then: the clocks are aligned), the
  * metrics file (rank 0; a resumed run keeps the records before its checkpoint and appends) and
  * starts the progress line. MP_EUSAGE when log.metrics or the trace file cannot be created, is
- * a FIFO no process reads, holds another program's file (mp_metrics_open) or is a name that
- * saves into checkpoint.dir write. */
+ * a FIFO no process reads, holds another program's file (mp_metrics_open), is a name that
+ * checkpoint.dir's saves write, or one the trace writes (mp_train_trace_spares). */
 mp_status mp_train_open_outputs(mp_trainer *t);
+
+/* With log.trace: rank 0's clock on every rank (collective), then this rank's file,
+ * DIR/rank-R.json, refused (MP_EUSAGE) where it holds another program's file; rank 0 also
+ * removes an earlier, larger run's rank files and says where the trace goes. */
+mp_status mp_train_open_trace(mp_trainer *t);
+
+/* MP_EUSAGE when log.metrics `metrics` is log.trace's directory `trace` or one of its rank
+ * files' names (the trace would write over the metrics), once the trace's directory exists;
+ * else MP_OK (also for no metrics). */
+mp_status mp_train_trace_spares(const char *trace, const char *metrics);
 
 /* Copies the state in the backend's memory (t->st) to the host: t->hst, t->scaler,
  * t->opt.steps and t->stop_signal (waits for the device). */

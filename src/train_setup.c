@@ -3,7 +3,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* sched_getaffinity, CPU_ALLOC */
 #endif
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -11,13 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm/clock_sync.h"
 #include "comm/device_bind.h"
-#include "engine/clock.h"
 #include "engine/trace.h"
 #include "engine/backends.h"
 #include "io/ckpt_dir.h"
-#include "io/fsutil.h"
 #include "src/train.h"
 
 /* The backend amp.device asks for: the CPU, or the GPU of this rank (local rank modulo the
@@ -355,76 +351,19 @@ static mp_status setup_buckets(mp_trainer *t)
     return MP_OK;
 }
 
-/* Rank 0: removes dir's rank-<R>.json of ranks R >= size (exactly the names mpdist writes; a
- * directory is left), an earlier, larger run's, which bench/trace_merge.py would join to this
- * run's; how many in *n. */
-static void drop_old_traces(const char *dir, int size, int *n)
-{
-    *n = 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int r = -1;
-        char name[32];
-        if (sscanf(e->d_name, "rank-%d.json", &r) != 1 || r < size)
-            continue;
-        snprintf(name, sizeof name, "rank-%d.json", r);
-        if (strcmp(name, e->d_name) == 0) { /* exactly a name mpdist writes: no sign, no 0s */
-            char path[1200];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            *n += unlink(path) == 0;
-        }
-    }
-    closedir(d);
-}
-
-/* With log.trace: rank 0's clock on every rank (collective), then this rank's file. */
-static mp_status open_trace(mp_trainer *t)
-{
-    const mp_config *c = t->cfg;
-    double offset = 0.0, error = 0.0, origin = 0.0;
-    MP_TRY(mp_comm_clock_offset(t->comm, &offset, &error));
-    if (t->comm->rank == 0)
-        origin = mp_now();
-    MP_TRY(mp_comm_bcast(t->comm, &origin, sizeof origin, 0, "broadcast of the trace's origin"));
-    MP_TRY(mp_comm_allreduce(t->comm, &error, 1, MP_F64, MP_REDOP_MAX,
-                             "the largest clock error of the trace"));
-    char path[600], dir[600];
-    snprintf(path, sizeof path, "%s/rank-%d.json", c->log.trace, t->comm->rank);
-    if (mp_make_parents(path, dir, sizeof dir) != 0)
-        return mp_fail(MP_EUSAGE, "log.trace: cannot create directory %s (%s)", dir,
-                       strerror(errno));
-    const char *why;
-    FILE *f = mp_fopen_output(path, false, &why);
-    if (!f)
-        return mp_fail(MP_EUSAGE, "log.trace: cannot create %s (%s)", path, why);
-    MP_TRY(mp_trace_open(f, path, t->comm->rank, mp_comm_host(t->comm, t->comm->rank), offset,
-                         origin));
-    if (t->comm->rank == 0) {
-        int dropped = 0;
-        drop_old_traces(c->log.trace, t->comm->size, &dropped);
-        printf("trace: %s/rank-*.json (clocks aligned to rank 0's within %.0f us; join them with "
-               "bench/trace_merge.py %s)", c->log.trace, 1e6 * error, c->log.trace);
-        if (dropped)
-            printf("; removed %d rank file(s) of an earlier run with more ranks", dropped);
-        printf("\n");
-    }
-    return MP_OK;
-}
-
 mp_status mp_train_open_outputs(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     mp_progress_mode mode = MP_PROGRESS_NONE;
     if (c->log.trace[0])
-        MP_TRY(open_trace(t));
+        MP_TRY(mp_train_open_trace(t));
     if (t->comm->rank == 0) {
+        if (c->log.trace[0])
+            MP_TRY(mp_train_trace_spares(c->log.trace, c->log.metrics));
         if (c->checkpoint.dir[0] && mp_ckpt_dir_names(c->checkpoint.dir, c->log.metrics))
-            return mp_fail(MP_EUSAGE, "log.metrics: %s is a name that saves into "
-                           "checkpoint.dir %s write or remove: name another file",
-                           c->log.metrics, c->checkpoint.dir);
+            return mp_fail(MP_EUSAGE, "log.metrics: %s is a name that checkpoint.dir %s's saves "
+                           "write or remove: name another file", c->log.metrics,
+                           c->checkpoint.dir);
         if (t->start.world_size > 0)
             MP_TRY(mp_metrics_open_resumed(&t->metrics, c->log.metrics, t->start.step,
                                            t->start.epoch));

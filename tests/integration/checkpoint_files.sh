@@ -219,7 +219,7 @@ for target in "$MLP" "$CFG"; do
   expect_exit 2 "log.metrics: $target holds something other than mpdist's metrics" \
     "$MPDIST" "$CFG" "${COMMON[@]}" --set "log.metrics=\"$target\"" --set train.max_steps=1
 done
-expect_exit 2 "log.metrics: $ckdir/ckpt-00000099.h5 is a name that saves into checkpoint.dir .* write" \
+expect_exit 2 "log.metrics: $ckdir/ckpt-00000099.h5 is a name that checkpoint.dir .*'s saves write or remove: name another file" \
   "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$ckdir\"" --resume auto --set train.epochs=3 \
   --set "log.metrics=\"$ckdir/ckpt-00000099.h5\""
 expect_exit 2 "log.metrics: $TMP/fifo.h5: a FIFO that no process reads" \

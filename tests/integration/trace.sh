@@ -5,7 +5,8 @@
 # inside the step's span; the same step's spans of the two ranks overlap (one clock);
 # bench/trace_merge.py joins the ranks into one file, and reads a rank file cut short (a crash)
 # up to its last whole event; a later run with fewer ranks removes the extra ranks' files; a run
-# without log.trace writes nothing; a log.trace that cannot be created exits 2 with one line.
+# without log.trace writes nothing; a log.trace that cannot be created exits 2 with one line, as
+# does one whose rank file holds another program's file, and a log.metrics the trace would write.
 source "$(dirname "$0")/common.bash"
 cd "$TMP"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
@@ -80,4 +81,19 @@ expect_exit 2 "log.trace: cannot create directory $TMP/notadir" \
 mkdir fifos && mkfifo fifos/rank-0.json # nobody reads it: refused at once (the open used to wait)
 expect_exit 2 "log.trace: cannot create $TMP/fifos/rank-0.json \(a FIFO that no process reads \(start the reader first\)\)" \
   "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/fifos\""
+# Nothing of another program's is written over or removed (before 2026-12-03 the trace replaced
+# any rank-R.json, through a link too, and log.metrics named as a rank file was lost to it):
+mkdir guard && echo precious >guard/precious.txt && ln -s precious.txt guard/rank-0.json
+echo mine >guard/rank-1.json
+expect_exit 2 "log.trace: $TMP/guard/rank-0.json holds something other than mpdist's trace and is left as it is" \
+  "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/guard\""
+rm guard/rank-0.json
+timeout 120 "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/guard\"" >guard.out 2>&1 ||
+  { echo "FAIL: the traced run beside a foreign rank-1.json"; cat guard.out; exit 1; }
+expect_ok "a larger run's rank file that holds no trace is left" \
+  bash -c "[ \"\$(cat guard/precious.txt guard/rank-1.json | paste -sd' ')\" = 'precious mine' ] && ! grep -q removed guard.out"
+expect_exit 2 "log.metrics: $TMP/same/\.\./same/rank-0.json is a rank file's name in log.trace $TMP/same, which the trace writes" \
+  "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/same\"" --set "log.metrics=\"$TMP/same/../same/rank-0.json\""
+expect_exit 2 "log.metrics: $TMP/same2 is log.trace's directory: name a file outside it" \
+  "$MPDIST" "$CFG" "${ARGS[@]}" --set "log.trace=\"$TMP/same2\"" --set "log.metrics=\"$TMP/same2\""
 finish
