@@ -1,7 +1,12 @@
 /* File-system helpers; see fsutil.h. */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* realpath */
+#endif
 #include "io/fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -150,4 +155,41 @@ bool mp_file_foreign(const char *path, const char *prefix)
     close(fd);
     /* (a file cut inside its first bytes, as a torn write leaves it, is still ours) */
     return size > 0 && (got <= 0 || memcmp(head, prefix, (size_t)got) != 0);
+}
+
+bool mp_path_within(const char *dir, const char *path)
+{
+    char root[PATH_MAX], at[PATH_MAX], full[2 * PATH_MAX + 2];
+    struct stat sb;
+    if (!realpath(dir, root) || stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode) || !path[0] ||
+        strlen(path) >= sizeof at)
+        return false;
+    /* the longest existing prefix that ends at a '/': resolved; the part after it: appended */
+    snprintf(at, sizeof at, "%s", path);
+    size_t cut = strlen(at);
+    char resolved[PATH_MAX];
+    while (!realpath(at, resolved)) {
+        char *slash = strrchr(at, '/');
+        if (!slash) { /* nothing of it exists: relative to the working directory */
+            if (!realpath(".", resolved))
+                return false;
+            cut = 0;
+            break;
+        }
+        *slash = '\0';
+        cut = (size_t)(slash - at);
+        if (!at[0]) { /* "/x...": the root */
+            snprintf(resolved, sizeof resolved, "/");
+            break;
+        }
+    }
+    const char *rest = path + cut;
+    while (*rest == '/')
+        rest++;
+    snprintf(full, sizeof full, "%s%s%s", resolved, rest[0] && strcmp(resolved, "/") ? "/" : "",
+             rest);
+    size_t n = strlen(root);
+    if (strcmp(root, "/") == 0)
+        return true;
+    return strncmp(full, root, n) == 0 && (full[n] == '\0' || full[n] == '/');
 }

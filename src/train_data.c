@@ -8,6 +8,7 @@
 
 #include "io/augment.h"
 #include "io/folder.h"
+#include "io/fsutil.h"
 #include "io/h5data.h"
 #include "io/memcheck.h"
 #include "io/tokens.h"
@@ -15,10 +16,33 @@
 /* Pieces of 1 MiB each rank checks in a round of the shared token check. */
 enum { MP_TOKEN_ROUND = 32 };
 
+/* MP_EUSAGE when an output of the run lies inside a data.path that the format reads whole, a
+ * directory walked for text files or class folders: the next run would read the metrics, the
+ * trace (and, for image folders, checkpoint.dir) as data. */
+static mp_status outputs_outside_data(const mp_config *c)
+{
+    bool text = strcmp(c->data.format, "text") == 0;
+    if (!text && strcmp(c->data.format, "folder") != 0)
+        return MP_OK;
+    const char *key[3] = {"log.metrics", "log.trace", "checkpoint.dir"};
+    const char *val[3] = {c->log.metrics, c->log.trace, text ? "" : c->checkpoint.dir};
+    for (int i = 0; i < 3; i++)
+        if (val[i] && val[i][0] && mp_path_within(c->data.path, val[i])) {
+            char at[1200];
+            return mp_fail(MP_EUSAGE, "%s: %s lies inside data.path %s, which data.format "
+                           "\"%s\" reads whole (the next run would take it for data): put it "
+                           "elsewhere", mp_config_key_at(c, key[i], at, sizeof at), val[i],
+                           c->data.path, c->data.format);
+        }
+    return MP_OK;
+}
+
 mp_status mp_train_load_data(mp_trainer *t)
 {
     const mp_config *c = t->cfg;
     bool train = !t->forward_only;
+    if (train)
+        MP_TRY(outputs_outside_data(c));
     if (strcmp(c->data.format, "cifar10") == 0) {
         if (train)
             MP_TRY(mp_cifar10_load(&t->train, c->data.path, "train", c->data.train_limit));

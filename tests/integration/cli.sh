@@ -70,6 +70,15 @@ dry=$("$MPDIST" "$TMP/gpt_layers.cfg" --dry-run --set data.path="$TMP/corpus.txt
 grep -q '^total parameters: 21472$' <<<"$dry" && grep -Eq '^blocks.0 +transformer +\(N, 1, 16, 32\) +12704$' <<<"$dry" ||
   { echo "FAIL: gpt as model.layers dry run"; echo "$dry"; exit 1; }
 
+# A directory of text is read whole: the run's own metrics or trace inside it would become
+# training text in the next run (and change its split): refused, before anything is written.
+mkdir -p "$TMP/corpus" && cp "$TMP/corpus.txt" "$TMP/corpus/a.txt"
+expect_exit 2 "log.metrics: $TMP/corpus/runs/m.jsonl lies inside data.path $TMP/corpus, which data.format \"text\" reads whole" \
+  "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" "${gpt[@]}" --set data.path="\"$TMP/corpus\"" --set "log.metrics=\"$TMP/corpus/runs/m.jsonl\""
+expect_exit 2 "log.trace: $TMP/corpus/\.\./corpus/tr lies inside data.path" \
+  "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" "${gpt[@]}" --set data.path="\"$TMP/corpus\"" --set "log.trace=\"$TMP/corpus/../corpus/tr\""
+expect_ok "the refused run created nothing in the corpus" test ! -e "$TMP/corpus/runs"
+
 # A classifier on text: the outputs per sample do not match the labels per sample; a language
 # model on images: its embedding takes token ids; an embedding smaller than the data's ids.
 expect_exit 2 "the model gives 1 outputs per sample \(a classifier\) but the data has 16 labels" \
