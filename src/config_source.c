@@ -247,7 +247,8 @@ static mp_status expand(mp_config_src *s, const char *text, size_t len, int file
     enum { CODE, COMMENT, STRING } state = CODE;
     int line = 1, opened = 0;
     bool bol = true;
-    for (size_t i = 0; i < len;) {
+    size_t start = len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0; /* a UTF-8 BOM */
+    for (size_t i = start; i < len;) {
         char c = text[i];
         if (c == '\0')
             return fail_line(s, file, line, "NUL byte: a config file is text");
@@ -324,7 +325,9 @@ mp_status mp_config_src_read(mp_config_src *s, const char *path)
     mp_status st = add_file(s, path) < 0 ? mp_fail(MP_EINTERNAL, "%s: out of memory", path)
                                          : expand(s, body, len, 0, &open);
     free(body);
-    if (st == MP_OK && !s->text && !put(s, '\n', 0, 1))
+    /* a last line without its newline ends with one: libconfig 1.5's # and // comments end
+     * only at a newline, so a file whose last line is one was a syntax error */
+    if (st == MP_OK && (!s->text || s->text[s->len - 1] != '\n') && !put(s, '\n', 0, 1))
         st = put_failed(s, 0);
     if (st != MP_OK)
         mp_config_src_free(s);

@@ -411,6 +411,32 @@ static void test_syntax_and_io_errors(void **state)
     mp_test_cfg_expect_fail(g_dir, NULL, 0, g_dir, ": cannot read: Is a directory");
 }
 
+/* What editors write: a last line that is a comment without its newline (libconfig 1.5 ends
+ * # and // comments only at a newline), and a UTF-8 byte order mark, in a file and in an
+ * @included one; a BOM anywhere else is still an error. */
+static void test_editor_endings(void **state)
+{
+    (void)state;
+    char path[1200], inc[1200], prefix[1400];
+    const char *texts[] = {"data = { batch_size = 32; };\n# the end", "data = { batch_size = 32; };"
+                           " // the end", "\xEF\xBB\xBF" "data = { batch_size = 32; };\n"};
+    for (int i = 0; i < 3; i++) {
+        mp_config c;
+        write_cfg(path, sizeof path, "editor.cfg", texts[i]);
+        mp_test_cfg_load_ok(&c, path, NULL, 0);
+        assert_int_equal(c.data.batch_size, 32);
+        mp_config_free(&c);
+        write_cfg(inc, sizeof inc, "editor_inc.cfg", texts[i]);
+        write_cfg(path, sizeof path, "editor_main.cfg", "@include \"editor_inc.cfg\"\n// end");
+        mp_test_cfg_load_ok(&c, path, NULL, 0);
+        assert_int_equal(c.data.batch_size, 32);
+        mp_config_free(&c);
+    }
+    write_cfg(path, sizeof path, "bom2.cfg", "data = { batch_size = 32; };\n\xEF\xBB\xBF\n");
+    snprintf(prefix, sizeof prefix, "%s:2: ", path);
+    mp_test_cfg_expect_fail(path, NULL, 0, prefix, "syntax error");
+}
+
 static void test_include_relative(void **state)
 {
     (void)state;
@@ -541,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_transformer_layers),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_syntax_and_io_errors),
+        cmocka_unit_test(test_editor_endings),
         cmocka_unit_test(test_include_relative),
         cmocka_unit_test(test_round_trip),
     };
