@@ -162,9 +162,10 @@ static mp_status export_group(mp_h5r *r, mp_h5w *w, const char *group, const nam
 /* Refuses an export's output that it must not replace or cannot write (MP_EUSAGE): no path, a
  * path stat refuses for another reason than its absence (a name too long, say), anything but a
  * regular file (a directory, a device, a FIFO: the new file would take its name),
- * a new file whose directory is missing, not a directory or not writable, the input itself, or
- * a training checkpoint (what a run resumes from). A missing file or an earlier export is fine;
- * a file that is not a checkpoint is replaced, as cp would. */
+ * a new file whose directory is missing, not a directory or not writable, the input itself, a
+ * training checkpoint (what a run resumes from), or a file with bytes that is no checkpoint (a
+ * config or a dataset named by a slip: left as it is, as log.metrics leaves another program's
+ * file). A missing or empty file or an earlier export is replaced. */
 static mp_status export_target(const char *in, const char *out)
 {
     if (!out[0])
@@ -208,6 +209,10 @@ static mp_status export_target(const char *in, const char *out)
     if (full)
         return mp_fail(MP_EUSAGE, "export: %s is a training checkpoint; export will not replace "
                        "it (remove it first, or give another output path)", out);
+    if (st != MP_OK && so.st_size > 0)
+        return mp_fail(MP_EUSAGE, "export: %s holds something other than an mpdist checkpoint; "
+                       "export will not replace it (remove it first, or give another output "
+                       "path)", out);
     return MP_OK;
 }
 

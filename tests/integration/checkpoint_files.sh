@@ -201,12 +201,17 @@ expect_exit 2 "--dtype: must be fp16, bf16 or fp32 \(got 'fp8'\)" "$MPDIST" expo
 expect_exit 2 "--keep-batchnorm-fp32: the export is FP32 already" "$MPDIST" export "$MLP" "$TMP/y.h5" --dtype fp32 --keep-batchnorm-fp32
 expect_exit 2 "--keep-batchnorm-fp32 is an option of mpdist export" "$MPDIST" eval "$CFG" --checkpoint "$MLP" --keep-batchnorm-fp32
 # export never replaces what it must not: the checkpoint itself, another training checkpoint, a
-# FIFO or a directory (exit 2, left as they were), nor writes into a directory that does not
-# exist (exit 2); it replaces an earlier export or a file that is no checkpoint, as cp would.
+# file with bytes that is no checkpoint (a config named by a slip), a FIFO or a directory (exit
+# 2, left as they were), nor writes into a directory that does not exist (exit 2); it replaces
+# an earlier export or an empty file (before 2026-12-03 it replaced any file but a checkpoint).
 sum_mlp=$(sha256sum <"$MLP") sum_cnn=$(sha256sum <"$CNN")
 mkfifo "$TMP/fifo.h5" && mkdir "$TMP/outdir"
 expect_exit 2 "export: .*ckpt-[0-9]+.h5 is the checkpoint being exported" "$MPDIST" export "$MLP" "$MLP"
 expect_exit 2 "export: .*ckpt-[0-9]+.h5 is a training checkpoint; export will not replace it" "$MPDIST" export "$MLP" "$CNN"
+cp "$CFG" "$TMP/cfg-copy.cfg" && sum_cfg=$(sha256sum <"$CFG")
+expect_exit 2 "export: $TMP/cfg-copy.cfg holds something other than an mpdist checkpoint; export will not replace it" \
+  "$MPDIST" export "$MLP" "$TMP/cfg-copy.cfg"
+[ "$(sha256sum <"$TMP/cfg-copy.cfg")" = "$sum_cfg" ] || { echo "FAIL: a refused export changed the config"; exit 1; }
 expect_exit 2 "export: .*fifo.h5 is not a regular file \(a device, FIFO or socket\)" "$MPDIST" export "$MLP" "$TMP/fifo.h5"
 expect_exit 2 "export: .*outdir is not a regular file \(a directory\)" "$MPDIST" export "$MLP" "$TMP/outdir"
 expect_exit 2 "export: the output path is empty" "$MPDIST" export "$MLP" ""
@@ -227,7 +232,8 @@ expect_exit 2 "log.metrics: $TMP/fifo.h5: a FIFO that no process reads" \
 [ "$(sha256sum <"$MLP")" = "$sum_mlp" ] && [ "$(sha256sum <"$CNN")" = "$sum_cnn" ] && [ -p "$TMP/fifo.h5" ] ||
   { echo "FAIL: a refused export or run changed its target"; exit 1; }
 check "export over an export" "$MPDIST" export "$MLP" "$TMP/mlp-fp16.h5" --dtype bf16
-check "export over a text file" "$MPDIST" export "$MLP" "$TMP/text.h5"
+: >"$TMP/empty.h5"
+check "export over an empty file" "$MPDIST" export "$MLP" "$TMP/empty.h5"
 echo "ok: export refuses its input, a training checkpoint, a FIFO, a directory, a missing directory and an empty path"
 expect_exit 2 "usage: mpdist eval CONFIG.cfg --checkpoint FILE.h5" "$MPDIST" eval "$CFG"
 expect_exit 2 "--checkpoint is an option of mpdist eval" "$MPDIST" "$CFG" --checkpoint "$MLP"
