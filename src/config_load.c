@@ -5,6 +5,7 @@
  * an override created (marked by its libconfig hook). */
 #include "src/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -449,15 +450,51 @@ static mp_status refuse_literal(void *ctx, const mp_int_literal *lit)
                           at, lit->key, lit->text, lit->text);
 }
 
+/* The setting name on line `line` (1-based) of text, into name (cap bytes), when the line
+ * sets exactly one (a name, then = or :), else "": the name libconfig's "duplicate setting
+ * name" is about, which it does not say. Names in strings or comments are not told apart: a
+ * line with more than one candidate names none. */
+static void line_name(const char *text, int line, char *name, size_t cap)
+{
+    name[0] = '\0';
+    for (int l = 1; l < line && text; l++)
+        text = (text = strchr(text, '\n')) ? text + 1 : NULL;
+    int found = 0;
+    for (const char *p = text; p && *p && *p != '\n';) {
+        size_t n = 0;
+        if (isalpha((unsigned char)*p) || *p == '*')
+            while (p[n] && (isalnum((unsigned char)p[n]) || strchr("-_*", p[n])))
+                n++;
+        if (n == 0) {
+            p++;
+            continue;
+        }
+        const char *q = p + n + strspn(p + n, " \t");
+        if ((*q == '=' || *q == ':') && found++ == 0 && n < cap) {
+            memcpy(name, p, n);
+            name[n] = '\0';
+        }
+        p += n;
+    }
+    if (found != 1)
+        name[0] = '\0';
+}
+
 /* Reads the file and its @includes (config_source.c) and hands libconfig the combined text, so
  * its scanner never opens a file; messages name the file and line through src's line map. */
 static mp_status read_file(config_t *cfg, const char *path, mp_config_src *src)
 {
     MP_TRY(mp_config_src_read(src, path));
     if (!config_read_string(cfg, src->text)) {
-        char at[640];
+        char at[640], name[64] = "";
         mp_config_src_where(src, config_error_line(cfg), at, sizeof at);
-        return mp_config_fail("%s: %s", at, config_error_text(cfg));
+        const char *why = config_error_text(cfg);
+        if (why && strcmp(why, "duplicate setting name") == 0)
+            line_name(src->text, config_error_line(cfg), name, sizeof name);
+        if (name[0])
+            return mp_config_fail("%s: %s: given twice in its group (duplicate setting name)",
+                                  at, name);
+        return mp_config_fail("%s: %s", at, why);
     }
     return mp_config_scan_int_literals(src->text, false, refuse_literal, src);
 }

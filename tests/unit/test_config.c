@@ -402,7 +402,10 @@ static void test_syntax_and_io_errors(void **state)
 
     write_cfg(path, sizeof path, "dup.cfg", "optim = {\n  lr = 0.1;\n  lr = 0.2;\n};\n");
     snprintf(prefix, sizeof prefix, "%s:3: ", path);
-    mp_test_cfg_expect_fail(path, NULL, 0, prefix, "duplicate");
+    mp_test_cfg_expect_fail(path, NULL, 0, prefix, "lr: given twice in its group");
+    write_cfg(path, sizeof path, "dup2.cfg", "data = { batch_size = 8; };\n\tdata: { };\n");
+    snprintf(prefix, sizeof prefix, "%s:2: ", path);
+    mp_test_cfg_expect_fail(path, NULL, 0, prefix, "data: given twice in its group");
 
     snprintf(path, sizeof path, "%s/no-such.cfg", g_dir);
     snprintf(prefix, sizeof prefix, "%s: cannot read: ", path);
