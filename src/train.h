@@ -220,7 +220,8 @@ void mp_train_write_summary(const mp_trainer *t, const mp_train_result *r);
 /* Collective, after rank 0 loaded a checkpoint (mp_checkpoint_load) or found nothing to load:
  * broadcasts the resume point, the scaler, the parameters, the BatchNorm statistics and the
  * optimizer state to every rank, and replans the steps for this rank count. Rank 0's load
- * checked the generator table against the resume point. */
+ * checked the generator table against the resume point. MP_EUSAGE on every rank when the rest
+ * of the resumed epoch has a batch the model refuses (mp_train_check_batches). */
 mp_status mp_train_share_start(mp_trainer *t);
 
 /* Opens this rank's trace file (log.trace; collective then: the clocks are aligned), the
@@ -281,6 +282,13 @@ int64_t mp_train_batches(const mp_trainer *t, int64_t count);
 /* Optimizer steps for `count` samples of this rank in one epoch: its batches in windows of
  * train.accum_steps, the last window taking what is left. */
 int64_t mp_train_steps(const mp_trainer *t, int64_t count);
+
+/* MP_OK when the model can train every batch of an epoch of `count` samples a rank (the batches
+ * of mp_train_batches: data.batch_size, and a shorter last one), else MP_EUSAGE naming the batch
+ * and the layer's refusal (mp_model_check_batch), for set-up (resumed: the rest of a resumed
+ * epoch, which a new rank count or batch size shards anew) to say before any step what every
+ * rank would meet in it. The same on every rank. */
+mp_status mp_train_check_batches(const mp_trainer *t, int64_t count, bool resumed);
 
 /* ZeRO-1 (optim.zero = 1 on several ranks): makes every rank's separate FP32 masters and
  * optimizer slots whole-group copies gathered from their owners, for the code that reads or

@@ -21,6 +21,8 @@ mp_status mp_train_share_start(mp_trainer *t)
     if (t->start.world_size == 0)
         return MP_OK; /* a fresh start: the initial parameters are all there is */
     mp_train_replan(t);
+    if (t->start.step < t->total_steps)
+        MP_TRY(mp_train_check_batches(t, mp_sampler_share(&t->sampler, t->start.position), true));
     if (t->comm->size == 1)
         return MP_OK;
     MP_TRY(mp_train_sync_buffers(t));

@@ -416,23 +416,28 @@ int mp_train_cores_allowed(void)
     return n;
 }
 
-/* The batches training runs, checked against the model before any step (their refusal in a
- * step would come from every rank at once): data.batch_size, and the shorter last batch of an
- * epoch that data.drop_last = false keeps (resumed epochs end with it too). */
-static mp_status check_batches(const mp_trainer *t)
+mp_status mp_train_check_batches(const mp_trainer *t, int64_t count, bool resumed)
 {
     const mp_config *c = t->cfg;
-    int64_t b = c->data.batch_size, n = t->sampler.num_local, tail = n % b;
+    int64_t b = c->data.batch_size;
+    /* mp_train_batches' batches of count: full ones, then what is left, or one short batch */
+    int64_t last = count < b ? count : c->data.drop_last || count % b == 0 ? b : count % b;
     char at[1200];
-    if (n >= b && mp_model_check_batch(&t->model, b, true) != MP_OK)
+    if (count >= b && mp_model_check_batch(&t->model, b, true) != MP_OK)
         return mp_fail(MP_EUSAGE, "%s = %lld: %s", mp_config_key_at(c, "data.batch_size", at,
                        sizeof at), (long long)b, mp_error_message());
-    if (!c->data.drop_last && tail > 0 && mp_model_check_batch(&t->model, tail, true) != MP_OK)
-        return mp_fail(MP_EUSAGE, "%s: the last batch of each epoch holds %lld of a rank's %lld "
-                       "samples: %s; data.drop_last = true drops that batch",
-                       mp_config_key_at(c, "data.drop_last", at, sizeof at), (long long)tail,
-                       (long long)n, mp_error_message());
-    return MP_OK;
+    if (last < 1 || last == b || mp_model_check_batch(&t->model, last, true) == MP_OK)
+        return MP_OK;
+    if (resumed)
+        return mp_fail(MP_EUSAGE, "the rest of the resumed epoch ends with a batch of %lld of "
+                       "a rank's %lld samples (data.batch_size = %lld on %d rank%s): %s; resume "
+                       "with another rank count or batch size", (long long)last,
+                       (long long)count, (long long)b, t->comm->size,
+                       t->comm->size > 1 ? "s" : "", mp_error_message());
+    return mp_fail(MP_EUSAGE, "%s: the last batch of each epoch holds %lld of a rank's %lld "
+                   "samples: %s; data.drop_last = true drops that batch",
+                   mp_config_key_at(c, "data.drop_last", at, sizeof at), (long long)last,
+                   (long long)count, mp_error_message());
 }
 
 /* What training adds to the evaluation's set-up: the sampler's shard and the steps it makes,
@@ -451,7 +456,7 @@ static mp_status setup_training(mp_trainer *t)
                        "less than data.batch_size = %lld, so every batch would be dropped",
                        mp_config_key_at(cfg, "data.drop_last", at, sizeof at),
                        (long long)t->sampler.num_local, (long long)cfg->data.batch_size);
-    MP_TRY(check_batches(t));
+    MP_TRY(mp_train_check_batches(t, t->sampler.num_local, false));
     plan_steps(t);
     setup_schedule(t);
     setup_optimizer(t);

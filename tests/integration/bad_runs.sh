@@ -66,4 +66,12 @@ expect_ok "drop_last = true trains it" "$MPDIST" "$TMP/bn_tail.cfg" --set data.d
 expect_exit 2 "data.batch_size = 33: layer attn: attention dropout over a batch of 33 \(8 heads, 4096 tokens\) draws 4429185024 counters, more than the 2\^32 of a step" \
   "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" --set data.context=4096 --set data.batch_size=33 --set model.heads=8 \
   --set model.dim=16 --set model.depth=1 --set model.dropout=0.1 --dry-run
+# A resumed epoch with another batch size is cut anew: 32 samples left at data.batch_size = 31
+# end with a batch of 1, refused before the first step of the resumed run.
+mkdir -p "$TMP/bn_ck"
+expect_ok "2 steps of the BatchNorm model, saved" "$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=64 \
+  --set train.max_steps=2 --set "checkpoint.dir=\"$TMP/bn_ck\"" --set checkpoint.every_steps=2
+expect_exit 2 "the rest of the resumed epoch ends with a batch of 1 of a rank.s 32 samples \(data.batch_size = 31 on 1 rank\): layer layers.0: batchnorm" \
+  "$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=64 --set data.batch_size=31 \
+  --set "checkpoint.dir=\"$TMP/bn_ck\"" --resume auto
 finish
