@@ -183,11 +183,23 @@ bool mp_path_within(const char *dir, const char *path)
             break;
         }
     }
-    const char *rest = path + cut;
-    while (*rest == '/')
-        rest++;
-    snprintf(full, sizeof full, "%s%s%s", resolved, rest[0] && strcmp(resolved, "/") ? "/" : "",
-             rest);
+    /* the rest's names appended, "." dropped and ".." taking the last name off, as the
+     * directories mp_make_parents creates will resolve */
+    snprintf(full, sizeof full, "%s", strcmp(resolved, "/") ? resolved : "");
+    for (const char *p = path + cut; *p;) {
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            char *slash = strrchr(full, '/');
+            if (slash)
+                *slash = '\0';
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            size_t at_end = strlen(full);
+            snprintf(full + at_end, sizeof full - at_end, "/%.*s", (int)len, p);
+        }
+        p += len + (p[len] == '/');
+    }
+    if (!full[0])
+        snprintf(full, sizeof full, "/");
     size_t n = strlen(root);
     if (strcmp(root, "/") == 0)
         return true;

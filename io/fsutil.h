@@ -36,8 +36,8 @@ FILE *mp_fopen_output(const char *path, bool append, const char **why);
 bool mp_file_foreign(const char *path, const char *prefix);
 
 /* Whether `path` (which need not exist yet: its nearest existing ancestor is resolved, links
- * and all, and the rest appended) is directory `dir` or lies under it. False when dir is no
- * existing directory. */
+ * and all, and the rest's names appended, "." dropped and ".." taking one off) is directory
+ * `dir` or lies under it. False when dir is no existing directory. */
 bool mp_path_within(const char *dir, const char *path);
 
 /* MP_OK when `dir` is an existing directory, else MP_EDATA with "DIR: no such directory",

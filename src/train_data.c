@@ -16,24 +16,29 @@
 /* Pieces of 1 MiB each rank checks in a round of the shared token check. */
 enum { MP_TOKEN_ROUND = 32 };
 
-/* MP_EUSAGE when an output of the run lies inside a data.path that the format reads whole, a
- * directory walked for text files or class folders: the next run would read the metrics, the
- * trace (and, for image folders, checkpoint.dir) as data. */
+/* MP_EUSAGE when an output of the run lies inside a directory that the format reads whole:
+ * text's data.path, walked for text files, or an image folder's train/ and val/, whose
+ * directories are classes: the next run would read the metrics, the trace (and, for image
+ * folders, checkpoint.dir) as data. */
 static mp_status outputs_outside_data(const mp_config *c)
 {
     bool text = strcmp(c->data.format, "text") == 0;
     if (!text && strcmp(c->data.format, "folder") != 0)
         return MP_OK;
+    char read[2][1100];
+    snprintf(read[0], sizeof read[0], text ? "%s" : "%s/train", c->data.path);
+    snprintf(read[1], sizeof read[1], text ? "%s" : "%s/val", c->data.path);
     const char *key[3] = {"log.metrics", "log.trace", "checkpoint.dir"};
     const char *val[3] = {c->log.metrics, c->log.trace, text ? "" : c->checkpoint.dir};
     for (int i = 0; i < 3; i++)
-        if (val[i] && val[i][0] && mp_path_within(c->data.path, val[i])) {
-            char at[1200];
-            return mp_fail(MP_EUSAGE, "%s: %s lies inside data.path %s, which data.format "
-                           "\"%s\" reads whole (the next run would take it for data): put it "
-                           "elsewhere", mp_config_key_at(c, key[i], at, sizeof at), val[i],
-                           c->data.path, c->data.format);
-        }
+        for (int r = 0; r < 2 && val[i] && val[i][0]; r++)
+            if (mp_path_within(read[r], val[i])) {
+                char at[1200];
+                return mp_fail(MP_EUSAGE, "%s: %s lies inside %s, which data.format \"%s\" "
+                               "reads whole (the next run would take it for data): put it "
+                               "elsewhere", mp_config_key_at(c, key[i], at, sizeof at), val[i],
+                               read[r], c->data.format);
+            }
     return MP_OK;
 }
 

@@ -73,9 +73,9 @@ grep -q '^total parameters: 21472$' <<<"$dry" && grep -Eq '^blocks.0 +transforme
 # A directory of text is read whole: the run's own metrics or trace inside it would become
 # training text in the next run (and change its split): refused, before anything is written.
 mkdir -p "$TMP/corpus" && cp "$TMP/corpus.txt" "$TMP/corpus/a.txt"
-expect_exit 2 "log.metrics: $TMP/corpus/runs/m.jsonl lies inside data.path $TMP/corpus, which data.format \"text\" reads whole" \
+expect_exit 2 "log.metrics: $TMP/corpus/runs/m.jsonl lies inside $TMP/corpus, which data.format \"text\" reads whole" \
   "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" "${gpt[@]}" --set data.path="\"$TMP/corpus\"" --set "log.metrics=\"$TMP/corpus/runs/m.jsonl\""
-expect_exit 2 "log.trace: $TMP/corpus/\.\./corpus/tr lies inside data.path" \
+expect_exit 2 "log.trace: $TMP/corpus/\.\./corpus/tr lies inside $TMP/corpus," \
   "$MPDIST" "$SRC/configs/fortunes-gpt.cfg" "${gpt[@]}" --set data.path="\"$TMP/corpus\"" --set "log.trace=\"$TMP/corpus/../corpus/tr\""
 expect_ok "the refused run created nothing in the corpus" test ! -e "$TMP/corpus/runs"
 

@@ -76,8 +76,10 @@ rm "$TMP/fm/train/zz"
 mkdir -p "$TMP/noval" && cp -r "$TMP/fm/train" "$TMP/noval/"
 expect_exit 3 'noval/val: no such directory' "${one[@]}" --set "data.path=\"$TMP/noval\""
 # The run's outputs inside the folder would be read back as classes or images: refused (exit 2).
-expect_exit 2 "checkpoint.dir: $TMP/fm/train/ck lies inside data.path $TMP/fm, which data.format \"folder\" reads whole" \
+expect_exit 2 "checkpoint.dir: $TMP/fm/train/ck lies inside $TMP/fm/train, which data.format \"folder\" reads whole" \
   "${one[@]}" --set "data.path=\"$TMP/fm\"" --set "checkpoint.dir=\"$TMP/fm/train/ck\"" --dry-run
+expect_ok "outputs beside train/ and val/ are fine" "${one[@]}" --set "data.path=\"$TMP/fm\"" \
+  --set "checkpoint.dir=\"$TMP/fm/ck\"" --set "log.metrics=\"$TMP/fm/m.jsonl\"" --dry-run
 printf 'data: { format = "folder"; };\n' >"$TMP/nopath.cfg"
 expect_exit 2 "nopath.cfg: folder data needs data.path" "$MPDIST" "$TMP/nopath.cfg"
 expect_exit 2 'data.channels: image folders have 1 \(luminance\) or 3 \(RGB\) channels' \

@@ -1,7 +1,7 @@
 /* io/fsutil.h's mp_path_within: a path is inside a directory by what it resolves to (links,
- * "..", a relative start), also where its last parts do not exist yet; a sibling that only
- * shares the directory's name as a prefix is not inside, nor is anything of a directory that
- * does not exist. */
+ * "..", a relative start), also where its last parts do not exist yet (their ".." taken as
+ * the directories made for them will resolve); a sibling that only shares the directory's name
+ * as a prefix is not inside, nor is anything of a directory that does not exist. */
 #include "tests/util/test_util.h"
 
 #include <limits.h>
@@ -24,6 +24,10 @@ static void test_path_within(void **state)
     snprintf(p, sizeof p, "%s/sub/new/m.jsonl", data); /* none of it exists yet */
     assert_true(mp_path_within(data, p));
     snprintf(p, sizeof p, "%s/../data/x", data);
+    assert_true(mp_path_within(data, p));
+    snprintf(p, sizeof p, "%s/new/../../x/m.jsonl", data); /* ".." past names yet to be made */
+    assert_false(mp_path_within(data, p));
+    snprintf(p, sizeof p, "%s/new/./../data/./m.jsonl", root);
     assert_true(mp_path_within(data, p));
     snprintf(p, sizeof p, "%s/data2/m.jsonl", root); /* "data" is a prefix of its name only */
     assert_false(mp_path_within(data, p));
