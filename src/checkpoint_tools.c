@@ -201,6 +201,8 @@ static mp_status export_target(const char *in, const char *out)
     mp_h5r *r = NULL;
     char *kind = NULL;
     mp_status st = mp_checkpoint_open(out, &r, &kind);
+    char why[512];
+    snprintf(why, sizeof why, "%s", st == MP_OK ? "" : mp_error_message());
     mp_error_clear();
     bool full = st == MP_OK && kind && strcmp(kind, "full") == 0;
     free(kind);
@@ -210,9 +212,8 @@ static mp_status export_target(const char *in, const char *out)
         return mp_fail(MP_EUSAGE, "export: %s is a training checkpoint; export will not replace "
                        "it (remove it first, or give another output path)", out);
     if (st != MP_OK && so.st_size > 0)
-        return mp_fail(MP_EUSAGE, "export: %s holds something other than an mpdist checkpoint; "
-                       "export will not replace it (remove it first, or give another output "
-                       "path)", out);
+        return mp_fail(MP_EUSAGE, "export: %s is no checkpoint that export may replace (%s); "
+                       "remove it first, or give another output path", out, why);
     return MP_OK;
 }
 

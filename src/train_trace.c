@@ -99,8 +99,8 @@ mp_status mp_train_trace_spares(const char *trace, const char *metrics)
                        "outside it", metrics);
     const char *slash = strrchr(metrics, '/');
     char dir[1200];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - metrics) : 1,
-             slash ? (slash == metrics ? "/" : metrics) : ".");
+    snprintf(dir, sizeof dir, "%.*s", !slash ? 1 : slash == metrics ? 1 : (int)(slash - metrics),
+             !slash ? "." : slash == metrics ? "/" : metrics);
     if (rank_of(slash ? slash + 1 : metrics) >= 0 && same_file(dir, trace))
         return mp_fail(MP_EUSAGE, "log.metrics: %s is a rank file's name in log.trace %s, "
                        "which the trace writes: name another file", metrics, trace);

@@ -209,7 +209,7 @@ mkfifo "$TMP/fifo.h5" && mkdir "$TMP/outdir"
 expect_exit 2 "export: .*ckpt-[0-9]+.h5 is the checkpoint being exported" "$MPDIST" export "$MLP" "$MLP"
 expect_exit 2 "export: .*ckpt-[0-9]+.h5 is a training checkpoint; export will not replace it" "$MPDIST" export "$MLP" "$CNN"
 cp "$CFG" "$TMP/cfg-copy.cfg" && sum_cfg=$(sha256sum <"$CFG")
-expect_exit 2 "export: $TMP/cfg-copy.cfg holds something other than an mpdist checkpoint; export will not replace it" \
+expect_exit 2 "export: $TMP/cfg-copy.cfg is no checkpoint that export may replace \(.*cfg-copy.cfg: not a readable HDF5 file.*\); remove it first" \
   "$MPDIST" export "$MLP" "$TMP/cfg-copy.cfg"
 [ "$(sha256sum <"$TMP/cfg-copy.cfg")" = "$sum_cfg" ] || { echo "FAIL: a refused export changed the config"; exit 1; }
 expect_exit 2 "export: .*fifo.h5 is not a regular file \(a device, FIFO or socket\)" "$MPDIST" export "$MLP" "$TMP/fifo.h5"
