@@ -119,7 +119,7 @@ usage_error 2 "--delay: give" bash "$box/shape.sh" 2 --delay 5
 usage_error 2 "--loss: give a percentage" bash "$box/shape.sh" 2 --loss 101
 usage_error 2 "--rate: give" bash "$box/shape.sh" 2 --rate fast
 usage_error 2 "--delay: at most 60 s" bash "$box/shape.sh" 2 --delay 61s
-usage_error 77 "need mpdist-delayline" env MPDIST_DELAYLINE=/nonexistent bash "$box/shape.sh" 2 --delay 1ms
+usage_error 77 "need mpdist-delayline" env MPDIST_DELAYLINE="$TMP/no-such-delayline" bash "$box/shape.sh" 2 --delay 1ms
 mkdir -p "$TMP/bin" && ln -s "$(command -v ip)" "$(command -v tc)" "$TMP/bin/"
 usage_error 77 "need iptables" env PATH="$TMP/bin:/usr/bin:/bin" bash "$box/shape.sh" 2 --delay 1ms
 usage_error 2 "a number in range" "$MPDIST_DELAYLINE" --queue 0 --delay-us -1
