@@ -42,16 +42,12 @@ mp_status mp_env_check(void)
         const char *v;
         if (lookup((mp_env_var)var, &v) != -2)
             continue;
-        char list[64] = "", shown[101];
+        char list[64] = "";
         for (int i = 0; i < MP_ENV_MAX_VALUES && vars[var].values[i]; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                      vars[var].values[i]);
-        snprintf(shown, sizeof shown, "%s", v);
-        for (char *c = shown; *c; c++) /* one line, whatever the value holds */
-            if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                *c = '?';
-        return mp_fail(MP_EUSAGE, "%s: \"%s\" is not one of its values (%s)", vars[var].name,
-                       shown, list);
+        return mp_fail(MP_EUSAGE, "%s: \"%.100s\" is not one of its values (%s)",
+                       vars[var].name, v, list);
     }
     return MP_OK;
 }

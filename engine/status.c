@@ -26,6 +26,9 @@ mp_status mp_fail(mp_status code, const char *fmt, ...)
         free(all);
     }
     va_end(again);
+    for (char *p = line; *p; p++) /* one line, whatever a path or value in it holds */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     memcpy(mp_last_message, line, sizeof line);
     return code;
 }

@@ -17,9 +17,10 @@ typedef enum mp_status {
                          the run ends as a stop does (exit 0, or 128 + the signal's number) */
 } mp_status;
 
-/* Records a printf-style one-line message for the calling thread and returns `code`.
- * The message replaces any earlier one, and may be built from it (mp_error_message() as an
- * argument adds context to the last error). One longer than 1023 bytes (a long path in it)
+/* Records a printf-style one-line message for the calling thread and returns `code`: control
+ * characters in it (a newline in a path or value) become '?'. The message replaces any earlier
+ * one, and may be built from it (mp_error_message() as an argument adds context to the last
+ * error). One longer than 1023 bytes (a long path in it)
  * keeps its first 400 bytes and its end, where the reason is, joined by " [...] ". */
 mp_status mp_fail(mp_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -20,9 +20,6 @@ static void short_desc(char *buf, size_t cap, const char *desc)
                  (int)(end - (m + sizeof key - 1)), m + sizeof key - 1);
     else
         snprintf(buf, cap, "%s", desc);
-    for (char *c = buf; *c; c++) /* one line */
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
 }
 
 static herr_t innermost(unsigned n, const H5E_error2_t *e, void *arg)

@@ -25,22 +25,11 @@
 #include "src/signals.h"
 #include "src/train.h"
 
-/* The last error message as one line in line (cap bytes): control characters (a newline in a
- * path or value) become '?'. Returns line. */
-static const char *one_line(char *line, size_t cap)
-{
-    snprintf(line, cap, "%s", mp_error_message());
-    for (char *p = line; *p; p++)
-        if ((unsigned char)*p < 0x20)
-            *p = '?';
-    return line;
-}
-
-/* Prints the last error as one "mpdist: error: ..." line on stderr; returns st (the exit code). */
+/* Prints the last error as one "mpdist: error: ..." line on stderr (mp_fail keeps it one line);
+ * returns st (the exit code). */
 static int report(mp_status st)
 {
-    char line[1024];
-    fprintf(stderr, "mpdist: error: %s\n", one_line(line, sizeof line));
+    fprintf(stderr, "mpdist: error: %s\n", mp_error_message());
     fflush(stderr);
     return (int)st;
 }
@@ -82,10 +71,9 @@ static int agree(mp_comm *comm, mp_status st)
     if (comm->broken)
         return fail_midway(comm, MP_ECOMM);
     if (all == MP_ESTOPPED) {
-        char line[1024];
         if (comm->rank == reporter)
             printf("%s, before the first step: nothing trained, nothing saved\n",
-                   one_line(line, sizeof line));
+                   mp_error_message());
         return (int)all;
     }
     if (comm->rank == reporter)

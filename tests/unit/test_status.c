@@ -1,7 +1,8 @@
 /* The last-error message (engine/status.h) and the stop request (engine/stop.h): a message
  * longer than its buffer keeps its head and the end that says why (a 100 KB path once left
- * only its own first kilobyte); a message built from the last one; the stop request's first
- * signal stays, and mp_stop_check names it and what was stopped. */
+ * only its own first kilobyte); a message built from the last one, and one whose arguments
+ * hold control characters, kept one line; the stop request's first signal stays, and
+ * mp_stop_check names it and what was stopped. */
 #include "tests/util/test_util.h"
 
 #include <signal.h>
@@ -47,6 +48,8 @@ static void test_short_and_chained_messages(void **state)
     assert_memory_equal(mp_error_message(), "context: xxx", 12);
     mp_error_clear();
     assert_string_equal(mp_error_message(), "");
+    mp_fail(MP_EUSAGE, "%s: bad", "dir\nname\twith\x7f\x1b[31m"); /* one line, always */
+    assert_string_equal(mp_error_message(), "dir?name?with??[31m: bad");
 }
 
 static void test_stop_request(void **state)
