@@ -152,19 +152,9 @@ static bool temp_name(const char *name)
 
 bool mp_ckpt_dir_names(const char *dir, const char *path)
 {
-    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
-    char parent[4096];
-    int n = slash ? snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path)
-                  : snprintf(parent, sizeof parent, ".");
-    if (n < 0 || (size_t)n >= sizeof parent)
-        return false;
-    if (!parent[0])
-        snprintf(parent, sizeof parent, "/");
-    struct stat a, b;
-    if (stat(dir, &a) != 0 || stat(parent, &b) != 0 || a.st_dev != b.st_dev ||
-        a.st_ino != b.st_ino)
-        return false;
-    return mp_ckpt_name_step(name) >= 0 || temp_name(name) || strcmp(name, ".mpdist.lock") == 0;
+    const char *name = mp_path_name_in(dir, path);
+    return name && (mp_ckpt_name_step(name) >= 0 || temp_name(name) ||
+                    strcmp(name, ".mpdist.lock") == 0);
 }
 
 /* Appends ", NAME" (or NAME first) to the list at list[0..cap), keeping it a string. */

@@ -205,3 +205,17 @@ bool mp_path_within(const char *dir, const char *path)
         return true;
     return strncmp(full, root, n) == 0 && (full[n] == '\0' || full[n] == '/');
 }
+
+const char *mp_path_name_in(const char *dir, const char *path)
+{
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    char parent[4096];
+    int n = !slash ? snprintf(parent, sizeof parent, ".")
+            : slash == path ? snprintf(parent, sizeof parent, "/")
+                            : snprintf(parent, sizeof parent, "%.*s", (int)(slash - path), path);
+    struct stat a, b;
+    if (n < 0 || (size_t)n >= sizeof parent || stat(dir, &a) != 0 || stat(parent, &b) != 0 ||
+        a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        return NULL;
+    return name;
+}

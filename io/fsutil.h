@@ -35,6 +35,11 @@ FILE *mp_fopen_output(const char *path, bool append, const char **why);
  * start of `prefix` (cut short) are not. */
 bool mp_file_foreign(const char *path, const char *prefix);
 
+/* The last name of `path` when the directory it is in (the part before its last '/'; "." when
+ * there is none, "/" for "/NAME") is directory `dir` itself (the same device and inode), else
+ * NULL; NULL too when either directory does not exist. A pointer into path. */
+const char *mp_path_name_in(const char *dir, const char *path);
+
 /* Whether `path` (which need not exist yet: its nearest existing ancestor is resolved, links
  * and all, and the rest's names appended, "." dropped and ".." taking one off) is directory
  * `dir` or lies under it. False when dir is no existing directory. */

@@ -97,11 +97,8 @@ mp_status mp_train_trace_spares(const char *trace, const char *metrics)
     if (same_file(metrics, trace))
         return mp_fail(MP_EUSAGE, "log.metrics: %s is log.trace's directory: name a file "
                        "outside it", metrics);
-    const char *slash = strrchr(metrics, '/');
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%.*s", !slash ? 1 : slash == metrics ? 1 : (int)(slash - metrics),
-             !slash ? "." : slash == metrics ? "/" : metrics);
-    if (rank_of(slash ? slash + 1 : metrics) >= 0 && same_file(dir, trace))
+    const char *name = mp_path_name_in(trace, metrics);
+    if (name && rank_of(name) >= 0)
         return mp_fail(MP_EUSAGE, "log.metrics: %s is a rank file's name in log.trace %s, "
                        "which the trace writes: name another file", metrics, trace);
     return MP_OK;
