@@ -20,7 +20,8 @@ struct mp_metrics {
     FILE *f;       /* NULL for a sink that writes nothing */
     char *path;
     bool reported; /* an I/O error was already printed */
-    bool no_cut;   /* the job's stdout or stderr: a failed record is not cut back from it */
+    bool cut;      /* a regular file of its own (not the job's stdout or stderr log): a record
+                      that fails to write is cut back from it */
 };
 
 /* What every metrics file starts with: its first record's first member (record_begin). */
@@ -69,13 +70,15 @@ static mp_status open_sink(mp_metrics **m, const char *path, bool append)
     mp_status st = refuse_foreign(path);
     const char *why = "out of memory";
     s->path = st == MP_OK ? strdup(path) : NULL;
-    s->no_cut = std_stream(path);
-    s->f = s->path ? mp_fopen_output(path, append || s->no_cut, &why) : NULL;
+    bool shared = std_stream(path);
+    s->f = s->path ? mp_fopen_output(path, append || shared, &why) : NULL;
     if (!s->f) {
         free(s->path);
         free(s);
         return st != MP_OK ? st : mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, why);
     }
+    struct stat sb;
+    s->cut = !shared && fstat(fileno(s->f), &sb) == 0 && S_ISREG(sb.st_mode);
     *m = s;
     return MP_OK;
 }
@@ -141,14 +144,12 @@ static void report(mp_metrics *m, int e)
 }
 
 /* Writes the n bytes of a record to fd (stdio's buffer stays empty: every record goes through
- * here). 0, or the errno of a failed write, after which a regular file is cut back to where the
- * record began (unless no_cut: a log others write too): a full disk or a file size limit
- * leaves whole lines, never a torn one that the next record would join. */
-static int write_whole(int fd, const char *buf, size_t n, bool no_cut)
+ * here). 0, or the errno of a failed write, after which the file is cut back to where the
+ * record began when `cut`: a full disk or a file size limit leaves whole lines, never a torn
+ * one that the next record would join. */
+static int write_whole(int fd, const char *buf, size_t n, bool cut)
 {
-    struct stat sb;
-    bool regular = !no_cut && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
-    off_t start = regular ? lseek(fd, 0, SEEK_END) : -1;
+    off_t start = cut ? lseek(fd, 0, SEEK_END) : -1;
     for (size_t done = 0; done < n;) {
         ssize_t w = write(fd, buf + done, n - done);
         if (w < 0 && errno == EINTR)
@@ -190,7 +191,7 @@ static void record_end(mp_metrics *m, cJSON *o)
     }
     size_t n = strlen(line);
     line[n] = '\n'; /* cJSON's terminator becomes the line's end: one write for the record */
-    int e = write_whole(fileno(m->f), line, n + 1, m->no_cut);
+    int e = write_whole(fileno(m->f), line, n + 1, m->cut);
     if (e)
         report(m, e);
     cJSON_free(line);
