@@ -164,7 +164,7 @@ mp_status mp_comm_device_wait(mp_comm *c, uint64_t ticket)
     mp_coll coll;
     uint64_t oldest = 0;
     bool any = c->dtx.ops->pending(c->dtx.self, &coll, &oldest);
-    return broken(c, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s "
+    return broken(c, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %g s "
                              "(comm.timeout_s) in %s at step %lld (%s)", c->rank, c->host,
                              c->timeout_s, any ? coll.what : "a device collective",
                              (long long)c->step, c->dtx.ops->name));

@@ -93,7 +93,7 @@ mp_status mp_nccl_raw_wait(mp_nccl_raw *r, double limit_s)
     if (rc == cudaSuccess)
         while ((rc = mp_cuda_query(cudaEventQuery(r->done))) == cudaErrorNotReady) {
             if (mp_now() - t0 >= limit_s)
-                return fail(r, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s "
+                return fail(r, mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %g s "
                                                  "(--timeout) in bench-comm's raw NCCL loop",
                                        r->comm->rank, host, limit_s));
             mp_nap(POLL_S);

@@ -74,7 +74,7 @@ mp_status mp_nccl_settle(ncclComm_t nc, ncclResult_t rc, double limit_s, int ran
         rc = mp_nccl_state(nc);
     }
     if (rc == ncclInProgress)
-        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL did not finish %s within %.0f s "
+        return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL did not finish %s within %g s "
                        "(comm.timeout_s)", rank, host, doing, limit_s);
     if (rc != ncclSuccess)
         return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] NCCL failed %s: %s (%s)", rank, host,

@@ -135,8 +135,8 @@ static mp_status overdue_locked(const nccl_transport *t)
     double waited = s ? mp_now() - s->t_start : 0.0;
     if (!s || waited <= s->limit_s)
         return MP_OK;
-    return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %.0f s (comm.timeout_s) in %s "
-                   "at step %lld (NCCL)", t->rank, t->host, waited, s->coll.what,
+    return mp_fail(MP_ECOMM, "comm: [rank %d @ %s] timed out after %g s (comm.timeout_s) in %s "
+                   "at step %lld (NCCL)", t->rank, t->host, s->limit_s, s->coll.what,
                    (long long)s->step);
 }
 

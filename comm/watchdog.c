@@ -69,7 +69,7 @@ static int serve_one(mp_comm *c, census_msg *got)
 }
 
 /* The census after a timeout (see the file comment); returns MP_ECOMM with the message. */
-static mp_status timed_out(mp_comm *c, double waited)
+static mp_status timed_out(mp_comm *c)
 {
     /* The query outlives its sends, which are not waited for (a census runs at most once: the
      * job ends after it). */
@@ -77,8 +77,8 @@ static mp_status timed_out(mp_comm *c, double waited)
     census_msg *me = &query;
     where_am_i(c, me);
     char head[256];
-    snprintf(head, sizeof head, "comm: timed out after %.0f s (comm.timeout_s) in %s at step %lld",
-             waited, me->ticket ? me->what : "a collective", (long long)c->step);
+    snprintf(head, sizeof head, "comm: timed out after %g s (comm.timeout_s) in %s at step %lld",
+             c->timeout_s, me->ticket ? me->what : "a collective", (long long)c->step);
     c->report = true;
     if (!census_possible(c))
         return mp_fail(MP_ECOMM, "%s; which ranks did not arrive is not known (%s)", head,
@@ -170,7 +170,7 @@ mp_status mp_comm_wait(mp_comm *c, uint64_t ticket)
         double waited = now - start;
         if (waited >= c->timeout_s) {
             c->broken = true;
-            return timed_out(c, waited);
+            return timed_out(c);
         }
     }
 }
