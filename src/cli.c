@@ -97,13 +97,13 @@ static bool is_option(const char *arg, const char *opt)
     return strncmp(arg, opt, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
-/* --tokens: an integer in [1, 100000]. */
+/* --tokens: an integer in [1, 100000], digits only (as --seed: no sign, no blanks). */
 static mp_status parse_tokens(const char *v, int64_t *out)
 {
     char *end;
     errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (end == v || *end || errno || n < 1 || n > 100000)
+    if (v[0] < '0' || v[0] > '9' || *end || errno || n < 1 || n > 100000)
         return mp_fail(MP_EUSAGE, "--tokens: must be an integer in [1, 100000] (got '%s')", v);
     *out = n;
     return MP_OK;

@@ -98,6 +98,8 @@ expect_exit 2 "--tokens: must be an integer in \\[1, 100000\\] \\(got '0'\\)" \
   "$MPDIST" sample "$CFG" --checkpoint "$CKPT" --tokens 0
 SAMPLE=("$MPDIST" sample "$CFG" --checkpoint "$CKPT")
 expect_exit 2 "--tokens: must be an integer" "${SAMPLE[@]}" --tokens 100001
+expect_exit 2 "--tokens: must be an integer in \\[1, 100000\\] \\(got ' 5'\\)" "${SAMPLE[@]}" --tokens " 5"
+expect_exit 2 "--tokens: must be an integer" "${SAMPLE[@]}" --tokens +5
 expect_exit 2 "--temperature: must be a finite number >= 0 \\(got '-1'\\)" "${SAMPLE[@]}" --temperature -1
 expect_exit 2 "--temperature: must be a finite number" "${SAMPLE[@]}" --temperature inf
 expect_exit 2 "--seed: must be an integer" "${SAMPLE[@]}" --seed -3
