@@ -78,8 +78,10 @@ mp_status mp_checkpoint_load_weights(mp_model *m, const char *path, const mp_con
  * written in dt. MP_EUSAGE, before anything is written, for an empty `out`, one that is not a
  * regular file (a directory, device or FIFO), `in` itself, or a training checkpoint (kind
  * "full"): export replaces only a missing file, an earlier export or a file that is no
- * checkpoint; and for a value beyond dt's range (export it in a wider dtype). */
-mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32);
+ * checkpoint; and for a value beyond dt's range (export it in a wider dtype). *has_batchnorm
+ * (when not NULL) says whether the model has BatchNorm layers, for the caller's report. */
+mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32,
+                               bool *has_batchnorm);
 
 /* Prints a checkpoint's meta, parameter table (name, shape, dtype, norm), buffers, scaler and
  * optimizer summary, reading every dataset (so a corrupt one fails with its name). */

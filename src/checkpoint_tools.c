@@ -217,8 +217,11 @@ static mp_status export_target(const char *in, const char *out)
     return MP_OK;
 }
 
-mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32)
+mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, bool keep_bn_fp32,
+                               bool *has_batchnorm)
 {
+    if (has_batchnorm)
+        *has_batchnorm = false;
     MP_TRY(export_target(in, out));
     mp_h5r *r;
     MP_TRY(mp_checkpoint_open(in, &r, NULL));
@@ -229,6 +232,8 @@ mp_status mp_checkpoint_export(const char *in, const char *out, mp_dtype dt, boo
         mp_h5r_close(r);
         return st;
     }
+    if (has_batchnorm)
+        *has_batchnorm = has_bn(&buffers);
     mp_h5w *w = NULL;
     st = mp_h5w_open(&w, out, 0);
     if (st == MP_OK)

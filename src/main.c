@@ -481,10 +481,14 @@ static int file_command(const mp_cli *cli)
     } else {
         mp_dtype dt = MP_F16;
         mp_dtype_parse(cli->dtype, &dt);
-        st = mp_checkpoint_export(cli->config, cli->output, dt, cli->keep_bn_fp32);
+        bool bn = false;
+        st = mp_checkpoint_export(cli->config, cli->output, dt, cli->keep_bn_fp32, &bn);
         if (st == MP_OK)
             printf("exported the weights of %s to %s in %s%s\n", cli->config, cli->output,
-                   cli->dtype, cli->keep_bn_fp32 ? ", BatchNorm in fp32" : "");
+                   cli->dtype, !cli->keep_bn_fp32 ? ""
+                               : bn ? ", BatchNorm in fp32"
+                                    : " (the model has no BatchNorm: --keep-batchnorm-fp32 "
+                                      "changed nothing)");
     }
     fflush(stdout);
     return st == MP_OK ? 0 : report(st);

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mp_status st = mp_checkpoint_inspect(in, sink);
         if (st != MP_OK && st != MP_ECKPT)
             abort(); /* a checkpoint is refused as a checkpoint error, nothing else */
-        st = mp_checkpoint_export(in, out, MP_F16, (size & 1) != 0);
+        st = mp_checkpoint_export(in, out, MP_F16, (size & 1) != 0, NULL);
         if (st != MP_OK && st != MP_ECKPT)
             abort();
     }

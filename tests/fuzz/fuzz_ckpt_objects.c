@@ -214,7 +214,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a checkpoint is refused as a checkpoint error, nothing else */
         if (getenv("MPDIST_FUZZ_VERBOSE")) /* what inspect said of each input */
             fprintf(stderr, "inspect: %s\n", st == MP_OK ? "ok" : mp_error_message());
-        st = mp_checkpoint_export(in, out, MP_F16, (size & 1) != 0);
+        st = mp_checkpoint_export(in, out, MP_F16, (size & 1) != 0, NULL);
         bool too_wide = st == MP_EUSAGE && strstr(mp_error_message(), "beyond fp16's range");
         if (st != MP_OK && st != MP_ECKPT && !too_wide) {
             fprintf(stderr, "fuzz_ckpt_objects: export: status %d: %s\n", (int)st,

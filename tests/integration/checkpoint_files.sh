@@ -135,6 +135,8 @@ for want in '^  bn1.weight +\[32\] +fp32 ' '^  bn2.bias +\[64\] +fp32 ' '^  bn1.
 done
 [ "$(grep -Ec '^  [a-z0-9_.]+ +\[[0-9, ]+\] +fp32 ' "$TMP/out")" = 8 ] || { echo "FAIL: not 8 FP32 rows"; cat "$TMP/out"; exit 1; }
 check "export mlp fp16 bn32" "$MPDIST" export "$MLP" "$TMP/mlp-fp16bn.h5" --dtype fp16 --keep-batchnorm-fp32
+grep -q "in fp16 (the model has no BatchNorm: --keep-batchnorm-fp32 changed nothing)$" "$TMP/out" ||
+  { echo "FAIL: export's line for a model without BatchNorm"; cat "$TMP/out"; exit 1; }
 check "inspect mlp fp16 bn32" "$MPDIST" inspect "$TMP/mlp-fp16bn.h5"
 ! grep -Eq ' fp32 ' "$TMP/out" || { echo "FAIL: an MLP has no BatchNorm, yet FP32 rows"; cat "$TMP/out"; exit 1; }
 ! h5dump -a /meta/batchnorm_dtype "$TMP/mlp-fp16bn.h5" >/dev/null 2>&1 || { echo "FAIL: an MLP's export names a BatchNorm dtype"; exit 1; }

@@ -300,7 +300,7 @@ static void test_newer_format(void **state)
     assert_non_null(strstr(mp_error_message(), "is newer than this mpdist"));
     char out[1100];
     snprintf(out, sizeof out, "%s.out.h5", path); /* beside it */
-    assert_int_equal(mp_checkpoint_export(path, out, MP_F16, false), MP_ECKPT);
+    assert_int_equal(mp_checkpoint_export(path, out, MP_F16, false, NULL), MP_ECKPT);
     assert_non_null(strstr(mp_error_message(), want));
     assert_int_not_equal(access(out, F_OK), 0); /* nothing written */
 }
