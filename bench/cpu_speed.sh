@@ -16,8 +16,9 @@
 # when bench/torch_venv.sh has installed it (--install-torch does), the current release from the
 # Python package registry. For each model:
 #   1. screening (round 0): every setting of each framework's grid runs once. mpdist's grid
-#      (ranks/omp/blas: processes, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS): ranks=1/omp=T/blas=T,
-#      ranks=1/omp=T/blas=1, ranks=1/omp=1/blas=T and ranks=T/omp=1/blas=1 (T = THREADS; ranks=1
+#      (ranks/omp/blas: processes, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS): ranks=1/omp=T/blas=T
+#      and ranks=T/omp=1/blas=1 (T = THREADS; mpdist takes one thread count per rank for
+#      OpenBLAS, oneDNN and its own loops, OMP_NUM_THREADS first: docs/reproducibility.md; ranks=1
 #      runs mpirun -np 1 --bind-to none so the threads share the cores, ranks=T --bind-to core,
 #      each rank a share of the batch, the global batch the same). A PyTorch's grid: threads=T
 #      and threads=1 (torch.set_num_threads, OMP_NUM_THREADS) x blas=1 and blas=T
@@ -178,7 +179,7 @@ uniq_words() { awk '{ for (i = 1; i <= NF; i++) if (!seen[$i]++) print $i }' <<<
 grid() {
   local t=$threads
   case $1 in
-    mpdist-*) uniq_words "${MPDIST_TCPU_MPDIST_GRID:-ranks=1/omp=$t/blas=$t ranks=1/omp=$t/blas=1 ranks=1/omp=1/blas=$t ranks=$t/omp=1/blas=1}" ;;
+    mpdist-*) uniq_words "${MPDIST_TCPU_MPDIST_GRID:-ranks=1/omp=$t/blas=$t ranks=$t/omp=1/blas=1}" ;;
     *) if [ -n "${MPDIST_TCPU_TORCH_GRID:-}" ]; then uniq_words "$MPDIST_TCPU_TORCH_GRID"
        elif [ "${peer_mkl[$(peer_of "$1")]}" = 1 ]; then uniq_words "threads=$t threads=1"
        else uniq_words "threads=$t/blas=1 threads=$t/blas=$t threads=1/blas=1 threads=1/blas=$t"; fi ;;

@@ -377,18 +377,29 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     return MP_OK;
 }
 
-/* The CPU libraries' threads per rank, one setting for OpenBLAS, oneDNN and the backend's own
- * loops: OPENBLAS_NUM_THREADS when it is a positive integer, else the host's cores shared by its
- * ranks, and no more than the cores this process may run on (a launcher that binds a rank to
- * one core, as mpirun does for 1 or 2 ranks, gets one thread there, not threads that take turns
- * on that core). */
-static int cpu_threads(const mp_comm *comm)
+/* A thread count from environment variable `name`: a positive integer up to 4096, else 0. */
+static int threads_from_env(const char *name)
 {
-    const char *v = getenv("OPENBLAS_NUM_THREADS");
+    const char *v = getenv(name);
     char *end = NULL;
     long n = v ? strtol(v, &end, 10) : 0;
-    if (v && end != v && *end == '\0' && n >= 1 && n <= 4096)
-        return (int)n;
+    return v && end != v && *end == '\0' && n >= 1 && n <= 4096 ? (int)n : 0;
+}
+
+/* The CPU libraries' threads per rank, one setting for OpenBLAS, oneDNN and the backend's own
+ * loops (OpenBLAS's OpenMP build shares OpenMP's thread count anyway): OMP_NUM_THREADS when it
+ * is a positive integer (what PyTorch's and Horovod's users set, and Slurm jobs from
+ * SLURM_CPUS_PER_TASK), else OPENBLAS_NUM_THREADS when it is one, else the host's cores shared
+ * by its ranks, and no more than the cores this process may run on (a launcher that binds a
+ * rank to one core, as mpirun does for 1 or 2 ranks, gets one thread there, not threads that
+ * take turns on that core). */
+static int cpu_threads(const mp_comm *comm)
+{
+    int n = threads_from_env("OMP_NUM_THREADS");
+    if (n == 0)
+        n = threads_from_env("OPENBLAS_NUM_THREADS");
+    if (n > 0)
+        return n;
     int share = mp_train_core_share(comm), allowed = mp_train_cores_allowed();
     if (allowed > 0 && allowed < share)
         share = allowed;
