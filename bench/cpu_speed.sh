@@ -321,7 +321,7 @@ for model in "${models[@]}"; do
 done
 
 {
-  echo "CPU: $(getconf _NPROCESSORS_ONLN) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) ($(if [ "$cpu_avx512" = 1 ]; then echo AVX-512; elif grep -qw avx2 /proc/cpuinfo; then echo "AVX2, no AVX-512"; else echo "no AVX2"; fi)); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "CPU: $(getconf _NPROCESSORS_ONLN) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1) model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1); $(if [ "$cpu_avx512" = 1 ]; then echo AVX-512; elif grep -qw avx2 /proc/cpuinfo; then echo "AVX2, no AVX-512"; else echo "no AVX2"; fi)); $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   printf '%s steps, windows of %s; %s cores; Adam lr %s; peers:' "$steps" "$every" "$threads" "$lr"
   for p in "${peers[@]}"; do printf ' pytorch-%s (torch %s, %s)' "${p%%=*}" "${peer_version[${p%%=*}]:-?}" "${peer_cap[${p%%=*}]:-?}"; done
   printf '\n\n'

@@ -136,6 +136,12 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
                "learning rate stays below optim.lr (at most %.3g of it)\n",
                c->schedule.warmup_epochs, (long long)t->sched.warmup_steps,
                (long long)t->total_steps, (double)t->total_steps / (double)t->sched.warmup_steps);
+    if (t->ops->host_memory && t->cpu_threads < t->cpu_threads_asked)
+        printf("note: %s = %d, but this rank may run on %d core%s: %d CPU thread%s per rank "
+               "(mpirun --bind-to none, or --map-by slot:PE=%d, gives it more cores)\n",
+               t->cpu_threads_var, t->cpu_threads_asked, t->cpu_threads,
+               t->cpu_threads > 1 ? "s" : "", t->cpu_threads, t->cpu_threads > 1 ? "s" : "",
+               t->cpu_threads_asked);
     /* a GPU rank bound to one core: its loader's threads take turns with the thread that
      * issues the step (the staged CPU backend of the tests is left quiet) */
     int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);

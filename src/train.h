@@ -90,6 +90,8 @@ typedef struct mp_trainer {
     double mean[MP_DATA_MAX_CHANNELS], std[MP_DATA_MAX_CHANNELS]; /* per channel */
     int device;             /* the CUDA device of this rank, -1 on the CPU */
     int cpu_threads;        /* the CPU libraries' threads per rank (mp_backend_cpu_threads) */
+    int cpu_threads_asked;  /* what cpu_threads_var asked for (0: no variable; the cores' share) */
+    const char *cpu_threads_var; /* OMP_NUM_THREADS or OPENBLAS_NUM_THREADS, or NULL */
     bool device_comm;       /* mp_train_connect opened comm's device transport (NCCL) */
     bool forward_only;      /* set up to evaluate only (mp_train_setup_eval) */
     int64_t steps_per_epoch, total_steps;

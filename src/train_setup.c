@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -377,33 +378,58 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     return MP_OK;
 }
 
-/* A thread count from environment variable `name`: a positive integer up to 4096, else 0. */
+/* A thread count from environment variable `name` as OpenMP reads OMP_NUM_THREADS: a positive
+ * integer, blanks around it allowed, or a list "N,M,..." whose first entry is the outer level's
+ * count; above 4096 it is 4096. 0 when the variable is unset or empty, -1 when it holds
+ * anything else. */
 static int threads_from_env(const char *name)
 {
     const char *v = getenv(name);
-    char *end = NULL;
-    long n = v ? strtol(v, &end, 10) : 0;
-    return v && end != v && *end == '\0' && n >= 1 && n <= 4096 ? (int)n : 0;
+    if (!v || !v[0])
+        return 0;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (*v < '0' || *v > '9')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (n == 0 || (*end && *end != ','))
+        return -1;
+    return errno == ERANGE || n > 4096 ? 4096 : (int)n;
 }
 
 /* The CPU libraries' threads per rank, one setting for OpenBLAS, oneDNN and the backend's own
  * loops (OpenBLAS's OpenMP build shares OpenMP's thread count anyway): OMP_NUM_THREADS when it
  * is a positive integer (what PyTorch's and Horovod's users set, and Slurm jobs from
  * SLURM_CPUS_PER_TASK), else OPENBLAS_NUM_THREADS when it is one, else the host's cores shared
- * by its ranks, and no more than the cores this process may run on (a launcher that binds a
- * rank to one core, as mpirun does for 1 or 2 ranks, gets one thread there, not threads that
- * take turns on that core). */
-static int cpu_threads(const mp_comm *comm)
+ * by its ranks; whichever it is, no more than the cores this process may run on (a launcher that
+ * binds a rank to one core, as mpirun does for 1 or 2 ranks, gets one thread there, not threads
+ * that take turns on that core). Sets t->cpu_threads, and t->cpu_threads_asked and
+ * t->cpu_threads_var to the variable's value and name when one was given (else 0 and NULL). */
+static void cpu_threads(mp_trainer *t)
 {
-    int n = threads_from_env("OMP_NUM_THREADS");
-    if (n == 0)
-        n = threads_from_env("OPENBLAS_NUM_THREADS");
-    if (n > 0)
-        return n;
-    int share = mp_train_core_share(comm), allowed = mp_train_cores_allowed();
-    if (allowed > 0 && allowed < share)
-        share = allowed;
-    return share > 0 ? share : 1;
+    static const char *const vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+    t->cpu_threads_asked = 0;
+    t->cpu_threads_var = NULL;
+    for (int i = 0; i < 2 && !t->cpu_threads_var; i++) {
+        int n = threads_from_env(vars[i]);
+        if (n > 0)
+            t->cpu_threads_asked = n, t->cpu_threads_var = vars[i];
+        else if (n < 0 && t->comm->rank == 0) { /* mp_fail makes the value one line */
+            mp_fail(MP_EUSAGE, "%s='%.40s' is not a thread count; ignored", vars[i],
+                    getenv(vars[i]));
+            fprintf(stderr, "mpdist: warning: %s\n", mp_error_message());
+            mp_error_clear();
+        }
+    }
+    int n = t->cpu_threads_var ? t->cpu_threads_asked : mp_train_core_share(t->comm);
+    int allowed = mp_train_cores_allowed();
+    if (allowed > 0 && allowed < n)
+        n = allowed;
+    t->cpu_threads = n > 0 ? n : 1;
 }
 
 int mp_train_core_share(const mp_comm *comm)
@@ -502,7 +528,7 @@ static mp_status setup(mp_trainer *t, const mp_config *cfg, mp_comm *comm, bool 
     t->cfg = cfg;
     t->comm = comm;
     MP_TRY(open_backend(t));
-    t->cpu_threads = cpu_threads(comm);
+    cpu_threads(t);
     mp_backend_cpu_threads(t->cpu_threads);
     comm->timeout_s = cfg->comm.timeout_s;
     t->accum = cfg->train.accum_steps > 0 ? cfg->train.accum_steps : 1;

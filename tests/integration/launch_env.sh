@@ -4,7 +4,8 @@
 # silent exit 2: the process took itself for a rank other than 0, which prints, and no rank 0
 # was there); inspect, export and sample do their work there instead of exiting 0 having done
 # nothing. A launch MPI did not wire up still says so once, from the launcher's rank 0.
-# The CPU threads per rank follow OMP_NUM_THREADS, then OPENBLAS_NUM_THREADS (docs/usage.md).
+# The CPU threads per rank follow OMP_NUM_THREADS, then OPENBLAS_NUM_THREADS, never more than the
+# cores the process may run on (docs/reproducibility.md).
 source "$(dirname "$0")/common.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cfg=$SRC/configs/fashion-mnist-mlp.cfg
@@ -35,16 +36,27 @@ env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 timeout 60 "$MPDIST" export "$
   >"$TMP/r1.out" 2>&1 || true
 expect_ok "export as rank 1 of a launch leaves the work to rank 0" test ! -e "$TMP/r1.h5"
 
-# threads OMP BLAS: the start-up line's CPU threads per rank with those variables (- unset)
+# threads OMP BLAS [CMD...]: the start-up line's CPU threads per rank with those variables (-:
+# unset), the process started through CMD (e.g. taskset); the whole output in $TMP/threads.out
 threads() {
   local e=(env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS)
   [ "$1" = - ] || e+=("OMP_NUM_THREADS=$1")
   [ "$2" = - ] || e+=("OPENBLAS_NUM_THREADS=$2")
-  "${e[@]}" timeout 120 "$MPDIST" "$cfg" "${small[@]}" --set train.max_steps=1 --set "log.metrics=\"\"" 2>&1 |
-    sed -n 's/^mpdist .*, \([0-9]*\) CPU threads\{0,1\} per rank$/\1/p'
+  shift 2
+  "${e[@]}" "$@" timeout 120 "$MPDIST" "$cfg" "${small[@]}" --set train.max_steps=1 \
+    --set "log.metrics=\"\"" >"$TMP/threads.out" 2>&1 || true
+  sed -n 's/^mpdist .*, \([0-9]*\) CPU threads\{0,1\} per rank$/\1/p' "$TMP/threads.out"
 }
-expect_ok "OMP_NUM_THREADS=2 over OPENBLAS_NUM_THREADS=1: 2 threads" test "$(threads 2 1)" = 2
-expect_ok "OMP_NUM_THREADS=1 over OPENBLAS_NUM_THREADS=2: 1 thread" test "$(threads 1 2)" = 1
-expect_ok "OPENBLAS_NUM_THREADS=2 alone: 2 threads" test "$(threads - 2)" = 2
-expect_ok "OMP_NUM_THREADS=3,1 (a list) leaves it to OPENBLAS_NUM_THREADS=1" test "$(threads 3,1 1)" = 1
+if [ "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" -ge 2 ]; then
+  expect_ok "OMP_NUM_THREADS=2 over OPENBLAS_NUM_THREADS=1: 2 threads" test "$(threads 2 1)" = 2
+  expect_ok "OMP_NUM_THREADS=1 over OPENBLAS_NUM_THREADS=2: 1 thread" test "$(threads 1 2)" = 1
+  expect_ok "OPENBLAS_NUM_THREADS=2 alone: 2 threads" test "$(threads - 2)" = 2
+  expect_ok "OMP_NUM_THREADS=1,2 (a list, as OpenMP reads it): the outer level's 1" test "$(threads 1,2 2)" = 1
+  expect_ok "OMP_NUM_THREADS=abc: a warning, then OPENBLAS_NUM_THREADS=1" \
+    test "$(threads abc 1)" = 1 -a "$(grep -c "^mpdist: warning: OMP_NUM_THREADS='abc' is not a thread count; ignored$" "$TMP/threads.out")" = 1
+  expect_ok "OMP_NUM_THREADS=2 on one core (taskset): 1 thread, and a note" \
+    test "$(threads 2 - taskset -c 0)" = 1 -a "$(grep -c '^note: OMP_NUM_THREADS = 2, but this rank may run on 1 core: 1 CPU thread per rank' "$TMP/threads.out")" = 1
+else
+  echo "skip: the thread settings need 2 cores that this process may run on ($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc))"
+fi
 finish

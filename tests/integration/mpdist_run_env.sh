@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # launch/mpdist-run keeps the development settings (Open MPI as root, oversubscription) to local
 # runs: set outside Slurm, and said so; not set inside a Slurm allocation or with --production
-# (or MPDIST_PRODUCTION=1), where a value the caller exported is left as it is; one BLAS thread
-# per rank everywhere. mpirun and srun are stubs that print what they were given.
+# (or MPDIST_PRODUCTION=1), where a value the caller exported is left as it is;
+# OPENBLAS_NUM_THREADS=1 everywhere unless set. mpirun and srun are stubs that print what they
+# were given.
 source "$(dirname "$0")/common.bash"
 
 stubs=$TMP/stubs

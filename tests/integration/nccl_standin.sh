@@ -23,7 +23,8 @@
 source "$(dirname "$0")/common.bash"
 BUILD=$(dirname "$MPDIST")
 BIN=$BUILD/tests/test_nccl_standin
-LIMIT=3
+LIMIT_S=2.5 # comm.timeout_s, a fraction: the messages say it unrounded
+LIMIT=3     # a whole number of seconds at least LIMIT_S, for the deadlines
 syms=$(nm "$BIN" 2>/dev/null || true)
 if ! grep -q ' T __wrap_ncclAllReduce$' <<<"$syms"; then
   echo "no CUDA in this build, so no stand-in: skipped"
@@ -42,7 +43,7 @@ ms() { echo $(($(date +%s%N) / 1000000)); }
 
 for np in 2 4; do
   rc=0
-  timeout -k 5 120 env MPDIST_NCCL_STANDIN=inprogress:5 MPDIST_STANDIN_TIMEOUT=$LIMIT \
+  timeout -k 5 120 env MPDIST_NCCL_STANDIN=inprogress:5 MPDIST_STANDIN_TIMEOUT=$LIMIT_S \
     mpirun -np "$np" "$BIN" --drive 20 >"$TMP/out" 2>&1 || rc=$?
   done_ranks=$(grep -c 'rank [0-9]: 20 steps through the NCCL transport' "$TMP/out" || true)
   expect_ok "$np ranks, NCCL in progress for 5 polls at every call: exit $rc, $done_ranks ranks did 20 steps" \
@@ -63,7 +64,7 @@ ended() {
 fault() {
   local t0
   t0=$(ms)
-  expect_exit 6 "$3" env MPDIST_NCCL_STANDIN="$2" MPDIST_STANDIN_TIMEOUT=$LIMIT \
+  expect_exit 6 "$3" env MPDIST_NCCL_STANDIN="$2" MPDIST_STANDIN_TIMEOUT=$LIMIT_S \
     mpirun -np "$1" "$BIN" --drive 20
   ended "$1" "$t0" "$2"
 }
@@ -71,8 +72,8 @@ fault 2 async:1:5 "\[rank 1 @ [^]]*\] NCCL failed in the gradient bucket at step
 fault 2 late:0:3 "\[rank 0 @ [^]]*\] NCCL failed after the gradient bucket at step 2: unhandled system error"
 # Rank 2's launch 7 never finishes: it stays in step 6 while the others wait for it in step 7;
 # of the ranks past their limit, rank 0 reports, naming rank 2 from the census.
-fault 4 hang:2:7 "\[rank 0 @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the gradient bucket at step 7 \(NCCL\); ranks that did not arrive: 2 \([^,]*, not there yet"
-fault 2 initstuck:1 "\[rank 1 @ [^]]*\] NCCL did not finish creating the communicator within $LIMIT s"
+fault 4 hang:2:7 "\[rank 0 @ [^]]*\] timed out after ${LIMIT_S//./\\.} s \(comm\.timeout_s\) in the gradient bucket at step 7 \(NCCL\); ranks that did not arrive: 2 \([^,]*, not there yet"
+fault 2 initstuck:1 "\[rank 1 @ [^]]*\] NCCL did not finish creating the communicator within ${LIMIT_S//./\\.} s"
 
 # The step as a graph that holds its all-reduce (the transport's capture mode, as CUDA graphs
 # capture NCCL): 20 launches on 2 ranks, each checked; then the captured collective hangs on
@@ -84,7 +85,7 @@ done_ranks=$(grep -c "rank [0-9]: 20 steps through the NCCL transport, each a gr
 expect_ok "2 ranks, each step a graph's launch: exit $rc, $done_ranks ranks did 20 steps" \
   test "$rc" = 0 -a "$done_ranks" = 2
 export MPDIST_STANDIN_GRAPH=1
-fault 2 hang:1:1 "\[rank 0 @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the step's graph at step 1 \(NCCL\); ranks that did not arrive: 1 \("
+fault 2 hang:1:1 "\[rank 0 @ [^]]*\] timed out after ${LIMIT_S//./\\.} s \(comm\.timeout_s\) in the step's graph at step 1 \(NCCL\); ranks that did not arrive: 1 \("
 unset MPDIST_STANDIN_GRAPH
 
 # stopped NP RANK: rank RANK of a long drive is stopped (SIGSTOP) while the others wait for it
@@ -101,7 +102,7 @@ rank_pid() { # rank_pid R: the process of rank R of the drive
 behind="(, [0-9]+ \\([^,)]*, not there yet: computing, or in an earlier collective\\))*"
 stopped() {
   local np=$1 victim_rank=$2 reporter=$(($2 == 0 ? 1 : 0)) job t0 victim="" rc=0 errors
-  env MPDIST_STANDIN_TIMEOUT=$LIMIT MPDIST_STANDIN_STEP_S=0.01 timeout -k 5 120 \
+  env MPDIST_STANDIN_TIMEOUT=$LIMIT_S MPDIST_STANDIN_STEP_S=0.01 timeout -k 5 120 \
     mpirun -np "$np" "$BIN" --drive 1000000 >"$TMP/out" 2>&1 &
   job=$!
   for _ in $(seq 100); do victim=$(rank_pid "$victim_rank"); [ -z "$victim" ] || break; sleep 0.1; done
@@ -111,7 +112,7 @@ stopped() {
   wait "$job" || rc=$?
   errors=$(grep -c '^mpdist: error:' "$TMP/out" || true)
   if [ "$rc" = 6 ] && [ "$errors" = 1 ] && grep '^mpdist: error:' "$TMP/out" | grep -Eq \
-     "\[rank $reporter @ [^]]*\] timed out after [0-9]+ s \(comm\.timeout_s\) in the gradient bucket at step [0-9]+ \(NCCL\); ranks that did not arrive: $victim_rank \([^,)]*\)$behind\$"; then
+     "\[rank $reporter @ [^]]*\] timed out after ${LIMIT_S//./\\.} s \(comm\.timeout_s\) in the gradient bucket at step [0-9]+ \(NCCL\); ranks that did not arrive: $victim_rank \([^,)]*\)$behind\$"; then
     echo "ok: rank $victim_rank of $np stopped: exit 6: $(grep '^mpdist: error:' "$TMP/out")"
   else
     echo "FAIL: rank $victim_rank of $np stopped: exit $rc, $errors error line(s):"

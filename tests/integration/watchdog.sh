@@ -9,7 +9,7 @@
 # while a rank is stopped: the stopped rank does not outlive it either.
 source "$(dirname "$0")/common.bash"
 TIMEOUT=5
-TIMEOUT_S=4.5 # comm.timeout_s: the message says the setting as it is given
+TIMEOUT_S=4.5 # comm.timeout_s: the message says it unrounded (it said 4 s)
 
 cfg=$TMP/long.cfg
 printf 'data: { batch_size = 16; };\nmodel: { hidden = [256, 128]; };\n'"train: { epochs = 1000; };\ncomm: { timeout_s = $TIMEOUT_S; };\nlog: { progress = \"none\"; every = 20; metrics = \"%s\"; };\n" "$TMP/m.jsonl" >"$cfg"
@@ -77,7 +77,7 @@ for stopped in 1 0 0; do
   run_and_hit STOP $stopped
   errors=$(grep -c '^mpdist: error:' "$TMP/out" || true)
   if [ "$rc" = 6 ] && [ "$errors" = 1 ] &&
-     grep '^mpdist: error:' "$TMP/out" | grep -Eq "timed out after $TIMEOUT_S s \(comm.timeout_s\) in [a-z].* at step [0-9]+; ranks that did not arrive: $stopped \("; then
+     grep '^mpdist: error:' "$TMP/out" | grep -Eq "timed out after ${TIMEOUT_S//./\\.} s \(comm.timeout_s\) in [a-z].* at step [0-9]+; ranks that did not arrive: $stopped \("; then
     echo "ok: SIGSTOP of rank $stopped: exit $rc after $took s: $(grep '^mpdist: error:' "$TMP/out")"
   else
     echo "FAIL: SIGSTOP of rank $stopped: exit $rc, $errors error line(s), output:"; sed 's/^/    /' "$TMP/out" | head -20
