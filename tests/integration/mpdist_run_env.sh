@@ -75,7 +75,37 @@ else
   echo "FAIL: hung launcher: exit $rc after $took s"; sed 's/^/    stderr: /' "$TMP/err"
   failures=$((failures + 1))
 fi
-expect_exit_usage=$(MPDIST_BIN=$MPDIST MPDIST_HANG_GRACE_S=x "$SRC/launch/mpdist-run" a.cfg 2>&1 >/dev/null; echo "rc=$?")
-expect_ok "MPDIST_HANG_GRACE_S=x: exit 2 and a message" \
-  grep -q "MPDIST_HANG_GRACE_S must be a whole number.*rc=2" <<<"$(tr '\n' ' ' <<<"$expect_exit_usage")"
+# The same with MPDIST_HANG_GRACE_S=08: a leading 0 is decimal (08 was an octal error, and the
+# guard ended the launcher at once).
+rc=0
+t0=$SECONDS
+PATH="$hung:$PATH" MPDIST_BIN=$MPDIST MPDIST_HANG_GRACE_S=08 timeout 30 "$SRC/launch/mpdist-run" -n 2 a.cfg 2>"$TMP/err" || rc=$?
+took=$((SECONDS - t0))
+expect_ok "MPDIST_HANG_GRACE_S=08: exit 6 after 8 s ($rc after $took s)" \
+  test "$rc" = 6 -a "$took" -ge 8 -a "$(grep -c 'still running 8 s later' "$TMP/err")" = 1
+# Bad settings of mpdist-run itself: exit 2 and one line, before anything is launched.
+usage() { # usage WHAT REGEX VAR=VALUE... -- ARGS...
+  local what=$1 regex=$2 vars=() rc=0
+  shift 2
+  while [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift
+  env PATH="$stubs:$PATH" MPDIST_BIN="$MPDIST" "${vars[@]}" "$SRC/launch/mpdist-run" "$@" >"$TMP/out" 2>&1 || rc=$?
+  expect_ok "$what: exit 2, one line: $(head -c 300 "$TMP/out")" \
+    test "$rc" = 2 -a "$(wc -l <"$TMP/out")" = 1 -a "$(grep -cE -- "$regex" "$TMP/out")" = 1
+}
+usage "MPDIST_HANG_GRACE_S=x" "MPDIST_HANG_GRACE_S must be a whole number" MPDIST_HANG_GRACE_S=x -- a.cfg
+usage "MPDIST_HANG_GRACE_S of 20 digits" "MPDIST_HANG_GRACE_S must be a whole number of seconds, at most 99999" \
+  MPDIST_HANG_GRACE_S=99999999999999999999 -- a.cfg
+usage "MPDIST_RESTART_DELAY_S=100000" "MPDIST_RESTART_DELAY_S must be" MPDIST_RESTART_DELAY_S=100000 -- a.cfg
+usage "-n 4294967296 (mpirun would wrap it)" "-n needs a rank count, at most 9999999" -- -n 4294967296 a.cfg
+usage "MPDIST_PRODUCTION=yes" "MPDIST_PRODUCTION must be 0 or 1 \(got 'yes'\)" MPDIST_PRODUCTION=yes -- a.cfg
+usage "MPDIST_BIN a directory" "is not built" MPDIST_BIN="$TMP" -- a.cfg
+usage "MPDIST_RESTART_LOG in a missing directory" "MPDIST_RESTART_LOG: cannot append to" \
+  MPDIST_RESTART_LOG="$TMP/nodir/r.log" -- --max-restarts 1 a.cfg
+usage "TMPDIR missing" "TMPDIR '$TMP/nodir' is not a writable directory" TMPDIR="$TMP/nodir" -- a.cfg
+# MPDIST_MPIRUN_ARGS is split at blanks and never globbed against the current directory.
+touch "$TMP/fake1"
+cd "$TMP"
+check "MPDIST_MPIRUN_ARGS with a '*': kept as it is" "mpirun -np 1 --x fake* $MPDIST a.cfg | $dev" \
+  'local development' MPDIST_MPIRUN_ARGS='--x fake*' -- a.cfg
 finish
