@@ -70,6 +70,11 @@ enum { MP_BENCH_BLOCKING_MAX = 1000000 };
  * Not collective. */
 mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int first);
 
+/* Collective: MP_EUSAGE on a rank whose options (parsed) differ from rank 0's, naming both (a
+ * launch that gives ranks other arguments would otherwise run mismatched collectives); MP_OK
+ * on the others, for the caller's agreement. */
+mp_status mp_bench_comm_same_opts(mp_comm *c, const mp_bench_comm_opts *o);
+
 /* Whether the largest size's buffers fit in memory (mp_data_mem_check): the buffer and the
  * collective's working copy of it, for each rank on this host. MP_EDATA with the numbers
  * otherwise, before anything is allocated. */

@@ -168,3 +168,40 @@ mp_status mp_bench_comm_parse(mp_bench_comm_opts *o, int argc, char **argv, int 
                        (long long)o->iters * o->rounds, MP_BENCH_BLOCKING_MAX);
     return MP_OK;
 }
+
+/* The names of the bits of `bits` (names[i] for bit i, of 3), comma-separated, in s. */
+static const char *bit_names(unsigned bits, const char *const *names, char *s, size_t cap)
+{
+    size_t len = 0;
+    s[0] = '\0';
+    for (int i = 0; i < 3; i++)
+        if (bits & (1u << i) && len < cap)
+            len += (size_t)snprintf(s + len, cap - len, "%s%s", len ? "," : "", names[i]);
+    return s;
+}
+
+/* o as options again, every field, in a fixed form: what two ranks compare. */
+static void opts_text(const mp_bench_comm_opts *o, char *s, size_t cap)
+{
+    char ops[64], types[64];
+    snprintf(s, cap, "-b %lld -e %lld -f %d -i %lld -n %d -w %d -r %d --op %s -d %s --timeout %g "
+             "--skew %d --device %s%s%s%s", (long long)o->min_bytes, (long long)o->max_bytes,
+             o->factor, (long long)o->step_bytes, o->iters, o->warmup, o->rounds,
+             bit_names(o->ops, mp_bench_op_names, ops, sizeof ops),
+             bit_names(o->types, mp_bench_type_names, types, sizeof types), o->timeout_s,
+             o->skew_us, o->device ? o->device : "host", o->csv ? " --csv" : "",
+             o->blocking ? " --blocking" : "", o->share_gpu ? " --share-gpu" : "");
+}
+
+mp_status mp_bench_comm_same_opts(mp_comm *c, const mp_bench_comm_opts *o)
+{
+    char mine[320], first[320];
+    opts_text(o, mine, sizeof mine);
+    memcpy(first, mine, sizeof first);
+    MP_TRY(mp_comm_bcast(c, first, sizeof first, 0, "bench-comm's options"));
+    if (strcmp(mine, first) != 0)
+        return mp_fail(MP_EUSAGE, "bench-comm: rank %d on %s was given other options than rank 0 "
+                       "(rank %d: %s; rank 0: %s); give every rank the same", c->rank, c->host,
+                       c->rank, mine, first);
+    return MP_OK;
+}

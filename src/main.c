@@ -525,16 +525,18 @@ static int sample(const mp_cli *cli)
 static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_bench_comm_opts o;
-    mp_status st = mp_bench_comm_parse(&o, *argc, *argv, cli->rest);
-    if (st != MP_OK)
-        return report_once(st);
     mp_comm comm;
-    st = mp_comm_init(&comm, argc, argv);
+    mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
         return report_init(&comm, st);
     mp_signals_install_fatal(comm.rank, comm.host);
     mp_bench_mem mem = {.device = -1};
-    int rc = agree(&comm, mp_bench_comm_check_memory(&comm, &o));
+    /* after MPI's start-up: a rank given other options than the rest says so (MPMD launches) */
+    int rc = agree(&comm, mp_bench_comm_parse(&o, *argc, *argv, cli->rest));
+    if (rc == 0)
+        rc = agree(&comm, mp_bench_comm_same_opts(&comm, &o));
+    if (rc == 0)
+        rc = agree(&comm, mp_bench_comm_check_memory(&comm, &o));
     if (rc == 0)
         rc = agree(&comm, mp_bench_comm_open(&comm, &o, &mem));
     if (rc == 0)

@@ -79,6 +79,13 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then # no GPU here: --device cuda sa
 fi
 expect_exit 2 "bench-comm: -b takes a size" mpirun -np 2 "$MPDIST" bench-comm -b 1Q
 expect_exit 2 "bench-comm: -b \(8192\) is larger than -e \(1024\)" "$MPDIST" bench-comm -b 8K -e 1K
+# Ranks started with other options (an MPMD launch): one line naming them, exit 2 (mismatched
+# sweeps corrupted memory: MPI_ERR_TRUNCATE, then glibc's abort), and so is a bad option that
+# only rank 1 was given (it printed nothing).
+expect_exit 2 "bench-comm: rank 1 on [^ ]+ was given other options than rank 0 \(rank 1: -b 1024 -e 65536 .*; rank 0: -b 1024 -e 4096 " \
+  mpirun -np 1 "$MPDIST" bench-comm -b 1K -e 4K -n 2 -w 1 -r 1 : -np 1 "$MPDIST" bench-comm -b 1K -e 64K -n 2 -w 1 -r 1
+expect_exit 2 "bench-comm: -n takes an integer from 1 to 1000000, not '0'" \
+  mpirun -np 1 "$MPDIST" bench-comm -e 4K : -np 1 "$MPDIST" bench-comm -e 4K -n 0
 expect_exit 2 "bench-comm: unknown option '--fast'" "$MPDIST" bench-comm --fast
 expect_exit 2 "bench-comm: -n takes an integer" "$MPDIST" bench-comm -n 0
 expect_exit 2 "bench-comm: -e needs a value" "$MPDIST" bench-comm -e
