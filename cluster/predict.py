@@ -15,7 +15,8 @@ predictions for the presets are in bench/results/scaling-predict). --accum K: K 
 step (train.accum_steps), the buckets sent by the last.
 Exit 2 with one line for a bad option, cluster file or profile, or an output it cannot write.
 """
-import argparse, csv, os, subprocess, sys
+import argparse
+import math, csv, os, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import step_model as sm  # noqa: E402
@@ -33,8 +34,8 @@ def positive_list(text, what, kind):
         vals = [kind(v) for v in text.replace(",", " ").split()]
     except ValueError:
         raise sm.ModelError(f"{what} '{text}': give numbers") from None
-    if not vals or min(vals) <= 0:
-        raise sm.ModelError(f"{what} '{text}': give one or more numbers above 0")
+    if not vals or not all(math.isfinite(v) and 0 < v <= 1e6 for v in vals):
+        raise sm.ModelError(f"{what} '{text}': give one or more numbers above 0, at most 1e6")
     return vals
 
 

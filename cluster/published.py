@@ -14,7 +14,8 @@ explanation); an explained miss beyond PP passes.
 Efficiency: throughput per GPU over the baseline row's. Throughput from the model: samples per
 step (micro-batch x accumulation x GPUs) over the predicted step.
 """
-import argparse, os, sys
+import argparse
+import math, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -145,6 +146,10 @@ def main():
     p.add_argument("--out")
     p.add_argument("--check", type=float)
     a = p.parse_args()
+    if a.check is not None and not (math.isfinite(a.check) and a.check >= 0):
+        print(f"published: --check {a.check:g}: give percentage points, a finite number >= 0",
+              file=sys.stderr)
+        sys.exit(2)
     text, worst, npts, within, unexplained = [], 0.0, 0, 0, []
     for r in RESULTS:
         cluster, c, rows = table(r)

@@ -86,12 +86,12 @@ mkdir -p "$TMP/cwd"
 (cd "$TMP/cwd" && bash "$SRC/cluster/scaling.sh" --predict --profile "$TMP/p.json" --cluster "$SRC/cluster/clusters/dgx-a100-hdr200.cluster" >/dev/null) ||
   failures=$((failures + 1))
 expect_ok "--predict: the default --out is runs/scaling-predict" test -s "$TMP/cwd/runs/scaling-predict/predict.csv"
-# expect_fail CODE REGEX CMD...: one "scaling:" (or "make_profile:") line matching REGEX, exit CODE
+# expect_fail CODE REGEX CMD...: one "scaling:" (or "make_profile:", "published:") line matching REGEX, exit CODE
 expect_fail() {
   local want=$1 regex=$2 rc=0
   shift 2
   "$@" >"$TMP/out" 2>&1 || rc=$?
-  if [ "$rc" = "$want" ] && [ "$(grep -c . "$TMP/out")" = 1 ] && grep -Eq "^(scaling|make_profile): .*$regex" "$TMP/out"; then
+  if [ "$rc" = "$want" ] && [ "$(grep -c . "$TMP/out")" = 1 ] && grep -Eq "^(scaling|make_profile|published): .*$regex" "$TMP/out"; then
     echo "ok: exit $rc: $(cat "$TMP/out")"
   else
     echo "FAIL: $* -> exit $rc (want $want, /$regex/):"; sed 's/^/    /' "$TMP/out"; failures=$((failures + 1))
@@ -105,6 +105,10 @@ sed 's/^nic_gbs.*/nic_gbs = 0/' $good >"$TMP/bad.cluster"
 expect_fail 2 "nic_gbs = 0: must be above 0" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster "$TMP/bad.cluster"
 expect_fail 2 "12 GPUs do not fill nodes of 8" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --gpus "1 12"
 expect_fail 2 "--bucket-mb" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --bucket-mb "0"
+expect_fail 2 "--bucket-mb 'nan': give one or more numbers above 0" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --bucket-mb nan
+expect_fail 2 "--first-bucket-mb 'inf'" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --first-bucket-mb inf
+expect_fail 2 "--accum '99999999999999999999': give one or more numbers above 0, at most 1e6" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --accum 99999999999999999999
+expect_fail 2 "--check nan: give percentage points" python3 cluster/published.py --check nan
 expect_fail 2 "--accum '2 3': give one count" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --accum "2 3"
 expect_fail 2 "two profiles are named" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --profile "$TMP/p.json" --cluster $good
 expect_fail 2 "--out /proc/nope" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --out /proc/nope
