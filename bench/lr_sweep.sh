@@ -33,6 +33,17 @@ read -r -a lrs <<<"${MPDIST_SWEEP_LRS:-0.02 0.05 0.1}"
 steps=${MPDIST_SWEEP_STEPS:-300}
 batch=${MPDIST_SWEEP_BATCH:-128}
 np=${MPDIST_SWEEP_RANKS:-1}
+bad() { echo "lr_sweep: $1 (got '${2:0:100}')" >&2; exit 2; }
+[[ $np =~ ^[1-9][0-9]{0,5}$ ]] || bad "MPDIST_SWEEP_RANKS must be a whole number >= 1" "$np"
+[[ $steps =~ ^[1-9][0-9]{0,8}$ ]] || bad "MPDIST_SWEEP_STEPS must be a whole number >= 1" "$steps"
+[[ $batch =~ ^[1-9][0-9]{0,8}$ ]] || bad "MPDIST_SWEEP_BATCH must be a whole number >= 1" "$batch"
+[ ${#seeds[@]} -gt 0 ] || bad "MPDIST_SWEEP_SEEDS must list at least one seed" "${MPDIST_SWEEP_SEEDS:-}"
+for v in "${seeds[@]}"; do [[ $v =~ ^[0-9]{1,19}$ ]] || bad "MPDIST_SWEEP_SEEDS: a seed is a whole number" "$v"; done
+[ ${#lrs[@]} -gt 0 ] || bad "MPDIST_SWEEP_LRS must list at least one learning rate" "${MPDIST_SWEEP_LRS:-}"
+for v in "${lrs[@]}"; do
+  [[ $v =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] && awk -v v="$v" 'BEGIN { exit !(v > 0) }' ||
+    bad "MPDIST_SWEEP_LRS: a learning rate is a number > 0" "$v"
+done
 jobs=${MPDIST_SWEEP_JOBS:-$(( $(nproc) / np > 0 ? $(nproc) / np : 1 ))}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "lr_sweep: MPDIST_SWEEP_JOBS must be a whole number >= 1 (got '$jobs')" >&2; exit 2; }
 out=runs/bench-sweep

@@ -66,10 +66,11 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --) shift; extra=("$@"); break ;;
-    *) usage ;;
+    *) echo "scaling: unknown option '${1:0:100}' (cluster/scaling.sh --help)" >&2; exit 2 ;;
   esac
 done
 die() { echo "scaling: $*" >&2; exit 2; }
+set -f # --ranks "*" and --opt "O*" are words, never file names of the current directory
 [ -f "$config" ] || die "$config: no such config"
 [[ $mode = weak || $mode = strong ]] || die "--mode must be weak or strong"
 [[ $rounds =~ ^([1-9]|10)$ ]] || die "--rounds: 1 to 10 (got '$rounds')"
@@ -81,6 +82,9 @@ die() { echo "scaling: $*" >&2; exit 2; }
 [[ $link_gbs =~ ^[0-9]*\.?[0-9]+$ ]] && awk -v v="$link_gbs" 'BEGIN { exit !(v > 0) }' ||
   die "--link-gbs: a bandwidth > 0 in GB/s (got '$link_gbs')"
 [[ $link_us =~ ^[0-9]*\.?[0-9]+$ ]] || die "--link-us: a latency >= 0 in microseconds (got '$link_us')"
+for o in $opts; do
+  [[ $o =~ ^O[0-3]$ ]] || die "--opt: '$o' is not an opt level (O0 to O3)"
+done
 seen=" "
 for n in $ranks; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$n' is not a rank count"

@@ -56,6 +56,15 @@ refused "--batch: a whole number >= 1 \(got 'abc'\)" -- bash cluster/scaling.sh 
 refused "--link-gbs: a bandwidth > 0" -- bash cluster/scaling.sh "$CFG" --link-gbs 0
 refused "--link-us: a latency >= 0" -- bash cluster/scaling.sh "$CFG" --link-us -5
 refused "--ranks: 1 given twice" -- bash cluster/scaling.sh "$CFG" --ranks "2 1 1"
+refused "unknown option '--bogus'" -- bash cluster/scaling.sh "$CFG" --bogus
+refused "--ranks: '\\*' is not a rank count" -- bash cluster/scaling.sh "$CFG" --ranks "*"
+refused "--opt: 'O9' is not an opt level" -- bash cluster/scaling.sh "$CFG" --opt "O0 O9"
+refused "MPDIST_SWEEP_RANKS must be a whole number >= 1 \(got '0'\)" MPDIST_SWEEP_RANKS=0 -- bash bench/lr_sweep.sh mlp
+refused "MPDIST_SWEEP_RANKS must be a whole number >= 1 \(got 'abc'\)" MPDIST_SWEEP_RANKS=abc -- bash bench/lr_sweep.sh mlp
+refused "MPDIST_SWEEP_LRS: a learning rate is a number > 0 \(got 'x'\)" MPDIST_SWEEP_LRS="0.1 x" -- bash bench/lr_sweep.sh mlp
+refused "MPDIST_SWEEP_STEPS must be" MPDIST_SWEEP_STEPS=-3 -- bash bench/lr_sweep.sh mlp
+refused "build.sh: unknown option '--foo'" -- bash launch/build.sh --foo
+refused "build.sh: cannot make the build directory /proc/nodir/b" -- bash launch/build.sh /proc/nodir/b
 
 tree=$TMP/tree
 mkdir -p "$tree/bench" "$tree/launch"
