@@ -10,7 +10,7 @@ source launch/env.sh
 bench_build
 np=4
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then np=$1; shift; fi
-[ "$np" -ge 1 ] || { echo "bench/comm.sh: RANKS must be >= 1" >&2; exit 2; }
+[[ $np =~ ^[1-9][0-9]{0,5}$ ]] || { echo "bench/comm.sh: RANKS must be a whole number from 1 to 999999 (got '${np:0:100}')" >&2; exit 2; }
 opts=("$@")
 [ ${#opts[@]} -gt 0 ] || opts=(-b 1M -e 64M -f 2 -n 10 -w 2 -r 5)
 mkdir -p bench/results

@@ -30,9 +30,12 @@ die() { echo "gpu_profiles: $*" >&2; exit 2; }
 for b in ${MPDIST_PROFILES_BATCHES:-}; do
   [[ $b =~ ^[1-9][0-9]*$ ]] || die "MPDIST_PROFILES_BATCHES: '$b' is not a batch size"
 done
+source "$home/bench/presets.bash"
+for model in ${MPDIST_PROFILES_MODELS:-resnet20 wrn16-4 gpt}; do # before anything is written
+  (FORTUNES=${MPDIST_PROFILES_FORTUNES:-} preset_args "$model") >/dev/null 2>&1 || die "unknown preset '$model' (resnet20, wrn16-4, gpt)"
+done
 mkdir -p "$out/runs"
 source "$home/launch/env.sh"
-source "$home/bench/presets.bash"
 bind=() # a GPU rank not bound to one core (its loader's threads); the CPU's threads stay
 [ "$device" = cpu ] || bind=(--bind-to none)
 summary() { grep '"type":"summary"' "$1" | tail -1; }

@@ -64,6 +64,8 @@ refused "MPDIST_SWEEP_RANKS must be a whole number >= 1 \(got 'abc'\)" MPDIST_SW
 refused "MPDIST_SWEEP_LRS: a learning rate is a number > 0 \(got 'x'\)" MPDIST_SWEEP_LRS="0.1 x" -- bash bench/lr_sweep.sh mlp
 refused "MPDIST_SWEEP_STEPS must be" MPDIST_SWEEP_STEPS=-3 -- bash bench/lr_sweep.sh mlp
 refused "build.sh: unknown option '--foo'" -- bash launch/build.sh --foo
+refused "bench/comm.sh: RANKS must be a whole number from 1 to 999999 \(got '99999999999999999999'\)" -- bash bench/comm.sh 99999999999999999999
+refused "bench/comm.sh: RANKS must be a whole number from 1 to 999999 \(got '0'\)" -- bash bench/comm.sh 0
 refused "build.sh: cannot make the build directory /proc/nodir/b" -- bash launch/build.sh /proc/nodir/b
 
 tree=$TMP/tree

@@ -89,7 +89,12 @@ usage "^inference: no Fashion-MNIST in $TMP/empty " "MPDIST_BENCH_BUILD=$build" 
 usage '^gpu_profiles: MPDIST_PROFILES_STEPS must be 12 or more$' "MPDIST_BIN=$MPDIST" MPDIST_PROFILES_STEPS=5 -- bash bench/gpu_profiles.sh "$TMP/gp"
 usage '^gpu_profiles: MPDIST_PROFILES_DEVICE must be cuda or cpu$' "MPDIST_BIN=$MPDIST" MPDIST_PROFILES_DEVICE=tpu -- bash bench/gpu_profiles.sh "$TMP/gp"
 usage "^gpu_profiles: MPDIST_PROFILES_BATCHES: '0' is not a batch size\$" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_BATCHES=128 0" -- bash bench/gpu_profiles.sh "$TMP/gp"
-usage "^gpu_profiles: unknown preset 'vgg'" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_MODELS=vgg" -- bash bench/gpu_profiles.sh "$TMP/gp"
+mkdir -p "$TMP/gp2" && echo kept >"$TMP/gp2/profiles.md"
+usage "^gpu_profiles: unknown preset 'vgg'" "MPDIST_BIN=$MPDIST" "MPDIST_PROFILES_MODELS=gpt vgg" -- bash bench/gpu_profiles.sh "$TMP/gp2"
+expect_ok "a refused gpu_profiles.sh leaves the last table and makes no runs/" \
+  test "$(cat "$TMP/gp2/profiles.md")" = kept -a ! -e "$TMP/gp2/runs"
+usage "^scaling_profiles: unknown preset 'vgg'" "MPDIST_BIN=$MPDIST" "MPDIST_SCALING_MODELS=vgg" -- bash bench/scaling_profiles.sh "$TMP/sp"
+expect_ok "a refused scaling_profiles.sh makes no runs/" test ! -e "$TMP/sp/runs"
 usage '^gpu_profiles: .*: no mpdist' "MPDIST_BIN=$TMP/empty/mpdist" -- bash bench/gpu_profiles.sh "$TMP/gp"
 usage '^bench_loader: synthetic: CHANNELS must be 1 or 3 \(got 2\)$' -- "$build/bench_loader" synthetic 32 2 1
 usage '^usage: bench_loader ROOT SIZE' -- "$build/bench_loader" synthetic 32 3 1 1 12x
