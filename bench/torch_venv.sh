@@ -26,8 +26,7 @@ case "${1:-}" in
 esac
 [ $# -le 1 ] || { echo "torch_venv: one option at most" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd -P)
-mkdir -p "$(dirname "$venv")" 2>/dev/null || true
-case "$(cd "$(dirname "$venv")" 2>/dev/null && pwd -P)/" in
+case "$(realpath -m -- "$venv")/" in # (-m: what is not made yet resolves too; nothing is made)
   "$repo"/*) echo "torch_venv: $venv is inside the repository; set MPDIST_TORCH_VENV elsewhere" >&2; exit 2 ;;
 esac
 ready() {

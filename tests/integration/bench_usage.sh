@@ -96,6 +96,10 @@ expect_ok "a refused gpu_profiles.sh leaves the last table and makes no runs/" \
 usage "^scaling_profiles: unknown preset 'vgg'" "MPDIST_BIN=$MPDIST" "MPDIST_SCALING_MODELS=vgg" -- bash bench/scaling_profiles.sh "$TMP/sp"
 expect_ok "a refused scaling_profiles.sh makes no runs/" test ! -e "$TMP/sp/runs"
 usage '^gpu_profiles: .*: no mpdist' "MPDIST_BIN=$TMP/empty/mpdist" -- bash bench/gpu_profiles.sh "$TMP/gp"
+inside=$SRC/venv-probe.$$ # (a venv inside the repository is refused, and nothing made for it)
+usage "^torch_venv: $inside/x/venv is inside the repository" "MPDIST_TORCH_VENV=$inside/x/venv" -- bash "$SRC/bench/torch_venv.sh"
+expect_ok "a refused torch_venv.sh makes no directory" test ! -e "$inside"
+rm -rf "$inside"
 usage '^bench_loader: synthetic: CHANNELS must be 1 or 3 \(got 2\)$' -- "$build/bench_loader" synthetic 32 2 1
 usage '^usage: bench_loader ROOT SIZE' -- "$build/bench_loader" synthetic 32 3 1 1 12x
 usage '^usage: bench_loader ROOT SIZE' -- "$build/bench_loader" synthetic 32 3 1 1 10 extra
