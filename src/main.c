@@ -456,7 +456,9 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
     mp_signals_install_fatal(comm.rank, comm.host);
     mp_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    int rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
+    int rc = agree(&comm, mp_env_check());
+    if (rc == 0)
+        rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
     mp_trainer t;
     memset(&t, 0, sizeof t);
     if (rc == 0)
@@ -532,7 +534,9 @@ static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
     mp_signals_install_fatal(comm.rank, comm.host);
     mp_bench_mem mem = {.device = -1};
     /* after MPI's start-up: a rank given other options than the rest says so (MPMD launches) */
-    int rc = agree(&comm, mp_bench_comm_parse(&o, *argc, *argv, cli->rest));
+    int rc = agree(&comm, mp_env_check());
+    if (rc == 0)
+        rc = agree(&comm, mp_bench_comm_parse(&o, *argc, *argv, cli->rest));
     if (rc == 0)
         rc = agree(&comm, mp_bench_comm_same_opts(&comm, &o));
     if (rc == 0)
@@ -557,8 +561,11 @@ static int dispatch(int argc, char **argv)
     mp_cli cli;
     if (mp_cli_parse(&cli, argc, argv) != MP_OK)
         return report_once(MP_EUSAGE);
-    if (cli.cmd != MP_CMD_HELP && cli.cmd != MP_CMD_VERSION && mp_env_check() != MP_OK)
-        return report_once(MP_EUSAGE); /* a mistyped path switch, before anything runs */
+    /* a mistyped path switch, before anything runs; the MPI commands check it after MPI's
+     * start-up and agree on it, so that a rank whose environment alone is wrong says so */
+    bool mpi = cli.cmd == MP_CMD_TRAIN || cli.cmd == MP_CMD_EVAL || cli.cmd == MP_CMD_BENCH_COMM;
+    if (cli.cmd != MP_CMD_HELP && cli.cmd != MP_CMD_VERSION && !mpi && mp_env_check() != MP_OK)
+        return report_once(MP_EUSAGE);
     switch (cli.cmd) {
     case MP_CMD_HELP: mp_cli_usage(stdout); return 0;
     case MP_CMD_VERSION: printf("mpdist %s\n", MPDIST_VERSION); return 0;

@@ -160,12 +160,17 @@ expect_exit 2 "--set comm.backend: nccl, but " "$MPDIST" "$SRC/configs/fashion-m
 expect_exit 2 'amp.loss_scale: must be "dynamic" or a number \(got "auto"\)' "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set amp.loss_scale=auto
 expect_exit 2 '--set data.drop_last: each rank.s share of the training set \(50 samples\) is less than data.batch_size = 64' \
   "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set data.train_limit=50 --set data.drop_last=true
-# A mistyped path switch in the environment is a usage error before anything runs (it fell back
+# A mistyped path switch in the environment is a usage error before anything is read (it fell back
 # to the default path in silence before 2026-12-03), said once on 2 ranks; "0" and "" are fine.
 expect_exit 2 '^mpdist: error: MPDIST_CPU_GEMM: "openbals" is not one of its values \(openblas\)$' \
   env MPDIST_CPU_GEMM=openbals mpirun -np 2 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run
 expect_exit 2 '^mpdist: error: MPDIST_CPU_ISA: "avx3" is not one of its values \(base, avx2, avx512\)$' \
   env MPDIST_CPU_ISA=avx3 "$MPDIST" info
+# Only rank 1's environment is wrong (an MPMD launch): it says so (it exited 2 without a word,
+# as the error came before MPI's start-up, where only rank 0 speaks).
+expect_exit 2 '^mpdist: error: MPDIST_CPU_ISA: "bogus" is not one of its values' \
+  mpirun -np 1 "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run : \
+  -np 1 env MPDIST_CPU_ISA=bogus "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run
 expect_ok "MPDIST_CPU_STAGED=0 and an empty MPDIST_CPU_CONV" env MPDIST_CPU_STAGED=0 MPDIST_CPU_CONV= \
   "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --dry-run
 # Output that cannot be written is an error (issue 45): stdout on a full disk (/dev/full) turns a
