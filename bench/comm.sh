@@ -6,11 +6,11 @@
 # Usage: bench/comm.sh [RANKS] [bench-comm options]   (default 4 ranks, 1M..64M)
 set -euo pipefail
 source "$(dirname "$0")/common.bash"
-source launch/env.sh
-bench_build
 np=4
 if [[ ${1:-} =~ ^[0-9]+$ ]]; then np=$1; shift; fi
 [[ $np =~ ^[1-9][0-9]{0,5}$ ]] || { echo "bench/comm.sh: RANKS must be a whole number from 1 to 999999 (got '${np:0:100}')" >&2; exit 2; }
+source launch/env.sh
+bench_build
 opts=("$@")
 [ ${#opts[@]} -gt 0 ] || opts=(-b 1M -e 64M -f 2 -n 10 -w 2 -r 5)
 mkdir -p bench/results

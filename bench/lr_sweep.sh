@@ -21,13 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
-bash launch/deps.sh --check
-source bench/common.bash # bench_build: MPDIST_BENCH_BUILD, or build made by launch/build.sh
-bench_build
-source launch/env.sh
-presets=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do presets+=("$1"); shift; done
-[ "${1:-}" = -- ] && shift
-[ ${#presets[@]} -gt 0 ] || presets=(mlp cnn cnn_bn)
+# the settings first: a bad one is refused before anything is checked or built
 read -r -a seeds <<<"${MPDIST_SWEEP_SEEDS:-42 1 2}"
 read -r -a lrs <<<"${MPDIST_SWEEP_LRS:-0.02 0.05 0.1}"
 steps=${MPDIST_SWEEP_STEPS:-300}
@@ -38,7 +32,7 @@ bad() { echo "lr_sweep: $1 (got '${2:0:100}')" >&2; exit 2; }
 [[ $steps =~ ^[1-9][0-9]{0,8}$ ]] || bad "MPDIST_SWEEP_STEPS must be a whole number >= 1" "$steps"
 [[ $batch =~ ^[1-9][0-9]{0,8}$ ]] || bad "MPDIST_SWEEP_BATCH must be a whole number >= 1" "$batch"
 [ ${#seeds[@]} -gt 0 ] || bad "MPDIST_SWEEP_SEEDS must list at least one seed" "${MPDIST_SWEEP_SEEDS:-}"
-for v in "${seeds[@]}"; do [[ $v =~ ^[0-9]{1,19}$ ]] || bad "MPDIST_SWEEP_SEEDS: a seed is a whole number" "$v"; done
+for v in "${seeds[@]}"; do [[ $v =~ ^[0-9]{1,18}$ ]] || bad "MPDIST_SWEEP_SEEDS: a seed is a whole number below 10^18" "$v"; done
 [ ${#lrs[@]} -gt 0 ] || bad "MPDIST_SWEEP_LRS must list at least one learning rate" "${MPDIST_SWEEP_LRS:-}"
 for v in "${lrs[@]}"; do
   [[ $v =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] && awk -v v="$v" 'BEGIN { exit !(v > 0) }' ||
@@ -46,6 +40,13 @@ for v in "${lrs[@]}"; do
 done
 jobs=${MPDIST_SWEEP_JOBS:-$(( $(nproc) / np > 0 ? $(nproc) / np : 1 ))}
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "lr_sweep: MPDIST_SWEEP_JOBS must be a whole number >= 1 (got '$jobs')" >&2; exit 2; }
+bash launch/deps.sh --check
+source bench/common.bash # bench_build: MPDIST_BENCH_BUILD, or build made by launch/build.sh
+bench_build
+source launch/env.sh
+presets=(); while [ $# -gt 0 ] && [ "$1" != -- ]; do presets+=("$1"); shift; done
+[ "${1:-}" = -- ] && shift
+[ ${#presets[@]} -gt 0 ] || presets=(mlp cnn cnn_bn)
 out=runs/bench-sweep
 mkdir -p "$out"
 levels=("O0 fp16" "O1 fp16" "O2 fp16" "O2 bf16" "O3 fp16")

@@ -5,8 +5,8 @@
  * NCCL loop (comm/nccl_raw.h). --device cpu takes the CPU backend's memory, which under
  * MPDIST_CPU_STAGED=1 is device-like and travels the device route (a second MPI transport), so
  * the CPU suite runs the device code of this command. The stages, each agreed over the ranks by
- * the caller before the next: parse, check_memory, open (local), choose, connect, run (each
- * collective), close. */
+ * the caller before the next: parse, same_opts, check_memory, open (local), choose, connect, run
+ * (each collective), close. */
 #ifndef MP_BENCH_COMM_H
 #define MP_BENCH_COMM_H
 

@@ -184,13 +184,16 @@ static const char *bit_names(unsigned bits, const char *const *names, char *s, s
 static void opts_text(const mp_bench_comm_opts *o, char *s, size_t cap)
 {
     char ops[64], types[64];
-    snprintf(s, cap, "-b %lld -e %lld -f %d -i %lld -n %d -w %d -r %d --op %s -d %s --timeout %g "
-             "--skew %d --device %s%s%s%s", (long long)o->min_bytes, (long long)o->max_bytes,
-             o->factor, (long long)o->step_bytes, o->iters, o->warmup, o->rounds,
-             bit_names(o->ops, mp_bench_op_names, ops, sizeof ops),
+    char step[48];
+    snprintf(step, sizeof step, "%s %lld", o->step_bytes > 0 ? "-i" : "-f",
+             o->step_bytes > 0 ? (long long)o->step_bytes : (long long)o->factor);
+    snprintf(s, cap, "-b %lld -e %lld %s -n %d -w %d -r %d --op %s -d %s --timeout %g --skew %d%s%s"
+             "%s%s%s", (long long)o->min_bytes, (long long)o->max_bytes, step, o->iters,
+             o->warmup, o->rounds, bit_names(o->ops, mp_bench_op_names, ops, sizeof ops),
              bit_names(o->types, mp_bench_type_names, types, sizeof types), o->timeout_s,
-             o->skew_us, o->device ? o->device : "host", o->csv ? " --csv" : "",
-             o->blocking ? " --blocking" : "", o->share_gpu ? " --share-gpu" : "");
+             o->skew_us, o->device ? " --device " : "", o->device ? o->device : "",
+             o->csv ? " --csv" : "", o->blocking ? " --blocking" : "",
+             o->share_gpu ? " --share-gpu" : "");
 }
 
 mp_status mp_bench_comm_same_opts(mp_comm *c, const mp_bench_comm_opts *o)

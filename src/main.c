@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/launch_check.h"
@@ -136,12 +137,17 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
                "learning rate stays below optim.lr (at most %.3g of it)\n",
                c->schedule.warmup_epochs, (long long)t->sched.warmup_steps,
                (long long)t->total_steps, (double)t->total_steps / (double)t->sched.warmup_steps);
-    if (t->ops->host_memory && t->cpu_threads < t->cpu_threads_asked)
-        printf("note: %s = %d, but this rank may run on %d core%s: %d CPU thread%s per rank "
-               "(mpirun --bind-to none, or --map-by slot:PE=%d, gives it more cores)\n",
-               t->cpu_threads_var, t->cpu_threads_asked, t->cpu_threads,
+    if (t->ops->host_memory && t->cpu_threads < t->cpu_threads_asked) {
+        char asked[32];
+        snprintf(asked, sizeof asked, t->cpu_threads_asked == 4096 ? "4096 or more" : "%d",
+                 t->cpu_threads_asked);
+        printf("note: %s asks for %s threads, but this rank may run on %d core%s: %d CPU "
+               "thread%s per rank%s\n", t->cpu_threads_var, asked, t->cpu_threads,
                t->cpu_threads > 1 ? "s" : "", t->cpu_threads, t->cpu_threads > 1 ? "s" : "",
-               t->cpu_threads_asked);
+               mp_train_cores_allowed() < sysconf(_SC_NPROCESSORS_ONLN)
+                   ? " (mpirun --bind-to none, or --map-by slot:PE=N, gives it more cores)"
+                   : "");
+    }
     /* a GPU rank bound to one core: its loader's threads take turns with the thread that
      * issues the step (the staged CPU backend of the tests is left quiet) */
     int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);
@@ -527,16 +533,26 @@ static int sample(const mp_cli *cli)
 static int bench_comm(const mp_cli *cli, int *argc, char ***argv)
 {
     mp_bench_comm_opts o;
+    mp_launch_env env;
+    mp_launch_env_read(&env);
+    /* a bad option without a launcher is said before MPI's start-up; under one, after it and
+     * agreed, so that a rank given other options than the rest says so (MPMD launches) */
+    if (!env.launcher && mp_env_check() != MP_OK)
+        return report(MP_EUSAGE);
+    mp_status parsed = mp_bench_comm_parse(&o, *argc, *argv, cli->rest);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", mp_error_message());
+    if (parsed != MP_OK && !env.launcher)
+        return report(parsed);
     mp_comm comm;
     mp_status st = mp_comm_init(&comm, argc, argv);
     if (st != MP_OK)
         return report_init(&comm, st);
     mp_signals_install_fatal(comm.rank, comm.host);
     mp_bench_mem mem = {.device = -1};
-    /* after MPI's start-up: a rank given other options than the rest says so (MPMD launches) */
     int rc = agree(&comm, mp_env_check());
     if (rc == 0)
-        rc = agree(&comm, mp_bench_comm_parse(&o, *argc, *argv, cli->rest));
+        rc = agree(&comm, parsed == MP_OK ? MP_OK : mp_fail(parsed, "%s", why));
     if (rc == 0)
         rc = agree(&comm, mp_bench_comm_same_opts(&comm, &o));
     if (rc == 0)

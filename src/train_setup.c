@@ -378,25 +378,33 @@ mp_status mp_train_open_outputs(mp_trainer *t)
     return MP_OK;
 }
 
+/* Skips blanks, then one or more digits, then blanks, from *p; false when there are no digits. */
+static bool skip_count(const char **p)
+{
+    const char *q = *p + strspn(*p, " \t");
+    size_t digits = strspn(q, "0123456789");
+    *p = q + digits + strspn(q + digits, " \t");
+    return digits > 0;
+}
+
 /* A thread count from environment variable `name` as OpenMP reads OMP_NUM_THREADS: a positive
- * integer, blanks around it allowed, or a list "N,M,..." whose first entry is the outer level's
- * count; above 4096 it is 4096. 0 when the variable is unset or empty, -1 when it holds
+ * integer, blanks around it allowed, or a list "N,M,..." of them whose first entry is the outer
+ * level's count; above 4096 it is 4096. 0 when the variable is unset or empty, -1 when it holds
  * anything else. */
 static int threads_from_env(const char *name)
 {
     const char *v = getenv(name);
     if (!v || !v[0])
         return 0;
-    while (*v == ' ' || *v == '\t')
-        v++;
-    if (*v < '0' || *v > '9')
+    const char *p = v;
+    bool ok = skip_count(&p);
+    while (ok && *p == ',')
+        p++, ok = skip_count(&p);
+    if (!ok || *p)
         return -1;
     errno = 0;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    while (*end == ' ' || *end == '\t')
-        end++;
-    if (n == 0 || (*end && *end != ','))
+    unsigned long long n = strtoull(v, NULL, 10);
+    if (n == 0)
         return -1;
     return errno == ERANGE || n > 4096 ? 4096 : (int)n;
 }

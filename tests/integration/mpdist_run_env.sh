@@ -102,6 +102,11 @@ usage "MPDIST_PRODUCTION=yes" "MPDIST_PRODUCTION must be 0 or 1 \(got 'yes'\)" M
 usage "MPDIST_BIN a directory" "is not built" MPDIST_BIN="$TMP" -- a.cfg
 usage "MPDIST_RESTART_LOG in a missing directory" "MPDIST_RESTART_LOG: cannot append to" \
   MPDIST_RESTART_LOG="$TMP/nodir/r.log" -- --max-restarts 1 a.cfg
+check "MPDIST_RESTART_LOG without --max-restarts: not opened" "mpirun -np 1 $MPDIST a.cfg | $dev" \
+  'local development' MPDIST_RESTART_LOG="$TMP/nodir/r.log" -- a.cfg
+check "MPDIST_RESTART_LOG=/dev/null (a device) with --max-restarts: taken" "mpirun -np 1 $MPDIST a.cfg | $dev" \
+  'local development' MPDIST_RESTART_LOG=/dev/null -- --max-restarts 1 a.cfg
+expect_ok "a restart log is not made where no restart may write it" test ! -e "$TMP/nodir"
 usage "TMPDIR missing" "TMPDIR '$TMP/nodir' is not a writable directory" TMPDIR="$TMP/nodir" -- a.cfg
 # MPDIST_MPIRUN_ARGS is split at blanks and never globbed against the current directory.
 touch "$TMP/fake1"

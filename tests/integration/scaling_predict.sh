@@ -109,6 +109,8 @@ expect_fail 2 "--bucket-mb 'nan': give one or more numbers above 0" bash cluster
 expect_fail 2 "--first-bucket-mb 'inf'" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --first-bucket-mb inf
 expect_fail 2 "--accum '99999999999999999999': give one or more numbers above 0, at most 1e6" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --accum 99999999999999999999
 expect_fail 2 "--check nan: give percentage points" python3 cluster/published.py --check nan
+expect_fail 2 "--accum '10{400}': give one or more numbers" \
+  bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --accum "1$(printf '0%.0s' $(seq 400))"
 expect_fail 2 "--accum '2 3': give one count" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --accum "2 3"
 expect_fail 2 "two profiles are named" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --profile "$TMP/p.json" --cluster $good
 expect_fail 2 "--out /proc/nope" bash cluster/scaling.sh --predict --profile "$TMP/p.json" --cluster $good --out /proc/nope
