@@ -31,9 +31,7 @@ for b in ${MPDIST_PROFILES_BATCHES:-}; do
   [[ $b =~ ^[1-9][0-9]*$ ]] || die "MPDIST_PROFILES_BATCHES: '$b' is not a batch size"
 done
 source "$home/bench/presets.bash"
-for model in ${MPDIST_PROFILES_MODELS:-resnet20 wrn16-4 gpt}; do # before anything is written
-  (FORTUNES=${MPDIST_PROFILES_FORTUNES:-} preset_args "$model") >/dev/null 2>&1 || die "unknown preset '$model' (resnet20, wrn16-4, gpt)"
-done
+presets_check gpu_profiles ${MPDIST_PROFILES_MODELS:-resnet20 wrn16-4 gpt}
 mkdir -p "$out/runs"
 source "$home/launch/env.sh"
 bind=() # a GPU rank not bound to one core (its loader's threads); the CPU's threads stay
@@ -48,7 +46,7 @@ table=$out/profiles.md
     "ms per step of the steps after the first; ratio = device / host."
 } >"$table"
 for model in ${MPDIST_PROFILES_MODELS:-resnet20 wrn16-4 gpt}; do
-  FORTUNES=${MPDIST_PROFILES_FORTUNES:-} preset_args "$model" || die "unknown preset '$model' (resnet20, wrn16-4, gpt)"
+  FORTUNES=${MPDIST_PROFILES_FORTUNES:-} preset_args "$model"
   for batch in ${MPDIST_PROFILES_BATCHES:-$batch}; do
     for opt in ${MPDIST_PROFILES_OPTS:-O2}; do
       for clock in host device; do

@@ -12,3 +12,13 @@ preset_args() {
     *) return 1 ;;
   esac
 }
+
+# presets_check WHO MODEL...: exits 2 with one line "WHO: unknown preset 'M' (...)" for the first
+# MODEL preset_args does not know, before a script writes anything; sets nothing.
+presets_check() {
+  local who=$1 m
+  shift
+  for m in "$@"; do
+    (preset_args "$m") || { echo "$who: unknown preset '$m' (resnet20, wrn16-4, gpt)" >&2; exit 2; }
+  done
+}

@@ -31,13 +31,11 @@ die() { echo "scaling_profiles: $*" >&2; exit 2; }
 [[ $device = cuda || $device = cpu ]] || die "MPDIST_SCALING_DEVICE must be cuda or cpu"
 [[ $steps =~ ^[0-9]+$ ]] && [ "$steps" -ge 20 ] || die "MPDIST_SCALING_STEPS must be 20 or more"
 source "$home/bench/presets.bash"
-for model in ${MPDIST_SCALING_MODELS:-resnet20 wrn16-4 gpt}; do # before anything is written
-  (FORTUNES=${MPDIST_SCALING_FORTUNES:-} preset_args "$model") >/dev/null 2>&1 || die "unknown preset '$model' (resnet20, wrn16-4, gpt)"
-done
+presets_check scaling_profiles ${MPDIST_SCALING_MODELS:-resnet20 wrn16-4 gpt}
 mkdir -p "$out/runs"
 source "$home/launch/env.sh"
 for model in ${MPDIST_SCALING_MODELS:-resnet20 wrn16-4 gpt}; do
-  FORTUNES=${MPDIST_SCALING_FORTUNES:-} preset_args "$model" || die "unknown preset '$model' (resnet20, wrn16-4, gpt)"
+  FORTUNES=${MPDIST_SCALING_FORTUNES:-} preset_args "$model"
   batch=${MPDIST_SCALING_BATCH:-$batch}
   for opt in ${MPDIST_SCALING_OPTS:-O0 O2}; do
     for prof in true false; do

@@ -15,8 +15,7 @@ predictions for the presets are in bench/results/scaling-predict). --accum K: K 
 step (train.accum_steps), the buckets sent by the last.
 Exit 2 with one line for a bad option, cluster file or profile, or an output it cannot write.
 """
-import argparse
-import math, csv, os, subprocess, sys
+import argparse, csv, os, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import step_model as sm  # noqa: E402

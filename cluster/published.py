@@ -14,8 +14,7 @@ explanation); an explained miss beyond PP passes.
 Efficiency: throughput per GPU over the baseline row's. Throughput from the model: samples per
 step (micro-batch x accumulation x GPUs) over the predicted step.
 """
-import argparse
-import math, os, sys
+import argparse, math, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

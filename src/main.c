@@ -137,6 +137,7 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
                "learning rate stays below optim.lr (at most %.3g of it)\n",
                c->schedule.warmup_epochs, (long long)t->sched.warmup_steps,
                (long long)t->total_steps, (double)t->total_steps / (double)t->sched.warmup_steps);
+    int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);
     if (t->ops->host_memory && t->cpu_threads < t->cpu_threads_asked) {
         char asked[32];
         snprintf(asked, sizeof asked, t->cpu_threads_asked == 4096 ? "4096 or more" : "%d",
@@ -144,13 +145,12 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
         printf("note: %s asks for %s threads, but this rank may run on %d core%s: %d CPU "
                "thread%s per rank%s\n", t->cpu_threads_var, asked, t->cpu_threads,
                t->cpu_threads > 1 ? "s" : "", t->cpu_threads, t->cpu_threads > 1 ? "s" : "",
-               mp_train_cores_allowed() < sysconf(_SC_NPROCESSORS_ONLN)
+               allowed < sysconf(_SC_NPROCESSORS_ONLN)
                    ? " (mpirun --bind-to none, or --map-by slot:PE=N, gives it more cores)"
                    : "");
     }
     /* a GPU rank bound to one core: its loader's threads take turns with the thread that
      * issues the step (the staged CPU backend of the tests is left quiet) */
-    int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);
     if (strcmp(t->ops->name, "cuda") == 0 && c->data.loader_threads > 0 && allowed == 1 &&
         share > 1)
         printf("note: this rank is bound to 1 core of the %d it could use (mpirun binds 1 or 2 "
