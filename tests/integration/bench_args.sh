@@ -63,6 +63,9 @@ refused "MPDIST_SWEEP_RANKS must be a whole number >= 1 \(got '0'\)" MPDIST_SWEE
 refused "MPDIST_SWEEP_RANKS must be a whole number >= 1 \(got 'abc'\)" MPDIST_SWEEP_RANKS=abc -- bash bench/lr_sweep.sh mlp
 refused "MPDIST_SWEEP_LRS: a learning rate is a number > 0 \(got 'x'\)" MPDIST_SWEEP_LRS="0.1 x" -- bash bench/lr_sweep.sh mlp
 refused "MPDIST_SWEEP_STEPS must be" MPDIST_SWEEP_STEPS=-3 -- bash bench/lr_sweep.sh mlp
+refused "MPDIST_SWEEP_BATCH must be a whole number >= 1 \(got '0'\)" MPDIST_SWEEP_BATCH=0 -- bash bench/lr_sweep.sh mlp
+refused "MPDIST_SWEEP_SEEDS: a seed is a whole number below 10\^18 \(got '9999999999999999999'\)" \
+  MPDIST_SWEEP_SEEDS="1 9999999999999999999" -- bash bench/lr_sweep.sh mlp
 refused "build.sh: unknown option '--foo'" -- bash launch/build.sh --foo
 refused "bench/comm.sh: RANKS must be a whole number from 1 to 999999 \(got '99999999999999999999'\)" -- bash bench/comm.sh 99999999999999999999
 refused "bench/comm.sh: RANKS must be a whole number from 1 to 999999 \(got '0'\)" -- bash bench/comm.sh 0
