@@ -335,8 +335,8 @@ static mp_status print_meta(mp_h5r *r, FILE *out, bool *full)
         fprintf(out, "checkpoint: %s\n", mp_h5r_path(r));
         fprintf(out, "format %lld (%s), written by mpdist %s\n", (long long)format, kind, version);
         fprintf(out, "model %s, opt level %s, half %s\n", model, opt, half);
-        fprintf(out, "step %lld, epoch %lld, %lld ranks, global batch %lld\n", (long long)step,
-                (long long)epoch, (long long)world, (long long)batch);
+        fprintf(out, "step %lld, epoch %lld, %lld rank%s, global batch %lld\n", (long long)step,
+                (long long)epoch, (long long)world, world == 1 ? "" : "s", (long long)batch);
     }
     for (int i = 0; i < 5; i++)
         free(*svals[i]);

@@ -285,11 +285,17 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
            (long long)at->step, (long long)at->epoch + 1, (long long)at->position);
     int64_t gb = cfg->data.batch_size * t->comm->size * t->accum;
     if (at->global_batch != gb)
-        printf("note: the checkpoint was written with global batch %lld (%lld ranks), this run "
-               "has %lld (%d ranks, %lld micro-batches a step): the rest of the epoch is "
+        printf("note: the checkpoint was written with global batch %lld (%lld rank%s), this run "
+               "has %lld (%d rank%s, %lld micro-batch%s a step): the rest of the epoch is "
                "re-sharded and step counts and the schedule follow the new batch\n",
-               (long long)at->global_batch, (long long)at->world_size, (long long)gb,
-               t->comm->size, (long long)t->accum);
+               (long long)at->global_batch, (long long)at->world_size,
+               at->world_size == 1 ? "" : "s", (long long)gb, t->comm->size,
+               t->comm->size == 1 ? "" : "s", (long long)t->accum, t->accum == 1 ? "" : "es");
+    int64_t rest = mp_sampler_share(&t->sampler, at->position);
+    if (cfg->data.drop_last && rest < cfg->data.batch_size)
+        printf("note: the rest of epoch %lld is %lld samples a rank, less than data.batch_size = "
+               "%lld: data.drop_last = true drops it\n", (long long)at->epoch + 1,
+               (long long)rest, (long long)cfg->data.batch_size);
     return 0;
 }
 

@@ -575,6 +575,12 @@ static void sample_device_use(const mp_trainer *t, mp_train_result *r)
         r->device_used_peak = used;
 }
 
+/* Whether the end of epoch `epoch` (from 0) evaluates: every train.eval_every epochs. */
+static bool eval_due(const mp_config *c, int64_t epoch)
+{
+    return c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0;
+}
+
 /* mp_train_run's loop, timing windows in w (its start mark recorded). */
 static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
 {
@@ -592,6 +598,15 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
         mp_profile_stop(); /* an earlier run in this process that failed may have left it on */
     MP_TRY(mp_train_write_state(t));
     sample_device_use(t, r);
+    int64_t rest = mp_sampler_share(&t->sampler, at.position);
+    if (epoch < c->train.epochs && mp_train_steps(t, rest) == 0) {
+        /* the rest of the resumed epoch, less than a batch, that data.drop_last drops: its end */
+        if (eval_due(c, epoch)) {
+            MP_TRY(evaluate_epoch(t, epoch, r));
+            evaluated = epoch;
+        }
+        at = (mp_resume_point){.step = step, .epoch = ++epoch, .position = 0};
+    }
     for (; epoch < c->train.epochs && step < t->total_steps && !t->stop; epoch++) {
         int64_t from = epoch == t->start.epoch ? t->start.position : 0;
         mp_sampler_set_epoch_at(&t->sampler, epoch, from);
@@ -606,7 +621,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
             int64_t done = (b + 1) * t->accum < batches ? (b + 1) * t->accum : batches;
             bool end = b + 1 == steps;
             bool log = next % c->log.every == 0 || next == t->total_steps;
-            bool eval = end && c->train.eval_every > 0 && (epoch + 1) % c->train.eval_every == 0;
+            bool eval = end && eval_due(c, epoch);
             bool budget = c->train.step_budget > 0 && next - t->start.step >= c->train.step_budget;
             bool ckpt = c->checkpoint.dir[0] && c->checkpoint.every_steps > 0 &&
                         next % c->checkpoint.every_steps == 0;

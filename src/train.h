@@ -278,7 +278,8 @@ void mp_train_saved(mp_trainer *t, const mp_train_state *s, const mp_resume_poin
 mp_status mp_train_save_finished(mp_trainer *t, bool wait, mp_train_result *r);
 
 /* Batches (micro-batches) for `count` samples of this rank in one epoch: count / batch_size,
- * rounded up unless data.drop_last, and at least one when count > 0. */
+ * rounded up unless data.drop_last. Only the rest of a resumed epoch can hold less than a batch
+ * under data.drop_last (set-up refuses a share that small): it has none, the rest dropped. */
 int64_t mp_train_batches(const mp_trainer *t, int64_t count);
 
 /* Optimizer steps for `count` samples of this rank in one epoch: its batches in windows of

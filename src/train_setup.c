@@ -234,8 +234,7 @@ mp_status mp_train_sync(mp_trainer *t)
 int64_t mp_train_batches(const mp_trainer *t, int64_t count)
 {
     int64_t b = t->cfg->data.batch_size;
-    int64_t n = t->cfg->data.drop_last ? count / b : (count + b - 1) / b;
-    return n < 1 && count > 0 ? 1 : n;
+    return t->cfg->data.drop_last ? count / b : (count + b - 1) / b;
 }
 
 int64_t mp_train_steps(const mp_trainer *t, int64_t count)
@@ -465,8 +464,8 @@ mp_status mp_train_check_batches(const mp_trainer *t, int64_t count, bool resume
 {
     const mp_config *c = t->cfg;
     int64_t b = c->data.batch_size;
-    /* mp_train_batches' batches of count: full ones, then what is left, or one short batch */
-    int64_t last = count < b ? count : c->data.drop_last || count % b == 0 ? b : count % b;
+    /* mp_train_batches' batches of count: full ones, then what is left (none: drop_last) */
+    int64_t last = c->data.drop_last || count % b == 0 ? (count < b ? 0 : b) : count % b;
     char at[1200];
     if (count >= b && mp_model_check_batch(&t->model, b, true) != MP_OK)
         return mp_fail(MP_EUSAGE, "%s = %lld: %s", mp_config_key_at(c, "data.batch_size", at,

@@ -74,4 +74,14 @@ expect_ok "2 steps of the BatchNorm model, saved" "$MPDIST" "$TMP/bn_tail.cfg" -
 expect_exit 2 "the rest of the resumed epoch ends with a batch of 1 of a rank.s 32 samples \(data.batch_size = 31 on 1 rank\): layer layers.0: batchnorm" \
   "$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=64 --set data.batch_size=31 \
   --set "checkpoint.dir=\"$TMP/bn_ck\"" --resume auto
+# With data.drop_last = true the same rest (32 samples at data.batch_size = 33) is dropped: the
+# epoch ends there, evaluated, and the next epoch trains its one batch, step 3. Before
+# 2026-12-03 the rest trained as a short batch, one step more (4 in all).
+"$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=64 --set data.batch_size=33 \
+  --set data.drop_last=true --set train.epochs=2 --set "checkpoint.dir=\"$TMP/bn_ck\"" \
+  --set "log.metrics=\"$TMP/drop.jsonl\"" --resume auto >"$TMP/drop.out" 2>&1 || true
+expect_ok "a resumed rest under a batch, dropped: 3 steps" grep -q "^done: 3 steps" "$TMP/drop.out"
+expect_ok "the drop said" grep -q "^note: the rest of epoch 1 is 32 samples a rank, less than data.batch_size = 33: data.drop_last = true drops it" "$TMP/drop.out"
+expect_ok "epoch 1 evaluated before step 3" \
+  test "$(grep -o '"type":"[a-z]*"' "$TMP/drop.jsonl" | head -2 | tr -d '\n')" = '"type":"eval""type":"step"'
 finish
