@@ -17,6 +17,7 @@ int mp_schedule_parse(const char *name, mp_sched_type *type)
 
 double mp_schedule_lr(const mp_schedule *s, int64_t step)
 {
+    step += s->offset;
     if (step < s->warmup_steps)
         return s->base_lr * (double)(step + 1) / (double)s->warmup_steps;
     step -= s->warmup_steps;

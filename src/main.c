@@ -287,7 +287,8 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     if (at->global_batch != gb)
         printf("note: the checkpoint was written with global batch %lld (%lld rank%s), this run "
                "has %lld (%d rank%s, %lld micro-batch%s a step): the rest of the epoch is "
-               "re-sharded and step counts and the schedule follow the new batch\n",
+               "re-sharded, step counts follow the new batch and the schedule keeps its place in "
+               "the epochs\n",
                (long long)at->global_batch, (long long)at->world_size,
                at->world_size == 1 ? "" : "s", (long long)gb, t->comm->size,
                t->comm->size == 1 ? "" : "s", (long long)t->accum, t->accum == 1 ? "" : "es");

@@ -309,8 +309,10 @@ mp_status mp_train_whole_part(void *arg, int part, int i, float *buf);
 mp_status mp_train_ungather(mp_trainer *t, bool keep);
 
 /* Plans the steps of a resumed run (t->start set): the rest of the start epoch as the sampler
- * re-shards it over the current ranks, then whole epochs, up to train.max_steps; the schedule
- * spans the same total. A fresh run keeps the plan of mp_train_setup. */
+ * re-shards it over the current ranks, then whole epochs, up to train.max_steps. The schedule
+ * keeps its place in the epochs (warm-up, decays and cosine's end where the config puts them):
+ * its offset (engine/schedule.h) takes the resume to the step this run's batch would be at,
+ * 0 when the global batch is the checkpoint's. A fresh run keeps the plan of mp_train_setup. */
 void mp_train_replan(mp_trainer *t);
 
 /* Makes every rank's persistent buffers (BatchNorm running statistics) equal to rank 0's;

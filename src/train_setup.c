@@ -255,7 +255,11 @@ void mp_train_replan(mp_trainer *t)
     if (c->train.max_steps > 0 && c->train.max_steps < total)
         total = c->train.max_steps;
     t->total_steps = total > at->step ? total : at->step;
-    t->sched.total_steps = t->total_steps;
+    /* The schedule's place: epochs done and the part of this one that its rest leaves, in this
+     * run's steps; the run's own step count there when the global batch never changed */
+    int64_t place = at->epoch * t->steps_per_epoch + t->steps_per_epoch - first;
+    t->sched.offset = at->epoch < c->train.epochs && place >= 0 ? place - at->step : 0;
+    t->sched.total_steps = t->total_steps + t->sched.offset;
 }
 
 static void plan_steps(mp_trainer *t)

@@ -82,4 +82,24 @@ for np in 4 1; do
     { echo "FAIL: $np ranks reached accuracy $(acc ranks-$np), 2 ranks $(acc full-O2)"; exit 1; }
   echo "ok: resumed on $np rank(s): $(grep '^done' "$TMP/ranks-$np.out"), accuracy $(acc ranks-$np) (2 ranks: $(acc full-O2))"
 done
+
+# The schedule keeps its place in the epochs on another global batch: a step decay due at
+# epoch 2 (512 samples: 4 steps an epoch on 2 ranks, 8 on 1), the 2-rank run stopped at step 5
+# (epoch 1, one step into it) and resumed on 1 rank, whose rest of epoch 1 is 6 steps: the decay
+# comes with step 12 (0-based 11), where epoch 2 starts. Before 2026-12-03 it came at the
+# resumed run's own step 16 (17 in the metrics): 2 epochs of the new batch from step 0.
+SCHED=(--set data.train_limit=512 --set train.max_steps=0 --set train.epochs=4
+       --set schedule.type='"step"' --set schedule.step_epochs=2.0 --set schedule.gamma=0.1
+       --set schedule.warmup_epochs=0.0 --set train.eval_every=0 --set log.every=1)
+run sched-2 2 O0 "${SCHED[@]}" --set train.step_budget=5
+run sched-2 1 O0 "${SCHED[@]}" --resume auto
+decay=$(python3 - "$TMP/sched-2.jsonl" <<'P'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"type":"step"')]
+first = recs[0]["lr"]
+print(next((r["step"] for r in recs if r["lr"] < first), "none"))
+P
+)
+[ "$decay" = 12 ] || { echo "FAIL: the decay due at epoch 2 came with step $decay, not 12"; exit 1; }
+echo "ok: the step decay of epoch 2 came with step 12 after a resume from 2 ranks on 1"
 echo "all checks passed"

@@ -1,5 +1,5 @@
 /* Learning-rate schedules against values computed by hand: warm-up, constant, step, cosine and
- * linear decay. */
+ * linear decay, and a schedule offset from the run's steps. */
 #include "tests/util/test_util.h"
 
 #include <math.h>
@@ -28,6 +28,12 @@ static void test_schedules(void **state)
     expect(&s, 29, 1.0);
     expect(&s, 30, 0.1);
     expect(&s, 61, 0.1 * 0.1);
+    s.offset = -12; /* a resume that puts step 12 where the schedule's step 0 is */
+    expect(&s, 41, 1.0);
+    expect(&s, 42, 0.1);
+    s.offset = 5;
+    expect(&s, 24, 1.0);
+    expect(&s, 25, 0.1);
     s = (mp_schedule){.type = MP_SCHED_COSINE, .base_lr = 1.0, .min_lr = 0.2, .total_steps = 110,
                       .warmup_steps = 10};
     expect(&s, 10, 1.0);
