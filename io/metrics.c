@@ -2,11 +2,17 @@
  * "type", printed unformatted on one line and written at once. cJSON prints non-finite numbers
  * (a diverged loss) as null, so every line stays valid JSON, and a write that fails is cut
  * back, so every line is whole. After the first write error the sink reports once on stderr
- * and keeps going silently: metrics never stop training. */
+ * and keeps going silently: metrics never stop training. A regular file is held under an open
+ * file description lock (F_OFD_SETLK, as io/ckpt_lock.c holds checkpoint.dir) while the sink is
+ * open, so that a second run naming it is refused rather than truncating it under the first. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* F_OFD_SETLK */
+#endif
 #include "io/metrics.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +28,7 @@ struct mp_metrics {
     bool reported; /* an I/O error was already printed */
     bool cut;      /* a regular file of its own (not the job's stdout or stderr log): a record
                       that fails to write is cut back from it */
+    int lock;      /* the descriptor holding the file's lock, or -1 */
 };
 
 /* What every metrics file starts with: its first record's first member (record_begin). */
@@ -50,12 +57,43 @@ static mp_status refuse_foreign(const char *path)
     return MP_OK;
 }
 
-static mp_status open_sink(mp_metrics **m, const char *path, bool append)
+/* Locks the metrics file `path` for this process, a regular file of its own or none yet (then
+ * created, empty), into *fd; *fd = -1 for another kind of file, one that cannot be opened (the
+ * open that follows says why) or a file system without locks (as before locks). MP_EUSAGE when
+ * another process holds the lock: a run writing it now. */
+static mp_status lock_file(const char *path, int *fd)
+{
+    *fd = -1;
+    struct stat sb;
+    if (stat(path, &sb) == 0 ? !S_ISREG(sb.st_mode) || std_stream(path) : errno != ENOENT)
+        return MP_OK;
+    int f = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+    if (f < 0)
+        return MP_OK;
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(f, F_OFD_SETLK, &fl) != 0) {
+        int e = errno;
+        close(f);
+        if (e == EAGAIN || e == EACCES)
+            return mp_fail(MP_EUSAGE, "log.metrics: %s is being written by another run, left as "
+                           "it is: give each run its own log.metrics", path);
+        return MP_OK;
+    }
+    *fd = f;
+    return MP_OK;
+}
+
+/* Opens the sink; `lock` is the file's lock (lock_file) when the caller took it, else -1. */
+static mp_status open_sink(mp_metrics **m, const char *path, bool append, int lock)
 {
     *m = NULL;
     mp_metrics *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        if (lock >= 0)
+            close(lock);
         return mp_fail(MP_EINTERNAL, "log.metrics: out of memory");
+    }
+    s->lock = lock;
     if (!path || !*path) {
         *m = s;
         return MP_OK;
@@ -64,15 +102,21 @@ static mp_status open_sink(mp_metrics **m, const char *path, bool append)
     if (mp_make_parents(path, dir, sizeof dir) != 0) {
         int e = errno;
         free(s);
+        if (lock >= 0)
+            close(lock);
         return mp_fail(MP_EUSAGE, "log.metrics: %s: cannot create directory %s: %s", path, dir,
                        strerror(e));
     }
     mp_status st = refuse_foreign(path);
+    if (st == MP_OK && s->lock < 0)
+        st = lock_file(path, &s->lock);
     const char *why = "out of memory";
     s->path = st == MP_OK ? strdup(path) : NULL;
     bool shared = std_stream(path);
     s->f = s->path ? mp_fopen_output(path, append || shared, &why) : NULL;
     if (!s->f) {
+        if (s->lock >= 0)
+            close(s->lock);
         free(s->path);
         free(s);
         return st != MP_OK ? st : mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, why);
@@ -85,7 +129,7 @@ static mp_status open_sink(mp_metrics **m, const char *path, bool append)
 
 mp_status mp_metrics_open(mp_metrics **m, const char *path)
 {
-    return open_sink(m, path, false);
+    return open_sink(m, path, false, -1);
 }
 
 /* Whether a line belongs to the past of a run resumed at (step, epoch): not a summary or
@@ -115,8 +159,11 @@ mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step
     struct stat sb;
     bool regular = path && *path && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
                    !std_stream(path);
-    if (regular)
+    int lock = -1;
+    if (regular) {
         MP_TRY(refuse_foreign(path));
+        MP_TRY(lock_file(path, &lock)); /* before its past is cut: not under another run */
+    }
     FILE *f = regular ? fopen(path, "r+") : NULL; /* (another kind of file has no past to keep) */
     if (f) {
         char *line = NULL;
@@ -128,10 +175,13 @@ mp_status mp_metrics_open_resumed(mp_metrics **m, const char *path, int64_t step
         int rc = ftruncate(fileno(f), (off_t)keep);
         int e = errno;
         fclose(f);
-        if (rc != 0)
+        if (rc != 0) {
+            if (lock >= 0)
+                close(lock);
             return mp_fail(MP_EUSAGE, "log.metrics: %s: %s", path, strerror(e));
+        }
     }
-    return open_sink(m, path, true);
+    return open_sink(m, path, true, lock);
 }
 
 static void report(mp_metrics *m, int e)
@@ -385,6 +435,8 @@ void mp_metrics_close(mp_metrics *m)
         return;
     if (m->f && fclose(m->f) != 0)
         report(m, errno);
+    if (m->lock >= 0)
+        close(m->lock);
     free(m->path);
     free(m);
 }

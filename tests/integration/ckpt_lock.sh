@@ -5,7 +5,8 @@
 # anything (no metrics file, no file in the directory). The first run is held with SIGSTOP
 # between its saves while the others try, so that it is surely still running, then continued. The first run's checkpoints are then
 # bitwise what a lone run of the same config writes (h5diff of every saved step), and they all
-# load. The lock ends with the run: a later run on the directory resumes from it.
+# load. The lock ends with the run: a later run on the directory resumes from it. A run naming the
+# first run's log.metrics (its own directory) is refused with exit 2, the file left as it is.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 COMMON=(--set 'model.hidden=[256]' --set data.train_limit=2048 --set data.test_limit=64
@@ -36,6 +37,14 @@ expect_exit 4 "is in use by another run" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON
 expect_ok "the refused runs wrote nothing (no metrics, no file in the directory)" \
   sh -c "[ ! -e '$TMP/second.jsonl' ] && [ ! -e '$TMP/third.jsonl' ] &&
          ls -A '$TMP/shared' | grep -Ev '^\.?ckpt-' | LC_ALL=C sort | cmp -s - '$TMP/others.before'"
+# The metrics file is the first run's too: a run with a directory of its own but the first run's
+# log.metrics is refused (exit 2) and leaves the file as it is (before 2026-12-03 it truncated
+# it, and the two runs' records interleaved).
+cp "$TMP/first.jsonl" "$TMP/first.jsonl.before"
+expect_exit 2 "log.metrics: .*/first.jsonl is being written by another run, left as it is: give each run its own log.metrics" \
+  mpirun -np 1 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/own\"" \
+  --set "log.metrics=\"$TMP/first.jsonl\""
+expect_ok "the first run's metrics are left as they were" cmp -s "$TMP/first.jsonl" "$TMP/first.jsonl.before"
 kill -CONT "$rank"
 wait "$first" || { echo "FAIL: the first run exited $?"; cat "$TMP/first.out"; exit 1; }
 kill -0 "$first" 2>/dev/null && { echo "FAIL: the first run still runs"; exit 1; }

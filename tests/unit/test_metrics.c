@@ -501,6 +501,36 @@ static void test_backward_record(void **state)
                       "\"buckets\":[{\"bytes\":96,\"params\":2,\"ready_ms\":2.25}]}\n");
 }
 
+/* A file a sink has open is refused to a second sink, fresh or resumed, and left as it is (two
+ * runs naming one log.metrics truncated and interleaved it before 2026-12-03); once the first
+ * closes, it opens again. Locks are per open file description, so one process shows it. */
+static void test_one_writer(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/m.jsonl", mp_test_dir("metrics_lock"));
+    mp_metrics *a, *b = (mp_metrics *)&b;
+    assert_int_equal(mp_metrics_open(&a, path), MP_OK);
+    mp_step_record r = {.step = 1, .epoch = 0, .loss = 0.5, .comm_hidden = -1.0};
+    mp_metrics_step(a, &r);
+    char *was = slurp(path);
+    for (int resumed = 0; resumed < 2; resumed++) {
+        mp_error_clear();
+        mp_status st = resumed ? mp_metrics_open_resumed(&b, path, 0, 0) : mp_metrics_open(&b, path);
+        assert_int_equal(st, MP_EUSAGE);
+        assert_null(b);
+        assert_non_null(strstr(mp_error_message(), "is being written by another run"));
+        assert_file(path, was);
+    }
+    r.step = 2;
+    mp_metrics_step(a, &r);
+    mp_metrics_close(a);
+    assert_int_equal(mp_metrics_open_resumed(&b, path, 1, 0), MP_OK);
+    mp_metrics_close(b);
+    assert_file(path, was);
+    free(was);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_and_nulls),
         cmocka_unit_test(test_empty_path),
         cmocka_unit_test(test_unopenable),
+        cmocka_unit_test(test_one_writer),
         cmocka_unit_test(test_write_error_reported_once),
         cmocka_unit_test(test_failed_write_leaves_whole_lines),
         cmocka_unit_test(test_resumed),
