@@ -39,6 +39,9 @@ void mp_cli_usage(FILE *out)
           "                        and the model summary, then exit\n"
           "  --resume PATH|auto    continue from a checkpoint (auto: the newest valid one in\n"
           "                        checkpoint.dir); the same as checkpoint.resume\n"
+          "  --restartable         a launcher restarts the run from checkpoint.dir if it fails\n"
+          "                        (launch/mpdist-run --max-restarts adds it): checkpoint.dir\n"
+          "                        must be set\n"
           "  --version             print the version\n"
           "  --help                print this help\n"
           "commands:\n"
@@ -219,6 +222,9 @@ mp_status mp_cli_parse(mp_cli *cli, int argc, char **argv)
         } else if (strcmp(a, "--dry-run") == 0) {
             MP_TRY(only_for(cli, MP_CMD_TRAIN, "--dry-run", "train"));
             cli->dry_run = true;
+        } else if (strcmp(a, "--restartable") == 0) {
+            MP_TRY(only_for(cli, MP_CMD_TRAIN, "--restartable", "train"));
+            cli->restartable = true;
         } else if (is_option(a, "--set")) {
             if (cli->cmd != MP_CMD_EVAL && cli->cmd != MP_CMD_SAMPLE)
                 MP_TRY(only_for(cli, MP_CMD_TRAIN, "--set", "train, eval and sample"));

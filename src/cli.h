@@ -31,6 +31,7 @@ typedef struct mp_cli {
     const char *sets[MP_CLI_MAX_SETS]; /* "key.path=value" overrides, in order */
     int nsets;
     bool dry_run;
+    bool restartable;                 /* train: --restartable (launch/mpdist-run --max-restarts) */
     const char *resume;               /* train: --resume PATH|auto, or NULL */
     const char *checkpoint;           /* eval, sample: --checkpoint FILE */
     const char *prompt;               /* sample: --prompt TEXT, or NULL */

@@ -472,6 +472,10 @@ static int run(const mp_cli *cli, int *argc, char ***argv)
     int rc = agree(&comm, mp_env_check());
     if (rc == 0)
         rc = agree(&comm, mp_config_load(&cfg, cli->config, cli->sets, cli->nsets));
+    if (rc == 0 && cli->restartable && !cfg.checkpoint.dir[0]) /* the same on every rank */
+        rc = agree(&comm, mp_fail(MP_EUSAGE, "%s: --restartable (launch/mpdist-run "
+                                  "--max-restarts): a restart resumes from checkpoint.dir, which "
+                                  "is not set: set it, or launch without restarts", cfg.path));
     mp_trainer t;
     memset(&t, 0, sizeof t);
     if (rc == 0)

@@ -3,7 +3,8 @@
 # launch/mpdist-run --max-restarts (issue 51, self-healing for plain mpirun users): (1) a rank
 # killed mid-run (SIGKILL) is restarted from the newest checkpoint, once, with the cause in
 # MPDIST_RESTART_LOG, and the run ends with parameters, optimizer state and BatchNorm-free
-# buffers bitwise those of an uninterrupted run; (2) a bad config (exit 2) is not restarted, nor
+# buffers bitwise those of an uninterrupted run; (2) a bad config (exit 2) is not restarted,
+# (2a) a run without checkpoint.dir, which a restart could not resume, is refused at once, nor
 # (2b) a stop asked for by SIGUSR1 to the ranks of a run without checkpoint.dir (exit 138);
 # (3) a run that fails every time (a binary that reports a communication failure, exit 6) is
 # started 1 + N times and then given up, exit 6; (4) a bad --max-restarts exits 2.
@@ -55,6 +56,15 @@ echo "== (2) a bad config is not restarted"
 expect_exit 2 "optim.lr" "$RUN" --max-restarts 3 "$CFG" --set optim.lr=-1
 expect_ok "started once" test "$(grep -c '^mpdist-run: mpirun' out)" = 1
 expect_ok "said why" grep -q "^mpdist-run: exit 2 (a usage or config error): a restart would fail the same way; not restarted" out
+
+echo "== (2a) restarts of a run without checkpoint.dir, which a restart could not resume"
+# refused before the first step (before 2026-12-03 the first failure was restarted with
+# --resume auto, which then failed with exit 2, a config error, as the job's end)
+expect_exit 2 "fashion-mnist-mlp.cfg: --restartable \\(launch/mpdist-run --max-restarts\\): a restart resumes from checkpoint.dir, which is not set" \
+  "$RUN" --max-restarts 1 -n 2 "$CFG" "${ARGS[@]}"
+expect_ok "started once, nothing trained" \
+  bash -c "[ \$(grep -c '^mpdist-run: mpirun' out) = 1 ] && ! grep -q '^done\\|^step' out"
+expect_exit 2 "--restartable is an option of mpdist train" "$MPDIST" eval "$CFG" --restartable
 
 echo "== (2b) a stop asked for with a signal to the ranks, without checkpoint.dir, is not restarted"
 cat >stops.sh <<'F'
