@@ -194,8 +194,20 @@ expect_exit 4 "written for another training set of 4000 samples \(its labels, fi
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set 'data.format="synthetic"' --set 'data.synthetic_shape=[28, 28, 1]' \
   --set data.synthetic_train=4000 --resume "$MLP"
 mkdir "$TMP/bad" && cp "$TMP/flip.h5" "$TMP/bad/ckpt-00000010.h5"
-expect_exit 4 "bad: none of its 1 checkpoint files loads \(newest: .*ckpt-00000010.h5: dataset /params/fc2.weight" \
+expect_exit 4 "bad: none of its 1 checkpoint file loads: .*ckpt-00000010.h5: dataset /params/fc2.weight" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/bad\"" --resume auto
+# A config that is not the run's refuses every file of its directory for one reason: said once,
+# without a warning per file (before 2026-12-03: one "trying an older checkpoint" each, then the
+# same reason again); a damaged newest file beside it gives both reasons.
+mkdir "$TMP/seeds" && cp "$MLP" "$TMP/seeds/ckpt-00000064.h5" && cp "$MLP" "$TMP/seeds/ckpt-00000032.h5"
+expect_exit 4 "seeds: none of its 2 checkpoint files loads, each for the newest's reason: .*ckpt-00000064.h5: written with train.seed 42, the config has 5" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/seeds\"" --set train.seed=5 --resume auto
+expect_ok "no warning per file" test "$(grep -c 'warning' "$TMP/out")" = 0
+mkdir "$TMP/mixed" && cp "$TMP/flip.h5" "$TMP/mixed/ckpt-00000010.h5" && cp "$MLP" "$TMP/mixed/ckpt-00000002.h5"
+expect_exit 4 "mixed: none of its 2 checkpoint files loads \(newest: .*ckpt-00000010.h5: dataset /params/fc2.weight" \
+  mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/mixed\"" --set train.seed=5 --resume auto
+expect_ok "each file's reason said" bash -c "grep -q 'warning: .*ckpt-00000010.h5: dataset /params/fc2.weight.*; trying an older checkpoint' '$TMP/out' &&
+  grep -q 'warning: .*ckpt-00000002.h5: written with train.seed 42, the config has 5.*; trying an older checkpoint' '$TMP/out'"
 expect_exit 2 "checkpoint.dir .*/mlp already holds checkpoints of a run \(newest: step 64\): continue it with --resume auto" \
   mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/mlp\""
 expect_exit 2 "resume \"auto\" needs checkpoint.dir" mpirun -np 2 "$MPDIST" "$CFG" "${COMMON[@]}" --resume auto
