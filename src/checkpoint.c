@@ -414,22 +414,34 @@ mp_status mp_checkpoint_open(const char *path, mp_h5r **r, char **kind)
     return st;
 }
 
-/* The attention heads of a gpt or vit preset, which no parameter's shape shows (the same
- * weights split into other heads compute another model): the config's must be the one /meta
- * config was written with. A file without that text (older ones) is not checked. */
-static mp_status check_heads(mp_h5r *r, const mp_config *c)
+/* *v = key's value (an int, or a bool when is_bool) in the config text /meta config was written
+ * with, *known = whether it is there (files before that text have none). */
+static mp_status stored_key(mp_h5r *r, const char *key, bool is_bool, int *v, bool *known)
 {
-    if ((strcmp(c->model.preset, "gpt") != 0 && strcmp(c->model.preset, "vit") != 0) ||
-        !mp_h5r_has_attr(r, "/meta", "config"))
+    *known = false;
+    if (!mp_h5r_has_attr(r, "/meta", "config"))
         return MP_OK;
     char *text = NULL;
     MP_TRY(mp_h5r_attr_string(r, "/meta", "config", &text));
     config_t cfg;
     config_init(&cfg);
-    int heads = 0;
-    bool known = config_read_string(&cfg, text) && config_lookup_int(&cfg, "model.heads", &heads);
+    *known = config_read_string(&cfg, text) &&
+             (is_bool ? config_lookup_bool(&cfg, key, v) : config_lookup_int(&cfg, key, v));
     config_destroy(&cfg);
     free(text);
+    return MP_OK;
+}
+
+/* The attention heads of a gpt or vit preset, which no parameter's shape shows (the same
+ * weights split into other heads compute another model): the config's must be the one /meta
+ * config was written with. A file without that text (older ones) is not checked. */
+static mp_status check_heads(mp_h5r *r, const mp_config *c)
+{
+    if (strcmp(c->model.preset, "gpt") != 0 && strcmp(c->model.preset, "vit") != 0)
+        return MP_OK;
+    int heads = 0;
+    bool known = false;
+    MP_TRY(stored_key(r, "model.heads", false, &heads, &known));
     if (known && heads != c->model.heads)
         return mp_fail(MP_ECKPT, "%s: written with model.heads = %d, the config has %lld (the "
                        "same parameter shapes, another attention: set model.heads to %d)",
@@ -603,6 +615,10 @@ static mp_status read_state(mp_h5r *r, mp_train_state *t)
     MP_TRY(mp_h5r_attr_int(r, "/data", "epoch", &at->epoch));
     MP_TRY(mp_h5r_attr_int(r, "/data", "position", &at->position));
     MP_TRY(mp_h5r_attr_int(r, "/rng", "seed", &at->seed));
+    int shuffled = 0;
+    bool known = false;
+    MP_TRY(stored_key(r, "data.shuffle", true, &shuffled, &known));
+    at->shuffled = known ? shuffled != 0 : -1;
     MP_TRY(check_scaler(r, s, at->step, t->opt->steps));
     if (!t->scaler_cfg->dynamic && s->scale != t->scaler_cfg->init_scale)
         return mp_fail(MP_ECKPT, "%s: written with a static loss scale of %g, the config's is %g:"
@@ -664,66 +680,5 @@ mp_status mp_checkpoint_load(mp_train_state *t, const char *path)
     if (st == MP_OK)
         st = read_state(r, t);
     mp_h5r_close(r);
-    return st;
-}
-
-/* A refused checkpoint's message without its file name: what makes it fail. */
-static const char *reason(const char *msg)
-{
-    const char *r = strstr(msg, ".h5: ");
-    return r ? r + 5 : msg;
-}
-
-/* The warnings of the first k checkpoints that --resume auto passed over. */
-static void warn_refused(char (*why)[512], int k)
-{
-    for (int i = 0; i < k; i++)
-        fprintf(stderr, "mpdist: warning: %s; trying an older checkpoint\n", why[i]);
-}
-
-mp_status mp_checkpoint_load_auto(mp_train_state *t, char *path, size_t size)
-{
-    const char *dir = t->cfg->checkpoint.dir;
-    path[0] = '\0';
-    if (!dir[0])
-        return mp_fail(MP_EUSAGE, "%s: resume \"auto\" needs checkpoint.dir", t->cfg->path);
-    int64_t steps[64];
-    int n = mp_ckpt_list(dir, steps, 64);
-    if (n < 0)
-        return MP_ECKPT;
-    /* each refused file's message, said as a warning once an older file loads or the reasons
-     * differ; when every file is refused for the newest's reason (a config that is not the
-     * run's: every file of a run has it), that reason once */
-    char(*why)[512] = n > 0 ? calloc((size_t)n, sizeof *why) : NULL;
-    if (n > 0 && !why)
-        return mp_fail(MP_EINTERNAL, "%s: out of memory", dir);
-    int same = 0;
-    mp_status st = MP_OK;
-    for (int i = 0; i < n && st == MP_OK; i++) {
-        mp_ckpt_path(dir, steps[i], path, size);
-        st = mp_checkpoint_load(t, path);
-        if (st == MP_OK) {
-            warn_refused(why, i);
-            break;
-        }
-        snprintf(why[i], sizeof why[i], "%s", mp_error_message());
-        same += strcmp(reason(why[i]), reason(why[0])) == 0;
-        if (st == MP_ECKPT)
-            st = i + 1 < n ? MP_OK : MP_ECKPT;
-        else
-            warn_refused(why, i);
-    }
-    if (st == MP_ECKPT) {
-        path[0] = '\0';
-        if (same == n)
-            st = mp_fail(MP_ECKPT, "%s: none of its %d checkpoint file%s loads%s: %s", dir, n,
-                         n > 1 ? "s" : "", n > 1 ? ", each for the newest's reason" : "", why[0]);
-        else {
-            warn_refused(why, n);
-            st = mp_fail(MP_ECKPT, "%s: none of its %d checkpoint files loads (newest: %s)", dir,
-                         n, why[0]);
-        }
-    }
-    free(why);
     return st;
 }

@@ -59,7 +59,8 @@ void mp_checkpoint_prune(const mp_train_state *t, int64_t step);
 mp_status mp_checkpoint_load(mp_train_state *t, const char *path);
 
 /* Rank 0: resolves checkpoint.resume = "auto" (or --resume auto): the newest file of
- * checkpoint.dir that loads, reporting on stderr each newer one that does not. Writes the path
+ * checkpoint.dir that loads, reporting on stderr each newer one that does not (or, when none
+ * loads and all fail for the newest's reason, that reason once, in the error). Writes the path
  * used to path[0..size), or "" when the directory holds no checkpoint (a fresh start).
  * MP_ECKPT when there are checkpoints but none loads; MP_EUSAGE without checkpoint.dir. */
 mp_status mp_checkpoint_load_auto(mp_train_state *t, char *path, size_t size);

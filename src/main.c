@@ -292,6 +292,11 @@ static int start_state(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
                (long long)at->global_batch, (long long)at->world_size,
                at->world_size == 1 ? "" : "s", (long long)gb, t->comm->size,
                t->comm->size == 1 ? "" : "s", (long long)t->accum, t->accum == 1 ? "" : "es");
+    if (at->position > 0 && at->shuffled >= 0 && (at->shuffled != 0) != cfg->data.shuffle)
+        printf("note: the checkpoint was written with data.shuffle = %s, this run has %s: the "
+               "rest of epoch %lld is taken in the new order, so some of its samples come twice "
+               "and others not at all\n", at->shuffled ? "true" : "false",
+               cfg->data.shuffle ? "true" : "false", (long long)at->epoch + 1);
     int64_t rest = mp_sampler_share(&t->sampler, at->position);
     if (cfg->data.drop_last && rest < cfg->data.batch_size)
         printf("note: the rest of epoch %lld is %lld samples a rank, less than data.batch_size = "

@@ -83,6 +83,15 @@ for np in 4 1; do
   echo "ok: resumed on $np rank(s): $(grep '^done' "$TMP/ranks-$np.out"), accuracy $(acc ranks-$np) (2 ranks: $(acc full-O2))"
 done
 
+# data.shuffle changed mid-epoch: the rest of the epoch comes in another order, said in a note
+# (before 2026-12-03 nothing was said).
+cp -r "$TMP/budget-O2" "$TMP/shuffle"
+rm "$TMP/shuffle/ckpt-00000600.h5"
+run shuffle 2 O2 --resume auto --set data.shuffle=false --set train.max_steps=301
+grep -q "^note: the checkpoint was written with data.shuffle = true, this run has false: the rest of epoch 4 is taken in the new order" "$TMP/shuffle.out" ||
+  { echo "FAIL: no note of the shuffle change"; cat "$TMP/shuffle.out"; exit 1; }
+echo "ok: a resume with another data.shuffle mid-epoch says so"
+
 # The schedule keeps its place in the epochs on another global batch: a step decay due at
 # epoch 2 (512 samples: 4 steps an epoch on 2 ranks, 8 on 1), the 2-rank run stopped at step 5
 # (epoch 1, one step into it) and resumed on 1 rank, whose rest of epoch 1 is 6 steps: the decay
