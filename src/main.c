@@ -360,9 +360,9 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
         rc = start_state(t, cli, cfg);
     if (rc == 0 && t->start.world_size > 0 && t->start.step >= t->total_steps) {
         if (t->comm->rank == 0) /* the same decision on every rank: the shared resume point */
-            printf("nothing to do: the run already finished (step %lld of %lld, train.epochs = "
-                   "%lld, train.max_steps = %lld); no step taken, metrics and checkpoints left "
-                   "as they were\n", (long long)t->start.step, (long long)t->total_steps,
+            printf("nothing to do: the run is at step %lld, at or past the end this config sets "
+                   "(train.epochs = %lld, train.max_steps = %lld); no step taken, metrics and "
+                   "checkpoints left as they were\n", (long long)t->start.step,
                    (long long)cfg->train.epochs, (long long)cfg->train.max_steps);
         return 0;
     }

@@ -126,9 +126,11 @@ mp_status mp_train_load_data(mp_trainer *t)
     if (!train)
         return MP_OK;
     if (t->train.count < t->comm->size)
-        return mp_fail(MP_EDATA, "%s: %lld training samples cannot be shared by %d ranks",
+        return mp_fail(MP_EUSAGE, "%s: %lld training sample%s cannot be shared by %d ranks: "
+                       "start at most %lld, or train on more data",
                        strcmp(c->data.format, "synthetic") == 0 ? "synthetic data" : c->data.path,
-                       (long long)t->train.count, t->comm->size);
+                       (long long)t->train.count, t->train.count == 1 ? "" : "s", t->comm->size,
+                       (long long)t->train.count);
     return MP_OK;
 }
 

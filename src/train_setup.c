@@ -500,10 +500,11 @@ static mp_status setup_training(mp_trainer *t)
                        (long long)t->train.count, comm->size);
     char at[1200];
     if (cfg->data.drop_last && t->sampler.num_local < cfg->data.batch_size)
-        return mp_fail(MP_EUSAGE, "%s: each rank's share of the training set (%lld samples) is "
+        return mp_fail(MP_EUSAGE, "%s: each rank's share of the training set (%lld sample%s) is "
                        "less than data.batch_size = %lld, so every batch would be dropped",
                        mp_config_key_at(cfg, "data.drop_last", at, sizeof at),
-                       (long long)t->sampler.num_local, (long long)cfg->data.batch_size);
+                       (long long)t->sampler.num_local, t->sampler.num_local == 1 ? "" : "s",
+                       (long long)cfg->data.batch_size);
     MP_TRY(mp_train_check_batches(t, t->sampler.num_local, false));
     plan_steps(t);
     setup_schedule(t);

@@ -104,7 +104,7 @@ usage "MPDIST_RESTART_LOG in a missing directory" "MPDIST_RESTART_LOG: cannot ap
   MPDIST_RESTART_LOG="$TMP/nodir/r.log" -- --max-restarts 1 a.cfg
 check "MPDIST_RESTART_LOG without --max-restarts: not opened" "mpirun -np 1 $MPDIST a.cfg | $dev" \
   'local development' MPDIST_RESTART_LOG="$TMP/nodir/r.log" -- a.cfg
-check "MPDIST_RESTART_LOG=/dev/null (a device) with --max-restarts: taken" "mpirun -np 1 $MPDIST a.cfg | $dev" \
+check "MPDIST_RESTART_LOG=/dev/null (a device) with --max-restarts: taken" "mpirun -np 1 $MPDIST a.cfg --restartable | $dev" \
   'local development' MPDIST_RESTART_LOG=/dev/null -- --max-restarts 1 a.cfg
 expect_ok "a restart log is not made where no restart may write it" test ! -e "$TMP/nodir"
 usage "TMPDIR missing" "TMPDIR '$TMP/nodir' is not a writable directory" TMPDIR="$TMP/nodir" -- a.cfg
