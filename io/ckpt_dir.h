@@ -49,7 +49,10 @@ mp_status mp_ckpt_dir_prepare(const char *dir);
  * then names this process ("pid P on host H, since T"). The system drops the lock when the
  * process ends, however it ends. A second run on the same directory is refused before it writes
  * anything: MP_ECKPT naming the holder. Taking it again for the same directory in the same
- * process is a no-op; another directory moves the lock there. Where the file system has no
+ * process is a no-op while its lock file is the one locked; when that file is gone (the
+ * directory removed and made again by a save), the lock is taken anew on a new one, or refused
+ * as above when another run took the directory meanwhile; another directory moves the lock
+ * there. Where the file system has no
  * locks (ENOLCK, EOPNOTSUPP, EINVAL), MP_OK with a warning line (no newline) in note[0..cap),
  * else note is "". */
 mp_status mp_ckpt_dir_lock(const char *dir, char *note, size_t cap);

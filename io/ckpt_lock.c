@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,12 +30,14 @@ static void holder(int fd, char *out, size_t cap)
 mp_status mp_ckpt_dir_lock(const char *dir, char *note, size_t cap)
 {
     note[0] = '\0';
-    if (mp_lock_fd >= 0 && strcmp(mp_lock_dir, dir) == 0)
-        return MP_OK;
     char path[1100], made[1100];
     int n = snprintf(path, sizeof path, "%s/.mpdist.lock", dir);
     if (n < 0 || (size_t)n >= sizeof path || strlen(dir) >= sizeof mp_lock_dir)
         return mp_fail(MP_ECKPT, "checkpoint.dir %s: path too long", dir);
+    struct stat held, cur;
+    if (mp_lock_fd >= 0 && strcmp(mp_lock_dir, dir) == 0 && fstat(mp_lock_fd, &held) == 0 &&
+        stat(path, &cur) == 0 && held.st_dev == cur.st_dev && held.st_ino == cur.st_ino)
+        return MP_OK; /* still the file it locked (not one made after the directory's removal) */
     if (mp_make_parents(path, made, sizeof made) != 0)
         return mp_fail(MP_ECKPT, "checkpoint.dir %s: cannot create %s (%s)", dir, made,
                        strerror(errno));

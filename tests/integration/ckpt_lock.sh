@@ -7,6 +7,7 @@
 # bitwise what a lone run of the same config writes (h5diff of every saved step), and they all
 # load. The lock ends with the run: a later run on the directory resumes from it. A run naming the
 # first run's log.metrics (its own directory) is refused with exit 2, the file left as it is.
+# A directory removed during a run is locked again by the run's next save.
 source "$(dirname "$0")/common.bash"
 CFG=$SRC/configs/fashion-mnist-mlp.cfg
 COMMON=(--set 'model.hidden=[256]' --set data.train_limit=2048 --set data.test_limit=64
@@ -68,4 +69,38 @@ echo "ok: the first run's $n checkpoints are bitwise the lone run's and load"
 expect_ok "after the first run, the directory is free: a resume of it takes the lock and finishes" \
   timeout 120 mpirun -np 1 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/shared\"" \
   --set "log.metrics=\"$TMP/first.jsonl\"" --set train.max_steps=31 --resume auto
+
+# The directory removed while the run trains: its next save makes it again, with the lock taken
+# anew, so a second run on it is still refused (before 2026-12-03 the new directory had no lock
+# and a --resume auto took it and trained beside the first run).
+start gone "$TMP/gone" --set train.max_steps=3000 --set train.epochs=1000 --set checkpoint.keep=2 \
+  --set checkpoint.every_steps=10
+gone=$pid
+wait_ckpt() { for _ in $(seq 600); do ls "$TMP"/gone/ckpt-*.h5 >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
+wait_ckpt || { echo "FAIL: the run saved nothing"; cat "$TMP/gone.out"; exit 1; }
+holder=$(head -1 "$TMP/gone/.mpdist.lock")
+rank=${holder#pid } rank=${rank%% *}
+pause() { # stops the rank between saves (a save cut by the removal is exit 4, not this test)
+  for _ in $(seq 200); do
+    kill -STOP "$rank"
+    ls "$TMP"/gone/.ckpt-*.tmp >/dev/null 2>&1 || return 0
+    kill -CONT "$rank"
+    sleep 0.01
+  done
+  echo "FAIL: the rank was always saving"; exit 1
+}
+pause
+rm -rf "$TMP/gone"
+kill -CONT "$rank"
+wait_ckpt || { echo "FAIL: the run did not make its directory again"; cat "$TMP/gone.out"; exit 1; }
+pause
+expect_exit 4 "checkpoint.dir .*/gone is in use by another run \(pid $rank on host" \
+  mpirun -np 1 "$MPDIST" "$CFG" "${COMMON[@]}" --set "checkpoint.dir=\"$TMP/gone\"" \
+  --set "log.metrics=\"$TMP/gone2.jsonl\"" --set train.max_steps=3000 --resume auto
+kill -CONT "$rank"
+kill -TERM "$rank"
+rc=0
+wait "$gone" || rc=$?
+expect_ok "the first run stopped with a checkpoint (exit $rc)" \
+  bash -c "[ $rc = 0 ] && grep -q '^stopped at step [0-9]* by SIGTERM; checkpoint' '$TMP/gone.out'"
 finish
