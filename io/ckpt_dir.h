@@ -52,9 +52,9 @@ mp_status mp_ckpt_dir_prepare(const char *dir);
  * process is a no-op while its lock file is the one locked; when that file is gone (the
  * directory removed and made again by a save), the lock is taken anew on a new one, or refused
  * as above when another run took the directory meanwhile; another directory moves the lock
- * there. Where the file system has no
- * locks (ENOLCK, EOPNOTSUPP, EINVAL), MP_OK with a warning line (no newline) in note[0..cap),
- * else note is "". */
+ * there. Not thread-safe: one thread at a time (the start, then the checkpoint writer). Where
+ * the file system has no locks (ENOLCK, EOPNOTSUPP, EINVAL), MP_OK with a warning line (no
+ * newline) in note[0..cap), else note is "". */
 mp_status mp_ckpt_dir_lock(const char *dir, char *note, size_t cap);
 
 /* Removes the temporaries that killed writers left in `dir`: files named exactly as the writer

@@ -34,10 +34,17 @@ mp_status mp_ckpt_dir_lock(const char *dir, char *note, size_t cap)
     int n = snprintf(path, sizeof path, "%s/.mpdist.lock", dir);
     if (n < 0 || (size_t)n >= sizeof path || strlen(dir) >= sizeof mp_lock_dir)
         return mp_fail(MP_ECKPT, "checkpoint.dir %s: path too long", dir);
-    struct stat held, cur;
-    if (mp_lock_fd >= 0 && strcmp(mp_lock_dir, dir) == 0 && fstat(mp_lock_fd, &held) == 0 &&
-        stat(path, &cur) == 0 && held.st_dev == cur.st_dev && held.st_ino == cur.st_ino)
-        return MP_OK; /* still the file it locked (not one made after the directory's removal) */
+    if (mp_lock_fd >= 0 && strcmp(mp_lock_dir, dir) == 0) {
+        /* replaced: gone, or another file (made again after the directory's removal); a file
+         * that cannot be told apart (a stat failing otherwise) is taken to be the one locked */
+        struct stat held, cur;
+        bool replaced = stat(path, &cur) != 0
+                            ? errno == ENOENT
+                            : fstat(mp_lock_fd, &held) == 0 &&
+                                  (held.st_dev != cur.st_dev || held.st_ino != cur.st_ino);
+        if (!replaced)
+            return MP_OK;
+    }
     if (mp_make_parents(path, made, sizeof made) != 0)
         return mp_fail(MP_ECKPT, "checkpoint.dir %s: cannot create %s (%s)", dir, made,
                        strerror(errno));

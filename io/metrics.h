@@ -123,8 +123,8 @@ double mp_metrics_bpb(double loss);
  * instead. path == NULL or "" gives a sink that writes nothing. MP_EUSAGE if it cannot be
  * created, if it is a FIFO no process reads (rather than waiting), or if it holds another
  * program's file (a regular file whose bytes do not start as metrics do, or cannot be read),
- * which is left as it is, or if another process has a sink open on it (a lock held while the
- * sink is open: two runs naming one file), also left as it is. */
+ * which is left as it is, or if another sink has it open (an open file description lock held
+ * while a sink is open: two runs naming one file), also left as it is. */
 mp_status mp_metrics_open(mp_metrics **m, const char *path);
 
 /* Append one record each; I/O errors are reported once on stderr and then ignored. */

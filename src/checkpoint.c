@@ -203,8 +203,6 @@ static mp_status write_file(mp_train_state *t, const mp_resume_point *at, const 
     mp_ckpt_path(c->checkpoint.dir, at->step, path, size);
     if (mp_make_parents(path, dir, sizeof dir) != 0)
         return mp_fail(MP_ECKPT, "checkpoint.dir: cannot create %s (%s)", dir, strerror(errno));
-    char note[400]; /* (a file system without locks was said at the start) */
-    MP_TRY(mp_ckpt_dir_lock(c->checkpoint.dir, note, sizeof note)); /* made again: locked anew */
     mp_h5w *w;
     MP_TRY(mp_h5w_open(&w, path, (int)c->checkpoint.deflate));
     mp_host_swap hs;
@@ -217,6 +215,10 @@ static mp_status write_file(mp_train_state *t, const mp_resume_point *at, const 
         st = write_optim(w, t, buf);
     if (st == MP_OK)
         st = write_state(w, t, at, rng);
+    char note[400]; /* (a file system without locks was said at the start) */
+    if (st == MP_OK) /* the directory made again: locked anew (after the gathers, so a sharded
+                        save's other ranks are never left waiting for them) */
+        st = mp_ckpt_dir_lock(c->checkpoint.dir, note, sizeof note);
     mp_status end = mp_host_end(&hs, false);
     if (st == MP_OK)
         st = end;

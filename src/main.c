@@ -132,11 +132,12 @@ static void print_banner(const mp_trainer *t, const mp_config *c)
         printf(", blocks recomputed in backward");
     printf("\n");
     mp_amp_print(&t->amp, stdout);
-    if (t->sched.warmup_steps > t->total_steps) /* legal (a short try of a long config): said */
+    if (t->sched.warmup_steps > t->sched.total_steps) /* legal (a short try of a long config) */
         printf("note: schedule.warmup_epochs = %g is %lld steps, more than the run's %lld: the "
                "learning rate stays below optim.lr (at most %.3g of it)\n",
                c->schedule.warmup_epochs, (long long)t->sched.warmup_steps,
-               (long long)t->total_steps, (double)t->total_steps / (double)t->sched.warmup_steps);
+               (long long)t->sched.total_steps,
+               (double)t->sched.total_steps / (double)t->sched.warmup_steps);
     int allowed = mp_train_cores_allowed(), share = mp_train_core_share(t->comm);
     if (t->ops->host_memory && t->cpu_threads < t->cpu_threads_asked) {
         char asked[32];
@@ -358,7 +359,8 @@ static int train(mp_trainer *t, const mp_cli *cli, const mp_config *cfg)
     int rc = agree(t->comm, mp_train_connect(t));
     if (rc == 0)
         rc = start_state(t, cli, cfg);
-    if (rc == 0 && t->start.world_size > 0 && t->start.step >= t->total_steps) {
+    if (rc == 0 && t->start.world_size > 0 && t->start.step >= t->total_steps &&
+        !mp_train_rest_dropped(t)) { /* (a dropped rest still ends its epoch: run()) */
         if (t->comm->rank == 0) /* the same decision on every rank: the shared resume point */
             printf("nothing to do: the run is at step %lld, at or past the end this config sets "
                    "(train.epochs = %lld, train.max_steps = %lld); no step taken, metrics and "

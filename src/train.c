@@ -598,8 +598,7 @@ static mp_status run(mp_trainer *t, mp_train_result *r, mp_window *w)
         mp_profile_stop(); /* an earlier run in this process that failed may have left it on */
     MP_TRY(mp_train_write_state(t));
     sample_device_use(t, r);
-    int64_t rest = mp_sampler_share(&t->sampler, at.position);
-    if (epoch < c->train.epochs && mp_train_steps(t, rest) == 0) {
+    if (mp_train_rest_dropped(t)) {
         /* the rest of the resumed epoch, less than a batch, that data.drop_last drops: its end */
         if (eval_due(c, epoch)) {
             MP_TRY(evaluate_epoch(t, epoch, r));

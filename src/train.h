@@ -312,8 +312,14 @@ mp_status mp_train_ungather(mp_trainer *t, bool keep);
  * re-shards it over the current ranks, then whole epochs, up to train.max_steps. The schedule
  * keeps its place in the epochs (warm-up, decays and cosine's end where the config puts them):
  * its offset (engine/schedule.h) takes the resume to the step this run's batch would be at,
- * 0 when the global batch is the checkpoint's. A fresh run keeps the plan of mp_train_setup. */
+ * 0 for a run whose global batch never changed, and 0 when train.max_steps ends the run (its
+ * length is then in steps). A fresh run keeps the plan of mp_train_setup. */
 void mp_train_replan(mp_trainer *t);
+
+/* Whether a resumed run's start epoch has a rest of less than a batch that data.drop_last
+ * drops (no step in it; train.max_steps not reached): the run ends that epoch before any step,
+ * its evaluation when due, even when no step follows. False for a fresh run. */
+bool mp_train_rest_dropped(const mp_trainer *t);
 
 /* Makes every rank's persistent buffers (BatchNorm running statistics) equal to rank 0's;
  * collective. Called before each evaluation: training reads only batch statistics, so this

@@ -125,12 +125,14 @@ mp_status mp_train_load_data(mp_trainer *t)
     t->train_digest = mp_dataset_digest(&t->train);
     if (!train)
         return MP_OK;
+    const char *what = strcmp(c->data.format, "synthetic") == 0 ? "synthetic data" : c->data.path;
+    if (t->train.count < 1)
+        return mp_fail(MP_EDATA, "%s: no training samples", what);
     if (t->train.count < t->comm->size)
         return mp_fail(MP_EUSAGE, "%s: %lld training sample%s cannot be shared by %d ranks: "
-                       "start at most %lld, or train on more data",
-                       strcmp(c->data.format, "synthetic") == 0 ? "synthetic data" : c->data.path,
+                       "start at most %lld rank%s, or train on more data", what,
                        (long long)t->train.count, t->train.count == 1 ? "" : "s", t->comm->size,
-                       (long long)t->train.count);
+                       (long long)t->train.count, t->train.count == 1 ? "" : "s");
     return MP_OK;
 }
 

@@ -252,14 +252,24 @@ void mp_train_replan(mp_trainer *t)
     int64_t total = at->step;
     if (at->epoch < c->train.epochs)
         total += first + (c->train.epochs - at->epoch - 1) * t->steps_per_epoch;
-    if (c->train.max_steps > 0 && c->train.max_steps < total)
+    bool capped = c->train.max_steps > 0 && c->train.max_steps < total;
+    if (capped)
         total = c->train.max_steps;
     t->total_steps = total > at->step ? total : at->step;
     /* The schedule's place: epochs done and the part of this one that its rest leaves, in this
-     * run's steps; the run's own step count there when the global batch never changed */
+     * run's steps; the run's own step count there when the global batch never changed. A run
+     * that train.max_steps ends counts its schedule in steps, as max_steps does: no offset. */
     int64_t place = at->epoch * t->steps_per_epoch + t->steps_per_epoch - first;
-    t->sched.offset = at->epoch < c->train.epochs && place >= 0 ? place - at->step : 0;
+    t->sched.offset = !capped && at->epoch < c->train.epochs && place >= 0 ? place - at->step : 0;
     t->sched.total_steps = t->total_steps + t->sched.offset;
+}
+
+bool mp_train_rest_dropped(const mp_trainer *t)
+{
+    const mp_resume_point *at = &t->start;
+    return at->world_size > 0 && at->epoch < t->cfg->train.epochs &&
+           (t->cfg->train.max_steps == 0 || t->cfg->train.max_steps > at->step) &&
+           mp_train_steps(t, mp_sampler_share(&t->sampler, at->position)) == 0;
 }
 
 static void plan_steps(mp_trainer *t)

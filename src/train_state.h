@@ -21,8 +21,8 @@ typedef struct mp_resume_point {
     int64_t position; /* samples of that epoch all ranks consumed (DistributedSampler order) */
     int64_t world_size, global_batch; /* of the run that wrote it (0: a fresh run) */
     int64_t seed;
-    int shuffled; /* the data.shuffle it was written with (rank 0, a loaded file): 0, 1, or -1
-                     where the file does not say */
+    int shuffled; /* the data.shuffle it was written with: 0, 1, or -1 where the file does not
+                     say; set by a load on rank 0 only (other points leave 0, never read) */
 } mp_resume_point;
 
 /* The state, as views into its owner. The tensors are in the backend's memory (ops): a reader

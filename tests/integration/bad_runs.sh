@@ -82,6 +82,17 @@ expect_exit 2 "the rest of the resumed epoch ends with a batch of 1 of a rank.s 
   --set "log.metrics=\"$TMP/drop.jsonl\"" --resume auto >"$TMP/drop.out" 2>&1 || true
 expect_ok "a resumed rest under a batch, dropped: 3 steps" grep -q "^done: 3 steps" "$TMP/drop.out"
 expect_ok "the drop said" grep -q "^note: the rest of epoch 1 is 32 samples a rank, less than data.batch_size = 33: data.drop_last = true drops it" "$TMP/drop.out"
+# In the last epoch (train.epochs = 1) the dropped rest still ends the run: evaluated, with its
+# summary, no step taken (not "nothing to do").
+mkdir -p "$TMP/bn_ck2"
+"$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=64 --set train.max_steps=2 \
+  --set "checkpoint.dir=\"$TMP/bn_ck2\"" --set checkpoint.every_steps=2 >/dev/null 2>&1
+"$MPDIST" "$TMP/bn_tail.cfg" --set data.synthetic_train=64 --set data.batch_size=33 \
+  --set data.drop_last=true --set "checkpoint.dir=\"$TMP/bn_ck2\"" \
+  --set "log.metrics=\"$TMP/drop2.jsonl\"" --resume auto >"$TMP/drop2.out" 2>&1 || true
+expect_ok "the last epoch's dropped rest ends the run: done, evaluated, summarised" \
+  bash -c "grep -q '^done: 2 steps' '$TMP/drop2.out' && grep -q '\"type\":\"eval\",\"epoch\":0' '$TMP/drop2.jsonl' &&
+           grep -q '\"type\":\"summary\"' '$TMP/drop2.jsonl'"
 expect_ok "epoch 1 evaluated before step 3" \
   test "$(grep -o '"type":"[a-z]*"' "$TMP/drop.jsonl" | head -2 | tr -d '\n')" = '"type":"eval""type":"step"'
 finish

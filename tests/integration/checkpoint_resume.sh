@@ -100,15 +100,24 @@ echo "ok: a resume with another data.shuffle mid-epoch says so"
 SCHED=(--set data.train_limit=512 --set train.max_steps=0 --set train.epochs=4
        --set schedule.type='"step"' --set schedule.step_epochs=2.0 --set schedule.gamma=0.1
        --set schedule.warmup_epochs=0.0 --set train.eval_every=0 --set log.every=1)
-run sched-2 2 O0 "${SCHED[@]}" --set train.step_budget=5
-run sched-2 1 O0 "${SCHED[@]}" --resume auto
-decay=$(python3 - "$TMP/sched-2.jsonl" <<'P'
+decay_step() { # the first step record of METRICS whose lr is below the first record's
+  python3 - "$1" <<'P'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"type":"step"')]
 first = recs[0]["lr"]
 print(next((r["step"] for r in recs if r["lr"] < first), "none"))
 P
-)
+}
+run sched-2 2 O0 "${SCHED[@]}" --set train.step_budget=5
+cp -r "$TMP/sched-2" "$TMP/sched-cap" && cp "$TMP/sched-2.jsonl" "$TMP/sched-cap.jsonl"
+run sched-2 1 O0 "${SCHED[@]}" --resume auto
+decay=$(decay_step "$TMP/sched-2.jsonl")
 [ "$decay" = 12 ] || { echo "FAIL: the decay due at epoch 2 came with step $decay, not 12"; exit 1; }
 echo "ok: the step decay of epoch 2 came with step 12 after a resume from 2 ranks on 1"
+# A run that train.max_steps ends (20, before the 27 its epochs give) counts its schedule in
+# steps, as max_steps does: no offset, the decay at the run's step 16 (17 in the metrics).
+run sched-cap 1 O0 "${SCHED[@]}" --set train.max_steps=20 --resume auto
+decay=$(decay_step "$TMP/sched-cap.jsonl")
+[ "$decay" = 17 ] || { echo "FAIL: with train.max_steps the decay came with step $decay, not 17"; exit 1; }
+echo "ok: with train.max_steps ending the run, the schedule counts steps (decay with step 17)"
 echo "all checks passed"

@@ -120,7 +120,7 @@ expect_exit 2 "^mpdist: error: --set data.synthetic_shape: 16 channels, more tha
 expect_exit 3 "synthetic data: the train and test splits: 100001 images of 4096x4096x4 needs 100001 x 4096" \
   "$MPDIST" "${SYN[@]}" --set 'data.synthetic_shape=[4096,4096,4]' --set data.synthetic_train=100000 --set data.synthetic_test=1
 # (the rank count is the usage error: exit 2, 3 before 2026-12-03)
-expect_exit 2 "^mpdist: error: synthetic data: 1 training sample cannot be shared by 2 ranks: start at most 1, or train on more data$" \
+expect_exit 2 "^mpdist: error: synthetic data: 1 training sample cannot be shared by 2 ranks: start at most 1 rank, or train on more data$" \
   mpirun -np 2 "$MPDIST" "${SYN[@]}" --set data.synthetic_train=1
 expect_exit 2 "model: its first layer, an embedding, takes token ids, but data.format \"idx\" gives images" \
   "$MPDIST" "$SRC/configs/fashion-mnist-mlp.cfg" --set 'model.layers=({type="embedding"; out=8;},{type="flatten";},{type="linear"; out=10;})'

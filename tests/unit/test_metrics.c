@@ -516,7 +516,8 @@ static void test_one_writer(void **state)
     char *was = slurp(path);
     for (int resumed = 0; resumed < 2; resumed++) {
         mp_error_clear();
-        mp_status st = resumed ? mp_metrics_open_resumed(&b, path, 0, 0) : mp_metrics_open(&b, path);
+        mp_status st =
+            resumed ? mp_metrics_open_resumed(&b, path, 0, 0) : mp_metrics_open(&b, path);
         assert_int_equal(st, MP_EUSAGE);
         assert_null(b);
         assert_non_null(strstr(mp_error_message(), "is being written by another run"));
